@@ -1,0 +1,41 @@
+# Sourced by run.sh and test.sh: make .venv hold this project and its dependencies.
+# Works on a fresh Debian machine with Python 3.11: installs python3-venv with apt when
+# the interpreter cannot make a venv, and reinstalls only when pyproject.toml changed.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+venv="$root/.venv"
+extras="${SWARMPROXY_EXTRAS:-}"
+
+apt_install() {
+  # Only root on a Debian-like machine can do this; otherwise say what is missing.
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "swarmproxy: installing $* with apt-get" >&2
+    DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+  else
+    echo "swarmproxy: please install these Debian packages first: $*" >&2
+    return 1
+  fi
+}
+
+py=${PYTHON:-python3}
+if ! "$py" -c 'import sys; assert sys.version_info >= (3, 11)' 2>/dev/null; then
+  echo "swarmproxy: needs Python >= 3.11 (found: $("$py" --version 2>&1))" >&2
+  exit 1
+fi
+if [ ! -x "$venv/bin/python" ]; then
+  if ! "$py" -m venv "$venv" 2>/dev/null; then
+    rm -rf "$venv"
+    apt_install python3-venv
+    "$py" -m venv "$venv"
+  fi
+fi
+stamp="$venv/.installed-$(cat "$root/pyproject.toml" | sha256sum | cut -c1-16)${extras:+-$extras}"
+if [ ! -f "$stamp" ]; then
+  echo "swarmproxy: installing Python dependencies into .venv" >&2
+  "$venv/bin/python" -m pip install -q --upgrade pip >&2
+  "$venv/bin/python" -m pip install -q -e "$root${extras:+[$extras]}" >&2
+  rm -f "$venv"/.installed-*
+  touch "$stamp"
+fi
+export PATH="$venv/bin:$PATH"
