@@ -1,0 +1,143 @@
+"""The `swarmproxy` command.
+
+    swarmproxy run      run the proxy (defaults: 127.0.0.1:8080)
+    swarmproxy status   ask a running proxy how it is doing
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import signal
+import sys
+import urllib.error
+import urllib.request
+
+from . import __version__
+from .config import OPTIONS, Config, HostPort, parse_host_port
+from .errors import ConfigError
+
+log = logging.getLogger("swarmproxy")
+
+
+def _default_text(option) -> str:
+    default = option.default
+    if option.attr == "connect_ports":
+        return "443"
+    if option.attr == "data_dir":
+        return "$XDG_DATA_HOME/swarmproxy"
+    if default is None:
+        return "none"
+    if isinstance(default, bool):
+        return "true" if default else "false"
+    return str(default)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="swarmproxy",
+        description="A local HTTP forward proxy: point a browser or curl at it "
+                    "(curl --proxy http://127.0.0.1:8080 URL).",
+    )
+    parser.add_argument("--version", action="version", version=f"swarmproxy {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    run = commands.add_parser(
+        "run", help="run the proxy",
+        description="Run the proxy until interrupted (Ctrl-C or SIGTERM). Every option can also be set "
+                    "in a TOML file (--config) or as an environment variable SWARMPROXY_<NAME> "
+                    "(e.g. SWARMPROXY_LISTEN=127.0.0.1:9090); flags win over the environment, which wins "
+                    "over the file.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    for option in OPTIONS:
+        kwargs = {"dest": option.attr, "default": None, "metavar": option.metavar}
+        help_text = f"{option.help} (default: {_default_text(option)}"
+        help_text += ")" if option.flag_only else f"; env {option.env})"
+        if option.parse.__name__ == "_parse_bool":
+            kwargs = {"dest": option.attr, "default": None, "action": "store_const", "const": True}
+        run.add_argument(f"--{option.name}", help=help_text, **kwargs)
+
+    status = commands.add_parser(
+        "status", help="print a running proxy's status",
+        description="Print the JSON status of a running proxy (its /_swarm/status) and exit non-zero "
+                    "when none answers.",
+    )
+    status.add_argument("--proxy", default=None, metavar="HOST:PORT",
+                        help="where the proxy listens (default: SWARMPROXY_LISTEN, else 127.0.0.1:8080)")
+    status.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS",
+                        help="how long to wait for an answer (default: 5)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "run":
+            return _run(args)
+        if args.command == "status":
+            return _status(args)
+    except ConfigError as exc:
+        print(f"swarmproxy: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    parser.error(f"unknown command {args.command}")
+    return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    flags = {option.attr: getattr(args, option.attr) for option in OPTIONS}
+    config = Config.load(flags)
+    logging.basicConfig(level=config.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
+    try:
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create data dir {config.data_dir}: {exc.strerror}") from None
+    return asyncio.run(_serve(config))
+
+
+async def _serve(config: Config) -> int:
+    from .server import ProxyServer  # aiohttp import is slow; keep `--help` fast
+
+    server = ProxyServer(config)
+    try:
+        await server.start()
+    except OSError as exc:
+        print(f"swarmproxy: cannot listen on {config.listen}: {exc.strerror or exc}", file=sys.stderr)
+        await server.stop()
+        return 1
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    log.info("stopping")
+    await server.stop()
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    import os
+
+    where: HostPort = parse_host_port(args.proxy or os.environ.get("SWARMPROXY_LISTEN") or "127.0.0.1:8080")
+    url = f"http://{where}/_swarm/status"
+    # No proxy for this request, whatever http_proxy says: we are asking the proxy itself.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(url, timeout=args.timeout) as response:
+            data = json.load(response)
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        print(f"swarmproxy: no proxy answers at {where}: {reason}", file=sys.stderr)
+        return 1
+    print(json.dumps(data, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

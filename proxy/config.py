@@ -1,0 +1,247 @@
+"""Settings of `swarmproxy run`, merged from defaults < TOML file < SWARMPROXY_* environment < flags.
+
+Every option has one entry in OPTIONS; the CLI, the config file, the environment and the README's
+configuration reference are all derived from (or checked against) that table, so they cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import os
+import pathlib
+import tomllib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .errors import ConfigError
+
+DEFAULT_PORT = 8080
+
+
+@dataclasses.dataclass(frozen=True)
+class HostPort:
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+def parse_host_port(text: str, *, default_host: str = "127.0.0.1") -> HostPort:
+    """'HOST:PORT', ':PORT', 'PORT' or '[v6]:PORT' -> HostPort. Port 0 means 'pick a free one'."""
+    text = str(text).strip()
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        host, port = "", text
+    host = host.strip("[]") or default_host
+    try:
+        number = int(port)
+    except ValueError:
+        raise ConfigError(f"{text!r} is not HOST:PORT (the port must be a number)") from None
+    if not 0 <= number <= 65535:
+        raise ConfigError(f"{text!r}: port {number} is outside 0..65535")
+    return HostPort(host, number)
+
+
+def parse_connect_ports(text: str | list) -> frozenset[int] | None:
+    """'443,8443' -> {443, 8443}; '*' -> None, meaning every port is allowed."""
+    items = text if isinstance(text, list) else str(text).split(",")
+    ports: set[int] = set()
+    for item in items:
+        item = str(item).strip()
+        if item == "*":
+            return None
+        if not item:
+            continue
+        if not item.isdigit() or not 0 < int(item) <= 65535:
+            raise ConfigError(f"connect-ports: {item!r} is not a port number (use e.g. 443,8443 or *)")
+        ports.add(int(item))
+    return frozenset(ports)
+
+
+def is_loopback_host(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _parse_bool(text: str | bool) -> bool:
+    if isinstance(text, bool):
+        return text
+    value = str(text).strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off", ""}:
+        return False
+    raise ConfigError(f"{text!r} is not a boolean (use true or false)")
+
+
+def _positive_float(text: str | float) -> float:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{text!r} is not a number") from None
+    if value <= 0:
+        raise ConfigError(f"{text!r} must be greater than 0")
+    return value
+
+
+def _positive_int(text: str | int) -> int:
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{text!r} is not a whole number") from None
+    if value <= 0:
+        raise ConfigError(f"{text!r} must be greater than 0")
+    return value
+
+
+def _log_level(text: str) -> str:
+    value = str(text).strip().upper()
+    if value not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
+        raise ConfigError(f"log level {text!r} is not one of debug, info, warning, error")
+    return value
+
+
+def default_data_dir() -> pathlib.Path:
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return pathlib.Path(base) / "swarmproxy"
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    name: str  # the flag without dashes; the TOML key and env var are derived from it
+    parse: Callable[[Any], Any]
+    default: Any
+    help: str
+    metavar: str | None = None
+    flag_only: bool = False  # not settable from the file or environment (e.g. --config itself)
+
+    @property
+    def attr(self) -> str:
+        return self.name.replace("-", "_")
+
+    @property
+    def env(self) -> str:
+        return "SWARMPROXY_" + self.attr.upper()
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("listen", parse_host_port, HostPort("127.0.0.1", DEFAULT_PORT),
+           "address of the proxy; port 0 picks a free port (see --ready-file)", "HOST:PORT"),
+    Option("allow-remote", _parse_bool, False,
+           "allow --listen on a non-loopback address: anyone who reaches it can use the proxy "
+           "(the admin API still answers loopback clients only)", "BOOL"),
+    Option("data-dir", pathlib.Path, None,
+           "where swarmproxy keeps its state (~/.local/share/swarmproxy when XDG_DATA_HOME is unset)",
+           "DIR"),
+    Option("config", pathlib.Path, None, "TOML file with any of these options (keys as the flags, "
+           "without dashes, '-' or '_')", "FILE", flag_only=True),
+    Option("connect-ports", parse_connect_ports, frozenset({443}),
+           "ports CONNECT may tunnel to, comma separated; * allows any", "LIST"),
+    Option("log-level", _log_level, "INFO", "debug, info, warning or error", "LEVEL"),
+    Option("ready-file", pathlib.Path, None,
+           "once every listener is up, write a JSON object with the actual addresses here, "
+           'e.g. {"proxy": "127.0.0.1:8080"}', "FILE"),
+    Option("max-connections", _positive_int, 4096,
+           "client connections served at once; one more is answered 503", "N"),
+    Option("connect-timeout", _positive_float, 10.0,
+           "seconds to connect to an origin before answering 504", "SECONDS"),
+    Option("read-timeout", _positive_float, 60.0,
+           "seconds an origin may stay silent (before or during a response) before the request fails "
+           "(504 before the response started, a cut-off response after)", "SECONDS"),
+    Option("max-header-size", _positive_int, 65536,
+           "longest request line or header line accepted, in bytes; longer is answered 431", "BYTES"),
+    Option("request-history", _positive_int, 200,
+           "how many recent requests /_swarm/requests keeps", "N"),
+)
+
+_BY_ATTR = {option.attr: option for option in OPTIONS}
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    listen: HostPort
+    allow_remote: bool
+    data_dir: pathlib.Path
+    config: pathlib.Path | None
+    connect_ports: frozenset[int] | None
+    log_level: str
+    ready_file: pathlib.Path | None
+    max_connections: int
+    connect_timeout: float
+    read_timeout: float
+    max_header_size: int
+    request_history: int
+
+    @classmethod
+    def load(
+        cls,
+        flags: Mapping[str, Any] | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> Config:
+        """Merge the layers. `flags` holds only what was given on the command line (attr names)."""
+        flags = {k: v for k, v in (flags or {}).items() if v is not None}
+        environ = os.environ if environ is None else environ
+        values: dict[str, Any] = {o.attr: o.default for o in OPTIONS}
+        sources: dict[str, str] = {}
+
+        config_path = flags.get("config") or environ.get(_BY_ATTR["config"].env)
+        if config_path:
+            for key, raw in _read_toml(pathlib.Path(config_path)).items():
+                values[key] = raw
+                sources[key] = f"{config_path}: {key}"
+            values["config"] = pathlib.Path(config_path)
+        for option in OPTIONS:
+            if not option.flag_only and option.env in environ:
+                values[option.attr] = environ[option.env]
+                sources[option.attr] = option.env
+        for attr, raw in flags.items():
+            values[attr] = raw
+            sources[attr] = "--" + _BY_ATTR[attr].name
+
+        parsed: dict[str, Any] = {}
+        for option in OPTIONS:
+            raw = values[option.attr]
+            if raw is None or raw is option.default:
+                parsed[option.attr] = raw
+                continue
+            try:
+                parsed[option.attr] = option.parse(raw)
+            except ConfigError as exc:
+                raise ConfigError(f"{sources.get(option.attr, option.name)}: {exc}") from None
+        if parsed["data_dir"] is None:
+            parsed["data_dir"] = default_data_dir()
+        config = cls(**parsed)
+        config._check()
+        return config
+
+    def _check(self) -> None:
+        if not is_loopback_host(self.listen.host) and not self.allow_remote:
+            raise ConfigError(
+                f"--listen {self.listen} is not a loopback address: anyone who can reach it could use "
+                "this proxy. Add --allow-remote (or allow-remote = true) if that is what you want."
+            )
+
+
+def _read_toml(path: pathlib.Path) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"config file {path} cannot be read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    result = {}
+    for key, value in data.items():
+        attr = key.replace("-", "_")
+        if attr not in _BY_ATTR or _BY_ATTR[attr].flag_only:
+            known = ", ".join(o.name for o in OPTIONS if not o.flag_only)
+            raise ConfigError(f"config file {path}: unknown option {key!r} (known: {known})")
+        result[attr] = value
+    return result

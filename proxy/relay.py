@@ -1,0 +1,154 @@
+"""Forwarding absolute-form requests (`GET http://host/path HTTP/1.1`) to their origin.
+
+Bodies stream both ways with backpressure: a chunk is read from one side only after the previous one
+was accepted by the other, so a client that stops reading stops the origin download (bounded memory),
+and an upload is never buffered whole. Content bytes are passed on untouched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import aiohttp
+from aiohttp import web
+from yarl import URL
+
+from . import headers as hdr
+from .errors import OriginError
+from .origin import describe_failure
+from .stats import RequestRecord
+from .tunnel import pipe_upgraded
+
+log = logging.getLogger("swarmproxy.relay")
+
+# Request fields never forwarded besides the hop-by-hop ones: Host is rebuilt from the absolute URL
+# (RFC 9112 §3.2.2), Expect is answered here (we send 100 Continue ourselves and stream the body).
+DROP_FROM_REQUEST = ("host", "expect")
+
+SCHEMES = {"http": "http", "https": "https", "ws": "http", "wss": "https"}
+
+
+class ClientGone(ConnectionError):
+    """The client connection was closed or deliberately cut; nothing more can be answered on it."""
+
+
+class RelayedResponse(web.StreamResponse):
+    """A StreamResponse that adds no Content-Type or Server field the origin did not send.
+
+    aiohttp's server fills both in by default; for a proxy that would change what the client
+    sniffs and who it thinks answered.
+    """
+
+    async def _prepare_headers(self) -> None:
+        had = {name for name in ("Content-Type", "Server") if name in self.headers}
+        await super()._prepare_headers()
+        for name in ("Content-Type", "Server"):
+            if name not in had:
+                self.headers.popall(name, None)
+
+
+def origin_url(raw_target: str) -> URL:
+    """The origin URL of an absolute-form target; OriginError(400) when it is not one we can fetch."""
+    try:
+        url = URL(raw_target, encoded=True)
+    except (ValueError, TypeError) as exc:
+        raise OriginError(400, f"url: cannot parse request target {raw_target[:200]!r}: {exc}") from None
+    scheme = SCHEMES.get(url.scheme.lower())
+    if scheme is None:
+        raise OriginError(400, f"url: unsupported scheme {url.scheme!r} in {raw_target[:200]!r} "
+                               "(this proxy fetches http, https, ws and wss URLs)")
+    if not url.raw_host:
+        raise OriginError(400, f"url: request target {raw_target[:200]!r} has no host")
+    if scheme != url.scheme:
+        url = url.with_scheme(scheme)
+    return url.with_fragment(None)
+
+
+def _sanitize(value: str) -> str:
+    # Field values arrive decoded as UTF-8 with surrogate escapes; aiohttp's writer encodes strictly.
+    # Re-decoding as latin-1 keeps odd bytes from raising (they are rare and obsolete, RFC 9110 §5.5).
+    try:
+        value.encode("utf-8")
+        return value
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "surrogateescape").decode("latin-1")
+
+
+async def relay(request: web.BaseRequest, session: aiohttp.ClientSession, record: RequestRecord) -> web.StreamResponse:
+    """Answer `request` from its origin. Raises OriginError before a response started, ClientGone after."""
+    url = origin_url(request.raw_path)
+    upgrade = hdr.wants_upgrade(request.headers.items())
+    out_headers = hdr.add_via(
+        hdr.end_to_end(request.headers.items(), drop=DROP_FROM_REQUEST, upgrade=upgrade is not None),
+        request.version,
+    )
+    out_headers = [(name, _sanitize(value)) for name, value in out_headers]
+    body = request.content if request.body_exists else None
+    if body is not None and request.headers.get("Expect", "").lower() == "100-continue" and request.version >= (1, 1):
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+
+    try:
+        upstream = await session.request(
+            request.method,
+            url,
+            headers=out_headers,
+            data=body,
+            allow_redirects=False,
+            compress=None,
+            chunked=None,
+        )
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:
+        raise describe_failure(exc, url.raw_host or "", url.explicit_port) from None
+
+    try:
+        response = RelayedResponse(status=upstream.status, reason=_reason(upstream.reason))
+        if upstream.status == 101 and upgrade is not None:
+            headers_out = hdr.end_to_end(upstream.headers.items(), upgrade=True)
+        else:
+            headers_out = hdr.end_to_end(upstream.headers.items())
+        for name, value in hdr.add_via(headers_out, upstream.version):
+            response.headers.add(name, _sanitize(value))
+        if upstream.status == 101:
+            return await pipe_upgraded(request, response, upstream, record)
+        await response.prepare(request)
+        await _copy_body(upstream, response, request, record)
+        return response
+    finally:
+        upstream.release()
+
+
+async def _copy_body(upstream: aiohttp.ClientResponse, response: web.StreamResponse,
+                     request: web.BaseRequest, record: RequestRecord) -> None:
+    content = upstream.content
+    try:
+        while True:
+            chunk = await content.readany()
+            if not chunk:
+                break
+            await response.write(chunk)
+            record.bytes_origin += len(chunk)
+    except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientConnectionError,
+            asyncio.TimeoutError) as exc:
+        if request.transport is None or request.transport.is_closing():
+            raise ClientGone("client closed the connection") from None
+        # The origin failed mid-body. Ending the response normally would hand the client a short
+        # body that looks complete; cutting the connection makes the truncation visible to it
+        # (Content-Length unmet or no final chunk).
+        upstream.close()
+        record.error = f"origin_cut: origin stopped mid-response after {record.bytes_origin} bytes: " \
+                       f"{type(exc).__name__}"
+        request.transport.close()
+        raise ClientGone(record.error) from None
+    except ConnectionError:
+        upstream.close()
+        raise ClientGone("client closed the connection") from None
+    await response.write_eof()
+
+
+def _reason(reason: str | None) -> str | None:
+    if reason and all(32 <= ord(c) < 127 or c == "\t" for c in reason):
+        return reason
+    return None

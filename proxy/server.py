@@ -1,0 +1,220 @@
+"""The proxy server: aiohttp's low-level server with one handler for every request.
+
+There is no router: the handler sorts requests by form (RFC 9112 §3.2) — CONNECT's authority-form
+goes to the tunnel, absolute-form to the relay, origin-form to the admin API — which is how CONNECT,
+which aiohttp's router cannot express, is served at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import json
+import logging
+import os
+import resource
+import time
+from typing import Any
+
+from aiohttp import http_exceptions, web, web_protocol
+
+from .admin import Admin
+from .config import Config
+from .errors import OriginError
+from .origin import make_session
+from .relay import ClientGone, relay
+from .stats import Stats
+from .tunnel import connect
+
+log = logging.getLogger("swarmproxy")
+
+
+def is_loopback_peer(peername: Any) -> bool:
+    """True when a transport's peer address is on this machine's loopback (v4, v6 or v4-mapped)."""
+    if not peername:
+        return False
+    host = peername[0] if isinstance(peername, tuple) else str(peername)
+    try:
+        ip = ipaddress.ip_address(str(host).split("%", 1)[0])
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
+
+
+def _text(status: int, message: str) -> web.Response:
+    return web.Response(status=status, text=message if message.endswith("\n") else message + "\n")
+
+
+class _ProxyProtocol(web_protocol.RequestHandler):
+    """aiohttp's per-connection protocol, with answers instead of tracebacks for malformed input."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self._manager.stats.connection_opened()  # type: ignore[union-attr]
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        manager = self._manager
+        super().connection_lost(exc)
+        if manager is not None:
+            manager.stats.connection_closed()  # type: ignore[attr-defined]
+
+    def handle_error(self, request: web.BaseRequest, status: int = 500, exc: BaseException | None = None,
+                     message: str | None = None) -> web.StreamResponse:
+        if isinstance(exc, ConnectionError):
+            raise exc  # aiohttp ends the connection quietly on ConnectionError
+        stats: Stats = self._manager.stats  # type: ignore[union-attr]
+        peer = self.transport.get_extra_info("peername") if self.transport else None
+        if isinstance(exc, http_exceptions.LineTooLong) or (
+            isinstance(exc, http_exceptions.BadHttpMessage) and "Too many headers" in str(exc)
+        ):
+            status = 431
+            text = "431 Request Header Fields Too Large: a request line or header line is longer than " \
+                   "--max-header-size allows, or there are too many header lines"
+        elif status == 500:
+            log.exception("internal error answering %s", peer, exc_info=exc)
+            text = "500 Internal Server Error: swarmproxy failed on this request; see its log"
+        else:
+            text = f"{status} Bad Request: {message or exc}"
+        if status != 500:
+            stats.counters["bad_requests"] += 1
+            log.warning("rejected request from %s: %s", peer and peer[0], text)
+        if request.writer.output_size > 0:
+            raise ConnectionError("response already started")
+        response = _text(status, text)
+        response.force_close()
+        return response
+
+
+class _Refuse503(asyncio.Protocol):
+    """Stands in for a connection over --max-connections: one 503, then close."""
+
+    BODY = b"503 Service Unavailable: swarmproxy is serving as many connections as --max-connections allows\n"
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        transport.write(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
+                        b"Retry-After: 1\r\nConnection: close\r\n"
+                        b"Content-Length: %d\r\n\r\n%s" % (len(self.BODY), self.BODY))
+        transport.close()
+
+
+class _LimitedServer(web.Server):
+    def __init__(self, *args: Any, stats: Stats, max_connections: int, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.stats = stats
+        self.max_connections = max_connections
+
+    def __call__(self) -> asyncio.Protocol:  # type: ignore[override]
+        if self.stats.connections_open >= self.max_connections:
+            self.stats.connection_refused()
+            return _Refuse503()
+        return _ProxyProtocol(self, loop=self._loop, **self._kwargs)
+
+
+class ProxyServer:
+    """One running proxy. `await start()`, read `addresses`, `await stop()`."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.stats = Stats(config.request_history)
+        self.admin = Admin(self.stats, lambda: self.addresses)
+        self.addresses: dict[str, str] = {}
+        self._session = None
+        self._runner: web.BaseRunner | None = None
+
+    async def start(self) -> dict[str, str]:
+        _raise_fd_limit()
+        cfg = self.config
+        self._session = make_session(connect_timeout=cfg.connect_timeout, read_timeout=cfg.read_timeout,
+                                     max_connections=cfg.max_connections)
+        server = _LimitedServer(
+            self._handle,
+            stats=self.stats,
+            max_connections=cfg.max_connections,
+            access_log=None,  # one line per request comes from Stats.finish instead
+            max_line_size=cfg.max_header_size,
+            max_field_size=cfg.max_header_size,
+            max_headers=256,
+            handler_cancellation=True,  # a client that goes away cancels its origin request
+        )
+        self._runner = web.ServerRunner(server, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, cfg.listen.host, cfg.listen.port, backlog=1024, reuse_address=True)
+        await site.start()
+        host, port = _bound(site)
+        self.addresses["proxy"] = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        log.info("swarmproxy listening on http://%s (admin API: http://%s/_swarm/status)",
+                 self.addresses["proxy"], self.addresses["proxy"])
+        if cfg.ready_file:
+            _write_atomically(cfg.ready_file, json.dumps(self.addresses) + "\n")
+        return self.addresses
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+        if self._session is not None:
+            await self._session.close()
+
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        started = time.monotonic()
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        loopback = is_loopback_peer(peer)
+        target = request.raw_path
+        if request.method != "CONNECT" and target.startswith("/"):
+            return self.admin.handle(request, loopback=loopback)
+
+        client = str(peer[0]) if peer else "-"
+        record = self.stats.begin(request.method, target, client)
+        response: web.StreamResponse | None = None
+        try:
+            if request.method == "CONNECT":
+                self.stats.counters["tunnels"] += 1
+                response = await connect(request, record, allowed=self.config.connect_ports,
+                                         timeout=self.config.connect_timeout, local_client=loopback)
+            else:
+                response = await relay(request, self._session, record)  # type: ignore[arg-type]
+            self.stats.finish(record, response.status, record.bytes_origin, time.monotonic() - started,
+                              record.error)
+            return response
+        except OriginError as exc:
+            self.stats.finish(record, exc.status, 0, time.monotonic() - started, exc.message)
+            return _text(exc.status, f"{exc.status} {_phrase(exc.status)}: {exc.message}")
+        except ClientGone as exc:
+            status = response.status if response else None
+            self.stats.finish(record, status, record.bytes_origin, time.monotonic() - started,
+                              record.error or f"client_gone: {exc}")
+            raise
+        except asyncio.CancelledError:
+            self.stats.finish(record, None, record.bytes_origin, time.monotonic() - started,
+                              "client_gone: client closed the connection")
+            raise
+
+
+def _phrase(status: int) -> str:
+    return {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway", 504: "Gateway Timeout"}.get(status, "Error")
+
+
+def _bound(site: web.TCPSite) -> tuple[str, int]:
+    server = site._server  # the asyncio.Server; aiohttp exposes no public accessor for bound sockets
+    assert server is not None and server.sockets
+    host, port = server.sockets[0].getsockname()[:2]
+    return host, port
+
+
+def _write_atomically(path: os.PathLike | str, text: str) -> None:
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
+
+
+def _raise_fd_limit() -> None:
+    # Each proxied connection holds two sockets; the default soft limit (often 1024) would cap us
+    # near 500 concurrent clients. Raising the soft limit to the hard one needs no privilege.
+    with contextlib.suppress(ValueError, OSError):
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft < hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))

@@ -1,0 +1,128 @@
+"""What the proxy has done: counters, the recent-request history, Prometheus metrics, the access log.
+
+One `Stats` per server (its own Prometheus registry), so several proxies in one test process do not
+share counters.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import logging
+import time
+from typing import Any
+
+import prometheus_client as prom
+
+access_log = logging.getLogger("swarmproxy.access")
+
+
+@dataclasses.dataclass
+class RequestRecord:
+    """One line of /_swarm/requests. Fields after `error` are filled in by the swarm fallback."""
+
+    method: str
+    url: str
+    client: str
+    started: float  # wall clock, seconds since the epoch
+    status: int | None = None
+    bytes: int = 0
+    duration_s: float | None = None
+    error: str | None = None
+    transition: str | None = None
+    bytes_origin: int = 0
+    bytes_peers: int = 0
+    manifest_source: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+class Stats:
+    def __init__(self, history: int) -> None:
+        self.started_monotonic = time.monotonic()
+        self.history: collections.deque[RequestRecord] = collections.deque(maxlen=history)
+        self.counters: collections.Counter[str] = collections.Counter()
+        self.connections_open = 0
+        self.registry = prom.CollectorRegistry(auto_describe=True)
+        self._requests = prom.Counter(
+            "swarmproxy_requests", "Requests answered, by method and status class",
+            ["method", "status_class"], registry=self.registry,
+        )
+        self._bytes = prom.Counter(
+            "swarmproxy_response_bytes", "Body bytes sent to clients, by source",
+            ["source"], registry=self.registry,
+        )
+        self._errors = prom.Counter(
+            "swarmproxy_errors", "Requests that failed, by cause", ["cause"], registry=self.registry,
+        )
+        self._duration = prom.Histogram(
+            "swarmproxy_request_duration_seconds", "Time from request to last byte",
+            registry=self.registry,
+        )
+        self._connections = prom.Gauge(
+            "swarmproxy_client_connections", "Client connections open", registry=self.registry,
+        )
+        self._refused = prom.Counter(
+            "swarmproxy_connections_refused", "Client connections answered 503 (over --max-connections)",
+            registry=self.registry,
+        )
+
+    def uptime(self) -> float:
+        return time.monotonic() - self.started_monotonic
+
+    def begin(self, method: str, url: str, client: str) -> RequestRecord:
+        record = RequestRecord(method=method, url=url, client=client, started=time.time())
+        self.history.append(record)
+        return record
+
+    def finish(self, record: RequestRecord, status: int | None, sent: int, duration: float,
+               error: str | None = None) -> None:
+        """Close a record: `sent` is the body bytes the client got, from any source."""
+        record.status = status
+        record.bytes = sent
+        record.duration_s = round(duration, 6)
+        record.error = error
+        self.counters["requests"] += 1
+        self.counters["bytes_sent"] += sent
+        status_class = f"{status // 100}xx" if status else "none"
+        self._requests.labels(record.method, status_class).inc()
+        self._bytes.labels("origin").inc(record.bytes_origin)
+        self._bytes.labels("peers").inc(record.bytes_peers)
+        self._duration.observe(duration)
+        if error:
+            self.error(error)
+        access_log.info(
+            "%s %s %s %s %dB %.3fs%s", record.client, record.method, record.url,
+            status if status is not None else "-", sent, duration, f" ({error.strip()})" if error else "",
+        )
+
+    def error(self, cause: str) -> None:
+        self.counters["errors"] += 1
+        self._errors.labels(cause.split(":", 1)[0]).inc()
+
+    def connection_opened(self) -> None:
+        self.connections_open += 1
+        self._connections.inc()
+
+    def connection_closed(self) -> None:
+        self.connections_open -= 1
+        self._connections.dec()
+
+    def connection_refused(self) -> None:
+        self.counters["connections_refused"] += 1
+        self._refused.inc()
+
+    def snapshot(self) -> dict[str, int]:
+        return {
+            "requests": self.counters["requests"],
+            "bytes_sent": self.counters["bytes_sent"],
+            "errors": self.counters["errors"],
+            "tunnels": self.counters["tunnels"],
+            "bad_requests": self.counters["bad_requests"],
+            "connections_open": self.connections_open,
+            "connections_refused": self.counters["connections_refused"],
+        }
+
+    def prometheus_text(self) -> bytes:
+        return prom.generate_latest(self.registry)

@@ -1,0 +1,221 @@
+"""Byte-for-byte tunnels: CONNECT (TLS and anything else on an allowed port) and protocol upgrades
+(WebSocket) through absolute-form requests.
+
+aiohttp's router cannot route CONNECT, so the tunnel is handled in the server's one handler, below
+any router. aiohttp's parser treats CONNECT like an accepted upgrade: it stops parsing and keeps the
+bytes that follow for whoever plugs a parser into the connection, which is what `_client_stream`
+does. Both directions apply backpressure: each read waits until the previous write was drained.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import socket
+from collections.abc import Awaitable, Callable
+
+import aiohttp
+from aiohttp import streams, web
+
+from .errors import OriginError
+from .origin import describe_failure
+from .stats import RequestRecord
+
+log = logging.getLogger("swarmproxy.tunnel")
+
+CHUNK = 256 * 1024
+
+
+def parse_authority(target: str) -> tuple[str, int]:
+    """'host:port' or '[v6]:port' -> (host, port); OriginError(400) otherwise."""
+    host, sep, port = target.rpartition(":")
+    host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+        raise OriginError(400, f"url: CONNECT target {target[:200]!r} is not host:port")
+    return host, int(port)
+
+
+def port_refusal(port: int, allowed: frozenset[int] | None) -> str | None:
+    """Why CONNECT to `port` is refused, or None when it is allowed."""
+    if allowed is None or port in allowed:
+        return None
+    listed = ",".join(str(p) for p in sorted(allowed)) or "none"
+    return (f"CONNECT to port {port} is refused by this proxy: the setting --connect-ports "
+            f"(SWARMPROXY_CONNECT_PORTS, connect-ports in the config file) allows {listed}. "
+            f"Add {port} to it, or use * to allow every port.\n")
+
+
+def is_internal(address: str) -> bool:
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    return ip.is_loopback or ip.is_private or ip.is_link_local or ip.is_unspecified or ip.is_multicast
+
+
+async def open_tunnel(host: str, port: int, *, timeout: float, local_client: bool) -> tuple[
+        asyncio.StreamReader, asyncio.StreamWriter]:
+    """Connect to host:port. A non-local client may not reach loopback or private addresses through us."""
+    loop = asyncio.get_running_loop()
+    try:
+        async with asyncio.timeout(timeout):
+            infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+            if not local_client:
+                infos = [info for info in infos if not is_internal(info[4][0])]
+                if not infos:
+                    raise OriginError(403, f"CONNECT to {host}:{port} is refused: it is an internal "
+                                           "address and the client is not on this machine\n")
+            last: BaseException | None = None
+            for family, type_, proto, _name, address in infos:
+                try:
+                    return await asyncio.open_connection(address[0], address[1], family=family,
+                                                         proto=proto, limit=CHUNK)
+                except OSError as exc:
+                    last = exc
+            assert last is not None
+            raise last
+    except OriginError:
+        raise
+    except Exception as exc:
+        raise describe_failure(exc, host, port) from None
+
+
+async def connect(request: web.BaseRequest, record: RequestRecord, *, allowed: frozenset[int] | None,
+                  timeout: float, local_client: bool) -> web.StreamResponse:
+    host, port = parse_authority(request.raw_path)
+    refusal = port_refusal(port, allowed)
+    if refusal:
+        raise OriginError(403, refusal)
+    reader, writer = await open_tunnel(host, port, timeout=timeout, local_client=local_client)
+    from_client = _client_stream(request)
+    response = web.StreamResponse(status=200, reason="Connection Established")
+    response.force_close()  # after a tunnel, the connection is the tunnel's; never reuse it for HTTP
+    await response.prepare(request)
+    _send_now(response)
+
+    async def to_origin(data: bytes) -> None:
+        writer.write(data)
+        await writer.drain()
+
+    async def to_client(data: bytes) -> None:
+        await response.write(data)
+        record.bytes_origin += len(data)
+
+    try:
+        await _pump_both(
+            client_read=from_client.readany,
+            origin_read=lambda: reader.read(CHUNK),
+            to_origin=to_origin,
+            to_client=to_client,
+            origin_half_close=lambda: writer.can_write_eof() and writer.write_eof(),
+        )
+    finally:
+        writer.close()
+        with contextlib.suppress(Exception):
+            await writer.wait_closed()
+    return response
+
+
+class _RawFeed:
+    """Parser stand-in that hands every byte after an upgrade to a StreamReader untouched.
+
+    aiohttp's protocols (server and client side alike) accept a 'parser' via set_parser(); its
+    WebSocket support plugs in a frame decoder there. We plug in nothing but a pass-through.
+    """
+
+    def __init__(self, stream: streams.StreamReader) -> None:
+        self.stream = stream
+
+    def feed_data(self, data: bytes) -> tuple[bool, bytes]:
+        self.stream.feed_data(data)
+        return False, b""
+
+    def feed_eof(self) -> None:
+        self.stream.feed_eof()
+
+    def set_exception(self, exc: BaseException, exc_cause: BaseException | None = None) -> None:
+        self.stream.feed_eof()
+
+
+async def pipe_upgraded(request: web.BaseRequest, response: web.StreamResponse,
+                        upstream: aiohttp.ClientResponse, record: RequestRecord) -> web.StreamResponse:
+    """After the origin said 101 Switching Protocols: pass the 101 on, then copy bytes both ways."""
+    loop = asyncio.get_running_loop()
+    connection = upstream.connection
+    assert connection is not None and connection.transport is not None
+    origin_protocol, origin_transport = connection.protocol, connection.transport
+    from_origin = streams.StreamReader(origin_protocol, CHUNK, loop=loop)
+    origin_protocol.set_parser(_RawFeed(from_origin), from_origin)
+    from_client = _client_stream(request)
+
+    response.force_close()
+    await response.prepare(request)
+    _send_now(response)
+
+    async def to_origin(data: bytes) -> None:
+        origin_transport.write(data)
+        # The client protocol has no public drain; this is the helper aiohttp's own WebSocket
+        # writer awaits for the same purpose.
+        await origin_protocol._drain_helper()
+
+    async def to_client(data: bytes) -> None:
+        await response.write(data)
+        record.bytes_origin += len(data)
+
+    try:
+        await _pump_both(
+            client_read=from_client.readany,
+            origin_read=from_origin.readany,
+            to_origin=to_origin,
+            to_client=to_client,
+            origin_half_close=lambda: origin_transport.can_write_eof() and origin_transport.write_eof(),
+        )
+    finally:
+        upstream.close()
+    return response
+
+
+def _client_stream(request: web.BaseRequest) -> streams.StreamReader:
+    """The raw bytes the client sends after its CONNECT or upgrade request, as a stream."""
+    stream = streams.StreamReader(request.protocol, CHUNK, loop=asyncio.get_running_loop())
+    request.protocol.set_parser(_RawFeed(stream))
+    return stream
+
+
+def _send_now(response: web.StreamResponse) -> None:
+    # aiohttp may hold headers back to send them with the first body chunk; a tunnel's client waits
+    # for the status line before it says anything, so it must go out now.
+    writer = response._payload_writer
+    if writer is not None:
+        writer.send_headers()
+
+
+async def _pump_both(*, client_read: Callable[[], Awaitable[bytes]], origin_read: Callable[[], Awaitable[bytes]],
+                     to_origin: Callable[[bytes], Awaitable[None]], to_client: Callable[[bytes], Awaitable[None]],
+                     origin_half_close: Callable[[], object]) -> None:
+    """Copy until either side is done, then end the tunnel.
+
+    A client's EOF is passed on as a half-close, but it ends the tunnel too: aiohttp's server closes
+    a client transport on EOF, so nothing the origin said afterwards could reach the client anyway.
+    """
+
+    async def upstream() -> None:
+        while data := await client_read():
+            await to_origin(data)
+        with contextlib.suppress(OSError, RuntimeError):
+            origin_half_close()
+
+    async def downstream() -> None:
+        while data := await origin_read():
+            await to_client(data)
+
+    up = asyncio.ensure_future(upstream())
+    down = asyncio.ensure_future(downstream())
+    try:
+        done, _ = await asyncio.wait({up, down}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (up, down):
+            task.cancel()
+        results = await asyncio.gather(up, down, return_exceptions=True)
+    for result in results:
+        if isinstance(result, (ConnectionError, OSError, aiohttp.ClientError)):
+            log.debug("tunnel ended: %s", result)

@@ -1,0 +1,60 @@
+"""The command line: --help explains every option with its default; bad settings are one clear line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from proxy import cli
+from proxy.config import OPTIONS
+
+
+def test_run_help_lists_every_option_with_default(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["run", "--help"])
+    assert exit_info.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for option in OPTIONS:
+        assert f"--{option.name}" in text
+    assert text.count("(default:") >= len(OPTIONS)
+
+
+@pytest.mark.parametrize("command", [[], ["status"]])
+def test_help_for_each_command(capsys, command):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main([*command, "--help"])
+    assert exit_info.value.code == 0
+    assert "usage: swarmproxy" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["run", "--listen", "0.0.0.0:8080"], "--allow-remote"),
+    (["run", "--listen", "x:y"], "not HOST:PORT"),
+    (["run", "--connect-ports", "https"], "not a port number"),
+    (["run", "--config", "/nonexistent/swarmproxy.toml"], "does not exist"),
+])
+def test_bad_settings_exit_2_with_one_line(argv, needle, tmp_path):
+    result = subprocess.run([sys.executable, "-m", "proxy.cli", *argv], capture_output=True, text=True,
+                            env={"XDG_DATA_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}, timeout=60)
+    assert result.returncode == 2
+    assert needle in result.stderr and "Traceback" not in result.stderr
+
+
+def test_status_without_a_proxy_fails_clearly(unused_tcp_port, capsys):
+    assert cli.main(["status", "--proxy", f"127.0.0.1:{unused_tcp_port}", "--timeout", "2"]) == 1
+    assert "no proxy answers" in capsys.readouterr().err
+
+
+def test_port_in_use_is_a_clear_error(tmp_path):
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = subprocess.run([sys.executable, "-m", "proxy.cli", "run", "--listen", f"127.0.0.1:{port}"],
+                                capture_output=True, text=True, env={"XDG_DATA_HOME": str(tmp_path)}, timeout=60)
+    assert result.returncode == 1
+    assert "cannot listen on" in result.stderr and "Traceback" not in result.stderr

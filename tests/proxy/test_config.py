@@ -1,0 +1,93 @@
+"""Option layers: defaults < TOML file < SWARMPROXY_* environment < command-line flags."""
+
+import pathlib
+
+import pytest
+
+from proxy.config import OPTIONS, Config, HostPort, parse_connect_ports, parse_host_port
+from proxy.errors import ConfigError
+
+
+def test_defaults(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    config = Config.load({}, environ={})
+    assert config.listen == HostPort("127.0.0.1", 8080)
+    assert config.connect_ports == frozenset({443})
+    assert config.data_dir == tmp_path / "swarmproxy"
+    assert config.log_level == "INFO"
+
+
+def test_layers_flags_win_over_env_over_file(tmp_path):
+    file = tmp_path / "c.toml"
+    file.write_text('listen = "127.0.0.1:1111"\nconnect-ports = [443, 8443]\nlog_level = "debug"\n'
+                    'read-timeout = 7\n')
+    env = {"SWARMPROXY_LISTEN": "127.0.0.1:2222", "SWARMPROXY_CONNECT_PORTS": "*"}
+    config = Config.load({"config": str(file), "listen": "127.0.0.1:3333"}, environ=env)
+    assert config.listen.port == 3333  # flag
+    assert config.connect_ports is None  # env beats file
+    assert config.log_level == "DEBUG"  # file beats default
+    assert config.read_timeout == 7.0
+    assert Config.load({"config": str(file)}, environ={}).connect_ports == frozenset({443, 8443})
+
+
+def test_config_file_named_by_env(tmp_path):
+    file = tmp_path / "c.toml"
+    file.write_text('max-connections = 10\n')
+    assert Config.load({}, environ={"SWARMPROXY_CONFIG": str(file)}).max_connections == 10
+
+
+@pytest.mark.parametrize("content,needle", [
+    ("listen = ", "not valid TOML"),
+    ("colour = 1\n", "unknown option 'colour'"),
+    ('listen = "nope"\n', "listen"),
+    ("max-connections = 0\n", "greater than 0"),
+    ('connect-ports = "http"\n', "not a port number"),
+    ('log-level = "loud"\n', "log level"),
+])
+def test_bad_config_files_say_what_is_wrong(tmp_path, content, needle):
+    file = tmp_path / "c.toml"
+    file.write_text(content)
+    with pytest.raises(ConfigError, match=needle):
+        Config.load({"config": str(file)}, environ={})
+
+
+def test_missing_config_file(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        Config.load({"config": str(tmp_path / "none.toml")}, environ={})
+
+
+def test_non_loopback_listen_requires_allow_remote():
+    with pytest.raises(ConfigError, match="--allow-remote"):
+        Config.load({"listen": "0.0.0.0:8080"}, environ={})
+    assert Config.load({"listen": "0.0.0.0:8080", "allow_remote": True}, environ={}).listen.host == "0.0.0.0"
+    assert Config.load({"listen": "[::1]:0"}, environ={}).listen == HostPort("::1", 0)
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("127.0.0.1:8080", HostPort("127.0.0.1", 8080)), (":0", HostPort("127.0.0.1", 0)),
+    ("9090", HostPort("127.0.0.1", 9090)), ("[::1]:80", HostPort("::1", 80)),
+    ("localhost:1", HostPort("localhost", 1)),
+])
+def test_parse_host_port(text, expected):
+    assert parse_host_port(text) == expected
+
+
+@pytest.mark.parametrize("text", ["a:b", "1.2.3.4:70000", "host:"])
+def test_parse_host_port_rejects(text):
+    with pytest.raises(ConfigError):
+        parse_host_port(text)
+
+
+@pytest.mark.parametrize("text,expected", [("443", {443}), ("443, 8443", {443, 8443}), ("*", None),
+                                           ("443,*", None), ("", set())])
+def test_parse_connect_ports(text, expected):
+    result = parse_connect_ports(text)
+    assert (result if result is None else set(result)) == expected
+
+
+def test_every_option_documented_in_readme():
+    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
+    for option in OPTIONS:
+        assert f"--{option.name}" in readme, option.name
+        if not option.flag_only:
+            assert option.env in readme, option.env
