@@ -1,4 +1,13 @@
 """The block engine: manifests, merkle hashing, block store, picker, wire protocol, transports.
 
-`swarm` never imports `proxy` or `dht`. Not built yet (see issue 3).
+`swarm` never imports `proxy` or `dht`. Built in pieces (see issue 3); so far:
+
+- `swarm.errors`   — the package's one error module: `SwarmError`; peer faults derive from `PeerError`
+  (`ProtocolError`, `ManifestError`, `HashMismatch`) so a bad peer is dropped, never the process.
+- `swarm.merkle`   — BEP 52 merkle trees (SHA-256, 16 KiB leaves, identical to libtorrent's `pieces root`),
+  streaming hashing, the block ("piece") layer, and checks of layers, layer ranges and blocks against a root.
+- `swarm.manifest` — `Manifest` (size, block size, root, URL, validator, content type/encoding), the block-size
+  rule `choose_block_size`, and a strict, versioned binary encoding.
+- `swarm.wire`     — the sans-I/O peer wire codec: length-prefixed frames for every message, a `Decoder` with a
+  hard limit on every length that raises only `ProtocolError`.
 """

@@ -1,0 +1,244 @@
+"""Manifests: what a representation is (size, block size, content root, metadata) and how it travels.
+
+Pure: no I/O, no clock. Hashing lives in `swarm.merkle`; this module adds the block-size rule, the manifest record
+with its compact binary encoding, and checks of hash layers and blocks against a manifest.
+
+Block size rule (`choose_block_size`): the smallest power of two ≥ 16 KiB that cuts the content into at most
+2,048 blocks, capped at 4 MiB — so 16 KiB up to 32 MiB, 1,025..2,048 blocks from there to 8 GiB, then 4 MiB
+blocks whose count grows. Only content of more than `MAX_BLOCKS` 4 MiB blocks (64 TiB) gets larger blocks again.
+The lab will tune the constants; manifests carry their block size, so a change never breaks old ones.
+
+Encoding, version 1 (all integers big-endian)::
+
+    u8   version = 1
+    u64  size                      ≤ MAX_SIZE (2**48)
+    u8   log2(block_size)          block size in [16 KiB, 16 MiB]; at most MAX_BLOCKS blocks
+    32   root                      the zero hash iff size == 0
+    u8   optional fields present: bit 0 url, 1 validator, 2 content_type, 3 content_encoding; others 0
+    then per present field, in bit order: u16 length, UTF-8 bytes
+         (non-empty; url ≤ 8 KiB, others ≤ 1 KiB encoded; no control characters)
+
+Every manifest has exactly one encoding and `decode` accepts nothing else: unknown versions or flags, truncation,
+trailing bytes, out-of-range numbers, invalid UTF-8 or control characters (which could smuggle a header line
+into a proxied response) all raise `ManifestError`.
+"""
+
+from __future__ import annotations
+
+import re
+import struct
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from swarm import merkle
+from swarm.errors import ManifestError
+
+__all__ = [
+    "VERSION",
+    "MIN_BLOCK_SIZE",
+    "MAX_BLOCK_SIZE",
+    "MAX_SIZE",
+    "MAX_BLOCKS",
+    "MAX_URL_LENGTH",
+    "MAX_STRING_LENGTH",
+    "MAX_ENCODED_SIZE",
+    "Manifest",
+    "choose_block_size",
+    "build_manifest",
+    "encode",
+    "decode",
+]
+
+VERSION = 1
+MIN_BLOCK_SIZE = merkle.LEAF_SIZE
+MAX_BLOCK_SIZE = 16 * 1024 * 1024
+MAX_SIZE = 2**48
+# Bounds the bitfield (2 MiB) and the hash layer a peer may have to hold for one content root.
+MAX_BLOCKS = 2**24
+MAX_URL_LENGTH = 8 * 1024
+MAX_STRING_LENGTH = 1024
+
+TARGET_MAX_BLOCKS = 2048
+PREFERRED_MAX_BLOCK_SIZE = 4 * 1024 * 1024
+
+_HEADER = struct.Struct(">BQB32sB")
+_LENGTH = struct.Struct(">H")
+_OPTIONAL_FIELDS = ("url", "validator", "content_type", "content_encoding")
+_MAX_LENGTHS = {
+    "url": MAX_URL_LENGTH,
+    "validator": MAX_STRING_LENGTH,
+    "content_type": MAX_STRING_LENGTH,
+    "content_encoding": MAX_STRING_LENGTH,
+}
+MAX_ENCODED_SIZE = _HEADER.size + sum(_LENGTH.size + limit for limit in _MAX_LENGTHS.values())
+_CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _next_power_of_two(n: int) -> int:
+    return 1 << (n - 1).bit_length() if n > 1 else 1
+
+
+def choose_block_size(size: int) -> int:
+    """Block size for content of `size` bytes (see the module docstring for the rule)."""
+    if not 0 <= size <= MAX_SIZE:
+        raise ValueError(f"size must be in [0, {MAX_SIZE}], got {size}")
+    preferred = min(_next_power_of_two(-(-size // TARGET_MAX_BLOCKS)), PREFERRED_MAX_BLOCK_SIZE)
+    needed = _next_power_of_two(-(-size // MAX_BLOCKS))
+    return max(MIN_BLOCK_SIZE, preferred, needed)
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """One representation's identity. Construction validates like `decode` and raises `ManifestError`.
+
+    Manifests are built from untrusted input too (server plugin headers, DHT records), hence a peer-error type
+    even from the constructor.
+    """
+
+    size: int
+    block_size: int
+    root: bytes
+    url: str | None = None
+    validator: str | None = None
+    content_type: str | None = None
+    content_encoding: str | None = None
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    @property
+    def num_blocks(self) -> int:
+        return merkle.block_count(self.size, self.block_size)
+
+    @property
+    def layer_height(self) -> int:
+        """Height of the block layer above the 16 KiB leaves (see `swarm.merkle.layer_height`)."""
+        return merkle.layer_height(self.size, self.block_size)
+
+    def block_span(self, index: int) -> tuple[int, int]:
+        """`(offset, length)` of block `index` in the content."""
+        if not 0 <= index < self.num_blocks:
+            raise IndexError(f"block {index} out of range 0..{self.num_blocks - 1}")
+        offset = index * self.block_size
+        return offset, min(self.block_size, self.size - offset)
+
+    def encode(self) -> bytes:
+        return encode(self)
+
+    def verify_layer(self, layer: Sequence[bytes]) -> None:
+        """Raise `HashMismatch` unless `layer` is this content's block layer."""
+        merkle.verify_layer(self.root, layer, self.size, self.block_size)
+
+    def verify_layer_range(self, first: int, count: int, hashes: Sequence[bytes], proof: Sequence[bytes]) -> None:
+        """Raise `HashMismatch` unless `hashes` are layer entries `first..first+count`, proven by `proof`."""
+        merkle.verify_layer_range(self.root, self.size, self.block_size, first, count, hashes, proof)
+
+    def verify_block(self, layer: Sequence[bytes], index: int, data: bytes | bytearray | memoryview) -> None:
+        """Raise `HashMismatch` unless `data` is block `index` according to an already verified `layer`."""
+        merkle.verify_block(layer, index, data, self.size, self.block_size)
+
+
+def _validate(manifest: Manifest) -> None:
+    size, block_size, root = manifest.size, manifest.block_size, manifest.root
+    if type(size) is not int or not 0 <= size <= MAX_SIZE:
+        raise ManifestError(f"size must be an int in [0, {MAX_SIZE}]")
+    if (
+        type(block_size) is not int
+        or not MIN_BLOCK_SIZE <= block_size <= MAX_BLOCK_SIZE
+        or block_size & (block_size - 1)
+    ):
+        raise ManifestError(f"block size must be a power of two in [{MIN_BLOCK_SIZE}, {MAX_BLOCK_SIZE}]")
+    if merkle.block_count(size, block_size) > MAX_BLOCKS:
+        raise ManifestError(f"more than {MAX_BLOCKS} blocks; use a larger block size")
+    if type(root) is not bytes or len(root) != merkle.HASH_SIZE:
+        raise ManifestError("root must be 32 bytes")
+    if size == 0 and root != merkle.ZERO_HASH:
+        raise ManifestError("empty content must have the zero root")
+    for name in _OPTIONAL_FIELDS:
+        value = getattr(manifest, name)
+        if value is None:
+            continue
+        if type(value) is not str or not value:
+            raise ManifestError(f"{name} must be a non-empty string or None")
+        if _CONTROL_CHARACTERS.search(value):
+            raise ManifestError(f"{name} contains a control character")
+        try:
+            encoded_length = len(value.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise ManifestError(f"{name} is not encodable as UTF-8") from None
+        if encoded_length > _MAX_LENGTHS[name]:
+            raise ManifestError(f"{name} longer than {_MAX_LENGTHS[name]} bytes")
+
+
+def encode(manifest: Manifest) -> bytes:
+    flags = 0
+    tail = []
+    for bit, name in enumerate(_OPTIONAL_FIELDS):
+        value = getattr(manifest, name)
+        if value is not None:
+            flags |= 1 << bit
+            raw = value.encode("utf-8")
+            tail.append(_LENGTH.pack(len(raw)))
+            tail.append(raw)
+    shift = manifest.block_size.bit_length() - 1
+    return _HEADER.pack(VERSION, manifest.size, shift, manifest.root, flags) + b"".join(tail)
+
+
+def decode(data: bytes | bytearray | memoryview) -> Manifest:
+    """Parse an encoded manifest; raise `ManifestError` on anything but a canonical version-1 encoding."""
+    view = memoryview(data).cast("B")
+    if len(view) > MAX_ENCODED_SIZE:
+        raise ManifestError(f"encoded manifest longer than {MAX_ENCODED_SIZE} bytes")
+    if len(view) < _HEADER.size:
+        raise ManifestError("encoded manifest truncated")
+    version, size, shift, root, flags = _HEADER.unpack_from(view)
+    if version != VERSION:
+        raise ManifestError(f"unknown manifest version {version}")
+    if not MIN_BLOCK_SIZE.bit_length() - 1 <= shift <= MAX_BLOCK_SIZE.bit_length() - 1:
+        raise ManifestError("block size out of range")
+    if flags >> len(_OPTIONAL_FIELDS):
+        raise ManifestError(f"unknown optional field flags {flags:#04x}")
+    position = _HEADER.size
+    strings: dict[str, str] = {}
+    for bit, name in enumerate(_OPTIONAL_FIELDS):
+        if not flags & (1 << bit):
+            continue
+        if position + _LENGTH.size > len(view):
+            raise ManifestError(f"encoded manifest truncated before {name}")
+        (length,) = _LENGTH.unpack_from(view, position)
+        position += _LENGTH.size
+        if length > _MAX_LENGTHS[name]:
+            raise ManifestError(f"{name} longer than {_MAX_LENGTHS[name]} bytes")
+        if position + length > len(view):
+            raise ManifestError(f"encoded manifest truncated inside {name}")
+        try:
+            strings[name] = str(view[position : position + length], "utf-8")
+        except UnicodeDecodeError:
+            raise ManifestError(f"{name} is not valid UTF-8") from None
+        position += length
+    if position != len(view):
+        raise ManifestError(f"{len(view) - position} trailing bytes after the manifest")
+    return Manifest(size=size, block_size=1 << shift, root=root, **strings)
+
+
+def build_manifest(
+    chunks: Iterable[bytes | bytearray | memoryview],
+    size: int,
+    *,
+    block_size: int | None = None,
+    url: str | None = None,
+    validator: str | None = None,
+    content_type: str | None = None,
+    content_encoding: str | None = None,
+) -> tuple[Manifest, list[bytes]]:
+    """Hash content streamed as `chunks` (totalling `size` bytes); return its manifest and block layer.
+
+    Never holds more than one block's leaf hashes plus the layer in memory, whatever the content size.
+    """
+    if block_size is None:
+        block_size = choose_block_size(size)
+    root, layer = merkle.block_layer(chunks, size, block_size)
+    manifest = Manifest(size=size, block_size=block_size, root=root, url=url, validator=validator,
+                        content_type=content_type, content_encoding=content_encoding)
+    return manifest, layer
+
