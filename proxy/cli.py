@@ -98,13 +98,24 @@ def _run(args: argparse.Namespace) -> int:
         config.data_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ConfigError(f"cannot create data dir {config.data_dir}: {exc.strerror}") from None
-    return asyncio.run(_serve(config))
+    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        return runner.run(_serve(config))
+
+
+def _loop_factory():
+    """uvloop when installed (faster socket I/O for the relay), else asyncio's default loop."""
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
 
 
 async def _serve(config: Config) -> int:
     from .server import ProxyServer  # aiohttp import is slow; keep `--help` fast
 
     server = ProxyServer(config)
+    log.debug("event loop: %s", type(asyncio.get_running_loop()).__module__)
     try:
         await server.start()
     except OSError as exc:

@@ -86,6 +86,7 @@ class Origin:
             "body_sha256": digest.hexdigest(),
             "body_size": size,
             "version": list(request.version),
+            "peer_port": request.transport.get_extra_info("peername")[1],
         }
         self.requests.append(info)
         return web.json_response(info, headers={"Connection": "keep-alive, X-Hop", "X-Hop": "secret",

@@ -120,6 +120,14 @@ async def test_keep_alive_serves_several_requests_on_one_connection(proxy, origi
     await connection.close()
 
 
+async def test_origin_connections_are_pooled_across_clients(proxy, origin):
+    ports = set()
+    for _ in range(3):  # three client connections in turn, one origin connection
+        seen = json.loads((await request(address(proxy), get(origin.url + "/echo"))).body)
+        ports.add(seen["peer_port"])
+    assert len(ports) == 1
+
+
 @pytest.mark.parametrize("path", ["/cut/200000", "/cut-chunked"])
 async def test_origin_dying_mid_body_is_a_visible_truncation(proxy, origin, path):
     connection = await RawConnection.open(address(proxy))
