@@ -10,4 +10,7 @@
   rule `choose_block_size`, and a strict, versioned binary encoding.
 - `swarm.wire`     — the sans-I/O peer wire codec: length-prefixed frames for every message, a `Decoder` with a
   hard limit on every length that raises only `ProtocolError`.
+- `swarm.store`    — the block store: `BlockStore` protocol, `MemoryBlockStore`; `swarm.store_disk.DiskBlockStore`
+  (per content root a sparse data file, a manifest + hash-layer record and an in-place verified bitmap; re-verified
+  on load; LRU eviction of unpinned content under a size cap; disk errors → `StoreFailed` events, never a failed fetch).
 """

@@ -12,12 +12,18 @@ from the narrowest fitting class, so existing `except` clauses keep catching the
 
 from __future__ import annotations
 
+import errno as _errno
+
 __all__ = [
     "SwarmError",
     "PeerError",
     "ProtocolError",
     "ManifestError",
     "HashMismatch",
+    "StoreError",
+    "StoreFull",
+    "StoreIOError",
+    "NotInStore",
 ]
 
 
@@ -43,3 +49,34 @@ class ManifestError(PeerError):
 
 class HashMismatch(PeerError):
     """Bytes or hashes do not match the merkle root (or the verified hash layer) they claim to belong to."""
+
+
+class StoreError(SwarmError):
+    """A local block-store condition (see `swarm.store`): never the fault of a peer."""
+
+
+class StoreFull(StoreError):
+    """The store's size cap cannot make room: the content is larger than the cap, or the rest is pinned."""
+
+
+class StoreIOError(StoreError):
+    """The operating system refused a store operation: disk full, quota, read-only or unwritable, I/O error.
+
+    `errno` is the OS error number; `operation` names what failed ("create", "write", "read"); `root` is the
+    content root concerned, if any.
+    """
+
+    def __init__(self, message: str, *, errno: int | None = None, operation: str = "", root: bytes | None = None):
+        super().__init__(message)
+        self.errno = errno
+        self.operation = operation
+        self.root = root
+
+    @property
+    def disk_full(self) -> bool:
+        """True for "no space" conditions (ENOSPC, EDQUOT, EFBIG), which freeing space may cure."""
+        return self.errno in (_errno.ENOSPC, _errno.EDQUOT, _errno.EFBIG)
+
+
+class NotInStore(StoreError):
+    """The store holds no entry for that content root, or not that block of it (yet, or any more)."""

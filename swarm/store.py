@@ -1,0 +1,628 @@
+"""Block store: where the verified blocks of each content root live — on disk (`swarm.store_disk`) or in memory.
+
+One **entry** per content root holds its `Manifest`, its verified block ("hash") layer and the set of blocks
+written and verified so far. The block engine writes blocks it has already verified; peers and the proxy read
+them back. The proxy and the engine depend on the `BlockStore` protocol only; `MemoryBlockStore` (here) and
+`DiskBlockStore` (`swarm.store_disk`) implement it with the same bookkeeping (`BaseBlockStore`), so the same
+tests run against both.
+
+Contract, per operation (a *missing* root is one never created, removed, or evicted):
+
+* `create(manifest, layer, pin=False) -> bool` — open or create the entry. The layer is checked against the
+  root (`HashMismatch` if it does not reduce to it). Returns False when the entry already existed (then it is
+  only touched, and pinned if asked); raises `StoreError` if it exists with another block size (use
+  `manifest(root)` to adopt the stored one), `StoreFull` if the size cap cannot make room, `StoreIOError` if
+  the disk refuses (a `StoreFailed` event is emitted too). Space is **reserved at creation** (`entry_cost`:
+  content size plus its records), so later writes never push the store over its cap.
+* `write_block(root, index, data) -> bool` — the caller has verified `data` already. True once the bytes are
+  stored and the block is recorded as verified (in that order: a block is never marked before its bytes are
+  written). **False whenever the store did not keep the block and the caller should simply carry on**: the
+  root is missing (removed meanwhile), the entry is unshareable, or the OS refused the write. Never raises for
+  store-side conditions, only `ValueError` for a caller bug (index out of range, wrong length). So the engine
+  delivers the bytes it holds in memory to its consumer whatever `write_block` returns; it announces HAVE only
+  on True.
+* **Disk full or unwritable** (ENOSPC, EDQUOT, EFBIG, EACCES, EPERM, EROFS, EIO — any `OSError` from the
+  storage): the entry becomes **unshareable** — further writes return False at once without touching the
+  disk, `complete()` stays False, so its owner must not announce it (and should withdraw an announcement) —
+  and one `StoreFailed(root, StoreIOError)` event goes to the listeners. Blocks already held stay readable.
+  The flag lives in memory only: after a restart the entry is an ordinary incomplete entry again.
+* `read_block(root, index, verify=False) -> bytes`; `block_location(root, index) -> BlockLocation | None` —
+  `NotInStore` if the root or the block is missing. `block_location` returns `(path, offset, length)` for the
+  TCP transport to `sendfile`, or None when the store has no file (memory store: use `read_block`). With
+  `verify=True` the bytes are hashed against the layer first (serve a client straight from disk with it: "no
+  unverified byte ever reaches a client"); a block found corrupt or short on disk is forgotten and
+  `NotInStore` raised. A read the OS refuses raises `StoreIOError` (and emits `StoreFailed`).
+* `have(root) -> swarm.wire.Bitfield` (a snapshot, ready to send as BITFIELD), `has_block`, `complete`,
+  `shareable`, `info`, `manifest`, `hash_layer`, `roots()` (least recently used first), `used`, `capacity`.
+* `pin(root)` / `unpin(root)` — a count: content being fetched or served is pinned and never evicted.
+  `pinned(root)` is the context-manager form. `remove(root)` deletes an entry even when pinned (explicit).
+* Reads, writes, `block_location`, `pin`, `create` and `touch` make an entry the most recently used.
+
+**Eviction** happens only in `create` (and when a disk store loads more than its cap): while the new entry
+does not fit, evict unpinned entries, first the **complete** ones in LRU order, then the **incomplete** ones in
+LRU order. Complete content first because that is what the issue asks and because an incomplete unpinned entry
+is usually a download interrupted by a restart that the engine will resume; but incomplete entries are still
+evictable, or aborted downloads would leak the cap forever. Pinned entries never are: if the room cannot be
+made, nothing is evicted and `StoreFull` is raised. Every eviction emits `Evicted(root, manifest)` so the owner
+withdraws its DHT announcements.
+
+**Threads.** The store is synchronous and thread-safe. The engine runs `create` and `write_block` in a worker
+thread (`asyncio.to_thread`): creation fsyncs, and a 4 MiB write can stall behind writeback on a busy disk.
+Queries, `read_block` and `block_location` may be called inline on the event loop (a 4 MiB pread from the page
+cache takes about a millisecond). Bookkeeping sits behind one short-held lock; block bytes move outside it;
+`create`, `remove` and eviction are serialized by a second lock. Listeners run synchronously in the thread that
+caused the event, after the locks are released: an asyncio owner hops back with `loop.call_soon_threadsafe`.
+A listener that raises is logged and ignored.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol
+
+from swarm import merkle
+from swarm.errors import HashMismatch, NotInStore, StoreError, StoreFull, StoreIOError
+from swarm.manifest import Manifest
+from swarm.wire import Bitfield
+
+__all__ = [
+    "BlockStore",
+    "BaseBlockStore",
+    "MemoryBlockStore",
+    "BlockLocation",
+    "EntryInfo",
+    "Evicted",
+    "StoreFailed",
+    "StoreEvent",
+    "Listener",
+    "entry_cost",
+    "bitmap_length",
+]
+
+logger = logging.getLogger(__name__)
+
+BlockData = bytes | bytearray | memoryview
+
+
+def bitmap_length(num_blocks: int) -> int:
+    """Bytes of a packed bitmap of `num_blocks` bits (block 0 = high bit of byte 0, as `wire.Bitfield`)."""
+    return -(-num_blocks // 8)
+
+
+def entry_cost(manifest: Manifest) -> int:
+    """Bytes an entry is charged against the cap: the content plus its hash layer and verified-block bitmap."""
+    return manifest.size + merkle.HASH_SIZE * manifest.num_blocks + bitmap_length(manifest.num_blocks)
+
+
+def _mask(index: int) -> int:
+    return 0x80 >> (index & 7)
+
+
+def _describe_os_error(exc: OSError) -> str:
+    name = errno.errorcode.get(exc.errno or 0, "")
+    what = "disk full" if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG) else exc.strerror or str(exc)
+    return f"{what} ({name})" if name else what
+
+
+class BlockLocation(NamedTuple):
+    """Where a verified block's bytes sit in a file, for `loop.sendfile` / `os.sendfile`."""
+
+    path: str
+    offset: int
+    length: int
+
+
+@dataclass(frozen=True, slots=True)
+class EntryInfo:
+    """A snapshot of one entry, for status pages and announcements."""
+
+    root: bytes
+    manifest: Manifest
+    verified: int
+    pins: int
+    shareable: bool
+    cost: int
+
+    @property
+    def num_blocks(self) -> int:
+        return self.manifest.num_blocks
+
+    @property
+    def complete(self) -> bool:
+        return self.verified == self.manifest.num_blocks
+
+
+@dataclass(frozen=True, slots=True)
+class Evicted:
+    """An entry was evicted to make room: withdraw its announcements."""
+
+    root: bytes
+    manifest: Manifest
+
+
+@dataclass(frozen=True, slots=True)
+class StoreFailed:
+    """The OS refused a store operation; the entry (if any) is now unshareable."""
+
+    root: bytes | None
+    error: StoreIOError
+
+
+StoreEvent = Evicted | StoreFailed
+Listener = Callable[[StoreEvent], None]
+
+
+class BlockStore(Protocol):
+    """What the block engine, the transports and the proxy use (see the module docstring for the contract)."""
+
+    capacity: int | None
+
+    @property
+    def used(self) -> int: ...
+    def create(self, manifest: Manifest, layer: Sequence[bytes], *, pin: bool = False) -> bool: ...
+    def __contains__(self, root: object) -> bool: ...
+    def roots(self) -> list[bytes]: ...
+    def manifest(self, root: bytes) -> Manifest: ...
+    def hash_layer(self, root: bytes) -> Sequence[bytes]: ...
+    def info(self, root: bytes) -> EntryInfo: ...
+    def have(self, root: bytes) -> Bitfield: ...
+    def has_block(self, root: bytes, index: int) -> bool: ...
+    def complete(self, root: bytes) -> bool: ...
+    def shareable(self, root: bytes) -> bool: ...
+    def write_block(self, root: bytes, index: int, data: BlockData) -> bool: ...
+    def read_block(self, root: bytes, index: int, *, verify: bool = False) -> bytes: ...
+    def block_location(self, root: bytes, index: int) -> BlockLocation | None: ...
+    def pin(self, root: bytes) -> None: ...
+    def unpin(self, root: bytes) -> None: ...
+    def pinned(self, root: bytes) -> AbstractContextManager[None]: ...
+    def touch(self, root: bytes) -> None: ...
+    def remove(self, root: bytes) -> bool: ...
+    def add_listener(self, listener: Listener) -> None: ...
+    def remove_listener(self, listener: Listener) -> None: ...
+    def close(self) -> None: ...
+
+
+class Entry:
+    """Bookkeeping of one content root; storage back ends subclass it to add where the bytes are."""
+
+    def __init__(self, manifest: Manifest, layer: tuple[bytes, ...], bits: bytearray | None = None) -> None:
+        self.manifest = manifest
+        self.layer = layer
+        self.bits = bits if bits is not None else bytearray(bitmap_length(manifest.num_blocks))
+        self.verified = int.from_bytes(self.bits).bit_count()
+        self.cost = entry_cost(manifest)
+        self.pins = 0
+        self.shareable = True
+        # Set when the entry leaves the store; an I/O running outside the lock checks it before recording.
+        self.removed = False
+
+    @property
+    def root(self) -> bytes:
+        return self.manifest.root
+
+    @property
+    def complete(self) -> bool:
+        return self.verified == self.manifest.num_blocks
+
+    def holds(self, index: int) -> bool:
+        return bool(self.bits[index >> 3] & _mask(index))
+
+    def marked_byte(self, index: int) -> int:
+        """The bitmap byte holding `index`, with `index` set."""
+        return self.bits[index >> 3] | _mask(index)
+
+    def unmarked_byte(self, index: int) -> int:
+        return self.bits[index >> 3] & ~_mask(index) & 0xFF
+
+    def set(self, index: int, held: bool) -> None:
+        if held != self.holds(index):
+            self.bits[index >> 3] ^= _mask(index)
+            self.verified += 1 if held else -1
+
+
+class BaseBlockStore:
+    """Bookkeeping shared by the storage back ends: entries, LRU order, pins, the cap, eviction, events.
+
+    A back end implements the `_storage_*` hooks. Each may raise `OSError`, which becomes the disk-error
+    contract described in the module docstring. `_storage_mark` runs under the bookkeeping lock (it must be
+    short); the others run outside it.
+    """
+
+    def __init__(self, *, capacity: int | None = None) -> None:
+        if capacity is not None and capacity < 0:
+            raise ValueError("capacity must be >= 0 or None")
+        self.capacity = capacity
+        self._entries: OrderedDict[bytes, Entry] = OrderedDict()  # least recently used first
+        self._used = 0
+        self._listeners: list[Listener] = []
+        self._lock = threading.Lock()  # bookkeeping; held briefly, never across block data I/O
+        self._structure_lock = threading.RLock()  # create / remove / evict, including their file I/O
+
+    # -- storage hooks ---------------------------------------------------------------------------------------
+
+    def _storage_create(self, manifest: Manifest, layer: tuple[bytes, ...]) -> Entry:
+        raise NotImplementedError
+
+    def _storage_write(self, entry: Entry, offset: int, data: BlockData) -> None:
+        raise NotImplementedError
+
+    def _storage_mark(self, entry: Entry, index: int, held: bool) -> None:
+        """Persist one bit of the verified-block record (the in-memory bit is set after this returns)."""
+        raise NotImplementedError
+
+    def _storage_read(self, entry: Entry, index: int, offset: int, length: int) -> bytes:
+        raise NotImplementedError
+
+    def _storage_location(self, entry: Entry, offset: int, length: int) -> BlockLocation | None:
+        return None
+
+    def _storage_delete(self, entry: Entry) -> None:
+        raise NotImplementedError
+
+    # -- listeners -------------------------------------------------------------------------------------------
+
+    def add_listener(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: Listener) -> None:
+        self._listeners.remove(listener)
+
+    def _emit(self, events: list[StoreEvent]) -> None:
+        for event in events:
+            for listener in list(self._listeners):
+                try:
+                    listener(event)
+                except Exception:  # an observer's bug must not corrupt the store's state or the caller's fetch
+                    logger.exception("block store listener failed on %r", event)
+
+    def _fail(
+        self, events: list[StoreEvent], entry: Entry | None, root: bytes | None, operation: str, what: str,
+        exc: OSError,
+    ) -> StoreIOError:
+        """Turn an OS error into `StoreIOError`; the entry becomes unshareable. Call under `_lock`.
+
+        The event (and the warning) go out on an entry's first failure only: a full disk would otherwise
+        report once per block in flight.
+        """
+        message = f"cannot {operation} {what}: {_describe_os_error(exc)}"
+        error = StoreIOError(message, errno=exc.errno, operation=operation, root=root)
+        error.__cause__ = exc
+        if entry is None or entry.shareable:
+            logger.warning("block store: %s", message)
+            events.append(StoreFailed(root, error))
+        if entry is not None:
+            entry.shareable = False
+        return error
+
+    # -- queries ---------------------------------------------------------------------------------------------
+
+    @property
+    def used(self) -> int:
+        """Bytes charged against the cap (`entry_cost` of every entry, including one being created)."""
+        return self._used
+
+    def __contains__(self, root: object) -> bool:
+        return root in self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def roots(self) -> list[bytes]:
+        """Every content root held, least recently used first."""
+        with self._lock:
+            return list(self._entries)
+
+    def _get(self, root: bytes) -> Entry:
+        entry = self._entries.get(root)
+        if entry is None:
+            raise NotInStore(f"no entry for content root {root.hex()}")
+        return entry
+
+    def manifest(self, root: bytes) -> Manifest:
+        with self._lock:
+            return self._get(root).manifest
+
+    def hash_layer(self, root: bytes) -> Sequence[bytes]:
+        with self._lock:
+            return self._get(root).layer
+
+    def info(self, root: bytes) -> EntryInfo:
+        with self._lock:
+            entry = self._get(root)
+            return EntryInfo(root, entry.manifest, entry.verified, entry.pins, entry.shareable, entry.cost)
+
+    def have(self, root: bytes) -> Bitfield:
+        with self._lock:
+            entry = self._get(root)
+            return Bitfield(entry.manifest.num_blocks, bytes(entry.bits))
+
+    def has_block(self, root: bytes, index: int) -> bool:
+        with self._lock:
+            entry = self._entries.get(root)
+            return entry is not None and 0 <= index < entry.manifest.num_blocks and entry.holds(index)
+
+    def complete(self, root: bytes) -> bool:
+        with self._lock:
+            entry = self._entries.get(root)
+            return entry is not None and entry.complete
+
+    def shareable(self, root: bytes) -> bool:
+        with self._lock:
+            entry = self._entries.get(root)
+            return entry is not None and entry.shareable
+
+    # -- LRU and pins ----------------------------------------------------------------------------------------
+
+    def touch(self, root: bytes) -> None:
+        """Make `root` the most recently used; a missing root is ignored."""
+        with self._lock:
+            if root in self._entries:
+                self._entries.move_to_end(root)
+
+    def pin(self, root: bytes) -> None:
+        """Protect `root` from eviction until a matching `unpin`; `NotInStore` if missing."""
+        with self._lock:
+            self._get(root).pins += 1
+            self._entries.move_to_end(root)
+
+    def unpin(self, root: bytes) -> None:
+        """Undo one `pin`. A missing root (removed meanwhile) is ignored; unpinning an unpinned one is a bug."""
+        with self._lock:
+            entry = self._entries.get(root)
+            if entry is None:
+                return
+            if entry.pins == 0:
+                raise ValueError(f"content root {root.hex()} is not pinned")
+            entry.pins -= 1
+
+    @contextmanager
+    def pinned(self, root: bytes) -> Iterator[None]:
+        self.pin(root)
+        try:
+            yield
+        finally:
+            self.unpin(root)
+
+    # -- create, remove, evict -------------------------------------------------------------------------------
+
+    def create(self, manifest: Manifest, layer: Sequence[bytes], *, pin: bool = False) -> bool:
+        """Open or create the entry of `manifest.root`; True if it was created (see the module docstring)."""
+        layer = tuple(layer)
+        manifest.verify_layer(layer)
+        root = manifest.root
+        events: list[StoreEvent] = []
+        try:
+            with self._structure_lock:
+                with self._lock:
+                    existing = self._entries.get(root)
+                    if existing is not None:
+                        if existing.manifest.block_size != manifest.block_size:
+                            raise StoreError(
+                                f"content root {root.hex()} is stored with block size "
+                                f"{existing.manifest.block_size}, not {manifest.block_size}"
+                            )
+                        existing.pins += int(pin)
+                        self._entries.move_to_end(root)
+                        return False
+                    cost = entry_cost(manifest)
+                    victims = self._plan_eviction(cost)
+                    self._detach(victims)
+                    self._used += cost  # reserved while the files are made, so a concurrent check sees it
+                events += self._delete_evicted(victims)
+                try:
+                    entry = self._storage_create(manifest, layer)
+                except OSError as exc:
+                    with self._lock:
+                        self._used -= cost
+                        error = self._fail(events, None, root, "create", f"an entry for {root.hex()}", exc)
+                    raise error from exc
+                with self._lock:
+                    entry.pins = int(pin)
+                    self._entries[root] = entry
+                return True
+        finally:
+            self._emit(events)
+
+    def remove(self, root: bytes) -> bool:
+        """Delete the entry of `root`, pinned or not (an explicit decision); False if it was missing."""
+        with self._structure_lock:
+            with self._lock:
+                entry = self._entries.get(root)
+                if entry is None:
+                    return False
+                self._detach([entry])
+            self._delete_quietly(entry)
+            return True
+
+    def _plan_eviction(self, needed: int) -> list[Entry]:
+        """Entries to evict so that `needed` more bytes fit; `StoreFull` (nothing evicted) if impossible."""
+        if self.capacity is None:
+            return []
+        if needed > self.capacity:
+            raise StoreFull(f"{needed} bytes exceed the store's capacity of {self.capacity}")
+        excess = self._used + needed - self.capacity
+        if excess <= 0:
+            return []
+        unpinned = [entry for entry in self._entries.values() if entry.pins == 0]
+        candidates = [e for e in unpinned if e.complete] + [e for e in unpinned if not e.complete]
+        victims = []
+        for entry in candidates:
+            if excess <= 0:
+                break
+            victims.append(entry)
+            excess -= entry.cost
+        if excess > 0:
+            raise StoreFull(f"cannot free {excess} more bytes: the rest of the store is pinned")
+        return victims
+
+    def _detach(self, entries: list[Entry]) -> None:
+        """Take entries out of the bookkeeping (under `_lock`); their files go afterwards, outside it."""
+        for entry in entries:
+            del self._entries[entry.root]
+            self._used -= entry.cost
+            entry.removed = True
+
+    def _delete_evicted(self, victims: list[Entry]) -> list[StoreEvent]:
+        for entry in victims:
+            logger.info("block store: evicting %s (%d bytes)", entry.root.hex(), entry.cost)
+            self._delete_quietly(entry)
+        return [Evicted(entry.root, entry.manifest) for entry in victims]
+
+    def _delete_quietly(self, entry: Entry) -> None:
+        try:
+            self._storage_delete(entry)
+        except OSError as exc:  # the entry is gone from the store either way; leftovers are cleaned at load
+            logger.warning("block store: cannot delete files of %s: %s", entry.root.hex(), exc)
+
+    # -- blocks ----------------------------------------------------------------------------------------------
+
+    def _span(self, entry: Entry, index: int) -> tuple[int, int]:
+        try:
+            return entry.manifest.block_span(index)
+        except IndexError as exc:
+            raise ValueError(str(exc)) from None
+
+    def write_block(self, root: bytes, index: int, data: BlockData) -> bool:
+        """Store an already verified block; True once stored and recorded (see the module docstring)."""
+        with self._lock:
+            entry = self._entries.get(root)
+            if entry is None:
+                return False
+            offset, length = self._span(entry, index)
+            if memoryview(data).nbytes != length:
+                raise ValueError(f"block {index} must be {length} bytes, got {memoryview(data).nbytes}")
+            self._entries.move_to_end(root)
+            if entry.holds(index):
+                return True  # a duplicate (endgame): the bytes are identical, nothing to do
+            if not entry.shareable:
+                return False
+        events: list[StoreEvent] = []
+        try:
+            try:
+                # Outside the lock. If the entry is removed meanwhile, the write is wasted, never harmful: a
+                # recreated entry of the same root expects these very bytes at this very offset.
+                self._storage_write(entry, offset, data)
+            except OSError as exc:
+                with self._lock:
+                    self._fail(events, entry, root, "write", f"block {index} of {root.hex()}", exc)
+                return False
+            with self._lock:
+                if entry.removed or not entry.shareable:
+                    return False
+                if not entry.holds(index):
+                    try:
+                        self._storage_mark(entry, index, True)
+                    except OSError as exc:
+                        self._fail(events, entry, root, "write", f"the record of {root.hex()}", exc)
+                        return False
+                    entry.set(index, True)
+                return True
+        finally:
+            self._emit(events)
+
+    def read_block(self, root: bytes, index: int, *, verify: bool = False) -> bytes:
+        """The bytes of a held block; `NotInStore` if missing or found corrupt, `StoreIOError` if unreadable."""
+        with self._lock:
+            entry = self._get(root)
+            offset, length = self._span(entry, index)
+            if not entry.holds(index):
+                raise NotInStore(f"block {index} of {root.hex()} is not held")
+            self._entries.move_to_end(root)
+        try:
+            data = self._storage_read(entry, index, offset, length)
+        except OSError as exc:
+            events: list[StoreEvent] = []
+            with self._lock:
+                error = self._fail(events, entry, root, "read", f"block {index} of {root.hex()}", exc)
+            self._emit(events)
+            raise error from exc
+        problem = None
+        if len(data) != length:
+            problem = f"is {len(data)} bytes on disk, expected {length}"
+        elif verify:
+            try:
+                entry.manifest.verify_block(entry.layer, index, data)
+            except HashMismatch:
+                problem = "fails its hash on disk"
+        if problem is not None:
+            logger.warning("block store: block %d of %s %s; dropped", index, root.hex(), problem)
+            self._forget(entry, index)
+            raise NotInStore(f"block {index} of {root.hex()} {problem}")
+        return data
+
+    def _forget(self, entry: Entry, index: int) -> None:
+        with self._lock:
+            if entry.removed or not entry.holds(index):
+                return
+            entry.set(index, False)
+            try:
+                self._storage_mark(entry, index, False)
+            except OSError as exc:  # harmless: the next load re-verifies the block and drops it anyway
+                logger.warning("block store: cannot clear block %d of %s: %s", index, entry.root.hex(), exc)
+
+    def block_location(self, root: bytes, index: int) -> BlockLocation | None:
+        """Where to `sendfile` a held block from, or None when the store keeps no file (use `read_block`)."""
+        with self._lock:
+            entry = self._get(root)
+            offset, length = self._span(entry, index)
+            if not entry.holds(index):
+                raise NotInStore(f"block {index} of {root.hex()} is not held")
+            self._entries.move_to_end(root)
+            return self._storage_location(entry, offset, length)
+
+    def close(self) -> None:
+        """Release resources; the memory store has none. The store holds no open files between calls."""
+
+    def __enter__(self) -> BaseBlockStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class _MemoryEntry(Entry):
+    def __init__(self, manifest: Manifest, layer: tuple[bytes, ...]) -> None:
+        super().__init__(manifest, layer)
+        self.blocks: dict[int, bytes] = {}
+
+
+class MemoryBlockStore(BaseBlockStore):
+    """The same store, in memory: for tests and for nodes that must not write to disk.
+
+    `write_error`, when set to an `OSError`, makes every block write fail with it — a simulated full or
+    read-only disk for engine tests, taking exactly the disk store's error path.
+    """
+
+    def __init__(self, *, capacity: int | None = None) -> None:
+        super().__init__(capacity=capacity)
+        self.write_error: OSError | None = None
+
+    def _storage_create(self, manifest: Manifest, layer: tuple[bytes, ...]) -> Entry:
+        return _MemoryEntry(manifest, layer)
+
+    def _storage_write(self, entry: Entry, offset: int, data: BlockData) -> None:
+        if self.write_error is not None:
+            raise self.write_error
+        assert isinstance(entry, _MemoryEntry)
+        # Keyed by offset, the only thing the hook is given; a copy, since `data` may be a reused buffer.
+        entry.blocks[offset] = bytes(data)
+
+    def _storage_mark(self, entry: Entry, index: int, held: bool) -> None:
+        if not held:
+            assert isinstance(entry, _MemoryEntry)
+            entry.blocks.pop(index * entry.manifest.block_size, None)
+
+    def _storage_read(self, entry: Entry, index: int, offset: int, length: int) -> bytes:
+        assert isinstance(entry, _MemoryEntry)
+        return entry.blocks.get(offset, b"")
+
+    def _storage_delete(self, entry: Entry) -> None:
+        assert isinstance(entry, _MemoryEntry)
+        entry.blocks.clear()
+
