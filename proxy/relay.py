@@ -16,6 +16,7 @@ from yarl import URL
 
 from . import headers as hdr
 from .errors import OriginError
+from .exposure import resolve_allowed
 from .origin import describe_failure
 from .stats import RequestRecord
 from .tunnel import pipe_upgraded
@@ -75,9 +76,18 @@ def _sanitize(value: str) -> str:
         return value.encode("utf-8", "surrogateescape").decode("latin-1")
 
 
-async def relay(request: web.BaseRequest, session: aiohttp.ClientSession, record: RequestRecord) -> web.StreamResponse:
+async def relay(request: web.BaseRequest, session: aiohttp.ClientSession, record: RequestRecord, *,
+                local_client: bool, connect_timeout: float) -> web.StreamResponse:
     """Answer `request` from its origin. Raises OriginError before a response started, ClientGone after."""
     url = origin_url(request.raw_path)
+    if not local_client:
+        try:
+            async with asyncio.timeout(connect_timeout):
+                await resolve_allowed(url.raw_host or "", url.port or 80, local_client=False)
+        except OriginError:
+            raise
+        except Exception as exc:
+            raise describe_failure(exc, url.raw_host or "", url.explicit_port) from None
     upgrade = hdr.wants_upgrade(request.headers.items())
     out_headers = hdr.add_via(
         hdr.end_to_end(request.headers.items(), drop=DROP_FROM_REQUEST, upgrade=upgrade is not None),

@@ -175,7 +175,8 @@ class ProxyServer:
                 response = await connect(request, record, allowed=self.config.connect_ports,
                                          timeout=self.config.connect_timeout, local_client=loopback)
             else:
-                response = await relay(request, self._session, record)  # type: ignore[arg-type]
+                response = await relay(request, self._session, record,  # type: ignore[arg-type]
+                                       local_client=loopback, connect_timeout=self.config.connect_timeout)
             self.stats.finish(record, response.status, record.bytes_origin, time.monotonic() - started,
                               record.error)
             return response

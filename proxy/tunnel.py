@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
-import socket
 from collections.abc import Awaitable, Callable
 
 import aiohttp
 from aiohttp import streams, web
 
 from .errors import OriginError
+from .exposure import resolve_allowed
 from .origin import describe_failure
 from .stats import RequestRecord
 
@@ -47,23 +46,12 @@ def port_refusal(port: int, allowed: frozenset[int] | None) -> str | None:
             f"Add {port} to it, or use * to allow every port.\n")
 
 
-def is_internal(address: str) -> bool:
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    return ip.is_loopback or ip.is_private or ip.is_link_local or ip.is_unspecified or ip.is_multicast
-
-
 async def open_tunnel(host: str, port: int, *, timeout: float, local_client: bool) -> tuple[
         asyncio.StreamReader, asyncio.StreamWriter]:
     """Connect to host:port. A non-local client may not reach loopback or private addresses through us."""
-    loop = asyncio.get_running_loop()
     try:
         async with asyncio.timeout(timeout):
-            infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-            if not local_client:
-                infos = [info for info in infos if not is_internal(info[4][0])]
-                if not infos:
-                    raise OriginError(403, f"CONNECT to {host}:{port} is refused: it is an internal "
-                                           "address and the client is not on this machine\n")
+            infos = await resolve_allowed(host, port, local_client=local_client)
             last: BaseException | None = None
             for family, type_, proto, _name, address in infos:
                 try:

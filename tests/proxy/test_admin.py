@@ -70,3 +70,30 @@ async def test_admin_refuses_non_loopback_clients(proxy, peer):
 ])
 def test_is_loopback_peer(peer, expected):
     assert is_loopback_peer(peer) is expected
+
+
+@pytest.mark.parametrize("method,target", [
+    ("GET", "http://127.0.0.1:9/_swarm/status"),  # the admin API through the relay: still refused
+    ("GET", "http://10.1.2.3/"),
+    ("GET", "http://[::1]:80/"),
+    ("CONNECT", "127.0.0.1:443"),
+    ("CONNECT", "192.168.0.1:443"),
+])
+async def test_remote_clients_cannot_reach_internal_addresses(proxy, method, target):
+    transport = mock.Mock()
+    transport.get_extra_info.side_effect = lambda name, default=None: (
+        ("203.0.113.9", 5555) if name == "peername" else default)
+    response = await proxy._handle(make_mocked_request(method, target, transport=transport))
+    assert response.status == 403
+    assert b"internal address" in response.body
+
+
+@pytest.mark.parametrize("address,internal", [
+    ("127.0.0.1", True), ("10.0.0.8", True), ("172.16.5.4", True), ("192.168.1.1", True), ("169.254.1.1", True),
+    ("0.0.0.0", True), ("::1", True), ("fe80::1%eth0", True), ("fc00::1", True), ("::ffff:127.0.0.1", True),
+    ("224.0.0.1", True), ("93.184.216.34", False), ("2606:2800:220:1::1", False), ("::ffff:8.8.8.8", False),
+])
+def test_is_internal(address, internal):
+    from proxy.exposure import is_internal
+
+    assert is_internal(address) is internal
