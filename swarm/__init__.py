@@ -13,4 +13,9 @@
 - `swarm.store`    — the block store: `BlockStore` protocol, `MemoryBlockStore`; `swarm.store_disk.DiskBlockStore`
   (per content root a sparse data file, a manifest + hash-layer record and an in-place verified bitmap; re-verified
   on load; LRU eviction of unpinned content under a size cap; disk errors → `StoreFailed` events, never a failed fetch).
+- `swarm.picker`   — piece picker: block states, availability, rarest-first/random, streaming window, endgame.
+- `swarm.policy`   — request policy: per-source caps, timeouts and strikes, retry elsewhere, the origin as a
+  capped source; returns actions (Request, Cancel, Drop, Discard) and `next_deadline()`.
+- `swarm.trust`    — peer trust after libtorrent: -2 per hash failure, +1 per good block up to 8, ban at -7.
+- `swarm.throttle` — token buckets and throttle groups with an injected clock.
 """

@@ -20,6 +20,7 @@ __all__ = [
     "ProtocolError",
     "ManifestError",
     "HashMismatch",
+    "BadBlockIndex",
     "StoreError",
     "StoreFull",
     "StoreIOError",
@@ -49,6 +50,10 @@ class ManifestError(PeerError):
 
 class HashMismatch(PeerError):
     """Bytes or hashes do not match the merkle root (or the verified hash layer) they claim to belong to."""
+
+
+class BadBlockIndex(PeerError):
+    """A source announced a block index or bitfield that does not fit this representation."""
 
 
 class StoreError(SwarmError):

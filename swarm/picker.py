@@ -1,0 +1,619 @@
+"""Piece picker: which block to ask which source for next (sans-I/O, no clock, no sockets).
+
+The picker knows, per block, its state and how many sources have it; per source, which blocks it has and which
+it was asked for. It answers `pick(source, n)` — up to `n` blocks to request from `source`, already marked as
+requested — and records the outcome of each request. It never decides *when* or *how many*; that is the
+request policy's job (`swarm.policy`).
+
+Block states (`BlockState`): MISSING → REQUESTED → RECEIVED → VERIFIED, and RECEIVED → FAILED when the block
+fails its hash. FAILED is pickable again, exactly like MISSING (the state is kept only so that it shows).
+
+Order of a pick, for the blocks `source` has and that are pickable (MISSING or FAILED):
+
+1. the **streaming window**: the `window` blocks from the delivery point (the first block at or after
+   `set_delivery_point(...)` that is not verified), in index order — what the consumer needs next;
+2. then, by mode: **rarest-first** (fewest partial holders first; sources that have everything — seeds and the
+   origin — add the same to every block and are left out of the counts) or **random**;
+   ties, and the random order, follow one permutation drawn once from the injected `rng`; without an `rng`
+   they follow the block index, which keeps tests readable;
+3. **endgame**, only when no block at all is pickable any more (every missing block is requested): blocks
+   already requested from other sources, fewest requesters first then nearest the delivery point, up to
+   `max_duplicates` requesters per block. When one copy arrives, `on_received` returns the losers to cancel.
+
+The origin is the source `ORIGIN`, which has every block (`add_origin()`).
+
+Complexity (N blocks, S sources, n = blocks asked for, W = window):
+
+* pickable blocks live in sorted sets of their tie-break rank, one per availability count (one in all for
+  random mode), each a list of chunks of ≤ 1024 ranks. Making a block (un)pickable or changing its count is
+  O(log N) bisecting plus a `memmove` of at most a chunk;
+* `pick` scans those lists in order and stops after n hits: O(W + n + blocks skipped because the source lacks
+  them). For a source holding few blocks it instead walks that source's blocks (`bytearray.find`, C speed)
+  and keeps the n best: O(held). It takes whichever is cheaper by the estimate held² < n·pickable, so a pick
+  is never O(N·S). A source for which a pick found nothing is remembered, and its next pick returns at once
+  unless a block became pickable again or the source announced new blocks since;
+* `have` is O(log N); seeds and the origin join and leave in O(1). A bitfield with few blocks is applied block
+  by block, O(held log N); a large one (over N/8 blocks) is added to the counts as one big integer with a lane
+  per block (O(N) in C, about a millisecond for 100,000 blocks) and the sorted sets are rebuilt once, at the
+  next pick (O(N) in Python), so a burst of peers joining together pays for one rebuild;
+* endgame picks are O(outstanding requests), which is small by then.
+
+Memory: one byte per block per partial source (a `bytearray` bitfield), a few words per block.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+import sys
+from array import array
+from bisect import bisect_left, insort
+from collections.abc import Container, Hashable, Iterable, Iterator
+from dataclasses import dataclass, field
+from enum import Enum, IntEnum
+from itertools import compress
+
+from swarm.errors import BadBlockIndex
+
+__all__ = ["BlockState", "Mode", "ORIGIN", "Picker", "BadBlockIndex"]
+
+Source = Hashable
+
+
+class BlockState(IntEnum):
+    MISSING = 0
+    REQUESTED = 1
+    RECEIVED = 2
+    VERIFIED = 3
+    FAILED = 4
+
+
+_PICKABLE = frozenset({BlockState.MISSING, BlockState.FAILED})
+
+
+class Mode(Enum):
+    RAREST_FIRST = "rarest"
+    RANDOM = "random"
+
+
+class _Special(Enum):
+    ORIGIN = "origin"
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+#: The origin server as a source: it has every block. A sentinel, so it can never collide with a peer id.
+ORIGIN = _Special.ORIGIN
+
+#: Bitfields holding more than max(this, N/8) blocks are added in bulk (then the lists are rebuilt).
+BULK_BITFIELD_MIN = 64
+
+#: Scale of the "held² < n·pickable" estimate that chooses between the two pick strategies (tests vary it to
+#: check both strategies give the same answer).
+SPARSE_SCAN_FACTOR = 1.0
+
+
+# Availability counts: an array of 32-bit lanes, so that a whole bitfield can be added as one big integer.
+_COUNT_TYPE = "I"
+_LANE = array(_COUNT_TYPE).itemsize
+
+
+def _bitfield_as_int(has: bytearray) -> int:
+    """`has` (one 0/1 byte per block) as an int with one little-endian lane per block."""
+    wide = bytearray(len(has) * _LANE)
+    wide[0::_LANE] = has
+    return int.from_bytes(wide, "little")
+
+
+def _counts_as_int(counts: array) -> int:
+    if sys.byteorder == "big":
+        counts = array(counts.typecode, counts)
+        counts.byteswap()
+    return int.from_bytes(counts.tobytes(), "little")
+
+
+def _int_as_counts(value: int, size: int) -> array:
+    # no lane can borrow or carry: a count never drops below the bitfield that added to it, nor reaches 2**32
+    counts = array(_COUNT_TYPE, value.to_bytes(size * _LANE, "little"))
+    if sys.byteorder == "big":
+        counts.byteswap()
+    return counts
+
+
+@dataclass
+class _SourceView:
+    #: one byte per block (0/1); None when the source has every block (a seed, or the origin)
+    has: bytearray | None
+    count: int
+    requests: set[int] = field(default_factory=set)
+    #: bumped whenever the source announces a block; part of the "nothing for you" memo
+    have_version: int = 0
+    empty_memo: tuple[int, int] | None = None
+
+    def holds(self, block: int) -> bool:
+        return self.has is None or self.has[block] == 1
+
+
+class _SortedInts:
+    """A sorted set of ints kept as chunks of at most 2×_LOAD items (the layout of `sortedcontainers`).
+
+    Plain sorted lists would make every insert/delete a `memmove` of up to N pointers, and a swarm sends N×S
+    HAVEs over a download; with chunks an update is two bisects and a move of a few hundred pointers.
+    """
+
+    _LOAD = 512
+
+    def __init__(self, sorted_items: list[int] | None = None) -> None:
+        items = sorted_items or []
+        load = self._LOAD
+        self._chunks = [items[i : i + load] for i in range(0, len(items), load)]
+        self._maxes = [chunk[-1] for chunk in self._chunks]
+        self._len = len(items)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __iter__(self) -> Iterator[int]:
+        for chunk in self._chunks:
+            yield from chunk
+
+    def add(self, value: int) -> None:
+        chunks, maxes = self._chunks, self._maxes
+        self._len += 1
+        if not maxes:
+            chunks.append([value])
+            maxes.append(value)
+            return
+        i = bisect_left(maxes, value)
+        if i == len(maxes):
+            i -= 1
+            chunks[i].append(value)
+            maxes[i] = value
+        else:
+            insort(chunks[i], value)
+        chunk = chunks[i]
+        if len(chunk) > 2 * self._LOAD:
+            chunks[i : i + 1] = [chunk[: self._LOAD], chunk[self._LOAD :]]
+            maxes[i : i + 1] = [chunk[self._LOAD - 1], chunk[-1]]
+
+    def remove(self, value: int) -> None:
+        chunks, maxes = self._chunks, self._maxes
+        i = bisect_left(maxes, value)
+        if i == len(maxes):
+            raise KeyError(value)
+        chunk = chunks[i]
+        j = bisect_left(chunk, value)
+        if chunk[j] != value:
+            raise KeyError(value)
+        del chunk[j]
+        self._len -= 1
+        if not chunk:
+            del chunks[i], maxes[i]
+        elif j == len(chunk):
+            maxes[i] = chunk[-1]
+
+
+class Picker:
+    """Block states, availability and the choice of the next blocks to request."""
+
+    def __init__(
+        self,
+        num_blocks: int,
+        *,
+        mode: Mode = Mode.RAREST_FIRST,
+        window: int = 0,
+        rng: random.Random | None = None,
+        max_duplicates: int = 2,
+    ) -> None:
+        if num_blocks < 0 or window < 0 or max_duplicates < 1:
+            raise ValueError("num_blocks and window must be >= 0, max_duplicates >= 1")
+        if mode is Mode.RANDOM and rng is None:
+            raise ValueError("random mode needs an injected rng")
+        self.num_blocks = num_blocks
+        self.mode = mode
+        self.window = window
+        self.max_duplicates = max_duplicates
+
+        self._state = bytearray(num_blocks)  # BlockState per block
+        self._state_counts = [0] * len(BlockState)
+        self._state_counts[BlockState.MISSING] = num_blocks
+        # availability among partial sources; sources holding everything are counted once in _peer_seeds
+        self._avail = array(_COUNT_TYPE, bytes(num_blocks * _LANE))
+        self._peer_seeds = 0
+
+        # Tie-break permutation: rank -> block and block -> rank.
+        self._block_at_rank = list(range(num_blocks))
+        if rng is not None:
+            rng.shuffle(self._block_at_rank)
+        self._rank_of = [0] * num_blocks
+        for rank, block in enumerate(self._block_at_rank):
+            self._rank_of[block] = rank
+        # Pickable blocks, as sorted lists of ranks, indexed by availability (a single list in random mode).
+        self._lists: list[_SortedInts] = [_SortedInts(list(range(num_blocks)))]
+        # set by bulk availability changes (bitfields): the lists are rebuilt once, at the next pick
+        self._lists_stale = False
+
+        self._requesters: dict[int, set[Source]] = {}  # only for REQUESTED blocks
+        self._sources: dict[Source, _SourceView] = {}
+        self._cursor = 0  # the delivery point: first block at or after the start that is not verified
+        # bumped whenever a block becomes pickable again; part of the "nothing for you" memo
+        self._returns = 0
+
+    # -- queries ------------------------------------------------------------------------------------------
+
+    def state(self, block: int) -> BlockState:
+        return BlockState(self._state[block])
+
+    def states(self) -> list[BlockState]:
+        return [BlockState(s) for s in self._state]
+
+    def count(self, state: BlockState) -> int:
+        """How many blocks are in `state`."""
+        return self._state_counts[state]
+
+    @property
+    def pickable(self) -> int:
+        """Blocks that may be requested now (missing or failed)."""
+        return self._state_counts[BlockState.MISSING] + self._state_counts[BlockState.FAILED]
+
+    @property
+    def is_complete(self) -> bool:
+        return self._state_counts[BlockState.VERIFIED] == self.num_blocks
+
+    @property
+    def in_endgame(self) -> bool:
+        """Every block not yet received is requested: duplicates may now be asked for."""
+        return self.pickable == 0 and self._state_counts[BlockState.REQUESTED] > 0
+
+    def availability(self, block: int) -> int:
+        """How many peers have `block` (the origin is not counted: it always has everything)."""
+        return self._avail[block] + self._peer_seeds
+
+    def has(self, source: Source, block: int) -> bool:
+        return self._view(source).holds(block)
+
+    def requesters(self, block: int) -> frozenset[Source]:
+        """Sources with an outstanding request for `block`."""
+        return frozenset(self._requesters.get(block, ()))
+
+    def requests_of(self, source: Source) -> frozenset[int]:
+        """Blocks `source` has outstanding requests for."""
+        return frozenset(self._view(source).requests)
+
+    def sources(self) -> list[Source]:
+        return list(self._sources)
+
+    @property
+    def delivery_point(self) -> int:
+        """The first block at or after the start that is not verified (== num_blocks when all are)."""
+        return self._cursor
+
+    def set_delivery_point(self, block: int) -> None:
+        """Where the consumer reads from (a client's Range start, or where delivery has got to)."""
+        if not 0 <= block <= self.num_blocks:
+            raise ValueError(f"delivery point {block} outside 0..{self.num_blocks}")
+        self._cursor = block
+        self._advance_cursor()
+
+    # -- sources ------------------------------------------------------------------------------------------
+
+    def add_origin(self) -> None:
+        self.add_source(ORIGIN, has_all=True)
+
+    def add_source(
+        self, source: Source, bitfield: bytes | bytearray | Iterable[object] | None = None, *, has_all: bool = False
+    ) -> None:
+        """A source joined with `bitfield` (one truthy item per block) or with every block (`has_all`)."""
+        if source in self._sources:
+            raise ValueError(f"source {source!r} already added")
+        has: bytearray | None = None
+        if not has_all:
+            has = self._parse_bitfield(bitfield)
+        held = self.num_blocks if has is None else has.count(1)
+        if has is not None and held == self.num_blocks:
+            has = None  # a full bitfield is a seed: O(1) bookkeeping from now on
+        self._sources[source] = _SourceView(has=has, count=held)
+        if has is None:
+            if source is not ORIGIN:
+                self._peer_seeds += 1
+        elif held:
+            self._shift_bitfield(has, +1, held)
+
+    def have(self, source: Source, block: int) -> bool:
+        """`source` announced `block`. True if that makes a pickable block available from it."""
+        view = self._view(source)
+        self._check_index(block)
+        if view.holds(block):
+            return False
+        assert view.has is not None
+        view.has[block] = 1
+        view.count += 1
+        view.have_version += 1
+        self._shift_availability([block], +1)
+        return self._state[block] in _PICKABLE
+
+    def remove_source(self, source: Source) -> list[int]:
+        """`source` is gone (left, banned, dropped): forget its blocks and requests.
+
+        Returns the blocks that became pickable again because their only request was to `source`.
+        """
+        view = self._sources.pop(source, None)
+        if view is None:
+            return []
+        if view.has is None:
+            if source is not ORIGIN:
+                self._peer_seeds -= 1
+        elif view.count:
+            self._shift_bitfield(view.has, -1, view.count)
+        returned = []
+        for block in sorted(view.requests):
+            if self._withdraw(source, block):
+                returned.append(block)
+        return returned
+
+    # -- picking ------------------------------------------------------------------------------------------
+
+    def pick(self, source: Source, n: int, skip: Container[int] = frozenset()) -> list[int]:
+        """Up to `n` blocks to request from `source` now, best first, marked as requested by it.
+
+        `skip` holds blocks not to ask this source for (the policy's "retry elsewhere" memory).
+        """
+        view = self._view(source)
+        if n <= 0:
+            return []
+        if self._lists_stale:
+            self._rebuild_lists()
+        memo = (self._returns, view.have_version)
+        chosen: list[int] = []
+        no_skip = not skip
+        if self.pickable and not (no_skip and view.empty_memo == memo):
+            self._pick_window(view, n, skip, chosen)
+            if len(chosen) < n:
+                if view.has is not None and view.count**2 < (n - len(chosen)) * self.pickable * SPARSE_SCAN_FACTOR:
+                    self._pick_from_source_blocks(view, n, skip, chosen)
+                else:
+                    self._pick_from_lists(view, n, skip, chosen)
+            view.empty_memo = memo if (not chosen and no_skip) else None
+        for block in chosen:
+            self._request(source, view, block)
+        if len(chosen) < n and self.pickable == 0:
+            for block in self._pick_endgame(source, view, n - len(chosen), skip):
+                self._request(source, view, block)
+                chosen.append(block)
+        return chosen
+
+    def _pick_window(self, view: _SourceView, n: int, skip: Container[int], chosen: list[int]) -> None:
+        state = self._state
+        for block in range(self._cursor, min(self.num_blocks, self._cursor + self.window)):
+            if state[block] in _PICKABLE and view.holds(block) and block not in skip:
+                chosen.append(block)
+                if len(chosen) == n:
+                    return
+
+    def _pick_from_lists(self, view: _SourceView, n: int, skip: Container[int], chosen: list[int]) -> None:
+        """Walk the pickable lists in (availability, rank) order until n blocks the source has are found."""
+        taken = set(chosen)
+        has = view.has
+        block_at_rank = self._block_at_rank
+        for ranks in self._lists:
+            for rank in ranks:
+                block = block_at_rank[rank]
+                if (has is None or has[block]) and block not in skip and block not in taken:
+                    chosen.append(block)
+                    if len(chosen) == n:
+                        return
+
+    def _pick_from_source_blocks(self, view: _SourceView, n: int, skip: Container[int], chosen: list[int]) -> None:
+        """Walk the blocks the source has and keep the n best by (availability, rank): same order as the lists."""
+        assert view.has is not None
+        taken = set(chosen)
+        state, avail, rank_of, has = self._state, self._avail, self._rank_of, view.has
+        by_count = self.mode is Mode.RAREST_FIRST
+        candidates = []
+        block = has.find(1)
+        while block != -1:
+            if state[block] in _PICKABLE and block not in skip and block not in taken:
+                candidates.append((avail[block] if by_count else 0, rank_of[block], block))
+            block = has.find(1, block + 1)
+        chosen.extend(block for _, _, block in heapq.nsmallest(n - len(chosen), candidates))
+
+    def _pick_endgame(self, source: Source, view: _SourceView, n: int, skip: Container[int]) -> list[int]:
+        candidates = [
+            (len(requesters), block)
+            for block, requesters in self._requesters.items()
+            if len(requesters) < self.max_duplicates
+            and source not in requesters
+            and view.holds(block)
+            and block not in skip
+        ]
+        return [block for _, block in heapq.nsmallest(n, candidates)]
+
+    # -- outcomes -----------------------------------------------------------------------------------------
+
+    def mark_requested(self, source: Source, block: int) -> None:
+        """Record a request made outside `pick` (e.g. the origin response already streaming this block)."""
+        view = self._view(source)
+        self._check_index(block)
+        if self._state[block] not in _PICKABLE and self._state[block] != BlockState.REQUESTED:
+            raise ValueError(f"block {block} is {self.state(block).name}, it cannot be requested")
+        self._request(source, view, block)
+
+    def abort(self, source: Source, block: int) -> bool:
+        """`source` will not deliver `block` (timeout, reject, cancel). True if the block became pickable."""
+        view = self._view(source)
+        if block not in view.requests:
+            return False
+        return self._withdraw(source, block)
+
+    def wants(self, block: int) -> bool:
+        """Would a copy of `block` arriving now be used (it is neither received nor verified)?"""
+        return self._state[block] not in (BlockState.RECEIVED, BlockState.VERIFIED)
+
+    def on_received(self, source: Source, block: int) -> list[Source]:
+        """A copy of `block` arrived from `source` (not yet verified).
+
+        Returns the losers: the other sources with an outstanding request for it, whose requests are dropped
+        here and should be cancelled on the wire. A copy nobody asked for is accepted too (a late answer to a
+        timed-out request is still good data).
+        """
+        self._check_index(block)
+        if not self.wants(block):
+            raise ValueError(f"block {block} is already {self.state(block).name}")
+        losers = self._clear_requests(block, keep=source)
+        self._set_state(block, BlockState.RECEIVED)
+        return losers
+
+    def on_verified(self, block: int) -> list[Source]:
+        """`block` passed its hash (or was already held, e.g. the origin's prefix or data resumed from disk).
+
+        Returns the sources whose requests for it are now pointless (to cancel).
+        """
+        self._check_index(block)
+        losers = self._clear_requests(block, keep=None)
+        self._set_state(block, BlockState.VERIFIED)
+        self._advance_cursor()
+        return losers
+
+    def on_failed(self, block: int) -> None:
+        """The received copy of `block` failed its hash: it is pickable again."""
+        self._check_index(block)
+        if self._state[block] != BlockState.RECEIVED:
+            raise ValueError(f"block {block} is {self.state(block).name}, not RECEIVED")
+        self._set_state(block, BlockState.FAILED)
+
+    # -- internals ----------------------------------------------------------------------------------------
+
+    def _view(self, source: Source) -> _SourceView:
+        try:
+            return self._sources[source]
+        except KeyError:
+            raise ValueError(f"unknown source {source!r}") from None
+
+    def _check_index(self, block: int) -> None:
+        if not 0 <= block < self.num_blocks:
+            raise BadBlockIndex(f"block {block} outside 0..{self.num_blocks - 1}")
+
+    def _parse_bitfield(self, bitfield: bytes | bytearray | Iterable[object] | None) -> bytearray:
+        if bitfield is None:
+            return bytearray(self.num_blocks)
+        if isinstance(bitfield, (bytes, bytearray)):
+            has = bytearray(bitfield)
+            if has.translate(None, b"\x00\x01"):  # deletes the 0s and 1s: anything left is invalid
+                raise BadBlockIndex("bitfield bytes must be 0 or 1")
+        else:
+            has = bytearray(1 if bit else 0 for bit in bitfield)
+        if len(has) != self.num_blocks:
+            raise BadBlockIndex(f"bitfield of {len(has)} blocks, expected {self.num_blocks}")
+        return has
+
+    def _request(self, source: Source, view: _SourceView, block: int) -> None:
+        requesters = self._requesters.setdefault(block, set())
+        requesters.add(source)
+        view.requests.add(block)
+        if self._state[block] != BlockState.REQUESTED:
+            self._set_state(block, BlockState.REQUESTED)
+
+    def _withdraw(self, source: Source, block: int) -> bool:
+        """Drop `source`'s request for `block`; the block is pickable again when no request is left."""
+        view = self._sources.get(source)
+        if view is not None:
+            view.requests.discard(block)
+        requesters = self._requesters.get(block)
+        if requesters is None:
+            return False
+        requesters.discard(source)
+        if requesters:
+            return False
+        del self._requesters[block]
+        self._set_state(block, BlockState.MISSING)
+        return True
+
+    def _clear_requests(self, block: int, keep: Source | None) -> list[Source]:
+        requesters = self._requesters.pop(block, None)
+        if not requesters:
+            return []
+        losers = [s for s in requesters if s != keep]
+        for source in requesters:
+            view = self._sources.get(source)
+            if view is not None:
+                view.requests.discard(block)
+        return sorted(losers, key=repr)  # a stable order for callers and tests
+
+    def _set_state(self, block: int, new: BlockState) -> None:
+        old = self._state[block]
+        if old == new:
+            return
+        was_pickable, is_pickable = old in _PICKABLE, new in _PICKABLE
+        if was_pickable and not is_pickable:
+            self._unlist(block)
+        elif is_pickable and not was_pickable:
+            self._list(block)
+            self._returns += 1
+        self._state[block] = new
+        self._state_counts[old] -= 1
+        self._state_counts[new] += 1
+
+    def _list_index(self, block: int) -> int:
+        return self._avail[block] if self.mode is Mode.RAREST_FIRST else 0
+
+    def _list(self, block: int) -> None:
+        if self._lists_stale:  # the coming rebuild reads the states
+            return
+        index = self._list_index(block)
+        while len(self._lists) <= index:
+            self._lists.append(_SortedInts())
+        self._lists[index].add(self._rank_of[block])
+
+    def _unlist(self, block: int) -> None:
+        if self._lists_stale:
+            return
+        self._lists[self._list_index(block)].remove(self._rank_of[block])
+
+    def _shift_bitfield(self, has: bytearray, delta: int, held: int) -> None:
+        """Add `delta` to the availability of every block in `has` (a source's bitfield joining or leaving)."""
+        if held <= max(BULK_BITFIELD_MIN, self.num_blocks // 8):
+            self._shift_availability(compress(range(self.num_blocks), has), delta)
+            return
+        # A large bitfield: add it lane-wise in C through big-int arithmetic (a Python loop over 100,000 blocks
+        # for each of hundreds of peers would dominate), then rebuild the lists once, at the next pick, which
+        # also pays once for a burst of peers sending their bitfields together.
+        counts = _counts_as_int(self._avail)
+        counts = counts + _bitfield_as_int(has) if delta > 0 else counts - _bitfield_as_int(has)
+        self._avail = _int_as_counts(counts, self.num_blocks)
+        self._lists_stale = self.mode is Mode.RAREST_FIRST
+
+    def _shift_availability(self, blocks: Iterable[int], delta: int) -> None:
+        """Add `delta` to the availability of a few `blocks`, keeping the pickable lists sorted."""
+        state, avail = self._state, self._avail
+        if self.mode is not Mode.RAREST_FIRST or self._lists_stale:
+            for block in blocks:
+                avail[block] += delta
+            return
+        for block in blocks:
+            if state[block] in _PICKABLE:
+                self._unlist(block)
+                avail[block] += delta
+                self._list(block)
+            else:
+                avail[block] += delta
+
+    def _rebuild_lists(self) -> None:
+        lists: list[list[int]] = [[] for _ in range(max(self._avail, default=0) + 1)]
+        state, avail = self._state, self._avail
+        for rank, block in enumerate(self._block_at_rank):  # rank order, so every list comes out sorted
+            if state[block] in _PICKABLE:
+                lists[avail[block]].append(rank)
+        self._lists = [_SortedInts(ranks) for ranks in lists]
+        self._lists_stale = False
+
+    def _advance_cursor(self) -> None:
+        state = self._state
+        while self._cursor < self.num_blocks and state[self._cursor] == BlockState.VERIFIED:
+            self._cursor += 1
+
+    def __repr__(self) -> str:
+        return (
+            f"Picker({self.num_blocks} blocks, {self.mode.value}, window={self.window}, "
+            f"verified={self.count(BlockState.VERIFIED)}, pickable={self.pickable}, sources={len(self._sources)})"
+        )
