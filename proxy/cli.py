@@ -2,6 +2,7 @@
 
     swarmproxy run      run the proxy (defaults: 127.0.0.1:8080)
     swarmproxy status   ask a running proxy how it is doing
+    swarmproxy swarm    block engine commands (see swarm/cli.py)
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import signal
 import sys
 import urllib.error
 import urllib.request
+
+from swarm import cli as swarm_cli
 
 from . import __version__
 from .config import OPTIONS, Config, HostPort, parse_host_port
@@ -69,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="where the proxy listens (default: SWARMPROXY_LISTEN, else 127.0.0.1:8080)")
     status.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS",
                         help="how long to wait for an answer (default: 5)")
+    swarm_cli.add_commands(commands)
     return parser
 
 
@@ -80,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
             return _run(args)
         if args.command == "status":
             return _status(args)
+        if args.command == "swarm":
+            return swarm_cli.run(args)
     except ConfigError as exc:
         print(f"swarmproxy: {exc}", file=sys.stderr)
         return 2
