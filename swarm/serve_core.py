@@ -1,0 +1,174 @@
+"""Serving one peer connection (sans-I/O): what to send for what was asked.
+
+The connecting side speaks first with HANDSHAKE(version, node id, content root). We answer only for a
+root this node holds and shares — anything else closes the connection before a byte of content moves
+(DESIGN.md: the peer port serves only what this node fetched and chose to share; a peer can never make a
+node fetch anything). Then we send our HANDSHAKE and BITFIELD, and HAVE for each block we gain later.
+
+Requests are checked against the manifest, answered REJECT when not held, when too many are queued, or
+when the root stopped being shared; an upload token bucket (shared by all connections of a node, clock
+injected) paces BLOCK answers. Actions for the shell:
+
+* `Send(message)`           — a control frame;
+* `SendBlock(block, offset, length)` — read those bytes from the store (or sendfile them) as a BLOCK;
+* `Close(reason)`           — end this connection.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from collections.abc import Callable, Sequence
+
+from . import wire
+from .manifest import Manifest
+from .throttle import TokenBucket
+
+__all__ = ["ServeCore", "Shared", "Send", "SendBlock", "Close", "ServeAction"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Shared:
+    """What the node offers for one root: its manifest, block layer, and which blocks it holds now."""
+
+    manifest: Manifest
+    layer: Sequence[bytes]
+    have: wire.Bitfield
+
+
+@dataclasses.dataclass(frozen=True)
+class Send:
+    message: object
+
+
+@dataclasses.dataclass(frozen=True)
+class SendBlock:
+    block: int
+    offset: int
+    length: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Close:
+    reason: str
+
+
+ServeAction = Send | SendBlock | Close
+
+
+class ServeCore:
+    def __init__(
+        self,
+        node_id: bytes,
+        lookup: Callable[[bytes], Shared | None],
+        *,
+        upload: TokenBucket | None = None,
+        max_queued: int = 64,
+    ) -> None:
+        """`lookup(root)` returns what is shared for `root`, or None (not held, or not shared)."""
+        self.node_id = node_id
+        self.lookup = lookup
+        self.upload = upload or TokenBucket(None)
+        self.max_queued = max_queued
+        self.root: bytes | None = None
+        self.manifest: Manifest | None = None
+        self._held: set[int] = set()
+        self._queue: collections.deque[wire.Request] = collections.deque()
+        self._wait_until: float | None = None
+        self.bytes_sent = 0
+
+    def next_deadline(self) -> float | None:
+        """When the upload budget allows the next queued BLOCK (None: nothing waits on the clock)."""
+        return self._wait_until
+
+    def on_message(self, message: object, now: float) -> list[ServeAction]:
+        if self.root is None:
+            return self._on_handshake(message)
+        if isinstance(message, wire.Request):
+            return self._on_request(message, now)
+        if isinstance(message, wire.Cancel):
+            self._queue = collections.deque(
+                r for r in self._queue if (r.block, r.offset, r.length) != (message.block, message.offset,
+                                                                           message.length))
+            return []
+        if isinstance(message, wire.HashRequest):
+            return self._on_hash_request(message)
+        if isinstance(message, wire.ManifestRequest):
+            assert self.manifest is not None
+            return [Send(wire.ManifestResponse(self.manifest.encode()))]
+        if isinstance(message, wire.Handshake):
+            return [Close("second HANDSHAKE")]
+        return []  # keepalive, BITFIELD/HAVE of a fetching peer, PEX, START: nothing to answer
+
+    def on_timer(self, now: float) -> list[ServeAction]:
+        return self._drain(now)
+
+    def on_new_block(self, block: int) -> list[ServeAction]:
+        """This node verified and stored `block` of our root: tell the peer."""
+        if self.root is None or block in self._held:
+            return []
+        self._held.add(block)
+        return [Send(wire.Have(block))]
+
+    def on_unshared(self) -> list[ServeAction]:
+        """The root was evicted or sharing was turned off: nothing more is served on this connection."""
+        return [Close("content no longer shared")]
+
+    # -- internals --------------------------------------------------------------------------------------------
+
+    def _on_handshake(self, message: object) -> list[ServeAction]:
+        if not isinstance(message, wire.Handshake):
+            return [Close(f"expected HANDSHAKE, got {type(message).__name__}")]
+        if message.version != wire.PROTOCOL_VERSION:
+            return [Close(f"protocol version {message.version}, we speak {wire.PROTOCOL_VERSION}")]
+        shared = self.lookup(message.root)
+        if shared is None:
+            return [Close(f"content {message.root.hex()[:16]}… is not shared here")]
+        self.root, self.manifest = message.root, shared.manifest
+        self._held = set(shared.have.blocks())
+        return [Send(wire.Handshake(wire.PROTOCOL_VERSION, self.node_id, message.root)), Send(shared.have)]
+
+    def _on_request(self, request: wire.Request, now: float) -> list[ServeAction]:
+        assert self.manifest is not None
+        reason = self._refusal(request)
+        if reason is not None:
+            return [Send(wire.Reject(request.block, request.offset, request.length, reason))]
+        self._queue.append(request)
+        return self._drain(now)
+
+    def _refusal(self, request: wire.Request) -> wire.RejectReason | None:
+        assert self.manifest is not None
+        if not 0 <= request.block < self.manifest.num_blocks:
+            return wire.RejectReason.INVALID
+        _offset, length = self.manifest.block_span(request.block)
+        if request.offset + request.length > length:
+            return wire.RejectReason.INVALID
+        if request.block not in self._held:
+            return wire.RejectReason.NOT_FOUND
+        if len(self._queue) >= self.max_queued:
+            return wire.RejectReason.BUSY
+        return None
+
+    def _drain(self, now: float) -> list[ServeAction]:
+        actions: list[ServeAction] = []
+        self._wait_until = None
+        while self._queue:
+            request = self._queue[0]
+            if not self.upload.consume(request.length, now):
+                self._wait_until = now + self.upload.delay_for(request.length, now)
+                break
+            self._queue.popleft()
+            self.bytes_sent += request.length
+            actions.append(SendBlock(request.block, request.offset, request.length))
+        return actions
+
+    def _on_hash_request(self, request: wire.HashRequest) -> list[ServeAction]:
+        assert self.root is not None
+        shared = self.lookup(self.root)
+        if shared is None:
+            return self.on_unshared()
+        layer = shared.layer
+        if request.first != 0 or request.count != len(layer) or not layer:
+            # Only whole layers are served for now (the fetch side asks for nothing else).
+            return [Send(wire.Reject(0, 0, 1, wire.RejectReason.INVALID))]
+        return [Send(wire.HashResponse(0, len(layer), tuple(layer), ()))]
