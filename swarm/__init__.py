@@ -18,4 +18,7 @@
   capped source; returns actions (Request, Cancel, Drop, Discard) and `next_deadline()`.
 - `swarm.trust`    — peer trust after libtorrent: -2 per hash failure, +1 per good block up to 8, ban at -7.
 - `swarm.throttle` — token buckets and throttle groups with an injected clock.
+- `swarm.origin_source` — the origin as a Range source: `Range` + `If-Range`, accepted only as a 206 whose
+  `Content-Range` and validator match; failures are `OriginSourceError` (permanent or transient); its own cap.
+- `swarm.fetch_core` / `swarm.serve_core` — the sans-I/O download and serving cores the node drives.
 """

@@ -25,6 +25,10 @@ __all__ = [
     "StoreFull",
     "StoreIOError",
     "NotInStore",
+    "TransportError",
+    "ConnectFailed",
+    "ConnectionClosed",
+    "OriginSourceError",
 ]
 
 
@@ -85,3 +89,34 @@ class StoreIOError(StoreError):
 
 class NotInStore(StoreError):
     """The store holds no entry for that content root, or not that block of it (yet, or any more)."""
+
+
+class TransportError(SwarmError):
+    """A connection-level condition in `swarm.transport` (unreachable peer, connection already closed)."""
+
+
+class ConnectFailed(TransportError):
+    """A connection to a peer could not be established (refused, unreachable, handshake failed, timed out)."""
+
+
+class ConnectionClosed(TransportError):
+    """A send (or drain) on a connection that is closed; `reason` is its `swarm.transport.CloseReason`."""
+
+    def __init__(self, reason: object) -> None:
+        super().__init__(f"connection closed: {reason}")
+        self.reason = reason
+
+
+class OriginSourceError(SwarmError):
+    """The origin, used as an HTTP Range source (`swarm.origin_source`), did not deliver the range asked.
+
+    A source failure, not a `PeerError`: the origin is not a peer to penalise. `permanent` says whether it can
+    still serve ranges of this representation: True when it ignores `Range`, the validator or size changed, it
+    answers in another byte space or refuses access (stop using it as a Range source); False for 5xx, 408/429,
+    timeouts, resets and truncated bodies (retry later or elsewhere). `status` is the HTTP status, if one came.
+    """
+
+    def __init__(self, message: str, *, permanent: bool, status: int | None = None) -> None:
+        super().__init__(message)
+        self.permanent = permanent
+        self.status = status

@@ -99,7 +99,7 @@ class FetchCore:
         last_block: int | None = None,
         held: Iterable[int] = (),
         config: PolicyConfig | None = None,
-        window: int = 16,
+        window: int = 8,
         rng: random.Random | None = None,
     ) -> None:
         """Fetch blocks `first_block..last_block` (inclusive) of `manifest`; `held` are verified already."""
@@ -110,13 +110,16 @@ class FetchCore:
             raise ValueError(f"block range {first_block}..{self.last_block} outside 0..{count - 1}")
         self.first_block = first_block
         self.layer: list[bytes] | None = None
-        self.picker = Picker(count, mode=Mode.RAREST_FIRST, window=window, rng=rng)
+        # A random tie-break, unless a test fixes one: leechers that all asked for the same blocks in the
+        # same order would hold the same blocks and have nothing to give each other.
+        self.picker = Picker(count, mode=Mode.RAREST_FIRST, window=window, rng=rng or random.Random())
         self.trust = Trust()
         self.policy = RequestPolicy(self.picker, self.trust, config)
         self._peers: dict[Peer, wire.Bitfield | None] = {}  # joined peers -> bitfield until the layer is known
         self._in_policy: set[Peer] = set()
         self._origin_wanted = False
         self._layer_asked: Peer | None = None
+        self._no_layer: set[Peer] = set()  # peers that had no layer when asked (asked again on HAVE)
         self._verified_ahead: set[int] = set()
         self.next_delivery = first_block
         self.finished = False
@@ -170,6 +173,7 @@ class FetchCore:
 
     def peer_lost(self, peer: Peer, now: float) -> list[FetchAction]:
         self._peers.pop(peer, None)
+        self._no_layer.discard(peer)
         self._in_policy.discard(peer)
         actions: list[FetchAction] = []
         if self._layer_asked == peer:
@@ -202,6 +206,12 @@ class FetchCore:
         if isinstance(message, wire.Have):
             if not 0 <= message.block < count:
                 raise PeerError(f"HAVE for block {message.block} of {count}")
+            if peer in self._no_layer:  # holding a block means holding the layer: it may be asked again
+                self._no_layer.discard(peer)
+                if self.layer is None and self._layer_asked is None:
+                    self._layer_asked = peer
+                    actions = [Send(peer, wire.HashRequest(0, count))]
+                    return actions + self._on_message(peer, message, now)
             if peer in self._in_policy:
                 return self._translate(self.policy.on_have(peer, message.block, now))
             bitfield = self._peers.get(peer)
@@ -214,6 +224,10 @@ class FetchCore:
         if isinstance(message, wire.Reject):
             if peer in self._in_policy:
                 return self._translate(self.policy.on_reject(peer, message.block, now))
+            if peer == self._layer_asked:  # it has no layer yet (it is fetching too): ask someone else
+                self._layer_asked = None
+                self._no_layer.add(peer)
+                return self._ask_for_layer()
             return []
         if isinstance(message, wire.HashResponse):
             return self._on_layer(peer, message, now)
@@ -284,7 +298,10 @@ class FetchCore:
         if count > wire.Limits().max_hashes:
             # Larger layers would need range requests with proofs; until then such content is origin-only.
             return []
-        self._layer_asked = next(iter(self._peers))
+        candidates = [peer for peer in self._peers if peer not in self._no_layer]
+        if not candidates:
+            return []
+        self._layer_asked = candidates[0]
         return [Send(self._layer_asked, wire.HashRequest(0, count))]
 
     def _on_layer(self, peer: Peer, message: wire.HashResponse, now: float) -> list[FetchAction]:
