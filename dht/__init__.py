@@ -1,4 +1,23 @@
 """Discovery: provider and manifest records over a hardened Kademlia DHT, plus LAN discovery.
 
-`dht` imports nothing else of swarmproxy. Not built yet (see issue 4).
+`dht` imports nothing else of swarmproxy. What other packages use:
+
+* `dht.discovery` — the `Discovery` protocol (``announce(root, address)``, ``withdraw(root)``,
+  ``find_providers(root)`` async iterator of `Provider`, ``put_manifest(repr_key, ManifestSummary)``,
+  ``get_manifests(repr_key)``), `DhtDiscovery` (over a `DhtNode`) and `FakeDiscovery` /
+  `FakeDiscoveryNetwork` (in memory, for tests of `swarm` and `proxy`).
+* `dht.node` — `DhtNode` (``from_data_dir``, ``start(host, port)``, ``bootstrap([(host, port), ...])``,
+  ``announce``/``withdraw``, ``find_providers``, ``put_manifest``/``get_manifests``, ``find_node``, ``ping``,
+  ``external_host()``, ``stats()`` for ``GET /_swarm/dht``, ``stop()``) and `DhtConfig` (k, alpha, timeouts,
+  TTLs, rate and store limits, contacts per IP, LAN discovery — on by default, ``lan_discovery=False`` is
+  ``--no-lan-discovery``).
+* `dht.records` — `representation_key(url, validator)` (the only form in which a URL reaches the DHT),
+  `ProviderRecord`, `ManifestRecord`, `Transport`.
+* `dht.identity` — `NodeIdentity` (Ed25519 key in the data dir; node id = SHA-256(public key)[:20]).
+* `dht.errors` — `LocalError` (our side) vs `PeerError` (a remote node's bad input) and their subclasses.
+
+Internals, each a pure core or a thin shell: `storage` (record store with caps, expiry, replay protection),
+`admission` (per-source token buckets, write tokens), `lookup` (iterative lookup state machine), `announcements`
+(refresh schedule), `wire` (datagram codec), `protocol` (guarded UDP endpoint), `routing` (the `kademlia`
+package's k-bucket table + JSON persistence), `lan` (multicast beacons).
 """

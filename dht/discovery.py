@@ -1,0 +1,196 @@
+"""The `Discovery` protocol the block engine and the proxy use, its DHT implementation, and an in-memory fake.
+
+`swarm` never imports `dht` (DESIGN.md): it receives something satisfying `Discovery`. The values crossing the
+boundary are plain dataclasses (`Provider`, `ManifestSummary`), not DHT records, so the fake needs no keys.
+
+* `DhtDiscovery(node)` — over a started, bootstrapped `DhtNode`.
+* `FakeDiscovery(network)` — many instances sharing one `FakeDiscoveryNetwork` see each other's announcements;
+  it validates arguments exactly like the real one, so a caller's bug fails in tests too.
+
+`find_providers` may yield this node's own announcement; callers skip it by `node_id`. Wrap it in
+`contextlib.aclosing` when stopping early, so outstanding queries are cancelled at once.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import AsyncIterator, Protocol, runtime_checkable
+
+from dht.errors import InvalidArgument
+from dht.identity import NODE_ID_BYTES
+from dht.node import DhtNode
+from dht.records import (
+    KEY_BYTES,
+    MAX_VALIDATOR_BYTES,
+    MIN_BLOCK_SIZE,
+    ManifestRecord,
+    ProviderRecord,
+    Transport,
+)
+from dht.wire import pack_address
+
+
+_UNSPECIFIED = ("0.0.0.0", "::", "")
+
+
+@dataclass(frozen=True)
+class Provider:
+    """A peer that announced a content root."""
+
+    node_id: bytes
+    host: str
+    port: int
+    transports: int
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return (self.host, self.port)
+
+
+@dataclass(frozen=True)
+class ManifestSummary:
+    """What the DHT holds about a representation. `publisher_id` is set by whoever returns it."""
+
+    content_root: bytes
+    size: int
+    block_size: int
+    validator: bytes
+    publisher_id: bytes = b""
+
+
+@runtime_checkable
+class Discovery(Protocol):
+    async def announce(self, root: bytes, address: tuple[str, int], transports: int = Transport.TCP) -> None:
+        """Announce that this node serves `root` at `address`; kept fresh until `withdraw(root)`.
+
+        Host "0.0.0.0" (or "::") stands for this node's address as other nodes see it.
+        """
+
+    async def withdraw(self, root: bytes) -> None:
+        """Stop announcing `root`."""
+
+    def find_providers(self, root: bytes) -> AsyncIterator[Provider]:
+        """Providers of `root`, one per node, yielded as they are found."""
+
+    async def put_manifest(self, repr_key: bytes, summary: ManifestSummary) -> None:
+        """Vouch for a representation (only after fetching it from the origin; see DESIGN.md)."""
+
+    async def get_manifests(self, repr_key: bytes) -> list[ManifestSummary]:
+        """Every publisher's summary for `repr_key`, newest first."""
+
+
+def _check_root(name: str, value: bytes) -> None:
+    if not isinstance(value, bytes) or len(value) != KEY_BYTES:
+        raise InvalidArgument(f"{name} must be {KEY_BYTES} bytes")
+
+
+def _check_address(address: tuple[str, int], transports: int) -> None:
+    host, port = address
+    try:
+        pack_address(host)
+    except ValueError as exc:
+        raise InvalidArgument(str(exc)) from None
+    if not 1 <= port <= 0xFFFF:
+        raise InvalidArgument(f"port out of range: {port}")
+    if not 0 < int(transports) <= int(Transport.TCP | Transport.QUIC):
+        raise InvalidArgument(f"bad transports {transports}")
+
+
+def _check_summary(summary: ManifestSummary) -> None:
+    _check_root("content_root", summary.content_root)
+    if not 0 <= summary.size < 2**63:
+        raise InvalidArgument("size out of range")
+    if summary.block_size < MIN_BLOCK_SIZE or summary.block_size & (summary.block_size - 1):
+        raise InvalidArgument("block size must be a power of two >= 16 KiB")
+    if not 0 < len(summary.validator) <= MAX_VALIDATOR_BYTES:
+        raise InvalidArgument("validator length out of range")
+
+
+class DhtDiscovery:
+    """`Discovery` over a running `DhtNode`."""
+
+    def __init__(self, node: DhtNode) -> None:
+        self.node = node
+
+    async def announce(self, root: bytes, address: tuple[str, int], transports: int = Transport.TCP) -> None:
+        """An unspecified host ("0.0.0.0" / "::") means "my address as other nodes see it"."""
+        host = address[0]
+        if host in _UNSPECIFIED:
+            host = self.node.external_host() or ""
+            if not host:
+                bound = self.node.address[0]
+                if bound in _UNSPECIFIED:
+                    raise InvalidArgument("our public address is not known yet (no node answered); pass it explicitly")
+                host = bound
+        await self.node.announce(root, host, address[1], transports)
+
+    async def withdraw(self, root: bytes) -> None:
+        await self.node.withdraw(root)
+
+    async def find_providers(self, root: bytes) -> AsyncIterator[Provider]:
+        _check_root("root", root)
+        record: ProviderRecord
+        async for record in self.node.find_providers(root):
+            yield Provider(record.node_id, record.host, record.port, record.transports)
+
+    async def put_manifest(self, repr_key: bytes, summary: ManifestSummary) -> None:
+        await self.node.put_manifest(
+            repr_key, summary.content_root, summary.size, summary.block_size, summary.validator
+        )
+
+    async def get_manifests(self, repr_key: bytes) -> list[ManifestSummary]:
+        records: list[ManifestRecord] = await self.node.get_manifests(repr_key)
+        return [
+            ManifestSummary(r.content_root, r.size, r.block_size, r.validator, r.publisher_id) for r in records
+        ]
+
+
+class FakeDiscoveryNetwork:
+    """The shared "DHT" of a group of `FakeDiscovery` instances. Inspect it in tests."""
+
+    def __init__(self) -> None:
+        self.providers: dict[bytes, dict[bytes, Provider]] = {}
+        self.manifests: dict[bytes, dict[bytes, ManifestSummary]] = {}
+        self.lookups = 0
+
+
+class FakeDiscovery:
+    """In-memory `Discovery` for tests of other packages: no sockets, no keys, no time."""
+
+    def __init__(
+        self, network: FakeDiscoveryNetwork | None = None, node_id: bytes | None = None, external_host: str = "127.0.0.1"
+    ) -> None:
+        self.network = network or FakeDiscoveryNetwork()
+        self.node_id = node_id or os.urandom(NODE_ID_BYTES)
+        self.external_host = external_host  # what an unspecified announce host becomes, as in DhtDiscovery
+
+    async def announce(self, root: bytes, address: tuple[str, int], transports: int = Transport.TCP) -> None:
+        _check_root("root", root)
+        host = self.external_host if address[0] in _UNSPECIFIED else address[0]
+        _check_address((host, address[1]), transports)
+        provider = Provider(self.node_id, host, address[1], int(transports))
+        self.network.providers.setdefault(root, {})[self.node_id] = provider
+
+    async def withdraw(self, root: bytes) -> None:
+        self.network.providers.get(root, {}).pop(self.node_id, None)
+
+    async def find_providers(self, root: bytes) -> AsyncIterator[Provider]:
+        _check_root("root", root)
+        self.network.lookups += 1
+        for provider in list(self.network.providers.get(root, {}).values()):
+            yield provider
+
+    async def put_manifest(self, repr_key: bytes, summary: ManifestSummary) -> None:
+        _check_root("repr_key", repr_key)
+        _check_summary(summary)
+        stored = ManifestSummary(summary.content_root, summary.size, summary.block_size, bytes(summary.validator),
+                                 self.node_id)
+        entries = self.network.manifests.setdefault(repr_key, {})
+        entries.pop(self.node_id, None)  # re-insert so the newest comes last
+        entries[self.node_id] = stored
+
+    async def get_manifests(self, repr_key: bytes) -> list[ManifestSummary]:
+        _check_root("repr_key", repr_key)
+        self.network.lookups += 1
+        return list(reversed(self.network.manifests.get(repr_key, {}).values()))

@@ -1,0 +1,122 @@
+"""The iterative Kademlia lookup as a state machine. Pure: no sockets, time comes in as `now`.
+
+The asyncio shell (`dht.node`) asks `next_queries(now)` whom to query, sends the RPCs, and reports each outcome
+with `on_reply` or `on_failure`; it stops when `finished(now)` says so. Rules:
+
+* at most `alpha` queries in flight; always the closest not-yet-queried known contacts first;
+* done when the `k` closest contacts that have not failed have all replied (classic Kademlia termination), or
+  nothing is left to ask, or the overall `deadline` passed — a lookup never waits longer than that, however
+  many dead nodes it meets (each dead one costs one per-RPC timeout, paid `alpha` at a time);
+* the result is the `k` closest contacts that replied, with the write token each gave us.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from dht.wire import Contact
+
+_NEW, _IN_FLIGHT, _REPLIED, _FAILED = range(4)
+
+
+@dataclass
+class _Candidate:
+    contact: Contact
+    distance: int
+    state: int = _NEW
+    token: bytes = b""
+
+
+@dataclass
+class Lookup:
+    target: bytes
+    k: int
+    alpha: int
+    deadline: float
+    self_id: bytes = b""
+    max_candidates: int = 200  # bounds memory if peers answer with floods of bogus contacts
+    _candidates: dict[bytes, _Candidate] = field(default_factory=dict, init=False, repr=False)
+    _target_int: int = field(default=0, init=False, repr=False)
+    queries_sent: int = field(default=0, init=False)
+
+    def __post_init__(self) -> None:
+        self._target_int = int.from_bytes(self.target, "big")
+
+    @classmethod
+    def start(
+        cls, target: bytes, seeds: Iterable[Contact], *, k: int, alpha: int, deadline: float, self_id: bytes = b""
+    ) -> Lookup:
+        lookup = cls(target=target, k=k, alpha=alpha, deadline=deadline, self_id=self_id)
+        lookup.add_contacts(seeds)
+        return lookup
+
+    def distance(self, node_id: bytes) -> int:
+        return int.from_bytes(node_id, "big") ^ self._target_int
+
+    def add_contacts(self, contacts: Iterable[Contact]) -> None:
+        for contact in contacts:
+            if contact.node_id == self.self_id or contact.node_id in self._candidates:
+                continue
+            if len(contact.node_id) != len(self.target):
+                continue
+            self._candidates[contact.node_id] = _Candidate(contact, self.distance(contact.node_id))
+        if len(self._candidates) > self.max_candidates:
+            # Keep the closest; a far-away NEW contact can never matter once k closer ones exist.
+            keep = sorted(self._candidates.values(), key=lambda c: c.distance)[: self.max_candidates]
+            kept_ids = {c.contact.node_id for c in keep}
+            for node_id in list(self._candidates):
+                if node_id not in kept_ids and self._candidates[node_id].state == _NEW:
+                    del self._candidates[node_id]
+
+    def _live_closest(self) -> list[_Candidate]:
+        live = [c for c in self._candidates.values() if c.state != _FAILED]
+        live.sort(key=lambda c: c.distance)
+        return live[: self.k]
+
+    def in_flight(self) -> int:
+        return sum(1 for c in self._candidates.values() if c.state == _IN_FLIGHT)
+
+    def next_queries(self, now: float) -> list[Contact]:
+        """Contacts to query now (marked in flight). Empty when waiting, finished or past the deadline."""
+        if now >= self.deadline:
+            return []
+        budget = self.alpha - self.in_flight()
+        chosen = []
+        for candidate in self._live_closest():
+            if budget <= 0:
+                break
+            if candidate.state == _NEW:
+                candidate.state = _IN_FLIGHT
+                chosen.append(candidate.contact)
+                budget -= 1
+        self.queries_sent += len(chosen)
+        return chosen
+
+    def on_reply(self, contact: Contact, contacts: Iterable[Contact], token: bytes = b"") -> None:
+        candidate = self._candidates.get(contact.node_id)
+        if candidate is None:
+            return
+        candidate.state = _REPLIED
+        candidate.token = token
+        self.add_contacts(contacts)
+
+    def on_failure(self, contact: Contact) -> None:
+        candidate = self._candidates.get(contact.node_id)
+        if candidate is not None:
+            candidate.state = _FAILED
+
+    def finished(self, now: float) -> bool:
+        if now >= self.deadline:
+            return True
+        # Queries still in flight to contacts that fell out of the k closest do not matter any more.
+        return all(c.state == _REPLIED for c in self._live_closest())
+
+    def next_deadline(self) -> float:
+        return self.deadline
+
+    def result(self) -> list[tuple[Contact, bytes]]:
+        """The k closest contacts that replied, closest first, each with its write token."""
+        replied = [c for c in self._candidates.values() if c.state == _REPLIED]
+        replied.sort(key=lambda c: c.distance)
+        return [(c.contact, c.token) for c in replied[: self.k]]

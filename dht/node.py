@@ -1,0 +1,593 @@
+"""`DhtNode`: the asyncio shell that ties identity, routing, storage, admission and lookups to one UDP socket.
+
+Decisions live in the pure cores (`storage.RecordStore`, `admission.RateLimiter`/`WriteTokens`,
+`lookup.Lookup`, `announcements.AnnouncementSchedule`); this module only moves bytes and arms timers.
+
+Request handling is synchronous (no task per datagram), so a handler cannot leave a failed task behind; the
+datagram protocol contains any exception. Lookups send `alpha` queries at a time with a short per-RPC timeout
+and stop at an overall deadline. A contact that leaves two requests in a row unanswered is dropped from the
+routing table (its bucket's replacement cache refills the slot), which keeps lookups away from dead nodes
+without losing good contacts to one lost datagram.
+
+Two clocks: records carry wall-clock timestamps (`clock`, `time.time` by default) because they are compared
+across machines; timeouts use the event loop's clock; rate limits, write tokens and refresh times use `monotonic`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import os
+import random
+import socket
+import time
+from collections import Counter, OrderedDict
+from dataclasses import dataclass, field
+from typing import AsyncIterator, Callable, Iterable
+
+from dht.admission import RateLimiter, WriteTokens
+from dht.announcements import AnnouncementSchedule
+from dht.errors import InvalidArgument, MalformedRecord, NotRunning
+from dht.identity import NODE_ID_BYTES, NodeIdentity
+from dht.lan import DEFAULT_GROUP, DEFAULT_PORT, LanDiscovery
+from dht.lookup import Lookup
+from dht.protocol import Address, DhtDatagramProtocol
+from dht.records import (
+    KEY_BYTES,
+    KIND_MANIFEST,
+    KIND_PROVIDER,
+    ManifestRecord,
+    ProviderRecord,
+    Record,
+    Transport,
+    decode_record,
+    dht_key,
+)
+from dht.routing import RoutingTableFacade, load_contacts, save_contacts
+from dht.storage import RecordStore, StoreLimits, StoreResult
+from dht.wire import (
+    HEADER_BYTES,
+    MAX_CONTACTS,
+    MAX_DATAGRAM_BYTES,
+    TOKEN_BYTES,
+    Contact,
+    ErrorCode,
+    Message,
+    MessageType,
+    Method,
+    contact_size,
+)
+
+log = logging.getLogger(__name__)
+
+_KIND_OF_READ = {Method.FIND_PROVIDERS: KIND_PROVIDER, Method.GET_RECORDS: KIND_MANIFEST}
+_KIND_OF_WRITE = {Method.ANNOUNCE: KIND_PROVIDER, Method.PUT_RECORD: KIND_MANIFEST}
+_WRITE_METHOD_OF_KIND = {KIND_PROVIDER: Method.ANNOUNCE, KIND_MANIFEST: Method.PUT_RECORD}
+_ACCEPTED_STATUSES = frozenset(int(r) for r in StoreResult if r.accepted)
+_CONTACTS_BEFORE_RECORDS = 8  # a reply with records still carries enough contacts for the lookup to go on
+_FAILURES_BEFORE_EVICTION = 2
+_RECEIVE_BUFFER_BYTES = 1 << 20
+_OBSERVERS_KEPT = 32
+
+
+@dataclass(frozen=True)
+class DhtConfig:
+    k: int = 20  # bucket size and lookup width
+    alpha: int = 3  # parallel queries per lookup
+    replicas: int = 20  # how many of the closest nodes store each of our records
+    rpc_timeout_s: float = 1.0
+    lookup_deadline_s: float = 5.0
+    provider_ttl_s: int = 1800
+    manifest_ttl_s: int = 6 * 3600
+    refresh_fraction: float = 0.5
+    request_rate: float = 50.0  # requests per second per source, sustained
+    request_burst: float = 200.0
+    # "ip": limits and store quotas per source IP (right on the internet). "address": per IP:port, for many
+    # nodes sharing one IP (loopback tests, or several nodes behind one NAT address on purpose).
+    rate_limit_by: str = "ip"
+    # At most this many routing-table contacts per IP address (None: no cap; see RoutingTableFacade).
+    routing_contacts_per_ip: int | None = 4
+    store_limits: StoreLimits = field(default_factory=StoreLimits)
+    max_records_per_reply: int = 16
+    maintenance_interval_s: float = 30.0
+    save_interval_s: float = 300.0
+    # LAN discovery (dht.lan) is on by default: nodes on one link find each other with no bootstrap node.
+    lan_discovery: bool = True
+    lan_group: str = DEFAULT_GROUP
+    lan_port: int = DEFAULT_PORT
+    lan_interface: str | None = None  # None: the DHT's own IPv4 address if bound to one, else the default
+    lan_interval_s: float = 60.0
+
+
+def _enlarge_receive_buffer(transport: asyncio.DatagramTransport) -> None:
+    # The kernel drops datagrams when the socket buffer is full, before our rate limiter ever sees them; the
+    # default (~200 KB, a few hundred small datagrams) lets a short burst from one flooder push out everyone
+    # else's requests. A larger buffer lets the cheap per-source drop in user space do its job.
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, _RECEIVE_BUFFER_BYTES)
+    except OSError as exc:
+        log.debug("DHT: cannot enlarge the receive buffer: %s", exc)
+
+
+class DhtNode:
+    """One DHT node: a UDP socket, a routing table, a record store, and the lookups and publishing over them.
+
+    Typical use: ``node = DhtNode.from_data_dir(path)``; ``await node.start(host, port)``;
+    ``await node.bootstrap([(host, port), ...])``; then announce / find; ``await node.stop()``.
+    """
+
+    def __init__(
+        self,
+        identity: NodeIdentity,
+        config: DhtConfig | None = None,
+        *,
+        data_dir: str | os.PathLike[str] | None = None,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.identity = identity
+        self.node_id = identity.node_id
+        self.config = config or DhtConfig()
+        if self.config.rate_limit_by not in ("ip", "address"):
+            raise InvalidArgument("rate_limit_by must be 'ip' or 'address'")
+        self.data_dir = data_dir
+        self.clock = clock
+        self.monotonic = monotonic
+        self.store = RecordStore(self.config.store_limits)
+        self.limiter = RateLimiter(self.config.request_rate, self.config.request_burst)
+        self.tokens = WriteTokens(now=monotonic())
+        self.routing = RoutingTableFacade(
+            self.node_id, self.config.k, self._ping_contact, self.config.routing_contacts_per_ip
+        )
+        self.announcements = AnnouncementSchedule(self.config.refresh_fraction)
+        self.counters: Counter[str] = Counter()
+        self._protocol: DhtDatagramProtocol | None = None
+        self._transport: asyncio.DatagramTransport | None = None
+        self._maintenance_task: asyncio.Task | None = None
+        self.lan: LanDiscovery | None = None
+        self._last_save = 0.0
+        self._failures: dict[bytes, int] = {}
+        self._observed_by: OrderedDict[bytes, str] = OrderedDict()  # responder id -> our IP as it saw it
+        self._saved_contacts: list[Contact] = load_contacts(data_dir) if data_dir is not None else []
+
+    @classmethod
+    def from_data_dir(cls, data_dir: str | os.PathLike[str], config: DhtConfig | None = None, **kwargs) -> DhtNode:
+        """A node whose key and routing table live in `data_dir` (created if needed)."""
+        return cls(NodeIdentity.load_or_create(data_dir), config, data_dir=data_dir, **kwargs)
+
+    # ------------------------------------------------------------------------------------------- lifecycle
+
+    async def start(self, host: str = "0.0.0.0", port: int = 0, *, maintenance: bool = True) -> Address:
+        loop = asyncio.get_running_loop()
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self._transport, self._protocol = await loop.create_datagram_endpoint(
+            lambda: DhtDatagramProtocol(self), local_addr=(host, port), family=family
+        )
+        _enlarge_receive_buffer(self._transport)
+        if self.config.lan_discovery and family == socket.AF_INET:
+            await self._start_lan(host)
+        if maintenance:
+            self._maintenance_task = asyncio.create_task(self._maintenance_loop())
+        return self.address
+
+    async def _start_lan(self, bound_host: str) -> None:
+        interface = self.config.lan_interface
+        if interface is None:
+            # A node bound to one address must be pinged at that address: beacon from that interface.
+            interface = bound_host if bound_host not in ("", "0.0.0.0") else "0.0.0.0"
+        self.lan = LanDiscovery(
+            self.node_id,
+            self.address[1],
+            self.ping,
+            group=self.config.lan_group,
+            port=self.config.lan_port,
+            interface=interface,
+            interval_s=self.config.lan_interval_s,
+        )
+        if not await self.lan.start():
+            self.lan = None
+
+    @property
+    def address(self) -> Address:
+        if self._protocol is None:
+            raise NotRunning("DHT node not started")
+        return self._protocol.local_address
+
+    @property
+    def running(self) -> bool:
+        return self._transport is not None and not self._transport.is_closing()
+
+    async def stop(self, *, save: bool = True) -> None:
+        if self._maintenance_task is not None:
+            self._maintenance_task.cancel()
+            try:
+                await self._maintenance_task
+            except asyncio.CancelledError:
+                pass
+            self._maintenance_task = None
+        if self.lan is not None:
+            await self.lan.stop()
+            self.lan = None
+        if save and self.data_dir is not None:
+            self.save_routing_table()
+        if self._transport is not None:
+            self._transport.close()
+            self._transport = None
+
+    def save_routing_table(self) -> None:
+        if self.data_dir is None:
+            return
+        contacts = self.routing.contacts()
+        if not contacts:
+            return  # do not overwrite a useful old table with an empty one
+        try:
+            save_contacts(self.data_dir, self.node_id, contacts)
+        except OSError as exc:
+            log.warning("DHT: cannot save routing table: %s", exc)
+
+    # -------------------------------------------------------------------------------- incoming (handler API)
+
+    def _source_key(self, address: Address) -> str:
+        return address[0] if self.config.rate_limit_by == "ip" else f"{address[0]}:{address[1]}"
+
+    def admit(self, address: Address) -> bool:
+        return self.limiter.allow(self._source_key(address), self.monotonic())
+
+    def on_message_from(self, message: Message, address: Address) -> None:
+        if message.sender_id != self.node_id:
+            self._failures.pop(message.sender_id, None)
+            self.routing.add(Contact(message.sender_id, address[0], address[1]))
+
+    def _note_failure(self, contact: Contact) -> None:
+        # Drop a contact after its second unanswered request in a row, not the first: one lost datagram or one
+        # stall of a busy peer should not cost a good contact, but a dead node must leave the table quickly.
+        failures = self._failures.get(contact.node_id, 0) + 1
+        if failures >= _FAILURES_BEFORE_EVICTION:
+            self._failures.pop(contact.node_id, None)
+            self.routing.remove(contact)
+        else:
+            if len(self._failures) >= 10_000:
+                self._failures.clear()  # bounded memory; forgetting a count only delays an eviction
+            self._failures[contact.node_id] = failures
+
+    def handle_request(self, message: Message, address: Address) -> Message | None:
+        method = message.method
+        self.counters[f"requests_{method.name.lower()}"] += 1
+        if method == Method.PING:
+            return self._reply(message, observed=address)
+        if method == Method.FIND_NODE:
+            reply = self._reply(message, token=self.tokens.issue(address[0], self.monotonic()))
+            reply.contacts = self.routing.closest(message.target, min(self.config.k, MAX_CONTACTS), exclude=address)
+            return reply
+        if method in _KIND_OF_READ:
+            return self._answer_read(message, address, _KIND_OF_READ[method])
+        if method in _KIND_OF_WRITE:
+            return self._answer_write(message, address, _KIND_OF_WRITE[method])
+        return None  # unreachable: the codec only yields known methods
+
+    def _reply(self, request: Message, **fields) -> Message:
+        return Message(MessageType.RESPONSE, request.txid, request.method, self.node_id, **fields)
+
+    def _error(self, request: Message, code: ErrorCode) -> Message:
+        self.counters[f"refused_{code.name.lower()}"] += 1
+        return Message(MessageType.ERROR, request.txid, request.method, self.node_id, status=code)
+
+    def _answer_read(self, request: Message, address: Address, kind: int) -> Message:
+        records = self.store.get(kind, request.target, self.clock())
+        random.shuffle(records)  # different askers see different subsets when not all fit
+        contacts = self.routing.closest(dht_key(kind, request.target), min(self.config.k, MAX_CONTACTS), address)
+        budget = MAX_DATAGRAM_BYTES - HEADER_BYTES - TOKEN_BYTES - 2
+        chosen_contacts = contacts[:_CONTACTS_BEFORE_RECORDS]
+        budget -= sum(contact_size(c) for c in chosen_contacts)
+        chosen_records: list[bytes] = []
+        for record in records:
+            size = 2 + len(record.wire)
+            if size <= budget and len(chosen_records) < self.config.max_records_per_reply:
+                chosen_records.append(record.wire)
+                budget -= size
+        if not chosen_records:  # nothing to give: behave like FIND_NODE so the lookup can go on
+            for contact in contacts[_CONTACTS_BEFORE_RECORDS:]:
+                if contact_size(contact) <= budget:
+                    chosen_contacts.append(contact)
+                    budget -= contact_size(contact)
+        token = self.tokens.issue(address[0], self.monotonic())
+        return self._reply(request, token=token, contacts=chosen_contacts, records=chosen_records)
+
+    def _answer_write(self, request: Message, address: Address, kind: int) -> Message:
+        if not self.tokens.check(address[0], request.token, self.monotonic()):
+            return self._error(request, ErrorCode.BAD_TOKEN)
+        try:
+            record = decode_record(request.record)
+        except MalformedRecord:
+            return self._error(request, ErrorCode.MALFORMED)
+        if record.kind != kind:
+            return self._error(request, ErrorCode.WRONG_KIND)
+        result = self.store.put(record, self._source_key(address), self.clock())
+        self.counters[f"store_{result.name.lower()}"] += 1
+        return self._reply(request, status=result)
+
+    # ------------------------------------------------------------------------------------------- outgoing
+
+    def _require_protocol(self) -> DhtDatagramProtocol:
+        if self._protocol is None or not self.running:
+            raise NotRunning("DHT node not started")
+        return self._protocol
+
+    def _request(self, method: Method, **fields) -> Message:
+        return Message(MessageType.REQUEST, b"", method, self.node_id, **fields)
+
+    async def ping(self, address: Address) -> bytes | None:
+        """The node id answering at `address`, or None. A reply also puts the node in the routing table."""
+        reply = await self._require_protocol().request(address, self._request(Method.PING), self.config.rpc_timeout_s)
+        if reply is None or reply.type != MessageType.RESPONSE:
+            return None
+        if reply.observed is not None and reply.sender_id != self.node_id:
+            self._observed_by[reply.sender_id] = reply.observed[0]
+            self._observed_by.move_to_end(reply.sender_id)
+            while len(self._observed_by) > _OBSERVERS_KEPT:
+                self._observed_by.popitem(last=False)
+        return reply.sender_id
+
+    def external_host(self) -> str | None:
+        """Our IP address as other nodes see it (behind NAT: the public one), or None if unknown/disputed.
+
+        Each ping reply says from which address our request came. One vote per answering node (the last
+        `_OBSERVERS_KEPT` nodes); the most common answer wins if at least two nodes agree — or if only one node
+        ever answered (two nodes on a LAN). A single liar cannot redirect our announcements elsewhere.
+        """
+        if not self._observed_by:
+            return None
+        (host, votes), *_ = Counter(self._observed_by.values()).most_common(1)
+        return host if votes >= min(2, len(self._observed_by)) else None
+
+    async def _ping_contact(self, contact: Contact) -> bool:
+        if self._protocol is None or not self.running:
+            return True  # shutting down: do not evict anybody
+        return (await self.ping(contact.address)) == contact.node_id
+
+    async def bootstrap(self, addresses: Iterable[tuple[str, int]] = ()) -> int:
+        """Join via `addresses` (hostnames allowed) plus the saved routing table; returns the table size."""
+        candidates = [await self._resolve(a) for a in addresses]
+        candidates += [c.address for c in self._saved_contacts]
+        unique = list(dict.fromkeys(a for a in candidates if a is not None and a != self.address))
+        await asyncio.gather(*(self.ping(a) for a in unique))
+        if len(self.routing):
+            await self.find_node(self.node_id)
+        return len(self.routing)
+
+    async def _resolve(self, address: tuple[str, int]) -> Address | None:
+        host, port = address
+        try:
+            # Canonical text ("::1", not "0:0::1"): replies are matched against the address a request went to.
+            return (str(ipaddress.ip_address(host)), int(port))
+        except ValueError:
+            pass
+        try:
+            infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_DGRAM)
+        except OSError as exc:
+            log.warning("DHT: cannot resolve bootstrap host %s: %s", host, exc)
+            return None
+        local_family = socket.AF_INET6 if ":" in self.address[0] else socket.AF_INET
+        for family, _type, _proto, _name, sockaddr in infos:
+            if family == local_family:
+                return (sockaddr[0], sockaddr[1])
+        return None
+
+    async def _drive(self, lookup: Lookup, make_request: Callable[[], Message]) -> AsyncIterator[tuple[Contact, Message]]:
+        """Run `lookup` over the network, yielding every successful reply as it arrives."""
+        protocol = self._require_protocol()
+        loop = asyncio.get_running_loop()
+        pending: dict[asyncio.Future, Contact] = {}
+        try:
+            while True:
+                now = loop.time()
+                for contact in lookup.next_queries(now):
+                    pending[protocol.request(contact.address, make_request(), self.config.rpc_timeout_s)] = contact
+                if not pending or lookup.finished(now):
+                    return
+                done, _ = await asyncio.wait(
+                    pending, timeout=max(0.0, lookup.deadline - now), return_when=asyncio.FIRST_COMPLETED
+                )
+                if not done:
+                    self.counters["lookup_deadline"] += 1
+                    return
+                for future in done:
+                    contact = pending.pop(future)
+                    reply = future.result()
+                    if reply is None or reply.type != MessageType.RESPONSE or reply.sender_id != contact.node_id:
+                        lookup.on_failure(contact)
+                        if reply is None:
+                            self._note_failure(contact)
+                        continue
+                    lookup.on_reply(contact, reply.contacts, reply.token)
+                    yield contact, reply
+        finally:
+            for future in pending:
+                future.cancel()
+
+    def _new_lookup(self, target: bytes) -> Lookup:
+        loop = asyncio.get_running_loop()
+        self.routing.touch(target)
+        return Lookup.start(
+            target,
+            self.routing.closest(target, self.config.k),
+            k=self.config.k,
+            alpha=self.config.alpha,
+            deadline=loop.time() + self.config.lookup_deadline_s,
+            self_id=self.node_id,
+        )
+
+    async def _closest_with_tokens(self, target: bytes) -> list[tuple[Contact, bytes]]:
+        lookup = self._new_lookup(target)
+        async for _ in self._drive(lookup, lambda: self._request(Method.FIND_NODE, target=target)):
+            pass
+        return lookup.result()
+
+    async def find_node(self, target: bytes) -> list[Contact]:
+        """The k nodes closest to `target` that answered, closest first."""
+        if len(target) != NODE_ID_BYTES:
+            raise InvalidArgument(f"a node id is {NODE_ID_BYTES} bytes")
+        return [contact for contact, _ in await self._closest_with_tokens(target)]
+
+    # ------------------------------------------------------------------------------------------- records
+
+    async def publish(self, record: Record) -> int:
+        """Store `record` on the `replicas` closest nodes (and here if we are among them). Returns acceptances."""
+        protocol = self._require_protocol()
+        method = _WRITE_METHOD_OF_KIND[record.kind]
+        targets = (await self._closest_with_tokens(record.dht_key))[: self.config.replicas]
+        futures = [
+            protocol.request(c.address, self._request(method, token=token, record=record.wire), self.config.rpc_timeout_s)
+            for c, token in targets
+        ]
+        replies = await asyncio.gather(*futures)
+        accepted = sum(
+            1
+            for reply in replies
+            if reply is not None and reply.type == MessageType.RESPONSE and reply.status in _ACCEPTED_STATUSES
+        )
+        position = int.from_bytes(record.dht_key, "big")
+        farthest = max((int.from_bytes(c.node_id, "big") ^ position for c, _ in targets), default=-1)
+        we_are_close = len(targets) < self.config.replicas or (int.from_bytes(self.node_id, "big") ^ position) < farthest
+        if we_are_close and self.store.put(record, "self", self.clock()).accepted:
+            accepted += 1
+        self.counters["published"] += 1
+        return accepted
+
+    async def announce(
+        self, root: bytes, host: str, port: int, transports: int = Transport.TCP, *, ttl_s: int | None = None
+    ) -> int:
+        """Announce that we provide `root` at host:port, and keep re-announcing until `withdraw(root)`."""
+        ttl = ttl_s if ttl_s is not None else self.config.provider_ttl_s
+        params = dict(root=root, host=host, port=port, transports=int(transports))
+        record = ProviderRecord.create(self.identity, now=self.clock(), ttl_s=ttl, **params)
+        self.announcements.add(KIND_PROVIDER, root, params, ttl, self.monotonic())
+        return await self.publish(record)
+
+    async def put_manifest(
+        self,
+        repr_key: bytes,
+        content_root: bytes,
+        size: int,
+        block_size: int,
+        validator: str | bytes,
+        *,
+        ttl_s: int | None = None,
+    ) -> int:
+        """Publish a manifest summary under `repr_key`, re-published until `withdraw_manifest(repr_key)`."""
+        ttl = ttl_s if ttl_s is not None else self.config.manifest_ttl_s
+        params = dict(repr_key=repr_key, content_root=content_root, size=size, block_size=block_size, validator=validator)
+        record = ManifestRecord.create(self.identity, now=self.clock(), ttl_s=ttl, **params)
+        self.announcements.add(KIND_MANIFEST, repr_key, params, ttl, self.monotonic())
+        return await self.publish(record)
+
+    async def withdraw(self, root: bytes) -> int:
+        """Stop announcing `root` and tell the storers (a TTL-0 record supersedes ours)."""
+        return await self._withdraw(KIND_PROVIDER, root)
+
+    async def withdraw_manifest(self, repr_key: bytes) -> int:
+        return await self._withdraw(KIND_MANIFEST, repr_key)
+
+    async def _withdraw(self, kind: int, key: bytes) -> int:
+        entry = self.announcements.remove(kind, key)
+        if entry is None:
+            return 0
+        factory = ProviderRecord if kind == KIND_PROVIDER else ManifestRecord
+        return await self.publish(factory.create(self.identity, now=self.clock(), ttl_s=0, **entry.params))
+
+    def _accept_remote_record(self, raw: bytes, kind: int, key: bytes, now: float) -> Record | None:
+        try:
+            record = decode_record(raw)
+        except MalformedRecord:
+            self.counters["bad_records_received"] += 1
+            return None
+        if record.kind != kind or record.key != key or not record.has_valid_signature():
+            self.counters["bad_records_received"] += 1
+            return None
+        if record.is_withdrawal or record.expires_at <= now:
+            return None
+        return record
+
+    async def find_records(self, kind: int, key: bytes) -> AsyncIterator[Record]:
+        """Yield each publisher's record for (kind, key) once, as replies arrive (local store first)."""
+        if len(key) != KEY_BYTES:
+            raise InvalidArgument(f"record keys are {KEY_BYTES} bytes")
+        method = Method.FIND_PROVIDERS if kind == KIND_PROVIDER else Method.GET_RECORDS
+        seen: set[bytes] = set()
+        for record in self.store.get(kind, key, self.clock()):
+            seen.add(record.publisher_key)
+            yield record
+        lookup = self._new_lookup(dht_key(kind, key))
+        async for _contact, reply in self._drive(lookup, lambda: self._request(method, target=key)):
+            now = self.clock()
+            for raw in reply.records:
+                record = self._accept_remote_record(raw, kind, key, now)
+                if record is not None and record.publisher_key not in seen:
+                    seen.add(record.publisher_key)
+                    yield record
+
+    def find_providers(self, root: bytes) -> AsyncIterator[ProviderRecord]:
+        """Providers of `root`, one per publisher, yielded as they arrive. Close it (aclosing) to stop early."""
+        return self.find_records(KIND_PROVIDER, root)  # type: ignore[return-value]
+
+    async def get_manifests(self, repr_key: bytes) -> list[ManifestRecord]:
+        """Every manifest summary found for `repr_key`, one per publisher, newest first."""
+        found = [r async for r in self.find_records(KIND_MANIFEST, repr_key)]
+        found.sort(key=lambda r: r.timestamp_ms, reverse=True)
+        return found  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------------------------------ maintenance
+
+    async def maintain(self) -> None:
+        """One maintenance round: expire records, refresh due announcements, refresh lonely buckets, save."""
+        self.store.expire(self.clock())
+        for entry in self.announcements.due(self.monotonic()):
+            factory = ProviderRecord if entry.kind == KIND_PROVIDER else ManifestRecord
+            record = factory.create(self.identity, now=self.clock(), ttl_s=entry.ttl_s, **entry.params)
+            await self.publish(record)
+            self.counters["republished"] += 1
+        for low, high in self.routing.lonely_bucket_ranges():
+            target = random.randint(low, min(high, 2**160 - 1)).to_bytes(NODE_ID_BYTES, "big")
+            await self.find_node(target)
+        if self.data_dir is not None and self.monotonic() - self._last_save >= self.config.save_interval_s:
+            self.save_routing_table()
+            self._last_save = self.monotonic()
+
+    async def _maintenance_loop(self) -> None:
+        while True:
+            wake = self.monotonic() + self.config.maintenance_interval_s
+            due = self.announcements.next_deadline()
+            if due is not None:
+                wake = min(wake, due)
+            await asyncio.sleep(max(0.05, wake - self.monotonic()))  # a timer, not synchronisation
+            try:
+                await self.maintain()
+            except (asyncio.CancelledError, KeyboardInterrupt):
+                raise
+            except Exception:  # noqa: BLE001 - background work must survive anything and try again later
+                self.counters["maintenance_errors"] += 1
+                log.exception("DHT: maintenance round failed")
+
+    # ------------------------------------------------------------------------------------------------ status
+
+    def stats(self) -> dict:
+        """What `GET /_swarm/dht` shows."""
+        protocol_counters = dict(self._protocol.counters) if self._protocol is not None else {}
+        dropped = {k: v for k, v in protocol_counters.items() if k.startswith("dropped_") or k == "handler_errors"}
+        return {
+            "node_id": self.node_id.hex(),
+            "address": "%s:%d" % self.address if self.running else None,
+            "routing_table_size": len(self.routing),
+            "external_host": self.external_host(),
+            "records": self.store.stats(),
+            "announcements": len(self.announcements),
+            "lan": self.lan.stats() if self.lan is not None else {"running": False},
+            "dropped_datagrams": sum(dropped.values()),
+            "dropped": dropped,
+            "routing_refused_per_ip": self.routing.refused_per_ip,
+            "counters": {**protocol_counters, **self.counters},
+        }

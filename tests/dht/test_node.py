@@ -1,0 +1,144 @@
+"""DhtNode behaviour not covered by the swarm tests: IPv6, hostnames, maintenance, expiry, lifecycle errors."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import replace
+
+import pytest
+
+from dht.errors import InvalidArgument, NotRunning
+from dht.identity import NodeIdentity
+from dht.node import DhtNode
+from dht.records import KIND_PROVIDER
+
+from .conftest import TEST_CONFIG, start_swarm, stop_swarm
+from .test_network import found_by
+
+
+async def test_ipv6_loopback():
+    nodes = []
+    try:
+        for _ in range(4):
+            node = DhtNode(NodeIdentity.generate(), TEST_CONFIG)
+            await node.start("::1", 0, maintenance=False)
+            nodes.append(node)
+        for node in nodes[1:]:
+            assert await node.bootstrap([nodes[0].address]) >= 1
+        root = os.urandom(32)
+        assert await nodes[1].announce(root, "::1", 8443) >= 2
+        assert await found_by(nodes[3], root, 8443)
+    finally:
+        await stop_swarm(nodes)
+
+
+async def test_bootstrap_accepts_hostnames():
+    nodes = await start_swarm(3)
+    newcomer = DhtNode(NodeIdentity.generate(), TEST_CONFIG)
+    await newcomer.start("127.0.0.1", 0, maintenance=False)
+    try:
+        assert await newcomer.bootstrap([("localhost", nodes[0].address[1])]) >= 1
+        assert await newcomer.bootstrap([("no-such-host.invalid", 1)]) >= 1  # unresolvable: skipped, no raise
+    finally:
+        await newcomer.stop()
+        await stop_swarm(nodes)
+
+
+async def test_maintenance_loop_survives_errors():
+    node = DhtNode(NodeIdentity.generate(), replace(TEST_CONFIG, maintenance_interval_s=0.01))
+    second_round = asyncio.Event()
+    calls = []
+
+    async def flaky_maintain():
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("transient")
+        second_round.set()
+
+    node.maintain = flaky_maintain  # type: ignore[method-assign]
+    await node.start("127.0.0.1", 0)
+    try:
+        await asyncio.wait_for(second_round.wait(), 5)
+        assert node.counters["maintenance_errors"] == 1
+    finally:
+        await node.stop()
+
+
+async def test_records_expire_in_maintenance():
+    wall = [1_000_000.0]
+    nodes = await start_swarm(4)
+    publisher = DhtNode(NodeIdentity.generate(), TEST_CONFIG, clock=lambda: wall[0])
+    storer = DhtNode(NodeIdentity.generate(), TEST_CONFIG, clock=lambda: wall[0])
+    for node in (publisher, storer):
+        await node.start("127.0.0.1", 0, maintenance=False)
+        await node.bootstrap([nodes[0].address])
+    try:
+        root = os.urandom(32)
+        await publisher.announce(root, "127.0.0.1", 1, ttl_s=60)
+        assert storer.store.get(KIND_PROVIDER, root, wall[0])
+        wall[0] += 61
+        await storer.maintain()
+        assert storer.store.count(KIND_PROVIDER) == 0
+    finally:
+        await publisher.stop()
+        await storer.stop()
+        await stop_swarm(nodes)
+
+
+async def test_lifecycle_and_argument_errors():
+    node = DhtNode(NodeIdentity.generate(), TEST_CONFIG)
+    with pytest.raises(NotRunning):
+        node.address
+    with pytest.raises(NotRunning):
+        await node.ping(("127.0.0.1", 9))
+    with pytest.raises(InvalidArgument):
+        DhtNode(NodeIdentity.generate(), replace(TEST_CONFIG, rate_limit_by="port"))
+    await node.start("127.0.0.1", 0, maintenance=False)
+    try:
+        with pytest.raises(InvalidArgument):
+            await node.find_node(b"short")
+        with pytest.raises(InvalidArgument):
+            [r async for r in node.find_providers(b"short")]
+        with pytest.raises(InvalidArgument):
+            await node.announce(os.urandom(32), "not-an-ip", 1)
+        assert await node.announce(os.urandom(32), "127.0.0.1", 1) == 1  # alone: stored locally only
+    finally:
+        await node.stop()
+    assert not node.running
+    assert node.stats()["address"] is None
+
+
+async def test_unanswered_contacts_leave_the_routing_table():
+    nodes = await start_swarm(6)
+    try:
+        victim = nodes[5]
+        await stop_swarm([victim])
+        observer = nodes[0]
+        assert victim.node_id in {c.node_id for c in observer.routing.contacts()}
+        for _ in range(3):  # lookups that would ask the dead node
+            await observer.find_node(victim.node_id)
+        assert victim.node_id not in {c.node_id for c in observer.routing.contacts()}
+    finally:
+        await stop_swarm(nodes)
+
+
+async def test_external_host_from_ping_replies():
+    from dht.discovery import DhtDiscovery
+
+    nodes = await start_swarm(4)
+    lonely = DhtNode(NodeIdentity.generate(), TEST_CONFIG)
+    await lonely.start("0.0.0.0", 0, maintenance=False)
+    try:
+        assert lonely.external_host() is None
+        with pytest.raises(InvalidArgument, match="public address"):
+            await DhtDiscovery(lonely).announce(os.urandom(32), ("0.0.0.0", 1))
+        await lonely.bootstrap([nodes[0].address, nodes[1].address])
+        assert lonely.external_host() == "127.0.0.1"
+        assert lonely.stats()["external_host"] == "127.0.0.1"
+        # one liar among several answering nodes cannot move the answer
+        lonely._observed_by[b"\x01" * 20] = "203.0.113.66"
+        assert lonely.external_host() == "127.0.0.1"
+    finally:
+        await lonely.stop()
+        await stop_swarm(nodes)
