@@ -1,19 +1,28 @@
 """The admin API: origin-form requests to the proxy itself, answered to loopback clients only.
 
-GET /_swarm/status    version, uptime, listen addresses, counters (JSON)
-GET /_swarm/requests  the last N requests, newest last (JSON list)
-GET /metrics          Prometheus text format
+GET /_swarm/status                 version, uptime, listen addresses, counters (JSON)
+GET /_swarm/requests               the last N requests, newest last (JSON list)
+GET /_swarm/dht                    the DHT node: id, routing table size, stored records, dropped datagrams
+GET /_swarm/dht/providers/<root>   runs a lookup for a content root (64 hex digits), lists its providers
+GET /metrics                       Prometheus text format
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable
+import time
+from collections.abc import Awaitable, Callable
+
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from . import __version__
 from .stats import Stats
+
+if TYPE_CHECKING:
+    from dht.node import DhtNode
 
 PREFIX = "/_swarm/"
 
@@ -22,20 +31,29 @@ def _json(data: object, status: int = 200) -> web.Response:
     return web.Response(status=status, text=json.dumps(data, indent=1) + "\n", content_type="application/json")
 
 
+PROVIDERS = "/_swarm/dht/providers/"
+MAX_PROVIDERS = 50
+
+
 class Admin:
-    def __init__(self, stats: Stats, addresses: Callable[[], dict[str, str]]) -> None:
+    def __init__(self, stats: Stats, addresses: Callable[[], dict[str, str]],
+                 dht: Callable[[], DhtNode | None] = lambda: None) -> None:
         self.stats = stats
         self.addresses = addresses
-        self.routes: dict[str, Callable[[web.BaseRequest], web.StreamResponse]] = {
+        self.dht = dht
+        self.routes: dict[str, Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]] = {
             "/_swarm/status": self.status,
             "/_swarm/requests": self.requests,
+            "/_swarm/dht": self.dht_status,
             "/metrics": self.metrics,
         }
 
-    def handle(self, request: web.BaseRequest, *, loopback: bool) -> web.StreamResponse:
+    async def handle(self, request: web.BaseRequest, *, loopback: bool) -> web.StreamResponse:
         if not loopback:
             return _json({"error": "the admin API answers only clients on this machine (loopback)"}, 403)
         route = self.routes.get(request.path)
+        if route is None and request.path.startswith(PROVIDERS):
+            route = self.providers
         if route is None:
             return _json({
                 "error": f"no such path {request.path!r}. This is swarmproxy, an HTTP forward proxy: "
@@ -44,9 +62,9 @@ class Admin:
             }, 404)
         if request.method not in ("GET", "HEAD"):
             return _json({"error": f"{request.path} answers GET only"}, 405)
-        return route(request)
+        return await route(request)
 
-    def status(self, _request: web.BaseRequest) -> web.StreamResponse:
+    async def status(self, _request: web.BaseRequest) -> web.StreamResponse:
         return _json({
             "version": __version__,
             "uptime_s": round(self.stats.uptime(), 3),
@@ -54,14 +72,41 @@ class Admin:
             "counters": self.stats.snapshot(),
         })
 
-    def requests(self, request: web.BaseRequest) -> web.StreamResponse:
+    async def requests(self, request: web.BaseRequest) -> web.StreamResponse:
         records = [r.as_json() for r in self.stats.history]
         limit = request.query.get("limit", "")
         if limit.isdigit():
             records = records[-int(limit):] if int(limit) else []
         return _json(records)
 
-    def metrics(self, _request: web.BaseRequest) -> web.StreamResponse:
+    async def dht_status(self, _request: web.BaseRequest) -> web.StreamResponse:
+        node = self.dht()
+        if node is None:
+            return _json({"error": "the DHT is off (--dht-listen off)"}, 404)
+        return _json(node.stats())
+
+    async def providers(self, request: web.BaseRequest) -> web.StreamResponse:
+        node = self.dht()
+        if node is None:
+            return _json({"error": "the DHT is off (--dht-listen off)"}, 404)
+        text = request.path[len(PROVIDERS):]
+        try:
+            root = bytes.fromhex(text)
+            if len(root) != 32:
+                raise ValueError
+        except ValueError:
+            return _json({"error": f"{text[:80]!r} is not a content root (64 hex digits)"}, 400)
+        started = time.monotonic()
+        found = []
+        async with contextlib.aclosing(node.find_providers(root)) as providers:
+            async for record in providers:
+                found.append({"host": record.host, "port": record.port, "node_id": record.node_id.hex(),
+                              "transports": record.transports})
+                if len(found) >= MAX_PROVIDERS:
+                    break
+        return _json({"root": root.hex(), "providers": found, "lookup_s": round(time.monotonic() - started, 3)})
+
+    async def metrics(self, _request: web.BaseRequest) -> web.StreamResponse:
         response = web.Response(body=self.stats.prometheus_text())
         response.content_type = "text/plain"
         response.headers["Content-Type"] = "text/plain; version=0.0.4; charset=utf-8"

@@ -20,7 +20,7 @@ from swarm import cli as swarm_cli
 
 from . import __version__
 from .config import OPTIONS, Config, HostPort, parse_host_port
-from .errors import ConfigError
+from .errors import ConfigError, ListenError
 
 log = logging.getLogger("swarmproxy")
 
@@ -31,6 +31,8 @@ def _default_text(option) -> str:
         return "443"
     if option.attr == "data_dir":
         return "$XDG_DATA_HOME/swarmproxy"
+    if option.attr == "bootstrap":
+        return "none"
     if default is None:
         return "none"
     if isinstance(default, bool):
@@ -61,6 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
         help_text += ")" if option.flag_only else f"; env {option.env})"
         if option.parse.__name__ == "_parse_bool":
             kwargs = {"dest": option.attr, "default": None, "action": "store_const", "const": True}
+        elif option.repeatable:
+            kwargs["action"] = "append"
         run.add_argument(f"--{option.name}", help=help_text, **kwargs)
 
     status = commands.add_parser(
@@ -126,6 +130,10 @@ async def _serve(config: Config) -> int:
         await server.start()
     except OSError as exc:
         print(f"swarmproxy: cannot listen on {config.listen}: {exc.strerror or exc}", file=sys.stderr)
+        await server.stop()
+        return 1
+    except ListenError as exc:
+        print(f"swarmproxy: {exc}", file=sys.stderr)
         await server.stop()
         return 1
     stop = asyncio.Event()

@@ -60,6 +60,27 @@ def parse_connect_ports(text: str | list) -> frozenset[int] | None:
     return frozenset(ports)
 
 
+def parse_dht_listen(text: str) -> HostPort | None:
+    """'HOST:PORT' for the DHT's UDP socket, or 'off' for no DHT at all."""
+    if str(text).strip().lower() in ("off", "none", "no"):
+        return None
+    return parse_host_port(text, default_host="0.0.0.0")
+
+
+def parse_bootstrap(text: str | list) -> tuple[HostPort, ...]:
+    """'host:port,host:port' (or a TOML list, or repeated flags) -> bootstrap nodes."""
+    items = text if isinstance(text, (list, tuple)) else str(text).split(",")
+    nodes = []
+    for item in items:
+        for part in str(item).split(","):
+            if part.strip():
+                node = parse_host_port(part.strip(), default_host="")
+                if not node.host or node.port == 0:
+                    raise ConfigError(f"bootstrap node {part.strip()!r} needs a host and a port")
+                nodes.append(node)
+    return tuple(nodes)
+
+
 def is_loopback_host(host: str) -> bool:
     if host == "localhost":
         return True
@@ -120,6 +141,7 @@ class Option:
     help: str
     metavar: str | None = None
     flag_only: bool = False  # not settable from the file or environment (e.g. --config itself)
+    repeatable: bool = False  # the flag may be given several times (values are collected in a list)
 
     @property
     def attr(self) -> str:
@@ -158,6 +180,14 @@ OPTIONS: tuple[Option, ...] = (
            "longest request line or header line accepted, in bytes; longer is answered 431", "BYTES"),
     Option("request-history", _positive_int, 200,
            "how many recent requests /_swarm/requests keeps", "N"),
+    Option("dht-listen", parse_dht_listen, HostPort("0.0.0.0", 0),
+           "UDP address of the DHT node that finds peers; meant to be reachable by other peers "
+           "(port 0 picks a free one); 'off' runs no DHT", "HOST:PORT"),
+    Option("bootstrap", parse_bootstrap, (),
+           "a DHT node to join through (repeatable; comma separated in the file or environment)",
+           "HOST:PORT", repeatable=True),
+    Option("no-lan-discovery", _parse_bool, False,
+           "do not look for peers on the local network by multicast (on by default)", "BOOL"),
 )
 
 _BY_ATTR = {option.attr: option for option in OPTIONS}
@@ -177,6 +207,9 @@ class Config:
     read_timeout: float
     max_header_size: int
     request_history: int
+    dht_listen: HostPort | None
+    bootstrap: tuple[HostPort, ...]
+    no_lan_discovery: bool
 
     @classmethod
     def load(

@@ -20,3 +20,7 @@ class OriginError(ProxyError):
         super().__init__(message)
         self.status = status
         self.message = message
+
+
+class ListenError(ProxyError):
+    """A listener could not be opened (address in use, no permission, bad key file); says which and why."""

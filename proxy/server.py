@@ -21,7 +21,10 @@ from aiohttp import http_exceptions, web, web_protocol
 
 from .admin import Admin
 from .config import Config
-from .errors import OriginError
+from dht.errors import LocalError as DhtLocalError
+from dht.node import DhtConfig, DhtNode
+
+from .errors import ListenError, OriginError
 from .origin import make_session
 from .relay import ClientGone, relay
 from .stats import Stats
@@ -120,10 +123,12 @@ class ProxyServer:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.stats = Stats(config.request_history)
-        self.admin = Admin(self.stats, lambda: self.addresses)
+        self.dht: DhtNode | None = None
+        self.admin = Admin(self.stats, lambda: self.addresses, lambda: self.dht)
         self.addresses: dict[str, str] = {}
         self._session = None
         self._runner: web.BaseRunner | None = None
+        self._bootstrap_task: asyncio.Task | None = None
 
     async def start(self) -> dict[str, str]:
         _raise_fd_limit()
@@ -145,14 +150,51 @@ class ProxyServer:
         site = web.TCPSite(self._runner, cfg.listen.host, cfg.listen.port, backlog=1024, reuse_address=True)
         await site.start()
         host, port = _bound(site)
-        self.addresses["proxy"] = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        self.addresses["proxy"] = _join(host, port)
         log.info("swarmproxy listening on http://%s (admin API: http://%s/_swarm/status)",
                  self.addresses["proxy"], self.addresses["proxy"])
+        if cfg.dht_listen is not None:
+            await self._start_dht()
         if cfg.ready_file:
             _write_atomically(cfg.ready_file, json.dumps(self.addresses) + "\n")
         return self.addresses
 
+    async def _start_dht(self) -> None:
+        cfg = self.config
+        assert cfg.dht_listen is not None
+        try:
+            self.dht = DhtNode.from_data_dir(cfg.data_dir / "dht", DhtConfig(lan_discovery=not cfg.no_lan_discovery))
+            host, port = await self.dht.start(cfg.dht_listen.host, cfg.dht_listen.port)
+        except OSError as exc:
+            self.dht = None
+            raise ListenError(f"cannot open the DHT socket on {cfg.dht_listen} (--dht-listen): "
+                              f"{exc.strerror or exc}") from None
+        except DhtLocalError as exc:
+            self.dht = None
+            raise ListenError(f"cannot start the DHT node: {exc}") from None
+        self.addresses["dht"] = _join(host, port)
+        log.info("DHT node %s on udp://%s%s", self.dht.node_id.hex()[:16], self.addresses["dht"],
+                 "" if cfg.no_lan_discovery else ", LAN discovery on")
+        if cfg.bootstrap:
+            self._bootstrap_task = asyncio.create_task(self._bootstrap())
+
+    async def _bootstrap(self) -> None:
+        assert self.dht is not None
+        nodes = [(node.host, node.port) for node in self.config.bootstrap]
+        size = await self.dht.bootstrap(nodes)
+        if size:
+            log.info("DHT joined through %d bootstrap node(s): %d contacts", len(nodes), size)
+        else:
+            log.warning("DHT: no bootstrap node answered (%s); relying on LAN discovery and the saved table",
+                        ", ".join(f"{h}:{p}" for h, p in nodes))
+
     async def stop(self) -> None:
+        if self._bootstrap_task is not None:
+            self._bootstrap_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._bootstrap_task
+        if self.dht is not None:
+            await self.dht.stop()
         if self._runner is not None:
             await self._runner.cleanup()
         if self._session is not None:
@@ -164,7 +206,7 @@ class ProxyServer:
         loopback = is_loopback_peer(peer)
         target = request.raw_path
         if request.method != "CONNECT" and target.startswith("/"):
-            return self.admin.handle(request, loopback=loopback)
+            return await self.admin.handle(request, loopback=loopback)
 
         client = str(peer[0]) if peer else "-"
         record = self.stats.begin(request.method, target, client)
@@ -192,6 +234,10 @@ class ProxyServer:
             self.stats.finish(record, None, record.bytes_origin, time.monotonic() - started,
                               "client_gone: client closed the connection")
             raise
+
+
+def _join(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _phrase(status: int) -> str:

@@ -195,7 +195,9 @@ async def tls_origin(tmp_path):
 
 
 def proxy_config(tmp_path: pathlib.Path, **overrides) -> Config:
-    flags = {"listen": "127.0.0.1:0", "data_dir": str(tmp_path / "data")}
+    """Loopback only; no DHT unless a test asks for one (and then never multicast off loopback)."""
+    flags = {"listen": "127.0.0.1:0", "data_dir": str(tmp_path / "data"), "dht_listen": "off",
+             "no_lan_discovery": True}
     flags.update({k: (v if isinstance(v, str) else v) for k, v in overrides.items()})
     return Config.load(flags, environ={})
 
@@ -213,8 +215,10 @@ async def proxy(tmp_path):
 class ProxyProcess:
     """`swarmproxy run` as a real process, started with a ready file (never a guessed port)."""
 
-    def __init__(self, process: asyncio.subprocess.Process, address: str, log_path: pathlib.Path) -> None:
+    def __init__(self, process: asyncio.subprocess.Process, ready: dict, log_path: pathlib.Path) -> None:
         self.process = process
+        self.ready = ready
+        address = ready["proxy"]
         self.address = address
         self.url = f"http://{address}"
         self.log_path = log_path
@@ -235,7 +239,8 @@ async def start_proxy_process(tmp_path: pathlib.Path, *args: str) -> ProxyProces
     env = {k: v for k, v in os.environ.items() if not k.startswith("SWARMPROXY_")}
     env["XDG_DATA_HOME"] = str(tmp_path / "xdg")
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "proxy.cli", "run", "--listen", "127.0.0.1:0", "--ready-file", str(ready), *args,
+        sys.executable, "-m", "proxy.cli", "run", "--listen", "127.0.0.1:0", "--ready-file", str(ready),
+        "--dht-listen", "127.0.0.1:0", "--no-lan-discovery", *args,
         cwd=ROOT, env=env, stdout=open(log_path, "wb"), stderr=asyncio.subprocess.STDOUT,
     )
     # The ready file appears once the listener is up; the process exiting first is a failure.
@@ -245,7 +250,7 @@ async def start_proxy_process(tmp_path: pathlib.Path, *args: str) -> ProxyProces
                 raise AssertionError(f"proxy exited with {process.returncode}: {log_path.read_text()}")
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(process.wait(), 0.05)
-    return ProxyProcess(process, json.loads(ready.read_text())["proxy"], log_path)
+    return ProxyProcess(process, json.loads(ready.read_text()), log_path)
 
 
 @pytest_asyncio.fixture
