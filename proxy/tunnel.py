@@ -74,19 +74,12 @@ async def connect(request: web.BaseRequest, record: RequestRecord, *, allowed: f
     if refusal:
         raise OriginError(403, refusal)
     reader, writer = await open_tunnel(host, port, timeout=timeout, local_client=local_client)
-    from_client = _client_stream(request)
     response = web.StreamResponse(status=200, reason="Connection Established")
-    response.force_close()  # after a tunnel, the connection is the tunnel's; never reuse it for HTTP
-    await response.prepare(request)
-    _send_now(response)
+    from_client, to_client = await _take_over(request, response, record)
 
     async def to_origin(data: bytes) -> None:
         writer.write(data)
         await writer.drain()
-
-    async def to_client(data: bytes) -> None:
-        await response.write(data)
-        record.bytes_origin += len(data)
 
     try:
         await _pump_both(
@@ -133,21 +126,13 @@ async def pipe_upgraded(request: web.BaseRequest, response: web.StreamResponse,
     origin_protocol, origin_transport = connection.protocol, connection.transport
     from_origin = streams.StreamReader(origin_protocol, CHUNK, loop=loop)
     origin_protocol.set_parser(_RawFeed(from_origin), from_origin)
-    from_client = _client_stream(request)
-
-    response.force_close()
-    await response.prepare(request)
-    _send_now(response)
+    from_client, to_client = await _take_over(request, response, record)
 
     async def to_origin(data: bytes) -> None:
         origin_transport.write(data)
         # The client protocol has no public drain; this is the helper aiohttp's own WebSocket
         # writer awaits for the same purpose.
         await origin_protocol._drain_helper()
-
-    async def to_client(data: bytes) -> None:
-        await response.write(data)
-        record.bytes_origin += len(data)
 
     try:
         await _pump_both(
@@ -162,11 +147,23 @@ async def pipe_upgraded(request: web.BaseRequest, response: web.StreamResponse,
     return response
 
 
-def _client_stream(request: web.BaseRequest) -> streams.StreamReader:
-    """The raw bytes the client sends after its CONNECT or upgrade request, as a stream."""
-    stream = streams.StreamReader(request.protocol, CHUNK, loop=asyncio.get_running_loop())
-    request.protocol.set_parser(_RawFeed(stream))
-    return stream
+async def _take_over(request: web.BaseRequest, response: web.StreamResponse, record: RequestRecord) -> tuple[
+        streams.StreamReader, Callable[[bytes], Awaitable[None]]]:
+    """Send `response` (200 to CONNECT, 101 to an upgrade) now, and make the client connection a raw pipe.
+
+    Returns the stream of bytes the client sends from here on, and a writer of bytes to the client.
+    """
+    from_client = streams.StreamReader(request.protocol, CHUNK, loop=asyncio.get_running_loop())
+    request.protocol.set_parser(_RawFeed(from_client))
+    response.force_close()  # after a tunnel, the connection is the tunnel's; never reuse it for HTTP
+    await response.prepare(request)
+    _send_now(response)
+
+    async def to_client(data: bytes) -> None:
+        await response.write(data)
+        record.bytes_origin += len(data)
+
+    return from_client, to_client
 
 
 def _send_now(response: web.StreamResponse) -> None:
