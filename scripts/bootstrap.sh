@@ -30,11 +30,17 @@ if [ ! -x "$venv/bin/python" ]; then
     "$py" -m venv "$venv"
   fi
 fi
-stamp="$venv/.installed-$(cat "$root/pyproject.toml" | sha256sum | cut -c1-16)${extras:+-$extras}"
-if [ ! -f "$stamp" ]; then
-  echo "swarmproxy: installing Python dependencies into .venv" >&2
-  "$venv/bin/python" -m pip install -q --upgrade pip >&2
-  "$venv/bin/python" -m pip install -q -e "$root${extras:+[$extras]}" >&2
+hash=$(sha256sum < "$root/pyproject.toml" | cut -c1-16)
+stamp="$venv/.installed-$hash${extras:+-$extras}"
+# An install with extras also satisfies a run without them.
+if [ ! -f "$stamp" ] && ! { [ -z "$extras" ] && compgen -G "$venv/.installed-$hash*" >/dev/null; }; then
+  echo "swarmproxy: installing Python dependencies into .venv (log: .venv/install.log)" >&2
+  if ! { "$venv/bin/python" -m pip install -q --upgrade pip &&
+         "$venv/bin/python" -m pip install -q -e "$root${extras:+[$extras]}"; } >"$venv/install.log" 2>&1; then
+    tail -n 30 "$venv/install.log" >&2
+    echo "swarmproxy: installing the Python dependencies failed; the whole log is .venv/install.log" >&2
+    exit 1
+  fi
   rm -f "$venv"/.installed-*
   touch "$stamp"
 fi
