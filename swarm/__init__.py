@@ -21,4 +21,19 @@
 - `swarm.origin_source` — the origin as a Range source: `Range` + `If-Range`, accepted only as a 206 whose
   `Content-Range` and validator match; failures are `OriginSourceError` (permanent or transient); its own cap.
 - `swarm.fetch_core` / `swarm.serve_core` — the sans-I/O download and serving cores the node drives.
+- `swarm.transport` — one connection abstraction (bounded send/receive buffers, clean close reasons) with
+  `transport_memory` (in-process, fault injection), `transport_tcp` (sendfile for blocks on disk) and
+  `transport_quic` (aioquic: a control stream plus one stream per block request).
+- `swarm.node` — `SwarmNode`, the asyncio shell: `start()` serves what the store shares, `seed_file()`,
+  `fetch_manifest(root, peers)`, and `fetch(manifest, peers, origin=..., start=, end=)`, an async iterator of
+  verified bytes in order; `FetchFailed` when no source is left.
+- `swarm.cli` — `swarmproxy swarm manifest | seed | get`.
+
+Public API in short:
+
+    node = SwarmNode(DiskBlockStore(dir), TcpTransport())
+    await node.start("127.0.0.1", 0)
+    manifest = await node.fetch_manifest(root, peers)
+    async for chunk in node.fetch(manifest, peers, origin=OriginRangeSource(...)):
+        ...
 """

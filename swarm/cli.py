@@ -1,6 +1,8 @@
 """`swarmproxy swarm ...`: the block engine's commands for people and scripts.
 
     swarmproxy swarm manifest FILE   print {"root": HEX, "size": N, "block_size": N}
+    swarmproxy swarm seed FILE       serve FILE to peers until interrupted
+    swarmproxy swarm get ROOT --peer HOST:PORT -o OUT   fetch content by its root from peers
 
 `proxy.cli` registers these under its `swarm` command (proxy may import swarm, never the reverse).
 """
@@ -8,9 +10,14 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import json
 import os
+import pathlib
+import signal
 import sys
+import time
 
 from .errors import SwarmError
 from .manifest import build_manifest, choose_block_size
@@ -35,9 +42,191 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                           help="block size, a power of two >= 16384 (default: chosen from the size)")
     manifest.set_defaults(swarm_handler=_manifest)
 
+    seed = commands.add_parser(
+        "seed", help="serve a file to peers until interrupted",
+        description="Hash FILE, store it in the data dir and serve its blocks to peers until interrupted "
+                    "(Ctrl-C or SIGTERM). Peers fetch it with 'swarmproxy swarm get ROOT --peer HOST:PORT'.",
+    )
+    seed.add_argument("file", metavar="FILE", help="the file to serve")
+    _common(seed)
+    seed.add_argument("--listen", default="127.0.0.1:0", metavar="HOST:PORT",
+                      help="where peers connect; port 0 picks a free one (default: 127.0.0.1:0)")
+    seed.add_argument("--ready-file", default=None, metavar="FILE",
+                      help='once serving, write {"peer": "HOST:PORT", "root": HEX} here')
+    seed.add_argument("--upload-rate", type=float, default=None, metavar="BYTES_PER_S",
+                      help="upload limit for all peers together (default: unlimited)")
+    seed.set_defaults(swarm_handler=_run_async(_seed))
+
+    get = commands.add_parser(
+        "get", help="fetch content by its root from peers",
+        description="Fetch the content whose root is ROOT from the given peers: the manifest is asked for "
+                    "and checked against ROOT, every block against the manifest's hashes, then the bytes are "
+                    "written to OUT. Exits 1 with a one-line reason when it cannot.",
+    )
+    get.add_argument("root", metavar="ROOT", help="content root, 64 hex digits (from 'swarm manifest')")
+    get.add_argument("--peer", action="append", required=True, metavar="HOST:PORT",
+                     help="a peer to fetch from (repeatable)")
+    get.add_argument("-o", "--output", required=True, metavar="OUT", help="file to write ('-' for stdout)")
+    _common(get)
+    get.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
+                     help="give up when no block arrives for this long (default: 30)")
+    get.set_defaults(swarm_handler=_run_async(_get))
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--transport", choices=("tcp", "quic"), default="tcp",
+                        help="peer transport (default: tcp)")
+    parser.add_argument("--data-dir", default=None, metavar="DIR",
+                        help="block store location (default: $XDG_DATA_HOME/swarmproxy)")
+
 
 def run(args: argparse.Namespace) -> int:
     return args.swarm_handler(args)
+
+
+def _run_async(handler):
+    def run_it(args: argparse.Namespace) -> int:
+        try:
+            return asyncio.run(handler(args))
+        except KeyboardInterrupt:
+            return 130
+
+    return run_it
+
+
+def _fail(message: str, code: int = 1) -> int:
+    print(f"swarmproxy: {message}", file=sys.stderr)
+    return code
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"{text!r} is not HOST:PORT")
+    return host.strip("[]") or "127.0.0.1", int(port)
+
+
+def _node(args: argparse.Namespace, **kwargs):
+    from .node import SwarmNode
+    from .store_disk import DiskBlockStore
+
+    data_dir = pathlib.Path(args.data_dir) if args.data_dir else _default_data_dir()
+    store = DiskBlockStore(data_dir / "blocks")
+    if args.transport == "quic":
+        from .transport_quic import QuicTransport
+        transport = QuicTransport()
+    else:
+        from .transport_tcp import TcpTransport
+        transport = TcpTransport()
+    return SwarmNode(store, transport, **kwargs)
+
+
+def _default_data_dir() -> pathlib.Path:
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return pathlib.Path(base) / "swarmproxy"
+
+
+async def _seed(args: argparse.Namespace) -> int:
+    try:
+        host, port = _address(args.listen)
+        node = _node(args, upload_rate=args.upload_rate)
+    except (ValueError, SwarmError) as exc:
+        return _fail(str(exc), 2)
+    try:
+        manifest = await node.seed_file(args.file)
+        address = await node.start(host, port)
+    except OSError as exc:
+        await node.close()
+        return _fail(f"cannot seed {args.file}: {exc.strerror or exc}")
+    except SwarmError as exc:
+        await node.close()
+        return _fail(f"cannot seed {args.file}: {exc}")
+    peer = f"{address[0]}:{address[1]}"
+    print(f"seeding {args.file} ({manifest.size} bytes) as {manifest.root.hex()} on {peer} "
+          f"over {args.transport}", file=sys.stderr)
+    if args.ready_file:
+        tmp = f"{args.ready_file}.tmp{os.getpid()}"
+        pathlib.Path(tmp).write_text(json.dumps({"peer": peer, "root": manifest.root.hex()}) + "\n")
+        os.replace(tmp, args.ready_file)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await node.close()
+    return 0
+
+
+async def _get(args: argparse.Namespace) -> int:
+    from .node import FetchFailed
+
+    try:
+        root = bytes.fromhex(args.root)
+        if len(root) != 32:
+            raise ValueError
+    except ValueError:
+        return _fail(f"ROOT must be 64 hex digits, got {args.root!r}", 2)
+    try:
+        peers = [_address(p) for p in args.peer]
+        node = _node(args)
+    except (ValueError, SwarmError) as exc:
+        return _fail(str(exc), 2)
+    tmp = None
+    try:
+        manifest = await node.fetch_manifest(root, peers)
+        progress = _Progress(manifest.size)
+        if args.output == "-":
+            out = sys.stdout.buffer
+        else:
+            tmp = f"{args.output}.part"
+            out = open(tmp, "wb")
+        with out if out is not sys.stdout.buffer else contextlib.nullcontext(out):
+            async for chunk in node.fetch(manifest, peers, stall_timeout=args.timeout, window=0):
+                out.write(chunk)
+                progress.advance(len(chunk))
+        if tmp:
+            os.replace(tmp, args.output)
+            tmp = None
+        progress.done()
+        return 0
+    except FetchFailed as exc:
+        return _fail(str(exc))
+    except OSError as exc:
+        return _fail(f"cannot write {args.output}: {exc.strerror or exc}")
+    finally:
+        if tmp:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        await node.close()
+
+
+class _Progress:
+    """A one-line progress bar on a terminal; silent when stderr is not one (scripts, logs)."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.done_bytes = total, 0
+        self.enabled = sys.stderr.isatty()
+        self.started = time.monotonic()
+        self.shown = 0.0
+
+    def advance(self, n: int) -> None:
+        self.done_bytes += n
+        now = time.monotonic()
+        if self.enabled and now - self.shown > 0.1:
+            self.shown = now
+            self._draw(now)
+
+    def _draw(self, now: float) -> None:
+        fraction = self.done_bytes / self.total if self.total else 1.0
+        rate = self.done_bytes / max(now - self.started, 1e-6)
+        bar = "#" * int(fraction * 30)
+        sys.stderr.write(f"\r[{bar:<30}] {fraction:6.1%} {self.done_bytes / 1e6:9.1f} MB {rate / 1e6:7.1f} MB/s")
+        sys.stderr.flush()
+
+    def done(self) -> None:
+        if self.enabled:
+            self._draw(time.monotonic())
+            sys.stderr.write("\n")
 
 
 def _chunks(handle, size: int):

@@ -1,0 +1,514 @@
+"""A block-engine node: the asyncio shell around `FetchCore` and `ServeCore`.
+
+    node = SwarmNode(store, transport)
+    address = await node.start("127.0.0.1", 0)        # serve what the store shares
+    manifest = await node.seed_file(path)              # hash a file, store it, share it
+    async for chunk in node.fetch(manifest, peers=[...], origin=range_source):
+        ...                                            # verified bytes, in order
+
+Everything that decides lives in the cores; this module moves bytes and time. Store writes run in a
+thread (`asyncio.to_thread`): creating an entry fsyncs and a write can stall behind writeback. Reads are
+inline (page cache). Verified blocks are kept in memory only until they are written and delivered; if the
+store cannot take them (disk full), the fetch still completes from memory and the content is simply not
+shared.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+from collections.abc import AsyncIterator, Iterable
+
+from . import wire
+from .errors import ConnectFailed, NotInStore, OriginSourceError, PeerError, StoreError, SwarmError, TransportError
+from .fetch_core import (Close, Deliver, FetchCore, Finished, OriginCancel, OriginFetch, Send, Verified)
+from .manifest import Manifest, build_manifest, decode
+from .origin_source import OriginRangeSource
+from .policy import PolicyConfig
+from .serve_core import Close as ServeClose
+from .serve_core import Send as ServeSend
+from .serve_core import SendBlock, ServeCore, Shared
+from .store import BlockLocation, BlockStore, Evicted, StoreFailed
+from .throttle import TokenBucket
+from .transport import Address, Connection, Listener, Transport
+
+__all__ = ["SwarmNode", "FetchFailed"]
+
+log = logging.getLogger("swarmproxy.swarm")
+
+READ_SIZE = 1 << 20
+
+
+class FetchFailed(SwarmError):
+    """A fetch cannot complete: no source is left that could supply the missing blocks."""
+
+
+class SwarmNode:
+    def __init__(
+        self,
+        store: BlockStore,
+        transport: Transport,
+        *,
+        node_id: bytes | None = None,
+        upload_rate: float | None = None,
+        max_peers: int = 64,
+        policy: PolicyConfig | None = None,
+        handshake_timeout: float = 10.0,
+    ) -> None:
+        self.store = store
+        self.transport = transport
+        self.node_id = node_id or secrets.token_bytes(32)
+        self.upload = TokenBucket(upload_rate)
+        self.max_peers = max_peers
+        self.policy = policy
+        self.handshake_timeout = handshake_timeout
+        self.listener: Listener | None = None
+        self._shared: set[bytes] = set()
+        self._serving: dict[bytes, dict[Connection, ServeCore]] = {}
+        self._fetching: dict[bytes, _FetchRun] = {}
+        self._tasks: set[asyncio.Task] = set()
+        self._accept_task: asyncio.Task | None = None
+        self.bytes_uploaded = 0
+        self.events: list[object] = []  # store events (Evicted, StoreFailed) for the owner to inspect
+        store.add_listener(self._on_store_event)
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------------------------
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> Address:
+        self._loop = asyncio.get_running_loop()
+        self.listener = await self.transport.listen(host, port)
+        self._accept_task = asyncio.create_task(self._accept_loop(self.listener))
+        return self.listener.address
+
+    async def close(self) -> None:
+        if self.listener is not None:
+            await self.listener.aclose()
+        tasks = [t for t in (self._accept_task, *self._tasks) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for connections in self._serving.values():
+            for connection in connections:
+                connection.abort("node closing")
+
+    def _spawn(self, coro) -> asyncio.Task:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # -- sharing ------------------------------------------------------------------------------------------------
+
+    def share(self, root: bytes) -> None:
+        self._shared.add(root)
+
+    def unshare(self, root: bytes) -> None:
+        self._shared.discard(root)
+        for connection, core in list(self._serving.pop(root, {}).items()):
+            self._apply_serve(connection, core, core.on_unshared())
+
+    def _lookup(self, root: bytes) -> Shared | None:
+        if root not in self._shared:
+            return None
+        try:
+            if root in self.store.roots():
+                if not self.store.shareable(root):
+                    return None
+                return Shared(self.store.manifest(root), self.store.hash_layer(root), self.store.have(root))
+        except StoreError:
+            return None
+        run = self._fetching.get(root)
+        if run is not None:
+            # Being fetched, nothing stored yet: peers may connect now and hear HAVE as blocks arrive.
+            manifest = run.manifest
+            return Shared(manifest, run.core.layer or (), wire.Bitfield.from_blocks(manifest.num_blocks, ()))
+        return None
+
+    def _on_store_event(self, event: object) -> None:
+        # Listeners may run in the store's writer thread: hop back to the loop.
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._store_event, event)
+
+    def _store_event(self, event: object) -> None:
+        self.events.append(event)
+        if isinstance(event, (Evicted, StoreFailed)):
+            log.warning("content %s is no longer shared: %s", event.root.hex()[:16], event)
+            self.unshare(event.root)
+
+    def _announce_block(self, root: bytes, block: int) -> None:
+        for connection, core in list(self._serving.get(root, {}).items()):
+            self._apply_serve(connection, core, core.on_new_block(block))
+
+    async def seed_file(self, path: str | os.PathLike, *, block_size: int | None = None) -> Manifest:
+        """Hash `path`, put it in the store and share it. Returns its manifest."""
+
+        def build() -> tuple[Manifest, list[bytes]]:
+            with open(path, "rb") as handle:
+                size = os.fstat(handle.fileno()).st_size
+                return build_manifest(iter(lambda: handle.read(READ_SIZE), b""), size, block_size=block_size)
+
+        manifest, layer = await asyncio.to_thread(build)
+
+        def fill() -> None:
+            self.store.create(manifest, layer, pin=True)
+            with open(path, "rb") as handle:
+                for block in range(manifest.num_blocks):
+                    offset, length = manifest.block_span(block)
+                    data = os.pread(handle.fileno(), length, offset)
+                    if not self.store.write_block(manifest.root, block, data):
+                        raise StoreError(f"the store refused block {block} of {path}")
+
+        await asyncio.to_thread(fill)
+        self.share(manifest.root)
+        return manifest
+
+    # -- serving ------------------------------------------------------------------------------------------------
+
+    async def _accept_loop(self, listener: Listener) -> None:
+        async for connection in listener:
+            if sum(len(c) for c in self._serving.values()) >= self.max_peers:
+                connection.abort("too many peers")
+                continue
+            self._spawn(self._serve(connection))
+
+    async def _serve(self, connection: Connection) -> None:
+        loop = asyncio.get_running_loop()
+        core = ServeCore(self.node_id, self._lookup, upload=self.upload)
+        receiving: asyncio.Task | None = None
+        try:
+            while True:
+                receiving = receiving or asyncio.ensure_future(connection.receive())
+                deadline = core.next_deadline()
+                timeout = None if deadline is None else max(0.0, deadline - loop.time())
+                if core.root is None:  # a connection must say what it wants, promptly
+                    timeout = self.handshake_timeout
+                done, _ = await asyncio.wait({receiving}, timeout=timeout)
+                if not done:
+                    if core.root is None:
+                        return
+                    self._apply_serve(connection, core, core.on_timer(loop.time()))
+                    continue
+                message, receiving = receiving.result(), None
+                if message is None:
+                    return
+                was_new = core.root is None
+                self._apply_serve(connection, core, core.on_message(message, loop.time()))
+                if was_new and core.root is not None:
+                    self._serving.setdefault(core.root, {})[connection] = core
+        finally:
+            if receiving is not None:
+                receiving.cancel()
+            if core.root is not None:
+                self._serving.get(core.root, {}).pop(connection, None)
+            connection.abort("served")
+
+    def _apply_serve(self, connection: Connection, core: ServeCore, actions: list) -> None:
+        for action in actions:
+            if isinstance(action, ServeSend):
+                with contextlib.suppress(TransportError):
+                    connection.send_nowait(action.message)
+            elif isinstance(action, SendBlock):
+                self._spawn(self._send_block(connection, core, action))
+            elif isinstance(action, ServeClose):
+                log.debug("closing %s: %s", connection, action.reason)
+                connection.close(action.reason)
+
+    async def _send_block(self, connection: Connection, core: ServeCore, action: SendBlock) -> None:
+        root = core.root
+        assert root is not None
+        try:
+            location = self.store.block_location(root, action.block)
+            if location is not None:
+                payload: bytes | BlockLocation = BlockLocation(location.path, location.offset + action.offset,
+                                                               action.length)
+            else:
+                data = self.store.read_block(root, action.block)
+                payload = data[action.offset:action.offset + action.length]
+            await connection.send_block(action.block, action.offset, payload)
+            self.bytes_uploaded += action.length
+        except NotInStore:
+            with contextlib.suppress(TransportError):
+                connection.send_nowait(wire.Reject(action.block, action.offset, action.length,
+                                                   wire.RejectReason.NOT_FOUND))
+        except (TransportError, StoreError, OSError) as exc:
+            log.debug("sending block %d to %s failed: %s", action.block, connection, exc)
+            connection.abort(str(exc))
+
+    # -- fetching -----------------------------------------------------------------------------------------------
+
+    async def fetch_manifest(self, root: bytes, peers: Iterable[Address], *, timeout: float = 10.0) -> Manifest:
+        """Ask peers for the manifest of `root`; the first one whose manifest has that root wins."""
+        errors = []
+        for address in peers:
+            try:
+                connection = await self._open(address, root, timeout)
+            except (TransportError, PeerError, asyncio.TimeoutError) as exc:
+                errors.append(f"{address[0]}:{address[1]}: {exc}")
+                continue
+            try:
+                connection.send_nowait(wire.ManifestRequest())
+                async with asyncio.timeout(timeout):
+                    while (message := await connection.receive()) is not None:
+                        if isinstance(message, wire.ManifestResponse):
+                            manifest = decode(message.data)
+                            if manifest.root != root:
+                                raise PeerError("its manifest has another root")
+                            return manifest
+                raise PeerError("closed without sending the manifest")
+            except (PeerError, TransportError, asyncio.TimeoutError) as exc:
+                errors.append(f"{address[0]}:{address[1]}: {exc or type(exc).__name__}")
+            finally:
+                connection.abort("manifest fetched")
+        raise FetchFailed(f"no peer gave the manifest of {root.hex()}: " + ("; ".join(errors) or "no peers"))
+
+    async def _open(self, address: Address, root: bytes, timeout: float) -> Connection:
+        """Connect and exchange handshakes for `root`; the peer's BITFIELD is left for the caller."""
+        connection = await self.transport.connect(address, timeout=timeout)
+        try:
+            connection.send_nowait(wire.Handshake(wire.PROTOCOL_VERSION, self.node_id, root))
+            async with asyncio.timeout(timeout):
+                answer = await connection.receive()
+            if answer is None:
+                raise PeerError(f"closed the connection ({connection.close_reason})")
+            if not isinstance(answer, wire.Handshake) or answer.root != root:
+                raise PeerError(f"answered {type(answer).__name__} instead of a HANDSHAKE for our root")
+            if answer.node_id == self.node_id:
+                raise PeerError("that is this node itself")
+            return connection
+        except BaseException:
+            connection.abort("handshake failed")
+            raise
+
+    async def fetch(
+        self,
+        manifest: Manifest,
+        peers: Iterable[Address] = (),
+        *,
+        origin: OriginRangeSource | None = None,
+        layer: list[bytes] | None = None,
+        start: int = 0,
+        end: int | None = None,
+        connect_timeout: float = 10.0,
+        stall_timeout: float = 60.0,
+        window: int = 8,
+    ) -> AsyncIterator[bytes]:
+        """Bytes `start..end-1` of `manifest`'s content, verified and in order, from `peers` and `origin`.
+
+        Blocks the store already holds are used as they are; new blocks go into the store (and are served
+        to others while the root is shared). `window` blocks after the delivery point are fetched first
+        (streaming); beyond it, rarest first. Raises FetchFailed when no source is left, or when nothing
+        verifies for `stall_timeout` seconds.
+        """
+        end = manifest.size if end is None else end
+        if not 0 <= start <= end <= manifest.size:
+            raise ValueError(f"range {start}..{end} outside 0..{manifest.size}")
+        if start == end:
+            return
+        run = _FetchRun(self, manifest, layer, start, end, origin, window)
+        self._fetching.setdefault(manifest.root, run)
+        run.begin(peers, connect_timeout, stall_timeout)
+        try:
+            async for chunk in run.chunks():
+                yield chunk
+        finally:
+            if self._fetching.get(manifest.root) is run:
+                del self._fetching[manifest.root]
+            await run.stop()
+
+
+class _FetchRun:
+    """One fetch: the FetchCore, its connections, origin requests, timer and delivery queue."""
+
+    def __init__(self, node: SwarmNode, manifest: Manifest, layer: list[bytes] | None, start: int, end: int,
+                 origin: OriginRangeSource | None, window: int) -> None:
+        self.node, self.manifest, self.start, self.end, self.origin = node, manifest, start, end, origin
+        self.root = manifest.root
+        self.loop = asyncio.get_running_loop()
+        store = node.store
+        if layer is None and self.root in store.roots():
+            layer = list(store.hash_layer(self.root))
+        held = set(store.have(self.root).blocks()) if self.root in store.roots() else set()
+        first, last = start // manifest.block_size, (end - 1) // manifest.block_size
+        self.core = FetchCore(manifest, layer, first_block=first, last_block=last, held=held,
+                              config=node.policy, window=window)
+        self.entry = self.root in store.roots()
+        if self.entry:
+            store.pin(self.root)
+        self.memory: dict[int, bytes] = {}  # verified, not yet both written and delivered
+        self.written: set[int] = set()
+        self.deliveries: asyncio.Queue[int | None] = asyncio.Queue()
+        self.connections: set[Connection] = set()
+        self.origin_tasks: dict[int, asyncio.Task] = {}
+        self.tasks: set[asyncio.Task] = set()
+        self.writes: set[asyncio.Future] = set()
+        self.progress = asyncio.Event()
+        self.timer: asyncio.TimerHandle | None = None
+        self.pending_connects = 0
+        self.failure: str | None = None
+        self.done = False
+
+    def begin(self, peers: Iterable[Address], timeout: float, stall_timeout: float) -> None:
+        self.spawn(self.watchdog(stall_timeout))
+        self.apply(self.core.start(self.loop.time()))
+        for address in peers:
+            self.pending_connects += 1
+            self.spawn(self.peer(address, timeout))
+        if self.origin is not None:
+            self.apply(self.core.add_origin(self.loop.time()))
+        self.check_stalled()
+
+    def spawn(self, coro) -> asyncio.Task:
+        task = asyncio.ensure_future(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
+
+    async def watchdog(self, stall_timeout: float) -> None:
+        """Fail a fetch that verifies nothing for `stall_timeout` seconds (sources that say nothing)."""
+        while not self.done and not self.failure:
+            try:
+                await asyncio.wait_for(self.progress.wait(), stall_timeout)
+            except asyncio.TimeoutError:
+                self.failure = f"no block arrived for {stall_timeout:g} s from {len(self.connections)} peer(s)"
+                self.deliveries.put_nowait(None)
+                return
+            self.progress.clear()
+
+    async def peer(self, address: Address, timeout: float) -> None:
+        try:
+            connection = await self.node._open(address, self.root, timeout)
+        except (TransportError, PeerError, asyncio.TimeoutError, OSError) as exc:
+            log.debug("peer %s:%s not used: %s", address[0], address[1], exc)
+            self.pending_connects -= 1
+            self.check_stalled()
+            return
+        self.connections.add(connection)
+        try:
+            self.pending_connects -= 1  # counted as a source from here on
+            self.apply(self.core.add_peer(connection, self.loop.time()))
+            while (message := await connection.receive()) is not None:
+                self.apply(self.core.on_message(connection, message, self.loop.time()))
+                if self.done:
+                    return
+        finally:
+            self.connections.discard(connection)
+            connection.abort("fetch over" if self.done else "peer lost")
+            if not self.done:
+                self.apply(self.core.peer_lost(connection, self.loop.time()))
+                self.check_stalled()
+
+    async def origin_fetch(self, action: OriginFetch) -> None:
+        assert self.origin is not None
+        try:
+            data = await self.origin.fetch(action.offset, action.length)
+        except OriginSourceError as exc:
+            log.info("origin range %d+%d failed: %s", action.offset, action.length, exc)
+            self.apply(self.core.on_origin_failure(action.block, self.loop.time(), permanent=exc.permanent))
+            self.check_stalled()
+            return
+        finally:
+            self.origin_tasks.pop(action.block, None)
+        self.apply(self.core.on_origin_block(action.block, data, self.loop.time()))
+
+    def apply(self, actions: list) -> None:
+        for action in actions:
+            if isinstance(action, Send):
+                with contextlib.suppress(TransportError):
+                    action.peer.send_nowait(action.message)
+            elif isinstance(action, Close):
+                log.info("dropping peer %s: %s", action.peer, action.reason)
+                action.peer.abort(action.reason)
+            elif isinstance(action, OriginFetch):
+                if action.block not in self.origin_tasks:
+                    self.origin_tasks[action.block] = self.spawn(self.origin_fetch(action))
+            elif isinstance(action, OriginCancel):
+                task = self.origin_tasks.pop(action.block, None)
+                if task is not None:
+                    task.cancel()
+            elif isinstance(action, Verified):
+                self.memory[action.block] = action.data
+                self.progress.set()
+                write = asyncio.ensure_future(self.write(action.block, action.data))
+                self.writes.add(write)
+                write.add_done_callback(self.writes.discard)
+            elif isinstance(action, Deliver):
+                self.deliveries.put_nowait(action.block)
+            elif isinstance(action, Finished):
+                self.done = True
+                self.deliveries.put_nowait(None)
+        self.rearm()
+
+    def rearm(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        deadline = self.core.next_deadline()
+        if deadline is not None and not self.done:
+            self.timer = self.loop.call_at(deadline, self.fire)
+
+    def fire(self) -> None:
+        self.timer = None
+        self.apply(self.core.on_timer(self.loop.time()))
+        self.check_stalled()
+
+    def check_stalled(self) -> None:
+        if self.done or self.failure or self.pending_connects or self.core.has_sources:
+            return
+        self.failure = ("no source left: every peer failed or left" +
+                        (" and the origin cannot serve ranges" if self.origin is not None else ""))
+        self.deliveries.put_nowait(None)
+
+    async def write(self, block: int, data: bytes) -> None:
+        store = self.node.store
+        if not self.entry:
+            if self.core.layer is None:
+                return
+            try:
+                await asyncio.to_thread(store.create, self.manifest, self.core.layer, pin=True)
+                self.entry = True
+            except (StoreError, PeerError) as exc:
+                log.warning("content %s will not be stored or shared: %s", self.root.hex()[:16], exc)
+                self.entry = None  # never again for this run
+                return
+        if self.entry is None:
+            return
+        if await asyncio.to_thread(store.write_block, self.root, block, data):
+            self.written.add(block)
+            if block < self.core.next_delivery:  # already delivered from memory: no longer needed there
+                self.memory.pop(block, None)
+            self.node._announce_block(self.root, block)
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        block_size = self.manifest.block_size
+        while True:
+            block = await self.deliveries.get()
+            if block is None:
+                if self.failure:
+                    raise FetchFailed(self.failure)
+                return
+            data = self.memory.get(block)
+            if data is None:
+                data = self.node.store.read_block(self.root, block)
+            if block in self.written or self.entry is None:  # stored, or never will be: memory is done
+                self.memory.pop(block, None)
+            offset = block * block_size
+            lo, hi = max(self.start - offset, 0), min(self.end - offset, len(data))
+            yield data if (lo, hi) == (0, len(data)) else data[lo:hi]
+
+    async def stop(self) -> None:
+        self.done = True
+        if self.timer is not None:
+            self.timer.cancel()
+        for connection in list(self.connections):
+            connection.abort("fetch over")
+        for task in self.tasks:
+            task.cancel()
+        # Store writes are left to finish (they are quick): what was verified stays shareable.
+        await asyncio.gather(*self.tasks, *self.writes, return_exceptions=True)
+        if self.entry:
+            with contextlib.suppress(StoreError, ValueError):
+                self.node.store.unpin(self.root)

@@ -1,0 +1,223 @@
+"""Many SwarmNodes in one event loop over the memory transport: seeds, leechers, adversaries.
+
+Every download is compared byte for byte with the content."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+
+import pytest
+
+from swarm import wire
+from swarm.errors import HashMismatch
+from swarm.manifest import build_manifest
+from swarm.node import FetchFailed, SwarmNode
+from swarm.policy import PolicyConfig
+from swarm.serve_core import SendBlock
+from swarm.store import MemoryBlockStore
+from swarm.transport_memory import MemoryNetwork, MemoryTransport
+
+BLOCK = 16384
+
+
+def content(size: int, seed: int = 0) -> bytes:
+    out = bytearray()
+    counter = 0
+    while len(out) < size:
+        out += hashlib.sha256(b"%d/%d" % (seed, counter)).digest() * 64
+        counter += 1
+    return bytes(out[:size])
+
+
+FAST = PolicyConfig(request_timeout=1.0, retry_backoff=0.2)
+
+
+class Swarm:
+    def __init__(self) -> None:
+        self.network = MemoryNetwork()
+        self.nodes: list[SwarmNode] = []
+
+    async def node(self, cls: type[SwarmNode] = SwarmNode, **kwargs) -> tuple[SwarmNode, tuple[str, int]]:
+        kwargs.setdefault("policy", FAST)
+        node = cls(MemoryBlockStore(), MemoryTransport(self.network), **kwargs)
+        address = await node.start(f"10.0.0.{len(self.nodes) + 1}", 0)
+        self.nodes.append(node)
+        return node, address
+
+    async def seed(self, data: bytes, **kwargs):
+        node, address = await self.node(**kwargs)
+        manifest, layer = build_manifest([data], len(data), block_size=BLOCK)
+        node.store.create(manifest, layer, pin=True)
+        for block in range(manifest.num_blocks):
+            offset, length = manifest.block_span(block)
+            assert node.store.write_block(manifest.root, block, data[offset:offset + length])
+        node.share(manifest.root)
+        return node, address, manifest
+
+    async def close(self) -> None:
+        for node in self.nodes:
+            await node.close()
+
+
+@pytest.fixture
+async def swarm():
+    s = Swarm()
+    yield s
+    await s.close()
+
+
+async def download(node: SwarmNode, manifest, peers, **kwargs) -> bytes:
+    return b"".join([chunk async for chunk in node.fetch(manifest, peers, **kwargs)])
+
+
+async def test_one_seed_one_leecher(swarm):
+    data = content(40 * BLOCK + 123)
+    _, seed_address, manifest = await swarm.seed(data)
+    leecher, _ = await swarm.node()
+    assert await download(leecher, manifest, [seed_address]) == data
+    assert leecher.store.complete(manifest.root)
+
+
+async def test_four_seeds_one_leecher_uses_all(swarm):
+    data = content(64 * BLOCK)
+    seeds = [await swarm.seed(data) for _ in range(4)]
+    manifest = seeds[0][2]
+    leecher, _ = await swarm.node()
+    assert await download(leecher, manifest, [address for _, address, _ in seeds]) == data
+    assert sum(1 for node, _, _ in seeds if node.bytes_uploaded) >= 3  # the work was spread
+
+
+async def test_manifest_fetched_by_root_and_checked(swarm):
+    data = content(5 * BLOCK)
+    _, address, manifest = await swarm.seed(data)
+    leecher, _ = await swarm.node()
+    assert await leecher.fetch_manifest(manifest.root, [address]) == manifest
+    with pytest.raises(FetchFailed, match="not shared here|closed"):
+        await leecher.fetch_manifest(b"\x01" * 32, [address], timeout=2)
+
+
+async def test_one_seed_twenty_leechers_share_among_themselves(swarm):
+    data = content(64 * BLOCK, seed=3)
+    # The seed is the bottleneck; a slow answer is not a dead peer, so requests may wait long.
+    seed, seed_address, manifest = await swarm.seed(data, upload_rate=32 * BLOCK)
+    patient = PolicyConfig(request_timeout=30)
+    leechers = [await swarm.node(policy=patient) for _ in range(20)]
+    everyone = [seed_address] + [address for _, address in leechers]
+    for node, _ in leechers:
+        node.share(manifest.root)  # leechers serve what they have while they fetch
+
+    async def fetch(node, own):  # no streaming window: a file download, rarest first
+        return await download(node, manifest, [a for a in everyone if a != own], window=0)
+
+    results = await asyncio.gather(*(fetch(node, address) for node, address in leechers))
+    assert all(result == data for result in results)
+    # 20 copies left the swarm; the rate-limited seed served only a few of them, the leechers the rest.
+    from_leechers = sum(node.bytes_uploaded for node, _ in leechers)
+    assert seed.bytes_uploaded + from_leechers >= 20 * len(data)
+    assert seed.bytes_uploaded < 6 * len(data) < from_leechers
+
+
+async def test_a_range_in_the_middle(swarm):
+    data = content(30 * BLOCK)
+    _, address, manifest = await swarm.seed(data)
+    leecher, _ = await swarm.node()
+    assert await download(leecher, manifest, [address], start=5 * BLOCK + 7, end=17 * BLOCK + 3) == \
+        data[5 * BLOCK + 7:17 * BLOCK + 3]
+
+
+class LyingNode(SwarmNode):
+    """Serves zeros instead of the content."""
+
+    async def _send_block(self, connection, core, action: SendBlock) -> None:
+        await connection.send_block(action.block, action.offset, bytes(action.length))
+
+
+class BadLayerNode(SwarmNode):
+    def _apply_serve(self, connection, core, actions):
+        patched = []
+        for action in actions:
+            message = getattr(action, "message", None)
+            if isinstance(message, wire.HashResponse):
+                hashes = (bytes(32),) + message.hashes[1:]
+                action = type(action)(wire.HashResponse(message.first, message.count, hashes, ()))
+            patched.append(action)
+        super()._apply_serve(connection, core, patched)
+
+
+class SilentNode(SwarmNode):
+    """Accepts requests and never answers them."""
+
+    async def _send_block(self, connection, core, action) -> None:
+        await asyncio.Future()
+
+
+class DisconnectingNode(SwarmNode):
+    """Sends half a block frame, then drops the connection."""
+
+    async def _send_block(self, connection, core, action) -> None:
+        frame = wire.encode_block_header(action.block, action.offset, action.length) + bytes(action.length // 2)
+        connection.send_raw(frame)
+        connection.drop()
+
+
+class FloodingNode(SwarmNode):
+    """Answers a handshake with thousands of useless frames."""
+
+    def _apply_serve(self, connection, core, actions):
+        super()._apply_serve(connection, core, actions)
+        for _ in range(5000):
+            connection.send_nowait(wire.KeepAlive())
+            connection.send_nowait(wire.Have(0))
+
+
+@pytest.mark.parametrize("adversary", [LyingNode, BadLayerNode, SilentNode, DisconnectingNode, FloodingNode])
+async def test_adversary_next_to_an_honest_seed(swarm, adversary):
+    data = content(24 * BLOCK, seed=7)
+    _, bad_address, manifest = await swarm.seed(data, cls=adversary)
+    _, good_address, _ = await swarm.seed(data)
+    leecher, _ = await swarm.node()
+    # The adversary is listed first, so it is asked first (and for the hash layer).
+    assert await download(leecher, manifest, [bad_address, good_address]) == data
+
+
+async def test_only_adversaries_fail_cleanly(swarm):
+    data = content(8 * BLOCK)
+    _, address, manifest = await swarm.seed(data, cls=LyingNode)
+    leecher, _ = await swarm.node()
+    with pytest.raises(FetchFailed, match="no source left"):
+        await download(leecher, manifest, [address])
+    assert not leecher.store.has_block(manifest.root, 0) if manifest.root in leecher.store.roots() else True
+
+
+async def test_nobody_to_ask_fails_at_once(swarm):
+    data = content(2 * BLOCK)
+    manifest, _ = build_manifest([data], len(data), block_size=BLOCK)
+    leecher, _ = await swarm.node()
+    with pytest.raises(FetchFailed):
+        await download(leecher, manifest, [("10.1.1.1", 1)])
+
+
+async def test_unshared_content_is_never_served(swarm):
+    data = content(4 * BLOCK)
+    seed, address, manifest = await swarm.seed(data)
+    seed.unshare(manifest.root)
+    leecher, _ = await swarm.node()
+    with pytest.raises(FetchFailed):
+        await download(leecher, manifest, [address])
+
+
+async def test_disk_full_still_delivers(swarm):
+    data = content(12 * BLOCK)
+    _, address, manifest = await swarm.seed(data)
+    leecher, _ = await swarm.node()
+    leecher.store.write_error = OSError(28, "No space left on device")
+    assert await download(leecher, manifest, [address]) == data
+    assert not leecher.store.complete(manifest.root)
+
+
+def test_layer_mismatch_is_a_peer_error():
+    data = content(3 * BLOCK)
+    manifest, layer = build_manifest([data], len(data), block_size=BLOCK)
+    with pytest.raises(HashMismatch):
+        manifest.verify_layer([bytes(32)] + layer[1:])
