@@ -89,6 +89,7 @@ def swarmproxy_case(work: pathlib.Path, source: pathlib.Path, size: int, seeds: 
     try:
         for index in range(seeds):
             ready = work / f"seed{index}.json"
+            ready.unlink(missing_ok=True)  # a previous case's file would hand us a dead address
             proc = subprocess.Popen([sys.executable, "-m", "proxy.cli", "swarm", "seed", str(source), "--transport",
                                      transport, "--data-dir", str(work / f"seed{index}"), "--ready-file", str(ready)],
                                     cwd=ROOT, stderr=subprocess.DEVNULL)
