@@ -9,8 +9,7 @@ flight over one connection and counts the bytes. Cases:
 * `tcp`       — swarm.transport_tcp, blocks sent from memory (bytes);
 * `tcp-file`  — the same, blocks sent from a file range (sendfile in a worker thread);
 * `quic`      — swarm.transport_quic, one stream per request;
-* `bare-quic` — the reference: aioquic alone, one stream, written in 1 MiB chunks (≤ 8 MiB unacknowledged),
-  no framing.
+* `bare-quic` — the reference: aioquic alone, one stream, SIZE MiB handed to it at once, no framing.
 
 Prints MB/s (1 MB = 10^6 bytes) and the CPU seconds per GB of each side.
 """
@@ -144,47 +143,26 @@ async def _leech(case: str, address, total: int, block_size: int, outstanding: i
 
 
 async def _bare_leech(address, total: int, datagram_size) -> tuple:
-    """aioquic alone: one stream, written in 1 MiB chunks while fewer than 8 MiB await acknowledgement.
-
-    (Writing everything at once is slower: aioquic trims the acknowledged prefix off one huge bytearray.)
-    """
     import ssl
 
-    from aioquic.asyncio import QuicConnectionProtocol, connect
+    from aioquic.asyncio import connect
     from aioquic.quic.configuration import QuicConfiguration
 
     from swarm.transport_quic import ALPN
 
-    acked = asyncio.Event()
-
-    class Sender(QuicConnectionProtocol):
-        def datagram_received(self, data, addr) -> None:
-            super().datagram_received(data, addr)
-            acked.set()
-
     configuration = QuicConfiguration(is_client=True, alpn_protocols=[ALPN], verify_mode=ssl.CERT_NONE)
     if datagram_size:
         configuration.max_datagram_size = datagram_size
-    chunk = bytes(MiB)
-    async with connect(address[0], address[1], configuration=configuration, create_protocol=Sender) as client:
+    async with connect(address[0], address[1], configuration=configuration) as client:
         started = time.perf_counter()
         cpu = _cpu_seconds()
         stream_id = client._quic.get_next_available_stream_id()
-        written = 0
-        while written < total:
-            stream = client._quic._streams.get(stream_id)
-            while stream is not None and len(stream.sender._buffer) < 8 * MiB and written < total:
-                size = min(len(chunk), total - written)
-                written += size
-                client._quic.send_stream_data(stream_id, chunk[:size], end_stream=written == total)
-            client.transmit()
-            acked.clear()
-            await acked.wait()
+        client._quic.send_stream_data(stream_id, bytes(total), end_stream=True)
+        client.transmit()
         # Done when everything is acknowledged, or the seed, having received it all, closed the connection.
         stream = client._quic._streams[stream_id]
         while stream.sender._buffer and not client._closed.is_set():
-            acked.clear()
-            await acked.wait()
+            await asyncio.sleep(0.005)
         elapsed = time.perf_counter() - started
         return total, elapsed, _cpu_seconds() - cpu
 
