@@ -140,7 +140,7 @@ async def _copy_body(upstream: aiohttp.ClientResponse, response: web.StreamRespo
                 break
             await response.write(chunk)
             record.bytes_origin += len(chunk)
-    except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientConnectionError,
+    except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError,
             asyncio.TimeoutError) as exc:
         if request.transport is None or request.transport.is_closing():
             raise ClientGone("client closed the connection") from None

@@ -175,12 +175,9 @@ async def _get(args: argparse.Namespace) -> int:
     try:
         manifest = await node.fetch_manifest(root, peers)
         progress = _Progress(manifest.size)
-        if args.output == "-":
-            out = sys.stdout.buffer
-        else:
+        if args.output != "-":
             tmp = f"{args.output}.part"
-            out = open(tmp, "wb")
-        with out if out is not sys.stdout.buffer else contextlib.nullcontext(out):
+        with open(tmp, "wb") if tmp else contextlib.nullcontext(sys.stdout.buffer) as out:
             async for chunk in node.fetch(manifest, peers, stall_timeout=args.timeout, window=0):
                 out.write(chunk)
                 progress.advance(len(chunk))

@@ -23,7 +23,7 @@ import secrets
 from collections.abc import AsyncIterator, Iterable
 
 from . import wire
-from .errors import ConnectFailed, NotInStore, OriginSourceError, PeerError, StoreError, SwarmError, TransportError
+from .errors import NotInStore, OriginSourceError, PeerError, StoreError, SwarmError, TransportError
 from .fetch_core import (Close, Deliver, FetchCore, Finished, OriginCancel, OriginFetch, Send, Verified)
 from .manifest import Manifest, build_manifest, decode
 from .origin_source import OriginRangeSource

@@ -14,7 +14,6 @@ import pathlib
 import ssl
 import sys
 
-import pytest
 import pytest_asyncio
 from aiohttp import web
 
@@ -44,7 +43,8 @@ class Origin:
     def __init__(self) -> None:
         self.app = web.Application(client_max_size=1 << 30)
         self.sent = 0  # body bytes written by /stream, to watch backpressure
-        self.stream_blocked = asyncio.Event()
+        self.silent_started = asyncio.Event()
+        self.silent_abandoned = asyncio.Event()
         self.requests: list[dict] = []
         r = self.app.router
         r.add_route("*", "/echo", self.echo)
@@ -128,7 +128,11 @@ class Origin:
         return response
 
     async def silent(self, request: web.Request) -> web.StreamResponse:
-        await asyncio.Future()  # never answers; the proxy's read timeout must fire
+        self.silent_started.set()
+        try:
+            await asyncio.Future()  # never answers; the proxy's read timeout must fire
+        finally:
+            self.silent_abandoned.set()  # cancelled: whoever asked closed the connection
         raise AssertionError
 
     async def gzip(self, request: web.Request) -> web.StreamResponse:
