@@ -37,8 +37,9 @@ MAX_PROVIDERS = 50
 
 class Admin:
     def __init__(self, stats: Stats, addresses: Callable[[], dict[str, str]],
-                 dht: Callable[[], DhtNode | None] = lambda: None) -> None:
+                 dht: Callable[[], DhtNode | None] = lambda: None, engine: Callable[[], object] = lambda: None) -> None:
         self.stats = stats
+        self.engine = engine
         self.addresses = addresses
         self.dht = dht
         self.routes: dict[str, Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]] = {
@@ -70,6 +71,7 @@ class Admin:
             "uptime_s": round(self.stats.uptime(), 3),
             "listen": self.addresses(),
             "counters": self.stats.snapshot(),
+            "swarm": engine.status() if (engine := self.engine()) is not None else None,
         })
 
     async def requests(self, request: web.BaseRequest) -> web.StreamResponse:

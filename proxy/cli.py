@@ -2,6 +2,7 @@
 
     swarmproxy run      run the proxy (defaults: 127.0.0.1:8080)
     swarmproxy status   ask a running proxy how it is doing
+    swarmproxy demo     a slow download made fast, on this machine, with no setup
     swarmproxy swarm    block engine commands (see swarm/cli.py)
 """
 
@@ -18,7 +19,7 @@ import urllib.request
 
 from swarm import cli as swarm_cli
 
-from . import __version__
+from . import __version__, demo
 from .config import OPTIONS, Config, HostPort, parse_host_port
 from .errors import ConfigError, ListenError
 
@@ -33,6 +34,10 @@ def _default_text(option) -> str:
         return "$XDG_DATA_HOME/swarmproxy"
     if option.attr == "bootstrap":
         return "none"
+    if option.attr == "min_rate":
+        return "160k"
+    if option.attr == "store_size":
+        return "10Gi"
     if default is None:
         return "none"
     if isinstance(default, bool):
@@ -76,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="where the proxy listens (default: SWARMPROXY_LISTEN, else 127.0.0.1:8080)")
     status.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS",
                         help="how long to wait for an answer (default: 5)")
+    demo.add_command(commands)
     swarm_cli.add_commands(commands)
     return parser
 
@@ -88,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
             return _run(args)
         if args.command == "status":
             return _status(args)
+        if args.command == "demo":
+            return demo.run(args)
         if args.command == "swarm":
             return swarm_cli.run(args)
     except ConfigError as exc:

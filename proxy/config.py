@@ -81,6 +81,67 @@ def parse_bootstrap(text: str | list) -> tuple[HostPort, ...]:
     return tuple(nodes)
 
 
+def parse_peer_listen(text: str) -> HostPort | None:
+    """'HOST:PORT' for the block engine's listener, or 'off' for a plain proxy that never swarms."""
+    if str(text).strip().lower() in ("off", "none", "no"):
+        return None
+    return parse_host_port(text, default_host="0.0.0.0")
+
+
+TRANSPORTS = ("tcp", "quic", "both")
+
+
+def _transport(text: str) -> str:
+    value = str(text).strip().lower()
+    if value not in TRANSPORTS:
+        raise ConfigError(f"transport {text!r} is not one of tcp, quic, both")
+    return value
+
+
+def _trust(text: str) -> str:
+    from .manifest_trust import parse_trust  # the policy's own parser is the one source of truth
+    try:
+        parse_trust(str(text).strip())
+    except ValueError as exc:
+        raise ConfigError(f"trust: {exc}") from None
+    return str(text).strip()
+
+
+_SUFFIXES = {"": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "ki": 1024, "mi": 1024**2, "gi": 1024**3,
+             "ti": 1024**4, "t": 1000**4}
+
+
+def parse_size(text: str | int | float) -> float:
+    """'160000', '160k', '1.5M', '10Gi' -> a number (k/M/G are powers of 1000, Ki/Mi/Gi of 1024)."""
+    raw = str(text).strip().lower().removesuffix("b").removesuffix("/s")
+    number = raw.rstrip("kmgti")
+    suffix = raw[len(number):]
+    try:
+        value = float(number) * _SUFFIXES[suffix]
+    except (ValueError, KeyError):
+        raise ConfigError(f"{text!r} is not a size (e.g. 160000, 160k, 1.5M, 10Gi)") from None
+    if value < 0:
+        raise ConfigError(f"{text!r} must not be negative")
+    return value
+
+
+def _byte_count(text: str | int) -> int:
+    value = int(parse_size(text))
+    if value <= 0:
+        raise ConfigError(f"{text!r} must be greater than 0")
+    return value
+
+
+def _non_negative_float(text: str | float) -> float:
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{text!r} is not a number") from None
+    if value < 0:
+        raise ConfigError(f"{text!r} must not be negative")
+    return value
+
+
 def is_loopback_host(host: str) -> bool:
     if host == "localhost":
         return True
@@ -188,6 +249,31 @@ OPTIONS: tuple[Option, ...] = (
            "HOST:PORT", repeatable=True),
     Option("no-lan-discovery", _parse_bool, False,
            "do not look for peers on the local network by multicast (on by default)", "BOOL"),
+    Option("peer-listen", parse_peer_listen, HostPort("0.0.0.0", 0),
+           "address where other peers fetch blocks from this node (TCP and/or UDP, same port; port 0 picks "
+           "one); 'off' makes a plain proxy that never swarms", "HOST:PORT"),
+    Option("transport", _transport, "both",
+           "peer transports offered and used: tcp (fast on a LAN), quic (one UDP socket, TLS), or both", "NAME"),
+    Option("trust", _trust, "quorum:2",
+           "which manifests from the DHT to believe: quorum:N (N independent publishers that got the file "
+           "from the origin agree), origin (only our own), any (the first one; labs and trusted LANs only)",
+           "POLICY"),
+    Option("first-byte-timeout", _positive_float, 0.75,
+           "switch to peers when the origin sends no byte at all (headers count) within this many seconds (T)",
+           "SECONDS"),
+    Option("min-rate", parse_size, 160_000.0,
+           "switch to peers when the origin delivers less than this many bytes/s over --rate-window (R); "
+           "0 never switches for rate; suffixes k, M (1000) and Ki, Mi (1024)", "BYTES"),
+    Option("rate-window", _positive_float, 2.0,
+           "seconds over which --min-rate is measured, from the first byte on (W)", "SECONDS"),
+    Option("linger", _non_negative_float, 86400.0,
+           "seconds to keep serving a file to peers after downloading it; 0 serves until it is evicted",
+           "SECONDS"),
+    Option("no-share", _parse_bool, False,
+           "never serve blocks to others nor announce anything (downloads may still use peers)", "BOOL"),
+    Option("store-size", _byte_count, 10 * 1024**3,
+           "disk space for shared content under the data dir; least recently used content is evicted "
+           "beyond it", "BYTES"),
 )
 
 _BY_ATTR = {option.attr: option for option in OPTIONS}
@@ -210,6 +296,15 @@ class Config:
     dht_listen: HostPort | None
     bootstrap: tuple[HostPort, ...]
     no_lan_discovery: bool
+    peer_listen: HostPort | None
+    transport: str
+    trust: str
+    first_byte_timeout: float
+    min_rate: float
+    rate_window: float
+    linger: float
+    no_share: bool
+    store_size: int
 
     @classmethod
     def load(

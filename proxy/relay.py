@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Protocol
 
 import aiohttp
 from aiohttp import web
@@ -76,9 +77,19 @@ def _sanitize(value: str) -> str:
         return value.encode("utf-8", "surrogateescape").decode("latin-1")
 
 
+class SwarmHook(Protocol):
+    async def get(self, request: web.BaseRequest, url: URL, headers: list[tuple[str, str]],
+                  record: RequestRecord) -> web.StreamResponse | None:
+        """Answer a GET that may switch to the swarm, or None to leave it to the plain relay."""
+
+
 async def relay(request: web.BaseRequest, session: aiohttp.ClientSession, record: RequestRecord, *,
-                local_client: bool, connect_timeout: float) -> web.StreamResponse:
-    """Answer `request` from its origin. Raises OriginError before a response started, ClientGone after."""
+                local_client: bool, connect_timeout: float, swarm: SwarmHook | None = None) -> web.StreamResponse:
+    """Answer `request` from its origin. Raises OriginError before a response started, ClientGone after.
+
+    A GET without a body goes to `swarm` first (the fallback download, `proxy.fallback`), which answers it
+    when the publish gate lets it switch to peers; everything else is relayed here as is.
+    """
     url = origin_url(request.raw_path)
     if not local_client:
         try:
@@ -98,6 +109,11 @@ async def relay(request: web.BaseRequest, session: aiohttp.ClientSession, record
     if body is not None and request.headers.get("Expect", "").lower() == "100-continue" and request.version >= (1, 1):
         await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
+    if swarm is not None and request.method == "GET" and body is None and upgrade is None:
+        answered = await swarm.get(request, url, out_headers, record)
+        if answered is not None:
+            return answered
+
     try:
         upstream = await session.request(
             request.method,
@@ -114,13 +130,7 @@ async def relay(request: web.BaseRequest, session: aiohttp.ClientSession, record
         raise describe_failure(exc, url.raw_host or "", url.explicit_port) from None
 
     try:
-        response = RelayedResponse(status=upstream.status, reason=_reason(upstream.reason))
-        if upstream.status == 101 and upgrade is not None:
-            headers_out = hdr.end_to_end(upstream.headers.items(), upgrade=True)
-        else:
-            headers_out = hdr.end_to_end(upstream.headers.items())
-        for name, value in hdr.add_via(headers_out, upstream.version):
-            response.headers.add(name, _sanitize(value))
+        response = response_for(upstream, upgrade=upstream.status == 101 and upgrade is not None)
         if upstream.status == 101:
             return await pipe_upgraded(request, response, upstream, record)
         await response.prepare(request)
@@ -128,6 +138,14 @@ async def relay(request: web.BaseRequest, session: aiohttp.ClientSession, record
         return response
     finally:
         upstream.release()
+
+
+def response_for(upstream: aiohttp.ClientResponse, *, upgrade: bool = False) -> RelayedResponse:
+    """The client's response head for an origin response: end-to-end fields, Via, nothing invented."""
+    response = RelayedResponse(status=upstream.status, reason=_reason(upstream.reason))
+    for name, value in hdr.add_via(hdr.end_to_end(upstream.headers.items(), upgrade=upgrade), upstream.version):
+        response.headers.add(name, _sanitize(value))
+    return response
 
 
 async def _copy_body(upstream: aiohttp.ClientResponse, response: web.StreamResponse,

@@ -25,6 +25,7 @@ from dht.errors import LocalError as DhtLocalError
 from dht.node import DhtConfig, DhtNode
 
 from .errors import ListenError, OriginError
+from .fallback import Fallback
 from .origin import make_session
 from .relay import ClientGone, relay
 from .stats import Stats
@@ -124,7 +125,9 @@ class ProxyServer:
         self.config = config
         self.stats = Stats(config.request_history)
         self.dht: DhtNode | None = None
-        self.admin = Admin(self.stats, lambda: self.addresses, lambda: self.dht)
+        self.engine = None  # proxy.engine.SwarmEngine once started, unless --peer-listen off
+        self.fallback: Fallback | None = None
+        self.admin = Admin(self.stats, lambda: self.addresses, lambda: self.dht, lambda: self.engine)
         self.addresses: dict[str, str] = {}
         self._session = None
         self._runner: web.BaseRunner | None = None
@@ -155,6 +158,8 @@ class ProxyServer:
                  self.addresses["proxy"], self.addresses["proxy"])
         if cfg.dht_listen is not None:
             await self._start_dht()
+        if cfg.peer_listen is not None:
+            await self._start_engine()
         if cfg.ready_file:
             _write_atomically(cfg.ready_file, json.dumps(self.addresses) + "\n")
         return self.addresses
@@ -178,6 +183,40 @@ class ProxyServer:
         if cfg.bootstrap:
             self._bootstrap_task = asyncio.create_task(self._bootstrap())
 
+    async def _start_engine(self, discovery=None) -> None:
+        """The block engine, its peer listener(s) and the fallback hook (`--peer-listen`)."""
+        from dht.discovery import DhtDiscovery
+        from swarm.errors import StoreError
+        from swarm.store_disk import DiskBlockStore
+
+        from .engine import SwarmEngine, make_transports
+        from .manifest_trust import parse_trust
+
+        cfg = self.config
+        assert cfg.peer_listen is not None
+        try:
+            # Loading re-verifies every stored block: a thread, so a big store does not stall the loop.
+            store = await asyncio.to_thread(DiskBlockStore, cfg.data_dir / "blocks", capacity=cfg.store_size)
+        except StoreError as exc:
+            raise ListenError(f"cannot open the block store in {cfg.data_dir / 'blocks'}: {exc}") from None
+        if discovery is None and self.dht is not None:
+            discovery = DhtDiscovery(self.dht)
+        self.engine = SwarmEngine(store, make_transports(cfg.transport), discovery, self._session,
+                                  trust=parse_trust(cfg.trust), spool_dir=cfg.data_dir / "spool",
+                                  linger=cfg.linger, share=not cfg.no_share)
+        try:
+            host, port = await self.engine.start(cfg.peer_listen.host, cfg.peer_listen.port)
+        except OSError as exc:
+            raise ListenError(f"cannot listen for peers on {cfg.peer_listen} (--peer-listen): "
+                              f"{exc.strerror or exc}") from None
+        self.addresses["peer"] = _join(host, port)
+        self.fallback = Fallback(self.engine, self._session, self.stats,  # type: ignore[arg-type]
+                                 first_byte_timeout=cfg.first_byte_timeout, min_rate=cfg.min_rate,
+                                 rate_window=cfg.rate_window, max_spool=cfg.store_size)
+        log.info("peers fetch from %s over %s; trust %s; switching after T=%gs, R=%g B/s over W=%gs",
+                 self.addresses["peer"], cfg.transport, cfg.trust, cfg.first_byte_timeout, cfg.min_rate,
+                 cfg.rate_window)
+
     async def _bootstrap(self) -> None:
         assert self.dht is not None
         nodes = [(node.host, node.port) for node in self.config.bootstrap]
@@ -189,6 +228,11 @@ class ProxyServer:
                         ", ".join(f"{h}:{p}" for h, p in nodes))
 
     async def stop(self) -> None:
+        if self.fallback is not None:
+            await self.fallback.close()
+        if self.engine is not None:
+            await self.engine.stop()
+            self.engine.store.close()
         if self._bootstrap_task is not None:
             self._bootstrap_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -218,20 +262,21 @@ class ProxyServer:
                                          timeout=self.config.connect_timeout, local_client=loopback)
             else:
                 response = await relay(request, self._session, record,  # type: ignore[arg-type]
-                                       local_client=loopback, connect_timeout=self.config.connect_timeout)
-            self.stats.finish(record, response.status, record.bytes_origin, time.monotonic() - started,
-                              record.error)
+                                       local_client=loopback, connect_timeout=self.config.connect_timeout,
+                                       swarm=self.fallback)
+            self.stats.finish(record, response.status, record.bytes_origin + record.bytes_peers,
+                              time.monotonic() - started, record.error)
             return response
         except OriginError as exc:
             self.stats.finish(record, exc.status, 0, time.monotonic() - started, exc.message)
             return _text(exc.status, f"{exc.status} {_phrase(exc.status)}: {exc.message}")
         except ClientGone as exc:
             status = response.status if response else None
-            self.stats.finish(record, status, record.bytes_origin, time.monotonic() - started,
+            self.stats.finish(record, status, record.bytes_origin + record.bytes_peers, time.monotonic() - started,
                               record.error or f"client_gone: {exc}")
             raise
         except asyncio.CancelledError:
-            self.stats.finish(record, None, record.bytes_origin, time.monotonic() - started,
+            self.stats.finish(record, None, record.bytes_origin + record.bytes_peers, time.monotonic() - started,
                               "client_gone: client closed the connection")
             raise
 

@@ -33,6 +33,7 @@ class RequestRecord:
     bytes_origin: int = 0
     bytes_peers: int = 0
     manifest_source: str | None = None
+    peers: list[str] = dataclasses.field(default_factory=list)
 
     def as_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -67,6 +68,15 @@ class Stats:
             "swarmproxy_connections_refused", "Client connections answered 503 (over --max-connections)",
             registry=self.registry,
         )
+
+        self._transitions = prom.Counter(
+            "swarmproxy_transitions", "Downloads switched from the origin to the swarm, by cause "
+            "(T: no first byte in time, R: too slow, died: origin broke off)", ["cause"], registry=self.registry,
+        )
+
+    def transition(self, cause: str) -> None:
+        self.counters["transitions"] += 1
+        self._transitions.labels(cause).inc()
 
     def uptime(self) -> float:
         return time.monotonic() - self.started_monotonic
@@ -122,6 +132,7 @@ class Stats:
             "bad_requests": self.counters["bad_requests"],
             "connections_open": self.connections_open,
             "connections_refused": self.counters["connections_refused"],
+            "transitions": self.counters["transitions"],
         }
 
     def prometheus_text(self) -> bytes:

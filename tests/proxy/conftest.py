@@ -199,9 +199,9 @@ async def tls_origin(tmp_path):
 
 
 def proxy_config(tmp_path: pathlib.Path, **overrides) -> Config:
-    """Loopback only; no DHT unless a test asks for one (and then never multicast off loopback)."""
+    """Loopback only; no DHT or block engine unless a test asks for one (and then never off loopback)."""
     flags = {"listen": "127.0.0.1:0", "data_dir": str(tmp_path / "data"), "dht_listen": "off",
-             "no_lan_discovery": True}
+             "peer_listen": "off", "no_lan_discovery": True}
     flags.update({k: (v if isinstance(v, str) else v) for k, v in overrides.items()})
     return Config.load(flags, environ={})
 
@@ -244,7 +244,7 @@ async def start_proxy_process(tmp_path: pathlib.Path, *args: str) -> ProxyProces
     env["XDG_DATA_HOME"] = str(tmp_path / "xdg")
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "proxy.cli", "run", "--listen", "127.0.0.1:0", "--ready-file", str(ready),
-        "--dht-listen", "127.0.0.1:0", "--no-lan-discovery", *args,
+        "--dht-listen", "127.0.0.1:0", "--peer-listen", "127.0.0.1:0", "--no-lan-discovery", *args,
         cwd=ROOT, env=env, stdout=open(log_path, "wb"), stderr=asyncio.subprocess.STDOUT,
     )
     # The ready file appears once the listener is up; the process exiting first is a failure.

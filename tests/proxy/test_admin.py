@@ -21,7 +21,8 @@ async def test_status_shape(proxy):
     response = await admin_get(proxy, "/_swarm/status")
     assert response.status == 200 and response.header("Content-Type").startswith("application/json")
     status = json.loads(response.body)
-    assert set(status) == {"version", "uptime_s", "listen", "counters"}
+    assert set(status) == {"version", "uptime_s", "listen", "counters", "swarm"}
+    assert status["swarm"] is None  # --peer-listen off: no block engine
     assert status["listen"] == {"proxy": proxy.addresses["proxy"]}
     assert status["uptime_s"] >= 0
     assert {"requests", "bytes_sent", "errors", "tunnels", "connections_open"} <= set(status["counters"])

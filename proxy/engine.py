@@ -1,0 +1,439 @@
+"""The proxy's side of the swarm: block store, peer listeners, discovery, trust, sharing and lingering.
+
+One `SwarmEngine` per proxy. It answers three questions for the fallback download (`proxy.fallback`):
+
+* `find(url, ...)` — which manifest may we trust for this URL, and who holds its blocks? Our own manifests
+  first (computed from bytes this node got from the origin: `self`), then DHT manifest records weighed by
+  `proxy.manifest_trust` (`quorum` / `any`), then the full manifest from a provider, checked against the root.
+* `fetch(found, ...)` — verified bytes from the providers plus the origin as one capped Range source.
+* `completed(...)` — after a verified download: store, share, announce as a provider, publish a manifest record
+  only for bytes that came from the origin (DESIGN.md: a node that got them from peers never vouches for a
+  URL), linger `--linger` seconds, then withdraw.
+
+Transports: `tcp`, `quic` or `both` (one SwarmNode per transport, sharing the store; both listen on the same
+port number). A fetch prefers TCP for loopback and private peers (LAN speed) and QUIC for public ones, among
+the transports both sides offer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import hashlib
+import ipaddress
+import logging
+import time
+from collections.abc import AsyncIterator
+
+import aiohttp
+
+from dht.discovery import Discovery, ManifestSummary, Provider
+from dht.errors import DhtError
+from dht.records import Transport as TransportFlag
+from swarm.errors import PeerError, StoreError, SwarmError, TransportError
+from swarm.manifest import Manifest
+from swarm.node import FetchFailed, SwarmNode
+from swarm.origin_source import OriginRangeSource
+from swarm.store import BlockStore, Evicted, StoreFailed
+from swarm.transport import Transport
+
+from .manifest_trust import TrustPolicy, Vouch, decide
+from .spool import Spool
+
+log = logging.getLogger("swarmproxy.engine")
+
+URL_KEY_PREFIX = b"swarmproxy/url\x00"
+PROVIDER_WAIT = 1.5  # seconds to collect providers before starting; more are rarely found later
+MAX_PROVIDERS = 16
+ORIGIN_RANGE_CONCURRENCY = 2  # Dragonfly's back-to-source cap: a flood of fallbacks must not hammer the origin
+
+
+def make_transports(name: str) -> dict[str, Transport]:
+    """`tcp`, `quic` or `both` -> the transports to listen and fetch on."""
+    transports: dict[str, Transport] = {}
+    if name in ("tcp", "both"):
+        from swarm.transport_tcp import TcpTransport
+        transports["tcp"] = TcpTransport()
+    if name in ("quic", "both"):
+        from swarm.transport_quic import QuicTransport
+        transports["quic"] = QuicTransport()
+    if not transports:
+        raise ValueError(f"unknown transport {name!r}")
+    return transports
+
+
+def url_key(url: str) -> bytes:
+    """The DHT key of a URL: a hash, so the DHT never sees the plain URL (DESIGN.md "Discovery")."""
+    return hashlib.sha256(URL_KEY_PREFIX + url.encode("utf-8", "surrogateescape")).digest()
+
+
+def validator_bytes(validator: str | None) -> bytes:
+    return (validator or "").encode("latin-1", "replace")
+
+
+@dataclasses.dataclass
+class Found:
+    """A manifest we may use, where it came from, and the peers that hold its blocks."""
+
+    manifest: Manifest
+    source: str  # "self", "quorum" or "any"
+    providers: list[Provider]
+
+
+@dataclasses.dataclass
+class EngineCounters:
+    transitions: dict[str, int] = dataclasses.field(default_factory=dict)
+    bytes_origin: int = 0
+    bytes_peers: int = 0
+    manifests_rejected: int = 0
+    published: int = 0
+    announced: int = 0
+
+
+def _prefers_tcp(host: str) -> bool:
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return ip.is_loopback or ip.is_private or ip.is_link_local
+
+
+class SwarmEngine:
+    def __init__(
+        self,
+        store: BlockStore,
+        transports: dict[str, Transport],
+        discovery: Discovery | None,
+        session: aiohttp.ClientSession,
+        *,
+        trust: TrustPolicy,
+        spool_dir,
+        linger: float = 86400.0,
+        share: bool = True,
+        provider_wait: float = PROVIDER_WAIT,
+        node_kwargs: dict | None = None,
+    ) -> None:
+        if not transports:
+            raise ValueError("at least one transport is needed")
+        self.store = store
+        self.discovery = discovery
+        self.session = session
+        self.trust = trust
+        self.spool_dir = spool_dir
+        self.linger = linger
+        self.sharing = share
+        self.provider_wait = provider_wait
+        self.counters = EngineCounters()
+        node_id = None
+        self.nodes: dict[str, SwarmNode] = {}
+        for name, transport in transports.items():
+            node = SwarmNode(store, transport, node_id=node_id, **(node_kwargs or {}))
+            node_id = node.node_id  # one identity whichever transport a peer uses
+            self.nodes[name] = node
+        self.address: tuple[str, int] | None = None
+        self._own_manifests: dict[bytes, Manifest] = {}  # url key -> manifest computed from origin bytes
+        self._lingering: dict[bytes, asyncio.TimerHandle] = {}
+        self._tasks: set[asyncio.Task] = set()
+        store.add_listener(self._on_store_event)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._index_store()
+
+    @property
+    def transport_flags(self) -> int:
+        flags = 0
+        if "tcp" in self.nodes:
+            flags |= TransportFlag.TCP
+        if "quic" in self.nodes:
+            flags |= TransportFlag.QUIC
+        return flags
+
+    def _index_store(self) -> None:
+        """Manifests of content fetched from the origin in an earlier run are ours again (they carry a URL)."""
+        for root in self.store.roots():
+            with contextlib.suppress(StoreError):
+                manifest = self.store.manifest(root)
+                if manifest.url and manifest.validator and self.store.complete(root):
+                    self._own_manifests[url_key(manifest.url)] = manifest
+
+    # -- lifecycle ----------------------------------------------------------------------------------------------
+
+    async def start(self, host: str, port: int) -> tuple[str, int]:
+        """Open the peer listener(s); with two transports both take the same port number."""
+        self._loop = asyncio.get_running_loop()
+        names = sorted(self.nodes, key=lambda n: n != "tcp")  # TCP first: it fails loudly on a taken port
+        for attempt in range(20):
+            opened: list[SwarmNode] = []
+            try:
+                bound = port
+                for name in names:
+                    address = await self.nodes[name].start(host, bound)
+                    opened.append(self.nodes[name])
+                    bound = address[1]
+                self.address = (host, bound)
+                break
+            except OSError:
+                for node in opened:
+                    await node.close()
+                if port != 0 or attempt == 19:
+                    raise
+        for root in self.store.roots():  # content kept from an earlier run is served and announced again
+            if self.sharing and self.store.complete(root):
+                self._share(root, self.store.manifest(root), publish_url=False)
+        assert self.address is not None
+        return self.address
+
+    async def stop(self) -> None:
+        for handle in self._lingering.values():
+            handle.cancel()
+        self._lingering.clear()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for node in self.nodes.values():
+            await node.close()
+
+    def _spawn(self, coro) -> asyncio.Task:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def settled(self) -> None:
+        """Wait for background work (storing, announcing) started so far: for tests and orderly shutdown."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    @property
+    def bytes_uploaded(self) -> int:
+        return sum(node.bytes_uploaded for node in self.nodes.values())
+
+    # -- finding a manifest and providers ------------------------------------------------------------------------
+
+    async def find(self, url: str, *, known_size: int | None = None, known_validator: str | None = None,
+                   timeout: float = 5.0) -> Found | None:
+        """A trusted manifest of `url` with providers, or None (then the origin alone goes on)."""
+        key = url_key(url)
+        own = self._own_manifests.get(key)
+        if own is not None and self._consistent(own, known_size, known_validator):
+            providers = await self._providers(own.root) if self.discovery else []
+            return Found(own, "self", providers)
+        if self.discovery is None:
+            return None
+        try:
+            async with asyncio.timeout(timeout):
+                summaries = await self.discovery.get_manifests(key)
+                if not summaries:
+                    log.info("no manifest record for %s", url)
+                    return None
+                roots = {s.content_root for s in summaries}
+                providers_by_root = {root: await self._providers(root) for root in list(roots)[:4]}
+        except (asyncio.TimeoutError, DhtError, OSError) as exc:
+            log.info("manifest lookup for %s failed: %s", url, exc or type(exc).__name__)
+            return None
+        decision = decide(
+            [self._vouch(s, providers_by_root.get(s.content_root, [])) for s in summaries],
+            self.trust, known_size=known_size, known_validator=validator_bytes(known_validator)
+            if known_validator else None,
+        )
+        if decision.accepted is None:
+            self.counters.manifests_rejected += 1
+            log.info("no trusted manifest for %s: %s (%d publisher(s))", url, decision.reason, decision.publishers)
+            return None
+        accepted = decision.accepted
+        providers = providers_by_root.get(accepted.content_root, [])
+        if not providers:
+            log.info("a trusted manifest for %s but no provider", url)
+            return None
+        manifest = await self._full_manifest(accepted.content_root, providers)
+        if manifest is None or manifest.size != accepted.size or manifest.block_size != accepted.block_size:
+            log.info("no provider gave a manifest matching the record for %s", url)
+            return None
+        return Found(manifest, decision.source, providers)
+
+    @staticmethod
+    def _consistent(manifest: Manifest, size: int | None, validator: str | None) -> bool:
+        return (size is None or manifest.size == size) and (validator is None or manifest.validator == validator)
+
+    @staticmethod
+    def _vouch(summary: ManifestSummary, providers: list[Provider]) -> Vouch:
+        host = next((p.host for p in providers if p.node_id == summary.publisher_id), None)
+        return Vouch(summary.publisher_id, summary.content_root, summary.size, summary.block_size,
+                     summary.validator, host)
+
+    def _own_discovery_id(self) -> bytes | None:
+        discovery = self.discovery
+        node = getattr(discovery, "node", None)
+        return getattr(node, "node_id", None) or getattr(discovery, "node_id", None)
+
+    async def _providers(self, root: bytes) -> list[Provider]:
+        assert self.discovery is not None
+        own = self._own_discovery_id()
+        found: dict[bytes, Provider] = {}
+        with contextlib.suppress(asyncio.TimeoutError, DhtError, OSError):
+            async with asyncio.timeout(self.provider_wait):
+                async with contextlib.aclosing(self.discovery.find_providers(root)) as providers:
+                    async for provider in providers:
+                        if provider.node_id != own and self._reachable(provider):
+                            found[provider.node_id] = provider
+                            if len(found) >= MAX_PROVIDERS:
+                                break
+        return list(found.values())
+
+    def _reachable(self, provider: Provider) -> bool:
+        return bool(provider.transports & self.transport_flags)
+
+    def _node_for(self, provider: Provider) -> SwarmNode:
+        both = provider.transports & self.transport_flags
+        if both & TransportFlag.TCP and (_prefers_tcp(provider.host) or not both & TransportFlag.QUIC):
+            return self.nodes["tcp"]
+        return self.nodes["quic"]
+
+    async def _full_manifest(self, root: bytes, providers: list[Provider]) -> Manifest | None:
+        if root in self.store:
+            with contextlib.suppress(StoreError):
+                return self.store.manifest(root)
+        for provider in providers[:4]:
+            with contextlib.suppress(FetchFailed, PeerError, TransportError, SwarmError, OSError):
+                return await self._node_for(provider).fetch_manifest(root, [provider.address], timeout=3.0)
+        return None
+
+    # -- fetching -------------------------------------------------------------------------------------------------
+
+    def origin_source(self, url: str, manifest: Manifest) -> OriginRangeSource:
+        return OriginRangeSource(self.session, url, size=manifest.size, validator=manifest.validator,
+                                 max_concurrent=ORIGIN_RANGE_CONCURRENCY,
+                                 content_encoding=manifest.content_encoding)
+
+    def fetch(self, found: Found, *, origin: OriginRangeSource | None, start: int, end: int,
+              stall_timeout: float = 30.0) -> AsyncIterator[bytes]:
+        """Verified bytes `start..end-1` in order, from the providers (one transport) and the origin."""
+        by_node: dict[str, list[Provider]] = {}
+        for provider in found.providers:
+            node = self._node_for(provider)
+            by_node.setdefault(next(n for n, v in self.nodes.items() if v is node), []).append(provider)
+        name = max(by_node, key=lambda n: len(by_node[n])) if by_node else next(iter(self.nodes))
+        peers = [p.address for p in by_node.get(name, [])]
+        node = self.nodes[name]
+        if self.sharing:  # peers may take blocks from us while we fetch (HAVE as they verify)
+            node.share(found.manifest.root)
+        return node.fetch(found.manifest, peers, origin=origin, start=start, end=end, stall_timeout=stall_timeout)
+
+    # -- after a download -----------------------------------------------------------------------------------------
+
+    async def ingest(self, spool: Spool, *, url: str, validator: str | None, content_type: str | None,
+                     content_encoding: str | None, publish: bool) -> Manifest | None:
+        """Put a complete origin download into the store; share, announce and (if `publish`) vouch for it."""
+        if not spool.complete:
+            return None
+        manifest, layer = spool.manifest(url=url, validator=validator, content_type=content_type,
+                                         content_encoding=content_encoding)
+        try:
+            await asyncio.to_thread(self._store_from_spool, manifest, layer, spool)
+        except (StoreError, OSError) as exc:
+            log.warning("%s will not be shared: %s", url, exc)
+            return None
+        self._own_manifests[url_key(url)] = manifest
+        self._share(manifest.root, manifest, publish_url=publish)
+        return manifest
+
+    def _store_from_spool(self, manifest: Manifest, layer: list[bytes], spool: Spool) -> None:
+        self.store.create(manifest, layer)
+        for block in range(manifest.num_blocks):
+            offset, length = manifest.block_span(block)
+            if not self.store.has_block(manifest.root, block):
+                if not self.store.write_block(manifest.root, block, spool.read(offset, length)):
+                    raise StoreError(f"the store refused block {block}")
+
+    async def complete_prefix(self, manifest: Manifest, spool: Spool, upto: int) -> bool:
+        """After a swarm fetch from `upto` on, add the origin's blocks before it; False if they do not verify
+        (the manifest disagrees with the origin: then nothing is shared)."""
+        def work() -> bool:
+            if manifest.root not in self.store:
+                return False
+            layer = self.store.hash_layer(manifest.root)
+            for block in range(upto // manifest.block_size):
+                if self.store.has_block(manifest.root, block):
+                    continue
+                offset, length = manifest.block_span(block)
+                data = spool.read(offset, length)
+                try:
+                    manifest.verify_block(layer, block, data)
+                except PeerError:
+                    return False
+                self.store.write_block(manifest.root, block, data)
+            return self.store.complete(manifest.root)
+        try:
+            return await asyncio.to_thread(work)
+        except (StoreError, OSError, ValueError) as exc:
+            log.info("cannot complete %s in the store: %s", manifest.root.hex()[:16], exc)
+            return False
+
+    def completed_from_peers(self, manifest: Manifest) -> None:
+        """A swarm download finished and is complete in the store: be a provider (never a publisher)."""
+        with contextlib.suppress(StoreError):
+            if self.store.complete(manifest.root):
+                self._share(manifest.root, manifest, publish_url=False)
+
+    def _share(self, root: bytes, manifest: Manifest, *, publish_url: bool) -> None:
+        if not self.sharing:
+            return
+        for node in self.nodes.values():
+            node.share(root)
+        if self.discovery is not None and self.address is not None:
+            self._spawn(self._announce(root, manifest, publish_url))
+        if self._loop is not None and self.linger > 0:
+            old = self._lingering.pop(root, None)
+            if old is not None:
+                old.cancel()
+            self._lingering[root] = self._loop.call_later(self.linger, self.withdraw, root, "linger time over")
+
+    async def _announce(self, root: bytes, manifest: Manifest, publish_url: bool) -> None:
+        assert self.discovery is not None and self.address is not None
+        try:
+            await self.discovery.announce(root, ("0.0.0.0", self.address[1]), self.transport_flags)
+            self.counters.announced += 1
+            if publish_url and manifest.url and manifest.validator:
+                await self.discovery.put_manifest(url_key(manifest.url), ManifestSummary(
+                    root, manifest.size, manifest.block_size, validator_bytes(manifest.validator)))
+                self.counters.published += 1
+        except (DhtError, OSError) as exc:
+            log.warning("announcing %s failed: %s", root.hex()[:16], exc)
+
+    def withdraw(self, root: bytes, why: str) -> None:
+        handle = self._lingering.pop(root, None)
+        if handle is not None:
+            handle.cancel()
+        for node in self.nodes.values():
+            node.unshare(root)
+        if self.discovery is not None:
+            log.info("no longer sharing %s: %s", root.hex()[:16], why)
+            self._spawn(self._withdraw(root))
+
+    async def _withdraw(self, root: bytes) -> None:
+        assert self.discovery is not None
+        with contextlib.suppress(DhtError, OSError):
+            await self.discovery.withdraw(root)
+
+    def _on_store_event(self, event: object) -> None:
+        if self._loop is not None and isinstance(event, (Evicted, StoreFailed)):
+            self._loop.call_soon_threadsafe(self._forget, event.root, str(event))
+
+    def _forget(self, root: bytes, why: str) -> None:
+        for key, manifest in list(self._own_manifests.items()):
+            if manifest.root == root:
+                del self._own_manifests[key]
+        self.withdraw(root, why)
+
+    def status(self) -> dict:
+        return {
+            "peer": None if self.address is None else f"{self.address[0]}:{self.address[1]}",
+            "transports": sorted(self.nodes),
+            "trust": str(self.trust),
+            "sharing": self.sharing,
+            "linger_s": self.linger,
+            "shared": len(self._lingering),
+            "bytes_uploaded": self.bytes_uploaded,
+            "stored_bytes": self.store.used,
+            "now": time.time(),
+        }

@@ -1,0 +1,545 @@
+"""The fallback download: origin first, swarm when slow, one seamless and verified response.
+
+For a GET that passes the request side of the publish gate (`proxy.publish_gate`):
+
+1. The request goes to the origin. A `TransitionPolicy` watches the bytes (headers count) against the clock.
+2. While the origin is fast, the body is relayed as is (and spooled + hashed, so this node can share it).
+3. When the policy fires (`T`: no first byte in time; `R`: rate under R over the last W seconds; `died`: the
+   origin broke off mid-body), the engine looks for a trusted manifest and providers. None → the origin goes on
+   alone: swarming never makes a download fail that the origin alone would finish.
+4. Otherwise the rest comes from two producers, merged strictly in order by offset: the origin body, still
+   open and still read, and the block engine (peers plus the origin as a capped Range source). Whichever is
+   ahead delivers; the other's bytes below the delivery point are dropped. Nothing reaches the client twice or
+   with a gap, and every swarm byte was verified against the manifest's root.
+5. The bytes the origin sent before the switch are checked against the manifest: the swarm fetch starts at the
+   block holding the last origin byte delivered, and its (verified) bytes must equal the origin's there. A
+   mismatch means the manifest is not the origin's content: the swarm is dropped before any of its bytes go out.
+
+The client's own Range is honoured: forwarded to the origin, and answered 206 with our own Content-Range when
+the swarm answers before the origin has said anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+
+import aiohttp
+from aiohttp import web
+from yarl import URL
+
+from . import headers as hdr
+from .engine import Found, SwarmEngine
+from .errors import OriginError
+from .origin import describe_failure
+from .publish_gate import content_length_of, gate, request_gate
+from .ranges import content_range, parse_content_range, parse_range
+from .relay import ClientGone, RelayedResponse, _copy_body, response_for
+from .spool import Spool
+from .stats import RequestRecord, Stats
+from .transition import TransitionPolicy
+
+log = logging.getLogger("swarmproxy.fallback")
+
+TAIL_LIMIT = 4 << 20  # the largest block size: enough origin bytes to check the first swarm block against
+
+
+class OriginGone(Exception):
+    """The origin stream ended early, broke, or answered something we cannot use."""
+
+
+def manifest_validator(headers) -> str | None:
+    """What the manifest records as validator: the strong ETag as sent, else Last-Modified (DESIGN.md)."""
+    etag = headers.get("ETag")
+    if etag and not etag.strip().startswith("W/"):
+        return etag.strip()
+    modified = headers.get("Last-Modified")
+    return modified.strip() if modified else None
+
+
+def _head_size(upstream: aiohttp.ClientResponse) -> int:
+    # The status line and fields as they came (approximately): headers count as bytes for T and R.
+    return 16 + sum(len(k) + len(v) + 4 for k, v in upstream.raw_headers)
+
+
+class _OriginReader:
+    """The origin body as (offset, bytes) pieces; the response may still be on its way (`T` switches)."""
+
+    def __init__(self, upstream: aiohttp.ClientResponse | None, offset: int,
+                 pending: asyncio.Future | None = None, accept=None) -> None:
+        self.upstream = upstream
+        self.offset = offset
+        self.pending = pending  # the GET whose headers have not arrived yet
+        self.accept = accept  # upstream -> starting offset, or raises OriginGone
+        self.done = False
+
+    async def read(self) -> tuple[int, bytes]:
+        if self.upstream is None:
+            assert self.pending is not None and self.accept is not None
+            try:
+                self.upstream = await self.pending
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                raise OriginGone(f"origin request failed: {type(exc).__name__}: {exc}") from None
+            self.offset = self.accept(self.upstream)
+        try:
+            chunk = await self.upstream.content.readany()
+        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, asyncio.TimeoutError) as exc:
+            raise OriginGone(f"origin stopped mid-response: {type(exc).__name__}") from None
+        offset = self.offset
+        self.offset += len(chunk)
+        if not chunk:
+            self.done = True
+        return offset, chunk
+
+    def close(self) -> None:
+        if self.pending is not None and not self.pending.done():
+            self.pending.cancel()
+        if self.upstream is not None:
+            self.upstream.close()
+
+
+class Fallback:
+    """One per proxy: the `relay.SwarmHook` that answers swarmable GETs."""
+
+    def __init__(self, engine: SwarmEngine, session: aiohttp.ClientSession, stats: Stats, *,
+                 first_byte_timeout: float, min_rate: float, rate_window: float, max_spool: int) -> None:
+        self.engine = engine
+        self.session = session
+        self.stats = stats
+        self.settings = (first_byte_timeout, min_rate, rate_window)
+        self.max_spool = max_spool
+        self.tasks: set[asyncio.Task] = set()
+
+    async def get(self, request: web.BaseRequest, url: URL, headers: list[tuple[str, str]],
+                  record: RequestRecord) -> web.StreamResponse | None:
+        decision = request_gate("GET", str(url), request.headers.items())
+        if not decision.swarmable:
+            return None
+        if "Range" in request.headers and parse_range(request.headers.get("Range")) is None:
+            return None  # several ranges or odd units: the origin answers those as it likes
+        return await _Download(self, request, url, headers, record).run()
+
+    def spawn(self, coro) -> None:
+        task = asyncio.ensure_future(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def settled(self) -> None:
+        """Wait until every finished download has been stored and announced (tests use this, never sleeps)."""
+        while self.tasks:
+            await asyncio.gather(*list(self.tasks), return_exceptions=True)
+        await self.engine.settled()
+
+    async def close(self) -> None:
+        for task in list(self.tasks):
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+
+
+class _Download:
+    def __init__(self, owner: Fallback, request: web.BaseRequest, url: URL, headers: list[tuple[str, str]],
+                 record: RequestRecord) -> None:
+        self.owner, self.request, self.url, self.headers, self.record = owner, request, url, headers, record
+        self.engine = owner.engine
+        self.loop = asyncio.get_running_loop()
+        self.policy = TransitionPolicy(*owner.settings)
+        self.spool: Spool | None = None
+        self.response: web.StreamResponse | None = None
+        self.tail = bytearray()  # the last origin bytes delivered (for the manifest check), up to TAIL_LIMIT
+        self.tail_end = 0
+        self.delivered_from_origin = 0
+        self.delivered_from_swarm = 0
+        self.publishable = False
+        self.accounted = False
+        self.size: int | None = None
+        self.validator: str | None = None
+
+    # -- the origin phase ------------------------------------------------------------------------------------------
+
+    async def run(self) -> web.StreamResponse:
+        self.policy.start(self.loop.time())
+        task = asyncio.ensure_future(self.owner.session.request(
+            "GET", self.url, headers=self.headers, allow_redirects=False, compress=None))
+        try:
+            upstream = await self._headers(task)
+            if upstream is None:
+                return await self._switch_before_headers(task)
+            try:
+                return await self._stream(upstream)
+            finally:
+                upstream.release()
+        finally:
+            if not task.done():
+                task.cancel()
+            if self.spool is not None:
+                self.spool.close()
+
+    async def _headers(self, task: asyncio.Future) -> aiohttp.ClientResponse | None:
+        """The origin's response head, or None when `T` fires first."""
+        while True:
+            deadline = self.policy.next_deadline()
+            timeout = None if deadline is None else max(0.0, deadline - self.loop.time())
+            done, _ = await asyncio.wait({task}, timeout=timeout)
+            if done:
+                try:
+                    upstream = task.result()
+                except Exception as exc:
+                    raise describe_failure(exc, self.url.raw_host or "", self.url.explicit_port) from None
+                self.policy.on_bytes(_head_size(upstream), self.loop.time())
+                return upstream
+            if self.policy.check(self.loop.time()) is not None:
+                return None
+
+    async def _stream(self, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
+        request = self.request
+        decision = gate("GET", str(self.url), request.headers.items(), upstream.status, upstream.headers.items())
+        response = self.response = response_for(upstream)
+        if not decision.swarmable:
+            log.debug("not swarmable (%s): %s", decision.reason, self.url)
+            self.policy.finish()
+            await response.prepare(request)
+            await _copy_body(upstream, response, request, self.record)
+            return response
+        self.publishable = True
+        self.size = content_length_of(upstream.status, upstream.headers.items())
+        self.validator = manifest_validator(upstream.headers)
+        start, end = 0, self.size
+        if upstream.status == 206:
+            start, end, _ = parse_content_range(upstream.headers.get("Content-Range"))  # the gate checked it
+        elif self.size is not None and self.size <= self.owner.max_spool and self.engine.sharing:
+            self.spool = Spool(self.engine.spool_dir, self.size)
+        self.tail_end = start
+        await response.prepare(request)
+        reader = _OriginReader(upstream, start)
+        position = start
+        pending: asyncio.Future | None = None
+        cause: str | None = None
+        try:
+            while position < end:
+                pending = pending or asyncio.ensure_future(reader.read())
+                deadline = self.policy.next_deadline()
+                timeout = None if deadline is None else max(0.0, deadline - self.loop.time())
+                done, _ = await asyncio.wait({pending}, timeout=timeout)
+                if done:
+                    finished, pending = pending, None
+                    try:
+                        _, chunk = finished.result()
+                    except OriginGone as exc:
+                        cause, reason = "died", str(exc)
+                        break
+                    if not chunk:
+                        cause, reason = "died", f"origin ended the body after {position - start} of {end - start} bytes"
+                        break
+                    self.policy.on_bytes(len(chunk), self.loop.time())
+                    await self._deliver_origin(chunk)
+                    position += len(chunk)
+                cause = self.policy.check(self.loop.time())
+                if cause is not None:
+                    reason = f"transition {cause}"
+                    break
+            else:
+                self.policy.finish()
+                await self._end(response)
+                self._origin_complete()
+                return response
+            log.info("%s: switching to the swarm at byte %d (%s)", self.url, position, reason)
+            if pending is not None:
+                pending.cancel()
+                pending = None
+            await self._swarm(cause, position, end, None if cause == "died" else reader)
+            return response
+        finally:
+            if pending is not None:
+                pending.cancel()
+
+    # -- switching -------------------------------------------------------------------------------------------------
+
+    async def _swarm(self, cause: str, position: int, end: int, reader: _OriginReader | None) -> None:
+        """Finish the response from `position` on: from the swarm if it can, else the origin alone."""
+        self._count_transition(cause)
+        found = await self.engine.find(str(self.url), known_size=self.size, known_validator=self.validator)
+        if found is not None:
+            await self._merge(found, position, end, reader)
+            return
+        self.record.error = None
+        if reader is None:
+            self._cut(f"origin_cut: the origin broke off after {position} bytes and no peer has the rest")
+        log.info("%s: no usable manifest or provider, the origin goes on alone", self.url)
+        await self._origin_only(reader, position, end)
+
+    async def _origin_only(self, reader: _OriginReader, position: int, end: int) -> None:
+        assert self.response is not None
+        while position < end:
+            try:
+                offset, chunk = await reader.read()
+            except OriginGone as exc:
+                self._cut(f"origin_cut: {exc}")
+            if not chunk:
+                self._cut(f"origin_cut: the origin ended the body after {position} of {end} bytes")
+            if offset + len(chunk) > position:
+                piece = chunk[position - offset:] if offset < position else chunk
+                await self._deliver_origin(piece, offset=max(offset, position))
+                position = max(position, offset + len(chunk))
+        await self._end(self.response)
+        self._origin_complete()
+
+    async def _switch_before_headers(self, task: asyncio.Future) -> web.StreamResponse:
+        """`T` fired: the origin has said nothing yet. Answer from the swarm if a manifest is found in time."""
+        self._count_transition("T")
+        found = await self.engine.find(str(self.url))
+        if found is None or (task.done() and not task.exception()):
+            # No manifest, or the origin answered meanwhile: its own response is the better one.
+            log.info("%s: %s", self.url, "the origin answered during the lookup" if found else
+                     "no usable manifest or provider; waiting for the origin")
+            upstream = await self._headers_no_switch(task)
+            try:
+                return await self._stream_after(upstream, found)
+            finally:
+                upstream.release()
+        manifest = found.manifest
+        self.size, self.validator = manifest.size, manifest.validator
+        status, start, end = self._client_range(manifest.size, manifest.validator)
+        if status == 416:
+            return web.Response(status=416, headers={"Content-Range": f"bytes */{manifest.size}"})
+        response = self.response = RelayedResponse(status=status)
+        for name, value in self._synthesized_headers(manifest, start, end):
+            response.headers.add(name, value)
+        await response.prepare(self.request)
+        self.tail_end = start
+        if start == 0 and end == manifest.size and self.engine.sharing and manifest.size <= self.owner.max_spool:
+            self.spool = Spool(self.engine.spool_dir, manifest.size)
+        reader = _OriginReader(None, 0, pending=task, accept=lambda up: self._accept_late(up, manifest))
+        await self._merge(found, start, end, reader)
+        return response
+
+    async def _headers_no_switch(self, task: asyncio.Future) -> aiohttp.ClientResponse:
+        try:
+            return await task
+        except Exception as exc:
+            raise describe_failure(exc, self.url.raw_host or "", self.url.explicit_port) from None
+
+    async def _stream_after(self, upstream: aiohttp.ClientResponse, found: Found | None) -> web.StreamResponse:
+        """The origin answered after `T`: relay it; switch (once) later only if it fails or crawls."""
+        self.policy = TransitionPolicy(*self.owner.settings)
+        self.policy.start(self.loop.time())
+        self.policy.on_bytes(_head_size(upstream), self.loop.time())
+        return await self._stream(upstream)
+
+    def _accept_late(self, upstream: aiohttp.ClientResponse, manifest) -> int:
+        """The origin's late answer is used only if it is the representation we are serving."""
+        if upstream.status not in (200, 206):
+            raise OriginGone(f"origin answered {upstream.status}")
+        validator = manifest_validator(upstream.headers)
+        size = content_length_of(upstream.status, upstream.headers.items())
+        if size != manifest.size or (manifest.validator and validator != manifest.validator):
+            raise OriginGone("the origin now serves another version than the manifest describes")
+        if upstream.status == 206:
+            parsed = parse_content_range(upstream.headers.get("Content-Range"))
+            if parsed is None:
+                raise OriginGone("origin sent a 206 without a usable Content-Range")
+            return parsed[0]
+        return 0
+
+    def _client_range(self, size: int, validator: str | None) -> tuple[int, int, int]:
+        spec = parse_range(self.request.headers.get("Range"))
+        if_range = self.request.headers.get("If-Range")
+        if spec is None or (if_range is not None and if_range.strip() != (validator or "")):
+            return 200, 0, size
+        resolved = spec.resolve(size)
+        if resolved is None:
+            return 416, 0, 0
+        return 206, resolved[0], resolved[1]
+
+    def _synthesized_headers(self, manifest, start: int, end: int) -> list[tuple[str, str]]:
+        fields = [("Content-Length", str(end - start)), ("Accept-Ranges", "bytes")]
+        if end - start != manifest.size:
+            fields.append(("Content-Range", content_range(start, end, manifest.size)))
+        if manifest.validator:
+            name = "ETag" if manifest.validator.startswith('"') else "Last-Modified"
+            fields.append((name, manifest.validator))
+        if manifest.content_type:
+            fields.append(("Content-Type", manifest.content_type))
+        if manifest.content_encoding:
+            fields.append(("Content-Encoding", manifest.content_encoding))
+        return hdr.add_via(fields, (1, 1))
+
+    # -- merging origin and swarm ------------------------------------------------------------------------------------
+
+    async def _merge(self, found: Found, position: int, end: int, reader: _OriginReader | None) -> None:
+        manifest = found.manifest
+        block = manifest.block_size
+        self.record.manifest_source = found.source
+        self.record.peers = [f"{p.host}:{p.port}" for p in found.providers]
+        # Start at the block holding the last origin byte delivered, to check it against the manifest.
+        check_from = max(self.tail_end - len(self.tail), 0)
+        if self.tail and self.tail_end == position and position > check_from:
+            fetch_start = (position - 1) // block * block
+        else:
+            fetch_start = position // block * block
+        check = bytes(self.tail[max(fetch_start - check_from, 0):]) if self.tail_end == position else b""
+        check_at = position - len(check)
+        self.tail.clear()
+        range_source = self.engine.origin_source(str(self.url), manifest)
+        chunks = self.engine.fetch(found, origin=range_source, start=fetch_start, end=end)
+        swarm_position = fetch_start
+        swarm_next: asyncio.Future | None = asyncio.ensure_future(anext(chunks))
+        origin_next: asyncio.Future | None = asyncio.ensure_future(reader.read()) if reader else None
+        swarm_done = False
+        try:
+            while position < end:
+                waiting = {f for f in (swarm_next, origin_next) if f is not None}
+                if not waiting:
+                    self._cut(f"origin_cut: neither the origin nor the swarm can supply bytes {position}.. "
+                              f"({self.record.error or 'both failed'})")
+                done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                if origin_next in done:
+                    finished, origin_next = origin_next, None
+                    try:
+                        offset, chunk = finished.result()
+                    except OriginGone as exc:
+                        log.info("%s: origin stream gone during the swarm download: %s", self.url, exc)
+                        reader = None
+                    else:
+                        if chunk:
+                            if self.spool is not None and offset == self.spool.received:
+                                self.spool.feed(chunk)
+                            if offset + len(chunk) > position:
+                                piece = chunk[position - offset:]
+                                await self._deliver_origin(piece, offset=position)
+                                position += len(piece)
+                            origin_next = asyncio.ensure_future(reader.read())
+                        else:
+                            reader = None
+                if swarm_next in done:
+                    finished, swarm_next = swarm_next, None
+                    try:
+                        chunk = finished.result()
+                    except StopAsyncIteration:
+                        swarm_done = True
+                        chunk = b""
+                    except Exception as exc:  # FetchFailed, or anything else the engine hit
+                        log.info("%s: swarm download failed: %s", self.url, exc)
+                        self.record.error = f"swarm_failed: {exc}"
+                        chunk = b""
+                    if chunk:
+                        if check:
+                            lo = check_at - swarm_position
+                            if bytes(chunk[lo:lo + len(check)]) != check:
+                                log.warning("%s: the manifest from %s does not match the origin's bytes; "
+                                            "dropping the swarm", self.url, found.source)
+                                self.engine.counters.manifests_rejected += 1
+                                self.record.error = "manifest_mismatch: peers' content differs from the origin's"
+                                chunk = b""
+                            check = b""
+                    if chunk:
+                        if swarm_position + len(chunk) > position:
+                            piece = chunk[position - swarm_position:] if swarm_position < position else chunk
+                            await self._write(piece)
+                            self.delivered_from_swarm += len(piece)
+                            position += len(piece)
+                        swarm_position += len(chunk)
+                        swarm_next = asyncio.ensure_future(anext(chunks))
+            self._account(range_source)  # before the last byte goes out: a client may look at once
+            await self._end(self.response)
+        finally:
+            for future in (swarm_next, origin_next):
+                if future is not None:
+                    future.cancel()
+            with contextlib.suppress(Exception):
+                await chunks.aclose()
+            if reader is not None:
+                reader.close()
+            self._account(range_source)
+        if swarm_done or (self.spool is not None and self.spool.complete):
+            self.owner.spawn(self._after_swarm(manifest, fetch_start, swarm_done))
+
+    def _account(self, range_source) -> None:
+        """Split what the block engine delivered into origin (Range requests) and peer bytes, once."""
+        if self.accounted:
+            return
+        self.accounted = True
+        from_range = min(range_source.bytes_received, self.delivered_from_swarm)
+        from_peers = self.delivered_from_swarm - from_range
+        self.record.bytes_origin += from_range
+        self.record.bytes_peers += from_peers
+        self.engine.counters.bytes_origin += from_range
+        self.engine.counters.bytes_peers += from_peers
+
+    async def _after_swarm(self, manifest, fetch_start: int, swarm_done: bool) -> None:
+        spool = self.spool
+        self.spool = None  # the download no longer owns it
+        try:
+            if spool is not None and spool.complete:
+                await self._ingest(spool)
+            elif spool is not None and swarm_done and manifest.size == spool.size:
+                if await self.engine.complete_prefix(manifest, spool, fetch_start):
+                    self.engine.completed_from_peers(manifest)
+            elif swarm_done and fetch_start == 0:
+                self.engine.completed_from_peers(manifest)
+        finally:
+            if spool is not None:
+                spool.close()
+
+    # -- delivery ----------------------------------------------------------------------------------------------------
+
+    async def _deliver_origin(self, chunk: bytes, *, offset: int | None = None) -> None:
+        await self._write(chunk)
+        self.delivered_from_origin += len(chunk)
+        self.record.bytes_origin += len(chunk)
+        self.engine.counters.bytes_origin += len(chunk)
+        if self.spool is not None and offset is None:
+            self.spool.feed(chunk)
+        self.tail += chunk
+        if len(self.tail) > TAIL_LIMIT:
+            del self.tail[:len(self.tail) - TAIL_LIMIT]
+        self.tail_end = (offset if offset is not None else self.tail_end) + len(chunk)
+
+    async def _write(self, data: bytes) -> None:
+        assert self.response is not None
+        try:
+            await self.response.write(data)
+        except (ConnectionError, RuntimeError) as exc:
+            raise ClientGone(f"client closed the connection: {exc}") from None
+
+    async def _end(self, response: web.StreamResponse) -> None:
+        try:
+            await response.write_eof()
+        except (ConnectionError, RuntimeError) as exc:
+            raise ClientGone(f"client closed the connection: {exc}") from None
+
+    def _cut(self, error: str):
+        """Cut the client off: ending normally would hand it a short body that looks complete."""
+        self.record.error = error
+        if self.request.transport is not None:
+            self.request.transport.close()
+        raise ClientGone(error)
+
+    def _origin_complete(self) -> None:
+        spool, self.spool = self.spool, None
+        if spool is not None and spool.complete and self.publishable:
+            self.owner.spawn(self._ingest_and_close(spool))
+        elif spool is not None:
+            spool.close()
+
+    async def _ingest_and_close(self, spool: Spool) -> None:
+        try:
+            await self._ingest(spool)
+        finally:
+            spool.close()
+
+    async def _ingest(self, spool: Spool) -> None:
+        response = self.response
+        headers = response.headers if response is not None else {}
+        await self.engine.ingest(spool, url=str(self.url), validator=self.validator,
+                                 content_type=headers.get("Content-Type"),
+                                 content_encoding=headers.get("Content-Encoding"), publish=self.publishable)
+
+    def _count_transition(self, cause: str) -> None:
+        self.record.transition = cause
+        counts = self.engine.counters.transitions
+        counts[cause] = counts.get(cause, 0) + 1
+        self.owner.stats.transition(cause)

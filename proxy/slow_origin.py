@@ -1,0 +1,141 @@
+"""A deliberately overloaded origin for `swarmproxy demo`, the tests and the lab (Pack's setup).
+
+Serves named in-memory files with a strong ETag, Last-Modified and `Cache-Control: public, max-age=...`, honours
+single `Range` requests, and throttles like a busy server: a delay before the first byte, one bandwidth budget
+shared by every connection (a token bucket), and a cap on concurrent responses (the rest wait in line, as
+behind a full accept queue). Knobs can be changed while it runs; `die_after` breaks responses off mid-body.
+
+    origin = SlowOrigin(rate=256_000, first_byte_delay=0.0, max_connections=256)
+    origin.add("/file.bin", data)
+    url = await origin.start()           # http://127.0.0.1:PORT
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import hashlib
+import time
+
+from aiohttp import web
+
+from .ranges import content_range, parse_range
+
+CHUNK = 16 * 1024
+
+
+class _Bucket:
+    """One shared bandwidth budget; `take` waits until the bytes may go (rate None = unlimited)."""
+
+    def __init__(self, rate: float | None, burst: float) -> None:
+        self.rate, self.burst = rate, burst
+        self.tokens = burst
+        self.stamp = time.monotonic()
+        self.lock = asyncio.Lock()
+
+    async def take(self, amount: int) -> None:
+        async with self.lock:  # first come, first served: one waiter at a time keeps it fair
+            if not self.rate:  # read under the lock: the rate may change while others wait
+                return
+            now = time.monotonic()
+            self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+            self.stamp = now
+            self.tokens -= amount
+            if self.tokens < 0:
+                await asyncio.sleep(-self.tokens / self.rate)  # throttling is this server's job, not a sync
+
+
+class SlowOrigin:
+    def __init__(self, *, rate: float | None = None, first_byte_delay: float = 0.0, max_connections: int = 256,
+                 max_age: int = 3600, host: str = "127.0.0.1") -> None:
+        self.first_byte_delay = first_byte_delay
+        self.bucket = _Bucket(rate, burst=max(CHUNK, (rate or 0) / 10))
+        self.slots = asyncio.Semaphore(max_connections)
+        self.max_age = max_age
+        self.host = host
+        self.files: dict[str, tuple[bytes, str, str]] = {}  # path -> (data, etag, content type)
+        self.extra_headers: dict[str, dict[str, str]] = {}
+        self.die_after: dict[str, int] = {}  # path -> body bytes after which responses are cut
+        self.bytes_sent = 0
+        self.requests: list[tuple[str, str, str | None]] = []  # (method, path, Range)
+        self.last_modified = email.utils.formatdate(time.time() - 86400, usegmt=True)
+        self._runner: web.AppRunner | None = None
+        self.url = ""
+
+    def add(self, path: str, data: bytes, *, content_type: str = "application/octet-stream",
+            headers: dict[str, str] | None = None) -> str:
+        etag = '"' + hashlib.sha256(data).hexdigest()[:32] + '"'
+        self.files[path] = (data, etag, content_type)
+        if headers is not None:
+            self.extra_headers[path] = headers
+        return self.url + path
+
+    def set_rate(self, rate: float | None) -> None:
+        self.bucket.rate = rate
+        self.bucket.burst = max(CHUNK, (rate or 0) / 10)
+        self.bucket.tokens = min(self.bucket.tokens, self.bucket.burst)
+
+    async def start(self, port: int = 0) -> str:
+        app = web.Application()
+        app.router.add_route("GET", "/{path:.*}", self._serve)
+        app.router.add_route("HEAD", "/{path:.*}", self._serve)
+        # handler_cancellation: a client that leaves (a proxy that got the rest from peers) frees its slot
+        # at once instead of holding it through the first-byte delay.
+        self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=1.0)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, port)
+        await site.start()
+        bound = site._server.sockets[0].getsockname()  # type: ignore[union-attr]
+        self.url = f"http://{self.host}:{bound[1]}"
+        return self.url
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def _serve(self, request: web.Request) -> web.StreamResponse:
+        path = "/" + request.match_info["path"]
+        self.requests.append((request.method, path, request.headers.get("Range")))
+        entry = self.files.get(path)
+        if entry is None:
+            return web.Response(status=404, text="no such file\n")
+        data, etag, content_type = entry
+        async with self.slots:
+            if self.first_byte_delay:
+                await asyncio.sleep(self.first_byte_delay)  # the overloaded server's queueing delay
+            headers = {"ETag": etag, "Last-Modified": self.last_modified, "Accept-Ranges": "bytes",
+                       "Cache-Control": f"public, max-age={self.max_age}", "Content-Type": content_type}
+            headers.update(self.extra_headers.get(path, {}))
+            headers = {name: value for name, value in headers.items() if value != ""}  # "" removes a field
+            start, end, status = 0, len(data), 200
+            spec = parse_range(request.headers.get("Range"))
+            if_range = request.headers.get("If-Range")
+            if spec is not None and (if_range is None or if_range in (etag, self.last_modified)):
+                resolved = spec.resolve(len(data))
+                if resolved is None:
+                    return web.Response(status=416, headers={"Content-Range": f"bytes */{len(data)}"})
+                start, end = resolved
+                status = 206
+                headers["Content-Range"] = content_range(start, end, len(data))
+            response = web.StreamResponse(status=status, headers=headers)
+            response.content_length = end - start
+            await response.prepare(request)
+            if request.method == "HEAD":
+                return response
+            cut = self.die_after.get(path)
+            position = start
+            try:
+                while position < end:
+                    piece = data[position:min(end, position + CHUNK)]
+                    if cut is not None and position - start + len(piece) > cut:
+                        if request.transport is not None:
+                            request.transport.close()  # break off mid-body: the client sees a cut response
+                        return response
+                    await self.bucket.take(len(piece))
+                    await response.write(piece)
+                    self.bytes_sent += len(piece)
+                    position += len(piece)
+                await response.write_eof()
+            except ConnectionError:
+                pass  # the client left (e.g. a proxy that got the rest from peers): nothing more to do
+            return response

@@ -1,0 +1,220 @@
+"""Which DHT manifest to believe: prefixes, weights, quorum, conflicts (pure, table-driven)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from proxy import manifest_trust as mt
+from proxy.manifest_trust import AgreedManifest, TrustDecision, TrustPolicy, Vouch, decide, network_prefix, parse_trust
+
+ROOT_A = b"A" * 32
+ROOT_B = b"B" * 32
+V1 = b'"v1"'
+V2 = b'"v2"'
+SIZE = 1_000_000
+BLOCK = 65536
+
+
+def v(pid: str, host: str | None, root: bytes = ROOT_A, size: int = SIZE, block: int = BLOCK,
+      validator: bytes = V1) -> Vouch:
+    return Vouch(pid.encode(), root, size, block, validator, host)
+
+
+def agreed(root: bytes = ROOT_A, size: int = SIZE, block: int = BLOCK, validator: bytes = V1) -> AgreedManifest:
+    return AgreedManifest(root, size, block, validator)
+
+
+LIAR_24 = [v(f"liar{i}", f"198.51.100.{i}", root=ROOT_B) for i in range(1, 21)]  # 20 keys, one /24
+
+# (policy, vouches, extra kwargs, expected decision)
+ROWS = {
+    "two-independent-publishers": (
+        "quorum:2", [v("a", "198.51.100.1"), v("b", "203.0.113.1")], {},
+        TrustDecision(agreed(), "quorum", "ok", 2)),
+    "one-publisher-below-quorum": (
+        "quorum:2", [v("a", "198.51.100.1")], {}, TrustDecision(None, "none", "below-quorum", 1)),
+    "quorum-1-accepts-one": (
+        "quorum:1", [v("a", "198.51.100.1")], {}, TrustDecision(agreed(), "quorum", "ok", 1)),
+    "liar-many-ids-one-public-24": (
+        "quorum:2", LIAR_24, {}, TrustDecision(None, "none", "below-quorum", 1)),
+    "liar-cannot-outvote-two-honest": (
+        "quorum:2", LIAR_24 + [v("a", "192.0.2.10"), v("b", "203.0.113.9")], {},
+        TrustDecision(agreed(), "quorum", "ok", 2)),
+    "liar-against-one-honest-is-no-quorum": (
+        "quorum:2", LIAR_24 + [v("a", "192.0.2.10")], {}, TrustDecision(None, "none", "below-quorum", 1)),
+    "same-id-two-prefixes-counts-once": (
+        "quorum:2", [v("a", "198.51.100.1"), v("a", "203.0.113.1")], {},
+        TrustDecision(None, "none", "below-quorum", 1)),
+    "ids-matched-to-distinct-prefixes": (
+        # a is seen on both networks, b only on the first: a↔203.0.113, b↔198.51.100 makes two
+        "quorum:2", [v("a", "198.51.100.1"), v("a", "203.0.113.1"), v("b", "198.51.100.2")], {},
+        TrustDecision(agreed(), "quorum", "ok", 2)),
+    "two-quorums-conflict": (
+        "quorum:2", [v("a", "198.51.100.1"), v("b", "203.0.113.1"),
+                     v("c", "192.0.2.1", root=ROOT_B), v("d", "100.64.0.1", root=ROOT_B)], {},
+        TrustDecision(None, "none", "conflict", 2)),
+    "heavier-quorum-wins-when-other-is-below": (
+        "quorum:3", [v("a", "198.51.100.1"), v("b", "203.0.113.1"), v("e", "8.8.8.8"),
+                     v("c", "192.0.2.1", root=ROOT_B), v("d", "100.64.0.1", root=ROOT_B)], {},
+        TrustDecision(agreed(), "quorum", "ok", 3)),
+    "mixed-validators-conflict": (
+        "quorum:2", [v("a", "198.51.100.1"), v("b", "203.0.113.1"),
+                     v("c", "192.0.2.1", root=ROOT_B, validator=V2), v("d", "8.8.8.8", root=ROOT_B, validator=V2)],
+        {}, TrustDecision(None, "none", "conflict", 2)),
+    "known-validator-picks-its-group": (
+        "quorum:2", [v("a", "198.51.100.1"), v("b", "203.0.113.1"),
+                     v("c", "192.0.2.1", root=ROOT_B, validator=V2), v("d", "8.8.8.8", root=ROOT_B, validator=V2)],
+        {"known_validator": V2}, TrustDecision(agreed(ROOT_B, validator=V2), "quorum", "ok", 2)),
+    "known-size-drops-liars": (
+        "quorum:2", [v("a", "198.51.100.1"), v("b", "203.0.113.1"),
+                     v("c", "192.0.2.1", root=ROOT_B, size=5), v("d", "8.8.8.8", root=ROOT_B, size=5)],
+        {"known_size": SIZE}, TrustDecision(agreed(), "quorum", "ok", 2)),
+    "nothing-matches-what-origin-said": (
+        "quorum:1", [v("a", "198.51.100.1")], {"known_size": SIZE + 1}, TrustDecision(None, "none", "inconsistent", 0)),
+    "block-size-splits-groups": (
+        "quorum:2", [v("a", "198.51.100.1"), v("b", "203.0.113.1", block=BLOCK * 2)], {},
+        TrustDecision(None, "none", "below-quorum", 1)),
+    "unknown-hosts-count-once": (
+        "quorum:2", [v("a", None), v("b", None), v("c", ""), v("d", "files.example.org")], {},
+        TrustDecision(None, "none", "below-quorum", 1)),
+    "unknown-plus-known-host": (
+        "quorum:2", [v("a", None), v("b", None), v("c", "198.51.100.1")], {},
+        TrustDecision(agreed(), "quorum", "ok", 2)),
+    "ipv6-same-48": (
+        "quorum:2", [v("a", "2001:db8:1:a::1"), v("b", "2001:db8:1:b::1")], {},
+        TrustDecision(None, "none", "below-quorum", 1)),
+    "ipv6-distinct-48s": (
+        "quorum:2", [v("a", "2001:db8:1::1"), v("b", "2001:db8:2::1")], {},
+        TrustDecision(agreed(), "quorum", "ok", 2)),
+    "ipv4-mapped-is-ipv4": (
+        "quorum:2", [v("a", "::ffff:198.51.100.1"), v("b", "198.51.100.2")], {},
+        TrustDecision(None, "none", "below-quorum", 1)),
+    "loopback-counts-per-address": (
+        "quorum:3", [v("a", "127.0.0.1"), v("b", "127.0.0.2"), v("c", "127.0.0.3")], {},
+        TrustDecision(agreed(), "quorum", "ok", 3)),
+    "same-loopback-address-counts-once": (
+        "quorum:2", [v("a", "127.0.0.1"), v("b", "127.0.0.1")], {}, TrustDecision(None, "none", "below-quorum", 1)),
+    "lan-counts-per-address": (
+        "quorum:2", [v("a", "192.168.1.2"), v("b", "192.168.1.3")], {}, TrustDecision(agreed(), "quorum", "ok", 2)),
+    "ula-and-link-local-per-address": (
+        "quorum:4", [v("a", "fd00::1"), v("b", "fd00::2"), v("c", "fe80::1"), v("d", "169.254.0.9")], {},
+        TrustDecision(agreed(), "quorum", "ok", 4)),
+    "equivocating-publisher-counts-for-nobody": (
+        "quorum:2", [v("a", "198.51.100.1"), v("a", "198.51.100.1", root=ROOT_B), v("b", "203.0.113.1")], {},
+        TrustDecision(None, "none", "below-quorum", 1)),
+    "two-versions-is-not-equivocation": (
+        "quorum:2", [v("a", "198.51.100.1"), v("a", "198.51.100.1", root=ROOT_B, validator=V2),
+                     v("b", "203.0.113.1")], {},
+        TrustDecision(agreed(), "quorum", "ok", 2)),
+    "malformed-dropped": (
+        "quorum:1", [v("a", "198.51.100.1", root=b"short"), v("b", "198.51.100.2", block=1000),
+                     v("c", "198.51.100.3", block=8192), v("d", "198.51.100.4", validator=b""),
+                     v("e", "198.51.100.5", size=-1), Vouch(b"", ROOT_A, SIZE, BLOCK, V1, "198.51.100.6")], {},
+        TrustDecision(None, "none", "no-candidates", 0)),
+    "no-candidates": ("quorum:2", [], {}, TrustDecision(None, "none", "no-candidates", 0)),
+    "any-accepts-a-lone-publisher": (
+        "any", [v("a", None)], {}, TrustDecision(agreed(), "any", "ok", 1)),
+    "any-takes-the-heaviest": (
+        "any", [v("a", "198.51.100.1"), v("b", "203.0.113.1"), v("c", "192.0.2.1", root=ROOT_B)], {},
+        TrustDecision(agreed(), "any", "ok", 2)),
+    "any-tie-is-conflict": (
+        "any", [v("a", "198.51.100.1"), v("c", "192.0.2.1", root=ROOT_B)], {},
+        TrustDecision(None, "none", "conflict", 1)),
+    "any-liar-24-weighs-one": (
+        "any", LIAR_24 + [v("a", "192.0.2.10"), v("b", "203.0.113.9")], {}, TrustDecision(agreed(), "any", "ok", 2)),
+    "origin-never-believes-the-dht": (
+        "origin", [v("a", "198.51.100.1"), v("b", "203.0.113.1")], {}, TrustDecision(None, "none", "trust=origin", 0)),
+}
+
+
+@pytest.mark.parametrize("policy,vouches,kwargs,expected", ROWS.values(), ids=ROWS.keys())
+def test_decide(policy, vouches, kwargs, expected):
+    assert decide(vouches, parse_trust(policy), **kwargs) == expected
+
+
+@pytest.mark.parametrize("host,prefix", [
+    ("198.51.100.77", "198.51.100.0/24"),
+    (" 8.8.8.8 ", "8.8.8.0/24"),
+    ("100.64.3.4", "100.64.3.0/24"),  # carrier-grade NAT: shared by many, so by /24 like public
+    ("2001:db8:1:2:3::5", "2001:db8:1::/48"),
+    ("[2001:db8:1::5]", "2001:db8:1::/48"),
+    ("::ffff:198.51.100.7", "198.51.100.0/24"),
+    ("127.0.0.5", "127.0.0.5/32"),
+    ("10.1.2.3", "10.1.2.3/32"),
+    ("172.16.9.9", "172.16.9.9/32"),
+    ("172.32.9.9", "172.32.9.0/24"),  # just outside 172.16.0.0/12
+    ("192.168.0.1", "192.168.0.1/32"),
+    ("169.254.1.1", "169.254.1.1/32"),
+    ("::1", "::1/128"),
+    ("fd12:3456::1", "fd12:3456::1/128"),
+    ("fe80::1", "fe80::1/128"),
+    ("fe80::1%eth0", "fe80::1%eth0/128"),
+    ("0.0.0.0", "unknown"),
+    ("::", "unknown"),
+    ("224.0.0.1", "unknown"),
+    ("example.org", "unknown"),
+    ("", "unknown"),
+    (None, "unknown"),
+    ("1.2.3", "unknown"),
+], ids=str)
+def test_network_prefix(host, prefix):
+    assert network_prefix(host) == prefix
+
+
+@pytest.mark.parametrize("text,policy", [
+    ("origin", TrustPolicy("origin")),
+    ("any", TrustPolicy("any")),
+    (" ANY ", TrustPolicy("any")),
+    ("quorum:1", TrustPolicy("quorum", 1)),
+    ("Quorum:2", TrustPolicy("quorum", 2)),
+    ("quorum:16", TrustPolicy("quorum", 16)),
+], ids=str)
+def test_parse_trust(text, policy):
+    assert parse_trust(text) == policy
+    assert parse_trust(str(policy)) == policy  # str() is the canonical spelling
+
+
+@pytest.mark.parametrize("text", ["", "none", "quorum", "quorum:", "quorum:0", "quorum:17", "quorum:-1",
+                                  "quorum:+2", "quorum:2.0", "quorum:two", "quorum: 2", "quorum:002", "any:1"])
+def test_parse_trust_refuses(text):
+    with pytest.raises(ValueError, match="'origin', 'any' or 'quorum:N' with N from 1 to 16"):
+        parse_trust(text)
+
+
+def test_constants_match_swarm_and_dht():
+    from dht import records
+    from swarm import manifest
+
+    assert mt.MIN_BLOCK_SIZE == manifest.MIN_BLOCK_SIZE == records.MIN_BLOCK_SIZE
+    assert mt.ROOT_BYTES == records.KEY_BYTES
+
+
+hosts = st.one_of(st.none(), st.sampled_from(["198.51.100.1", "198.51.100.2", "203.0.113.5", "127.0.0.1",
+                                              "127.0.0.2", "2001:db8:1::1", "2001:db8:2::1", "example.org"]))
+vouches = st.lists(st.builds(
+    lambda pid, host, root, validator: v(pid, host, root=root, validator=validator),
+    st.sampled_from(["a", "b", "c", "d", "e"]), hosts, st.sampled_from([ROOT_A, ROOT_B]), st.sampled_from([V1, V2]),
+), max_size=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(candidates=vouches, policy=st.sampled_from(["quorum:1", "quorum:2", "quorum:3", "any"]), seed=st.randoms())
+def test_decision_is_order_independent_and_sound(candidates, policy, seed):
+    parsed = parse_trust(policy)
+    decision = decide(candidates, parsed)
+    shuffled = list(candidates)
+    seed.shuffle(shuffled)
+    assert decide(shuffled, parsed) == decision
+    if decision.accepted is None:
+        assert decision.source == "none"
+        return
+    assert decision.source == parsed.mode
+    backers = [c for c in candidates if AgreedManifest(c.content_root, c.size, c.block_size, c.validator)
+               == decision.accepted]
+    # never more weight than distinct ids, nor than distinct prefixes, behind the accepted manifest
+    assert decision.publishers <= len({c.publisher_id for c in backers})
+    assert decision.publishers <= len({network_prefix(c.publisher_host) for c in backers})
+    if parsed.mode == "quorum":
+        assert decision.publishers >= parsed.quorum
