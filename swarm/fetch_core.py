@@ -65,7 +65,7 @@ class Close:
 @dataclasses.dataclass(frozen=True)
 class Verified:
     block: int
-    data: bytes
+    data: bytes | bytearray  # a bytearray when received in place (TCP): nothing writes to it after
 
 
 @dataclasses.dataclass(frozen=True)
@@ -239,7 +239,7 @@ class FetchCore:
         offset, length = self._span(message.block)
         if message.offset != 0 or len(message.data) != length:
             raise PeerError(f"BLOCK {message.block} at {message.offset}+{len(message.data)}, asked 0+{length}")
-        return self._received(peer, message.block, bytes(message.data), now)
+        return self._received(peer, message.block, message.data, now)
 
     def on_origin_block(self, block: int, data: bytes, now: float) -> list[FetchAction]:
         """An origin Range request for `block` returned these bytes."""

@@ -7,7 +7,7 @@
         ...                                            # verified bytes, in order
 
 Everything that decides lives in the cores; this module moves bytes and time. Store writes run in a
-thread (`asyncio.to_thread`): creating an entry fsyncs and a write can stall behind writeback. Reads are
+thread (`asyncio.to_thread`), batched: creating an entry fsyncs and a write can stall behind writeback. Reads are
 inline (page cache). Verified blocks are kept in memory only until they are written and delivered; if the
 store cannot take them (disk full), the fetch still completes from memory and the content is simply not
 shared.
@@ -21,12 +21,12 @@ import logging
 import os
 import secrets
 from collections.abc import AsyncIterator, Iterable
+from typing import TYPE_CHECKING
 
 from . import wire
 from .errors import NotInStore, OriginSourceError, PeerError, StoreError, SwarmError, TransportError
 from .fetch_core import (Close, Deliver, FetchCore, Finished, OriginCancel, OriginFetch, Send, Verified)
 from .manifest import Manifest, build_manifest, decode
-from .origin_source import OriginRangeSource
 from .policy import PolicyConfig
 from .serve_core import Close as ServeClose
 from .serve_core import Send as ServeSend
@@ -34,6 +34,9 @@ from .serve_core import SendBlock, ServeCore, Shared
 from .store import BlockLocation, BlockStore, Evicted, StoreFailed
 from .throttle import TokenBucket
 from .transport import Address, Connection, Listener, Transport
+
+if TYPE_CHECKING:  # a type only: importing it pulls in aiohttp, ~0.15 s of start-up for `swarm get`
+    from .origin_source import OriginRangeSource
 
 __all__ = ["SwarmNode", "FetchFailed"]
 
@@ -295,6 +298,7 @@ class SwarmNode:
         connect_timeout: float = 10.0,
         stall_timeout: float = 60.0,
         window: int = 8,
+        into_store: bool = False,
     ) -> AsyncIterator[bytes]:
         """Bytes `start..end-1` of `manifest`'s content, verified and in order, from `peers` and `origin`.
 
@@ -302,13 +306,18 @@ class SwarmNode:
         to others while the root is shared). `window` blocks after the delivery point are fetched first
         (streaming); beyond it, rarest first. Raises FetchFailed when no source is left, or when nothing
         verifies for `stall_timeout` seconds.
+
+        `into_store=True` is for a consumer that wants the content in the store rather than in memory
+        (`swarm get` takes the store's file as its output): a block is handed over only once the store has
+        taken or refused it; one the store holds comes as `b""` (its bytes are not kept in memory, however
+        far ahead of the delivery point it arrived), one it refused (disk full) as its bytes.
         """
         end = manifest.size if end is None else end
         if not 0 <= start <= end <= manifest.size:
             raise ValueError(f"range {start}..{end} outside 0..{manifest.size}")
         if start == end:
             return
-        run = _FetchRun(self, manifest, layer, start, end, origin, window)
+        run = _FetchRun(self, manifest, layer, start, end, origin, window, into_store)
         self._fetching.setdefault(manifest.root, run)
         run.begin(peers, connect_timeout, stall_timeout)
         try:
@@ -324,7 +333,7 @@ class _FetchRun:
     """One fetch: the FetchCore, its connections, origin requests, timer and delivery queue."""
 
     def __init__(self, node: SwarmNode, manifest: Manifest, layer: list[bytes] | None, start: int, end: int,
-                 origin: OriginRangeSource | None, window: int) -> None:
+                 origin: OriginRangeSource | None, window: int, into_store: bool = False) -> None:
         self.node, self.manifest, self.start, self.end, self.origin = node, manifest, start, end, origin
         self.root = manifest.root
         self.loop = asyncio.get_running_loop()
@@ -339,12 +348,18 @@ class _FetchRun:
         if self.entry:
             store.pin(self.root)
         self.memory: dict[int, bytes] = {}  # verified, not yet both written and delivered
-        self.written: set[int] = set()
+        self.written: set[int] = set()  # blocks the store has taken or refused
+        self.handed = 0  # blocks before this one were handed to the consumer
         self.deliveries: asyncio.Queue[int | None] = asyncio.Queue()
         self.connections: set[Connection] = set()
         self.origin_tasks: dict[int, asyncio.Task] = {}
         self.tasks: set[asyncio.Task] = set()
-        self.writes: set[asyncio.Future] = set()
+        # Verified blocks wait here for the writer task, which takes all of them in one thread hop.
+        self.write_queue: list[tuple[int, bytes | bytearray]] = []
+        self.writer: asyncio.Task | None = None
+        self.into_store = into_store
+        self.unsettled: set[int] = set()  # queued or being written (only tracked with into_store)
+        self.settled = asyncio.Event()
         self.progress = asyncio.Event()
         self.timer: asyncio.TimerHandle | None = None
         self.pending_connects = 0
@@ -432,9 +447,12 @@ class _FetchRun:
             elif isinstance(action, Verified):
                 self.memory[action.block] = action.data
                 self.progress.set()
-                write = asyncio.ensure_future(self.write(action.block, action.data))
-                self.writes.add(write)
-                write.add_done_callback(self.writes.discard)
+                if self.entry is not None:
+                    self.write_queue.append((action.block, action.data))
+                    if self.into_store:
+                        self.unsettled.add(action.block)
+                    if self.writer is None:
+                        self.writer = asyncio.ensure_future(self.write())
             elif isinstance(action, Deliver):
                 self.deliveries.put_nowait(action.block)
             elif isinstance(action, Finished):
@@ -462,25 +480,43 @@ class _FetchRun:
                         (" and the origin cannot serve ranges" if self.origin is not None else ""))
         self.deliveries.put_nowait(None)
 
-    async def write(self, block: int, data: bytes) -> None:
+    async def write(self) -> None:
+        """Drain `write_queue` into the store, a batch per thread hop (a hop per block cost more CPU than the
+        write itself). Creating the entry, which fsyncs, comes first, once the hash layer is known."""
         store = self.node.store
-        if not self.entry:
-            if self.core.layer is None:
-                return
-            try:
-                await asyncio.to_thread(store.create, self.manifest, self.core.layer, pin=True)
-                self.entry = True
-            except (StoreError, PeerError) as exc:
-                log.warning("content %s will not be stored or shared: %s", self.root.hex()[:16], exc)
-                self.entry = None  # never again for this run
-                return
-        if self.entry is None:
-            return
-        if await asyncio.to_thread(store.write_block, self.root, block, data):
-            self.written.add(block)
-            if block < self.core.next_delivery:  # already delivered from memory: no longer needed there
-                self.memory.pop(block, None)
-            self.node._announce_block(self.root, block)
+        ok = False
+        try:
+            if not self.entry:
+                if self.core.layer is None:
+                    return
+                try:
+                    await asyncio.to_thread(store.create, self.manifest, self.core.layer, pin=True)
+                    self.entry = True
+                except (StoreError, PeerError) as exc:
+                    log.warning("content %s will not be stored or shared: %s", self.root.hex()[:16], exc)
+                    self.entry = None  # never again for this run
+                    return
+            while self.write_queue:
+                batch, self.write_queue = self.write_queue, []
+                stored = await asyncio.to_thread(
+                    lambda: [block for block, data in batch if store.write_block(self.root, block, data)])
+                for block in stored:
+                    self.node._announce_block(self.root, block)
+                    if self.into_store:  # the consumer wants it from the store: memory is done
+                        self.memory.pop(block, None)
+                for block, _ in batch:  # stored or refused: either way memory is needed only until handed out
+                    self.written.add(block)
+                    if block < self.handed:
+                        self.memory.pop(block, None)
+                self.unsettled.difference_update(block for block, _ in batch)
+                self.settled.set()
+            ok = True
+        finally:
+            self.writer = None
+            if not ok:  # refused, failed or cancelled: nothing more gets written, nobody may wait for it
+                self.write_queue = []
+                self.unsettled.clear()
+                self.settled.set()
 
     async def chunks(self) -> AsyncIterator[bytes]:
         block_size = self.manifest.block_size
@@ -490,11 +526,20 @@ class _FetchRun:
                 if self.failure:
                     raise FetchFailed(self.failure)
                 return
+            while block in self.unsettled:
+                self.settled.clear()
+                await self.settled.wait()
+            if self.into_store:
+                self.handed = block + 1
+                data = self.memory.pop(block, None)  # still here only if the store refused it
+                yield b"" if data is None else data
+                continue
             data = self.memory.get(block)
             if data is None:
                 data = self.node.store.read_block(self.root, block)
             if block in self.written or self.entry is None:  # stored, or never will be: memory is done
                 self.memory.pop(block, None)
+            self.handed = block + 1
             offset = block * block_size
             lo, hi = max(self.start - offset, 0), min(self.end - offset, len(data))
             yield data if (lo, hi) == (0, len(data)) else data[lo:hi]
@@ -508,7 +553,7 @@ class _FetchRun:
         for task in self.tasks:
             task.cancel()
         # Store writes are left to finish (they are quick): what was verified stays shareable.
-        await asyncio.gather(*self.tasks, *self.writes, return_exceptions=True)
+        await asyncio.gather(*self.tasks, *([self.writer] if self.writer else []), return_exceptions=True)
         if self.entry:
             with contextlib.suppress(StoreError, ValueError):
                 self.node.store.unpin(self.root)

@@ -35,15 +35,17 @@ cannot pull a descriptor from under a write running in another thread.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import re
+import shutil
 import struct
 from hashlib import sha256
 from pathlib import Path
 
 from swarm import merkle
-from swarm.errors import HashMismatch, ManifestError, StoreIOError
+from swarm.errors import HashMismatch, ManifestError, StoreError, StoreIOError
 from swarm.manifest import Manifest, decode
 from swarm.store import BaseBlockStore, BlockData, BlockLocation, Entry, bitmap_length
 
@@ -232,6 +234,28 @@ class DiskBlockStore(BaseBlockStore):
     def _storage_delete(self, entry: Entry) -> None:
         for path in _paths(self.directory, entry.root):
             _unlink_quietly(path)
+
+    def move_out(self, root: bytes, path: str | os.PathLike[str]) -> None:
+        """Make the complete entry of `root` the file `path` and remove it from the store.
+
+        For a download that is wanted as a file (`swarm get`): the blocks were written here once, and the data
+        file becomes the output — a rename on the same filesystem, a kernel-side copy otherwise — instead of
+        every byte being written a second time. Refused (`StoreError`) while the entry is incomplete,
+        unshareable or pinned; an `OSError` leaves the entry as it was.
+        """
+        with self._structure_lock:
+            with self._lock:
+                entry = self._get(root)
+                if not entry.complete or not entry.shareable or entry.pins:
+                    raise StoreError(f"content root {root.hex()} is incomplete, unshareable or pinned")
+            assert isinstance(entry, _DiskEntry)
+            try:
+                os.rename(entry.data_path, path)
+            except OSError as exc:
+                if exc.errno != errno.EXDEV:
+                    raise
+                shutil.copyfile(entry.data_path, path)  # sendfile(2) underneath
+            self.remove(root)
 
     def _fsync_directory(self) -> None:
         """Make the new names durable. Best effort: some filesystems cannot fsync a directory."""

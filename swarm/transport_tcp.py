@@ -21,7 +21,8 @@ zero-copy with `os.sendfile`, in a worker thread on a `dup` of the socket's desc
 `buffered` = the asyncio transport's write buffer + queued messages + what the running sendfile has left.
 The transport's high-water mark is `send_limit`, so `pause_writing`/`resume_writing` drive `drain()`.
 
-Reading. Each chunk goes to the `Decoder`; a `ProtocolError` aborts the connection (`CloseCause.PROTOCOL`).
+Reading. The socket is read into the `Decoder`'s buffers (`get_buffer`: BLOCK payloads in place); a
+`ProtocolError` aborts the connection (`CloseCause.PROTOCOL`).
 Past `receive_limit` of undelivered messages the transport stops reading, so the peer's writes back up.
 """
 
@@ -96,7 +97,7 @@ def _sendfile_blocking(socket_fd: int, location: BlockLocation, stop: threading.
         os.close(file_fd)
 
 
-class TcpConnection(Connection, asyncio.Protocol):
+class TcpConnection(Connection, asyncio.BufferedProtocol):
     transport_name = "tcp"
 
     def __init__(self, settings: ConnectionSettings, listener: TcpListener | None = None) -> None:
@@ -104,6 +105,7 @@ class TcpConnection(Connection, asyncio.Protocol):
         self._listener = listener
         self._transport: asyncio.Transport | None = None
         self._decoder = Decoder(settings.limits)
+        self._discard: bytearray | None = None
         self._peername: Address = ("", 0)
         self._sockname: Address = ("", 0)
         self._low_water = settings.send_limit // 2
@@ -136,11 +138,20 @@ class TcpConnection(Connection, asyncio.Protocol):
         if self._listener is not None:
             self._listener._offer(self)
 
-    def data_received(self, data: bytes) -> None:
+    # Reading goes through asyncio's BufferedProtocol (uvloop too): the socket is read straight into the
+    # decoder's buffers, BLOCK payloads into the very bytearray they are delivered in (one copy per byte).
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self.close_reason is not None:
+            self._discard = self._discard or bytearray(64 * 1024)  # ended: whatever still arrives is dropped
+            return memoryview(self._discard)
+        return self._decoder.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
         if self.close_reason is not None:
             return
         try:
-            messages = self._decoder.feed(data)
+            messages = self._decoder.buffer_updated(nbytes)
         except ProtocolError as exc:
             self._fail(CloseReason(CloseCause.PROTOCOL, str(exc), exc))
             return

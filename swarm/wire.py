@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Iterator
+from typing import NoReturn
 from dataclasses import dataclass, field
 from enum import IntEnum, IntFlag
 from ipaddress import IPv4Address, IPv6Address
@@ -86,6 +87,7 @@ _BLOCK_POSITION = struct.Struct(">II")
 _HASH_RESPONSE = struct.Struct(">IIB")
 _BLOCK_HEADER = struct.Struct(">IBII")
 BLOCK_HEADER_SIZE = _BLOCK_HEADER.size
+_SCRATCH_READ = 64 * 1024  # bytes asked for per read when no BLOCK payload is expected
 
 
 class MessageType(IntEnum):
@@ -271,7 +273,8 @@ def encode_block_header(block: int, offset: int, length: int) -> bytes:
 class Block:
     block: int
     offset: int
-    data: bytes = field(repr=False)
+    # bytes, or the bytearray a payload was received into (`Decoder.get_buffer`): nothing writes to it after.
+    data: bytes | bytearray = field(repr=False)
 
     def encode(self) -> bytes:
         return encode_block_header(self.block, self.offset, len(self.data)) + self.data
@@ -393,10 +396,11 @@ def _body_bounds(limits: Limits) -> dict[int, tuple[int, int]]:
 class Decoder:
     """Turns a byte stream from one peer into messages. Feed it whatever the transport delivered.
 
-    Copies are kept to one per payload byte: complete frames decode straight from the caller's buffer, and an
-    incomplete BLOCK collects its payload as parts (views of the caller's `bytes`, which cannot change, or
-    copies of anything mutable) joined once when the frame completes. Only other partial frames, which are
-    small, go through the pending buffer.
+    Two ways in. `feed(data)`: copies are kept to one per payload byte: complete frames decode straight from
+    the caller's buffer, and an incomplete BLOCK collects its payload as parts (views of the caller's `bytes`,
+    which cannot change, or copies of anything mutable) joined once when the frame completes. Only other
+    partial frames, which are small, go through the pending buffer. `get_buffer()` / `buffer_updated(n)`
+    (TCP): the transport reads into the decoder's buffers, BLOCK payloads in place (see `get_buffer`).
     """
 
     def __init__(self, limits: Limits | None = None) -> None:
@@ -409,11 +413,84 @@ class Decoder:
         self._block_held = 0
         # Only the message is kept: an exception's traceback would pin the caller's buffer.
         self._error: str | None = None
+        # `get_buffer` / `buffer_updated` state: unparsed bytes are _scratch[_start:_end]; a BLOCK whose
+        # payload is being received in place is _direct (filled up to _direct_filled).
+        self._scratch = bytearray()
+        self._start = self._end = 0
+        self._direct: bytearray | None = None
+        self._direct_filled = 0
+        self._after_block = False
 
     @property
     def buffered(self) -> int:
         """Bytes held for an incomplete frame."""
-        return len(self._pending) + self._block_held
+        direct = BLOCK_HEADER_SIZE + self._direct_filled if self._direct is not None else 0
+        return len(self._pending) + self._block_held + self._end - self._start + direct
+
+    # -- receiving into the decoder's own buffers (a transport that can read into memory it is given) ----------
+
+    def get_buffer(self) -> memoryview:
+        """Where the next received bytes should go; then call `buffer_updated(nbytes)`. Don't mix with `feed`.
+
+        Each BLOCK payload is received straight into the `bytearray` it is delivered in (`Block.data`), so the
+        kernel's copy is the only one: no per-read `bytes`, no joining of parts. Everything else lands in a
+        scratch buffer. Right after a BLOCK only one BLOCK header is asked for, so that the next payload is not
+        read into scratch (and copied again) but found by its header and received in place too.
+        """
+        if self._direct is not None:
+            return memoryview(self._direct)[self._direct_filled :]
+        pending = self._end - self._start
+        kind = self._scratch[self._start + _U32.size] if pending >= _FRAME.size else None
+        if pending < BLOCK_HEADER_SIZE and (kind == MessageType.BLOCK or kind is None and self._after_block):
+            want = BLOCK_HEADER_SIZE - pending
+        else:
+            want = _SCRATCH_READ
+            if kind is not None:  # a large control frame (layer, bitfield) is held whole; its size was checked
+                (length,) = _U32.unpack_from(self._scratch, self._start)
+                want = max(want, _U32.size + length - pending)
+        if len(self._scratch) - self._end < want:
+            if self._start:
+                self._scratch[:pending] = self._scratch[self._start : self._end]
+                self._start, self._end = 0, pending
+            if len(self._scratch) - self._end < want:  # a new one: the last view handed out may still be alive
+                grown = bytearray(self._end + want)
+                grown[: self._end] = self._scratch[: self._end]
+                self._scratch = grown
+        return memoryview(self._scratch)[self._end : self._end + want]
+
+    def buffer_updated(self, nbytes: int) -> list[Message]:
+        """`nbytes` were written at the start of the last `get_buffer()`: decode what is complete."""
+        if self._error is not None:
+            raise ProtocolError(f"decoder closed by an earlier error: {self._error}")
+        direct = self._direct
+        if direct is not None:
+            self._direct_filled += nbytes
+            if self._direct_filled < len(direct):
+                return []
+            self._direct = None
+            self._after_block = True
+            return [Block(*self._block_position, direct)]
+        self._end += nbytes
+        messages: list[Message] = []
+        try:
+            with memoryview(self._scratch) as scratch, scratch[self._start : self._end] as view:
+                self._start += self._decode_frames(view, False, messages, in_place=True)
+        except ProtocolError as exc:
+            self._die(str(exc))
+        if self._start == self._end:
+            self._start = self._end = 0
+        if messages or self._direct is not None:
+            self._after_block = self._direct is not None or type(messages[-1]) is Block
+        return messages
+
+    def _die(self, error: str) -> NoReturn:
+        self._error = error
+        self._pending = bytearray()
+        self._block_parts = []
+        self._scratch = bytearray()
+        self._start = self._end = 0
+        self._direct = None
+        raise ProtocolError(error)
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[Message]:
         """Decode every complete frame; raise `ProtocolError` (and die) on malformed or oversized input."""
@@ -428,10 +505,7 @@ class Decoder:
         else:
             return messages
         # Raised outside the handler so that no traceback of the parsers (holding views of `data`) survives.
-        self._error = error
-        self._pending = bytearray()
-        self._block_parts = []
-        raise ProtocolError(error)
+        self._die(error)
 
     def _feed(self, view: memoryview, immutable: bool, messages: list[Message]) -> None:
         if self._block_remaining:
@@ -450,7 +524,7 @@ class Decoder:
             consumed = self._decode_frames(view, immutable, messages)
             self._pending += view[consumed:]
 
-    def _decode_frames(self, view: memoryview, immutable: bool, messages: list[Message]) -> int:
+    def _decode_frames(self, view: memoryview, immutable: bool, messages: list[Message], in_place: bool = False) -> int:
         position = 0
         end = len(view)
         while end - position >= _U32.size:
@@ -469,13 +543,22 @@ class Decoder:
                 raise ProtocolError(f"{MessageType(kind).name} body of {length - 1} bytes outside {bounds}")
             if end - position < _U32.size + length:
                 if kind == MessageType.BLOCK and end - position >= BLOCK_HEADER_SIZE:
-                    self._start_block(view[position:end], length, immutable)
+                    if in_place:
+                        self._start_direct(view[position:end], length)
+                    else:
+                        self._start_block(view[position:end], length, immutable)
                     return end
                 break
             body = view[position + _FRAME.size : position + _U32.size + length]
             messages.append(_DECODERS[kind](self, body))
             position += _U32.size + length
         return position
+
+    def _start_direct(self, frame: memoryview, length: int) -> None:
+        self._block_position = _BLOCK_POSITION.unpack_from(frame, _FRAME.size)
+        self._direct = bytearray(length - 1 - _BLOCK_POSITION.size)
+        self._direct_filled = len(frame) - BLOCK_HEADER_SIZE
+        self._direct[: self._direct_filled] = frame[BLOCK_HEADER_SIZE:]
 
     def _start_block(self, frame: memoryview, length: int, immutable: bool) -> None:
         self._block_position = _BLOCK_POSITION.unpack_from(frame, _FRAME.size)

@@ -221,3 +221,20 @@ def test_layer_mismatch_is_a_peer_error():
     manifest, layer = build_manifest([data], len(data), block_size=BLOCK)
     with pytest.raises(HashMismatch):
         manifest.verify_layer([bytes(32)] + layer[1:])
+
+
+async def test_into_store_hands_stored_blocks_over_empty(swarm):
+    data = content(12 * BLOCK + 5)
+    _, address, manifest = await swarm.seed(data)
+    leecher, _ = await swarm.node()
+    chunks = [chunk async for chunk in leecher.fetch(manifest, [address], into_store=True)]
+    assert chunks == [b""] * manifest.num_blocks
+    assert b"".join(leecher.store.read_block(manifest.root, i) for i in range(manifest.num_blocks)) == data
+
+
+async def test_into_store_hands_refused_blocks_over_as_bytes(swarm):
+    data = content(12 * BLOCK)
+    _, address, manifest = await swarm.seed(data)
+    leecher, _ = await swarm.node()
+    leecher.store.write_error = OSError(28, "No space left on device")
+    assert await download(leecher, manifest, [address], into_store=True) == data

@@ -412,3 +412,52 @@ def test_truncated_frame_yields_nothing_until_completed(message, data):
     assert decoder.feed(frame_bytes[:cut]) == []
     assert decoder.buffered == cut
     assert decoder.feed(frame_bytes[cut:]) == [message]
+
+
+def _receive_in_place(decoder: Decoder, stream: bytes, reads: list[int]) -> list:
+    """Feed `stream` as a socket would through get_buffer/buffer_updated, `reads` bounding each read."""
+    messages, position, turn = [], 0, 0
+    while position < len(stream):
+        buffer = decoder.get_buffer()
+        n = min(len(buffer), reads[turn % len(reads)], len(stream) - position)
+        turn += 1
+        buffer[:n] = stream[position:position + n]
+        position += n
+        messages += decoder.buffer_updated(n)
+    return messages
+
+
+@pytest.mark.parametrize("reads", [[1], [7], [13, 5000], [65536], [1 << 22], [3, 100_000, 17]])
+def test_receiving_in_place_decodes_like_feed(reads):
+    payload = bytes(range(256)) * 600  # larger than the scratch read: received in place
+    messages = [*EXAMPLES, Block(1, 0, payload), Have(3), Block(2, 0, payload[:20]), Block(4, 0, payload),
+                ManifestResponse(b"m" * 3000), HashResponse(0, 9000, tuple(bytes([i % 251]) * 32 for i in range(9000)))]
+    stream = b"".join(message.encode() for message in messages)
+    decoder = Decoder()
+    assert _receive_in_place(decoder, stream, reads) == messages
+    assert decoder.buffered == 0
+
+
+def test_receiving_in_place_hands_blocks_over_in_the_buffer_they_were_read_into():
+    payload = bytes(range(256)) * 1024
+    decoder = Decoder()
+    frame = Block(7, 0, payload).encode()
+    assert _receive_in_place(decoder, frame[:5000], [5000]) == []
+    buffer = decoder.get_buffer()
+    assert len(buffer) == len(frame) - 5000  # the rest of the payload, in place
+    assert decoder.buffered == 5000
+    buffer[:] = frame[5000:]
+    (block,) = decoder.buffer_updated(len(buffer))
+    assert block == Block(7, 0, payload) and type(block.data) is bytearray
+    assert len(decoder.get_buffer()) == wire.BLOCK_HEADER_SIZE  # after a BLOCK: just the next header
+
+
+def test_receiving_in_place_rejects_like_feed_and_stays_dead():
+    decoder = Decoder()
+    with pytest.raises(ProtocolError):
+        _receive_in_place(decoder, struct.pack(">IB", 5, 99) + bytes(4), [100])
+    with pytest.raises(ProtocolError):
+        decoder.buffer_updated(0)
+    oversized = Decoder(Limits(max_frame_size=100))
+    with pytest.raises(ProtocolError):
+        _receive_in_place(oversized, struct.pack(">IB", 1000, MessageType.MANIFEST), [100])
