@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import math
 import os
 import pathlib
 import tomllib
@@ -120,6 +121,8 @@ def parse_size(text: str | int | float) -> float:
         value = float(number) * _SUFFIXES[suffix]
     except (ValueError, KeyError):
         raise ConfigError(f"{text!r} is not a size (e.g. 160000, 160k, 1.5M, 10Gi)") from None
+    if not math.isfinite(value):
+        raise ConfigError(f"{text!r} is not a finite number")
     if value < 0:
         raise ConfigError(f"{text!r} must not be negative")
     return value

@@ -34,8 +34,8 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
         "demo", help="show a slow download become fast, on this machine, with no setup",
         description=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    demo.add_argument("--size", default="8Mi", metavar="BYTES",
-                      help="size of the demo file (default: 8Mi; suffixes k, M, Ki, Mi)")
+    demo.add_argument("--size", default="4Mi", metavar="BYTES",
+                      help="size of the demo file (default: 4Mi; suffixes k, M, Ki, Mi)")
     demo.add_argument("--peers", type=int, default=3, metavar="N",
                       help="background peers that fetched the file earlier (default: 3)")
     demo.add_argument("--origin-rate", default="200k", metavar="BYTES",

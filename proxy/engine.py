@@ -306,7 +306,7 @@ class SwarmEngine:
                                  content_encoding=manifest.content_encoding)
 
     def fetch(self, found: Found, *, origin: OriginRangeSource | None, start: int, end: int,
-              stall_timeout: float = 30.0) -> AsyncIterator[bytes]:
+              stall_timeout: float = 30.0, report: dict | None = None) -> AsyncIterator[bytes]:
         """Verified bytes `start..end-1` in order, from the providers (one transport) and the origin."""
         by_node: dict[str, list[Provider]] = {}
         for provider in found.providers:
@@ -317,7 +317,8 @@ class SwarmEngine:
         node = self.nodes[name]
         if self.sharing:  # peers may take blocks from us while we fetch (HAVE as they verify)
             node.share(found.manifest.root)
-        return node.fetch(found.manifest, peers, origin=origin, start=start, end=end, stall_timeout=stall_timeout)
+        return node.fetch(found.manifest, peers, origin=origin, start=start, end=end, stall_timeout=stall_timeout,
+                          report=report)
 
     # -- after a download -----------------------------------------------------------------------------------------
 

@@ -384,7 +384,8 @@ class _Download:
         check_at = position - len(check)
         self.tail.clear()
         range_source = self.engine.origin_source(str(self.url), manifest)
-        chunks = self.engine.fetch(found, origin=range_source, start=fetch_start, end=end)
+        report: dict = {}
+        chunks = self.engine.fetch(found, origin=range_source, start=fetch_start, end=end, report=report)
         swarm_position = fetch_start
         swarm_next: asyncio.Future | None = asyncio.ensure_future(anext(chunks))
         origin_next: asyncio.Future | None = asyncio.ensure_future(reader.read()) if reader else None
@@ -443,26 +444,35 @@ class _Download:
                             position += len(piece)
                         swarm_position += len(chunk)
                         swarm_next = asyncio.ensure_future(anext(chunks))
-            self._account(range_source)  # before the last byte goes out: a client may look at once
+            await self._stop_producers(swarm_next, origin_next, chunks, reader)
+            swarm_next = origin_next = reader = None
+            self._account(report)  # before the last byte goes out: a client may look at once
             await self._end(self.response)
         finally:
-            for future in (swarm_next, origin_next):
-                if future is not None:
-                    future.cancel()
-            with contextlib.suppress(Exception):
-                await chunks.aclose()
-            if reader is not None:
-                reader.close()
-            self._account(range_source)
+            await self._stop_producers(swarm_next, origin_next, chunks, reader)
+            self._account(report)
         if swarm_done or (self.spool is not None and self.spool.complete):
             self.owner.spawn(self._after_swarm(manifest, fetch_start, swarm_done))
 
-    def _account(self, range_source) -> None:
+    @staticmethod
+    async def _stop_producers(swarm_next, origin_next, chunks, reader) -> None:
+        pending = [f for f in (swarm_next, origin_next) if f is not None]
+        for future in pending:
+            future.cancel()
+        # Wait for the cancellations: a generator still running in a task cannot be closed.
+        await asyncio.gather(*pending, return_exceptions=True)
+        with contextlib.suppress(Exception):
+            await chunks.aclose()  # stops the fetch, which fills its report
+        if reader is not None:
+            reader.close()
+
+    def _account(self, report: dict) -> None:
         """Split what the block engine delivered into origin (Range requests) and peer bytes, once."""
         if self.accounted:
             return
         self.accounted = True
-        from_range = min(range_source.bytes_received, self.delivered_from_swarm)
+        self.owner.stats.swarm_fetch(report)
+        from_range = min(report.get("bytes_origin", 0), self.delivered_from_swarm)
         from_peers = self.delivered_from_swarm - from_range
         self.record.bytes_origin += from_range
         self.record.bytes_peers += from_peers

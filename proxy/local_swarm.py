@@ -52,9 +52,11 @@ class Cluster:
     async def get(self, node: ProxyServer, url: str, headers: dict[str, str] | None = None
                   ) -> tuple[int, CIMultiDict[str], bytes]:
         """GET through `node`'s proxy; waits until what the node learned is stored and announced."""
+        done = node.stats.counters["requests"] + 1
         async with self.client.get(url, proxy=node.url, headers=headers or {}) as response:
             body = await response.read()
             result = response.status, response.headers.copy(), body
+        await node.stats.wait_for_requests(done)  # the client may have all bytes before the record is closed
         await node.fallback.settled()
         return result
 

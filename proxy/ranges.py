@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import re
 
-_RANGE = re.compile(r"^\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*$", re.IGNORECASE)
-_CONTENT_RANGE = re.compile(r"^\s*bytes\s+(\d+)\s*-\s*(\d+)\s*/\s*(\d+)\s*$", re.IGNORECASE)
+# ASCII digits only (RFC 9110), at most 19 of them: every offset fits in 63 bits, and a 5,000-digit number
+# would make int() itself refuse.
+_RANGE = re.compile(r"^[ \t]*bytes[ \t]*=[ \t]*(\d{0,19})[ \t]*-[ \t]*(\d{0,19})[ \t]*$", re.IGNORECASE | re.ASCII)
+_CONTENT_RANGE = re.compile(r"^[ \t]*bytes[ \t]+(\d{1,19})[ \t]*-[ \t]*(\d{1,19})[ \t]*/[ \t]*(\d{1,19})[ \t]*$",
+                            re.IGNORECASE | re.ASCII)
 
 
 class RangeSpec:

@@ -56,6 +56,8 @@ class SlowOrigin:
         self.files: dict[str, tuple[bytes, str, str]] = {}  # path -> (data, etag, content type)
         self.extra_headers: dict[str, dict[str, str]] = {}
         self.die_after: dict[str, int] = {}  # path -> body bytes after which responses are cut
+        self.down_after_cut = False  # True: once a response was cut, every request gets 503 (an outage)
+        self.down = False
         self.bytes_sent = 0
         self.requests: list[tuple[str, str, str | None]] = []  # (method, path, Range)
         self.last_modified = email.utils.formatdate(time.time() - 86400, usegmt=True)
@@ -100,6 +102,8 @@ class SlowOrigin:
         if entry is None:
             return web.Response(status=404, text="no such file\n")
         data, etag, content_type = entry
+        if self.down:
+            return web.Response(status=503, text="origin down\n")
         async with self.slots:
             if self.first_byte_delay:
                 await asyncio.sleep(self.first_byte_delay)  # the overloaded server's queueing delay
@@ -128,6 +132,7 @@ class SlowOrigin:
                 while position < end:
                     piece = data[position:min(end, position + CHUNK)]
                     if cut is not None and position - start + len(piece) > cut:
+                        self.down = self.down_after_cut
                         if request.transport is not None:
                             request.transport.close()  # break off mid-body: the client sees a cut response
                         return response

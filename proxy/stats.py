@@ -6,6 +6,7 @@ share counters.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import dataclasses
 import logging
@@ -45,6 +46,7 @@ class Stats:
         self.history: collections.deque[RequestRecord] = collections.deque(maxlen=history)
         self.counters: collections.Counter[str] = collections.Counter()
         self.connections_open = 0
+        self._waiters: list[asyncio.Future] = []
         self.registry = prom.CollectorRegistry(auto_describe=True)
         self._requests = prom.Counter(
             "swarmproxy_requests", "Requests answered, by method and status class",
@@ -74,9 +76,31 @@ class Stats:
             "(T: no first byte in time, R: too slow, died: origin broke off)", ["cause"], registry=self.registry,
         )
 
+        self._hash_failures = prom.Counter(
+            "swarmproxy_hash_failures", "Blocks or hash layers from peers that failed verification (never sent "
+            "to a client)", registry=self.registry,
+        )
+        self._bans = prom.Counter(
+            "swarmproxy_peer_bans", "Peers banned during swarm downloads (bad data)", registry=self.registry,
+        )
+
+    def swarm_fetch(self, report: dict) -> None:
+        """Count what one block-engine download saw (its `SwarmNode.fetch(report=...)`)."""
+        self.counters["hash_failures"] += report.get("hash_failures", 0)
+        self.counters["peer_bans"] += report.get("banned", 0)
+        self._hash_failures.inc(report.get("hash_failures", 0))
+        self._bans.inc(report.get("banned", 0))
+
     def transition(self, cause: str) -> None:
         self.counters["transitions"] += 1
         self._transitions.labels(cause).inc()
+
+    async def wait_for_requests(self, count: int) -> None:
+        """Return once `count` requests have finished (their records complete): for tests, no polling."""
+        while self.counters["requests"] < count:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            await waiter
 
     def uptime(self) -> float:
         return time.monotonic() - self.started_monotonic
@@ -94,6 +118,10 @@ class Stats:
         record.duration_s = round(duration, 6)
         record.error = error
         self.counters["requests"] += 1
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
         self.counters["bytes_sent"] += sent
         status_class = f"{status // 100}xx" if status else "none"
         self._requests.labels(record.method, status_class).inc()
@@ -133,6 +161,8 @@ class Stats:
             "connections_open": self.connections_open,
             "connections_refused": self.counters["connections_refused"],
             "transitions": self.counters["transitions"],
+            "hash_failures": self.counters["hash_failures"],
+            "peer_bans": self.counters["peer_bans"],
         }
 
     def prometheus_text(self) -> bytes:

@@ -124,6 +124,7 @@ class FetchCore:
         self.next_delivery = first_block
         self.finished = False
         self.bytes_from: dict[str, int] = {"origin": 0, "peers": 0}
+        self.hash_failures = 0  # blocks and hash layers that failed verification (for metrics)
         # Blocks outside the wanted range, and blocks already held, never need fetching.
         for block in [*range(first_block), *range(self.last_block + 1, count)]:
             self.picker.on_verified(block)
@@ -270,6 +271,7 @@ class FetchCore:
         try:
             self.manifest.verify_block(self.layer, block, data)
         except HashMismatch:
+            self.hash_failures += 1
             return actions + self._translate(self.policy.on_hash_failure(block, now))
         self.bytes_from["origin" if source is ORIGIN else "peers"] += len(data)
         actions += self._translate(self.policy.on_verified(block, now))
@@ -313,6 +315,7 @@ class FetchCore:
                 raise HashMismatch("hash layer for the wrong range")
             self.manifest.verify_layer(list(message.hashes))
         except HashMismatch as exc:
+            self.hash_failures += 1
             self.trust.on_bad_hash_layer(peer)
             return self._close_peer(peer, f"bad hash layer: {exc}", now) + self._ask_for_layer()
         self.layer = list(message.hashes)

@@ -16,6 +16,7 @@ shared.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import os
@@ -75,6 +76,8 @@ class SwarmNode:
         self._tasks: set[asyncio.Task] = set()
         self._accept_task: asyncio.Task | None = None
         self.bytes_uploaded = 0
+        # Totals over finished fetches, for metrics: hash_failures, banned, bytes_origin, bytes_peers.
+        self.fetch_totals: collections.Counter[str] = collections.Counter()
         self.events: list[object] = []  # store events (Evicted, StoreFailed) for the owner to inspect
         store.add_listener(self._on_store_event)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -299,6 +302,7 @@ class SwarmNode:
         stall_timeout: float = 60.0,
         window: int = 8,
         into_store: bool = False,
+        report: dict | None = None,
     ) -> AsyncIterator[bytes]:
         """Bytes `start..end-1` of `manifest`'s content, verified and in order, from `peers` and `origin`.
 
@@ -318,6 +322,7 @@ class SwarmNode:
         if start == end:
             return
         run = _FetchRun(self, manifest, layer, start, end, origin, window, into_store)
+        run.report = report
         self._fetching.setdefault(manifest.root, run)
         run.begin(peers, connect_timeout, stall_timeout)
         try:
@@ -358,6 +363,8 @@ class _FetchRun:
         self.write_queue: list[tuple[int, bytes | bytearray]] = []
         self.writer: asyncio.Task | None = None
         self.into_store = into_store
+        self.report: dict | None = None  # filled with the fetch's statistics when it stops
+        self.stopped = False
         self.unsettled: set[int] = set()  # queued or being written (only tracked with into_store)
         self.settled = asyncio.Event()
         self.progress = asyncio.Event()
@@ -545,6 +552,14 @@ class _FetchRun:
             yield data if (lo, hi) == (0, len(data)) else data[lo:hi]
 
     async def stop(self) -> None:
+        if not self.stopped:  # stop() may be called twice; count once
+            self.stopped = True
+            stats = {"hash_failures": self.core.hash_failures, "banned": self.core.trust.banned_count(),
+                     "bytes_origin": self.core.bytes_from["origin"], "bytes_peers": self.core.bytes_from["peers"]}
+            self.node.fetch_totals.update(stats)
+            if self.report is not None:
+                self.report.update(stats)
+                self.report = None
         self.done = True
         if self.timer is not None:
             self.timer.cancel()

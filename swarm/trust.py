@@ -87,6 +87,10 @@ class Trust:
     def points(self, source: Source) -> int:
         return self._records[source].points if source in self._records else 0
 
+    def banned_count(self) -> int:
+        """How many sources are banned (for metrics)."""
+        return sum(1 for rec in self._records.values() if rec.banned)
+
     def is_banned(self, source: Source) -> bool:
         rec = self._records.get(source)
         return rec is not None and rec.banned
