@@ -435,6 +435,10 @@ class SwarmEngine:
             "linger_s": self.linger,
             "shared": len(self._lingering),
             "bytes_uploaded": self.bytes_uploaded,
+            "announced": self.counters.announced,
+            "published": self.counters.published,
+            "manifests_rejected": self.counters.manifests_rejected,
+            "transitions": dict(self.counters.transitions),
             "stored_bytes": self.store.used,
             "now": time.time(),
         }

@@ -243,8 +243,8 @@ class _Download:
                     break
             else:
                 self.policy.finish()
+                self._origin_complete()  # first: a client holding the whole body may hang up at once
                 await self._end(response)
-                self._origin_complete()
                 return response
             log.info("%s: switching to the swarm at byte %d (%s)", self.url, position, reason)
             if pending is not None:
@@ -284,8 +284,8 @@ class _Download:
                 piece = chunk[position - offset:] if offset < position else chunk
                 await self._deliver_origin(piece, offset=max(offset, position))
                 position = max(position, offset + len(chunk))
-        await self._end(self.response)
         self._origin_complete()
+        await self._end(self.response)
 
     async def _switch_before_headers(self, task: asyncio.Future) -> web.StreamResponse:
         """`T` fired: the origin has said nothing yet. Answer from the swarm if a manifest is found in time."""
@@ -390,6 +390,7 @@ class _Download:
         swarm_next: asyncio.Future | None = asyncio.ensure_future(anext(chunks))
         origin_next: asyncio.Future | None = asyncio.ensure_future(reader.read()) if reader else None
         swarm_done = False
+        last: tuple[bytes, int | None] | None = None  # the piece that completes the response
         try:
             while position < end:
                 waiting = {f for f in (swarm_next, origin_next) if f is not None}
@@ -410,7 +411,10 @@ class _Download:
                                 self.spool.feed(chunk)
                             if offset + len(chunk) > position:
                                 piece = chunk[position - offset:]
-                                await self._deliver_origin(piece, offset=position)
+                                if position + len(piece) >= end:
+                                    last = (piece, position)  # sent after the cleanup, see below
+                                else:
+                                    await self._deliver_origin(piece, offset=position)
                                 position += len(piece)
                             origin_next = asyncio.ensure_future(reader.read())
                         else:
@@ -420,7 +424,6 @@ class _Download:
                     try:
                         chunk = finished.result()
                     except StopAsyncIteration:
-                        swarm_done = True
                         chunk = b""
                     except Exception as exc:  # FetchFailed, or anything else the engine hit
                         log.info("%s: swarm download failed: %s", self.url, exc)
@@ -439,14 +442,27 @@ class _Download:
                     if chunk:
                         if swarm_position + len(chunk) > position:
                             piece = chunk[position - swarm_position:] if swarm_position < position else chunk
-                            await self._write(piece)
                             self.delivered_from_swarm += len(piece)
+                            if position + len(piece) >= end:
+                                last = (piece, None)
+                            else:
+                                await self._write(piece)
                             position += len(piece)
                         swarm_position += len(chunk)
-                        swarm_next = asyncio.ensure_future(anext(chunks))
+                        if swarm_position < end:
+                            swarm_next = asyncio.ensure_future(anext(chunks))
+            swarm_done = swarm_position >= end
+            # Clean up before the last byte goes out: a client holding the whole body may hang up at once, and
+            # its request record must be complete by then.
             await self._stop_producers(swarm_next, origin_next, chunks, reader)
             swarm_next = origin_next = reader = None
-            self._account(report)  # before the last byte goes out: a client may look at once
+            self._account(report)
+            if last is not None:
+                piece, origin_offset = last
+                if origin_offset is None:
+                    await self._write(piece)
+                else:
+                    await self._deliver_origin(piece, offset=origin_offset)
             await self._end(self.response)
         finally:
             await self._stop_producers(swarm_next, origin_next, chunks, reader)
