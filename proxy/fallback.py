@@ -290,7 +290,22 @@ class _Download:
     async def _switch_before_headers(self, task: asyncio.Future) -> web.StreamResponse:
         """`T` fired: the origin has said nothing yet. Answer from the swarm if a manifest is found in time."""
         self._count_transition("T")
-        found = await self.engine.find(str(self.url))
+        # The DHT lookup races a HEAD to the origin: a HEAD that answers first tells which version the origin
+        # serves now, so a manifest of an older version is not used.
+        head = asyncio.ensure_future(self.owner.session.head(self.url, headers=self.headers, allow_redirects=False))
+        try:
+            found = await self.engine.find(str(self.url))
+            if found is not None and head.done() and not head.cancelled() and head.exception() is None:
+                answer = head.result()
+                if answer.status == 200 and not self._same_version(answer, found.manifest):
+                    log.info("%s: the origin's HEAD shows another version than the manifest; not swarming",
+                             self.url)
+                    found = None
+        finally:
+            if not head.done():
+                head.cancel()
+            elif not head.cancelled() and head.exception() is None:
+                head.result().release()
         if found is None or (task.done() and not task.exception()):
             # No manifest, or the origin answered meanwhile: its own response is the better one.
             log.info("%s: %s", self.url, "the origin answered during the lookup" if found else
@@ -329,10 +344,18 @@ class _Download:
         self.policy.on_bytes(_head_size(upstream), self.loop.time())
         return await self._stream(upstream)
 
+    @staticmethod
+    def _same_version(answer: aiohttp.ClientResponse, manifest) -> bool:
+        size = content_length_of(answer.status, answer.headers.items())
+        validator = manifest_validator(answer.headers)
+        return (size is None or size == manifest.size) and (validator is None or validator == manifest.validator)
+
     def _accept_late(self, upstream: aiohttp.ClientResponse, manifest) -> int:
         """The origin's late answer is used only if it is the representation we are serving."""
         if upstream.status not in (200, 206):
             raise OriginGone(f"origin answered {upstream.status}")
+        decision = gate("GET", str(self.url), self.request.headers.items(), upstream.status, upstream.headers.items())
+        self.publishable = decision.swarmable  # may vouch for the URL only if the origin's answer passes the gate
         validator = manifest_validator(upstream.headers)
         size = content_length_of(upstream.status, upstream.headers.items())
         if size != manifest.size or (manifest.validator and validator != manifest.validator):
@@ -468,7 +491,9 @@ class _Download:
             await self._stop_producers(swarm_next, origin_next, chunks, reader)
             self._account(report)
         if swarm_done or (self.spool is not None and self.spool.complete):
-            self.owner.spawn(self._after_swarm(manifest, fetch_start, swarm_done))
+            spool, self.spool = self.spool, None  # handed over now: the download closes its own on return
+            self.owner.spawn(self._after_swarm(manifest, fetch_start, swarm_done, spool))
+        
 
     @staticmethod
     async def _stop_producers(swarm_next, origin_next, chunks, reader) -> None:
@@ -495,9 +520,7 @@ class _Download:
         self.engine.counters.bytes_origin += from_range
         self.engine.counters.bytes_peers += from_peers
 
-    async def _after_swarm(self, manifest, fetch_start: int, swarm_done: bool) -> None:
-        spool = self.spool
-        self.spool = None  # the download no longer owns it
+    async def _after_swarm(self, manifest, fetch_start: int, swarm_done: bool, spool: Spool | None) -> None:
         try:
             if spool is not None and spool.complete:
                 await self._ingest(spool)

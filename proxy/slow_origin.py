@@ -49,6 +49,7 @@ class SlowOrigin:
     def __init__(self, *, rate: float | None = None, first_byte_delay: float = 0.0, max_connections: int = 256,
                  max_age: int = 3600, host: str = "127.0.0.1") -> None:
         self.first_byte_delay = first_byte_delay
+        self.head_delay: float | None = None  # a different first-byte delay for HEAD (None: the same)
         self.bucket = _Bucket(rate, burst=max(CHUNK, (rate or 0) / 10))
         self.slots = asyncio.Semaphore(max_connections)
         self.max_age = max_age
@@ -105,8 +106,10 @@ class SlowOrigin:
         if self.down:
             return web.Response(status=503, text="origin down\n")
         async with self.slots:
-            if self.first_byte_delay:
-                await asyncio.sleep(self.first_byte_delay)  # the overloaded server's queueing delay
+            delay = self.head_delay if request.method == "HEAD" and self.head_delay is not None \
+                else self.first_byte_delay
+            if delay:
+                await asyncio.sleep(delay)  # the overloaded server's queueing delay
             headers = {"ETag": etag, "Last-Modified": self.last_modified, "Accept-Ranges": "bytes",
                        "Cache-Control": f"public, max-age={self.max_age}", "Content-Type": content_type}
             headers.update(self.extra_headers.get(path, {}))

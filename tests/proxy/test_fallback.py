@@ -49,33 +49,30 @@ async def seeded(cluster: Cluster, origin: SlowOrigin, path: str = "/big.bin", d
     return url
 
 
-async def test_later_nodes_switch_by_r_and_by_t_and_get_most_bytes_from_peers(cluster, origin):
-    url = await seeded(cluster, origin)
+async def test_ten_nodes_later_ones_switch_by_r_and_by_t_and_get_most_bytes_from_peers(cluster, origin):
+    url = await seeded(cluster, origin)  # nodes 0 and 1 fetch from the origin and vouch for the file
     for node in cluster.nodes:
         assert node.engine.counters.published == 1
 
-    origin.set_rate(64_000)  # far under R: the next node switches by rate
-    node = await cluster.add()
-    status, headers, body = await cluster.get(node, url)
-    assert status == 200 and body == DATA
-    record = cluster.last_record(node)
-    assert record["transition"] == "R"
-    assert record["manifest_source"] == "quorum"
-    assert record["bytes_origin"] + record["bytes_peers"] == SIZE
-    assert record["bytes_peers"] > SIZE // 2
-    assert node.engine.counters.published == 0  # got it from peers: provider, never publisher
-
-    origin.set_rate(None)
-    origin.first_byte_delay = 30.0  # the origin says nothing: the next node switches by T
-    node = await cluster.add()
-    status, headers, body = await cluster.get(node, url)
-    assert status == 200 and body == DATA
-    assert headers["Content-Length"] == str(SIZE)
-    assert headers["ETag"] == origin.files["/big.bin"][1]
-    assert headers["Content-Type"] == "application/octet-stream"
-    record = cluster.last_record(node)
-    assert record["transition"] == "T"
-    assert record["bytes_peers"] > SIZE // 2
+    for index in range(8):  # nodes 2..9, alternating: a crawling origin (R), a silent one (T)
+        by_rate = index % 2 == 0
+        origin.set_rate(64_000 if by_rate else None)
+        origin.first_byte_delay = 0.0 if by_rate else 30.0
+        node = await cluster.add()
+        status, headers, body = await cluster.get(node, url)
+        assert status == 200 and body == DATA
+        record = cluster.last_record(node)
+        assert record["transition"] == ("R" if by_rate else "T")
+        assert record["manifest_source"] == "quorum"
+        assert record["bytes_origin"] + record["bytes_peers"] == SIZE
+        assert record["bytes_peers"] > SIZE // 2
+        assert headers["Content-Length"] == str(SIZE)
+        assert headers["ETag"] == origin.files["/big.bin"][1]
+        assert headers["Content-Type"] == "application/octet-stream"
+        assert node.engine.counters.published == 0  # got it from peers: a provider, never a publisher
+        assert node.engine.counters.announced == 1
+    assert len(cluster.nodes) == 10
+    assert sum(n.engine.bytes_uploaded for n in cluster.nodes[2:]) > 0  # later nodes served each other too
 
 
 async def test_client_range_in_the_middle_is_served_from_peers(cluster, origin):
@@ -199,3 +196,15 @@ async def test_a_fake_manifest_is_outvoted_by_a_quorum(cluster, origin, tmp_path
     record = cluster.last_record(node)
     assert record["manifest_source"] == "quorum" and record["bytes_peers"] > SIZE // 2
     assert fake_root not in node.engine.store
+
+
+async def test_a_manifest_of_an_older_version_is_not_used_when_the_origins_head_says_so(cluster, origin):
+    url = await seeded(cluster, origin)
+    origin.add("/big.bin", DATA[::-1])  # a new version: another ETag
+    origin.first_byte_delay = 2.0  # GET says nothing (T fires) ...
+    origin.head_delay = 0.0  # ... while HEAD answers at once
+    node = await cluster.add()
+    status, headers, body = await cluster.get(node, url)
+    assert status == 200 and body == DATA[::-1]  # the origin's current version, from the origin
+    record = cluster.last_record(node)
+    assert record["transition"] == "T" and record["manifest_source"] is None and record["bytes_peers"] == 0
