@@ -11,6 +11,13 @@ thread (`asyncio.to_thread`), batched: creating an entry fsyncs and a write can 
 inline (page cache). Verified blocks are kept in memory only until they are written and delivered; if the
 store cannot take them (disk full), the fetch still completes from memory and the content is simply not
 shared.
+
+**Write backpressure.** Peers can deliver faster than the store writes (four seeds on loopback do). Once
+`max_pending_writes` bytes of verified blocks wait for the store writer, a fetch stops taking messages from its
+peers until the writer is below the bound again: the transports then stop reading (`receive_limit`) and the
+peers' sends block, so memory stays bounded instead of growing by the difference of the two rates. While it is
+paused, the FetchCore's clock stands still (`_FetchRun.now`): a request is not declared timed out because *we*
+were not reading the reply. Origin ranges already requested still arrive (at most `origin_max_outstanding`).
 """
 
 from __future__ import annotations
@@ -61,6 +68,7 @@ class SwarmNode:
         max_peers: int = 64,
         policy: PolicyConfig | None = None,
         handshake_timeout: float = 10.0,
+        max_pending_writes: int = 32 * 1024 * 1024,
     ) -> None:
         self.store = store
         self.transport = transport
@@ -69,6 +77,7 @@ class SwarmNode:
         self.max_peers = max_peers
         self.policy = policy
         self.handshake_timeout = handshake_timeout
+        self.max_pending_writes = max_pending_writes  # bytes verified and waiting for the store, per fetch
         self.listener: Listener | None = None
         self._shared: set[bytes] = set()
         self._serving: dict[bytes, dict[Connection, ServeCore]] = {}
@@ -150,7 +159,12 @@ class SwarmNode:
             self._apply_serve(connection, core, core.on_new_block(block))
 
     async def seed_file(self, path: str | os.PathLike, *, block_size: int | None = None) -> Manifest:
-        """Hash `path`, put it in the store and share it. Returns its manifest."""
+        """Hash `path`, put it in the store and share it. Returns its manifest.
+
+        A store that can `adopt` takes the file as it is (the disk store hard-links it: no copy, which for
+        several seeds of one file on one machine was most of the page cache in use); the file must not change
+        while it is hashed. Otherwise, or to complete an incomplete entry already there, it is written in.
+        """
 
         def build() -> tuple[Manifest, list[bytes]]:
             with open(path, "rb") as handle:
@@ -160,7 +174,11 @@ class SwarmNode:
         manifest, layer = await asyncio.to_thread(build)
 
         def fill() -> None:
-            self.store.create(manifest, layer, pin=True)
+            adopt = getattr(self.store, "adopt", None)
+            if adopt is None:
+                self.store.create(manifest, layer, pin=True)
+            elif adopt(manifest, layer, path, pin=True) or self.store.complete(manifest.root):
+                return
             with open(path, "rb") as handle:
                 for block in range(manifest.num_blocks):
                     offset, length = manifest.block_span(block)
@@ -367,6 +385,14 @@ class _FetchRun:
         self.stopped = False
         self.unsettled: set[int] = set()  # queued or being written (only tracked with into_store)
         self.settled = asyncio.Event()
+        # Write backpressure (module docstring): bytes queued for or being written by the writer, and the bound;
+        # at least a block, or one block could stop the fetch for good.
+        self.pending = 0
+        self.write_limit = max(node.max_pending_writes, manifest.block_size)
+        self.room = asyncio.Event()
+        self.room.set()
+        self.paused_since: float | None = None
+        self.paused_total = 0.0
         self.progress = asyncio.Event()
         self.timer: asyncio.TimerHandle | None = None
         self.pending_connects = 0
@@ -375,13 +401,27 @@ class _FetchRun:
 
     def begin(self, peers: Iterable[Address], timeout: float, stall_timeout: float) -> None:
         self.spawn(self.watchdog(stall_timeout))
-        self.apply(self.core.start(self.loop.time()))
+        self.apply(self.core.start(self.now()))
         for address in peers:
             self.pending_connects += 1
             self.spawn(self.peer(address, timeout))
         if self.origin is not None:
-            self.apply(self.core.add_origin(self.loop.time()))
+            self.apply(self.core.add_origin(self.now()))
         self.check_stalled()
+
+    def now(self) -> float:
+        """The FetchCore's clock: the loop's, stopped while we do not read from peers for the store writer."""
+        return (self.loop.time() if self.paused_since is None else self.paused_since) - self.paused_total
+
+    def written_out(self, nbytes: int) -> None:
+        """`nbytes` of queued blocks left the writer's hands: resume reading once below the bound."""
+        self.pending = max(0, self.pending - nbytes)
+        self.progress.set()  # a slow disk is not a stalled fetch (the watchdog)
+        if self.paused_since is not None and self.pending < self.write_limit:
+            self.paused_total += self.loop.time() - self.paused_since
+            self.paused_since = None
+            self.room.set()
+            self.rearm()
 
     def spawn(self, coro) -> asyncio.Task:
         task = asyncio.ensure_future(coro)
@@ -411,16 +451,20 @@ class _FetchRun:
         self.connections.add(connection)
         try:
             self.pending_connects -= 1  # counted as a source from here on
-            self.apply(self.core.add_peer(connection, self.loop.time()))
-            while (message := await connection.receive()) is not None:
-                self.apply(self.core.on_message(connection, message, self.loop.time()))
+            self.apply(self.core.add_peer(connection, self.now()))
+            while True:
+                if not self.room.is_set():  # the store writer is behind: leave the bytes with the peer
+                    await self.room.wait()
+                if (message := await connection.receive()) is None:
+                    break
+                self.apply(self.core.on_message(connection, message, self.now()))
                 if self.done:
                     return
         finally:
             self.connections.discard(connection)
             connection.abort("fetch over" if self.done else "peer lost")
             if not self.done:
-                self.apply(self.core.peer_lost(connection, self.loop.time()))
+                self.apply(self.core.peer_lost(connection, self.now()))
                 self.check_stalled()
 
     async def origin_fetch(self, action: OriginFetch) -> None:
@@ -429,12 +473,12 @@ class _FetchRun:
             data = await self.origin.fetch(action.offset, action.length)
         except OriginSourceError as exc:
             log.info("origin range %d+%d failed: %s", action.offset, action.length, exc)
-            self.apply(self.core.on_origin_failure(action.block, self.loop.time(), permanent=exc.permanent))
+            self.apply(self.core.on_origin_failure(action.block, self.now(), permanent=exc.permanent))
             self.check_stalled()
             return
         finally:
             self.origin_tasks.pop(action.block, None)
-        self.apply(self.core.on_origin_block(action.block, data, self.loop.time()))
+        self.apply(self.core.on_origin_block(action.block, data, self.now()))
 
     def apply(self, actions: list) -> None:
         for action in actions:
@@ -456,6 +500,10 @@ class _FetchRun:
                 self.progress.set()
                 if self.entry is not None:
                     self.write_queue.append((action.block, action.data))
+                    self.pending += len(action.data)
+                    if self.pending >= self.write_limit and self.paused_since is None:
+                        self.paused_since = self.loop.time()
+                        self.room.clear()
                     if self.into_store:
                         self.unsettled.add(action.block)
                     if self.writer is None:
@@ -473,11 +521,13 @@ class _FetchRun:
             self.timer = None
         deadline = self.core.next_deadline()
         if deadline is not None and not self.done:
-            self.timer = self.loop.call_at(deadline, self.fire)
+            self.timer = self.loop.call_at(deadline + self.paused_total, self.fire)
 
     def fire(self) -> None:
         self.timer = None
-        self.apply(self.core.on_timer(self.loop.time()))
+        if self.paused_since is not None:  # the core's clock stands still; `written_out` re-arms
+            return
+        self.apply(self.core.on_timer(self.now()))
         self.check_stalled()
 
     def check_stalled(self) -> None:
@@ -517,6 +567,7 @@ class _FetchRun:
                         self.memory.pop(block, None)
                 self.unsettled.difference_update(block for block, _ in batch)
                 self.settled.set()
+                self.written_out(sum(len(data) for _, data in batch))
             ok = True
         finally:
             self.writer = None
@@ -524,6 +575,7 @@ class _FetchRun:
                 self.write_queue = []
                 self.unsettled.clear()
                 self.settled.set()
+                self.written_out(self.pending)
 
     async def chunks(self) -> AsyncIterator[bytes]:
         block_size = self.manifest.block_size

@@ -14,6 +14,9 @@ Contract, per operation (a *missing* root is one never created, removed, or evic
   `manifest(root)` to adopt the stored one), `StoreFull` if the size cap cannot make room, `StoreIOError` if
   the disk refuses (a `StoreFailed` event is emitted too). Space is **reserved at creation** (`entry_cost`:
   content size plus its records), so later writes never push the store over its cap.
+* `adopt(manifest, layer, path, pin=False, move=False)`, `adopt_fd(manifest, layer, fd, pin=False)` — a complete
+  file becomes an entry, all blocks held, **unverified**: the caller guarantees `manifest` and `layer` were
+  computed from exactly that file. Otherwise as `create` (an existing entry: touched, pinned, False).
 * `write_block(root, index, data) -> bool` — the caller has verified `data` already. True once the bytes are
   stored and the block is recorded as verified (in that order: a block is never marked before its bytes are
   written). **False whenever the store did not keep the block and the caller should simply carry on**: the
@@ -27,22 +30,29 @@ Contract, per operation (a *missing* root is one never created, removed, or evic
   and one `StoreFailed(root, StoreIOError)` event goes to the listeners. Blocks already held stay readable.
   The flag lives in memory only: after a restart the entry is an ordinary incomplete entry again.
 * `read_block(root, index, verify=False) -> bytes`; `block_location(root, index) -> BlockLocation | None` —
-  `NotInStore` if the root or the block is missing. `block_location` returns `(path, offset, length)` for the
-  TCP transport to `sendfile`, or None when the store has no file (memory store: use `read_block`). With
-  `verify=True` the bytes are hashed against the layer first (serve a client straight from disk with it: "no
-  unverified byte ever reaches a client"); a block found corrupt or short on disk is forgotten and
-  `NotInStore` raised. A read the OS refuses raises `StoreIOError` (and emits `StoreFailed`).
+  `NotInStore` if the root or the block is missing (or was dropped: *shared entries* below). `block_location`
+  returns `(path, offset, length)` for the TCP transport to `sendfile`, or None when the store has no file
+  (memory store: use `read_block`). With `verify=True` the bytes are hashed against the layer first (serve a
+  client straight from disk with it: "no unverified byte ever reaches a client"); a block found corrupt or short
+  on disk is forgotten and `NotInStore` raised. A read the OS refuses raises `StoreIOError` (and emits
+  `StoreFailed`).
 * `have(root) -> swarm.wire.Bitfield` (a snapshot, ready to send as BITFIELD), `has_block`, `complete`,
   `shareable`, `info`, `manifest`, `hash_layer`, `roots()` (least recently used first), `used`, `capacity`.
 * `pin(root)` / `unpin(root)` — a count: content being fetched or served is pinned and never evicted.
   `pinned(root)` is the context-manager form. `remove(root)` deletes an entry even when pinned (explicit).
 * Reads, writes, `block_location`, `pin`, `create` and `touch` make an entry the most recently used.
 
-**Eviction** happens only in `create` (and when a disk store loads more than its cap): while the new entry
-does not fit, evict unpinned entries, first the **complete** ones in LRU order, then the **incomplete** ones in
-LRU order. Complete content first because that is what the issue asks and because an incomplete unpinned entry
-is usually a download interrupted by a restart that the engine will resume; but incomplete entries are still
-evictable, or aborted downloads would leak the cap forever. Pinned entries never are: if the room cannot be
+**Shared entries.** A hard-linked adopted file keeps its owner's name, and its owner may change it in place. Such
+an entry (`Entry.shared`) is never written into and is **dropped whole** (the store's names deleted, the owner's
+file untouched, `Evicted` emitted so its owner stops announcing it) when `read_block` or `block_location` sees
+its size or mtime change, or a read is short or fails `verify=True`. A change that escapes those checks only
+makes a peer get a block that fails its hash (peers verify every block); loading re-verifies all.
+
+**Eviction** happens only in `create` and `adopt` (and when a disk store loads more than its cap): while the new
+entry does not fit, evict unpinned entries, first the **complete** ones in LRU order, then the **incomplete**
+ones in LRU order. Complete content first because that is what the issue asks and because an incomplete unpinned
+entry is usually a download interrupted by a restart that the engine will resume; but incomplete entries are
+still evictable, or aborted downloads would leak the cap forever. Pinned entries never are: if the room cannot be
 made, nothing is evicted and `StoreFull` is raised. Every eviction emits `Evicted(root, manifest)` so the owner
 withdraws its DHT announcements.
 
@@ -59,6 +69,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
@@ -166,6 +177,9 @@ class BlockStore(Protocol):
     @property
     def used(self) -> int: ...
     def create(self, manifest: Manifest, layer: Sequence[bytes], *, pin: bool = False) -> bool: ...
+    def adopt(self, manifest: Manifest, layer: Sequence[bytes], path: str | os.PathLike[str], *,
+              pin: bool = False, move: bool = False) -> bool: ...
+    def adopt_fd(self, manifest: Manifest, layer: Sequence[bytes], fd: int, *, pin: bool = False) -> bool: ...
     def __contains__(self, root: object) -> bool: ...
     def roots(self) -> list[bytes]: ...
     def manifest(self, root: bytes) -> Manifest: ...
@@ -201,6 +215,8 @@ class Entry:
         self.shareable = True
         # Set when the entry leaves the store; an I/O running outside the lock checks it before recording.
         self.removed = False
+        # Its bytes are a file that also has a name outside the store (adopted by hard link): see the docstring.
+        self.shared = False
 
     @property
     def root(self) -> bytes:
@@ -264,6 +280,12 @@ class BaseBlockStore:
 
     def _storage_delete(self, entry: Entry) -> None:
         raise NotImplementedError
+
+    def _storage_adopt(self, manifest: Manifest, layer: tuple[bytes, ...], source: str | int, move: bool) -> Entry:
+        raise NotImplementedError  # a complete entry holding the file `source` (a path or an open descriptor)
+
+    def _storage_changed(self, entry: Entry) -> bool:
+        return False  # whether a shared entry's file changed since it was adopted or loaded
 
     # -- listeners -------------------------------------------------------------------------------------------
 
@@ -395,6 +417,33 @@ class BaseBlockStore:
         """Open or create the entry of `manifest.root`; True if it was created (see the module docstring)."""
         layer = tuple(layer)
         manifest.verify_layer(layer)
+        return self._make(manifest, pin, "create", lambda: self._storage_create(manifest, layer))
+
+    def adopt(self, manifest: Manifest, layer: Sequence[bytes], path: str | os.PathLike[str], *, pin: bool = False,
+              move: bool = False) -> bool:
+        """Make the complete file `path` the entry of `manifest.root` unverified (the caller just hashed it).
+
+        The disk store hard-links it (a shared entry), renames it in with `move=True`, or copies it; the memory
+        store reads it in (and deletes it with `move=True`). False, the file untouched, if the entry exists.
+        Cap, eviction and errors as `create`; `ValueError` if the file is not `manifest.size` bytes.
+        """
+        return self._adopt(manifest, layer, os.fspath(path), pin, move)
+
+    def adopt_fd(self, manifest: Manifest, layer: Sequence[bytes], fd: int, *, pin: bool = False) -> bool:
+        """`adopt` the file open as `fd` (a spool; its offset is ignored, the caller still closes it). Linked
+        if it has a name or was opened `O_TMPFILE`; an unlinked file cannot get a name again: it is copied."""
+        return self._adopt(manifest, layer, fd, pin, False)
+
+    def _adopt(self, manifest: Manifest, layer: Sequence[bytes], source: str | int, pin: bool, move: bool) -> bool:
+        layer = tuple(layer)
+        manifest.verify_layer(layer)
+        size = os.fstat(source).st_size if isinstance(source, int) else os.stat(source).st_size
+        if size != manifest.size:
+            raise ValueError(f"the file is {size} bytes, its manifest says {manifest.size}")
+        return self._make(manifest, pin, "adopt", lambda: self._storage_adopt(manifest, layer, source, move))
+
+    def _make(self, manifest: Manifest, pin: bool, operation: str, make: Callable[[], Entry]) -> bool:
+        """`create` and `adopt`: touch an existing entry, or make room (evicting) and `make()` a new one."""
         root = manifest.root
         events: list[StoreEvent] = []
         try:
@@ -416,11 +465,11 @@ class BaseBlockStore:
                     self._used += cost  # reserved while the files are made, so a concurrent check sees it
                 events += self._delete_evicted(victims)
                 try:
-                    entry = self._storage_create(manifest, layer)
+                    entry = make()
                 except OSError as exc:
                     with self._lock:
                         self._used -= cost
-                        error = self._fail(events, None, root, "create", f"an entry for {root.hex()}", exc)
+                        error = self._fail(events, None, root, operation, f"an entry for {root.hex()}", exc)
                     raise error from exc
                 with self._lock:
                     entry.pins = int(pin)
@@ -467,6 +516,21 @@ class BaseBlockStore:
             del self._entries[entry.root]
             self._used -= entry.cost
             entry.removed = True
+
+    def _drop(self, entry: Entry, why: str) -> None:  # bytes no longer trusted; `Evicted`: stop announcing it
+        with self._structure_lock:
+            with self._lock:
+                if entry.removed:
+                    return
+                self._detach([entry])
+            logger.warning("block store: dropping %s: %s", entry.root.hex(), why)
+            self._delete_quietly(entry)
+        self._emit([Evicted(entry.root, entry.manifest)])
+
+    def _check_shared(self, entry: Entry) -> None:  # outside the locks: a stat
+        if entry.shared and self._storage_changed(entry):
+            self._drop(entry, "its file was changed outside the store")
+            raise NotInStore(f"content root {entry.root.hex()} was dropped: its file changed")
 
     def _delete_evicted(self, victims: list[Entry]) -> list[StoreEvent]:
         for entry in victims:
@@ -534,6 +598,7 @@ class BaseBlockStore:
             if not entry.holds(index):
                 raise NotInStore(f"block {index} of {root.hex()} is not held")
             self._entries.move_to_end(root)
+        self._check_shared(entry)
         try:
             data = self._storage_read(entry, index, offset, length)
         except OSError as exc:
@@ -551,8 +616,11 @@ class BaseBlockStore:
             except HashMismatch:
                 problem = "fails its hash on disk"
         if problem is not None:
-            logger.warning("block store: block %d of %s %s; dropped", index, root.hex(), problem)
-            self._forget(entry, index)
+            if entry.shared:  # never rewrite a block in a file the store does not own: forget it all
+                self._drop(entry, f"block {index} {problem}")
+            else:
+                logger.warning("block store: block %d of %s %s; dropped", index, root.hex(), problem)
+                self._forget(entry, index)
             raise NotInStore(f"block {index} of {root.hex()} {problem}")
         return data
 
@@ -574,7 +642,8 @@ class BaseBlockStore:
             if not entry.holds(index):
                 raise NotInStore(f"block {index} of {root.hex()} is not held")
             self._entries.move_to_end(root)
-            return self._storage_location(entry, offset, length)
+        self._check_shared(entry)
+        return self._storage_location(entry, offset, length)
 
     def close(self) -> None:
         """Release resources; the memory store has none. The store holds no open files between calls."""
@@ -626,3 +695,13 @@ class MemoryBlockStore(BaseBlockStore):
         assert isinstance(entry, _MemoryEntry)
         entry.blocks.clear()
 
+    def _storage_adopt(self, manifest: Manifest, layer: tuple[bytes, ...], source: str | int, move: bool) -> Entry:
+        entry = _MemoryEntry(manifest, layer)
+        with open(source, "rb", closefd=not isinstance(source, int)) as handle:  # a descriptor stays the caller's
+            for index in range(manifest.num_blocks):
+                offset, length = manifest.block_span(index)
+                entry.blocks[offset] = os.pread(handle.fileno(), length, offset)
+                entry.set(index, True)
+        if move:
+            os.unlink(source)
+        return entry

@@ -28,6 +28,16 @@ its size (re-verification then drops the blocks that were lost). Leftover tempor
 record are deleted; names that are not ours are never touched. Nothing raises out of loading but a data
 directory that cannot be created or listed (`StoreIOError`).
 
+**Adopting a file** (`adopt`, for a seeded file or a finished spool) makes `<hex>.data` a **hard link** to it:
+the same inode, no byte copied and no second copy in the page cache (a node seeding a 200 MiB file otherwise
+wrote 200 MiB into the store first). With `move=True` the file is renamed in; across filesystems, or where a
+link is refused (EPERM under `fs.protected_hardlinks` for another user's file), it is copied in the kernel
+(`copy_file_range`). A link keeps the user's name on the same bytes, so the user may later change them in place:
+such an entry is *shared* (`swarm.store`'s docstring) — never written into, never truncated, and dropped whole
+(only our names are deleted) when its size or mtime changes, when a read of it is short or fails its hash, or,
+at loading, when any block fails re-verification. Loading marks an entry shared when its data file has more
+than one link (and drops it if it is incomplete: the store would have to write into it).
+
 No file stays open between calls: each operation opens, acts and closes. That costs microseconds per block,
 keeps the store within any file-descriptor limit however many entries it holds, and means removing an entry
 cannot pull a descriptor from under a write running in another thread.
@@ -156,9 +166,68 @@ class _DiskEntry(Entry):
     ) -> None:
         super().__init__(manifest, layer, bits)
         stem = manifest.root.hex()
+        self.signature: tuple[int, int] | None = None  # (size, mtime_ns) of a shared entry's file
         self.data_path = directory / f"{stem}.data"
         self.bits_path = directory / f"{stem}.bits"
         self.meta_path = directory / f"{stem}.meta"
+
+
+def _copy(source: str | int, destination: Path) -> None:
+    """Copy the file `source` (a path or an open descriptor) to a new `destination`, in the kernel if it can."""
+    src = source if isinstance(source, int) else os.open(source, os.O_RDONLY)
+    try:
+        dst = os.open(destination, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            size, offset = os.fstat(src).st_size, 0
+            while offset < size:
+                try:
+                    copied = os.copy_file_range(src, dst, size - offset, offset, offset)
+                except OSError as exc:  # not supported between these two files: user space does it
+                    if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+                        raise
+                    copied = len(data := os.pread(src, min(size - offset, 1 << 20), offset))
+                    _write_all(dst, data, offset)
+                if not copied:
+                    raise OSError(errno.EIO, "the file shrank while it was copied")
+                offset += copied
+        finally:
+            os.close(dst)
+    finally:
+        if src != source:
+            os.close(src)
+
+
+def _link_or_copy(source: str | int, destination: Path) -> None:
+    """Give `destination` the bytes of `source`: a hard link when the kernel allows, a copy otherwise.
+
+    Via a temporary name, because `link` never replaces a name and so that a crash leaves only a `.tmp` file,
+    which loading deletes.
+    """
+    temporary = destination.with_name(destination.name + ".tmp")
+    _unlink_quietly(temporary)
+    try:
+        if isinstance(source, int):
+            # linkat(AT_SYMLINK_FOLLOW) of /proc/self/fd/N names the open file. Linux refuses (ENOENT) for a file
+            # whose last name was unlinked, unless it was opened O_TMPFILE: then it is copied.
+            proc = os.open("/proc/self/fd", os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                os.link(str(source), temporary, src_dir_fd=proc, follow_symlinks=True)
+            finally:
+                os.close(proc)
+        else:
+            os.link(os.path.realpath(source), temporary)  # link(2) would link a symlink itself, not its target
+    except OSError as exc:
+        logger.debug("block store: cannot link %s (%s), copying it", source, exc)
+        try:
+            _copy(source, temporary)
+        except BaseException:
+            _unlink_quietly(temporary)
+            raise
+    try:
+        os.replace(temporary, destination)
+    except BaseException:
+        _unlink_quietly(temporary)
+        raise
 
 
 def _paths(directory: Path, root: bytes) -> list[Path]:
@@ -201,6 +270,53 @@ class DiskBlockStore(BaseBlockStore):
                 _unlink_quietly(path)
             raise
         return entry
+
+    def _storage_adopt(self, manifest: Manifest, layer: tuple[bytes, ...], source: str | int, move: bool) -> Entry:
+        bits = bytearray(b"\xff" * bitmap_length(manifest.num_blocks))
+        if manifest.num_blocks % 8:
+            bits[-1] &= (0xFF << (8 - manifest.num_blocks % 8)) & 0xFF
+        entry = _DiskEntry(self.directory, manifest, layer, bits)
+        moved = False
+        try:
+            if move:
+                try:
+                    os.replace(source, entry.data_path)
+                    moved = True
+                except OSError as exc:
+                    if exc.errno != errno.EXDEV:
+                        raise
+            if not moved:
+                _link_or_copy(source, entry.data_path)
+            self._seal(entry, os.stat(entry.data_path))
+            atomic_write(entry.bits_path, bytes(bits), fsync=True)
+            atomic_write(entry.meta_path, encode_record(manifest, layer), fsync=True)  # the commit point
+            self._fsync_directory()
+        except OSError:
+            if moved:  # give the caller its file back
+                try:
+                    os.replace(entry.data_path, source)
+                except OSError as exc:
+                    logger.warning("block store: cannot move %s back to %s: %s", entry.data_path, source, exc)
+            for path in _paths(self.directory, manifest.root):
+                _unlink_quietly(path)  # a link's other name, the caller's file, is untouched
+            raise
+        if move and not moved:  # copied from another filesystem
+            _unlink_quietly(Path(source))
+        return entry
+
+    @staticmethod
+    def _seal(entry: _DiskEntry, status: os.stat_result) -> None:
+        """Mark an entry shared when its data file has another name, remembering what it looks like now."""
+        entry.shared = status.st_nlink > 1
+        entry.signature = (status.st_size, status.st_mtime_ns) if entry.shared else None
+
+    def _storage_changed(self, entry: Entry) -> bool:
+        assert isinstance(entry, _DiskEntry)
+        try:
+            status = os.stat(entry.data_path)
+        except OSError:
+            return True
+        return (status.st_size, status.st_mtime_ns) != entry.signature
 
     def _storage_write(self, entry: Entry, offset: int, data: BlockData) -> None:
         assert isinstance(entry, _DiskEntry)
@@ -353,7 +469,11 @@ class DiskBlockStore(BaseBlockStore):
         except FileNotFoundError:
             raise CorruptEntry("missing data file") from None
         try:
-            size = os.fstat(fd).st_size
+            status = os.fstat(fd)
+            linked = status.st_nlink > 1  # another name outside the store (adopted): never cut it, never mend it
+            size = status.st_size
+            if size != manifest.size and linked:
+                raise CorruptEntry(f"its linked data file is {size} bytes, expected {manifest.size}")
             if size != manifest.size:
                 logger.warning("block store: data of %s is %d bytes, expected %d; resized",
                                manifest.root.hex(), size, manifest.size)
@@ -366,7 +486,13 @@ class DiskBlockStore(BaseBlockStore):
                 try:
                     manifest.verify_block(entry.layer, index, _read_exactly(fd, length, offset))
                 except HashMismatch:
+                    if linked:
+                        raise CorruptEntry(f"block {index} of its linked data file changed") from None
                     entry.set(index, False)
+            if linked and not entry.complete:  # it would be written into: it was not adopted by this store
+                raise CorruptEntry("its data file is incomplete and linked elsewhere")
+            if linked:
+                self._seal(entry, status)
         finally:
             os.close(fd)
         if bytes(entry.bits) != before:

@@ -238,3 +238,52 @@ async def test_into_store_hands_refused_blocks_over_as_bytes(swarm):
     leecher, _ = await swarm.node()
     leecher.store.write_error = OSError(28, "No space left on device")
     assert await download(leecher, manifest, [address], into_store=True) == data
+
+
+class GatedStore(MemoryBlockStore):
+    """A store whose block writes wait for `gate` (they run in the writer's thread): a slow disk."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        import threading
+        self.gate = threading.Event()
+
+    def write_block(self, root, index, data):
+        self.gate.wait(10)
+        return super().write_block(root, index, data)
+
+
+@pytest.mark.parametrize("bounded", [True, False])
+async def test_blocks_waiting_for_the_store_are_bounded(swarm, monkeypatch, bounded):
+    data = content(64 * BLOCK, seed=5)
+    seeds = [await swarm.seed(data) for _ in range(2)]
+    manifest = seeds[0][2]
+    limit = 4 * BLOCK if bounded else 1 << 40
+    leecher, _ = await swarm.node(max_pending_writes=limit)
+    store = GatedStore()
+    leecher.store = store  # before the fetch: the run takes its store from the node
+    store.add_listener(leecher._on_store_event)
+    sent = []  # what the leecher's core asked to send: a CANCEL would mean a request timed out
+    from swarm import node as node_module
+    apply = node_module._FetchRun.apply
+    monkeypatch.setattr(node_module._FetchRun, "apply", lambda run, actions: (
+        sent.extend(getattr(a, "message", None) for a in actions), apply(run, actions))[1])
+    fetch = asyncio.ensure_future(download(leecher, manifest, [address for _, address, _ in seeds],
+                                           into_store=True))
+    await asyncio.sleep(0)
+    run = leecher._fetching[manifest.root]
+    peak = 0
+    # Longer than FAST's 1 s request timeout: the pause must not count against the peers.
+    for _ in range(150):
+        peak = max(peak, len(run.memory))
+        await asyncio.sleep(0.01)
+    if bounded:
+        # Each peer's loop may take one more message after the last check: the bound plus a block per peer.
+        assert 4 <= peak <= 4 + 2 and run.paused_since is not None
+        assert not any(isinstance(m, wire.Cancel) for m in sent)
+    else:
+        assert peak == 64  # everything arrived and waits in memory
+    store.gate.set()
+    assert await fetch == b""  # into_store: blocks come from the store
+    assert b"".join(store.read_block(manifest.root, i) for i in range(64)) == data
+    assert run.pending == 0
