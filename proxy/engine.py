@@ -339,6 +339,12 @@ class SwarmEngine:
         return manifest
 
     def _store_from_spool(self, manifest: Manifest, layer: list[bytes], spool: Spool) -> None:
+        fd = spool.fileno()
+        if fd is not None and hasattr(self.store, "adopt_fd"):
+            # The spool holds exactly the bytes the manifest was computed from: linked (O_TMPFILE) or copied
+            # in the kernel, never read back through Python.
+            self.store.adopt_fd(manifest, layer, fd)
+            return
         self.store.create(manifest, layer)
         for block in range(manifest.num_blocks):
             offset, length = manifest.block_span(block)

@@ -22,6 +22,20 @@ from swarm.merkle import MerkleHasher
 log = logging.getLogger("swarmproxy.spool")
 
 
+def _anonymous_file(directory: pathlib.Path) -> int:
+    """A file with no name: nothing to clean up after a crash. O_TMPFILE where the filesystem has it, since
+    such a file can later be linked into the block store without a copy; else a named file unlinked at once."""
+    flag = getattr(os, "O_TMPFILE", 0)
+    if flag:
+        try:
+            return os.open(directory, flag | os.O_RDWR, 0o600)
+        except OSError:
+            pass  # e.g. EOPNOTSUPP on filesystems without it
+    fd, path = tempfile.mkstemp(prefix="spool-", dir=directory)
+    os.unlink(path)
+    return fd
+
+
 class Spool:
     """Bytes `0..size-1` of one representation, written in order by `feed`."""
 
@@ -32,11 +46,9 @@ class Spool:
         self.failed: str | None = None
         self._hasher: MerkleHasher | None = MerkleHasher(size, self.block_size)
         self._fd: int | None = None
-        self._path: str | None = None
         try:
             directory.mkdir(parents=True, exist_ok=True)
-            self._fd, self._path = tempfile.mkstemp(prefix="spool-", dir=directory)
-            os.unlink(self._path)  # anonymous: nothing to clean up after a crash
+            self._fd = _anonymous_file(directory)
         except OSError as exc:
             self._fail(f"cannot create a spool file in {directory}: {exc.strerror or exc}")
 
@@ -86,6 +98,10 @@ class Spool:
         if self._fd is None or offset + length > self.received:
             raise ValueError(f"bytes {offset}+{length} are not in the spool ({self.received} received)")
         return os.pread(self._fd, length, offset)
+
+    def fileno(self) -> int | None:
+        """The spool's file descriptor (for `BlockStore.adopt_fd`), or None once closed."""
+        return self._fd
 
     def close(self) -> None:
         if self._fd is not None:
