@@ -22,7 +22,10 @@ import contextlib
 import dataclasses
 import hashlib
 import ipaddress
+import json
 import logging
+import os
+import pathlib
 import time
 from collections.abc import AsyncIterator
 
@@ -137,6 +140,7 @@ class SwarmEngine:
         self._tasks: set[asyncio.Task] = set()
         store.add_listener(self._on_store_event)
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._origin_roots_file = pathlib.Path(spool_dir).parent / "origin_roots.json"
         self._index_store()
 
     @property
@@ -149,12 +153,28 @@ class SwarmEngine:
         return flags
 
     def _index_store(self) -> None:
-        """Manifests of content fetched from the origin in an earlier run are ours again (they carry a URL)."""
-        for root in self.store.roots():
-            with contextlib.suppress(StoreError):
+        """Content this node fetched from the origin in an earlier run is "self" again. Only what the
+        origin-roots file lists: a manifest that came from a peer carries whatever URL that peer wrote."""
+        try:
+            listed = json.loads(self._origin_roots_file.read_text())
+        except (OSError, ValueError):
+            listed = {}
+        for key_hex, root_hex in listed.items() if isinstance(listed, dict) else ():
+            with contextlib.suppress(StoreError, ValueError, TypeError):
+                root = bytes.fromhex(root_hex)
                 manifest = self.store.manifest(root)
-                if manifest.url and manifest.validator and self.store.complete(root):
+                if manifest.url and url_key(manifest.url).hex() == key_hex and self.store.complete(root):
                     self._own_manifests[url_key(manifest.url)] = manifest
+
+    def _save_origin_roots(self) -> None:
+        data = {key.hex(): manifest.root.hex() for key, manifest in self._own_manifests.items()}
+        tmp = self._origin_roots_file.with_suffix(".tmp")
+        try:
+            self._origin_roots_file.parent.mkdir(parents=True, exist_ok=True)
+            tmp.write_text(json.dumps(data))
+            os.replace(tmp, self._origin_roots_file)
+        except OSError as exc:
+            log.warning("cannot save %s: %s", self._origin_roots_file, exc)
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
 
@@ -246,7 +266,8 @@ class SwarmEngine:
             log.info("a trusted manifest for %s but no provider", url)
             return None
         manifest = await self._full_manifest(accepted.content_root, providers)
-        if manifest is None or manifest.size != accepted.size or manifest.block_size != accepted.block_size:
+        if manifest is None or manifest.size != accepted.size or manifest.block_size != accepted.block_size \
+                or validator_bytes(manifest.validator) != accepted.validator:
             log.info("no provider gave a manifest matching the record for %s", url)
             return None
         return Found(manifest, decision.source, providers)
@@ -335,6 +356,7 @@ class SwarmEngine:
             log.warning("%s will not be shared: %s", url, exc)
             return None
         self._own_manifests[url_key(url)] = manifest
+        self._save_origin_roots()
         self._share(manifest.root, manifest, publish_url=publish)
         return manifest
 
@@ -375,6 +397,12 @@ class SwarmEngine:
         except (StoreError, OSError, ValueError) as exc:
             log.info("cannot complete %s in the store: %s", manifest.root.hex()[:16], exc)
             return False
+
+    def abandon(self, root: bytes) -> None:
+        """A swarm download ended incomplete: stop serving its partial content (nothing was announced)."""
+        if root not in self._lingering:
+            for node in self.nodes.values():
+                node.unshare(root)
 
     def completed_from_peers(self, manifest: Manifest) -> None:
         """A swarm download finished and is complete in the store: be a provider (never a publisher)."""

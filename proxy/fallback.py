@@ -84,7 +84,11 @@ class _OriginReader:
                 raise
             except Exception as exc:
                 raise OriginGone(f"origin request failed: {type(exc).__name__}: {exc}") from None
-            self.offset = self.accept(self.upstream)
+            try:
+                self.offset = self.accept(self.upstream)
+            except OriginGone:
+                self.upstream.close()  # not ours to read: free the connection now
+                raise
         try:
             chunk = await self.upstream.content.readany()
         except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, asyncio.TimeoutError) as exc:
@@ -155,6 +159,8 @@ class _Download:
         self.delivered_from_swarm = 0
         self.publishable = False
         self.accounted = False
+        self.handed_over = False
+        self.promised_start = 0  # where our own (T-case) response starts
         self.size: int | None = None
         self.validator: str | None = None
 
@@ -248,8 +254,26 @@ class _Download:
                 return response
             log.info("%s: switching to the swarm at byte %d (%s)", self.url, position, reason)
             if pending is not None:
+                # The read may have completed after wait() returned: its bytes must not be lost. Otherwise wait
+                # for the cancellation, since aiohttp allows only one reader at a time.
                 pending.cancel()
+                await asyncio.gather(pending, return_exceptions=True)
+                if not pending.cancelled():
+                    try:
+                        _, chunk = pending.result()
+                    except OriginGone:
+                        cause = "died" if cause is None else cause
+                        reader = None
+                    else:
+                        if chunk:
+                            await self._deliver_origin(chunk)
+                            position += len(chunk)
                 pending = None
+            if position >= end:  # that last read finished it
+                self.policy.finish()
+                self._origin_complete()
+                await self._end(response)
+                return response
             await self._swarm(cause, position, end, None if cause == "died" else reader)
             return response
         finally:
@@ -280,10 +304,14 @@ class _Download:
                 self._cut(f"origin_cut: {exc}")
             if not chunk:
                 self._cut(f"origin_cut: the origin ended the body after {position} of {end} bytes")
+            if offset > position:
+                self._cut(f"origin_cut: the origin resumed at byte {offset}, not {position}")
+            if self.spool is not None and offset == self.spool.received:
+                self.spool.feed(chunk)
             if offset + len(chunk) > position:
-                piece = chunk[position - offset:] if offset < position else chunk
-                await self._deliver_origin(piece, offset=max(offset, position))
-                position = max(position, offset + len(chunk))
+                piece = chunk[position - offset:end - offset]
+                await self._deliver_origin(piece, offset=position)
+                position += len(piece)
         self._origin_complete()
         await self._end(self.response)
 
@@ -320,8 +348,9 @@ class _Download:
         status, start, end = self._client_range(manifest.size, manifest.validator)
         if status == 416:
             return web.Response(status=416, headers={"Content-Range": f"bytes */{manifest.size}"})
+        self.promised_start = start
         response = self.response = RelayedResponse(status=status)
-        for name, value in self._synthesized_headers(manifest, start, end):
+        for name, value in self._synthesized_headers(manifest, status, start, end):
             response.headers.add(name, value)
         await response.prepare(self.request)
         self.tail_end = start
@@ -355,17 +384,23 @@ class _Download:
         if upstream.status not in (200, 206):
             raise OriginGone(f"origin answered {upstream.status}")
         decision = gate("GET", str(self.url), self.request.headers.items(), upstream.status, upstream.headers.items())
-        self.publishable = decision.swarmable  # may vouch for the URL only if the origin's answer passes the gate
+        if not decision.swarmable:  # e.g. private after all: do not keep, store or announce any of it
+            self.publishable = False
+            raise OriginGone(f"the origin's answer may not be shared ({decision.reason})")
+        self.publishable = True
         validator = manifest_validator(upstream.headers)
         size = content_length_of(upstream.status, upstream.headers.items())
         if size != manifest.size or (manifest.validator and validator != manifest.validator):
             raise OriginGone("the origin now serves another version than the manifest describes")
+        start = 0
         if upstream.status == 206:
             parsed = parse_content_range(upstream.headers.get("Content-Range"))
             if parsed is None:
                 raise OriginGone("origin sent a 206 without a usable Content-Range")
-            return parsed[0]
-        return 0
+            start = parsed[0]
+        if start > self.promised_start:
+            raise OriginGone(f"the origin answered from byte {start}, we serve from {self.promised_start}")
+        return start
 
     def _client_range(self, size: int, validator: str | None) -> tuple[int, int, int]:
         spec = parse_range(self.request.headers.get("Range"))
@@ -377,9 +412,9 @@ class _Download:
             return 416, 0, 0
         return 206, resolved[0], resolved[1]
 
-    def _synthesized_headers(self, manifest, start: int, end: int) -> list[tuple[str, str]]:
+    def _synthesized_headers(self, manifest, status: int, start: int, end: int) -> list[tuple[str, str]]:
         fields = [("Content-Length", str(end - start)), ("Accept-Ranges", "bytes")]
-        if end - start != manifest.size:
+        if status == 206:
             fields.append(("Content-Range", content_range(start, end, manifest.size)))
         if manifest.validator:
             name = "ETag" if manifest.validator.startswith('"') else "Last-Modified"
@@ -432,14 +467,20 @@ class _Download:
                         if chunk:
                             if self.spool is not None and offset == self.spool.received:
                                 self.spool.feed(chunk)
-                            if offset + len(chunk) > position:
-                                piece = chunk[position - offset:]
+                            if offset > position:  # a stream that starts past us (another range): unusable
+                                log.info("%s: the origin's answer starts at %d, past %d; dropping it",
+                                         self.url, offset, position)
+                                reader.close()
+                                reader = None
+                            elif offset + len(chunk) > position:
+                                piece = chunk[position - offset:end - offset]
                                 if position + len(piece) >= end:
                                     last = (piece, position)  # sent after the cleanup, see below
                                 else:
                                     await self._deliver_origin(piece, offset=position)
                                 position += len(piece)
-                            origin_next = asyncio.ensure_future(reader.read())
+                            if reader is not None:
+                                origin_next = asyncio.ensure_future(reader.read())
                         else:
                             reader = None
                 if swarm_next in done:
@@ -461,6 +502,8 @@ class _Download:
                                 self.engine.counters.manifests_rejected += 1
                                 self.record.error = "manifest_mismatch: peers' content differs from the origin's"
                                 chunk = b""
+                                swarm_position = -1  # never "done": nothing of it is kept or shared
+                                await self._stop_producers(None, None, chunks, None)  # stop fetching at once
                             check = b""
                     if chunk:
                         if swarm_position + len(chunk) > position:
@@ -480,6 +523,7 @@ class _Download:
             await self._stop_producers(swarm_next, origin_next, chunks, reader)
             swarm_next = origin_next = reader = None
             self._account(report)
+            self._hand_over(manifest, fetch_start, swarm_done)
             if last is not None:
                 piece, origin_offset = last
                 if origin_offset is None:
@@ -490,10 +534,19 @@ class _Download:
         finally:
             await self._stop_producers(swarm_next, origin_next, chunks, reader)
             self._account(report)
+            self._hand_over(manifest, fetch_start, swarm_done)
+
+    def _hand_over(self, manifest, fetch_start: int, swarm_done: bool) -> None:
+        """After the merge, once: store/share what is complete, stop sharing what is not."""
+        if self.handed_over:
+            return
+        self.handed_over = True
         if swarm_done or (self.spool is not None and self.spool.complete):
             spool, self.spool = self.spool, None  # handed over now: the download closes its own on return
             self.owner.spawn(self._after_swarm(manifest, fetch_start, swarm_done, spool))
-        
+        else:
+            self.engine.abandon(manifest.root)
+
 
     @staticmethod
     async def _stop_producers(swarm_next, origin_next, chunks, reader) -> None:
@@ -522,7 +575,7 @@ class _Download:
 
     async def _after_swarm(self, manifest, fetch_start: int, swarm_done: bool, spool: Spool | None) -> None:
         try:
-            if spool is not None and spool.complete:
+            if spool is not None and spool.complete and self.publishable:
                 await self._ingest(spool)
             elif spool is not None and swarm_done and manifest.size == spool.size:
                 if await self.engine.complete_prefix(manifest, spool, fetch_start):

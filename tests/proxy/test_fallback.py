@@ -85,6 +85,11 @@ async def test_client_range_in_the_middle_is_served_from_peers(cluster, origin):
     assert headers["Content-Range"] == f"bytes 1000000-2500000/{SIZE}"
     assert cluster.last_record(node)["transition"] == "T"
 
+    node = await cluster.add()  # "bytes=0-" (what browsers send) is a 206 with a Content-Range too
+    status, headers, body = await cluster.get(node, url, {"Range": "bytes=0-"})
+    assert status == 206 and body == DATA
+    assert headers["Content-Range"] == f"bytes 0-{SIZE - 1}/{SIZE}"
+
 
 async def test_origin_dying_mid_transfer_is_finished_from_peers(cluster, origin):
     url = await seeded(cluster, origin)
@@ -109,6 +114,23 @@ async def test_no_publisher_means_the_origin_alone_finishes(cluster, origin):
     assert record["transition"] == "R"
     assert record["manifest_source"] is None
     assert record["bytes_peers"] == 0 and record["bytes_origin"] == len(small)
+    assert node.engine.counters.published == 1  # all of it came from the origin: it vouches for it now
+
+
+async def test_a_lone_node_that_switches_finishes_from_the_origin_and_then_shares(tmp_path, origin):
+    lone = Cluster(tmp_path, **FAST_SWITCH, dht_listen="off")  # no DHT: the lookup answers at once
+    try:
+        small = DATA[:300_000]
+        url = origin.add("/lone.bin", small)
+        origin.set_rate(100_000)
+        node = await lone.add()
+        status, _, body = await lone.get(node, url)
+        assert status == 200 and body == small
+        record = lone.last_record(node)
+        assert record["transition"] == "R" and record["error"] is None
+        assert url_key(url) in node.engine._own_manifests  # stored: it can serve it to peers
+    finally:
+        await lone.close()
 
 
 @pytest.mark.parametrize("case", [
