@@ -285,21 +285,58 @@ class _Download:
     async def _swarm(self, cause: str, position: int, end: int, reader: _OriginReader | None) -> None:
         """Finish the response from `position` on: from the swarm if it can, else the origin alone."""
         self._count_transition(cause)
-        found = await self.engine.find(str(self.url), known_size=self.size, known_validator=self.validator)
+        find = asyncio.ensure_future(
+            self.engine.find(str(self.url), known_size=self.size, known_validator=self.validator))
+        pending: asyncio.Future | None = None
+        try:
+            # While no peer is known, the origin keeps delivering (DESIGN.md "Transition").
+            while reader is not None and not find.done():
+                pending = pending or asyncio.ensure_future(reader.read())
+                await asyncio.wait({find, pending}, return_when=asyncio.FIRST_COMPLETED)
+                if not pending.done():
+                    continue
+                finished, pending = pending, None
+                try:
+                    offset, chunk = finished.result()
+                except OriginGone as exc:
+                    log.info("%s: origin gone during the lookup: %s", self.url, exc)
+                    reader = None
+                    break
+                if not chunk:
+                    reader = None
+                    break
+                piece = chunk[position - offset:end - offset]
+                await self._deliver_origin(piece)
+                position += len(piece)
+                if position >= end:
+                    self.policy.finish()
+                    self._origin_complete()
+                    await self._end(self.response)
+                    return
+            found = await find
+        finally:
+            if not find.done():
+                find.cancel()
+                await asyncio.gather(find, return_exceptions=True)
         if found is not None:
-            await self._merge(found, position, end, reader)
+            await self._merge(found, position, end, reader, pending)
             return
         self.record.error = None
         if reader is None:
             self._cut(f"origin_cut: the origin broke off after {position} bytes and no peer has the rest")
         log.info("%s: no usable manifest or provider, the origin goes on alone", self.url)
-        await self._origin_only(reader, position, end)
+        await self._origin_only(reader, position, end, pending)
 
-    async def _origin_only(self, reader: _OriginReader, position: int, end: int) -> None:
+    async def _origin_only(self, reader: _OriginReader, position: int, end: int,
+                           pending: asyncio.Future | None = None) -> None:
         assert self.response is not None
         while position < end:
             try:
-                offset, chunk = await reader.read()
+                if pending is not None:
+                    offset, chunk = await pending
+                    pending = None
+                else:
+                    offset, chunk = await reader.read()
             except OriginGone as exc:
                 self._cut(f"origin_cut: {exc}")
             if not chunk:
@@ -427,7 +464,8 @@ class _Download:
 
     # -- merging origin and swarm ------------------------------------------------------------------------------------
 
-    async def _merge(self, found: Found, position: int, end: int, reader: _OriginReader | None) -> None:
+    async def _merge(self, found: Found, position: int, end: int, reader: _OriginReader | None,
+                     origin_pending: asyncio.Future | None = None) -> None:
         manifest = found.manifest
         block = manifest.block_size
         self.record.manifest_source = found.source
@@ -446,7 +484,8 @@ class _Download:
         chunks = self.engine.fetch(found, origin=range_source, start=fetch_start, end=end, report=report)
         swarm_position = fetch_start
         swarm_next: asyncio.Future | None = asyncio.ensure_future(anext(chunks))
-        origin_next: asyncio.Future | None = asyncio.ensure_future(reader.read()) if reader else None
+        origin_next: asyncio.Future | None = origin_pending or (
+            asyncio.ensure_future(reader.read()) if reader else None)
         swarm_done = False
         last: tuple[bytes, int | None] | None = None  # the piece that completes the response
         try:
