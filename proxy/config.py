@@ -121,28 +121,15 @@ def parse_size(text: str | int | float) -> float:
         value = float(number) * _SUFFIXES[suffix]
     except (ValueError, KeyError):
         raise ConfigError(f"{text!r} is not a size (e.g. 160000, 160k, 1.5M, 10Gi)") from None
-    if not math.isfinite(value):
-        raise ConfigError(f"{text!r} is not a finite number")
-    if value < 0:
-        raise ConfigError(f"{text!r} must not be negative")
-    return value
+    return _number(value, float, zero_ok=True, shown=text)
 
 
 def _byte_count(text: str | int) -> int:
-    value = int(parse_size(text))
-    if value <= 0:
-        raise ConfigError(f"{text!r} must be greater than 0")
-    return value
+    return int(_number(parse_size(text), float, zero_ok=False, shown=text))
 
 
 def _non_negative_float(text: str | float) -> float:
-    try:
-        value = float(text)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{text!r} is not a number") from None
-    if value < 0:
-        raise ConfigError(f"{text!r} must not be negative")
-    return value
+    return _number(text, float, zero_ok=True)
 
 
 def is_loopback_host(host: str) -> bool:
@@ -165,24 +152,30 @@ def _parse_bool(text: str | bool) -> bool:
     raise ConfigError(f"{text!r} is not a boolean (use true or false)")
 
 
-def _positive_float(text: str | float) -> float:
+def _number(text: str | float, convert: Callable[[Any], float], *, zero_ok: bool, shown: object = None) -> float:
+    """`text` as a finite number > 0 (or >= 0 with `zero_ok`), else a ConfigError saying which rule failed
+    about `shown` (what the user wrote; `text` itself by default)."""
+    shown = text if shown is None else shown
     try:
-        value = float(text)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{text!r} is not a number") from None
-    if value <= 0:
-        raise ConfigError(f"{text!r} must be greater than 0")
+        value = convert(text)
+    except (TypeError, ValueError, OverflowError):
+        kind = "whole number" if convert is int else "number"
+        raise ConfigError(f"{text!r} is not a {kind}") from None
+    if not math.isfinite(value):
+        raise ConfigError(f"{shown!r} is not a finite number")
+    if value < 0 and zero_ok:
+        raise ConfigError(f"{shown!r} must not be negative")
+    if value <= 0 and not zero_ok:
+        raise ConfigError(f"{shown!r} must be greater than 0")
     return value
+
+
+def _positive_float(text: str | float) -> float:
+    return _number(text, float, zero_ok=False)
 
 
 def _positive_int(text: str | int) -> int:
-    try:
-        value = int(text)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{text!r} is not a whole number") from None
-    if value <= 0:
-        raise ConfigError(f"{text!r} must be greater than 0")
-    return value
+    return int(_number(text, int, zero_ok=False))
 
 
 def _log_level(text: str) -> str:

@@ -26,7 +26,6 @@ import json
 import logging
 import os
 import pathlib
-import time
 from collections.abc import AsyncIterator
 
 import aiohttp
@@ -247,7 +246,9 @@ class SwarmEngine:
                     log.info("no manifest record for %s", url)
                     return None
                 roots = {s.content_root for s in summaries}
-                providers_by_root = {root: await self._providers(root) for root in list(roots)[:4]}
+                candidates = list(roots)[:4]  # looked up side by side: extra (e.g. a liar's) roots cost no time
+                providers_by_root = dict(zip(candidates, await asyncio.gather(
+                    *(self._providers(root) for root in candidates))))
         except (asyncio.TimeoutError, DhtError, OSError) as exc:
             log.info("manifest lookup for %s failed: %s", url, exc or type(exc).__name__)
             return None
@@ -304,11 +305,12 @@ class SwarmEngine:
     def _reachable(self, provider: Provider) -> bool:
         return bool(provider.transports & self.transport_flags)
 
-    def _node_for(self, provider: Provider) -> SwarmNode:
+    def _transport_for(self, provider: Provider) -> str:
+        """"tcp" or "quic": the transport to reach `provider` by, among those both sides offer."""
         both = provider.transports & self.transport_flags
         if both & TransportFlag.TCP and (_prefers_tcp(provider.host) or not both & TransportFlag.QUIC):
-            return self.nodes["tcp"]
-        return self.nodes["quic"]
+            return "tcp"
+        return "quic"
 
     async def _full_manifest(self, root: bytes, providers: list[Provider]) -> Manifest | None:
         if root in self.store:
@@ -316,7 +318,7 @@ class SwarmEngine:
                 return self.store.manifest(root)
         for provider in providers[:4]:
             with contextlib.suppress(FetchFailed, PeerError, TransportError, SwarmError, OSError):
-                return await self._node_for(provider).fetch_manifest(root, [provider.address], timeout=3.0)
+                return await self.nodes[self._transport_for(provider)].fetch_manifest(root, [provider.address], timeout=3.0)
         return None
 
     # -- fetching -------------------------------------------------------------------------------------------------
@@ -329,12 +331,12 @@ class SwarmEngine:
     def fetch(self, found: Found, *, origin: OriginRangeSource | None, start: int, end: int,
               stall_timeout: float = 30.0, report: dict | None = None) -> AsyncIterator[bytes]:
         """Verified bytes `start..end-1` in order, from the providers (one transport) and the origin."""
-        by_node: dict[str, list[Provider]] = {}
+        by_transport: dict[str, list[Provider]] = {}
         for provider in found.providers:
-            node = self._node_for(provider)
-            by_node.setdefault(next(n for n, v in self.nodes.items() if v is node), []).append(provider)
-        name = max(by_node, key=lambda n: len(by_node[n])) if by_node else next(iter(self.nodes))
-        peers = [p.address for p in by_node.get(name, [])]
+            by_transport.setdefault(self._transport_for(provider), []).append(provider)
+        # One fetch runs over one transport: the one most providers are reached by.
+        name = max(by_transport, key=lambda n: len(by_transport[n])) if by_transport else next(iter(self.nodes))
+        peers = [p.address for p in by_transport.get(name, [])]
         node = self.nodes[name]
         if self.sharing:  # peers may take blocks from us while we fetch (HAVE as they verify)
             node.share(found.manifest.root)
@@ -474,5 +476,4 @@ class SwarmEngine:
             "manifests_rejected": self.counters.manifests_rejected,
             "transitions": dict(self.counters.transitions),
             "stored_bytes": self.store.used,
-            "now": time.time(),
         }

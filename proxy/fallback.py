@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator
 
 import aiohttp
 from aiohttp import web
@@ -32,7 +31,6 @@ from yarl import URL
 
 from . import headers as hdr
 from .engine import Found, SwarmEngine
-from .errors import OriginError
 from .origin import describe_failure
 from .publish_gate import content_length_of, gate, request_gate
 from .ranges import content_range, parse_content_range, parse_range
@@ -377,7 +375,7 @@ class _Download:
                      "no usable manifest or provider; waiting for the origin")
             upstream = await self._headers_no_switch(task)
             try:
-                return await self._stream_after(upstream, found)
+                return await self._stream_after(upstream)
             finally:
                 upstream.release()
         manifest = found.manifest
@@ -403,7 +401,7 @@ class _Download:
         except Exception as exc:
             raise describe_failure(exc, self.url.raw_host or "", self.url.explicit_port) from None
 
-    async def _stream_after(self, upstream: aiohttp.ClientResponse, found: Found | None) -> web.StreamResponse:
+    async def _stream_after(self, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
         """The origin answered after `T`: relay it; switch (once) later only if it fails or crawls."""
         self.policy = TransitionPolicy(*self.owner.settings)
         self.policy.start(self.loop.time())

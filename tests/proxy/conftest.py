@@ -198,6 +198,17 @@ async def tls_origin(tmp_path):
     await server.stop()
 
 
+@pytest_asyncio.fixture
+async def slow_origin():
+    """`proxy.slow_origin.SlowOrigin`, unthrottled until a test turns its knobs."""
+    from proxy.slow_origin import SlowOrigin
+
+    server = SlowOrigin()
+    await server.start()
+    yield server
+    await server.stop()
+
+
 def proxy_config(tmp_path: pathlib.Path, **overrides) -> Config:
     """Loopback only; no DHT or block engine unless a test asks for one (and then never off loopback)."""
     flags = {"listen": "127.0.0.1:0", "data_dir": str(tmp_path / "data"), "dht_listen": "off",

@@ -11,9 +11,7 @@ import json
 import urllib.request
 
 import pytest
-import pytest_asyncio
 
-from proxy.slow_origin import SlowOrigin
 
 from .conftest import run_tool, start_proxy_process
 
@@ -41,16 +39,8 @@ async def _until(node, check, what: str, timeout: float = 30.0) -> None:
         raise AssertionError(f"timed out waiting for {what}: {node.log()[-3000:]}") from None
 
 
-@pytest_asyncio.fixture
-async def origin():
-    server = SlowOrigin()
-    await server.start()
-    yield server
-    await server.stop()
-
-
-async def test_three_processes_and_curl(tmp_path, origin):
-    url = origin.add("/file.bin", DATA)
+async def test_three_processes_and_curl(tmp_path, slow_origin):
+    url = slow_origin.add("/file.bin", DATA)
     processes = []
     try:
         for index in range(3):
@@ -70,7 +60,7 @@ async def test_three_processes_and_curl(tmp_path, origin):
             await _until(node, lambda n=node: _admin(n.address, "/_swarm/status")["swarm"]["published"] == 1,
                          "the node to publish its manifest")
 
-        origin.set_rate(64_000)
+        slow_origin.set_rate(64_000)
         target = tmp_path / "out.bin"
         code, _, err = await run_tool("curl", "-sS", "--proxy", third.url, url, "-o", str(target))
         assert code == 0, err

@@ -20,14 +20,6 @@ SIZE = len(DATA)
 
 
 @pytest_asyncio.fixture
-async def origin():
-    server = SlowOrigin()
-    await server.start()
-    yield server
-    await server.stop()
-
-
-@pytest_asyncio.fixture
 async def session():
     async with aiohttp.ClientSession(trust_env=False) as client:
         yield client
@@ -64,10 +56,10 @@ async def test_get_returns_the_bytes_with_validators_and_caching_headers(session
     assert modified < served  # in the past, so a strong validator usable in If-Range
 
 
-async def test_different_content_gets_a_different_etag(origin, session):
-    _, first, _ = await fetch(session, origin.add("/a", b"one"))
-    _, second, _ = await fetch(session, origin.add("/b", b"two"))
-    _, third, _ = await fetch(session, origin.add("/c", b"one"))
+async def test_different_content_gets_a_different_etag(slow_origin, session):
+    _, first, _ = await fetch(session, slow_origin.add("/a", b"one"))
+    _, second, _ = await fetch(session, slow_origin.add("/b", b"two"))
+    _, third, _ = await fetch(session, slow_origin.add("/c", b"one"))
     assert first["ETag"] != second["ETag"] and first["ETag"] == third["ETag"]
 
 
@@ -89,8 +81,8 @@ RANGES = [
 
 
 @pytest.mark.parametrize("value,span", RANGES)
-async def test_range_requests(origin, session, value, span):
-    url = origin.add("/f", DATA)
+async def test_range_requests(slow_origin, session, value, span):
+    url = slow_origin.add("/f", DATA)
     status, headers, body = await fetch(session, url, Range=value)
     if span is None:
         assert status == 200 and body == DATA and "Content-Range" not in headers
@@ -110,8 +102,8 @@ async def test_range_requests(origin, session, value, span):
     pytest.param(0, "bytes=0-", id="empty-file"),
     pytest.param(0, "bytes=-5", id="suffix-of-empty-file"),
 ])
-async def test_unsatisfiable_range_is_416(origin, session, size, value):
-    url = origin.add("/f", DATA[:size])
+async def test_unsatisfiable_range_is_416(slow_origin, session, size, value):
+    url = slow_origin.add("/f", DATA[:size])
     status, headers, body = await fetch(session, url, Range=value)
     assert status == 416
     assert headers["Content-Range"] == f"bytes */{size}"
@@ -125,9 +117,9 @@ async def test_unsatisfiable_range_is_416(origin, session, size, value):
     pytest.param("weak", 200, id="weak-form-of-etag"),
     pytest.param("Mon, 01 Jan 2001 00:00:00 GMT", 200, id="other-date"),
 ])
-async def test_if_range(origin, session, if_range, expected):
-    url = origin.add("/f", DATA)
-    value = {"etag": etag_of(DATA), "last-modified": origin.last_modified, "weak": "W/" + etag_of(DATA)}.get(
+async def test_if_range(slow_origin, session, if_range, expected):
+    url = slow_origin.add("/f", DATA)
+    value = {"etag": etag_of(DATA), "last-modified": slow_origin.last_modified, "weak": "W/" + etag_of(DATA)}.get(
         if_range, if_range)
     status, headers, body = await fetch(session, url, Range="bytes=10-19", **{"If-Range": value})
     assert status == expected
@@ -141,22 +133,22 @@ async def test_if_range(origin, session, if_range, expected):
     pytest.param({}, 200, SIZE, id="whole"),
     pytest.param({"Range": "bytes=10-19"}, 206, 10, id="range"),
 ])
-async def test_head_has_no_body_but_a_content_length(origin, session, headers, status, length):
-    url = origin.add("/f", DATA)
+async def test_head_has_no_body_but_a_content_length(slow_origin, session, headers, status, length):
+    url = slow_origin.add("/f", DATA)
     got_status, got_headers, body = await fetch(session, url, "HEAD", **headers)
     assert got_status == status
     assert got_headers["Content-Length"] == str(length)
     assert got_headers["ETag"] == etag_of(DATA)
     assert body == b""
-    assert origin.bytes_sent == 0
+    assert slow_origin.bytes_sent == 0
 
 
 @pytest.mark.parametrize("path", ["/", "/missing", "/f/", "/F"])
-async def test_unknown_path_is_404(origin, session, path):
-    origin.add("/f", DATA)
-    status, _, body = await fetch(session, origin.url + path)
+async def test_unknown_path_is_404(slow_origin, session, path):
+    slow_origin.add("/f", DATA)
+    status, _, body = await fetch(session, slow_origin.url + path)
     assert status == 404 and b"no such file" in body
-    assert origin.requests == [("GET", path, None)]
+    assert slow_origin.requests == [("GET", path, None)]
 
 
 @pytest.mark.parametrize("extra,present,absent", [
@@ -167,9 +159,9 @@ async def test_unknown_path_is_404(origin, session, path):
                  ["ETag", "Last-Modified", "Cache-Control"], id="empty-removes-several"),
     pytest.param({"Accept-Ranges": ""}, {}, ["Accept-Ranges"], id="empty-removes-accept-ranges"),
 ])
-async def test_extra_headers_per_file(origin, session, extra, present, absent):
-    url = origin.add("/f", DATA, headers=extra)
-    origin.add("/plain", DATA)
+async def test_extra_headers_per_file(slow_origin, session, extra, present, absent):
+    url = slow_origin.add("/f", DATA, headers=extra)
+    slow_origin.add("/plain", DATA)
     status, headers, body = await fetch(session, url)
     assert status == 200 and body == DATA
     for name, value in present.items():
@@ -177,7 +169,7 @@ async def test_extra_headers_per_file(origin, session, extra, present, absent):
     for name in absent:
         assert name not in headers
     # the extra headers belong to that one file only
-    _, plain, _ = await fetch(session, origin.url + "/plain")
+    _, plain, _ = await fetch(session, slow_origin.url + "/plain")
     assert "ETag" in plain and "X-Extra" not in plain and plain["Cache-Control"] == "public, max-age=3600"
 
 
@@ -195,9 +187,9 @@ CUTS = [
 
 
 @pytest.mark.parametrize("die_after,range_value,sent", CUTS)
-async def test_die_after_cuts_the_body(origin, session, die_after, range_value, sent):
-    url = origin.add("/f", DATA)
-    origin.die_after["/f"] = die_after
+async def test_die_after_cuts_the_body(slow_origin, session, die_after, range_value, sent):
+    url = slow_origin.add("/f", DATA)
+    slow_origin.die_after["/f"] = die_after
     headers = {"Range": range_value} if range_value else {}
     start = 1000 if range_value == "bytes=1000-" else 0
     expected = DATA[start:100] if range_value == "bytes=0-99" else DATA[start:]
@@ -212,24 +204,24 @@ async def test_die_after_cuts_the_body(origin, session, die_after, range_value, 
         error = exc
     if sent is None:
         assert error is None and bytes(received) == expected
-        assert origin.bytes_sent == len(expected)
+        assert slow_origin.bytes_sent == len(expected)
     else:
         assert error is not None, "a cut response must not look complete to the client"
-        assert origin.bytes_sent == sent
+        assert slow_origin.bytes_sent == sent
         assert len(received) <= sent and bytes(received) == expected[:len(received)]
-    assert origin.requests == [("GET", "/f", range_value)]
+    assert slow_origin.requests == [("GET", "/f", range_value)]
 
 
-async def test_requests_are_recorded_with_method_path_and_range(origin, session):
-    url = origin.add("/f", DATA)
+async def test_requests_are_recorded_with_method_path_and_range(slow_origin, session):
+    url = slow_origin.add("/f", DATA)
     await fetch(session, url)
     await fetch(session, url, "HEAD")
     await fetch(session, url, Range="bytes=1-2")
     await fetch(session, url + "?query=1", Range="bytes=-5")
-    await fetch(session, origin.url + "/nope", Range="bytes=0-")
-    assert origin.requests == [("GET", "/f", None), ("HEAD", "/f", None), ("GET", "/f", "bytes=1-2"),
+    await fetch(session, slow_origin.url + "/nope", Range="bytes=0-")
+    assert slow_origin.requests == [("GET", "/f", None), ("HEAD", "/f", None), ("GET", "/f", "bytes=1-2"),
                                ("GET", "/f", "bytes=-5"), ("GET", "/nope", "bytes=0-")]
-    assert origin.bytes_sent == SIZE + 2 + 5
+    assert slow_origin.bytes_sent == SIZE + 2 + 5
 
 
 class Tracker:
