@@ -4,6 +4,7 @@
     swarmproxy status   ask a running proxy how it is doing
     swarmproxy demo     a slow download made fast, on this machine, with no setup
     swarmproxy swarm    block engine commands (see swarm/cli.py)
+    swarmproxy lab      rerun the thesis experiments on this machine (see bench/lab/cli.py)
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import sys
 import urllib.error
 import urllib.request
 
+from bench.lab import cli as lab_cli
 from swarm import cli as swarm_cli
 
 from . import __version__, demo
@@ -83,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="how long to wait for an answer (default: 5)")
     demo.add_command(commands)
     swarm_cli.add_commands(commands)
+    lab_cli.add_command(commands)
     return parser
 
 
@@ -98,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
             return demo.run(args)
         if args.command == "swarm":
             return swarm_cli.run(args)
+        if args.command == "lab":
+            return lab_cli.run(args)
     except ConfigError as exc:
         print(f"swarmproxy: {exc}", file=sys.stderr)
         return 2

@@ -8,6 +8,7 @@ loopback.
 from __future__ import annotations
 
 import pathlib
+from collections.abc import Sequence
 
 import aiohttp
 from multidict import CIMultiDict
@@ -17,20 +18,33 @@ from proxy.server import ProxyServer
 
 
 class Cluster:
-    def __init__(self, tmp_path: pathlib.Path, *, first_host: int = 10, **defaults: str) -> None:
+    def __init__(self, tmp_path: pathlib.Path, *, first_host: int = 10, hosts: Sequence[str] | None = None,
+                 local_clients: bool = False, **defaults: str) -> None:
+        """`hosts`: the nodes' addresses in order (the lab's 127.x.y.z); default 127.0.0.(first_host+i).
+
+        `local_clients`: each node's proxy listens on the node's own address and `get()` connects from it,
+        as a user's browser talks to its own proxy (the lab's emulated network leaves that hop undelayed).
+        """
         self.tmp_path = pathlib.Path(tmp_path)
         self.first_host = first_host
+        self.hosts = hosts
+        self.local_clients = local_clients
+        self._clients: dict[str, aiohttp.ClientSession] = {}
+        self._added = 0
         self.defaults = defaults
         self.nodes: list[ProxyServer] = []
         self.client = aiohttp.ClientSession(auto_decompress=False)
 
     async def add(self, **overrides: str) -> ProxyServer:
-        index = len(self.nodes)
-        host = f"127.0.0.{self.first_host + index}"
-        flags = {"listen": "127.0.0.1:0", "data_dir": str(self.tmp_path / f"node{index}"),
+        """Start the next node. Several may start at once after the first (everyone's bootstrap) is up;
+        `nodes` is then in order of readiness, and each node's `index` says which address it took."""
+        index = self._added
+        self._added += 1
+        host = self.hosts[index] if self.hosts is not None else f"127.0.0.{self.first_host + index}"
+        flags = {"listen": f"{host}:0" if self.local_clients else "127.0.0.1:0", "data_dir": str(self.tmp_path / f"node{index}"),
                  "dht_listen": f"{host}:0", "peer_listen": f"{host}:0", "no_lan_discovery": True,
                  "read_timeout": "20", "connect_timeout": "5"}
-        if self.nodes:
+        if index:
             flags["bootstrap"] = [self.nodes[0].addresses["dht"]]
         flags.update(self.defaults)
         flags.update(overrides)
@@ -43,6 +57,8 @@ class Cluster:
         if server._bootstrap_task is not None:
             await server._bootstrap_task
         server.url = "http://" + server.addresses["proxy"]
+        server.host = host
+        server.index = index
         self.nodes.append(server)
         return server
 
@@ -53,17 +69,28 @@ class Cluster:
                   ) -> tuple[int, CIMultiDict[str], bytes]:
         """GET through `node`'s proxy; waits until what the node learned is stored and announced."""
         done = node.stats.counters["requests"] + 1
-        async with self.client.get(url, proxy=node.url, headers=headers or {}) as response:
+        async with self._client_for(node).get(url, proxy=node.url, headers=headers or {}) as response:
             body = await response.read()
             result = response.status, response.headers.copy(), body
         await node.stats.wait_for_requests(done)  # the client may have all bytes before the record is closed
         await node.fallback.settled()
         return result
 
+    def _client_for(self, node: ProxyServer) -> aiohttp.ClientSession:
+        if not self.local_clients:
+            return self.client
+        session = self._clients.get(node.host)
+        if session is None:
+            connector = aiohttp.TCPConnector(local_addr=(node.host, 0))
+            session = self._clients[node.host] = aiohttp.ClientSession(connector=connector, auto_decompress=False)
+        return session
+
     def last_record(self, node: ProxyServer) -> dict:
         return node.stats.history[-1].as_json()
 
     async def close(self) -> None:
         await self.client.close()
+        for session in self._clients.values():
+            await session.close()
         for node in reversed(self.nodes):
             await node.stop()

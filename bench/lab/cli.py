@@ -1,0 +1,152 @@
+"""`swarmproxy lab SCENARIO`: rerun Pack's experiments on this machine, side by side, and draw them.
+
+Scenarios (each writes report.json, summary.txt and figure.png into --out):
+  flashcrowd  100 KB file, load 1..20 clients/s: direct vs swarmproxy (Pack figs. 4.1/4.2)
+  sweep       vary one of T, R, W, block size, linger, connection limit (figs. 4.3-4.5, 4.8, 4.9, 4.11)
+  page        one 100 KB object, then ten 10 KB objects in parallel (figs. 4.6/4.7)
+  largefile   30 MB, 100 clients at 1/s: swarmproxy vs libtorrent with the origin as web seed (table 4.1)
+
+Every client is a full node (proxy + block engine + DHT) on its own 127.x.y.z address in this process; the
+origin is throttled like Pack's (256 KB/s shared, 256 connections). --quick runs a small smoke-size version.
+A run during which this machine's CPU, not the system under test, was the limit is marked INVALID.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import pathlib
+import resource
+import sys
+
+from proxy.config import parse_size
+from proxy.errors import ConfigError
+
+from .crowd import CrowdParams
+from .scenarios import SWEEPS, Plan
+
+SCENARIOS = ("flashcrowd", "sweep", "page", "largefile")
+
+
+def add_command(subparsers: argparse._SubParsersAction) -> None:
+    lab = subparsers.add_parser("lab", help="rerun the thesis experiments here: direct vs swarmproxy vs libtorrent",
+                                description=__doc__.split("\n\n", 1)[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    lab.add_argument("scenario", choices=SCENARIOS, help="which experiment to run")
+    lab.add_argument("--out", type=pathlib.Path, metavar="DIR",
+                     help="output directory (default: lab-SCENARIO in the current directory)")
+    lab.add_argument("--quick", action="store_true", help="a small smoke-size run (seconds, not minutes)")
+    lab.add_argument("--loads", metavar="L1,L2,...",
+                     help="arrival rates in clients/s (flashcrowd default 1,5,10,20; page 1,5,10)")
+    lab.add_argument("--duration", type=float, metavar="S",
+                     help="seconds of arrivals per load: clients = load x duration (default 50: Pack's 1,000 "
+                          "clients at 20/s)")
+    lab.add_argument("--clients", type=int, metavar="N", help="clients per run, overriding --duration")
+    lab.add_argument("--size", metavar="BYTES", help="file size (default 100k; largefile 30M)")
+    lab.add_argument("--delay", type=float, default=25.0, metavar="MS", help="one-way delay between hosts (25)")
+    lab.add_argument("--node-rate", default="1.25M", metavar="BYTES",
+                     help="each host's upload and download cap in bytes/s (default 1.25M = 10 Mbit/s)")
+    lab.add_argument("--origin-rate", default="256k", metavar="BYTES", help="origin bandwidth in total (256k)")
+    lab.add_argument("--origin-connections", type=int, default=256, metavar="N",
+                     help="origin's concurrent responses (256)")
+    lab.add_argument("--param", choices=sorted(SWEEPS), default="T", help="sweep: the parameter to vary (T)")
+    lab.add_argument("--values", metavar="V1,V2,...", help="sweep: its values (default: Pack's)")
+    lab.add_argument("--rate", type=float, metavar="PER_S", help="sweep/largefile: arrival rate (10; 1)")
+    lab.add_argument("--transport", choices=("tcp", "quic", "both"), default="tcp", help="peer transport (tcp)")
+    lab.add_argument("--seed", type=int, default=1, help="random seed of the arrivals (1)")
+
+
+def _csv(text: str, convert) -> list:
+    try:
+        return [convert(part) for part in text.split(",") if part.strip()]
+    except ValueError as exc:
+        raise ConfigError(f"cannot read {text!r}: {exc}") from None
+
+
+def plan(args: argparse.Namespace) -> Plan:
+    """The runs a command line asks for (pure: the CI test checks plans without running them)."""
+    quick = args.quick
+    size = int(parse_size(args.size)) if args.size else (30_000_000 if args.scenario == "largefile" else 100_000)
+    base = CrowdParams(size=size, delay=args.delay / 1000, node_up=parse_size(args.node_rate),
+                       node_down=parse_size(args.node_rate), origin_rate=parse_size(args.origin_rate),
+                       origin_connections=args.origin_connections, transport=args.transport, seed=args.seed)
+    if args.delay < 0 or args.origin_connections < 1 or (args.clients is not None and args.clients < 1):
+        raise ConfigError("--delay must be >= 0, --origin-connections and --clients >= 1")
+    duration = args.duration or (4.0 if quick else 50.0)
+
+    def clients(load: float) -> int:
+        return args.clients or max(2, round(load * duration))
+
+    if args.scenario in ("flashcrowd", "page"):
+        default = [5.0] if quick else ([1.0, 5.0, 10.0, 20.0] if args.scenario == "flashcrowd" else [1.0, 5.0, 10.0])
+        loads = _csv(args.loads, float) if args.loads else default
+        if not loads or min(loads) <= 0:
+            raise ConfigError("--loads must list rates > 0")
+        if args.scenario == "page":
+            base.objects = [10_000] * 10
+        runs = [(f"{load:g}/s", dataclasses.replace(base, rate=load, clients=clients(load))) for load in loads]
+        return Plan(args.scenario, base, runs)
+    if args.scenario == "sweep":
+        field, convert, pack = SWEEPS[args.param]
+        values = _csv(args.values, str) if args.values else (pack[:2] if quick else pack)
+        rate = args.rate or 10.0
+        base = dataclasses.replace(base, rate=rate, clients=clients(rate), direct=False)
+        runs = []
+        for value in values:
+            try:
+                setting = convert(value)
+            except ValueError:
+                raise ConfigError(f"--values: {value!r} is not a valid {args.param}") from None
+            runs.append((f"{args.param}={value}", dataclasses.replace(base, **{field: setting})))
+        return Plan("sweep", base, runs, swept=args.param)
+    rate = args.rate or 1.0
+    count = args.clients or (6 if quick else 100)
+    size = size if args.size or not quick else 2_000_000
+    base = dataclasses.replace(base, size=size, rate=rate, clients=count, direct=False, linger=0.0,
+                               block_size="256Ki")
+    return Plan("largefile", base, [(f"{count} clients", base)])
+
+
+def run(args: argparse.Namespace) -> int:
+    from . import report as rep
+    from .scenarios import draw, execute, text
+
+    try:
+        the_plan = plan(args)
+    except ConfigError as exc:
+        print(f"swarmproxy lab: {exc}", file=sys.stderr)
+        return 2
+    if args.scenario == "largefile":
+        print("swarmproxy lab largefile: not built yet (the libtorrent baseline is in progress)", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.getLogger("swarmproxy").setLevel(logging.ERROR)  # a thousand nodes' notices would drown the progress
+    _raise_file_limit()
+    out = args.out or pathlib.Path(f"lab-{args.scenario}")
+
+    def say(line: str) -> None:
+        print(line, flush=True)
+
+    try:
+        report = execute(the_plan, say)
+    except OSError as exc:
+        print(f"swarmproxy lab: cannot set up the emulated network: {exc}", file=sys.stderr)
+        return 1
+    problems = rep.check_report(report)
+    if problems:
+        report["consistency_problems"] = problems
+    summary = text(report)
+    paths = rep.write(out, report, summary, draw)
+    print("\n" + summary)
+    print("wrote " + ", ".join(str(p) for p in paths))
+    for problem in problems:
+        print(f"inconsistent: {problem}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+def _raise_file_limit() -> None:
+    # Each node holds a handful of sockets; a thousand nodes need more than the usual 1,024 descriptors.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))

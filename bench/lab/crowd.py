@@ -1,0 +1,225 @@
+"""One crowd run: Poisson arrivals downloading from a throttled origin, directly and through swarmproxy, at once.
+
+Both halves run side by side in one event loop, each against its own origin with the same limits (Pack's
+setup: 256 KB/s in total, 256 concurrent connections), so a noisy machine slows both alike:
+
+- direct: client i connects from 127.1.x.y straight to the origin;
+- swarmproxy: client i talks to its own full node (proxy + block engine + DHT, started before the run on
+  127.2.x.y) and the node decides origin or swarm.
+
+Every client fetches `size` bytes (then, for the page scenario, `objects` in parallel) and is timed from its
+arrival to its last byte; every body is compared with the origin's bytes. `run_crowd` returns plain dicts:
+per-client records plus the origin's byte counts, ready for `report.py`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import gc
+import hashlib
+import logging
+import pathlib
+import random
+import time
+from typing import Callable
+
+import aiohttp
+
+from proxy.local_swarm import Cluster
+from proxy.slow_origin import SlowOrigin
+
+from .honesty import Sampler
+
+log = logging.getLogger("swarmproxy.lab")
+
+DIRECT_ORIGIN, SWARM_ORIGIN = "127.0.0.2", "127.0.0.3"
+STARTUP_BATCH = 50
+
+
+@dataclasses.dataclass
+class CrowdParams:
+    clients: int = 1000
+    rate: float = 20.0  # arrivals per second (Poisson)
+    size: int = 100_000
+    objects: list[int] = dataclasses.field(default_factory=list)  # page: fetched in parallel after `size`
+    origin_rate: float = 256_000.0
+    origin_connections: int = 256
+    delay: float = 0.025  # one way, between any two hosts
+    node_up: float = 1_250_000.0  # bytes/s per host (10 Mbit/s)
+    node_down: float = 1_250_000.0
+    first_byte_timeout: float = 0.75
+    min_rate: float = 160_000.0
+    rate_window: float = 2.0
+    block_size: str = "auto"
+    linger: float = 86_400.0
+    fetch_peers: int = 16
+    trust: str = "quorum:2"
+    transport: str = "tcp"
+    direct: bool = True  # also run the direct half
+    client_timeout: float = 1800.0
+    seed: int = 1
+
+
+def host(network: int, index: int) -> str:
+    """The index-th address of 127.<network>.0.0/16, skipping .0 and .255."""
+    return f"127.{network}.{index // 254}.{index % 254 + 1}"
+
+
+def poisson_arrivals(rate: float, count: int, rng: random.Random) -> list[float]:
+    at, times = 0.0, []
+    for _ in range(count):
+        at += rng.expovariate(rate)
+        times.append(at)
+    return times
+
+
+def content(name: str, size: int) -> bytes:
+    seed = hashlib.sha256(name.encode()).digest()
+    return (seed * (size // len(seed) + 1))[:size]
+
+
+class _Files:
+    """The scenario's files on one origin: the main object and the page's small ones."""
+
+    def __init__(self, origin: SlowOrigin, params: CrowdParams) -> None:
+        self.main = origin.add("/main.bin", content("main", params.size))
+        self.objects = [origin.add(f"/object{i}.bin", content(f"object{i}", size))
+                        for i, size in enumerate(params.objects)]
+        self.digest = {origin.url + path: hashlib.sha256(entry[0]).hexdigest()
+                       for path, entry in origin.files.items()}
+
+
+async def _fetch(session: aiohttp.ClientSession, url: str, digest: str, proxy: str | None) -> dict:
+    async with session.get(url, proxy=proxy) as response:
+        hasher, nbytes = hashlib.sha256(), 0
+        async for chunk in response.content.iter_any():
+            hasher.update(chunk)
+            nbytes += len(chunk)
+        ok = response.status == 200 and hasher.hexdigest() == digest
+        return {"status": response.status, "bytes": nbytes, "exact": ok}
+
+
+class CrowdRun:
+    def __init__(self, params: CrowdParams, workdir: pathlib.Path, say: Callable[[str], None],
+                 sampler: Sampler) -> None:
+        self.params = params
+        self.sampler = sampler  # watches the arrivals phase only: starting the nodes is not measured
+        self.workdir = workdir
+        self.say = say
+        self.t0 = 0.0
+        self.direct: list[dict] = []
+        self.swarm: list[dict] = []
+
+    async def run(self) -> dict:
+        p = self.params
+        arrivals = poisson_arrivals(p.rate, p.clients, random.Random(p.seed))
+        origins = {name: SlowOrigin(rate=p.origin_rate, max_connections=p.origin_connections, host=address)
+                   for name, address in (("direct", DIRECT_ORIGIN), ("swarmproxy", SWARM_ORIGIN))}
+        for origin in origins.values():
+            await origin.start()
+        files = {name: _Files(origin, p) for name, origin in origins.items()}
+        cluster = Cluster(self.workdir, hosts=[host(2, i) for i in range(p.clients)], local_clients=True,
+                          log_level="ERROR", first_byte_timeout=str(p.first_byte_timeout),
+                          min_rate=str(p.min_rate), rate_window=str(p.rate_window), linger=str(p.linger),
+                          trust=p.trust, transport=p.transport, read_timeout="60")
+        try:
+            self.say(f"starting {p.clients} swarmproxy nodes (proxy + block engine + DHT)...")
+            started = time.monotonic()
+            nodes = [await cluster.add()]
+            while len(nodes) < p.clients:  # in batches: each node's DHT bootstrap waits on round trips
+                batch = min(STARTUP_BATCH, p.clients - len(nodes))
+                nodes += await asyncio.gather(*(cluster.add() for _ in range(batch)))
+                if len(nodes) % 200 < STARTUP_BATCH:
+                    self.say(f"  {len(nodes)}/{p.clients} nodes up")
+            nodes.sort(key=lambda node: node.index)
+            self.say(f"  all up in {time.monotonic() - started:.1f} s; {p.clients} clients arrive at "
+                     f"{p.rate:g}/s for ~{arrivals[-1]:.0f} s")
+            # Full collections over a thousand nodes' objects stall the loop for tens of ms while freeing
+            # nothing (bench/dht.py found the same); what exists now lives to the end of the run.
+            gc.collect()
+            gc.freeze()
+            t0 = self.t0 = asyncio.get_running_loop().time() + 0.5
+            self.sampler.start()
+            tasks = [asyncio.ensure_future(self._swarm_client(i, t0 + arrivals[i], cluster, nodes[i],
+                                                              files["swarmproxy"]))
+                     for i in range(p.clients)]
+            if p.direct:
+                tasks += [asyncio.ensure_future(self._direct_client(i, t0 + arrivals[i], files["direct"]))
+                          for i in range(p.clients)]
+            progress = asyncio.ensure_future(self._progress(t0, len(tasks)))
+            try:
+                await asyncio.gather(*tasks)
+            finally:
+                progress.cancel()
+                await self.sampler.stop()
+                gc.unfreeze()
+            return {
+                "arrivals": arrivals,
+                "direct": {"clients": self.direct, "origin_bytes": origins["direct"].bytes_sent} if p.direct
+                else None,
+                "swarmproxy": {"clients": self.swarm, "origin_bytes": origins["swarmproxy"].bytes_sent},
+            }
+        finally:
+            for task in [t for t in locals().get("tasks", []) if not t.done()]:
+                task.cancel()
+            await cluster.close()
+            for origin in origins.values():
+                await origin.stop()
+
+    async def _progress(self, t0: float, total: int) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(5.0)  # a progress line every 5 s
+            done = len(self.direct) + len(self.swarm)
+            self.say(f"  t={loop.time() - t0:6.1f} s  finished: swarmproxy {len(self.swarm)}/{self.params.clients}"
+                     + (f", direct {len(self.direct)}/{self.params.clients}" if self.params.direct else "")
+                     + ("" if done < total else " (all)"))
+
+    async def _at(self, when: float) -> float:
+        loop = asyncio.get_running_loop()
+        await asyncio.sleep(max(0.0, when - loop.time()))  # the client's arrival time
+        return loop.time()
+
+    async def _client(self, session: aiohttp.ClientSession, files: _Files, proxy: str | None) -> list[dict]:
+        timeout = self.params.client_timeout
+        async with asyncio.timeout(timeout):
+            first = await _fetch(session, files.main, files.digest[files.main], proxy)
+            rest = await asyncio.gather(*(_fetch(session, url, files.digest[url], proxy) for url in files.objects))
+        return [first, *rest]
+
+    async def _direct_client(self, index: int, when: float, files: _Files) -> None:
+        arrived = await self._at(when)
+        record: dict = {"client": index, "host": host(1, index), "arrival": round(when - self.t0, 4)}
+        connector = aiohttp.TCPConnector(local_addr=(record["host"], 0), limit=0)
+        async with aiohttp.ClientSession(connector=connector, auto_decompress=False) as session:
+            try:
+                fetched = await self._client(session, files, None)
+            except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+                record.update(error=f"{type(exc).__name__}: {exc}", exact=False)
+            else:
+                record.update(bytes=sum(f["bytes"] for f in fetched), exact=all(f["exact"] for f in fetched),
+                              bytes_origin=sum(f["bytes"] for f in fetched), bytes_peers=0)
+        record["duration_s"] = round(asyncio.get_running_loop().time() - arrived, 4)
+        self.direct.append(record)
+
+    async def _swarm_client(self, index: int, when: float, cluster: Cluster, node, files: _Files) -> None:
+        arrived = await self._at(when)
+        record: dict = {"client": index, "host": node.host, "arrival": round(when - self.t0, 4)}
+        before = node.stats.counters["requests"]
+        try:
+            fetched = await self._client(cluster._client_for(node), files, node.url)
+        except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+            record.update(error=f"{type(exc).__name__}: {exc}", exact=False)
+            fetched = []
+        record["duration_s"] = round(asyncio.get_running_loop().time() - arrived, 4)
+        if fetched:
+            await node.stats.wait_for_requests(before + len(fetched))  # the node closes its record after the body
+        proxied = [r.as_json() for r in list(node.stats.history)[-len(fetched):]] if fetched else []
+        record.update(
+            bytes=sum(f["bytes"] for f in fetched), exact=bool(fetched) and all(f["exact"] for f in fetched),
+            bytes_origin=sum(r["bytes_origin"] for r in proxied), bytes_peers=sum(r["bytes_peers"] for r in proxied),
+            causes=[r["transition"] or "origin" for r in proxied],
+            manifest_sources=[r["manifest_source"] for r in proxied if r["manifest_source"]],
+        )
+        self.swarm.append(record)

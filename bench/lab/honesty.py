@@ -1,0 +1,105 @@
+"""Was the machine, rather than the system under test, the limit? (Wang & Kangasharju's warning, seed 003.)
+
+Many emulated hosts share one event loop. When that loop is busy nearly all the time, or runs its timers late,
+every emulated delay and rate is stretched and the measured download times describe the laptop, not the
+protocol. `Sampler` watches three things through a run:
+
+- the event loop thread's own CPU share (`time.thread_time`): above `BUSY_LIMIT` the loop had no slack;
+- timer lateness ("lag"): how late a timer due every `interval` seconds fires; its p99 above the emulated
+  one-way delay means delays were not honoured;
+- the whole machine's CPU (from /proc/stat), reported for context.
+
+`verdict()` turns them into `valid` plus the reasons, which every report prints prominently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+BUSY_LIMIT = 0.90
+
+
+def _machine_ticks() -> tuple[int, int] | None:
+    """(busy, total) jiffies of all CPUs, or None off Linux."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            fields = [int(x) for x in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return sum(fields) - idle, sum(fields)
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    """Linear-interpolated percentile (q in 0..100) of `values`; None when empty."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+class Sampler:
+    def __init__(self, interval: float = 0.1) -> None:
+        self.interval = interval
+        self.lags: list[float] = []
+        self.loop_busy: list[float] = []  # per-second samples of the loop thread's CPU share
+        self.machine_busy: list[float] = []
+        self.process_cpu = 0.0
+        self._task: asyncio.Task | None = None
+        self._started = 0.0
+
+    def start(self) -> None:
+        self._started = time.process_time()
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+        self.process_cpu = time.process_time() - self._started
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        wall, thread, machine = loop.time(), time.thread_time(), _machine_ticks()
+        while True:
+            due = loop.time() + self.interval
+            await asyncio.sleep(self.interval)  # the sampling tick itself; its lateness is the measurement
+            now = loop.time()
+            self.lags.append(max(0.0, now - due))
+            if now - wall >= 1.0:
+                cpu, ticks = time.thread_time(), _machine_ticks()
+                self.loop_busy.append((cpu - thread) / (now - wall))
+                if ticks is not None and machine is not None and ticks[1] > machine[1]:
+                    self.machine_busy.append((ticks[0] - machine[0]) / (ticks[1] - machine[1]))
+                wall, thread, machine = now, cpu, ticks
+
+    def verdict(self, delay: float) -> dict:
+        busy = sum(self.loop_busy) / len(self.loop_busy) if self.loop_busy else 0.0
+        lag_p99 = percentile(self.lags, 99) or 0.0
+        lag_limit = max(0.010, delay)
+        reasons = []
+        if busy >= BUSY_LIMIT:
+            reasons.append(f"the event loop was busy {busy:.0%} of the time (limit {BUSY_LIMIT:.0%})")
+        if lag_p99 > lag_limit:
+            reasons.append(f"timers fired {lag_p99 * 1000:.0f} ms late at p99 (limit {lag_limit * 1000:.0f} ms)")
+        return {
+            "valid": not reasons,
+            "cpu_bound_reasons": reasons,
+            "loop_busy_mean": round(busy, 3),
+            "loop_busy_max": round(max(self.loop_busy, default=0.0), 3),
+            "lag_p50_ms": round((percentile(self.lags, 50) or 0.0) * 1000, 2),
+            "lag_p99_ms": round(lag_p99 * 1000, 2),
+            "lag_max_ms": round(max(self.lags, default=0.0) * 1000, 2),
+            "machine_busy_mean": round(sum(self.machine_busy) / len(self.machine_busy), 3)
+            if self.machine_busy else None,
+            "machine_cpus": os.cpu_count(),
+            "process_cpu_s": round(self.process_cpu, 2),
+        }

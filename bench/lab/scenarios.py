@@ -1,0 +1,189 @@
+"""The lab's scenarios (Pack's chapter 4): what each one runs, summarises and draws.
+
+Each scenario is a list of crowd runs (one per load or per swept value) plus a headline `summary`:
+
+- flashcrowd: figs. 4.1/4.2 — 100 KB, load 1..20 clients/s, direct vs swarmproxy;
+- sweep:      figs. 4.3/4.4/4.5/4.8/4.9/4.11 — one parameter varied, swarmproxy only;
+- page:       figs. 4.6/4.7 — one 100 KB object, then ten 10 KB objects in parallel;
+- largefile:  table 4.1 — 30 MB, 100 clients at 1/s, swarmproxy vs libtorrent with a BEP 19 web seed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import pathlib
+import tempfile
+from typing import Callable
+
+from . import report as rep
+from .crowd import CrowdParams, CrowdRun
+from .honesty import Sampler
+from .netem import EmulatedLoop, LinkModel, kernel_netem_available
+
+Say = Callable[[str], None]
+
+# What `sweep --param` varies: (CrowdParams field, how a value is written, Pack's values).
+SWEEPS: dict[str, tuple[str, Callable[[str], object], list[str]]] = {
+    "T": ("first_byte_timeout", float, ["0.25", "0.75", "2", "5", "10"]),
+    "R": ("min_rate", float, ["5000", "40000", "160000", "320000", "1000000"]),
+    "W": ("rate_window", float, ["0.25", "1", "2", "4", "8"]),
+    "block": ("block_size", str, ["16Ki", "32Ki", "64Ki", "128Ki"]),
+    "linger": ("linger", float, ["0", "1", "2", "4", "20", "160"]),
+    "connections": ("fetch_peers", int, ["1", "2", "4", "16", "50"]),
+}
+
+
+@dataclasses.dataclass
+class Plan:
+    scenario: str
+    base: CrowdParams
+    runs: list[tuple[str, CrowdParams]]  # (label, params)
+    swept: str | None = None
+
+
+def emulation(delay: float) -> dict:
+    usable, why = kernel_netem_available()
+    # The kernel path is not built: the lab's nodes share one process, which one network namespace per
+    # node cannot hold. Say plainly which emulation ran and why.
+    return {"method": "transport", "kernel_netem": usable, "kernel_netem_note": why,
+            "delay_s": delay, "note": "delay and per-host rate caps injected at the transport (bench/lab/netem.py)"}
+
+
+def execute(plan: Plan, say: Say) -> dict:
+    """Run every crowd of the plan, each on a fresh emulated network, and build the report."""
+    runs = []
+    for index, (label, params) in enumerate(plan.runs):
+        say(f"\n[{index + 1}/{len(plan.runs)}] {label}: {params.clients} clients at {params.rate:g}/s, "
+            f"{params.size + sum(params.objects):,} bytes each")
+        runs.append(_one_run(label, params, say))
+    worst = min((r["honesty"] for r in runs), key=lambda h: (h["valid"], -h["loop_busy_mean"]))
+    report = {"scenario": plan.scenario, "command": rep.command_line(), "machine": rep.machine(),
+              "emulation": emulation(plan.base.delay), "honesty": worst, "swept": plan.swept, "runs": runs}
+    report["summary"] = _summary(plan, report)
+    return report
+
+
+def _one_run(label: str, params: CrowdParams, say: Say) -> dict:
+    model = LinkModel(params.delay, params.node_up, params.node_down)
+    # The origins' links are SlowOrigin's business (256 KB/s shared); the model adds only the delay.
+    for origin in ("127.0.0.2", "127.0.0.3"):
+        model.limit(origin, None, None)
+    with tempfile.TemporaryDirectory(prefix="swarmproxy-lab-") as tmp:
+        sampler = Sampler()
+        with asyncio.Runner(loop_factory=lambda: EmulatedLoop(model)) as runner:
+            raw = runner.run(CrowdRun(params, pathlib.Path(tmp), say, sampler).run())
+        honesty = sampler.verdict(params.delay)
+    bytes_per_client = params.size + sum(params.objects)
+    run = {"label": label, "params": {**dataclasses.asdict(params), "bytes_per_client": bytes_per_client},
+           "honesty": honesty, "arrivals": raw["arrivals"]}
+    for side in ("direct", "swarmproxy"):
+        if raw[side] is None:
+            run[side] = None
+            continue
+        records = sorted(raw[side]["clients"], key=lambda r: r["client"])
+        run[side] = {"records": records, "summary": rep.half(records, raw[side]["origin_bytes"])}
+    _say_run(run, say)
+    return run
+
+
+def _say_run(run: dict, say: Say) -> None:
+    for side in ("direct", "swarmproxy"):
+        if run.get(side):
+            s = run[side]["summary"]
+            t = s["times_s"]
+            say(f"  {side:10s} median {t['p50']} s, p99 {t['p99']} s, {s['finished']}/{s['clients']} exact, "
+                f"origin served {s['origin_bytes']:,} B, from peers {s['peer_share']:.0%}, causes {s['causes']}")
+    if not run["honesty"]["valid"]:
+        say("  *** this run was CPU-bound: " + "; ".join(run["honesty"]["cpu_bound_reasons"]))
+
+
+def _summary(plan: Plan, report: dict) -> dict:
+    runs = report["runs"]
+    # The parameters of the headline run, and what varied between the runs.
+    params = {k: v for k, v in runs[-1]["params"].items() if k not in ("rate", "clients")} if runs else {}
+    params["runs"] = [{"label": r["label"], "rate": r["params"]["rate"], "clients": r["params"]["clients"]}
+                      for r in runs]
+    summary: dict = {"valid": all(r["honesty"]["valid"] for r in runs), "params": params,
+                     "emulation": report["emulation"]["method"]}
+    table = []
+    for run in runs:
+        row = {"label": run["label"]}
+        for side in ("direct", "swarmproxy"):
+            if run.get(side):
+                s = run[side]["summary"]
+                row[f"{side}_median_s"] = s["times_s"]["p50"]
+                row[f"{side}_p99_s"] = s["times_s"]["p99"]
+                row[f"{side}_origin_bytes"] = s["origin_bytes"]
+        if run.get("direct"):
+            row["speedup_median"] = rep.ratio(row["direct_median_s"], row["swarmproxy_median_s"])
+            row["origin_bytes_ratio"] = rep.ratio(row["swarmproxy_origin_bytes"], row["direct_origin_bytes"])
+        row["peer_share"] = run["swarmproxy"]["summary"]["peer_share"]
+        row["causes"] = run["swarmproxy"]["summary"]["causes"]
+        table.append(row)
+    summary["runs"] = table
+    # The headline: the heaviest load (flashcrowd/page), as the issue's targets are stated for it.
+    head = table[-1]
+    for name in ("speedup_median", "origin_bytes_ratio", "swarmproxy_median_s", "swarmproxy_p99_s",
+                 "direct_median_s"):
+        if name in head:
+            summary[name] = head[name]
+    summary["headline_run"] = head["label"]
+    return summary
+
+
+def text(report: dict) -> str:
+    s = report["summary"]
+    lines = [f"swarmproxy lab {report['scenario']} — {report['command']}",
+             f"machine: {report['machine']['cpus']} CPUs, {report['machine']['memory_gib']} GiB, "
+             f"Python {report['machine']['python']}",
+             f"network: {report['emulation']['method']} emulation, one-way delay "
+             f"{report['emulation']['delay_s'] * 1000:g} ms ({report['emulation']['kernel_netem_note']})",
+             rep.honesty_banner(report), ""]
+    header = f"{'run':>14} {'direct p50':>11} {'swarm p50':>10} {'swarm p99':>10} {'speedup':>8} " \
+             f"{'origin B':>9} {'peers':>6}  causes"
+    lines.append(header)
+    for row in s["runs"]:
+        lines.append(f"{row['label']:>14} {_fmt(row.get('direct_median_s')):>11} "
+                     f"{_fmt(row.get('swarmproxy_median_s')):>10} {_fmt(row.get('swarmproxy_p99_s')):>10} "
+                     f"{_fmt(row.get('speedup_median'), 'x'):>8} {_fmt(row.get('origin_bytes_ratio')):>9} "
+                     f"{row['peer_share']:>6.0%}  {row['causes']}")
+    lines.append("")
+    lines.append("speedup = median(direct) / median(swarmproxy); origin B = origin bytes served, swarmproxy / direct")
+    return "\n".join(lines) + "\n"
+
+
+def _fmt(value: float | None, unit: str = "") -> str:
+    return "-" if value is None else f"{value:.3g}{unit}"
+
+
+def draw(pyplot, report: dict):
+    s = report["summary"]
+    labels = [row["label"] for row in s["runs"]]
+    figure, (left, right) = pyplot.subplots(1, 2, figsize=(11, 4.2))
+    xs = range(len(labels))
+    for side, style in (("direct", "s-"), ("swarmproxy", "o-")):
+        medians = [row.get(f"{side}_median_s") for row in s["runs"]]
+        p99 = [row.get(f"{side}_p99_s") for row in s["runs"]]
+        if any(m is not None for m in medians):
+            left.plot(xs, medians, style, label=f"{side} median")
+            left.plot(xs, p99, style, alpha=0.4, label=f"{side} p99")
+    left.set_yscale("log")
+    left.set_xticks(list(xs), labels, rotation=20)
+    left.set_ylabel("download time (s)")
+    left.set_title(f"{report['scenario']}: download time")
+    left.legend(fontsize=8)
+    causes = sorted({c for row in s["runs"] for c in row["causes"]})
+    bottom = [0.0] * len(labels)
+    for cause in causes:
+        share = [row["causes"].get(cause, 0) / max(1, sum(row["causes"].values())) for row in s["runs"]]
+        right.bar(xs, share, bottom=bottom, label=cause)
+        bottom = [b + v for b, v in zip(bottom, share)]
+    right.plot(xs, [row["peer_share"] for row in s["runs"]], "k^--", label="bytes from peers")
+    right.set_xticks(list(xs), labels, rotation=20)
+    right.set_ylim(0, 1.05)
+    right.set_title("swarmproxy: cause of transition, share of bytes from peers")
+    right.legend(fontsize=8)
+    if not s["valid"]:
+        figure.suptitle("INVALID: the emulation was CPU-bound", color="red")
+    return figure
