@@ -104,6 +104,9 @@ class _OriginReader:
             self.upstream.close()
 
 
+REPOLL_SECONDS = (1.0, 2.0, 3.0, 5.0)
+
+
 class Fallback:
     """One per proxy: the `relay.SwarmHook` that answers swarmable GETs."""
 
@@ -115,6 +118,8 @@ class Fallback:
         self.settings = (first_byte_timeout, min_rate, rate_window)
         self.max_spool = max_spool
         self.tasks: set[asyncio.Task] = set()
+        # Seconds between lookups while a switched download still crawls from the origin (the last repeats).
+        self.repoll: tuple[float, ...] = REPOLL_SECONDS
 
     async def get(self, request: web.BaseRequest, url: URL, headers: list[tuple[str, str]],
                   record: RequestRecord) -> web.StreamResponse | None:
@@ -281,14 +286,28 @@ class _Download:
     # -- switching -------------------------------------------------------------------------------------------------
 
     async def _swarm(self, cause: str, position: int, end: int, reader: _OriginReader | None) -> None:
-        """Finish the response from `position` on: from the swarm if it can, else the origin alone."""
+        """Finish the response from `position` on: from the swarm if it can, else the origin alone.
+
+        While the origin still delivers, a lookup that finds nothing is repeated (`Fallback.repoll`): in a
+        flash crowd the first copies complete and are vouched for a few seconds after the crowd arrived, and
+        everyone still crawling should move to them then (Pack polled every 5 s).
+        """
         self._count_transition(cause)
-        find = asyncio.ensure_future(
-            self.engine.find(str(self.url), known_size=self.size, known_validator=self.validator))
+        polls = 0
+        find = asyncio.ensure_future(self._find(0.0))
         pending: asyncio.Future | None = None
+        found = None
         try:
-            # While no peer is known, the origin keeps delivering (DESIGN.md "Transition").
-            while reader is not None and not find.done():
+            while reader is not None:
+                if find.done():
+                    found = find.result()
+                    if found is not None:
+                        break
+                    wait = self.owner.repoll[min(polls, len(self.owner.repoll) - 1)]
+                    polls += 1
+                    log.info("%s: no usable manifest or provider yet; the origin goes on, asking again in %g s",
+                             self.url, wait)
+                    find = asyncio.ensure_future(self._find(wait))
                 pending = pending or asyncio.ensure_future(reader.read())
                 await asyncio.wait({find, pending}, return_when=asyncio.FIRST_COMPLETED)
                 if not pending.done():
@@ -311,7 +330,8 @@ class _Download:
                     self._origin_complete()
                     await self._end(self.response)
                     return
-            found = await find
+            if found is None:
+                found = await find  # the origin is gone: the lookup under way is the last chance
         finally:
             if not find.done():
                 find.cancel()
@@ -320,35 +340,12 @@ class _Download:
             await self._merge(found, position, end, reader, pending)
             return
         self.record.error = None
-        if reader is None:
-            self._cut(f"origin_cut: the origin broke off after {position} bytes and no peer has the rest")
-        log.info("%s: no usable manifest or provider, the origin goes on alone", self.url)
-        await self._origin_only(reader, position, end, pending)
+        self._cut(f"origin_cut: the origin broke off after {position} bytes and no peer has the rest")
 
-    async def _origin_only(self, reader: _OriginReader, position: int, end: int,
-                           pending: asyncio.Future | None = None) -> None:
-        assert self.response is not None
-        while position < end:
-            try:
-                if pending is not None:
-                    offset, chunk = await pending
-                    pending = None
-                else:
-                    offset, chunk = await reader.read()
-            except OriginGone as exc:
-                self._cut(f"origin_cut: {exc}")
-            if not chunk:
-                self._cut(f"origin_cut: the origin ended the body after {position} of {end} bytes")
-            if offset > position:
-                self._cut(f"origin_cut: the origin resumed at byte {offset}, not {position}")
-            if self.spool is not None and offset == self.spool.received:
-                self.spool.feed(chunk)
-            if offset + len(chunk) > position:
-                piece = chunk[position - offset:end - offset]
-                await self._deliver_origin(piece, offset=position)
-                position += len(piece)
-        self._origin_complete()
-        await self._end(self.response)
+    async def _find(self, after: float):
+        if after:
+            await asyncio.sleep(after)  # the poll interval: nothing to wait for but time
+        return await self.engine.find(str(self.url), known_size=self.size, known_validator=self.validator)
 
     async def _switch_before_headers(self, task: asyncio.Future) -> web.StreamResponse:
         """`T` fired: the origin has said nothing yet. Answer from the swarm if a manifest is found in time."""

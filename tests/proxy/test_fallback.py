@@ -109,6 +109,28 @@ async def test_no_publisher_means_the_origin_alone_finishes(cluster, slow_origin
     assert node.engine.counters.published == 1  # all of it came from the origin: it vouches for it now
 
 
+async def test_a_crawling_download_asks_again_and_moves_to_peers_that_appeared(cluster, slow_origin):
+    # The flash crowd's problem: at the switch nobody has vouched yet, a moment later someone has.
+    url = await seeded(cluster, slow_origin)
+    slow_origin.set_rate(100_000)
+    node = await cluster.add()
+    node.fallback.repoll = (0.0,)  # ask again at once: the test steps lookups, not time
+    real_find, answers = node.engine.find, []
+
+    async def find(*args, **kwargs):
+        found = await real_find(*args, **kwargs) if answers else None  # the first lookup comes too early
+        answers.append(found)
+        return found
+
+    node.engine.find = find
+    status, _, body = await cluster.get(node, url)
+    assert status == 200 and body == DATA
+    assert answers[0] is None and answers[-1] is not None
+    record = cluster.last_record(node)
+    assert record["transition"] == "R" and record["manifest_source"] == "quorum"
+    assert record["bytes_peers"] > len(DATA) // 2
+
+
 async def test_a_lone_node_that_switches_finishes_from_the_origin_and_then_shares(tmp_path, slow_origin):
     lone = Cluster(tmp_path, **FAST_SWITCH, dht_listen="off")  # no DHT: the lookup answers at once
     try:
