@@ -26,7 +26,7 @@ import json
 import logging
 import os
 import pathlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import aiohttp
 
@@ -115,6 +115,7 @@ class SwarmEngine:
         share: bool = True,
         provider_wait: float = PROVIDER_WAIT,
         node_kwargs: dict | None = None,
+        call_later: Callable[..., asyncio.TimerHandle] | None = None,
     ) -> None:
         if not transports:
             raise ValueError("at least one transport is needed")
@@ -126,6 +127,8 @@ class SwarmEngine:
         self.linger = linger
         self.sharing = share
         self.provider_wait = provider_wait
+        # Schedules the linger timer (`loop.call_later` unless given): tests pass a fake clock's and fire it.
+        self._call_later = call_later
         self.counters = EngineCounters()
         node_id = None
         self.nodes: dict[str, SwarmNode] = {}
@@ -423,7 +426,8 @@ class SwarmEngine:
             old = self._lingering.pop(root, None)
             if old is not None:
                 old.cancel()
-            self._lingering[root] = self._loop.call_later(self.linger, self.withdraw, root, "linger time over")
+            call_later = self._call_later or self._loop.call_later
+            self._lingering[root] = call_later(self.linger, self.withdraw, root, "linger time over")
 
     async def _announce(self, root: bytes, manifest: Manifest, publish_url: bool) -> None:
         assert self.discovery is not None and self.address is not None
