@@ -222,3 +222,37 @@ async def test_a_manifest_of_an_older_version_is_not_used_when_the_origins_head_
     assert status == 200 and body == DATA[::-1]  # the origin's current version, from the origin
     record = cluster.last_record(node)
     assert record["transition"] == "T" and record["manifest_source"] is None and record["bytes_peers"] == 0
+
+
+async def test_an_origin_answering_after_t_then_crawling_is_looked_up_again_at_r(cluster, slow_origin):
+    """T fires, the lookup finds no usable peer, the origin answers late and then crawls: the R switch looks
+    up again and uses the peers that appeared meanwhile."""
+    url = await seeded(cluster, slow_origin)
+    manifest = cluster.nodes[0].engine._own_manifests[url_key(url)]
+    publishers = list(cluster.nodes)
+    for publisher in publishers:  # their manifest records stay in the DHT, but nobody provides the content
+        publisher.engine.withdraw(manifest.root, "test")
+    await asyncio.gather(*(n.engine.settled() for n in publishers))
+    slow_origin.first_byte_delay = 0.6  # past T = 0.3 s ...
+    slow_origin.set_rate(64_000)  # ... and then under R
+    node = await cluster.add()
+    lookups = []
+    find = node.engine.find
+
+    async def counting_find(*args, **kwargs):
+        found = await find(*args, **kwargs)
+        lookups.append(found)
+        if len(lookups) == 1:  # the publishers share again, after the first lookup and before the second
+            for publisher in publishers:
+                publisher.engine.completed_from_peers(manifest)
+            await asyncio.gather(*(n.engine.settled() for n in publishers))
+        return found
+
+    node.engine.find = counting_find
+    status, _, body = await cluster.get(node, url)
+    assert status == 200 and body == DATA
+    assert lookups[0] is None and lookups[1] is not None and len(lookups) == 2
+    assert node.engine.counters.transitions == {"T": 1, "R": 1}
+    record = cluster.last_record(node)
+    assert record["transition"] == "R" and record["manifest_source"] == "quorum"
+    assert record["bytes_peers"] > SIZE // 2
