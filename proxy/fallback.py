@@ -356,6 +356,7 @@ class _Download:
         # The DHT lookup races a HEAD to the origin: a HEAD that answers first tells which version the origin
         # serves now, so a manifest of an older version is not used.
         head = asyncio.ensure_future(self.owner.session.head(self.url, headers=self.headers, allow_redirects=False))
+        described: tuple[str | None, str | None] | None = None  # the HEAD's Content-Type and -Encoding
         try:
             found = await self.engine.find(str(self.url))
             if found is not None and head.done() and not head.cancelled() and head.exception() is None:
@@ -364,6 +365,8 @@ class _Download:
                     log.info("%s: the origin's HEAD shows another version than the manifest; not swarming",
                              self.url)
                     found = None
+                elif answer.status == 200:
+                    described = answer.headers.get("Content-Type"), answer.headers.get("Content-Encoding")
         finally:
             if not head.done():
                 head.cancel()
@@ -385,7 +388,7 @@ class _Download:
             return web.Response(status=416, headers={"Content-Range": f"bytes */{manifest.size}"})
         self.promised_start = start
         response = self.response = RelayedResponse(status=status)
-        for name, value in self._synthesized_headers(manifest, status, start, end):
+        for name, value in self._synthesized_headers(manifest, status, start, end, described):
             response.headers.add(name, value)
         await response.prepare(self.request)
         self.tail_end = start
@@ -447,17 +450,22 @@ class _Download:
             return 416, 0, 0
         return 206, resolved[0], resolved[1]
 
-    def _synthesized_headers(self, manifest, status: int, start: int, end: int) -> list[tuple[str, str]]:
+    def _synthesized_headers(self, manifest, status: int, start: int, end: int,
+                             described: tuple[str | None, str | None] | None = None) -> list[tuple[str, str]]:
+        """Our own response head for the manifest's bytes. Content-Type and -Encoding come from the origin's
+        HEAD when it answered (`described`): the origin says what it serves now, a manifest only what one
+        publisher was once sent (or claims it was)."""
         fields = [("Content-Length", str(end - start)), ("Accept-Ranges", "bytes")]
         if status == 206:
             fields.append(("Content-Range", content_range(start, end, manifest.size)))
         if manifest.validator:
             name = "ETag" if manifest.validator.startswith('"') else "Last-Modified"
             fields.append((name, manifest.validator))
-        if manifest.content_type:
-            fields.append(("Content-Type", manifest.content_type))
-        if manifest.content_encoding:
-            fields.append(("Content-Encoding", manifest.content_encoding))
+        content_type, content_encoding = described or (manifest.content_type, manifest.content_encoding)
+        if content_type:
+            fields.append(("Content-Type", content_type))
+        if content_encoding:
+            fields.append(("Content-Encoding", content_encoding))
         return hdr.add_via(fields, (1, 1))
 
     # -- merging origin and swarm ------------------------------------------------------------------------------------

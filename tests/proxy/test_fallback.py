@@ -256,3 +256,41 @@ async def test_an_origin_answering_after_t_then_crawling_is_looked_up_again_at_r
     record = cluster.last_record(node)
     assert record["transition"] == "R" and record["manifest_source"] == "quorum"
     assert record["bytes_peers"] > SIZE // 2
+
+
+class HeadWatch:
+    """A proxy's client session, passed through, that tells when a HEAD answer has arrived."""
+
+    def __init__(self, session) -> None:
+        self.session = session
+        self.answered = asyncio.Event()
+
+    def __getattr__(self, name):
+        return getattr(self.session, name)
+
+    async def head(self, *args, **kwargs):
+        answer = await self.session.head(*args, **kwargs)
+        self.answered.set()
+        return answer
+
+
+async def test_on_a_t_switch_the_content_type_comes_from_the_origins_head_not_the_manifest(cluster, slow_origin):
+    url = await seeded(cluster, slow_origin, **{"Content-Type": "text/plain"})  # what the publishers were sent
+    slow_origin.extra_headers["/big.bin"] = {"Content-Type": "application/x-new"}  # same bytes, same ETag
+    slow_origin.first_byte_delay = 30.0  # GET says nothing (T fires) ...
+    slow_origin.head_delay = 0.0  # ... while HEAD answers at once
+    node = await cluster.add()
+    watch = node.fallback.session = HeadWatch(node.fallback.session)
+    find = node.engine.find
+
+    async def find_after_head(*args, **kwargs):  # the HEAD wins the race, for sure
+        found = await find(*args, **kwargs)
+        await watch.answered.wait()
+        return found
+
+    node.engine.find = find_after_head
+    status, headers, body = await cluster.get(node, url)
+    assert status == 200 and body == DATA
+    record = cluster.last_record(node)
+    assert record["transition"] == "T" and record["bytes_peers"] > 0
+    assert headers["Content-Type"] == "application/x-new"
