@@ -294,3 +294,21 @@ async def test_on_a_t_switch_the_content_type_comes_from_the_origins_head_not_th
     record = cluster.last_record(node)
     assert record["transition"] == "T" and record["bytes_peers"] > 0
     assert headers["Content-Type"] == "application/x-new"
+
+
+async def test_the_fallback_over_quic(tmp_path, slow_origin):
+    """Every node offers QUIC only, so peers are fetched from over QUIC (loopback would pick TCP if offered)."""
+    quic = Cluster(tmp_path, **FAST_SWITCH, transport="quic")
+    try:
+        url = await seeded(quic, slow_origin)
+        slow_origin.set_rate(64_000)
+        node = await quic.add()
+        assert sorted(node.engine.nodes) == ["quic"]
+        status, _, body = await quic.get(node, url)
+        assert status == 200 and body == DATA
+        record = quic.last_record(node)
+        assert record["transition"] == "R" and record["manifest_source"] == "quorum"
+        assert record["bytes_peers"] > SIZE // 2
+        assert sum(n.engine.nodes["quic"].bytes_uploaded for n in quic.nodes[:2]) >= record["bytes_peers"]
+    finally:
+        await quic.close()
