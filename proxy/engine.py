@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import pathlib
+import threading
 from collections.abc import AsyncIterator, Callable
 
 import aiohttp
@@ -356,7 +357,7 @@ class SwarmEngine:
         manifest, layer = spool.manifest(url=url, validator=validator, content_type=content_type,
                                          content_encoding=content_encoding)
         try:
-            await asyncio.to_thread(self._store_from_spool, manifest, layer, spool)
+            await self._in_thread(manifest.root, lambda stop: self._store_from_spool(manifest, layer, spool, stop))
         except (StoreError, OSError) as exc:
             log.warning("%s will not be shared: %s", url, exc)
             return None
@@ -365,15 +366,19 @@ class SwarmEngine:
         self._share(manifest.root, manifest, publish_url=publish)
         return manifest
 
-    def _store_from_spool(self, manifest: Manifest, layer: list[bytes], spool: Spool) -> None:
+    def _store_from_spool(self, manifest: Manifest, layer: list[bytes], spool: Spool,
+                          stop: threading.Event) -> None:
         fd = spool.fileno()
-        if fd is not None and hasattr(self.store, "adopt_fd"):
+        if fd is not None and self.store.adopt_fd(manifest, layer, fd):
             # The spool holds exactly the bytes the manifest was computed from: linked (O_TMPFILE) or copied
             # in the kernel, never read back through Python.
-            self.store.adopt_fd(manifest, layer, fd)
             return
+        # The entry exists already, e.g. from a swarm download of the same content the origin finished first:
+        # fill in the blocks it lacks, or it would be shared (and vouched for) incomplete.
         self.store.create(manifest, layer)
         for block in range(manifest.num_blocks):
+            if stop.is_set():
+                return
             offset, length = manifest.block_span(block)
             if not self.store.has_block(manifest.root, block):
                 if not self.store.write_block(manifest.root, block, spool.read(offset, length)):
@@ -382,11 +387,13 @@ class SwarmEngine:
     async def complete_prefix(self, manifest: Manifest, spool: Spool, upto: int) -> bool:
         """After a swarm fetch from `upto` on, add the origin's blocks before it; False if they do not verify
         (the manifest disagrees with the origin: then nothing is shared)."""
-        def work() -> bool:
+        def work(stop: threading.Event) -> bool:
             if manifest.root not in self.store:
                 return False
             layer = self.store.hash_layer(manifest.root)
             for block in range(upto // manifest.block_size):
+                if stop.is_set():
+                    return False
                 if self.store.has_block(manifest.root, block):
                     continue
                 offset, length = manifest.block_span(block)
@@ -398,16 +405,43 @@ class SwarmEngine:
                 self.store.write_block(manifest.root, block, data)
             return self.store.complete(manifest.root)
         try:
-            return await asyncio.to_thread(work)
+            return await self._in_thread(manifest.root, work)
         except (StoreError, OSError, ValueError) as exc:
             log.info("cannot complete %s in the store: %s", manifest.root.hex()[:16], exc)
             return False
 
+    async def _in_thread(self, root: bytes, work: Callable[[threading.Event], object]):
+        """`work(stop)` in a worker thread, moving a spool's bytes into the store's entry of `root`.
+
+        Cancelling a thread's awaiter does not stop the thread, and our caller closes the spool as soon as we
+        return: closing it under the thread would make it read a closed (or reused!) descriptor. So when
+        cancelled (the proxy stopping), ask the thread to stop between blocks, wait for it, and drop what it
+        left incomplete."""
+        stop = threading.Event()
+        thread = asyncio.ensure_future(asyncio.to_thread(work, stop))
+        try:
+            return await asyncio.shield(thread)
+        except asyncio.CancelledError:
+            stop.set()
+            log.info("stopping: waiting for the store to finish with %s", root.hex()[:16])
+            await asyncio.wait({thread})
+            self._drop_partial(root)
+            raise
+
+    def _drop_partial(self, root: bytes) -> None:
+        """Delete an incomplete entry that no download is filling: it is never shared, and would only take room
+        (and be verified again at every start) until evicted."""
+        with contextlib.suppress(StoreError):
+            if root in self.store and not self.store.complete(root) and self.store.info(root).pins == 0:
+                self.store.remove(root)
+
     def abandon(self, root: bytes) -> None:
-        """A swarm download ended incomplete: stop serving its partial content (nothing was announced)."""
+        """A swarm download ended incomplete: stop serving its partial content (nothing was announced), and
+        drop it."""
         if root not in self._lingering:
             for node in self.nodes.values():
                 node.unshare(root)
+            self._drop_partial(root)
 
     def completed_from_peers(self, manifest: Manifest) -> None:
         """A swarm download finished and is complete in the store: be a provider (never a publisher)."""

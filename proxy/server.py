@@ -132,6 +132,7 @@ class ProxyServer:
         self._session = None
         self._runner: web.BaseRunner | None = None
         self._bootstrap_task: asyncio.Task | None = None
+        self._handling: set[asyncio.Task] = set()  # requests being answered; `stop` cancels them first
 
     async def start(self) -> dict[str, str]:
         _raise_fd_limit()
@@ -228,6 +229,17 @@ class ProxyServer:
                         ", ".join(f"{h}:{p}" for h, p in nodes))
 
     async def stop(self) -> None:
+        # Requests first, while what they use still runs: a download cut off here hands its content to the
+        # fallback and the engine (a partial swarm download is dropped, a finished one stored), and must not
+        # run on against a closed engine, store or DHT.
+        if self._runner is not None and self._runner.server is not None:
+            for site in list(self._runner.sites):
+                await site.stop()  # no new connections
+            self._runner.server.pre_shutdown()  # no new requests on open ones
+        handling = list(self._handling)
+        for task in handling:
+            task.cancel()
+        await asyncio.gather(*handling, return_exceptions=True)
         if self.fallback is not None:
             await self.fallback.close()
         if self.engine is not None:
@@ -245,6 +257,15 @@ class ProxyServer:
             await self._session.close()
 
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        task = asyncio.current_task()
+        assert task is not None
+        self._handling.add(task)
+        try:
+            return await self._answer(request)
+        finally:
+            self._handling.discard(task)
+
+    async def _answer(self, request: web.BaseRequest) -> web.StreamResponse:
         started = time.monotonic()
         peer = request.transport.get_extra_info("peername") if request.transport else None
         loopback = is_loopback_peer(peer)

@@ -157,3 +157,18 @@ async def test_eviction_ends_the_dht_announcement_of_a_real_node(tmp_path, slow_
         assert (KIND_PROVIDER, second_root) in node.dht.announcements
     finally:
         await cluster.close()
+
+
+async def test_an_origin_download_completes_an_entry_a_swarm_download_left_partial(world, tmp_path):
+    engine = await started_engine(world, tmp_path, linger=600, call_later=FakeTimers().call_later)
+    try:
+        spool = Spool(tmp_path / "spool", len(DATA))
+        spool.feed(DATA)
+        manifest, layer = spool.manifest(url=URL, validator='"v1"', content_type="text/plain", content_encoding=None)
+        spool.close()
+        engine.store.create(manifest, layer)  # as a swarm fetch leaves it: one block of eight
+        engine.store.write_block(manifest.root, 0, DATA[:manifest.block_size])
+        assert await ingest(engine, tmp_path) == manifest
+        assert engine.store.complete(manifest.root)  # not shared (and vouched for) incomplete
+    finally:
+        await engine.stop()

@@ -6,8 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import gc
+import logging
+import os
+import threading
 import time
 
+import aiohttp
 import pytest
 import pytest_asyncio
 
@@ -15,6 +20,7 @@ from dht.discovery import ManifestSummary
 from proxy.engine import url_key
 from proxy.local_swarm import Cluster
 from proxy.slow_origin import SlowOrigin
+from swarm.store_disk import DiskBlockStore
 
 SIZE = 3 * 1024 * 1024 + 12345
 DATA = hashlib.sha256(b"fallback").digest() * (SIZE // 32 + 1)
@@ -312,3 +318,94 @@ async def test_the_fallback_over_quic(tmp_path, slow_origin):
         assert sum(n.engine.nodes["quic"].bytes_uploaded for n in quic.nodes[:2]) >= record["bytes_peers"]
     finally:
         await quic.close()
+
+
+
+class StopWatch:
+    """What a proxy's stop leaves behind: tasks still running, errors logged or handed to the loop."""
+
+    def __init__(self, caplog) -> None:
+        self.caplog = caplog
+        self.loop = asyncio.get_running_loop()
+        self.unhandled: list[dict] = []
+        self.previous = self.loop.get_exception_handler()
+        self.loop.set_exception_handler(lambda _, context: self.unhandled.append(context))
+        self.before = asyncio.all_tasks()
+
+    async def check(self, node) -> None:
+        # Tasks cancelled during the stop (aiohttp's connection handlers) end at their next step; one that
+        # has not after a few seconds is leaked (the timeout only bounds a failure).
+        started = [t for t in asyncio.all_tasks() - self.before if not t.done()]
+        if started:
+            _, running = await asyncio.wait(started, timeout=5)
+            assert running == set()
+        self.loop.set_exception_handler(self.previous)
+        gc.collect()  # "Task was destroyed but it is pending", "exception was never retrieved"
+        assert self.unhandled == []
+        assert [r.getMessage() for r in self.caplog.records if r.levelno >= logging.WARNING] == []
+        assert not node.fallback.tasks and not node.engine._tasks
+        store = DiskBlockStore(node.config.data_dir / "blocks")  # as the next start would find it
+        try:
+            self.stored = {root: store.complete(root) for root in store.roots()}
+        finally:
+            store.close()
+        assert all(self.stored.values()), "a partial entry was left in the store"
+
+
+async def test_a_proxy_stopped_mid_swarm_download_stops_cleanly(cluster, slow_origin, caplog):
+    url = await seeded(cluster, slow_origin)
+    loop = asyncio.get_running_loop()
+    for publisher in cluster.nodes:  # peers trickle: the download is still on when the proxy stops
+        for peer in publisher.engine.nodes.values():
+            peer.upload.set_rate(32_000, loop.time(), burst=16 * 1024)
+    slow_origin.first_byte_delay = 30.0  # T; the origin's Range requests wait too
+    node = await cluster.add()
+    cluster.nodes.remove(node)  # stopped here
+    watch = StopWatch(caplog)
+    async with cluster.client.get(url, proxy=node.url) as response:
+        assert response.status == 200
+        assert await response.content.readany()  # the first block came from a peer: the fetch is on
+        await node.stop()
+        with pytest.raises(aiohttp.ClientPayloadError):  # cut off, not a short body that looks complete
+            await response.read()
+    await watch.check(node)
+    assert watch.stored == {}  # what the fetch had stored is gone
+
+
+async def test_a_proxy_stopped_while_storing_a_download_lets_the_store_finish(cluster, slow_origin, caplog):
+    url = slow_origin.add("/big.bin", DATA)
+    node = await cluster.add()
+    cluster.nodes.remove(node)  # stopped here
+    loop = asyncio.get_running_loop()
+    storing, release = asyncio.Event(), threading.Event()
+    seen = {}
+    store_from_spool = node.engine._store_from_spool
+
+    def held_store_from_spool(manifest, layer, spool, stop):  # in the ingest thread
+        fd = spool.fileno()
+        loop.call_soon_threadsafe(storing.set)
+        release.wait(timeout=30)  # set when the engine, cancelled, waits for us (never, if it does not)
+        seen["spool still open"] = spool.fileno() == fd and os.fstat(fd) is not None
+        return store_from_spool(manifest, layer, spool, stop)
+
+    class Release(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.getMessage().startswith("stopping: waiting for the store"):
+                release.set()
+
+    node.engine._store_from_spool = held_store_from_spool
+    caplog.set_level(logging.INFO, logger="swarmproxy.engine")
+    releaser = Release()
+    logging.getLogger("swarmproxy.engine").addHandler(releaser)
+    try:
+        watch = StopWatch(caplog)
+        async with cluster.client.get(url, proxy=node.url) as response:
+            assert await response.read() == DATA
+        await storing.wait()
+        await node.stop()
+    finally:
+        logging.getLogger("swarmproxy.engine").removeHandler(releaser)
+        release.set()
+    assert seen == {"spool still open": True}
+    await watch.check(node)
+    assert list(watch.stored.values()) == [True]  # adopted whole before the stop went on
