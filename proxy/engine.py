@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import pathlib
+import random
 import threading
 from collections.abc import AsyncIterator, Callable
 
@@ -48,7 +49,8 @@ log = logging.getLogger("swarmproxy.engine")
 
 URL_KEY_PREFIX = b"swarmproxy/url\x00"
 PROVIDER_WAIT = 1.5  # seconds to collect providers before starting; more are rarely found later
-MAX_PROVIDERS = 16
+FETCH_PEERS = 16  # providers used per download (--fetch-peers) ...
+PROVIDER_POOL = 64  # ... picked at random from up to this many found (a DHT node keeps 64 per root)
 ORIGIN_RANGE_CONCURRENCY = 2  # Dragonfly's back-to-source cap: a flood of fallbacks must not hammer the origin
 
 
@@ -115,6 +117,7 @@ class SwarmEngine:
         linger: float = 86400.0,
         share: bool = True,
         provider_wait: float = PROVIDER_WAIT,
+        fetch_peers: int = FETCH_PEERS,
         node_kwargs: dict | None = None,
         call_later: Callable[..., asyncio.TimerHandle] | None = None,
     ) -> None:
@@ -128,6 +131,7 @@ class SwarmEngine:
         self.linger = linger
         self.sharing = share
         self.provider_wait = provider_wait
+        self.fetch_peers = fetch_peers
         # Schedules the linger timer (`loop.call_later` unless given): tests pass a fake clock's and fire it.
         self._call_later = call_later
         self.counters = EngineCounters()
@@ -240,7 +244,7 @@ class SwarmEngine:
         own = self._own_manifests.get(key)
         if own is not None and self._consistent(own, known_size, known_validator):
             providers = await self._providers(own.root) if self.discovery else []
-            return Found(own, "self", providers)
+            return Found(own, "self", self._pick(providers))
         if self.discovery is None:
             return None
         try:
@@ -275,7 +279,14 @@ class SwarmEngine:
                 or validator_bytes(manifest.validator) != accepted.validator:
             log.info("no provider gave a manifest matching the record for %s", url)
             return None
-        return Found(manifest, decision.source, providers)
+        return Found(manifest, decision.source, self._pick(providers))
+
+    def _pick(self, providers: list[Provider]) -> list[Provider]:
+        """At most --fetch-peers providers for one download, chosen at random: were it always the first ones
+        found (the DHT's answer order), every downloader would crowd the same peers."""
+        if len(providers) <= self.fetch_peers:
+            return providers
+        return random.sample(providers, self.fetch_peers)
 
     @staticmethod
     def _consistent(manifest: Manifest, size: int | None, validator: str | None) -> bool:
@@ -302,7 +313,7 @@ class SwarmEngine:
                     async for provider in providers:
                         if provider.node_id != own and self._reachable(provider):
                             found[provider.node_id] = provider
-                            if len(found) >= MAX_PROVIDERS:
+                            if len(found) >= max(PROVIDER_POOL, self.fetch_peers):
                                 break
         return list(found.values())
 
@@ -356,6 +367,13 @@ class SwarmEngine:
             return None
         manifest, layer = spool.manifest(url=url, validator=validator, content_type=content_type,
                                          content_encoding=content_encoding)
+        with contextlib.suppress(StoreError):
+            stored = self.store.manifest(manifest.root) if manifest.root in self.store else None
+            if stored is not None and stored.block_size != manifest.block_size:
+                # The same bytes are stored in other blocks (a swarm download by a manifest of another
+                # --block-size): a root has one entry, so fill that one, and vouch in its block size.
+                layer = list(self.store.hash_layer(manifest.root))
+                manifest = dataclasses.replace(manifest, block_size=stored.block_size)
         try:
             await self._in_thread(manifest.root, lambda stop: self._store_from_spool(manifest, layer, spool, stop))
         except (StoreError, OSError) as exc:

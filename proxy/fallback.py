@@ -29,6 +29,8 @@ import aiohttp
 from aiohttp import web
 from yarl import URL
 
+from swarm.manifest import MAX_BLOCKS
+
 from . import headers as hdr
 from .engine import Found, SwarmEngine
 from .origin import describe_failure
@@ -108,12 +110,14 @@ class Fallback:
     """One per proxy: the `relay.SwarmHook` that answers swarmable GETs."""
 
     def __init__(self, engine: SwarmEngine, session: aiohttp.ClientSession, stats: Stats, *,
-                 first_byte_timeout: float, min_rate: float, rate_window: float, max_spool: int) -> None:
+                 first_byte_timeout: float, min_rate: float, rate_window: float, max_spool: int,
+                 block_size: int | None = None) -> None:
         self.engine = engine
         self.session = session
         self.stats = stats
         self.settings = (first_byte_timeout, min_rate, rate_window)
         self.max_spool = max_spool
+        self.block_size = block_size  # of the manifests we make from origin bytes; None: by size (--block-size)
         self.tasks: set[asyncio.Task] = set()
 
     async def get(self, request: web.BaseRequest, url: URL, headers: list[tuple[str, str]],
@@ -124,6 +128,14 @@ class Fallback:
         if "Range" in request.headers and parse_range(request.headers.get("Range")) is None:
             return None  # several ranges or odd units: the origin answers those as it likes
         return await _Download(self, request, url, headers, record).run()
+
+    def spool(self, size: int, block_size: int | None = None) -> Spool:
+        """A spool for `size` bytes from the origin, hashed in `block_size` blocks (given: a manifest's), else
+        in --block-size blocks, else by the size rule, which is also used where --block-size would make more
+        blocks than a manifest may have."""
+        if block_size is None and self.block_size and -(-size // self.block_size) <= MAX_BLOCKS:
+            block_size = self.block_size
+        return Spool(self.engine.spool_dir, size, block_size=block_size)
 
     def spawn(self, coro) -> None:
         task = asyncio.ensure_future(coro)
@@ -215,7 +227,7 @@ class _Download:
         if upstream.status == 206:
             start, end, _ = parse_content_range(upstream.headers.get("Content-Range"))  # the gate checked it
         elif self.size is not None and self.size <= self.owner.max_spool and self.engine.sharing:
-            self.spool = Spool(self.engine.spool_dir, self.size)
+            self.spool = self.owner.spool(self.size)
         self.tail_end = start
         await response.prepare(request)
         reader = _OriginReader(upstream, start)
@@ -393,7 +405,8 @@ class _Download:
         await response.prepare(self.request)
         self.tail_end = start
         if start == 0 and end == manifest.size and self.engine.sharing and manifest.size <= self.owner.max_spool:
-            self.spool = Spool(self.engine.spool_dir, manifest.size)
+            # In the manifest's blocks: the swarm fills the same store entry, and a root has one block size.
+            self.spool = self.owner.spool(manifest.size, manifest.block_size)
         reader = _OriginReader(None, 0, pending=task, accept=lambda up: self._accept_late(up, manifest))
         await self._merge(found, start, end, reader)
         return response

@@ -204,7 +204,7 @@ class ProxyServer:
             discovery = DhtDiscovery(self.dht)
         self.engine = SwarmEngine(store, make_transports(cfg.transport), discovery, self._session,
                                   trust=parse_trust(cfg.trust), spool_dir=cfg.data_dir / "spool",
-                                  linger=cfg.linger, share=not cfg.no_share)
+                                  linger=cfg.linger, share=not cfg.no_share, fetch_peers=cfg.fetch_peers)
         try:
             host, port = await self.engine.start(cfg.peer_listen.host, cfg.peer_listen.port)
         except OSError as exc:
@@ -213,7 +213,7 @@ class ProxyServer:
         self.addresses["peer"] = _join(host, port)
         self.fallback = Fallback(self.engine, self._session, self.stats,  # type: ignore[arg-type]
                                  first_byte_timeout=cfg.first_byte_timeout, min_rate=cfg.min_rate,
-                                 rate_window=cfg.rate_window, max_spool=cfg.store_size)
+                                 rate_window=cfg.rate_window, max_spool=cfg.store_size, block_size=cfg.block_size)
         log.info("peers fetch from %s over %s; trust %s; switching after T=%gs, R=%g B/s over W=%gs",
                  self.addresses["peer"], cfg.transport, cfg.trust, cfg.first_byte_timeout, cfg.min_rate,
                  cfg.rate_window)

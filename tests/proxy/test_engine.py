@@ -172,3 +172,53 @@ async def test_an_origin_download_completes_an_entry_a_swarm_download_left_parti
         assert engine.store.complete(manifest.root)  # not shared (and vouched for) incomplete
     finally:
         await engine.stop()
+
+
+async def test_at_most_fetch_peers_providers_are_used_and_they_are_picked_at_random(world, tmp_path):
+    engine = await started_engine(world, tmp_path, fetch_peers=3)
+    try:
+        manifest = await ingest(engine, tmp_path)
+        others = [FakeDiscovery(world[1]) for _ in range(10)]
+        for index, other in enumerate(others):
+            await other.announce(manifest.root, ("127.0.0.1", 7000 + index))
+        every = {other.node_id for other in others}
+        picked = []
+        for _ in range(20):
+            found = await engine.find(URL)
+            ids = {provider.node_id for provider in found.providers}
+            assert len(ids) == 3 and ids <= every
+            picked.append(frozenset(ids))
+        assert len(set(picked)) > 1  # not always the same three (all twenty equal: p = 120**-19)
+    finally:
+        await engine.stop()
+
+
+async def test_all_providers_are_used_when_there_are_no_more_than_fetch_peers(world, tmp_path):
+    engine = await started_engine(world, tmp_path, fetch_peers=3)
+    try:
+        manifest = await ingest(engine, tmp_path)
+        others = [FakeDiscovery(world[1]) for _ in range(3)]
+        for index, other in enumerate(others):
+            await other.announce(manifest.root, ("127.0.0.1", 7000 + index))
+        found = await engine.find(URL)
+        assert {p.node_id for p in found.providers} == {other.node_id for other in others}
+    finally:
+        await engine.stop()
+
+
+async def test_an_origin_download_fills_an_entry_stored_in_another_block_size(world, tmp_path):
+    """The spool hashed in 16 KiB blocks, the swarm stored the same root by a manifest of 32 KiB blocks."""
+    engine = await started_engine(world, tmp_path)
+    try:
+        spool = Spool(tmp_path / "spool", len(DATA), block_size=32 * 1024)
+        spool.feed(DATA)
+        theirs, layer = spool.manifest(url=URL, validator='"v1"', content_type=None, content_encoding=None)
+        spool.close()
+        engine.store.create(theirs, layer)
+        engine.store.write_block(theirs.root, 1, DATA[32 * 1024:64 * 1024])
+        ours = await ingest(engine, tmp_path)
+        assert ours.root == theirs.root and ours.block_size == 32 * 1024 and ours.url == URL
+        assert engine.store.complete(ours.root)
+        assert engine._own_manifests[url_key(URL)] == ours
+    finally:
+        await engine.stop()

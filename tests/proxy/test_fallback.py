@@ -409,3 +409,32 @@ async def test_a_proxy_stopped_while_storing_a_download_lets_the_store_finish(cl
     assert seen == {"spool still open": True}
     await watch.check(node)
     assert list(watch.stored.values()) == [True]  # adopted whole before the stop went on
+
+
+async def test_block_size_sets_the_manifests_a_node_makes_and_others_fetch_by_them(cluster, slow_origin):
+    url = slow_origin.add("/big.bin", DATA)
+    for node in await cluster.grow(2, block_size="64Ki"):
+        status, _, body = await cluster.get(node, url)
+        assert status == 200 and body == DATA
+        manifest = node.engine._own_manifests[url_key(url)]
+        assert manifest.block_size == 64 * 1024  # by the size rule it would be 16 KiB
+        summaries = await node.engine.discovery.get_manifests(url_key(url))
+        assert {s.block_size for s in summaries} == {64 * 1024}
+    slow_origin.first_byte_delay = 30.0
+    node = await cluster.add()  # block size auto: a swarm download keeps the manifest's
+    status, _, body = await cluster.get(node, url)
+    assert status == 200 and body == DATA
+    assert cluster.last_record(node)["transition"] == "T"
+    assert node.engine.store.manifest(manifest.root).block_size == 64 * 1024
+
+
+async def test_fetch_peers_caps_the_providers_one_download_uses(cluster, slow_origin):
+    url = await seeded(cluster, slow_origin, publishers=3)
+    slow_origin.set_rate(64_000)
+    node = await cluster.add(fetch_peers="1")
+    status, _, body = await cluster.get(node, url)
+    assert status == 200 and body == DATA
+    record = cluster.last_record(node)
+    assert record["transition"] == "R" and record["bytes_peers"] > 0
+    assert len(record["peers"]) == 1
+    assert sum(1 for n in cluster.nodes[:3] if n.engine.bytes_uploaded) == 1
