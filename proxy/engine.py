@@ -5,10 +5,11 @@ One `SwarmEngine` per proxy. It answers three questions for the fallback downloa
 * `find(url, ...)` — which manifest may we trust for this URL, and who holds its blocks? Our own manifests
   first (computed from bytes this node got from the origin: `self`), then DHT manifest records weighed by
   `proxy.manifest_trust` (`quorum` / `any`), then the full manifest from a provider, checked against the root.
+  At most `--fetch-peers` providers, picked at random among those found.
 * `fetch(found, ...)` — verified bytes from the providers plus the origin as one capped Range source.
 * `completed(...)` — after a verified download: store, share, announce as a provider, publish a manifest record
   only for bytes that came from the origin (DESIGN.md: a node that got them from peers never vouches for a
-  URL), linger `--linger` seconds, then withdraw.
+  URL), linger `--linger` seconds, then withdraw (also when the store evicts the content).
 
 Transports: `tcp`, `quic` or `both` (one SwarmNode per transport, sharing the store; both listen on the same
 port number). A fetch prefers TCP for loopback and private peers (LAN speed) and QUIC for public ones, among
