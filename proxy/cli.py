@@ -40,6 +40,8 @@ def _default_text(option) -> str:
         return "160k"
     if option.attr == "store_size":
         return "10Gi"
+    if option.attr == "block_size":
+        return "auto"
     if default is None:
         return "none"
     if isinstance(default, bool):

@@ -128,6 +128,22 @@ def _byte_count(text: str | int) -> int:
     return int(_number(parse_size(text), float, zero_ok=False, shown=text))
 
 
+def parse_block_size(text: str | int) -> int | None:
+    """'auto' -> None (the rule of `swarm.manifest.choose_block_size`), else a power of two from 16Ki to 16Mi."""
+    from swarm.manifest import MAX_BLOCK_SIZE, MIN_BLOCK_SIZE
+
+    if str(text).strip().lower() == "auto":
+        return None
+    wrong = ConfigError(f"block size {text!r} is not auto or a power of two from 16Ki to 16Mi (e.g. 64Ki, 1Mi)")
+    try:
+        value = parse_size(text)
+    except ConfigError:
+        raise wrong from None
+    if value != int(value) or not MIN_BLOCK_SIZE <= value <= MAX_BLOCK_SIZE or int(value) & (int(value) - 1):
+        raise wrong
+    return int(value)
+
+
 def _non_negative_float(text: str | float) -> float:
     return _number(text, float, zero_ok=True)
 
@@ -270,6 +286,13 @@ OPTIONS: tuple[Option, ...] = (
     Option("store-size", _byte_count, 10 * 1024**3,
            "disk space for shared content under the data dir; least recently used content is evicted "
            "beyond it", "BYTES"),
+    Option("block-size", parse_block_size, None,
+           "block size of the manifests this node makes of what it got from the origin: auto (by file size, "
+           "16Ki up to 4Mi) or a power of two from 16Ki to 16Mi (auto again where that would exceed 2^24 "
+           "blocks); a swarm download uses the block size of the manifest it found", "SIZE"),
+    Option("fetch-peers", _positive_int, 16,
+           "at most this many providers are used per swarm download; when more are found, this many are "
+           "picked at random, so the load spreads", "N"),
 )
 
 _BY_ATTR = {option.attr: option for option in OPTIONS}
@@ -301,6 +324,8 @@ class Config:
     linger: float
     no_share: bool
     store_size: int
+    block_size: int | None
+    fetch_peers: int
 
     @classmethod
     def load(

@@ -5,10 +5,11 @@ One `SwarmEngine` per proxy. It answers three questions for the fallback downloa
 * `find(url, ...)` — which manifest may we trust for this URL, and who holds its blocks? Our own manifests
   first (computed from bytes this node got from the origin: `self`), then DHT manifest records weighed by
   `proxy.manifest_trust` (`quorum` / `any`), then the full manifest from a provider, checked against the root.
+  At most `--fetch-peers` providers, picked at random among those found.
 * `fetch(found, ...)` — verified bytes from the providers plus the origin as one capped Range source.
 * `completed(...)` — after a verified download: store, share, announce as a provider, publish a manifest record
   only for bytes that came from the origin (DESIGN.md: a node that got them from peers never vouches for a
-  URL), linger `--linger` seconds, then withdraw.
+  URL), linger `--linger` seconds, then withdraw (also when the store evicts the content).
 
 Transports: `tcp`, `quic` or `both` (one SwarmNode per transport, sharing the store; both listen on the same
 port number). A fetch prefers TCP for loopback and private peers (LAN speed) and QUIC for public ones, among
@@ -26,7 +27,9 @@ import json
 import logging
 import os
 import pathlib
-from collections.abc import AsyncIterator
+import random
+import threading
+from collections.abc import AsyncIterator, Callable
 
 import aiohttp
 
@@ -47,7 +50,8 @@ log = logging.getLogger("swarmproxy.engine")
 
 URL_KEY_PREFIX = b"swarmproxy/url\x00"
 PROVIDER_WAIT = 1.5  # seconds to collect providers before starting; more are rarely found later
-MAX_PROVIDERS = 16
+FETCH_PEERS = 16  # providers used per download (--fetch-peers) ...
+PROVIDER_POOL = 64  # ... picked at random from up to this many found (a DHT node keeps 64 per root)
 ORIGIN_RANGE_CONCURRENCY = 2  # Dragonfly's back-to-source cap: a flood of fallbacks must not hammer the origin
 
 
@@ -114,7 +118,9 @@ class SwarmEngine:
         linger: float = 86400.0,
         share: bool = True,
         provider_wait: float = PROVIDER_WAIT,
+        fetch_peers: int = FETCH_PEERS,
         node_kwargs: dict | None = None,
+        call_later: Callable[..., asyncio.TimerHandle] | None = None,
     ) -> None:
         if not transports:
             raise ValueError("at least one transport is needed")
@@ -126,6 +132,9 @@ class SwarmEngine:
         self.linger = linger
         self.sharing = share
         self.provider_wait = provider_wait
+        self.fetch_peers = fetch_peers
+        # Schedules the linger timer (`loop.call_later` unless given): tests pass a fake clock's and fire it.
+        self._call_later = call_later
         self.counters = EngineCounters()
         node_id = None
         self.nodes: dict[str, SwarmNode] = {}
@@ -236,7 +245,7 @@ class SwarmEngine:
         own = self._own_manifests.get(key)
         if own is not None and self._consistent(own, known_size, known_validator):
             providers = await self._providers(own.root) if self.discovery else []
-            return Found(own, "self", providers)
+            return Found(own, "self", self._pick(providers))
         if self.discovery is None:
             return None
         try:
@@ -271,7 +280,14 @@ class SwarmEngine:
                 or validator_bytes(manifest.validator) != accepted.validator:
             log.info("no provider gave a manifest matching the record for %s", url)
             return None
-        return Found(manifest, decision.source, providers)
+        return Found(manifest, decision.source, self._pick(providers))
+
+    def _pick(self, providers: list[Provider]) -> list[Provider]:
+        """At most --fetch-peers providers for one download, chosen at random: were it always the first ones
+        found (the DHT's answer order), every downloader would crowd the same peers."""
+        if len(providers) <= self.fetch_peers:
+            return providers
+        return random.sample(providers, self.fetch_peers)
 
     @staticmethod
     def _consistent(manifest: Manifest, size: int | None, validator: str | None) -> bool:
@@ -298,7 +314,7 @@ class SwarmEngine:
                     async for provider in providers:
                         if provider.node_id != own and self._reachable(provider):
                             found[provider.node_id] = provider
-                            if len(found) >= MAX_PROVIDERS:
+                            if len(found) >= max(PROVIDER_POOL, self.fetch_peers):
                                 break
         return list(found.values())
 
@@ -352,8 +368,15 @@ class SwarmEngine:
             return None
         manifest, layer = spool.manifest(url=url, validator=validator, content_type=content_type,
                                          content_encoding=content_encoding)
+        with contextlib.suppress(StoreError):
+            stored = self.store.manifest(manifest.root) if manifest.root in self.store else None
+            if stored is not None and stored.block_size != manifest.block_size:
+                # The same bytes are stored in other blocks (a swarm download by a manifest of another
+                # --block-size): a root has one entry, so fill that one, and vouch in its block size.
+                layer = list(self.store.hash_layer(manifest.root))
+                manifest = dataclasses.replace(manifest, block_size=stored.block_size)
         try:
-            await asyncio.to_thread(self._store_from_spool, manifest, layer, spool)
+            await self._in_thread(manifest.root, lambda stop: self._store_from_spool(manifest, layer, spool, stop))
         except (StoreError, OSError) as exc:
             log.warning("%s will not be shared: %s", url, exc)
             return None
@@ -362,15 +385,19 @@ class SwarmEngine:
         self._share(manifest.root, manifest, publish_url=publish)
         return manifest
 
-    def _store_from_spool(self, manifest: Manifest, layer: list[bytes], spool: Spool) -> None:
+    def _store_from_spool(self, manifest: Manifest, layer: list[bytes], spool: Spool,
+                          stop: threading.Event) -> None:
         fd = spool.fileno()
-        if fd is not None and hasattr(self.store, "adopt_fd"):
+        if fd is not None and self.store.adopt_fd(manifest, layer, fd):
             # The spool holds exactly the bytes the manifest was computed from: linked (O_TMPFILE) or copied
             # in the kernel, never read back through Python.
-            self.store.adopt_fd(manifest, layer, fd)
             return
+        # The entry exists already, e.g. from a swarm download of the same content the origin finished first:
+        # fill in the blocks it lacks, or it would be shared (and vouched for) incomplete.
         self.store.create(manifest, layer)
         for block in range(manifest.num_blocks):
+            if stop.is_set():
+                return
             offset, length = manifest.block_span(block)
             if not self.store.has_block(manifest.root, block):
                 if not self.store.write_block(manifest.root, block, spool.read(offset, length)):
@@ -379,11 +406,13 @@ class SwarmEngine:
     async def complete_prefix(self, manifest: Manifest, spool: Spool, upto: int) -> bool:
         """After a swarm fetch from `upto` on, add the origin's blocks before it; False if they do not verify
         (the manifest disagrees with the origin: then nothing is shared)."""
-        def work() -> bool:
+        def work(stop: threading.Event) -> bool:
             if manifest.root not in self.store:
                 return False
             layer = self.store.hash_layer(manifest.root)
             for block in range(upto // manifest.block_size):
+                if stop.is_set():
+                    return False
                 if self.store.has_block(manifest.root, block):
                     continue
                 offset, length = manifest.block_span(block)
@@ -395,16 +424,43 @@ class SwarmEngine:
                 self.store.write_block(manifest.root, block, data)
             return self.store.complete(manifest.root)
         try:
-            return await asyncio.to_thread(work)
+            return await self._in_thread(manifest.root, work)
         except (StoreError, OSError, ValueError) as exc:
             log.info("cannot complete %s in the store: %s", manifest.root.hex()[:16], exc)
             return False
 
+    async def _in_thread(self, root: bytes, work: Callable[[threading.Event], object]):
+        """`work(stop)` in a worker thread, moving a spool's bytes into the store's entry of `root`.
+
+        Cancelling a thread's awaiter does not stop the thread, and our caller closes the spool as soon as we
+        return: closing it under the thread would make it read a closed (or reused!) descriptor. So when
+        cancelled (the proxy stopping), ask the thread to stop between blocks, wait for it, and drop what it
+        left incomplete."""
+        stop = threading.Event()
+        thread = asyncio.ensure_future(asyncio.to_thread(work, stop))
+        try:
+            return await asyncio.shield(thread)
+        except asyncio.CancelledError:
+            stop.set()
+            log.info("stopping: waiting for the store to finish with %s", root.hex()[:16])
+            await asyncio.wait({thread})
+            self._drop_partial(root)
+            raise
+
+    def _drop_partial(self, root: bytes) -> None:
+        """Delete an incomplete entry that no download is filling: it is never shared, and would only take room
+        (and be verified again at every start) until evicted."""
+        with contextlib.suppress(StoreError):
+            if root in self.store and not self.store.complete(root) and self.store.info(root).pins == 0:
+                self.store.remove(root)
+
     def abandon(self, root: bytes) -> None:
-        """A swarm download ended incomplete: stop serving its partial content (nothing was announced)."""
+        """A swarm download ended incomplete: stop serving its partial content (nothing was announced), and
+        drop it."""
         if root not in self._lingering:
             for node in self.nodes.values():
                 node.unshare(root)
+            self._drop_partial(root)
 
     def completed_from_peers(self, manifest: Manifest) -> None:
         """A swarm download finished and is complete in the store: be a provider (never a publisher)."""
@@ -423,7 +479,8 @@ class SwarmEngine:
             old = self._lingering.pop(root, None)
             if old is not None:
                 old.cancel()
-            self._lingering[root] = self._loop.call_later(self.linger, self.withdraw, root, "linger time over")
+            call_later = self._call_later or self._loop.call_later
+            self._lingering[root] = call_later(self.linger, self.withdraw, root, "linger time over")
 
     async def _announce(self, root: bytes, manifest: Manifest, publish_url: bool) -> None:
         assert self.discovery is not None and self.address is not None

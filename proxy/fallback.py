@@ -29,6 +29,8 @@ import aiohttp
 from aiohttp import web
 from yarl import URL
 
+from swarm.manifest import MAX_BLOCKS
+
 from . import headers as hdr
 from .engine import Found, SwarmEngine
 from .origin import describe_failure
@@ -111,12 +113,14 @@ class Fallback:
     """One per proxy: the `relay.SwarmHook` that answers swarmable GETs."""
 
     def __init__(self, engine: SwarmEngine, session: aiohttp.ClientSession, stats: Stats, *,
-                 first_byte_timeout: float, min_rate: float, rate_window: float, max_spool: int) -> None:
+                 first_byte_timeout: float, min_rate: float, rate_window: float, max_spool: int,
+                 block_size: int | None = None) -> None:
         self.engine = engine
         self.session = session
         self.stats = stats
         self.settings = (first_byte_timeout, min_rate, rate_window)
         self.max_spool = max_spool
+        self.block_size = block_size  # of the manifests we make from origin bytes; None: by size (--block-size)
         self.tasks: set[asyncio.Task] = set()
         # Seconds between lookups while a switched download still crawls from the origin (the last repeats).
         self.repoll: tuple[float, ...] = REPOLL_SECONDS
@@ -129,6 +133,14 @@ class Fallback:
         if "Range" in request.headers and parse_range(request.headers.get("Range")) is None:
             return None  # several ranges or odd units: the origin answers those as it likes
         return await _Download(self, request, url, headers, record).run()
+
+    def spool(self, size: int, block_size: int | None = None) -> Spool:
+        """A spool for `size` bytes from the origin, hashed in `block_size` blocks (given: a manifest's), else
+        in --block-size blocks, else by the size rule, which is also used where --block-size would make more
+        blocks than a manifest may have."""
+        if block_size is None and self.block_size and -(-size // self.block_size) <= MAX_BLOCKS:
+            block_size = self.block_size
+        return Spool(self.engine.spool_dir, size, block_size=block_size)
 
     def spawn(self, coro) -> None:
         task = asyncio.ensure_future(coro)
@@ -220,7 +232,7 @@ class _Download:
         if upstream.status == 206:
             start, end, _ = parse_content_range(upstream.headers.get("Content-Range"))  # the gate checked it
         elif self.size is not None and self.size <= self.owner.max_spool and self.engine.sharing:
-            self.spool = Spool(self.engine.spool_dir, self.size)
+            self.spool = self.owner.spool(self.size)
         self.tail_end = start
         await response.prepare(request)
         reader = _OriginReader(upstream, start)
@@ -353,6 +365,7 @@ class _Download:
         # The DHT lookup races a HEAD to the origin: a HEAD that answers first tells which version the origin
         # serves now, so a manifest of an older version is not used.
         head = asyncio.ensure_future(self.owner.session.head(self.url, headers=self.headers, allow_redirects=False))
+        described: tuple[str | None, str | None] | None = None  # the HEAD's Content-Type and -Encoding
         try:
             found = await self.engine.find(str(self.url))
             if found is not None and head.done() and not head.cancelled() and head.exception() is None:
@@ -361,6 +374,8 @@ class _Download:
                     log.info("%s: the origin's HEAD shows another version than the manifest; not swarming",
                              self.url)
                     found = None
+                elif answer.status == 200:
+                    described = answer.headers.get("Content-Type"), answer.headers.get("Content-Encoding")
         finally:
             if not head.done():
                 head.cancel()
@@ -382,12 +397,13 @@ class _Download:
             return web.Response(status=416, headers={"Content-Range": f"bytes */{manifest.size}"})
         self.promised_start = start
         response = self.response = RelayedResponse(status=status)
-        for name, value in self._synthesized_headers(manifest, status, start, end):
+        for name, value in self._synthesized_headers(manifest, status, start, end, described):
             response.headers.add(name, value)
         await response.prepare(self.request)
         self.tail_end = start
         if start == 0 and end == manifest.size and self.engine.sharing and manifest.size <= self.owner.max_spool:
-            self.spool = Spool(self.engine.spool_dir, manifest.size)
+            # In the manifest's blocks: the swarm fills the same store entry, and a root has one block size.
+            self.spool = self.owner.spool(manifest.size, manifest.block_size)
         reader = _OriginReader(None, 0, pending=task, accept=lambda up: self._accept_late(up, manifest))
         await self._merge(found, start, end, reader)
         return response
@@ -444,17 +460,22 @@ class _Download:
             return 416, 0, 0
         return 206, resolved[0], resolved[1]
 
-    def _synthesized_headers(self, manifest, status: int, start: int, end: int) -> list[tuple[str, str]]:
+    def _synthesized_headers(self, manifest, status: int, start: int, end: int,
+                             described: tuple[str | None, str | None] | None = None) -> list[tuple[str, str]]:
+        """Our own response head for the manifest's bytes. Content-Type and -Encoding come from the origin's
+        HEAD when it answered (`described`): the origin says what it serves now, a manifest only what one
+        publisher was once sent (or claims it was)."""
         fields = [("Content-Length", str(end - start)), ("Accept-Ranges", "bytes")]
         if status == 206:
             fields.append(("Content-Range", content_range(start, end, manifest.size)))
         if manifest.validator:
             name = "ETag" if manifest.validator.startswith('"') else "Last-Modified"
             fields.append((name, manifest.validator))
-        if manifest.content_type:
-            fields.append(("Content-Type", manifest.content_type))
-        if manifest.content_encoding:
-            fields.append(("Content-Encoding", manifest.content_encoding))
+        content_type, content_encoding = described or (manifest.content_type, manifest.content_encoding)
+        if content_type:
+            fields.append(("Content-Type", content_type))
+        if content_encoding:
+            fields.append(("Content-Encoding", content_encoding))
         return hdr.add_via(fields, (1, 1))
 
     # -- merging origin and swarm ------------------------------------------------------------------------------------

@@ -132,6 +132,7 @@ class ProxyServer:
         self._session = None
         self._runner: web.BaseRunner | None = None
         self._bootstrap_task: asyncio.Task | None = None
+        self._handling: set[asyncio.Task] = set()  # requests being answered; `stop` cancels them first
 
     async def start(self) -> dict[str, str]:
         _raise_fd_limit()
@@ -203,7 +204,7 @@ class ProxyServer:
             discovery = DhtDiscovery(self.dht)
         self.engine = SwarmEngine(store, make_transports(cfg.transport), discovery, self._session,
                                   trust=parse_trust(cfg.trust), spool_dir=cfg.data_dir / "spool",
-                                  linger=cfg.linger, share=not cfg.no_share)
+                                  linger=cfg.linger, share=not cfg.no_share, fetch_peers=cfg.fetch_peers)
         try:
             host, port = await self.engine.start(cfg.peer_listen.host, cfg.peer_listen.port)
         except OSError as exc:
@@ -212,7 +213,7 @@ class ProxyServer:
         self.addresses["peer"] = _join(host, port)
         self.fallback = Fallback(self.engine, self._session, self.stats,  # type: ignore[arg-type]
                                  first_byte_timeout=cfg.first_byte_timeout, min_rate=cfg.min_rate,
-                                 rate_window=cfg.rate_window, max_spool=cfg.store_size)
+                                 rate_window=cfg.rate_window, max_spool=cfg.store_size, block_size=cfg.block_size)
         log.info("peers fetch from %s over %s; trust %s; switching after T=%gs, R=%g B/s over W=%gs",
                  self.addresses["peer"], cfg.transport, cfg.trust, cfg.first_byte_timeout, cfg.min_rate,
                  cfg.rate_window)
@@ -228,6 +229,17 @@ class ProxyServer:
                         ", ".join(f"{h}:{p}" for h, p in nodes))
 
     async def stop(self) -> None:
+        # Requests first, while what they use still runs: a download cut off here hands its content to the
+        # fallback and the engine (a partial swarm download is dropped, a finished one stored), and must not
+        # run on against a closed engine, store or DHT.
+        if self._runner is not None and self._runner.server is not None:
+            for site in list(self._runner.sites):
+                await site.stop()  # no new connections
+            self._runner.server.pre_shutdown()  # no new requests on open ones
+        handling = list(self._handling)
+        for task in handling:
+            task.cancel()
+        await asyncio.gather(*handling, return_exceptions=True)
         if self.fallback is not None:
             await self.fallback.close()
         if self.engine is not None:
@@ -245,6 +257,15 @@ class ProxyServer:
             await self._session.close()
 
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        task = asyncio.current_task()
+        assert task is not None
+        self._handling.add(task)
+        try:
+            return await self._answer(request)
+        finally:
+            self._handling.discard(task)
+
+    async def _answer(self, request: web.BaseRequest) -> web.StreamResponse:
         started = time.monotonic()
         peer = request.transport.get_extra_info("peername") if request.transport else None
         loopback = is_loopback_peer(peer)

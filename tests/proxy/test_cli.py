@@ -33,6 +33,7 @@ def test_help_for_each_command(capsys, command):
     (["run", "--listen", "0.0.0.0:8080"], "--allow-remote"),
     (["run", "--listen", "x:y"], "not HOST:PORT"),
     (["run", "--connect-ports", "https"], "not a port number"),
+    (["run", "--block-size", "48Ki"], "not auto or a power of two"),
     (["run", "--config", "/nonexistent/swarmproxy.toml"], "does not exist"),
 ])
 def test_bad_settings_exit_2_with_one_line(argv, needle, tmp_path):

@@ -91,3 +91,28 @@ def test_every_option_documented_in_readme():
         assert f"--{option.name}" in readme, option.name
         if not option.flag_only:
             assert option.env in readme, option.env
+
+
+@pytest.mark.parametrize("text,expected", [("auto", None), ("AUTO", None), ("16Ki", 16384), ("64ki", 65536),
+                                           ("1Mi", 1 << 20), ("16Mi", 16 << 20), ("131072", 131072)])
+def test_block_size(text, expected):
+    assert Config.load({"block_size": text}, environ={}).block_size == expected
+
+
+@pytest.mark.parametrize("text", ["8Ki", "48Ki", "32Mi", "64k", "0", "-16Ki", "big", "16.5Ki"])
+def test_block_size_rejects_what_is_not_a_power_of_two_from_16ki_to_16mi(text):
+    with pytest.raises(ConfigError, match="--block-size: block size .* is not auto or a power of two from 16Ki"):
+        Config.load({"block_size": text}, environ={})
+
+
+def test_block_size_and_fetch_peers_defaults_and_layers():
+    config = Config.load({}, environ={})
+    assert config.block_size is None and config.fetch_peers == 16
+    config = Config.load({}, environ={"SWARMPROXY_BLOCK_SIZE": "256Ki", "SWARMPROXY_FETCH_PEERS": "4"})
+    assert config.block_size == 256 * 1024 and config.fetch_peers == 4
+
+
+@pytest.mark.parametrize("text", ["0", "-1", "two", "1.5"])
+def test_fetch_peers_rejects_what_is_not_a_positive_whole_number(text):
+    with pytest.raises(ConfigError, match="--fetch-peers"):
+        Config.load({"fetch_peers": text}, environ={})

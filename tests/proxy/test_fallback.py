@@ -6,8 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import gc
+import logging
+import os
+import threading
 import time
 
+import aiohttp
 import pytest
 import pytest_asyncio
 
@@ -15,6 +20,7 @@ from dht.discovery import ManifestSummary
 from proxy.engine import url_key
 from proxy.local_swarm import Cluster
 from proxy.slow_origin import SlowOrigin
+from swarm.store_disk import DiskBlockStore
 
 SIZE = 3 * 1024 * 1024 + 12345
 DATA = hashlib.sha256(b"fallback").digest() * (SIZE // 32 + 1)
@@ -244,3 +250,213 @@ async def test_a_manifest_of_an_older_version_is_not_used_when_the_origins_head_
     assert status == 200 and body == DATA[::-1]  # the origin's current version, from the origin
     record = cluster.last_record(node)
     assert record["transition"] == "T" and record["manifest_source"] is None and record["bytes_peers"] == 0
+
+
+async def test_an_origin_answering_after_t_then_crawling_is_looked_up_again_at_r(cluster, slow_origin):
+    """T fires, the lookup finds no usable peer, the origin answers late and then crawls: the R switch looks
+    up again and uses the peers that appeared meanwhile."""
+    url = await seeded(cluster, slow_origin)
+    manifest = cluster.nodes[0].engine._own_manifests[url_key(url)]
+    publishers = list(cluster.nodes)
+    for publisher in publishers:  # their manifest records stay in the DHT, but nobody provides the content
+        publisher.engine.withdraw(manifest.root, "test")
+    await asyncio.gather(*(n.engine.settled() for n in publishers))
+    slow_origin.first_byte_delay = 0.6  # past T = 0.3 s ...
+    slow_origin.set_rate(64_000)  # ... and then under R
+    node = await cluster.add()
+    lookups = []
+    find = node.engine.find
+
+    async def counting_find(*args, **kwargs):
+        found = await find(*args, **kwargs)
+        lookups.append(found)
+        if len(lookups) == 1:  # the publishers share again, after the first lookup and before the second
+            for publisher in publishers:
+                publisher.engine.completed_from_peers(manifest)
+            await asyncio.gather(*(n.engine.settled() for n in publishers))
+        return found
+
+    node.engine.find = counting_find
+    status, _, body = await cluster.get(node, url)
+    assert status == 200 and body == DATA
+    assert lookups[0] is None and lookups[1] is not None and len(lookups) == 2
+    assert node.engine.counters.transitions == {"T": 1, "R": 1}
+    record = cluster.last_record(node)
+    assert record["transition"] == "R" and record["manifest_source"] == "quorum"
+    assert record["bytes_peers"] > SIZE // 2
+
+
+class HeadWatch:
+    """A proxy's client session, passed through, that tells when a HEAD answer has arrived."""
+
+    def __init__(self, session) -> None:
+        self.session = session
+        self.answered = asyncio.Event()
+
+    def __getattr__(self, name):
+        return getattr(self.session, name)
+
+    async def head(self, *args, **kwargs):
+        answer = await self.session.head(*args, **kwargs)
+        self.answered.set()
+        return answer
+
+
+async def test_on_a_t_switch_the_content_type_comes_from_the_origins_head_not_the_manifest(cluster, slow_origin):
+    url = await seeded(cluster, slow_origin, **{"Content-Type": "text/plain"})  # what the publishers were sent
+    slow_origin.extra_headers["/big.bin"] = {"Content-Type": "application/x-new"}  # same bytes, same ETag
+    slow_origin.first_byte_delay = 30.0  # GET says nothing (T fires) ...
+    slow_origin.head_delay = 0.0  # ... while HEAD answers at once
+    node = await cluster.add()
+    watch = node.fallback.session = HeadWatch(node.fallback.session)
+    find = node.engine.find
+
+    async def find_after_head(*args, **kwargs):  # the HEAD wins the race, for sure
+        found = await find(*args, **kwargs)
+        await watch.answered.wait()
+        return found
+
+    node.engine.find = find_after_head
+    status, headers, body = await cluster.get(node, url)
+    assert status == 200 and body == DATA
+    record = cluster.last_record(node)
+    assert record["transition"] == "T" and record["bytes_peers"] > 0
+    assert headers["Content-Type"] == "application/x-new"
+
+
+async def test_the_fallback_over_quic(tmp_path, slow_origin):
+    """Every node offers QUIC only, so peers are fetched from over QUIC (loopback would pick TCP if offered)."""
+    quic = Cluster(tmp_path, **FAST_SWITCH, transport="quic")
+    try:
+        url = await seeded(quic, slow_origin)
+        slow_origin.set_rate(64_000)
+        node = await quic.add()
+        assert sorted(node.engine.nodes) == ["quic"]
+        status, _, body = await quic.get(node, url)
+        assert status == 200 and body == DATA
+        record = quic.last_record(node)
+        assert record["transition"] == "R" and record["manifest_source"] == "quorum"
+        assert record["bytes_peers"] > SIZE // 2
+        assert sum(n.engine.nodes["quic"].bytes_uploaded for n in quic.nodes[:2]) >= record["bytes_peers"]
+    finally:
+        await quic.close()
+
+
+
+class StopWatch:
+    """What a proxy's stop leaves behind: tasks still running, errors logged or handed to the loop."""
+
+    def __init__(self, caplog) -> None:
+        self.caplog = caplog
+        self.loop = asyncio.get_running_loop()
+        self.unhandled: list[dict] = []
+        self.previous = self.loop.get_exception_handler()
+        self.loop.set_exception_handler(lambda _, context: self.unhandled.append(context))
+        self.before = asyncio.all_tasks()
+
+    async def check(self, node) -> None:
+        # Tasks cancelled during the stop (aiohttp's connection handlers) end at their next step; one that
+        # has not after a few seconds is leaked (the timeout only bounds a failure).
+        started = [t for t in asyncio.all_tasks() - self.before if not t.done()]
+        if started:
+            _, running = await asyncio.wait(started, timeout=5)
+            assert running == set()
+        self.loop.set_exception_handler(self.previous)
+        gc.collect()  # "Task was destroyed but it is pending", "exception was never retrieved"
+        assert self.unhandled == []
+        assert [r.getMessage() for r in self.caplog.records if r.levelno >= logging.WARNING] == []
+        assert not node.fallback.tasks and not node.engine._tasks
+        store = DiskBlockStore(node.config.data_dir / "blocks")  # as the next start would find it
+        try:
+            self.stored = {root: store.complete(root) for root in store.roots()}
+        finally:
+            store.close()
+        assert all(self.stored.values()), "a partial entry was left in the store"
+
+
+async def test_a_proxy_stopped_mid_swarm_download_stops_cleanly(cluster, slow_origin, caplog):
+    url = await seeded(cluster, slow_origin)
+    loop = asyncio.get_running_loop()
+    for publisher in cluster.nodes:  # peers trickle: the download is still on when the proxy stops
+        for peer in publisher.engine.nodes.values():
+            peer.upload.set_rate(32_000, loop.time(), burst=16 * 1024)
+    slow_origin.first_byte_delay = 30.0  # T; the origin's Range requests wait too
+    node = await cluster.add()
+    cluster.nodes.remove(node)  # stopped here
+    watch = StopWatch(caplog)
+    async with cluster.client.get(url, proxy=node.url) as response:
+        assert response.status == 200
+        assert await response.content.readany()  # the first block came from a peer: the fetch is on
+        await node.stop()
+        with pytest.raises(aiohttp.ClientPayloadError):  # cut off, not a short body that looks complete
+            await response.read()
+    await watch.check(node)
+    assert watch.stored == {}  # what the fetch had stored is gone
+
+
+async def test_a_proxy_stopped_while_storing_a_download_lets_the_store_finish(cluster, slow_origin, caplog):
+    url = slow_origin.add("/big.bin", DATA)
+    node = await cluster.add()
+    cluster.nodes.remove(node)  # stopped here
+    loop = asyncio.get_running_loop()
+    storing, release = asyncio.Event(), threading.Event()
+    seen = {}
+    store_from_spool = node.engine._store_from_spool
+
+    def held_store_from_spool(manifest, layer, spool, stop):  # in the ingest thread
+        fd = spool.fileno()
+        loop.call_soon_threadsafe(storing.set)
+        release.wait(timeout=30)  # set when the engine, cancelled, waits for us (never, if it does not)
+        seen["spool still open"] = spool.fileno() == fd and os.fstat(fd) is not None
+        return store_from_spool(manifest, layer, spool, stop)
+
+    class Release(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.getMessage().startswith("stopping: waiting for the store"):
+                release.set()
+
+    node.engine._store_from_spool = held_store_from_spool
+    caplog.set_level(logging.INFO, logger="swarmproxy.engine")
+    releaser = Release()
+    logging.getLogger("swarmproxy.engine").addHandler(releaser)
+    try:
+        watch = StopWatch(caplog)
+        async with cluster.client.get(url, proxy=node.url) as response:
+            assert await response.read() == DATA
+        await storing.wait()
+        await node.stop()
+    finally:
+        logging.getLogger("swarmproxy.engine").removeHandler(releaser)
+        release.set()
+    assert seen == {"spool still open": True}
+    await watch.check(node)
+    assert list(watch.stored.values()) == [True]  # adopted whole before the stop went on
+
+
+async def test_block_size_sets_the_manifests_a_node_makes_and_others_fetch_by_them(cluster, slow_origin):
+    url = slow_origin.add("/big.bin", DATA)
+    for node in await cluster.grow(2, block_size="64Ki"):
+        status, _, body = await cluster.get(node, url)
+        assert status == 200 and body == DATA
+        manifest = node.engine._own_manifests[url_key(url)]
+        assert manifest.block_size == 64 * 1024  # by the size rule it would be 16 KiB
+        summaries = await node.engine.discovery.get_manifests(url_key(url))
+        assert {s.block_size for s in summaries} == {64 * 1024}
+    slow_origin.first_byte_delay = 30.0
+    node = await cluster.add()  # block size auto: a swarm download keeps the manifest's
+    status, _, body = await cluster.get(node, url)
+    assert status == 200 and body == DATA
+    assert cluster.last_record(node)["transition"] == "T"
+    assert node.engine.store.manifest(manifest.root).block_size == 64 * 1024
+
+
+async def test_fetch_peers_caps_the_providers_one_download_uses(cluster, slow_origin):
+    url = await seeded(cluster, slow_origin, publishers=3)
+    slow_origin.set_rate(64_000)
+    node = await cluster.add(fetch_peers="1")
+    status, _, body = await cluster.get(node, url)
+    assert status == 200 and body == DATA
+    record = cluster.last_record(node)
+    assert record["transition"] == "R" and record["bytes_peers"] > 0
+    assert len(record["peers"]) == 1
+    assert sum(1 for n in cluster.nodes[:3] if n.engine.bytes_uploaded) == 1

@@ -1,0 +1,224 @@
+"""The proxy's block engine on its own: memory store and transport, a fake DHT, a fake clock for the linger
+timer. Nothing here waits for real time."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from dht.discovery import FakeDiscovery, FakeDiscoveryNetwork
+from dht.records import KIND_PROVIDER
+from proxy.engine import SwarmEngine, url_key
+from proxy.local_swarm import Cluster
+from proxy.manifest_trust import parse_trust
+from proxy.spool import Spool
+from swarm.node import FetchFailed, SwarmNode
+from swarm.store import MemoryBlockStore
+from swarm.transport_memory import MemoryNetwork, MemoryTransport
+
+DATA = hashlib.sha256(b"engine").digest() * 4000  # 128,000 bytes
+URL = "http://origin.test/file.bin"
+
+
+class FakeTimers:
+    """`loop.call_later` for the engine's linger timer; `fire()` runs what is due, as the loop would."""
+
+    class Handle:
+        def __init__(self, delay, callback, args) -> None:
+            self.delay, self.callback, self.args = delay, callback, args
+            self.cancelled = False
+
+        def cancel(self) -> None:
+            self.cancelled = True
+
+    def __init__(self) -> None:
+        self.handles: list[FakeTimers.Handle] = []
+
+    def call_later(self, delay, callback, *args):
+        handle = self.Handle(delay, callback, args)
+        self.handles.append(handle)
+        return handle
+
+    @property
+    def pending(self) -> list[Handle]:
+        return [h for h in self.handles if not h.cancelled]
+
+    def fire(self) -> None:
+        due, self.handles = self.pending, []
+        for handle in due:
+            handle.callback(*handle.args)
+
+
+@pytest.fixture
+def world():
+    return MemoryNetwork(), FakeDiscoveryNetwork()
+
+
+async def started_engine(world, tmp_path, store=None, **kwargs) -> SwarmEngine:
+    memory, dht = world
+    store = MemoryBlockStore() if store is None else store  # not `or`: an empty store is falsy
+    engine = SwarmEngine(store, {"tcp": MemoryTransport(memory)}, FakeDiscovery(dht), None,
+                         trust=parse_trust("quorum:2"), spool_dir=tmp_path / "spool", **kwargs)
+    await engine.start("engine", 0)
+    return engine
+
+
+async def ingest(engine: SwarmEngine, tmp_path, data: bytes = DATA, url: str = URL):
+    spool = Spool(tmp_path / "spool", len(data))
+    try:
+        spool.feed(data)
+        manifest = await engine.ingest(spool, url=url, validator='"v1"', content_type="text/plain",
+                                       content_encoding=None, publish=True)
+    finally:
+        spool.close()
+    await engine.settled()  # announced
+    return manifest
+
+
+async def served(world, engine: SwarmEngine, root: bytes) -> bool:
+    """Whether a peer gets the manifest of `root` from `engine` (what serving starts with)."""
+    peer = SwarmNode(MemoryBlockStore(), MemoryTransport(world[0]))
+    try:
+        await peer.fetch_manifest(root, [engine.address], timeout=5)
+        return True
+    except FetchFailed:
+        return False
+
+
+async def test_after_the_linger_time_the_engine_stops_serving_and_announcing(world, tmp_path):
+    timers = FakeTimers()
+    engine = await started_engine(world, tmp_path, linger=600, call_later=timers.call_later)
+    try:
+        manifest = await ingest(engine, tmp_path)
+        root = manifest.root
+        providers = world[1].providers
+        assert list(providers[root]) == [engine.discovery.node_id]
+        assert await served(world, engine, root)
+        [timer] = timers.pending
+        assert timer.delay == 600
+
+        timers.fire()
+        await engine.settled()  # the withdrawal went out
+        assert providers[root] == {}
+        assert not await served(world, engine, root)
+        assert engine.status()["shared"] == 0
+        assert engine.store.complete(root)  # kept: only sharing ends
+    finally:
+        await engine.stop()
+
+
+async def test_sharing_again_restarts_the_linger_time(world, tmp_path):
+    timers = FakeTimers()
+    engine = await started_engine(world, tmp_path, linger=600, call_later=timers.call_later)
+    try:
+        manifest = await ingest(engine, tmp_path)
+        engine.completed_from_peers(manifest)  # e.g. fetched again: a fresh linger time, one timer
+        assert len(timers.pending) == 1 and len(timers.handles) == 2
+        await engine.settled()
+        timers.fire()
+        await engine.settled()
+        assert world[1].providers[manifest.root] == {}
+    finally:
+        await engine.stop()
+
+
+async def test_evicted_content_is_forgotten_and_withdrawn(world, tmp_path):
+    timers = FakeTimers()
+    store = MemoryBlockStore(capacity=int(len(DATA) * 1.5))  # room for one file
+    engine = await started_engine(world, tmp_path, store=store, linger=600, call_later=timers.call_later)
+    try:
+        first = await ingest(engine, tmp_path)
+        second = await ingest(engine, tmp_path, DATA[::-1], url=URL + "?2")  # evicts the first
+        assert first.root not in store
+        providers = world[1].providers
+        assert providers[first.root] == {} and list(providers[second.root]) == [engine.discovery.node_id]
+        assert url_key(URL) not in engine._own_manifests  # no longer "self" for the URL
+        assert not await served(world, engine, first.root)
+        assert [t.args[0] for t in timers.pending] == [second.root]  # its linger timer went with it
+    finally:
+        await engine.stop()
+
+
+async def test_eviction_ends_the_dht_announcement_of_a_real_node(tmp_path, slow_origin):
+    """The same through a proxy with a disk store and a real DHT node: the evicted root is no longer among
+    the announcements the DHT node refreshes."""
+    cluster = Cluster(tmp_path, store_size=str(int(len(DATA) * 1.5)))
+    try:
+        node = await cluster.add()
+        first, second = slow_origin.add("/a.bin", DATA), slow_origin.add("/b.bin", DATA[::-1])
+        assert (await cluster.get(node, first))[2] == DATA
+        first_root = node.engine._own_manifests[url_key(first)].root
+        assert (KIND_PROVIDER, first_root) in node.dht.announcements
+        assert (await cluster.get(node, second))[2] == DATA[::-1]  # evicts the first
+        second_root = node.engine._own_manifests[url_key(second)].root
+        assert first_root not in node.engine.store
+        assert (KIND_PROVIDER, first_root) not in node.dht.announcements
+        assert (KIND_PROVIDER, second_root) in node.dht.announcements
+    finally:
+        await cluster.close()
+
+
+async def test_an_origin_download_completes_an_entry_a_swarm_download_left_partial(world, tmp_path):
+    engine = await started_engine(world, tmp_path, linger=600, call_later=FakeTimers().call_later)
+    try:
+        spool = Spool(tmp_path / "spool", len(DATA))
+        spool.feed(DATA)
+        manifest, layer = spool.manifest(url=URL, validator='"v1"', content_type="text/plain", content_encoding=None)
+        spool.close()
+        engine.store.create(manifest, layer)  # as a swarm fetch leaves it: one block of eight
+        engine.store.write_block(manifest.root, 0, DATA[:manifest.block_size])
+        assert await ingest(engine, tmp_path) == manifest
+        assert engine.store.complete(manifest.root)  # not shared (and vouched for) incomplete
+    finally:
+        await engine.stop()
+
+
+async def test_at_most_fetch_peers_providers_are_used_and_they_are_picked_at_random(world, tmp_path):
+    engine = await started_engine(world, tmp_path, fetch_peers=3)
+    try:
+        manifest = await ingest(engine, tmp_path)
+        others = [FakeDiscovery(world[1]) for _ in range(10)]
+        for index, other in enumerate(others):
+            await other.announce(manifest.root, ("127.0.0.1", 7000 + index))
+        every = {other.node_id for other in others}
+        picked = []
+        for _ in range(20):
+            found = await engine.find(URL)
+            ids = {provider.node_id for provider in found.providers}
+            assert len(ids) == 3 and ids <= every
+            picked.append(frozenset(ids))
+        assert len(set(picked)) > 1  # not always the same three (all twenty equal: p = 120**-19)
+    finally:
+        await engine.stop()
+
+
+async def test_all_providers_are_used_when_there_are_no_more_than_fetch_peers(world, tmp_path):
+    engine = await started_engine(world, tmp_path, fetch_peers=3)
+    try:
+        manifest = await ingest(engine, tmp_path)
+        others = [FakeDiscovery(world[1]) for _ in range(3)]
+        for index, other in enumerate(others):
+            await other.announce(manifest.root, ("127.0.0.1", 7000 + index))
+        found = await engine.find(URL)
+        assert {p.node_id for p in found.providers} == {other.node_id for other in others}
+    finally:
+        await engine.stop()
+
+
+async def test_an_origin_download_fills_an_entry_stored_in_another_block_size(world, tmp_path):
+    """The spool hashed in 16 KiB blocks, the swarm stored the same root by a manifest of 32 KiB blocks."""
+    engine = await started_engine(world, tmp_path)
+    try:
+        spool = Spool(tmp_path / "spool", len(DATA), block_size=32 * 1024)
+        spool.feed(DATA)
+        theirs, layer = spool.manifest(url=URL, validator='"v1"', content_type=None, content_encoding=None)
+        spool.close()
+        engine.store.create(theirs, layer)
+        engine.store.write_block(theirs.root, 1, DATA[32 * 1024:64 * 1024])
+        ours = await ingest(engine, tmp_path)
+        assert ours.root == theirs.root and ours.block_size == 32 * 1024 and ours.url == URL
+        assert engine.store.complete(ours.root)
+        assert engine._own_manifests[url_key(URL)] == ours
+    finally:
+        await engine.stop()
