@@ -122,7 +122,8 @@ class CrowdRun:
         cluster = Cluster(self.workdir, hosts=[host(2, i) for i in range(p.clients)], local_clients=True,
                           log_level="ERROR", first_byte_timeout=str(p.first_byte_timeout),
                           min_rate=str(p.min_rate), rate_window=str(p.rate_window), linger=str(p.linger),
-                          trust=p.trust, transport=p.transport, read_timeout="60")
+                          trust=p.trust, transport=p.transport, block_size=p.block_size,
+                          fetch_peers=str(p.fetch_peers), read_timeout="60")
         try:
             self.say(f"starting {p.clients} swarmproxy nodes (proxy + block engine + DHT)...")
             started = time.monotonic()

@@ -22,6 +22,7 @@ from .honesty import Sampler
 from .netem import EmulatedLoop, LinkModel, kernel_netem_available
 
 Say = Callable[[str], None]
+LIBTORRENT_ORIGIN = "127.0.0.4"
 
 # What `sweep --param` varies: (CrowdParams field, how a value is written, Pack's values).
 SWEEPS: dict[str, tuple[str, Callable[[str], object], list[str]]] = {
@@ -56,7 +57,7 @@ def execute(plan: Plan, say: Say) -> dict:
     for index, (label, params) in enumerate(plan.runs):
         say(f"\n[{index + 1}/{len(plan.runs)}] {label}: {params.clients} clients at {params.rate:g}/s, "
             f"{params.size + sum(params.objects):,} bytes each")
-        runs.append(_one_run(label, params, say))
+        runs.append(_one_run(label, params, say, plan.scenario))
     worst = min((r["honesty"] for r in runs), key=lambda h: (h["valid"], -h["loop_busy_mean"]))
     report = {"scenario": plan.scenario, "command": rep.command_line(), "machine": rep.machine(),
               "emulation": emulation(plan.base.delay), "honesty": worst, "swept": plan.swept, "runs": runs}
@@ -64,7 +65,7 @@ def execute(plan: Plan, say: Say) -> dict:
     return report
 
 
-def _one_run(label: str, params: CrowdParams, say: Say) -> dict:
+def _one_run(label: str, params: CrowdParams, say: Say, plan_scenario: str = "") -> dict:
     model = LinkModel(params.delay, params.node_up, params.node_down)
     # The origins' links are SlowOrigin's business (256 KB/s shared); the model adds only the delay.
     for origin in ("127.0.0.2", "127.0.0.3"):
@@ -74,11 +75,13 @@ def _one_run(label: str, params: CrowdParams, say: Say) -> dict:
         with asyncio.Runner(loop_factory=lambda: EmulatedLoop(model)) as runner:
             raw = runner.run(CrowdRun(params, pathlib.Path(tmp), say, sampler).run())
         honesty = sampler.verdict(params.delay)
+        if plan_scenario == "largefile":
+            raw["libtorrent"] = _libtorrent_half(params, raw["arrivals"], pathlib.Path(tmp), say)
     bytes_per_client = params.size + sum(params.objects)
     run = {"label": label, "params": {**dataclasses.asdict(params), "bytes_per_client": bytes_per_client},
            "honesty": honesty, "arrivals": raw["arrivals"]}
-    for side in ("direct", "swarmproxy"):
-        if raw[side] is None:
+    for side in ("direct", "swarmproxy", "libtorrent"):
+        if raw.get(side) is None:
             run[side] = None
             continue
         records = sorted(raw[side]["clients"], key=lambda r: r["client"])
@@ -87,8 +90,47 @@ def _one_run(label: str, params: CrowdParams, say: Say) -> dict:
     return run
 
 
+def _libtorrent_half(params: CrowdParams, arrivals: list[float], workdir: pathlib.Path, say: Say) -> dict:
+    """The same arrivals, network and origin limits, served by libtorrent with the origin as web seed."""
+    from .bittorrent import run_bittorrent
+    from .crowd import content, host
+    from proxy.slow_origin import SlowOrigin
+
+    model = LinkModel(params.delay, params.node_up, params.node_down)
+    model.limit(LIBTORRENT_ORIGIN, None, None)
+    data = content("main", params.size)
+
+    async def main() -> dict:
+        origin = SlowOrigin(rate=params.origin_rate, max_connections=params.origin_connections,
+                            host=LIBTORRENT_ORIGIN)
+        await origin.start()
+        try:
+            say("libtorrent: the same arrivals, with the origin as a BEP 19 web seed and an ideal tracker")
+            result = await run_bittorrent(
+                data=data, url=origin.add("/main.bin", data), origin_host=LIBTORRENT_ORIGIN, arrivals=arrivals,
+                hosts=[host(3, i) for i in range(len(arrivals))], model=model, piece_size=_bytes(params.block_size),
+                linger=params.linger, workdir=workdir / "libtorrent", progress=say, timeout=params.client_timeout)
+        finally:
+            await origin.stop()
+        records = [{"client": c.index, "host": c.host, "arrival": round(c.arrival, 4),
+                    "duration_s": None if c.duration is None else round(c.duration, 4),
+                    "bytes": params.size if c.file_ok else 0, "exact": c.file_ok and c.error is None,
+                    "error": c.error, "web_seed_bytes": c.from_web_seed, "peer_bytes": c.from_peers}
+                   for c in result.clients]
+        return {"clients": records, "origin_bytes": origin.bytes_sent}
+
+    with asyncio.Runner(loop_factory=lambda: EmulatedLoop(model)) as runner:
+        return runner.run(main())
+
+
+def _bytes(text: str) -> int:
+    from proxy.config import parse_size
+
+    return int(parse_size(text))
+
+
 def _say_run(run: dict, say: Say) -> None:
-    for side in ("direct", "swarmproxy"):
+    for side in ("direct", "swarmproxy", "libtorrent"):
         if run.get(side):
             s = run[side]["summary"]
             t = s["times_s"]
@@ -115,6 +157,14 @@ def _summary(plan: Plan, report: dict) -> dict:
                 row[f"{side}_median_s"] = s["times_s"]["p50"]
                 row[f"{side}_p99_s"] = s["times_s"]["p99"]
                 row[f"{side}_origin_bytes"] = s["origin_bytes"]
+        if run.get("libtorrent"):
+            s = run["libtorrent"]["summary"]
+            row["libtorrent_median_s"] = s["times_s"]["p50"]
+            row["libtorrent_p99_s"] = s["times_s"]["p99"]
+            row["libtorrent_origin_bytes"] = s["origin_bytes"]
+            row["ratio_median_vs_libtorrent"] = rep.ratio(row["swarmproxy_median_s"], row["libtorrent_median_s"])
+            row["ratio_p99_vs_libtorrent"] = rep.ratio(row["swarmproxy_p99_s"], row["libtorrent_p99_s"])
+            row["percentiles"] = {"swarmproxy": run["swarmproxy"]["summary"]["times_s"], "libtorrent": s["times_s"]}
         if run.get("direct"):
             row["speedup_median"] = rep.ratio(row["direct_median_s"], row["swarmproxy_median_s"])
             row["origin_bytes_ratio"] = rep.ratio(row["swarmproxy_origin_bytes"], row["direct_origin_bytes"])
@@ -125,7 +175,8 @@ def _summary(plan: Plan, report: dict) -> dict:
     # The headline: the heaviest load (flashcrowd/page), as the issue's targets are stated for it.
     head = table[-1]
     for name in ("speedup_median", "origin_bytes_ratio", "swarmproxy_median_s", "swarmproxy_p99_s",
-                 "direct_median_s"):
+                 "direct_median_s", "ratio_median_vs_libtorrent", "ratio_p99_vs_libtorrent", "libtorrent_median_s",
+                 "libtorrent_p99_s", "percentiles"):
         if name in head:
             summary[name] = head[name]
     summary["headline_run"] = head["label"]
@@ -148,6 +199,14 @@ def text(report: dict) -> str:
                      f"{_fmt(row.get('swarmproxy_median_s')):>10} {_fmt(row.get('swarmproxy_p99_s')):>10} "
                      f"{_fmt(row.get('speedup_median'), 'x'):>8} {_fmt(row.get('origin_bytes_ratio')):>9} "
                      f"{row['peer_share']:>6.0%}  {row['causes']}")
+    for row in s["runs"]:
+        if "percentiles" in row:
+            lines.append(f"\n{row['label']}: download time percentiles (s), same arrivals, network and origin")
+            lines.append(f"{'':>12}" + "".join(f"{q:>9}" for q in row["percentiles"]["swarmproxy"]))
+            for side, values in row["percentiles"].items():
+                lines.append(f"{side:>12}" + "".join(f"{_fmt(v):>9}" for v in values.values()))
+            lines.append(f"median swarmproxy / libtorrent = {_fmt(row['ratio_median_vs_libtorrent'])} "
+                         f"(target <= 0.8), p99 ratio = {_fmt(row['ratio_p99_vs_libtorrent'])} (target <= 1)")
     lines.append("")
     lines.append("speedup = median(direct) / median(swarmproxy); origin B = origin bytes served, swarmproxy / direct")
     return "\n".join(lines) + "\n"
@@ -162,7 +221,7 @@ def draw(pyplot, report: dict):
     labels = [row["label"] for row in s["runs"]]
     figure, (left, right) = pyplot.subplots(1, 2, figsize=(11, 4.2))
     xs = range(len(labels))
-    for side, style in (("direct", "s-"), ("swarmproxy", "o-")):
+    for side, style in (("direct", "s-"), ("swarmproxy", "o-"), ("libtorrent", "d-")):
         medians = [row.get(f"{side}_median_s") for row in s["runs"]]
         p99 = [row.get(f"{side}_p99_s") for row in s["runs"]]
         if any(m is not None for m in medians):
