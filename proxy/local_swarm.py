@@ -69,14 +69,15 @@ class Cluster:
                   ) -> tuple[int, CIMultiDict[str], bytes]:
         """GET through `node`'s proxy; waits until what the node learned is stored and announced."""
         done = node.stats.counters["requests"] + 1
-        async with self._client_for(node).get(url, proxy=node.url, headers=headers or {}) as response:
+        async with self.client_for(node).get(url, proxy=node.url, headers=headers or {}) as response:
             body = await response.read()
             result = response.status, response.headers.copy(), body
         await node.stats.wait_for_requests(done)  # the client may have all bytes before the record is closed
         await node.fallback.settled()
         return result
 
-    def _client_for(self, node: ProxyServer) -> aiohttp.ClientSession:
+    def client_for(self, node: ProxyServer) -> aiohttp.ClientSession:
+        """The session a user of `node` would browse with (bound to the node's address with local_clients)."""
         if not self.local_clients:
             return self.client
         session = self._clients.get(node.host)

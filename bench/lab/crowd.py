@@ -119,6 +119,7 @@ class CrowdRun:
         for origin in origins.values():
             await origin.start()
         files = {name: _Files(origin, p) for name, origin in origins.items()}
+        tasks: list[asyncio.Future] = []
         cluster = Cluster(self.workdir, hosts=[host(2, i) for i in range(p.clients)], local_clients=True,
                           log_level="ERROR", first_byte_timeout=str(p.first_byte_timeout),
                           min_rate=str(p.min_rate), rate_window=str(p.rate_window), linger=str(p.linger),
@@ -142,7 +143,7 @@ class CrowdRun:
             gc.freeze()
             t0 = self.t0 = asyncio.get_running_loop().time() + 0.5
             self.sampler.start()
-            tasks = [asyncio.ensure_future(self._swarm_client(i, t0 + arrivals[i], cluster, nodes[i],
+            tasks += [asyncio.ensure_future(self._swarm_client(i, t0 + arrivals[i], cluster, nodes[i],
                                                               files["swarmproxy"]))
                      for i in range(p.clients)]
             if p.direct:
@@ -162,7 +163,7 @@ class CrowdRun:
                 "swarmproxy": {"clients": self.swarm, "origin_bytes": origins["swarmproxy"].bytes_sent},
             }
         finally:
-            for task in [t for t in locals().get("tasks", []) if not t.done()]:
+            for task in tasks:
                 task.cancel()
             await cluster.close()
             for origin in origins.values():
@@ -209,7 +210,7 @@ class CrowdRun:
         record: dict = {"client": index, "host": node.host, "arrival": round(when - self.t0, 4)}
         before = node.stats.counters["requests"]
         try:
-            fetched = await self._client(cluster._client_for(node), files, node.url)
+            fetched = await self._client(cluster.client_for(node), files, node.url)
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             record.update(error=f"{type(exc).__name__}: {exc}", exact=False)
             fetched = []
