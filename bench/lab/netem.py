@@ -50,7 +50,8 @@ class LinkModel:
         if src == dst:
             return now
         self.bytes_carried += nbytes
-        up, down = self.rates.get(src, (self.up_rate, None))[0], self.rates.get(dst, (None, self.down_rate))[1]
+        up = self.rates[src][0] if src in self.rates else self.up_rate
+        down = self.rates[dst][1] if dst in self.rates else self.down_rate
         sent = now
         if up:
             sent = max(now, self._up_free.get(src, now)) + nbytes / up

@@ -16,8 +16,11 @@ import pathlib
 import tempfile
 from typing import Callable
 
+from proxy.config import parse_size
+from proxy.slow_origin import SlowOrigin
+
 from . import report as rep
-from .crowd import CrowdParams, CrowdRun
+from .crowd import DIRECT_ORIGIN, SWARM_ORIGIN, CrowdParams, CrowdRun, content, host
 from .honesty import Sampler
 from .netem import EmulatedLoop, LinkModel, kernel_netem_available
 
@@ -68,7 +71,7 @@ def execute(plan: Plan, say: Say) -> dict:
 def _one_run(label: str, params: CrowdParams, say: Say, plan_scenario: str = "") -> dict:
     model = LinkModel(params.delay, params.node_up, params.node_down)
     # The origins' links are SlowOrigin's business (256 KB/s shared); the model adds only the delay.
-    for origin in ("127.0.0.2", "127.0.0.3"):
+    for origin in (DIRECT_ORIGIN, SWARM_ORIGIN):
         model.limit(origin, None, None)
     with tempfile.TemporaryDirectory(prefix="swarmproxy-lab-") as tmp:
         sampler = Sampler()
@@ -93,8 +96,6 @@ def _one_run(label: str, params: CrowdParams, say: Say, plan_scenario: str = "")
 def _libtorrent_half(params: CrowdParams, arrivals: list[float], workdir: pathlib.Path, say: Say) -> dict:
     """The same arrivals, network and origin limits, served by libtorrent with the origin as web seed."""
     from .bittorrent import run_bittorrent
-    from .crowd import content, host
-    from proxy.slow_origin import SlowOrigin
 
     model = LinkModel(params.delay, params.node_up, params.node_down)
     model.limit(LIBTORRENT_ORIGIN, None, None)
@@ -108,7 +109,7 @@ def _libtorrent_half(params: CrowdParams, arrivals: list[float], workdir: pathli
             say("libtorrent: the same arrivals, with the origin as a BEP 19 web seed and an ideal tracker")
             result = await run_bittorrent(
                 data=data, url=origin.add("/main.bin", data), origin_host=LIBTORRENT_ORIGIN, arrivals=arrivals,
-                hosts=[host(3, i) for i in range(len(arrivals))], model=model, piece_size=_bytes(params.block_size),
+                hosts=[host(3, i) for i in range(len(arrivals))], model=model, piece_size=int(parse_size(params.block_size)),
                 linger=params.linger, workdir=workdir / "libtorrent", progress=say, timeout=params.client_timeout)
         finally:
             await origin.stop()
@@ -121,12 +122,6 @@ def _libtorrent_half(params: CrowdParams, arrivals: list[float], workdir: pathli
 
     with asyncio.Runner(loop_factory=lambda: EmulatedLoop(model)) as runner:
         return runner.run(main())
-
-
-def _bytes(text: str) -> int:
-    from proxy.config import parse_size
-
-    return int(parse_size(text))
 
 
 def _say_run(run: dict, say: Say) -> None:

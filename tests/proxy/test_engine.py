@@ -174,13 +174,19 @@ async def test_an_origin_download_completes_an_entry_a_swarm_download_left_parti
         await engine.stop()
 
 
+async def _providers(world, manifest, count: int) -> list[FakeDiscovery]:
+    """`count` other nodes announce `manifest` (addresses only: nothing listens there)."""
+    others = [FakeDiscovery(world[1]) for _ in range(count)]
+    for index, other in enumerate(others):
+        await other.announce(manifest.root, ("127.0.0.1", 7000 + index))
+    return others
+
+
 async def test_at_most_fetch_peers_providers_are_used_and_they_are_picked_at_random(world, tmp_path):
     engine = await started_engine(world, tmp_path, fetch_peers=3)
     try:
         manifest = await ingest(engine, tmp_path)
-        others = [FakeDiscovery(world[1]) for _ in range(10)]
-        for index, other in enumerate(others):
-            await other.announce(manifest.root, ("127.0.0.1", 7000 + index))
+        others = await _providers(world, manifest, 10)
         every = {other.node_id for other in others}
         picked = []
         for _ in range(20):
@@ -197,9 +203,7 @@ async def test_all_providers_are_used_when_there_are_no_more_than_fetch_peers(wo
     engine = await started_engine(world, tmp_path, fetch_peers=3)
     try:
         manifest = await ingest(engine, tmp_path)
-        others = [FakeDiscovery(world[1]) for _ in range(3)]
-        for index, other in enumerate(others):
-            await other.announce(manifest.root, ("127.0.0.1", 7000 + index))
+        others = await _providers(world, manifest, 3)
         found = await engine.find(URL)
         assert {p.node_id for p in found.providers} == {other.node_id for other in others}
     finally:
