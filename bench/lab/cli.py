@@ -117,9 +117,6 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"swarmproxy lab: {exc}", file=sys.stderr)
         return 2
-    if args.scenario == "largefile":
-        print("swarmproxy lab largefile: not built yet (the libtorrent baseline is in progress)", file=sys.stderr)
-        return 2
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
     logging.getLogger("swarmproxy").setLevel(logging.ERROR)  # a thousand nodes' notices would drown the progress
     _raise_file_limit()

@@ -89,3 +89,27 @@ def test_quick_run_writes_a_consistent_report(tmp_path, scenario):
     assert summary["speedup_median"] == pytest.approx(expected, rel=1e-2)
     assert (out / "figure.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "speedup" in (out / "summary.txt").read_text()
+
+
+@pytest.mark.e2e
+def test_quick_largefile_puts_swarmproxy_and_libtorrent_side_by_side(tmp_path):
+    # A small file and three clients: the point is the report, not the figure.
+    out = tmp_path / "out"
+    done = subprocess.run([sys.executable, "-c", "from proxy.cli import main; raise SystemExit(main())",
+                           "lab", "largefile", "--quick", "--clients", "3", "--size", "600k", "--rate", "2",
+                           "--origin-rate", "1M", "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=240,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads((out / "report.json").read_text())
+    assert check_report(report) == []
+    run = report["runs"][0]
+    assert run["direct"] is None
+    for side in ("swarmproxy", "libtorrent"):
+        s = run[side]["summary"]
+        assert s["clients"] == 3 and s["finished"] == 3, (side, s)  # every client has the exact file
+    summary = report["summary"]
+    expected = run["swarmproxy"]["summary"]["times_s"]["p50"] / run["libtorrent"]["summary"]["times_s"]["p50"]
+    assert summary["ratio_median_vs_libtorrent"] == pytest.approx(expected, rel=1e-2)
+    assert set(summary["percentiles"]) == {"swarmproxy", "libtorrent"}
+    assert "libtorrent" in (out / "summary.txt").read_text()
