@@ -278,6 +278,9 @@ OPTIONS: tuple[Option, ...] = (
            "0 never switches for rate; suffixes k, M (1000) and Ki, Mi (1024)", "BYTES"),
     Option("rate-window", _positive_float, 2.0,
            "seconds over which --min-rate is measured, from the first byte on (W)", "SECONDS"),
+    Option("early-lookup", _non_negative_float, 0.5,
+           "when the origin is under --min-rate this many seconds after its first byte, look for peers "
+           "already, and leave the origin at once if the swarm has a trusted copy; 0 waits for W", "SECONDS"),
     Option("linger", _non_negative_float, 86400.0,
            "seconds to keep serving a file to peers after downloading it; 0 serves until it is evicted",
            "SECONDS"),
@@ -321,6 +324,7 @@ class Config:
     first_byte_timeout: float
     min_rate: float
     rate_window: float
+    early_lookup: float
     linger: float
     no_share: bool
     store_size: int

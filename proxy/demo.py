@@ -118,6 +118,7 @@ def _cause(cause: str | None) -> str:
     return {
         "T": "yes, by T (no first byte in time)",
         "R": "yes, by R (the origin's rate fell under the minimum)",
+        "crowd": "yes, early: the origin was slow and the swarm had the file",
         "died": "yes, the origin broke off",
         None: "no (the origin was fast enough)",
     }.get(cause, str(cause))

@@ -109,16 +109,23 @@ class _OriginReader:
 REPOLL_SECONDS = (1.0, 2.0, 3.0, 5.0)
 
 
+def _found_or_none(lookup: asyncio.Future) -> Found | None:
+    """The result of an early lookup; a failed one found nothing (the R switch looks again)."""
+    if lookup.cancelled() or lookup.exception() is not None:
+        return None
+    return lookup.result()
+
+
 class Fallback:
     """One per proxy: the `relay.SwarmHook` that answers swarmable GETs."""
 
     def __init__(self, engine: SwarmEngine, session: aiohttp.ClientSession, stats: Stats, *,
                  first_byte_timeout: float, min_rate: float, rate_window: float, max_spool: int,
-                 block_size: int | None = None) -> None:
+                 early_lookup: float = 0.5, block_size: int | None = None) -> None:
         self.engine = engine
         self.session = session
         self.stats = stats
-        self.settings = (first_byte_timeout, min_rate, rate_window)
+        self.settings = (first_byte_timeout, min_rate, rate_window, early_lookup)
         self.max_spool = max_spool
         self.block_size = block_size  # of the manifests we make from origin bytes; None: by size (--block-size)
         self.tasks: set[asyncio.Task] = set()
@@ -238,14 +245,29 @@ class _Download:
         reader = _OriginReader(upstream, start)
         position = start
         pending: asyncio.Future | None = None
+        early: asyncio.Future | None = None  # the early lookup (see the crowd rule in proxy.transition)
+        looked_early = False
+        found: Found | None = None
         cause: str | None = None
         try:
             while position < end:
                 pending = pending or asyncio.ensure_future(reader.read())
-                deadline = self.policy.next_deadline()
-                timeout = None if deadline is None else max(0.0, deadline - self.loop.time())
-                done, _ = await asyncio.wait({pending}, timeout=timeout)
-                if done:
+                now = self.loop.time()
+                due = None if looked_early else self.policy.lookup_due_at()
+                if due is not None and now >= due:
+                    due, looked_early = None, True
+                    if self.policy.slow_so_far(now):  # else fast enough: no lookup for this download
+                        log.info("%s: the origin is slow so far; looking for peers already", self.url)
+                        early = asyncio.ensure_future(self._find(0.0))
+                deadlines = [d for d in (self.policy.next_deadline(), due) if d is not None]
+                timeout = max(0.0, min(deadlines) - now) if deadlines else None
+                waiting = {pending} if early is None or early.done() else {pending, early}
+                done, _ = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                if early in done:
+                    found = _found_or_none(early)
+                    if found is not None and self.policy.crowd(self.loop.time()) is None:
+                        found = None  # the origin sped up meanwhile: stay
+                if pending in done:
                     finished, pending = pending, None
                     try:
                         _, chunk = finished.result()
@@ -260,7 +282,7 @@ class _Download:
                     position += len(chunk)
                 cause = self.policy.check(self.loop.time())
                 if cause is not None:
-                    reason = f"transition {cause}"
+                    reason = f"transition {cause}" if cause != "crowd" else "the swarm has it and the origin is slow"
                     break
             else:
                 self.policy.finish()
@@ -289,15 +311,24 @@ class _Download:
                 self._origin_complete()
                 await self._end(response)
                 return response
-            await self._swarm(cause, position, end, None if cause == "died" else reader)
+            if found is None and early is not None and not early.done():
+                found_later: asyncio.Future | None = early  # the lookup under way is the switch's first
+                early = None
+            else:
+                found_later = None
+            await self._swarm(cause, position, end, None if cause == "died" else reader,
+                              found=found if cause == "crowd" else None, lookup=found_later)
             return response
         finally:
             if pending is not None:
                 pending.cancel()
+            if early is not None and not early.done():
+                early.cancel()
 
     # -- switching -------------------------------------------------------------------------------------------------
 
-    async def _swarm(self, cause: str, position: int, end: int, reader: _OriginReader | None) -> None:
+    async def _swarm(self, cause: str, position: int, end: int, reader: _OriginReader | None, *,
+                     found: Found | None = None, lookup: asyncio.Future | None = None) -> None:
         """Finish the response from `position` on: from the swarm if it can, else the origin alone.
 
         While the origin still delivers, a lookup that finds nothing is repeated (`Fallback.repoll`): in a
@@ -306,9 +337,11 @@ class _Download:
         """
         self._count_transition(cause)
         polls = 0
-        find = asyncio.ensure_future(self._find(0.0))
+        if found is not None:  # the early lookup found it: no second lookup
+            await self._merge(found, position, end, reader)
+            return
+        find = lookup or asyncio.ensure_future(self._find(0.0))
         pending: asyncio.Future | None = None
-        found = None
         try:
             while reader is not None:
                 if find.done():

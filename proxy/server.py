@@ -213,10 +213,11 @@ class ProxyServer:
         self.addresses["peer"] = _join(host, port)
         self.fallback = Fallback(self.engine, self._session, self.stats,  # type: ignore[arg-type]
                                  first_byte_timeout=cfg.first_byte_timeout, min_rate=cfg.min_rate,
-                                 rate_window=cfg.rate_window, max_spool=cfg.store_size, block_size=cfg.block_size)
-        log.info("peers fetch from %s over %s; trust %s; switching after T=%gs, R=%g B/s over W=%gs",
-                 self.addresses["peer"], cfg.transport, cfg.trust, cfg.first_byte_timeout, cfg.min_rate,
-                 cfg.rate_window)
+                                 rate_window=cfg.rate_window, early_lookup=cfg.early_lookup,
+                                 max_spool=cfg.store_size, block_size=cfg.block_size)
+        log.info("peers fetch from %s over %s; trust %s; switching after T=%gs, R=%g B/s over W=%gs "
+                 "(or after %gs when the swarm has it)", self.addresses["peer"], cfg.transport, cfg.trust,
+                 cfg.first_byte_timeout, cfg.min_rate, cfg.rate_window, cfg.early_lookup)
 
     async def _bootstrap(self) -> None:
         assert self.dht is not None

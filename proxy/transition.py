@@ -6,6 +6,13 @@ rate over the last W seconds falls below R bytes/s (cause `"R"`). The rate check
 W seconds have passed since the first byte, so an R switch happens at the earliest at
 first_byte + W. A server plugin may also ask us to switch (cause `"hint"`).
 
+The crowd rule (ours, not Pack's): waiting W on a slow origin is what a download pays when nobody else has
+the file. When the origin is under R on average `early_lookup` seconds after its first byte, the shell
+looks the URL up at once, still reading the origin; if the swarm already holds a trusted copy it calls
+`crowd(now)`, which switches (cause `"crowd"`) as long as the origin is still under R since its first
+byte (over at most the last W). In a flash crowd every newcomer after the first copies leaves a slow
+origin after `early_lookup` plus one lookup instead of W; a download nobody else has waits W as before.
+
 The object never reads the clock: every call gets `now` (float seconds, any monotonic origin), and
 `next_deadline()` says when to call `check()` again if no byte arrives, so the asyncio shell arms
 one `loop.call_at` instead of polling. A cause, once recorded, is sticky.
@@ -38,6 +45,7 @@ from collections import deque
 T_CAUSE = "T"
 R_CAUSE = "R"
 HINT_CAUSE = "hint"
+CROWD_CAUSE = "crowd"
 
 BUCKET_SECONDS = 0.05
 MAX_BUCKETS = 256  # per window; a longer W widens the buckets instead of growing the deque
@@ -57,7 +65,8 @@ class _Bucket:
 class TransitionPolicy:
     """Decides origin → swarm from (bytes received, now); see the module docstring for the rule."""
 
-    def __init__(self, first_byte_timeout: float = 0.75, min_rate: float = 160_000.0, rate_window: float = 2.0):
+    def __init__(self, first_byte_timeout: float = 0.75, min_rate: float = 160_000.0, rate_window: float = 2.0,
+                 early_lookup: float = 0.5):
         # isfinite() also rejects NaN, which would make every later comparison silently False.
         if not (math.isfinite(first_byte_timeout) and first_byte_timeout > 0):
             raise ValueError(
@@ -66,7 +75,10 @@ class TransitionPolicy:
             raise ValueError(f"min_rate (R) must be a finite number of bytes/s >= 0, got {min_rate!r}")
         if not (math.isfinite(rate_window) and rate_window > 0):
             raise ValueError(f"rate_window (W) must be a finite number of seconds > 0, got {rate_window!r}")
+        if not (math.isfinite(early_lookup) and early_lookup >= 0):
+            raise ValueError(f"early_lookup must be a finite number of seconds >= 0 (0: off), got {early_lookup!r}")
         self.first_byte_timeout = float(first_byte_timeout)
+        self.early_lookup = float(early_lookup)
         self.min_rate = float(min_rate)
         self.rate_window = float(rate_window)
         self.bucket_width = max(BUCKET_SECONDS, self.rate_window / MAX_BUCKETS)
@@ -136,6 +148,36 @@ class TransitionPolicy:
                 self._cause = HINT_CAUSE
         return self._cause
 
+    def crowd(self, now: float) -> str | None:
+        """The swarm holds a trusted copy (an early lookup found one). Switch with `"crowd"` if the origin is
+        slow: under R since its first byte, over at most the last W, and for at least `early_lookup` s.
+        Returns the cause now recorded (a T or R switch already due keeps its own), or None: stay."""
+        if self._start is None or self._first is None or self._finished:
+            return self._cause
+        now = self._advance(now)
+        if self._cause is None:
+            self._evaluate(now)
+        if self._cause is not None:
+            return self._cause
+        if self.early_lookup > 0 and now - self._first >= self.early_lookup and self._under_r(now):
+            self._cause = CROWD_CAUSE
+        return self._cause
+
+    def lookup_due_at(self) -> float | None:
+        """When the shell should look the URL up early (first byte + `early_lookup`), or None: not (yet) —
+        before the first byte (T covers that), after a switch or finish(), with early lookups off, or when
+        the early point is not before the R check anyway."""
+        if self._first is None or self._cause is not None or self._finished or self.early_lookup <= 0 \
+                or self.early_lookup >= self.rate_window:
+            return None
+        return self._first + self.early_lookup
+
+    def slow_so_far(self, now: float) -> bool:
+        """Is the origin under R since its first byte (over at most the last W)? Worth an early lookup."""
+        if self._first is None or self._finished or self._cause is not None:
+            return False
+        return self._under_r(self._advance(now))
+
     def finish(self) -> None:
         """The origin delivered everything: no switch from now on (a recorded cause stays)."""
         self._finished = True
@@ -146,7 +188,7 @@ class TransitionPolicy:
 
     @property
     def cause(self) -> str | None:
-        """`"T"`, `"R"`, `"hint"` once a switch was recorded, else None."""
+        """`"T"`, `"R"`, `"hint"`, `"crowd"` once a switch was recorded, else None."""
         return self._cause
 
     @property
@@ -209,10 +251,20 @@ class TransitionPolicy:
             if now >= self._t_deadline:
                 self._cause = T_CAUSE
             return
+        self._expire(now)
+        assert self._rate_from is not None
+        if now >= self._rate_from and self._in_buckets < self._threshold:
+            self._cause = R_CAUSE
+
+    def _expire(self, now: float) -> None:
         # Buckets whose window ended before `now` never count again (time only moves forward).
         buckets = self._buckets
         while buckets and now > buckets[0].newest + self.rate_window:
             self._in_buckets -= buckets.popleft().nbytes
-        assert self._rate_from is not None
-        if now >= self._rate_from and self._in_buckets < self._threshold:
-            self._cause = R_CAUSE
+
+    def _under_r(self, now: float) -> bool:
+        """Under R on average since the first byte, over at most the last W (after the first byte only)."""
+        assert self._first is not None
+        self._expire(now)
+        elapsed = min(now - self._first, self.rate_window)
+        return elapsed > 0 and self._in_buckets < self.min_rate * elapsed

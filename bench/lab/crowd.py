@@ -51,6 +51,7 @@ class CrowdParams:
     first_byte_timeout: float = 0.75
     min_rate: float = 160_000.0
     rate_window: float = 2.0
+    early_lookup: float = 0.5
     block_size: str = "auto"
     linger: float = 86_400.0
     fetch_peers: int = 16
@@ -122,7 +123,8 @@ class CrowdRun:
         tasks: list[asyncio.Future] = []
         cluster = Cluster(self.workdir, hosts=[host(2, i) for i in range(p.clients)], local_clients=True,
                           log_level="ERROR", first_byte_timeout=str(p.first_byte_timeout),
-                          min_rate=str(p.min_rate), rate_window=str(p.rate_window), linger=str(p.linger),
+                          min_rate=str(p.min_rate), rate_window=str(p.rate_window),
+                          early_lookup=str(p.early_lookup), linger=str(p.linger),
                           trust=p.trust, transport=p.transport, block_size=p.block_size,
                           fetch_peers=str(p.fetch_peers), read_timeout="60")
         try:

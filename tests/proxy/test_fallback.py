@@ -137,6 +137,44 @@ async def test_a_crawling_download_asks_again_and_moves_to_peers_that_appeared(c
     assert record["bytes_peers"] > len(DATA) // 2
 
 
+async def test_a_crowd_that_has_the_file_takes_a_slow_download_before_w(tmp_path, slow_origin):
+    # W = 30 s: only the crowd rule can move this download; it looks up 0.3 s after the first byte.
+    cluster = Cluster(tmp_path, first_byte_timeout="5", min_rate="160k", rate_window="30", early_lookup="0.3")
+    try:
+        url = await seeded(cluster, slow_origin)
+        slow_origin.set_rate(64_000)
+        node = await cluster.add()
+        status, _, body = await cluster.get(node, url)
+        assert status == 200 and body == DATA
+        record = cluster.last_record(node)
+        assert record["transition"] == "crowd" and record["manifest_source"] == "quorum"
+        assert record["bytes_peers"] > len(DATA) // 2
+        assert node.engine.counters.transitions == {"crowd": 1}
+    finally:
+        await cluster.close()
+
+
+async def test_an_origin_that_is_fast_so_far_is_not_looked_up_early(tmp_path, slow_origin):
+    cluster = Cluster(tmp_path, first_byte_timeout="5", min_rate="160k", rate_window="30", early_lookup="0.3")
+    try:
+        url = await seeded(cluster, slow_origin, publishers=1)
+        slow_origin.set_rate(2_000_000)  # well above R, and still sending at the early-lookup point
+        node = await cluster.add()
+        lookups = []
+        real_find = node.engine.find
+
+        async def find(*args, **kwargs):
+            lookups.append(args)
+            return await real_find(*args, **kwargs)
+
+        node.engine.find = find
+        status, _, body = await cluster.get(node, url)
+        assert status == 200 and body == DATA
+        assert lookups == [] and cluster.last_record(node)["transition"] is None
+    finally:
+        await cluster.close()
+
+
 async def test_a_lone_node_that_switches_finishes_from_the_origin_and_then_shares(tmp_path, slow_origin):
     lone = Cluster(tmp_path, **FAST_SWITCH, dht_listen="off")  # no DHT: the lookup answers at once
     try:

@@ -30,6 +30,9 @@ def _stream(first: float, last: float, step: float, n: int) -> list[tuple]:
 #   ("hint", t, expected)    hint(t) == expected
 #   ("finish",)              finish()
 #   ("deadline", expected)   next_deadline() == expected
+#   ("crowd", t, expected)   crowd(t) == expected (an early lookup found a trusted copy at t)
+#   ("lookup", expected)     lookup_due_at() == expected
+#   ("slow", t, expected)    slow_so_far(t) == expected
 SCRIPTS = [
     pytest.param({}, _stream(0.1, 10.0, 0.01, 20_000) + [("check", 10.0, None)],
                  id="steady-2MB/s-never-switches"),
@@ -88,6 +91,35 @@ SCRIPTS = [
     pytest.param({"first_byte_timeout": 0.2, "min_rate": 1000.0, "rate_window": 0.5},
                  [("bytes", 0.1, 500), ("check", 0.6, None), ("check", _after(0.6), "R")],
                  id="custom-exactly-R-is-not-below-R"),
+    # The crowd rule: an early lookup at first byte + 0.5 s; a trusted copy found then moves a slow download.
+    pytest.param({}, [("lookup", None), ("crowd", 0.3, None), ("bytes", 0.1, 300), ("lookup", 0.6),
+                      ("slow", 0.6, True), ("crowd", 0.6, "crowd"), ("check", 10.0, "crowd"), ("lookup", None),
+                      ("deadline", None)],
+                 id="crowd-switches-a-slow-origin-after-the-early-lookup"),
+    pytest.param({}, [("bytes", 0.1, 300), ("crowd", math.nextafter(0.6, 0), None), ("crowd", 0.6, "crowd")],
+                 # before first byte + early_lookup the origin has not had its chance yet
+                 id="crowd-not-before-first-byte+early"),
+    pytest.param({}, _stream(0.1, 1.0, 0.01, 20_000) + [("slow", 1.0, False), ("crowd", 1.0, None),
+                                                        ("check", 1.0, None)],
+                 # 2 MB/s: a fast origin keeps the download whatever the swarm holds
+                 id="crowd-leaves-a-fast-origin-alone"),
+    pytest.param({}, [("bytes", 0.1, 100_000), ("slow", 0.6, False), ("crowd", 0.6, None),
+                      ("slow", 0.8, True), ("crowd", 0.8, "crowd")],
+                 # 100 kB at the first byte (0.1): 200 kB/s over 0.5 s, under 160 kB/s over 0.7 s
+                 id="crowd-measures-the-average-since-the-first-byte"),
+    pytest.param({}, _stream(0.1, 3.0, 0.01, 20_000) + [("slow", 3.0, False), ("crowd", 5.5, "R")],
+                 # R was due first: the earlier cause stands
+                 id="crowd-after-R-was-due-keeps-R"),
+    pytest.param({}, [("check", 0.8, "T"), ("crowd", 0.9, "T"), ("lookup", None)], id="crowd-after-T-keeps-T"),
+    pytest.param({"early_lookup": 0.0}, [("bytes", 0.1, 300), ("lookup", None), ("slow", 1.0, True),
+                                         ("crowd", 1.0, None), ("check", 2.1, "R")],
+                 id="early-lookup-0-is-off"),
+    pytest.param({"early_lookup": 2.0}, [("bytes", 0.1, 300), ("lookup", None)],
+                 # not before the R check anyway: nothing to gain
+                 id="early-lookup-at-W-is-off"),
+    pytest.param({}, [("bytes", 0.1, 300), ("finish",), ("lookup", None), ("slow", 1.0, False),
+                      ("crowd", 1.0, None)],
+                 id="crowd-after-finish-does-nothing"),
 ]
 
 
@@ -104,6 +136,12 @@ def _run(params: dict, ops: list[tuple]) -> TransitionPolicy:
             assert policy.hint(op[1]) == op[2], f"hint({op[1]!r})"
         elif kind == "finish":
             policy.finish()
+        elif kind == "crowd":
+            assert policy.crowd(op[1]) == op[2], f"crowd({op[1]!r})"
+        elif kind == "lookup":
+            assert policy.lookup_due_at() == op[1], "lookup_due_at()"
+        elif kind == "slow":
+            assert policy.slow_so_far(op[1]) == op[2], f"slow_so_far({op[1]!r})"
         elif kind == "deadline":
             assert policy.next_deadline() == op[1], "next_deadline()"
         else:  # pragma: no cover - a typo in the table
