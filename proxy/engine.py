@@ -52,6 +52,7 @@ URL_KEY_PREFIX = b"swarmproxy/url\x00"
 PROVIDER_WAIT = 1.5  # seconds to collect providers before starting; more are rarely found later
 FETCH_PEERS = 16  # providers used per download (--fetch-peers) ...
 PROVIDER_POOL = 64  # ... picked at random from up to this many found (a DHT node keeps 64 per root)
+PROVIDER_REFRESH = (1.0, 2.0, 4.0, 8.0, 8.0, 8.0, 8.0)  # s between lookups for more providers during a fetch
 ORIGIN_RANGE_CONCURRENCY = 2  # Dragonfly's back-to-source cap: a flood of fallbacks must not hammer the origin
 
 
@@ -145,6 +146,8 @@ class SwarmEngine:
         self.address: tuple[str, int] | None = None
         self._own_manifests: dict[bytes, Manifest] = {}  # url key -> manifest computed from origin bytes
         self._lingering: dict[bytes, asyncio.TimerHandle] = {}
+        self._fetch_announced: set[bytes] = set()  # roots announced while still being fetched
+        self.provider_refresh: tuple[float, ...] = PROVIDER_REFRESH  # tests poll at once
         self._tasks: set[asyncio.Task] = set()
         store.add_listener(self._on_store_event)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -354,10 +357,46 @@ class SwarmEngine:
         name = max(by_transport, key=lambda n: len(by_transport[n])) if by_transport else next(iter(self.nodes))
         peers = [p.address for p in by_transport.get(name, [])]
         node = self.nodes[name]
-        if self.sharing:  # peers may take blocks from us while we fetch (HAVE as they verify)
-            node.share(found.manifest.root)
-        return node.fetch(found.manifest, peers, origin=origin, start=start, end=end, stall_timeout=stall_timeout,
-                          report=report)
+        root = found.manifest.root
+        if self.sharing:
+            # Peers may take blocks from us while we fetch (HAVE as they verify), and should find us: like a
+            # BitTorrent client, a node that fetches announces at once, not only once it is complete.
+            node.share(root)
+            if self.discovery is not None and self.address is not None and root not in self._lingering \
+                    and root not in self._fetch_announced:
+                self._fetch_announced.add(root)
+                self._spawn(self._announce(root, found.manifest, False))
+        chunks = node.fetch(found.manifest, peers, origin=origin, start=start, end=end,
+                            stall_timeout=stall_timeout, report=report)
+        if self.discovery is None:
+            return chunks
+        return self._refreshed(chunks, node, name, root, set(peers))
+
+    async def _refreshed(self, chunks: AsyncIterator[bytes], node: SwarmNode, transport: str, root: bytes,
+                         known: set[tuple[str, int]]) -> AsyncIterator[bytes]:
+        """`chunks`, while providers that appeared since the lookup join the fetch: in a flash crowd the first
+        lookups find the first two or three copies, and everyone crowding them would wait."""
+        refresher = asyncio.ensure_future(self._refresh_providers(node, transport, root, known))
+        try:
+            async for chunk in chunks:
+                yield chunk
+        finally:
+            refresher.cancel()
+            await asyncio.gather(refresher, return_exceptions=True)
+            await chunks.aclose()
+
+    async def _refresh_providers(self, node: SwarmNode, transport: str, root: bytes,
+                                 known: set[tuple[str, int]]) -> None:
+        for wait in self.provider_refresh:
+            await asyncio.sleep(wait)  # the poll interval: nothing to wait for but time
+            if len(known) >= PROVIDER_POOL:
+                return
+            fresh = [p.address for p in await self._providers(root)
+                     if p.address not in known and self._transport_for(p) == transport]
+            fresh = random.sample(fresh, min(len(fresh), self.fetch_peers, PROVIDER_POOL - len(known)))
+            known.update(fresh)
+            if fresh and node.add_peers(root, fresh):
+                log.debug("%d more provider(s) join the fetch of %s", len(fresh), root.hex()[:16])
 
     # -- after a download -----------------------------------------------------------------------------------------
 
@@ -455,12 +494,21 @@ class SwarmEngine:
                 self.store.remove(root)
 
     def abandon(self, root: bytes) -> None:
-        """A swarm download ended incomplete: stop serving its partial content (nothing was announced), and
-        drop it."""
+        """A swarm download ended incomplete: stop serving and announcing its partial content, and drop it."""
         if root not in self._lingering:
             for node in self.nodes.values():
                 node.unshare(root)
             self._drop_partial(root)
+            if root in self._fetch_announced:
+                self._fetch_announced.discard(root)
+                if self.discovery is not None:
+                    self._spawn(self._withdraw(root))
+
+    def fetch_over(self, root: bytes) -> None:
+        """After a download's store work: a root announced while fetching that did not end up shared complete
+        (a partial range, a prefix the origin's bytes contradict) is withdrawn and dropped."""
+        if root in self._fetch_announced:
+            self.abandon(root)
 
     def completed_from_peers(self, manifest: Manifest) -> None:
         """A swarm download finished and is complete in the store: be a provider (never a publisher)."""
@@ -471,6 +519,7 @@ class SwarmEngine:
     def _share(self, root: bytes, manifest: Manifest, *, publish_url: bool) -> None:
         if not self.sharing:
             return
+        self._fetch_announced.discard(root)
         for node in self.nodes.values():
             node.share(root)
         if self.discovery is not None and self.address is not None:
@@ -495,6 +544,7 @@ class SwarmEngine:
             log.warning("announcing %s failed: %s", root.hex()[:16], exc)
 
     def withdraw(self, root: bytes, why: str) -> None:
+        self._fetch_announced.discard(root)
         handle = self._lingering.pop(root, None)
         if handle is not None:
             handle.cancel()

@@ -673,6 +673,7 @@ class _Download:
         finally:
             if spool is not None:
                 spool.close()
+            self.engine.fetch_over(manifest.root)
 
     # -- delivery ----------------------------------------------------------------------------------------------------
 

@@ -351,6 +351,19 @@ class SwarmNode:
                 del self._fetching[manifest.root]
             await run.stop()
 
+    def add_peers(self, root: bytes, peers: Iterable[Address], *, connect_timeout: float = 10.0) -> int:
+        """More peers for the fetch of `root` under way (providers that appeared since it began); the number
+        of connections started, 0 when no fetch of `root` runs."""
+        run = self._fetching.get(root)
+        if run is None or run.done or run.failure:
+            return 0
+        started = 0
+        for address in peers:
+            run.pending_connects += 1
+            run.spawn(run.peer(address, connect_timeout))
+            started += 1
+        return started
+
 
 class _FetchRun:
     """One fetch: the FetchCore, its connections, origin requests, timer and delivery queue."""

@@ -124,7 +124,9 @@ class CrowdRun:
         cluster = Cluster(self.workdir, hosts=[host(2, i) for i in range(p.clients)], local_clients=True,
                           log_level="ERROR", first_byte_timeout=str(p.first_byte_timeout),
                           min_rate=str(p.min_rate), rate_window=str(p.rate_window),
-                          early_lookup=str(p.early_lookup), linger=str(p.linger),
+                          early_lookup=str(p.early_lookup),
+                          # Pack's linger 0 is "leave when done"; the proxy's --linger 0 means "until evicted".
+                          linger=str(p.linger or 0.001),
                           trust=p.trust, transport=p.transport, block_size=p.block_size,
                           fetch_peers=str(p.fetch_peers), read_timeout="60")
         try:

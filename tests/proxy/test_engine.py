@@ -7,9 +7,9 @@ import hashlib
 
 import pytest
 
-from dht.discovery import FakeDiscovery, FakeDiscoveryNetwork
-from dht.records import KIND_PROVIDER
-from proxy.engine import SwarmEngine, url_key
+from dht.discovery import FakeDiscovery, FakeDiscoveryNetwork, Provider
+from dht.records import KIND_PROVIDER, Transport
+from proxy.engine import Found, SwarmEngine, url_key
 from proxy.local_swarm import Cluster
 from proxy.manifest_trust import parse_trust
 from proxy.spool import Spool
@@ -224,5 +224,52 @@ async def test_an_origin_download_fills_an_entry_stored_in_another_block_size(wo
         assert ours.root == theirs.root and ours.block_size == 32 * 1024 and ours.url == URL
         assert engine.store.complete(ours.root)
         assert engine._own_manifests[url_key(URL)] == ours
+    finally:
+        await engine.stop()
+
+
+async def test_a_node_fetching_is_a_provider_at_once_and_withdraws_when_it_abandons(world, tmp_path):
+    seeder = await started_engine(world, tmp_path / "a")
+    fetcher = await started_engine(world, tmp_path / "b")
+    try:
+        manifest = await ingest(seeder, tmp_path)
+        seed = Provider(seeder.discovery.node_id, *seeder.address, Transport.TCP)
+        found = Found(manifest, "quorum", [seed])  # as if two had vouched
+        chunks = fetcher.fetch(found, origin=None, start=0, end=manifest.size)
+        first = await anext(chunks)
+        assert DATA.startswith(first)
+        await fetcher.settled()
+        providers = world[1].providers[manifest.root]
+        assert fetcher.discovery.node_id in providers  # found by others before it is complete
+        await chunks.aclose()
+        fetcher.abandon(manifest.root)
+        await fetcher.settled()
+        assert fetcher.discovery.node_id not in providers
+        assert list(providers) == [seeder.discovery.node_id]
+    finally:
+        await fetcher.stop()
+        await seeder.stop()
+
+
+async def test_providers_that_appear_during_a_fetch_join_it(world, tmp_path):
+    engine = await started_engine(world, tmp_path, fetch_peers=2)
+    try:
+        manifest = await ingest(engine, tmp_path)  # the engine's own announcement is never its own provider
+        others = await _providers(world, manifest, 3)
+        added = []
+
+        class Node:
+            def add_peers(self, root, peers):
+                added.append((root, list(peers)))
+                return len(peers)
+
+        engine.provider_refresh = (0.0, 0.0)
+        known = {("127.0.0.1", 7000)}  # the lookup found this one already
+        await engine._refresh_providers(Node(), "tcp", manifest.root, known)
+        assert [root for root, _ in added] == [manifest.root]  # the second poll found nobody new
+        [(_, peers)] = added
+        assert len(peers) == 2 and set(peers) <= {("127.0.0.1", 7001), ("127.0.0.1", 7002)}  # at most fetch_peers
+        assert known == {("127.0.0.1", 7000 + i) for i in range(3)} | set(peers)
+        assert len(others) == 3
     finally:
         await engine.stop()

@@ -88,6 +88,21 @@ async def test_four_seeds_one_leecher_uses_all(swarm):
     assert sum(1 for node, _, _ in seeds if node.bytes_uploaded) >= 3  # the work was spread
 
 
+async def test_peers_added_during_a_fetch_take_part(swarm):
+    data = content(64 * BLOCK)
+    first, first_address, manifest = await swarm.seed(data)
+    later, later_address, _ = await swarm.seed(data)
+    leecher, _ = await swarm.node()
+    assert leecher.add_peers(manifest.root, [later_address]) == 0  # no fetch of it runs yet
+    chunks = leecher.fetch(manifest, [first_address], window=1)
+    received = [await anext(chunks)]
+    assert leecher.add_peers(manifest.root, [later_address]) == 1
+    received += [chunk async for chunk in chunks]
+    assert b"".join(received) == data
+    assert later.bytes_uploaded > 0  # the peer that joined late served blocks
+    assert leecher.add_peers(manifest.root, [later_address]) == 0  # the fetch is over
+
+
 async def test_manifest_fetched_by_root_and_checked(swarm):
     data = content(5 * BLOCK)
     _, address, manifest = await swarm.seed(data)
