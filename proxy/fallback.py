@@ -109,6 +109,15 @@ class _OriginReader:
 REPOLL_SECONDS = (1.0, 2.0, 3.0, 5.0)
 
 
+def _drop(future: asyncio.Future | None) -> None:
+    """Cancel a read or lookup we no longer wait for; one that already failed has its error retrieved, so
+    asyncio does not log it as never retrieved."""
+    if future is None:
+        return
+    future.cancel()
+    future.add_done_callback(lambda f: f.cancelled() or f.exception())
+
+
 def _found_or_none(lookup: asyncio.Future) -> Found | None:
     """The result of an early lookup; a failed one found nothing (the R switch looks again)."""
     if lookup.cancelled() or lookup.exception() is not None:
@@ -320,10 +329,8 @@ class _Download:
                               found=found if cause == "crowd" else None, lookup=found_later)
             return response
         finally:
-            if pending is not None:
-                pending.cancel()
-            if early is not None and not early.done():
-                early.cancel()
+            _drop(pending)
+            _drop(early)
 
     # -- switching -------------------------------------------------------------------------------------------------
 
@@ -377,6 +384,9 @@ class _Download:
                     return
             if found is None:
                 found = await find  # the origin is gone: the lookup under way is the last chance
+        except BaseException:
+            _drop(pending)  # a client gone, a cut, the proxy stopping: the read's outcome no longer matters
+            raise
         finally:
             if not find.done():
                 find.cancel()

@@ -143,7 +143,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _raise_file_limit() -> None:
-    # Each node holds a handful of sockets; a thousand nodes need more than the usual 1,024 descriptors.
+    # Each node holds a handful of sockets; a thousand nodes need more than the usual 1,024 descriptors, and
+    # 100 libtorrent clients that all connect to each other hold four per connection (both sessions' sockets
+    # and the relay's two): ~40,000. Root may raise the hard limit too.
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < hard:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    try:
+        wanted = max(hard, min(int(pathlib.Path("/proc/sys/fs/nr_open").read_text()), 1 << 20))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, wanted))
+    except (OSError, ValueError):
+        if soft < hard:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
