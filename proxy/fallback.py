@@ -325,8 +325,9 @@ class _Download:
                 early = None
             else:
                 found_later = None
-            await self._swarm(cause, position, end, None if cause == "died" else reader,
-                              found=found if cause == "crowd" else None, lookup=found_later)
+            # A trusted copy found early serves whichever cause switched (R may have fallen due just before).
+            await self._swarm(cause, position, end, None if cause == "died" else reader, found=found,
+                              lookup=found_later)
             return response
         finally:
             _drop(pending)
@@ -344,7 +345,7 @@ class _Download:
         """
         self._count_transition(cause)
         polls = 0
-        if found is not None:  # the early lookup found it: no second lookup
+        if found is not None:  # an early lookup found it: no second lookup
             await self._merge(found, position, end, reader)
             return
         find = lookup or asyncio.ensure_future(self._find(0.0))
