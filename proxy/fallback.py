@@ -320,14 +320,12 @@ class _Download:
                 self._origin_complete()
                 await self._end(response)
                 return response
-            if found is None and early is not None and not early.done():
-                found_later: asyncio.Future | None = early  # the lookup under way is the switch's first
-                early = None
-            else:
-                found_later = None
+            under_way = None  # an early lookup still running becomes the switch's first lookup
+            if early is not None and not early.done():
+                under_way, early = early, None
             # A trusted copy found early serves whichever cause switched (R may have fallen due just before).
             await self._swarm(cause, position, end, None if cause == "died" else reader, found=found,
-                              lookup=found_later)
+                              lookup=under_way)
             return response
         finally:
             _drop(pending)

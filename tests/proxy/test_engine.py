@@ -255,7 +255,7 @@ async def test_providers_that_appear_during_a_fetch_join_it(world, tmp_path):
     engine = await started_engine(world, tmp_path, fetch_peers=2)
     try:
         manifest = await ingest(engine, tmp_path)  # the engine's own announcement is never its own provider
-        others = await _providers(world, manifest, 3)
+        await _providers(world, manifest, 3)
         added = []
 
         class Node:
@@ -270,6 +270,5 @@ async def test_providers_that_appear_during_a_fetch_join_it(world, tmp_path):
         [(_, peers)] = added
         assert len(peers) == 2 and set(peers) <= {("127.0.0.1", 7001), ("127.0.0.1", 7002)}  # at most fetch_peers
         assert known == {("127.0.0.1", 7000 + i) for i in range(3)} | set(peers)
-        assert len(others) == 3
     finally:
         await engine.stop()
