@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import ipaddress
 import logging
 import os
 from abc import ABC, abstractmethod
@@ -439,6 +440,22 @@ class Listener(ABC):
         """Wait until the socket is released (hook)."""
 
 
+def source_address(listen_host: str | None, destination: str) -> str | None:
+    """The address to send from when connecting to `destination`: the one we listen on, when that is one
+    specific address, so peers see us where we announced ourselves (a multi-homed host, the lab's one
+    address per node); None lets the kernel choose. Never a loopback source towards another network (it
+    could not reach it), nor across address families; a destination that is a name is left to the kernel."""
+    if not listen_host:
+        return None
+    try:
+        source, target = ipaddress.ip_address(listen_host), ipaddress.ip_address(destination)
+    except ValueError:
+        return None
+    if source.is_unspecified or source.version != target.version or (source.is_loopback and not target.is_loopback):
+        return None
+    return listen_host
+
+
 class Transport(ABC):
     """Makes connections of one kind. Not to be confused with `swarm.wire.Transport`, the PEX flag set."""
 
@@ -446,6 +463,7 @@ class Transport(ABC):
 
     def __init__(self, settings: ConnectionSettings | None = None) -> None:
         self.settings = settings or ConnectionSettings()
+        self.listen_host: str | None = None  # set by `listen`; outgoing connections leave from it (see above)
 
     @abstractmethod
     async def listen(self, host: str, port: int = 0) -> Listener:

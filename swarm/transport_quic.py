@@ -72,6 +72,7 @@ from swarm.transport import (
     Listener,
     Transport,
     read_location,
+    source_address,
 )
 from swarm.wire import Block, Cancel, Decoder, KeepAlive, Message, Reject, Request
 
@@ -582,6 +583,7 @@ class QuicTransport(Transport):
         _enlarge_buffers(server._transport)
         listener._server = server
         listener._address = _address(server._transport.get_extra_info("sockname"))
+        self.listen_host = host
         return listener
 
     async def connect(self, address: Address, *, timeout: float = 10.0) -> QuicConnection:
@@ -593,7 +595,8 @@ class QuicTransport(Transport):
                 infos = await loop.getaddrinfo(host, port, type=socket.SOCK_DGRAM)
                 family, _, _, _, remote = infos[0]
                 quic = AioquicConnection(configuration=self._configuration(True))
-                local_host = "::" if family == socket.AF_INET6 else "0.0.0.0"
+                local_host = source_address(self.listen_host, remote[0]) or (
+                    "::" if family == socket.AF_INET6 else "0.0.0.0")
                 _, created = await loop.create_datagram_endpoint(
                     lambda: _Protocol(quic, settings=self.settings), local_addr=(local_host, 0), family=family
                 )

@@ -49,6 +49,7 @@ from swarm.transport import (
     Listener,
     Transport,
     read_location,
+    source_address,
 )
 from swarm.wire import Decoder, Message
 
@@ -382,14 +383,18 @@ class TcpTransport(Transport):
             lambda: TcpConnection(self.settings, listener), host, port, reuse_address=True
         )
         listener._address = _address(listener._server.sockets[0].getsockname())
+        self.listen_host = host
         return listener
 
     async def connect(self, address: Address, *, timeout: float = 10.0) -> TcpConnection:
         loop = asyncio.get_running_loop()
         host, port = address
+        source = source_address(self.listen_host, host)
         try:
             async with asyncio.timeout(timeout):
-                _, connection = await loop.create_connection(lambda: TcpConnection(self.settings), host, port)
+                _, connection = await loop.create_connection(
+                    lambda: TcpConnection(self.settings), host, port,
+                    local_addr=None if source is None else (source, 0))
         except (OSError, TimeoutError) as exc:
             raise ConnectFailed(f"tcp: cannot connect to {host}:{port}: {exc or 'timed out'}") from exc
         return connection

@@ -7,6 +7,11 @@ setup: 256 KB/s in total, 256 concurrent connections), so a noisy machine slows 
 - swarmproxy: client i talks to its own full node (proxy + block engine + DHT, started before the run on
   127.2.x.y) and the node decides origin or swarm.
 
+A node's DHT and peer traffic leaves from its own address (the transports send from the address they listen
+on), so each node has its own emulated uplink and downlink. Its origin requests (the proxy's HTTP client) leave
+from 127.0.0.1, which the proxy has no option to change: all nodes' origin bytes share that host's emulated
+downlink, never the node's own. That link carries at most the origin's 256 KB/s, a fifth of one node's link.
+
 Every client fetches `size` bytes (then, for the page scenario, `objects` in parallel) and is timed from its
 arrival to its last byte; every body is compared with the origin's bytes. `run_crowd` returns plain dicts:
 per-client records plus the origin's byte counts, ready for `report.py`.

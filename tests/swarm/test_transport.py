@@ -16,7 +16,7 @@ import pytest
 from swarm import wire
 from swarm.errors import ConnectFailed, ConnectionClosed, ProtocolError, TransportError
 from swarm.store import BlockLocation
-from swarm.transport import CloseCause, Connection, ConnectionSettings, Transport
+from swarm.transport import CloseCause, Connection, ConnectionSettings, Transport, source_address
 from swarm.transport_memory import MemoryNetwork, MemoryTransport
 from swarm.transport_quic import QuicConnection, QuicTransport
 from swarm.transport_tcp import TcpTransport
@@ -120,6 +120,43 @@ async def test_listener_binds_a_real_port_and_addresses_are_exposed(kind):
         assert client.remote_address == listener.address
         assert server.remote_address == client.local_address or kind == "quic"  # (QUIC: client binds 0.0.0.0)
         assert server.remote_address[1] == client.local_address[1]
+
+
+@pytest.mark.parametrize("listen_host, destination, source", [
+    ("127.0.0.21", "127.0.0.22", "127.0.0.21"),  # the lab: one loopback address per node
+    ("192.0.2.7", "198.51.100.1", "192.0.2.7"),  # a multi-homed host listening on one interface
+    ("2001:db8::7", "2001:db8::8", "2001:db8::7"),
+    ("0.0.0.0", "192.0.2.1", None),  # listening everywhere: the kernel picks the route's address
+    ("::", "2001:db8::8", None),
+    (None, "192.0.2.1", None),  # never listened
+    ("", "192.0.2.1", None),
+    ("127.0.0.1", "192.0.2.1", None),  # a loopback source cannot reach another network
+    ("192.0.2.7", "127.0.0.1", "192.0.2.7"),  # (the host's own address reaches its loopback)
+    ("192.0.2.7", "2001:db8::8", None),  # across families
+    ("2001:db8::7", "192.0.2.1", None),
+    ("192.0.2.7", "peer.example", None),  # a name: the kernel decides
+    ("localhost", "127.0.0.1", None),
+])
+def test_outgoing_connections_leave_from_the_address_we_listen_on(listen_host, destination, source):
+    assert source_address(listen_host, destination) == source
+
+
+@pytest.mark.parametrize("kind", ["tcp", "quic"])
+async def test_a_peer_sees_us_at_the_address_we_listen_on(kind):
+    """Without this, every node of a lab on 127.x.y.z connected from 127.0.0.1: to the emulated network they were
+    one host, sharing one downlink."""
+    ours, theirs = make_transport(kind), make_transport(kind)
+    own_listener = await ours.listen("127.0.0.21", 0)
+    their_listener = await theirs.listen("127.0.0.22", 0)
+    client = await ours.connect(their_listener.address)
+    server = await asyncio.wait_for(their_listener.accept(), 10)
+    try:
+        assert server.remote_address[0] == "127.0.0.21"
+    finally:
+        client.abort()
+        server.abort()
+        await own_listener.aclose()
+        await their_listener.aclose()
 
 
 @pytest.mark.parametrize("kind", KINDS)
