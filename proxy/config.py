@@ -263,7 +263,8 @@ OPTIONS: tuple[Option, ...] = (
            "do not look for peers on the local network by multicast (on by default)", "BOOL"),
     Option("peer-listen", parse_peer_listen, HostPort("0.0.0.0", 0),
            "address where other peers fetch blocks from this node (TCP and/or UDP, same port; port 0 picks "
-           "one); 'off' makes a plain proxy that never swarms", "HOST:PORT"),
+           "one; a specific HOST is also where connections to peers leave from); 'off' makes a plain proxy that "
+           "never swarms", "HOST:PORT"),
     Option("transport", _transport, "both",
            "peer transports offered and used: tcp (fast on a LAN), quic (one UDP socket, TLS), or both", "NAME"),
     Option("trust", _trust, "quorum:2",

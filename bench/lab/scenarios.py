@@ -28,6 +28,7 @@ from .netem import EmulatedLoop, LinkModel, kernel_netem_available
 Say = Callable[[str], None]
 LIBTORRENT_ORIGIN = "127.0.0.4"
 
+
 def _trust(text: str) -> str:
     return str(parse_trust(text))  # raises ValueError on a policy the proxy would refuse
 
