@@ -157,6 +157,7 @@ async def test_a_peer_sees_us_at_the_address_we_listen_on(kind):
         server.abort()
         await own_listener.aclose()
         await their_listener.aclose()
+        await asyncio.wait_for(asyncio.gather(client.wait_closed(), server.wait_closed()), 10)
 
 
 @pytest.mark.parametrize("kind", KINDS)
