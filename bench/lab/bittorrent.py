@@ -4,7 +4,9 @@ Each client is its own libtorrent session for its own 127.0.x.y host: TCP only (
 NAT-PMP) and no libtorrent rate limits, because the lab's `LinkModel` does the shaping. The torrent carries
 the origin's URL as a BEP 19 web seed, so the only source at first is the same throttled SlowOrigin the
 swarmproxy runs use; there is no BitTorrent seed. The tracker is ideal: a client that arrives is handed
-every live client's address at once (`connect_peer`), and nothing else.
+every live client's address at once (`connect_peer`), and nothing else. Each session keeps at most 50
+connections, the web seed's included, as real clients cap a torrent's peers (see SETTINGS): uncapped, 100
+clients formed a full mesh whose descriptors, four per connection in this one process, reached the limit.
 
 libtorrent's sockets are its own, not the event loop's, so `EmulatedLoop` cannot delay them; `Relay` is
 their network instead, much like a NAT. Each session lives at a hidden address (its host + 0.64.0.0) and
@@ -25,6 +27,10 @@ at all once peer connections are proxied, and web seeds count as peer connection
 A quick figure (JSON on stdout, progress on stderr):
 
     python -m bench.lab.bittorrent --clients 20 --per-second 1 --size-mib 4 --origin-rate 256000 --delay 0.025
+
+and the libtorrent half of `swarmproxy lab largefile` (30 MB, 100 clients; 12-15 minutes):
+
+    python -m bench.lab.bittorrent --clients 100 --size-mib 28.6102294921875 --node-rate 1250000
 """
 
 from __future__ import annotations
@@ -53,6 +59,13 @@ SETTINGS: dict[str, Any] = {
     "enable_dht": False, "enable_lsd": False, "enable_upnp": False, "enable_natpmp": False,
     "enable_outgoing_utp": False, "enable_incoming_utp": False,
     "allow_multiple_connections_per_ip": True,
+    # Transmission's and uTorrent's default peer limit per torrent (libtorrent's 200 is for a session of many
+    # torrents). A connection holds four descriptors here, both ends' sockets and the relay's two. Uncapped,
+    # 100 clients connected all to all (one connection per pair, ~4,700 at once) and hit the lab machine's
+    # hard limit of 20,000; capped, ~2,500 connections and ~11,000 descriptors (a session's own take about
+    # eight more: epoll, eventfd, timerfd, TCP and UDP listeners, netlink, the file, the relay's listener).
+    # 50 of 99 neighbours are still far more than the 8 a session uploads to at once (unchoke_slots_limit).
+    "connections_limit": 50,
     "out_enc_policy": 2, "in_enc_policy": 2,  # plaintext: RC4 costs CPU that 100 sessions on 2 cores lack
     "aio_threads": 2, "hashing_threads": 1,  # 10 disk threads per session would be 1,000 threads at 100 clients
     "alert_queue_size": 100_000,  # block alerts attribute the bytes to sources: none may be dropped
@@ -96,6 +109,7 @@ class BitTorrentRun:
     # ranges that are cut off when a client finishes: compare SlowOrigin.bytes_sent)
     relay_bytes: int  # bytes the relay carried (payload and protocol), both directions, all connections
     relay_connections: int
+    relay_leftover: int  # relay connections still open 5 s after every session had closed: 0 unless it leaks
 
     @property
     def durations(self) -> list[float]:
@@ -196,15 +210,22 @@ class Relay:
         route.port = server.sockets[0].getsockname()[1]
         return route
 
-    async def close(self) -> None:
+    async def close(self, grace: float = 0.0) -> int:
+        """Stop listening, give the connections still carried `grace` seconds to end by themselves, then cut
+        the rest; how many were cut. (A connection ends once both of its sides have closed: with every
+        endpoint gone, one still open after a grace period is a leak.)"""
         for server in self._servers:
             server.close()
-        for task in list(self._tasks):
+        if self._tasks and grace > 0:
+            await asyncio.wait(set(self._tasks), timeout=grace)
+        cut = list(self._tasks)
+        for task in cut:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await asyncio.gather(*cut, return_exceptions=True)
         for server in self._servers:
             await server.wait_closed()
         self._servers.clear()
+        return len(cut)
 
     async def _carry(self, route: Route, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         """One accepted connection, from start to close (its own task, which close() cancels)."""
@@ -214,7 +235,10 @@ class Relay:
         try:
             await self._forward(route, reader, writer)
         except (OSError, asyncio.CancelledError):
-            pass  # a refused target; or close(), ended quietly (the stream protocol logs a cancelled task)
+            # A refused target, or no descriptor left for the connection to it (EMFILE): the caller sees its
+            # connection closed, as if refused, and may retry. Or close(): ended quietly (the stream protocol
+            # logs a cancelled task).
+            pass
         finally:
             self._tasks.discard(task)
             writer.close()
@@ -445,7 +469,7 @@ async def run_bittorrent(*, data: bytes, url: str, origin_host: str, arrivals: l
         seconds = await swarm.run(linger, timeout)
     finally:
         await asyncio.to_thread(_close_sessions, clients)
-        await relay.close()
+        leftover = await relay.close(grace=5.0)
     digest = hashlib.sha256(data).digest()
     for client in clients:
         result = client.result
@@ -458,14 +482,17 @@ async def run_bittorrent(*, data: bytes, url: str, origin_host: str, arrivals: l
                 result.error = "the file written differs from the data"
     results = [client.result for client in clients]
     return BitTorrentRun(clients=results, seconds=seconds, web_seed_bytes=sum(r.from_web_seed for r in results),
-                         relay_bytes=relay.bytes_carried, relay_connections=relay.connections)
+                         relay_bytes=relay.bytes_carried, relay_connections=relay.connections,
+                         relay_leftover=leftover)
 
 
 def main() -> None:
     """A quick figure: Poisson arrivals, one file, the throttled origin; prints JSON."""
     import argparse
     import json
+    import os
     import random
+    import resource
     import statistics
     import sys
     import tempfile
@@ -478,6 +505,8 @@ def main() -> None:
     parser.add_argument("--size-mib", type=float, default=4.0)
     parser.add_argument("--origin-rate", type=float, default=256_000, help="the origin's bytes/s, shared")
     parser.add_argument("--delay", type=float, default=0.025, help="one-way delay between hosts, s")
+    parser.add_argument("--node-rate", type=float, default=0, help="each client's upload and download cap, bytes/s "
+                        "(default none; the lab's largefile uses 1250000)")
     parser.add_argument("--piece-kib", type=int, default=256)
     parser.add_argument("--linger", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=1)
@@ -492,12 +521,24 @@ def main() -> None:
     while len(arrivals) < args.clients:
         arrivals.append(arrivals[-1] + rng.expovariate(args.per_second))
     hosts = [f"127.0.{1 + i // 250}.{1 + i % 250}" for i in range(args.clients)]
-    model = LinkModel(delay=args.delay)
+    model = LinkModel(args.delay, args.node_rate, args.node_rate)
+    peak = 0
+
+    async def count_descriptors() -> None:
+        nonlocal peak
+        while True:
+            try:
+                peak = max(peak, len(os.listdir("/proc/self/fd")))
+            except OSError:  # none left to list them with: the limit itself
+                peak = max(peak, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+            await asyncio.sleep(1.0)
 
     async def figure() -> dict[str, Any]:
         origin = SlowOrigin(rate=args.origin_rate)
+        model.limit(origin.host, None, None)  # its own throttle is its link
         origin.add("/file.bin", data)
         url = await origin.start()
+        counting = asyncio.create_task(count_descriptors())
         try:
             with tempfile.TemporaryDirectory(prefix="swarmlab-bt-") as tmp:
                 run = await run_bittorrent(data=data, url=url + "/file.bin", origin_host=origin.host,
@@ -506,6 +547,7 @@ def main() -> None:
                                            workdir=pathlib.Path(tmp), settings=overrides,
                                            progress=lambda m: print(m, file=sys.stderr))
         finally:
+            counting.cancel()
             await origin.stop()
         cuts = statistics.quantiles(run.durations, n=100, method="inclusive") if len(run.durations) > 1 else []
         shares = [c.web_seed_share for c in run.clients]
@@ -517,7 +559,8 @@ def main() -> None:
                                "overall": round(run.web_seed_bytes / (len(data) * len(run.clients)), 3)},
             "origin_bytes_sent": origin.bytes_sent,
             "file_copies_from_origin": round(origin.bytes_sent / len(data), 2),
-            "relay_bytes": run.relay_bytes, "run_s": round(run.seconds, 1),
+            "relay_bytes": run.relay_bytes, "relay_connections": run.relay_connections,
+            "relay_leftover": run.relay_leftover, "descriptors_peak": peak, "run_s": round(run.seconds, 1),
         }
 
     with asyncio.Runner(loop_factory=lambda: EmulatedLoop(model)) as runner:

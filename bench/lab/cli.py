@@ -145,8 +145,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _raise_file_limit() -> None:
     # Each node holds a handful of sockets; a thousand nodes need more than the usual 1,024 descriptors, and
-    # 100 libtorrent clients that all connect to each other hold four per connection (both sessions' sockets
-    # and the relay's two): ~40,000. Root may raise the hard limit too.
+    # 100 libtorrent clients, 50 connections each at most, four descriptors per connection (both sessions'
+    # sockets and the relay's two), hold up to ~11,000. Root may raise the hard limit too.
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     try:
         wanted = max(hard, min(int(pathlib.Path("/proc/sys/fs/nr_open").read_text()), 1 << 20))

@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import resource
+import socket
+import struct
 import threading
 
 import pytest
@@ -24,6 +27,24 @@ def native_threads() -> int:
 def run_emulated(model: LinkModel, scenario):
     with asyncio.Runner(loop_factory=lambda: EmulatedLoop(model)) as runner:
         return runner.run(scenario())
+
+
+def open_descriptors() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+async def dial(host: str, port: int, source: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection the loop does not delay, as libtorrent's are not."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    protocol = asyncio.StreamReaderProtocol(reader)
+    transport, _ = await loop.raw_create_connection(lambda: protocol, host, port, local_addr=(source, 0))
+    return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
+
+
+async def serve(host: str, handler) -> asyncio.AbstractServer:
+    loop = asyncio.get_running_loop()
+    return await loop.raw_create_server(lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader(), handler), host, 0)
 
 
 def test_four_clients_share_what_the_web_seed_serves(tmp_path):
@@ -63,6 +84,7 @@ def test_four_clients_share_what_the_web_seed_serves(tmp_path):
     assert served < len(run.clients) * len(data)
     assert run.web_seed_bytes <= served
     assert run.relay_bytes >= served
+    assert run.relay_leftover == 0  # every relayed connection ended with its endpoints
     assert not leftover
 
 
@@ -105,6 +127,109 @@ def test_relay_delays_both_directions_and_shows_the_callers_public_address():
     assert seen == ["127.0.7.1"]
     assert elapsed >= 4 * model.delay  # the handshake's round trip, then the request and the reply
     assert carried == 10
+
+
+def test_relay_passes_closes_and_resets_on_and_then_releases_both_sockets():
+    # A caller half-closes, the target answers and closes, the caller closes: the relay must pass the first
+    # EOF on while the other direction stays open. Another caller resets its connection: the relay must close
+    # the target's. Either way it must then end the connection by itself and close both of its sockets: a
+    # connection it kept would hold two descriptors until the run ends.
+    model = LinkModel(delay=0.01)
+
+    async def scenario():
+        requests: asyncio.Queue[bytes] = asyncio.Queue()
+
+        async def answer(reader, writer):
+            request = await reader.read()  # up to the caller's EOF, or the relay's
+            writer.write(b"got " + request)
+            writer.close()
+            await requests.put(request)
+
+        before = open_descriptors()
+        server = await serve("127.0.7.4", answer)
+        relay = Relay(model)
+        try:
+            route = await relay.route("127.0.7.4")
+            route.target = ("127.0.7.4", server.sockets[0].getsockname()[1])
+            async with asyncio.timeout(10):
+                reader, writer = await dial(route.host, route.port, "127.0.7.3")
+                writer.write(b"hello")
+                writer.write_eof()
+                reply = await reader.read()  # up to the target's EOF, passed on by the relay
+                writer.close()
+                await writer.wait_closed()
+                assert await requests.get() == b"hello"
+                _, writer = await dial(route.host, route.port, "127.0.7.3")
+                writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                                           struct.pack("ii", 1, 0))
+                writer.close()  # with a zero linger time: a reset
+                await writer.wait_closed()
+                await requests.get()  # the target's connection ended too
+        finally:
+            cut = await relay.close(grace=5.0)
+            server.close()
+            await server.wait_closed()
+        return reply, cut, relay.connections, open_descriptors() - before
+
+    reply, cut, carried, descriptors = run_emulated(model, scenario)
+    assert reply == b"got hello"
+    assert carried == 2
+    assert cut == 0  # the relay ended the connection when both sides had closed
+    assert descriptors == 0
+
+
+def test_relay_without_descriptors_refuses_and_then_recovers():
+    # At the descriptor limit (EMFILE) the relay can neither dial the target nor accept: a caller it cannot
+    # dial out for is closed, as if refused, and callers wait in the listen queue until asyncio retries
+    # accepting (after 1 s). Neither may end the run.
+    model = LinkModel(delay=0.0)
+
+    async def scenario():
+        loop = asyncio.get_running_loop()
+        failures = []
+        loop.set_exception_handler(lambda _loop, context: failures.append(context))
+
+        async def echo(reader, writer):
+            writer.write(await reader.read(5))
+            await writer.drain()
+            writer.close()
+
+        server = await serve("127.0.7.6", echo)
+        relay = Relay(model)
+        try:
+            route = await relay.route("127.0.7.6")
+            route.target = ("127.0.7.6", server.sockets[0].getsockname()[1])
+            async with asyncio.timeout(10):
+                with socket.socket() as caller:  # made while descriptors are free
+                    caller.setblocking(False)
+                    # The lowest free descriptor numbers: a limit of the second leaves the relay one, to accept.
+                    spare = [os.open(os.devnull, os.O_RDONLY) for _ in range(2)]
+                    for fd in spare:
+                        os.close(fd)
+                    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+                    resource.setrlimit(resource.RLIMIT_NOFILE, (spare[1], hard))
+                    try:
+                        await loop.sock_connect(caller, (route.host, route.port))
+                        refused = await loop.sock_recv(caller, 5)
+                    finally:
+                        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+                # Accepting the next connection failed too: the listener pauses, then takes it.
+                assert any(c["message"] == "socket.accept() out of system resource" for c in failures)
+                reader, writer = await dial(route.host, route.port, "127.0.7.5")
+                writer.write(b"hello")
+                answer = await reader.read()
+                writer.close()
+        finally:
+            await relay.close()
+            server.close()
+            await server.wait_closed()
+        return refused, answer, relay.connections, failures
+
+    refused, answer, carried, failures = run_emulated(model, scenario)
+    assert refused == b""  # closed, not left hanging
+    assert answer == b"hello"
+    assert carried == 1  # the refused caller was never connected to the target
+    assert {c["message"] for c in failures} == {"socket.accept() out of system resource"}
 
 
 def test_bad_arguments_fail_before_any_session_starts(tmp_path):
