@@ -33,7 +33,7 @@ class Cluster:
         self._added = 0
         self.defaults = defaults
         self.nodes: list[ProxyServer] = []
-        self.client = aiohttp.ClientSession(auto_decompress=False)
+        self.client = aiohttp.ClientSession(auto_decompress=False, timeout=aiohttp.ClientTimeout(total=None))
 
     async def add(self, **overrides: str) -> ProxyServer:
         """Start the next node. Several may start at once after the first (everyone's bootstrap) is up;
@@ -83,7 +83,10 @@ class Cluster:
         session = self._clients.get(node.host)
         if session is None:
             connector = aiohttp.TCPConnector(local_addr=(node.host, 0))
-            session = self._clients[node.host] = aiohttp.ClientSession(connector=connector, auto_decompress=False)
+            # No total timeout: aiohttp's default of 300 s would cut a long download (the lab's large file)
+            # that the proxy is still delivering; callers bound their own waits.
+            session = self._clients[node.host] = aiohttp.ClientSession(
+                connector=connector, auto_decompress=False, timeout=aiohttp.ClientTimeout(total=None))
         return session
 
     def last_record(self, node: ProxyServer) -> dict:

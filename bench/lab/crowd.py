@@ -203,7 +203,9 @@ class CrowdRun:
         arrived = await self._at(when)
         record: dict = {"client": index, "host": host(1, index), "arrival": round(when - self.t0, 4)}
         connector = aiohttp.TCPConnector(local_addr=(record["host"], 0), limit=0)
-        async with aiohttp.ClientSession(connector=connector, auto_decompress=False) as session:
+        # no total timeout (aiohttp's default is 300 s): _client bounds the whole client by client_timeout
+        async with aiohttp.ClientSession(connector=connector, auto_decompress=False,
+                                         timeout=aiohttp.ClientTimeout(total=None)) as session:
             try:
                 fetched = await self._client(session, files, None)
             except (aiohttp.ClientError, OSError, TimeoutError) as exc:
