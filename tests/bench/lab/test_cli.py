@@ -24,7 +24,12 @@ def _args(*argv: str) -> argparse.Namespace:
 
 PLANS = [
     # argv, scenario, [(label, rate, clients)], direct half?
-    (["flashcrowd"], "flashcrowd", [("1/s", 1, 50), ("5/s", 5, 250), ("10/s", 10, 500), ("20/s", 20, 1000)], True),
+    (["flashcrowd"], "flashcrowd", [("1/s", 1, 10), ("2/s", 2, 20), ("5/s", 5, 50)], True),
+    (["flashcrowd", "--loads", "1,5,10,20", "--duration", "50"], "flashcrowd",  # Pack's full scale
+     [("1/s", 1, 50), ("5/s", 5, 250), ("10/s", 10, 500), ("20/s", 20, 1000)], True),
+    (["sweep", "--param", "linger"], "sweep", [(f"linger={v}", 5, 50) for v in ("0", "1", "2", "4", "20", "160")],
+     False),
+    (["page"], "page", [("1/s", 1, 10), ("2/s", 2, 20), ("5/s", 5, 50)], True),
     (["flashcrowd", "--quick"], "flashcrowd", [("5/s", 5, 20)], True),
     (["flashcrowd", "--loads", "2,4", "--clients", "7"], "flashcrowd", [("2/s", 2, 7), ("4/s", 4, 7)], True),
     (["page", "--quick"], "page", [("5/s", 5, 20)], True),
