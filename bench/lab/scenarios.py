@@ -203,17 +203,56 @@ def text(report: dict) -> str:
                      f"{_fmt(row.get('swarmproxy_median_s')):>10} {_fmt(row.get('swarmproxy_p99_s')):>10} "
                      f"{_fmt(row.get('speedup_median'), 'x'):>8} {_fmt(row.get('origin_bytes_ratio')):>9} "
                      f"{row['peer_share']:>6.0%}  {row['causes']}")
-    for row in s["runs"]:
+    for row, run in zip(s["runs"], report["runs"]):
         if "percentiles" in row:
-            lines.append(f"\n{row['label']}: download time percentiles (s), same arrivals, network and origin")
-            lines.append(f"{'':>12}" + "".join(f"{q:>9}" for q in row["percentiles"]["swarmproxy"]))
+            lines.append(f"\n{row['label']}: download time percentiles (s), same arrivals, network and origin; "
+                         "- = among clients that never finished")
+            lines.append(f"{'':>12}" + "".join(f"{q:>9}" for q in row["percentiles"]["swarmproxy"]) + "  finished")
             for side, values in row["percentiles"].items():
-                lines.append(f"{side:>12}" + "".join(f"{_fmt(v):>9}" for v in values.values()))
+                done = run[side]["summary"]
+                lines.append(f"{side:>12}" + "".join(f"{_fmt(v):>9}" for v in values.values())
+                             + f"  {done['finished']}/{done['clients']}")
             lines.append(f"median swarmproxy / libtorrent = {_fmt(row['ratio_median_vs_libtorrent'])} "
                          f"(target <= 0.8), p99 ratio = {_fmt(row['ratio_p99_vs_libtorrent'])} (target <= 1)")
     lines.append("")
     lines.append("speedup = median(direct) / median(swarmproxy); origin B = origin bytes served, swarmproxy / direct")
     return "\n".join(lines) + "\n"
+
+
+def _draw_times(axes, report: dict, xs, labels: list[str]) -> None:
+    """Median and p99 download time per run, per side (a gap where a percentile fell on unfinished clients)."""
+    for side, style in (("direct", "s-"), ("swarmproxy", "o-"), ("libtorrent", "d-")):
+        medians = [row.get(f"{side}_median_s") for row in report["summary"]["runs"]]
+        p99 = [row.get(f"{side}_p99_s") for row in report["summary"]["runs"]]
+        if any(m is not None for m in medians):
+            axes.plot(xs, medians, style, label=f"{side} median")
+            axes.plot(xs, p99, style, alpha=0.4, label=f"{side} p99")
+    axes.set_yscale("log")
+    axes.set_xticks(list(xs), labels, rotation=20)
+    axes.set_ylabel("download time (s)")
+    axes.set_title(f"{report['scenario']}: download time")
+
+
+def _draw_finished(axes, report: dict) -> None:
+    """Table 4.1 as a curve: the share of clients finished by each time, per side, for the (first) run; a
+    side whose clients did not all finish stays below 1, which a percentile table can only show as gaps."""
+    run = report["runs"][0]
+    timeout = report["summary"]["params"].get("client_timeout")
+    for side, style in (("swarmproxy", "-"), ("libtorrent", "--")):
+        if not run.get(side):
+            continue
+        records = run[side]["records"]
+        times = sorted(r["duration_s"] for r in records if r.get("exact"))
+        shares = [i / max(1, len(records)) for i in range(len(times) + 1)]
+        end = max([timeout or 0.0, *times])  # drawn on to the timeout: a flat line is the finding
+        axes.step([0.0, *times, end], [*shares, shares[-1]], style, where="post", linewidth=2,
+                  label=f"{side}: {len(times)}/{len(records)} finished")
+    if timeout:
+        axes.axvline(timeout, color="grey", linestyle=":", label=f"client timeout {timeout:g} s")
+    axes.set_ylim(0, 1.05)
+    axes.set_xlabel("download time (s)")
+    axes.set_ylabel("share of clients finished")
+    axes.set_title(f"largefile, {run['label']}: who finished when")
 
 
 def _fmt(value: float | None, unit: str = "") -> str:
@@ -225,16 +264,10 @@ def draw(pyplot, report: dict):
     labels = [row["label"] for row in s["runs"]]
     figure, (left, right) = pyplot.subplots(1, 2, figsize=(11, 4.2))
     xs = range(len(labels))
-    for side, style in (("direct", "s-"), ("swarmproxy", "o-"), ("libtorrent", "d-")):
-        medians = [row.get(f"{side}_median_s") for row in s["runs"]]
-        p99 = [row.get(f"{side}_p99_s") for row in s["runs"]]
-        if any(m is not None for m in medians):
-            left.plot(xs, medians, style, label=f"{side} median")
-            left.plot(xs, p99, style, alpha=0.4, label=f"{side} p99")
-    left.set_yscale("log")
-    left.set_xticks(list(xs), labels, rotation=20)
-    left.set_ylabel("download time (s)")
-    left.set_title(f"{report['scenario']}: download time")
+    if report["scenario"] == "largefile":
+        _draw_finished(left, report)
+    else:
+        _draw_times(left, report, xs, labels)
     left.legend(fontsize=8)
     causes = sorted({c for row in s["runs"] for c in row["causes"]})
     bottom = [0.0] * len(labels)

@@ -29,7 +29,7 @@ PLANS = [
      [("1/s", 1, 50), ("5/s", 5, 250), ("10/s", 10, 500), ("20/s", 20, 1000)], True),
     (["sweep", "--param", "linger"], "sweep", [(f"linger={v}", 5, 50) for v in ("0", "1", "2", "4", "20", "160")],
      False),
-    (["page"], "page", [("1/s", 1, 10), ("2/s", 2, 20), ("5/s", 5, 50)], True),
+    (["page"], "page", [("1/s", 1, 4), ("2/s", 2, 8), ("3/s", 3, 12)], True),
     (["flashcrowd", "--quick"], "flashcrowd", [("5/s", 5, 20)], True),
     (["flashcrowd", "--loads", "2,4", "--clients", "7"], "flashcrowd", [("2/s", 2, 7), ("4/s", 4, 7)], True),
     (["page", "--quick"], "page", [("5/s", 5, 20)], True),
