@@ -33,13 +33,16 @@ def _machine_ticks() -> tuple[int, int] | None:
 
 
 def percentile(values: list[float], q: float) -> float | None:
-    """Linear-interpolated percentile (q in 0..100) of `values`; None when empty."""
+    """Linear-interpolated percentile (q in 0..100) of `values`; None when empty. Infinite values are welcome
+    (the report's clients that never finished): a percentile on or past one is infinite, never NaN."""
     if not values:
         return None
     ordered = sorted(values)
     position = (len(ordered) - 1) * q / 100
     low = int(position)
     high = min(low + 1, len(ordered) - 1)
+    if position == low or ordered[high] == ordered[low]:
+        return ordered[low]
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 

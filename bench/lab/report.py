@@ -39,22 +39,10 @@ def times(records: list[dict]) -> dict:
     """Download-time percentiles (s) over all clients. One that did not finish byte-exact counts as slower than
     any that did, so a percentile that falls among those is None ("did not finish"): taking the finished ones
     alone would make a run where most clients time out look fast."""
-    ok = [r["duration_s"] for r in records if r.get("exact")]
-    failed = len(records) - len(ok)
-    if not failed:
-        return {f"p{q}": _round(percentile(ok, q)) for q in PERCENTILES}
-    ordered = sorted(ok) + [math.inf] * failed
-    cuts = {}
-    for q in PERCENTILES:
-        position = (len(ordered) - 1) * q / 100
-        low, high = int(position), min(int(position) + 1, len(ordered) - 1)
-        if ordered[low] == math.inf or (position > low and ordered[high] == math.inf):
-            cuts[f"p{q}"] = None  # on, or interpolated towards, a client that never finished
-        elif position == low:
-            cuts[f"p{q}"] = _round(ordered[low])
-        else:
-            cuts[f"p{q}"] = _round(ordered[low] + (ordered[high] - ordered[low]) * (position - low))
-    return cuts
+    finished = [r["duration_s"] for r in records if r.get("exact")]
+    everyone = finished + [math.inf] * (len(records) - len(finished))
+    cuts = {f"p{q}": percentile(everyone, q) for q in PERCENTILES}
+    return {name: None if value is None or math.isinf(value) else _round(value) for name, value in cuts.items()}
 
 
 def half(records: list[dict], origin_bytes: int) -> dict:
