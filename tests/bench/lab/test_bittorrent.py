@@ -42,6 +42,14 @@ async def dial(host: str, port: int, source: str) -> tuple[asyncio.StreamReader,
     return reader, asyncio.StreamWriter(transport, protocol, reader, loop)
 
 
+async def route_to(relay: Relay, server: asyncio.AbstractServer) -> Route:
+    """A route through `relay` to where `server` listens, as the lab's tracker would hand out."""
+    host, port = server.sockets[0].getsockname()[:2]
+    route = await relay.route(host)
+    route.target = (host, port)
+    return route
+
+
 async def serve(host: str, handler) -> asyncio.AbstractServer:
     loop = asyncio.get_running_loop()
     return await loop.raw_create_server(lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader(), handler), host, 0)
@@ -101,13 +109,11 @@ def test_relay_delays_both_directions_and_shows_the_callers_public_address():
             await writer.drain()
             writer.close()
 
-        server = await loop.raw_create_server(
-            lambda: asyncio.StreamReaderProtocol(asyncio.StreamReader(), echo), "127.0.7.2", 0)
+        server = await serve("127.0.7.2", echo)
         relay = Relay(model)
         relay.public["127.64.7.1"] = "127.0.7.1"  # the caller's hidden address and its public one
         try:
-            route: Route = await relay.route("127.0.7.2")
-            route.target = ("127.0.7.2", server.sockets[0].getsockname()[1])
+            route = await route_to(relay, server)
             protocol = asyncio.StreamReaderProtocol(reader := asyncio.StreamReader())
             began = loop.time()
             transport, _ = await loop.raw_create_connection(lambda: protocol, route.host, route.port,
@@ -149,8 +155,7 @@ def test_relay_passes_closes_and_resets_on_and_then_releases_both_sockets():
         server = await serve("127.0.7.4", answer)
         relay = Relay(model)
         try:
-            route = await relay.route("127.0.7.4")
-            route.target = ("127.0.7.4", server.sockets[0].getsockname()[1])
+            route = await route_to(relay, server)
             async with asyncio.timeout(10):
                 reader, writer = await dial(route.host, route.port, "127.0.7.3")
                 writer.write(b"hello")
@@ -197,8 +202,7 @@ def test_relay_without_descriptors_refuses_and_then_recovers():
         server = await serve("127.0.7.6", echo)
         relay = Relay(model)
         try:
-            route = await relay.route("127.0.7.6")
-            route.target = ("127.0.7.6", server.sockets[0].getsockname()[1])
+            route = await route_to(relay, server)
             async with asyncio.timeout(10):
                 with socket.socket() as caller:  # made while descriptors are free
                     caller.setblocking(False)
