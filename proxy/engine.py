@@ -37,13 +37,14 @@ from dht.discovery import Discovery, ManifestSummary, Provider
 from dht.errors import DhtError
 from dht.records import Transport as TransportFlag
 from swarm.errors import PeerError, StoreError, SwarmError, TransportError
-from swarm.manifest import Manifest
+from swarm.manifest import Manifest, OriginManifest
 from swarm.node import FetchFailed, SwarmNode
 from swarm.origin_source import OriginRangeSource
 from swarm.store import BlockStore, Evicted, StoreFailed
 from swarm.transport import Transport
 
 from .manifest_trust import TrustPolicy, Vouch, decide
+from .origin_manifest import fetch_layer
 from .spool import Spool
 
 log = logging.getLogger("swarmproxy.engine")
@@ -84,8 +85,9 @@ class Found:
     """A manifest we may use, where it came from, and the peers that hold its blocks."""
 
     manifest: Manifest
-    source: str  # "self", "quorum" or "any"
+    source: str  # "origin", "self", "quorum" or "any"
     providers: list[Provider]
+    layer: list[bytes] | None = None  # the hash layer when we have it already (else a provider sends it)
 
 
 @dataclasses.dataclass
@@ -242,8 +244,13 @@ class SwarmEngine:
     # -- finding a manifest and providers ------------------------------------------------------------------------
 
     async def find(self, url: str, *, known_size: int | None = None, known_validator: str | None = None,
-                   timeout: float = 5.0) -> Found | None:
-        """A trusted manifest of `url` with providers, or None (then the origin alone goes on)."""
+                   timeout: float = 5.0, published: OriginManifest | None = None,
+                   content_type: str | None = None) -> Found | None:
+        """A trusted manifest of `url` with providers, or None (then the origin alone goes on).
+
+        `published`: the origin's own manifest from its response (`proxy.origin_manifest`), trusted as is."""
+        if published is not None:
+            return await self._find_published(url, published, known_validator, content_type)
         key = url_key(url)
         own = self._own_manifests.get(key)
         if own is not None and self._consistent(own, known_size, known_validator):
@@ -284,6 +291,27 @@ class SwarmEngine:
             log.info("no provider gave a manifest matching the record for %s", url)
             return None
         return Found(manifest, decision.source, self._pick(providers))
+
+    async def _find_published(self, url: str, published: OriginManifest, validator: str | None,
+                              content_type: str | None) -> Found | None:
+        """The origin published the manifest: only providers are looked up. The hash layer comes from a
+        provider (any fetching peer has it) or, when nobody holds the content yet, from the origin: so the
+        first nodes of a crowd fetch distinct blocks from the origin instead of waiting for a complete copy."""
+        manifest = published.manifest(url=url, validator=validator, content_type=content_type)
+        own = self._own_manifests.get(url_key(url))
+        if own is not None and own.root != manifest.root:
+            log.warning("%s: the origin now publishes root %s, our copy from it has %s", url,
+                        manifest.root.hex()[:16], own.root.hex()[:16])
+        providers = await self._providers(manifest.root) if self.discovery is not None else []
+        layer = list(published.hashes) if published.hashes is not None else None
+        if layer is None and manifest.root in self.store:
+            with contextlib.suppress(StoreError):
+                layer = list(self.store.hash_layer(manifest.root))
+        if layer is None and not providers:
+            layer = await fetch_layer(self.session, url, published)
+            if layer is None:
+                return None
+        return Found(manifest, "origin", self._pick(providers), layer)
 
     def _pick(self, providers: list[Provider]) -> list[Provider]:
         """At most --fetch-peers providers for one download, chosen at random: were it always the first ones
@@ -366,7 +394,7 @@ class SwarmEngine:
                     and root not in self._fetch_announced:
                 self._fetch_announced.add(root)
                 self._spawn(self._announce(root, found.manifest, False))
-        chunks = node.fetch(found.manifest, peers, origin=origin, start=start, end=end,
+        chunks = node.fetch(found.manifest, peers, layer=found.layer, origin=origin, start=start, end=end,
                             stall_timeout=stall_timeout, report=report)
         if self.discovery is None:
             return chunks

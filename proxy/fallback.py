@@ -34,6 +34,7 @@ from swarm.manifest import MAX_BLOCKS
 from . import headers as hdr
 from .engine import Found, SwarmEngine
 from .origin import describe_failure
+from .origin_manifest import hinted, published
 from .publish_gate import content_length_of, gate, request_gate
 from .ranges import content_range, parse_content_range, parse_range
 from .relay import ClientGone, RelayedResponse, _copy_body, response_for
@@ -194,6 +195,11 @@ class _Download:
         self.promised_start = 0  # where our own (T-case) response starts
         self.size: int | None = None
         self.validator: str | None = None
+        self.published = None  # the origin's own manifest (server plugin), if it sent one
+        self.hinted = False  # ... and asked us to swarm at once
+        self.ranges = False  # the origin said Accept-Ranges: bytes
+        self.reopen = False  # we closed the origin stream ourselves: on a swarm failure, reopen it at a Range
+        self.content_type: str | None = None
 
     # -- the origin phase ------------------------------------------------------------------------------------------
 
@@ -244,11 +250,15 @@ class _Download:
         self.publishable = True
         self.size = content_length_of(upstream.status, upstream.headers.items())
         self.validator = manifest_validator(upstream.headers)
+        self.published = published(upstream.headers, self.size)
+        self.hinted = self.published is not None and hinted(upstream.headers)
+        self.ranges = upstream.headers.get("Accept-Ranges", "").strip().lower() == "bytes"
+        self.content_type = upstream.headers.get("Content-Type")
         start, end = 0, self.size
         if upstream.status == 206:
             start, end, _ = parse_content_range(upstream.headers.get("Content-Range"))  # the gate checked it
         elif self.size is not None and self.size <= self.owner.max_spool and self.engine.sharing:
-            self.spool = self.owner.spool(self.size)
+            self.spool = self.owner.spool(self.size, self.published.block_size if self.published else None)
         self.tail_end = start
         await response.prepare(request)
         reader = _OriginReader(upstream, start)
@@ -260,6 +270,10 @@ class _Download:
         cause: str | None = None
         try:
             while position < end:
+                if self.hinted:  # before any body byte: the origin published its manifest, asks us to swarm
+                    cause = self.policy.hint(self.loop.time())
+                    reason = "the origin asks clients to swarm"
+                    break
                 pending = pending or asyncio.ensure_future(reader.read())
                 now = self.loop.time()
                 due = None if looked_early else self.policy.lookup_due_at()
@@ -399,7 +413,8 @@ class _Download:
     async def _find(self, after: float):
         if after:
             await asyncio.sleep(after)  # the poll interval: nothing to wait for but time
-        return await self.engine.find(str(self.url), known_size=self.size, known_validator=self.validator)
+        return await self.engine.find(str(self.url), known_size=self.size, known_validator=self.validator,
+                                      published=self.published, content_type=self.content_type)
 
     async def _switch_before_headers(self, task: asyncio.Future) -> web.StreamResponse:
         """`T` fired: the origin has said nothing yet. Answer from the swarm if a manifest is found in time."""
@@ -469,6 +484,18 @@ class _Download:
         validator = manifest_validator(answer.headers)
         return (size is None or size == manifest.size) and (validator is None or validator == manifest.validator)
 
+    def _reopen(self, position: int, end: int, manifest) -> _OriginReader:
+        """The origin again, from `position`: the swarm failed after we had closed the origin's stream."""
+        log.info("%s: the swarm failed; asking the origin again from byte %d", self.url, position)
+        headers = [(k, v) for k, v in self.headers if k.lower() not in ("range", "if-range")]
+        headers.append(("Range", f"bytes={position}-{end - 1}"))
+        if manifest.validator:
+            headers.append(("If-Range", manifest.validator))
+        task = asyncio.ensure_future(self.owner.session.request(
+            "GET", self.url, headers=headers, allow_redirects=False, compress=None))
+        self.promised_start = position
+        return _OriginReader(None, 0, pending=task, accept=lambda up: self._accept_late(up, manifest))
+
     def _accept_late(self, upstream: aiohttp.ClientResponse, manifest) -> int:
         """The origin's late answer is used only if it is the representation we are serving."""
         if upstream.status not in (200, 206):
@@ -527,6 +554,15 @@ class _Download:
         manifest = found.manifest
         block = manifest.block_size
         self.record.manifest_source = found.source
+        if reader is not None and self.hinted and self.ranges and found.source == "origin":
+            # The origin asked us to swarm and serves ranges: its stream would only send the same prefix to
+            # every client of a crowd. The Range source takes blocks nobody has; should the swarm fail, the
+            # stream is reopened where delivery got to (`_reopen`), so nothing the origin alone would finish fails.
+            _drop(origin_pending)
+            origin_pending = None
+            reader.close()
+            reader = None
+            self.reopen = True
         self.record.peers = [f"{p.host}:{p.port}" for p in found.providers]
         # Start at the block holding the last origin byte delivered, to check it against the manifest.
         check_from = max(self.tail_end - len(self.tail), 0)
@@ -590,6 +626,10 @@ class _Download:
                         log.info("%s: swarm download failed: %s", self.url, exc)
                         self.record.error = f"swarm_failed: {exc}"
                         chunk = b""
+                        if reader is None and self.reopen:
+                            self.reopen = False
+                            reader = self._reopen(position, end, manifest)
+                            origin_next = asyncio.ensure_future(reader.read())
                     if chunk:
                         if check:
                             lo = check_at - swarm_position

@@ -25,6 +25,8 @@ into a proxied response) all raise `ManifestError`.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 import struct
 from collections.abc import Iterable, Sequence
@@ -47,6 +49,12 @@ __all__ = [
     "build_manifest",
     "encode",
     "decode",
+    "HEADER",
+    "HINT_HEADER",
+    "HINT_SWARM",
+    "OriginManifest",
+    "format_header",
+    "parse_header",
 ]
 
 VERSION = 1
@@ -242,3 +250,85 @@ def build_manifest(
                         content_type=content_type, content_encoding=content_encoding)
     return manifest, layer
 
+
+
+# -- the origin's own manifest, as response header fields (server_plugin writes them, the proxy reads them) --------
+
+#: Response field naming the representation's content root, size and block size, plus where its hash layer is.
+HEADER = "Swarm-Manifest"
+#: Response field by which an overloaded origin asks clients to take the rest from peers now.
+HINT_HEADER = "Swarm-Hint"
+HINT_SWARM = "swarm"
+#: Layers up to this many hashes travel inline in the header (base64, ~2.7 KB); longer ones at `layer=PATH`.
+INLINE_HASHES = 64
+MAX_LAYER_PATH = 1024
+_HEADER_PARAM = re.compile(r"\s*([a-z-]{1,16})=([^;\s]{1,4096})\s*")
+_PATH = re.compile(r"/[!#$&-;=?-\[\]_a-z~]{0,1023}", re.ASCII)  # RFC 3986 path-absolute + query characters
+
+
+@dataclass(frozen=True, slots=True)
+class OriginManifest:
+    """What an origin publishes about a representation in its `Swarm-Manifest` field.
+
+    Either `hashes` (the block layer, inline) or `layer_path` (a same-origin path serving the layer as raw
+    32-byte hashes) is set. Only `parse_header`/`format_header` build it; neither trusts the other side.
+    """
+
+    root: bytes
+    size: int
+    block_size: int
+    layer_path: str | None = None
+    hashes: tuple[bytes, ...] | None = None
+
+    def manifest(self, **metadata: str | None) -> Manifest:
+        return Manifest(size=self.size, block_size=self.block_size, root=self.root, **metadata)
+
+
+def format_header(manifest: Manifest, layer: Sequence[bytes], layer_path: str) -> str:
+    """The `Swarm-Manifest` field for `manifest`: the layer inline when short, else a pointer to `layer_path`."""
+    fields = [f"root={manifest.root.hex()}", f"size={manifest.size}", f"block-size={manifest.block_size}"]
+    if len(layer) <= INLINE_HASHES:
+        fields.append("hashes=" + base64.urlsafe_b64encode(b"".join(layer)).decode("ascii"))
+    else:
+        if not _PATH.fullmatch(layer_path):
+            raise ValueError(f"layer path {layer_path!r} is not an absolute path of plain characters")
+        fields.append(f"layer={layer_path}")
+    return "; ".join(fields)
+
+
+def parse_header(value: str) -> OriginManifest:
+    """Parse a `Swarm-Manifest` field; `ManifestError` on anything but one well-formed set of parameters.
+
+    The inline layer is checked against the root here; a layer fetched from `layer_path` must be checked by
+    its fetcher (`Manifest.verify_layer`)."""
+    params: dict[str, str] = {}
+    for part in value.split(";"):
+        match = _HEADER_PARAM.fullmatch(part)
+        if match is None or match.group(1) in params:
+            raise ManifestError(f"malformed {HEADER} field")
+        params[match.group(1)] = match.group(2)
+    if set(params) - {"root", "size", "block-size", "layer", "hashes"} or \
+            {"root", "size", "block-size"} - set(params) or ("layer" in params) == ("hashes" in params):
+        raise ManifestError(f"{HEADER} needs root, size, block-size and one of layer or hashes")
+    try:
+        root = bytes.fromhex(params["root"]) if re.fullmatch(r"[0-9a-f]{64}", params["root"]) else b""
+        size, block_size = int(params["size"]), int(params["block-size"])
+    except ValueError:
+        raise ManifestError(f"{HEADER}: a number is not a number") from None
+    if not (params["size"].isdigit() and params["block-size"].isdigit()) or len(params["size"]) > 16:
+        raise ManifestError(f"{HEADER}: size and block-size must be plain decimal numbers")
+    manifest = Manifest(size=size, block_size=block_size, root=root)  # validates the numbers and the root
+    if "layer" in params:
+        if not _PATH.fullmatch(params["layer"]):
+            raise ManifestError(f"{HEADER}: layer must be an absolute path on the same origin")
+        return OriginManifest(root, size, block_size, layer_path=params["layer"])
+    try:
+        raw = base64.urlsafe_b64decode(params["hashes"].encode("ascii"))
+    except (binascii.Error, ValueError):
+        raise ManifestError(f"{HEADER}: hashes are not base64") from None
+    count = manifest.num_blocks
+    if count > INLINE_HASHES or len(raw) != count * merkle.HASH_SIZE:
+        raise ManifestError(f"{HEADER}: {len(raw)} bytes of hashes for {count} block(s)")
+    hashes = tuple(raw[i:i + merkle.HASH_SIZE] for i in range(0, len(raw), merkle.HASH_SIZE))
+    manifest.verify_layer(hashes)
+    return OriginManifest(root, size, block_size, hashes=hashes)

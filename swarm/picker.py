@@ -194,6 +194,18 @@ class _SortedInts:
             maxes[i] = chunk[-1]
 
 
+class _Either:
+    """Membership in either of two containers (a skip set plus the window, without building a set)."""
+
+    __slots__ = ("a", "b")
+
+    def __init__(self, a: Container[int], b: Container[int]) -> None:
+        self.a, self.b = a, b
+
+    def __contains__(self, item: object) -> bool:
+        return item in self.a or item in self.b
+
+
 class Picker:
     """Block states, availability and the choice of the next blocks to request."""
 
@@ -354,10 +366,15 @@ class Picker:
 
     # -- picking ------------------------------------------------------------------------------------------
 
-    def pick(self, source: Source, n: int, skip: Container[int] = frozenset()) -> list[int]:
+    def pick(self, source: Source, n: int, skip: Container[int] = frozenset(), *, spread: bool = False) -> list[int]:
         """Up to `n` blocks to request from `source` now, best first, marked as requested by it.
 
         `skip` holds blocks not to ask this source for (the policy's "retry elsewhere" memory).
+
+        `spread` is for a source every downloader shares, the origin: the delivery-point block if no peer has
+        it (delivery never waits for the end), then rarest first *beyond* the streaming window, the rest of the
+        window last. Downloaders that start together all have the same window; had each asked the origin for
+        it, the origin would send the same blocks to all of them. Beyond it their random tie-breaks differ.
         """
         view = self._view(source)
         if n <= 0:
@@ -368,8 +385,11 @@ class Picker:
         chosen: list[int] = []
         no_skip = not skip
         if self.pickable and not (no_skip and view.empty_memo == memo):
-            self._pick_window(view, n, skip, chosen)
-            if len(chosen) < n:
+            if spread:
+                self._pick_spread(view, n, skip, chosen)
+            else:
+                self._pick_window(view, n, skip, chosen)
+            if len(chosen) < n and not spread:
                 if view.has is not None and view.count**2 < (n - len(chosen)) * self.pickable * SPARSE_SCAN_FACTOR:
                     self._pick_from_source_blocks(view, n, skip, chosen)
                 else:
@@ -382,6 +402,17 @@ class Picker:
                 self._request(source, view, block)
                 chosen.append(block)
         return chosen
+
+    def _pick_spread(self, view: _SourceView, n: int, skip: Container[int], chosen: list[int]) -> None:
+        cursor = self._cursor
+        if cursor < self.num_blocks and self._state[cursor] in _PICKABLE and view.holds(cursor) \
+                and cursor not in skip and self.availability(cursor) == 0:
+            chosen.append(cursor)
+        if len(chosen) < n:
+            window = range(cursor, min(self.num_blocks, cursor + self.window))
+            self._pick_from_lists(view, n, _Either(skip, window), chosen)
+        if len(chosen) < n:
+            self._pick_window(view, n, _Either(skip, frozenset(chosen)), chosen)
 
     def _pick_window(self, view: _SourceView, n: int, skip: Container[int], chosen: list[int]) -> None:
         state = self._state

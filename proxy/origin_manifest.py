@@ -1,0 +1,76 @@
+"""The origin's own manifest (server_plugin's `Swarm-Manifest` field): read, checked, its layer fetched.
+
+The strongest trust there is (DESIGN.md "Content identity, integrity and trust"): the bytes come from the same
+origin, so a manifest it publishes in the same response is as trustworthy as the body itself. Still checked:
+the field must parse (`swarm.manifest.parse_header`), describe the size the response announces, and belong to a
+response without `Content-Encoding`; a layer fetched from the origin must hash to the root. Anything else is
+ignored with a log line, and the download goes on as if the origin had published nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import aiohttp
+from yarl import URL
+
+from swarm.errors import PeerError
+from swarm.manifest import HEADER, HINT_HEADER, HINT_SWARM, OriginManifest, parse_header
+from swarm.merkle import HASH_SIZE
+
+log = logging.getLogger("swarmproxy.origin_manifest")
+
+LAYER_TIMEOUT = 10.0  # s for the layer request as a whole: the origin is slow, or we would not be swarming
+
+
+def published(headers, size: int | None) -> OriginManifest | None:
+    """The origin's manifest from a response's fields, if it published a usable one for `size` bytes."""
+    values = headers.getall(HEADER, [])  # a multidict: a repeated field must not hide behind its first copy
+    if not values:
+        return None
+    if len(values) > 1 or headers.get("Content-Encoding") or size is None:
+        log.info("ignoring %s: %s", HEADER, "repeated" if len(values) > 1 else
+                 "the response is encoded" if size is not None else "the size is unknown")
+        return None
+    try:
+        manifest = parse_header(values[0])
+    except PeerError as exc:
+        log.info("ignoring a malformed %s field: %s", HEADER, exc)
+        return None
+    if manifest.size != size:
+        log.info("ignoring %s: it describes %d bytes, the response %d", HEADER, manifest.size, size)
+        return None
+    return manifest
+
+
+def hinted(headers) -> bool:
+    """The origin asks us to take the rest from peers now (`Swarm-Hint: swarm`)."""
+    return (headers.get(HINT_HEADER) or "").strip().lower() == HINT_SWARM
+
+
+async def fetch_layer(session: aiohttp.ClientSession, url: str, manifest: OriginManifest) -> list[bytes] | None:
+    """The hash layer from the origin's layer path, verified against the root; None if it cannot be had."""
+    if manifest.hashes is not None:
+        return list(manifest.hashes)
+    assert manifest.layer_path is not None
+    target = URL(url).origin().join(URL(manifest.layer_path))
+    expected = manifest.manifest().num_blocks * HASH_SIZE
+    try:
+        async with asyncio.timeout(LAYER_TIMEOUT):
+            async with session.get(target, allow_redirects=False, headers={"Accept-Encoding": "identity"}) as answer:
+                if answer.status != 200:
+                    raise ValueError(f"status {answer.status}")
+                raw = await answer.content.read(expected + 1)
+    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, OSError) as exc:
+        log.info("no hash layer from %s: %s", target, exc or type(exc).__name__)
+        return None
+    layer = [raw[i:i + HASH_SIZE] for i in range(0, len(raw), HASH_SIZE)]
+    try:
+        if len(raw) != expected:
+            raise PeerError(f"{len(raw)} bytes, expected {expected}")
+        manifest.manifest().verify_layer(layer)
+    except PeerError as exc:
+        log.warning("the origin's hash layer at %s does not match its manifest: %s", target, exc)
+        return None
+    return layer

@@ -1,0 +1,125 @@
+"""What the origin publishes: manifests of its representations, computed once and cached (framework-neutral).
+
+A `Representation` is what a resolver says a request will be answered with: a cache key, its validator (the
+strong ETag the response will carry, or None to accept whatever strong ETag it carries), its size, and a way to
+read its bytes. `Publisher.manifest(rep)` hashes the bytes once (in a worker thread: a 1 GB file takes a few
+seconds of SHA-256) and keeps the manifest and hash layer; concurrent requests for the same representation
+wait for the one computation. `Publisher.layer(root)` answers the layer endpoint.
+
+Load: `enter()`/`leave()` count the GETs in flight for published representations; from `busy_at` on, responses
+carry `Swarm-Hint: swarm`, asking swarm-aware clients to take the rest from peers at once (DESIGN.md: "tell
+clients to swarm at once"). A client that ignores it loses nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import logging
+from collections.abc import Callable, Iterable
+
+from swarm.errors import ManifestError
+from swarm.manifest import HEADER, HINT_HEADER, HINT_SWARM, Manifest, build_manifest, format_header
+
+from .errors import NotPublishable
+
+log = logging.getLogger("swarmproxy.server_plugin")
+
+LAYER_PREFIX = "/.well-known/swarm-layer/"
+DEFAULT_BUSY_AT = 32  # GETs in flight from which responses ask clients to swarm
+DEFAULT_CACHE = 1024  # representations whose manifests are kept
+
+
+@dataclasses.dataclass(frozen=True)
+class Representation:
+    key: str  # what identifies the bytes on this server (a path); with `version`, the cache key
+    size: int
+    read: Callable[[], Iterable[bytes]]  # the bytes, in order, as many chunks as it likes
+    validator: str | None = None  # the strong ETag the response will carry; None: whatever strong one it has
+    version: object = None  # e.g. (mtime_ns, size) of a file: a change means another manifest
+
+
+@dataclasses.dataclass(frozen=True)
+class Published:
+    manifest: Manifest
+    layer: tuple[bytes, ...]
+
+    @property
+    def header(self) -> str:
+        return format_header(self.manifest, self.layer, LAYER_PREFIX + self.manifest.root.hex())
+
+
+class Publisher:
+    def __init__(self, *, busy_at: int = DEFAULT_BUSY_AT, cache: int = DEFAULT_CACHE) -> None:
+        if busy_at < 1:
+            raise ValueError("busy_at must be at least 1")
+        self.busy_at = busy_at
+        self.in_flight = 0
+        self._cache_size = cache
+        self._entries: collections.OrderedDict[tuple, Published] = collections.OrderedDict()
+        self._by_root: dict[bytes, Published] = {}
+        self._computing: dict[tuple, asyncio.Future] = {}
+
+    # -- load ---------------------------------------------------------------------------------------------------
+
+    def enter(self) -> None:
+        self.in_flight += 1
+
+    def leave(self) -> None:
+        self.in_flight = max(0, self.in_flight - 1)
+
+    @property
+    def busy(self) -> bool:
+        return self.in_flight >= self.busy_at
+
+    def headers(self, published: Published) -> dict[str, str]:
+        fields = {HEADER: published.header}
+        if self.busy:
+            fields[HINT_HEADER] = HINT_SWARM
+        return fields
+
+    # -- manifests ----------------------------------------------------------------------------------------------
+
+    async def manifest(self, rep: Representation) -> Published:
+        """The manifest of `rep`, computed at most once at a time; `NotPublishable` if its bytes cannot be had."""
+        key = (rep.key, rep.version, rep.size)
+        entry = self._entries.get(key)
+        if entry is not None:
+            self._entries.move_to_end(key)
+            return entry
+        running = self._computing.get(key)
+        if running is None:
+            running = self._computing[key] = asyncio.ensure_future(asyncio.to_thread(self._compute, rep))
+            running.add_done_callback(lambda _: self._computing.pop(key, None))
+        entry = await asyncio.shield(running)
+        self._remember(key, entry)
+        return entry
+
+    @staticmethod
+    def _compute(rep: Representation) -> Published:
+        try:
+            manifest, layer = build_manifest(rep.read(), rep.size)
+        except (OSError, ManifestError, ValueError) as exc:
+            # ValueError: the bytes did not add up to `size` (the file changed while it was read).
+            raise NotPublishable(f"{rep.key}: {exc}") from exc
+        return Published(manifest, tuple(layer))
+
+    def _remember(self, key: tuple, entry: Published) -> None:
+        if key in self._entries:
+            return
+        self._entries[key] = entry
+        self._by_root[entry.manifest.root] = entry
+        while len(self._entries) > self._cache_size:
+            _, old = self._entries.popitem(last=False)
+            if not any(e.manifest.root == old.manifest.root for e in self._entries.values()):
+                self._by_root.pop(old.manifest.root, None)
+
+    def layer(self, root_hex: str) -> bytes | None:
+        """The raw hash layer of a published root (the layer endpoint), None if unknown."""
+        try:
+            root = bytes.fromhex(root_hex)
+        except ValueError:
+            return None
+        entry = self._by_root.get(root)
+        return None if entry is None else b"".join(entry.layer)
