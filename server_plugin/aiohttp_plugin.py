@@ -25,7 +25,7 @@ from .publisher import LAYER_PREFIX, Publisher, Representation
 log = logging.getLogger("swarmproxy.server_plugin")
 
 Resolver = Callable[[web.Request], "Representation | None"]
-_REP = web.RequestKey("swarm_representation", object) if hasattr(web, "RequestKey") else "swarm_representation"
+_REP = web.RequestKey("swarm_representation", tuple)
 _PUBLISHER = web.AppKey("swarm_publisher", Publisher)
 CHUNK = 1 << 20
 
@@ -46,6 +46,7 @@ def _middleware(publisher: Publisher, resolver: Resolver):
             layer = publisher.layer(request.path[len(LAYER_PREFIX):])
             if layer is None:
                 return web.Response(status=404, text="no such hash layer\n")
+            publisher.layer_bytes += len(layer)
             return web.Response(body=layer, content_type="application/octet-stream",
                                 headers={"Cache-Control": "public, max-age=86400"})
         rep = resolver(request) if request.method in ("GET", "HEAD") else None

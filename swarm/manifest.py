@@ -263,7 +263,9 @@ HINT_SWARM = "swarm"
 INLINE_HASHES = 64
 MAX_LAYER_PATH = 1024
 _HEADER_PARAM = re.compile(r"\s*([a-z-]{1,16})=([^;\s]{1,4096})\s*")
-_PATH = re.compile(r"/[!#$&-;=?-\[\]_a-z~]{0,1023}", re.ASCII)  # RFC 3986 path-absolute + query characters
+# RFC 3986 path-absolute plus query characters. Its first segment is not empty: "//host/x" would be a
+# network-path reference, and the layer must come from the origin that vouched for it.
+_PATH = re.compile(r"/(?!/)[!#$&-;=?-\[\]_a-z~]{0,1022}", re.ASCII)
 
 
 @dataclass(frozen=True, slots=True)

@@ -492,6 +492,7 @@ class _FetchRun:
         finally:
             self.origin_tasks.pop(action.block, None)
         self.apply(self.core.on_origin_block(action.block, data, self.now()))
+        self.check_stalled()  # a block failing its hash bans the origin: perhaps the last source
 
     def apply(self, actions: list) -> None:
         for action in actions:

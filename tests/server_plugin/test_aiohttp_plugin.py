@@ -1,0 +1,167 @@
+"""server_plugin on a real aiohttp server (port 0): the fields it adds, the layer endpoint, the busy hint, and
+the responses it must leave alone."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import os
+
+import aiohttp
+import pytest
+import pytest_asyncio
+from aiohttp import web
+
+from server_plugin.aiohttp_plugin import install, static_files
+from server_plugin.publisher import LAYER_PREFIX, Publisher, Representation
+from swarm.manifest import HEADER, HINT_HEADER, build_manifest, parse_header
+
+SMALL = os.urandom(100_000)
+LARGE = os.urandom(3_000_000)
+
+
+class Server:
+    def __init__(self, app: web.Application) -> None:
+        self.app = app
+        self.runner: web.AppRunner | None = None
+        self.url = ""
+
+    async def start(self) -> str:
+        self.runner = web.AppRunner(self.app)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        self.url = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
+        return self.url
+
+
+@pytest_asyncio.fixture
+async def served(tmp_path):
+    (tmp_path / "small.bin").write_bytes(SMALL)
+    (tmp_path / "large.bin").write_bytes(LARGE)
+    (tmp_path / "sub").mkdir()
+    gate = asyncio.Event()
+    entered = asyncio.Event()
+
+    async def held(request):  # a GET that stays in flight until the test lets it go
+        entered.set()
+        await gate.wait()
+        return web.Response(body=SMALL, headers={"ETag": '"held"'})
+
+    async def encoded(request):
+        return web.Response(body=gzip.compress(SMALL), headers={"ETag": '"gz"', "Content-Encoding": "gzip"})
+
+    app = web.Application()
+    app.router.add_get("/held", held)
+    app.router.add_get("/encoded", encoded)
+    app.router.add_static("/files/", tmp_path)
+    resolve_files = static_files(tmp_path, "/files/")
+
+    def resolve(request):
+        if request.path in ("/held", "/encoded"):
+            validator = '"held"' if request.path == "/held" else '"gz"'
+            return Representation(request.path, len(SMALL), lambda: (SMALL,), validator=validator)
+        return resolve_files(request)
+    publisher = install(app, resolve, Publisher(busy_at=1))
+    server = Server(app)
+    await server.start()
+    async with aiohttp.ClientSession(auto_decompress=False) as session:
+        yield server.url, session, publisher, gate, entered
+    gate.set()
+    await server.runner.cleanup()
+
+
+async def test_a_static_file_carries_its_manifest_with_the_layer_inline(served):
+    url, session, _, _, _ = served
+    async with session.get(url + "/files/small.bin") as response:
+        assert response.status == 200 and await response.read() == SMALL
+        published = parse_header(response.headers[HEADER])
+    manifest, layer = build_manifest([SMALL], len(SMALL))
+    assert published.root == manifest.root and list(published.hashes) == layer
+
+
+async def test_a_large_file_points_to_its_layer_which_the_endpoint_serves(served):
+    url, session, publisher, _, _ = served
+    async with session.head(url + "/files/large.bin") as response:
+        published = parse_header(response.headers[HEADER])
+    assert published.layer_path == LAYER_PREFIX + published.root.hex()
+    async with session.get(url + published.layer_path) as response:
+        raw = await response.read()
+    manifest, layer = build_manifest([LARGE], len(LARGE))
+    assert raw == b"".join(layer) and publisher.layer_bytes == len(raw)
+    async with session.get(url + LAYER_PREFIX + "00" * 32) as response:
+        assert response.status == 404
+    async with session.get(url + LAYER_PREFIX + "not-hex") as response:
+        assert response.status == 404
+
+
+async def test_a_range_response_carries_the_whole_representations_manifest(served):
+    url, session, _, _, _ = served
+    async with session.get(url + "/files/large.bin", headers={"Range": "bytes=100-199"}) as response:
+        assert response.status == 206
+        assert parse_header(response.headers[HEADER]).size == len(LARGE)
+
+
+async def test_while_busy_responses_ask_clients_to_swarm(served):
+    url, session, publisher, gate, entered = served
+    async with session.get(url + "/files/small.bin") as response:
+        assert HINT_HEADER not in response.headers  # alone: not busy
+    first = asyncio.ensure_future(session.get(url + "/held"))
+    await entered.wait()
+    assert publisher.in_flight == 1
+    async with session.get(url + "/files/small.bin") as response:
+        assert response.headers[HINT_HEADER] == "swarm"
+    gate.set()
+    async with await first as response:
+        assert HEADER in response.headers
+    assert publisher.in_flight == 0
+
+
+@pytest.mark.parametrize("path", ["/encoded", "/files/missing.bin", "/files/../secret", "/files/sub"])
+async def test_no_manifest_for_encoded_missing_or_escaping_paths(served, path):
+    url, session, _, _, _ = served
+    async with session.get(url + path) as response:
+        await response.read()
+        assert HEADER not in response.headers
+
+
+async def test_a_changed_file_gets_a_new_manifest(served, tmp_path):
+    url, session, _, _, _ = served
+    async with session.get(url + "/files/small.bin") as response:
+        before = parse_header(response.headers[HEADER]).root
+    changed = SMALL[::-1]
+    (tmp_path / "small.bin").write_bytes(changed)
+    os.utime(tmp_path / "small.bin", ns=(1, 1))  # a different mtime whatever the clock's resolution
+    async with session.get(url + "/files/small.bin") as response:
+        assert await response.read() == changed
+        after = parse_header(response.headers[HEADER]).root
+    assert after != before and after == build_manifest([changed], len(changed))[0].root
+
+
+async def test_a_not_modified_answer_carries_nothing(served):
+    url, session, _, _, _ = served
+    async with session.get(url + "/files/small.bin") as response:
+        etag = response.headers["ETag"]
+    async with session.get(url + "/files/small.bin", headers={"If-None-Match": etag}) as response:
+        assert response.status == 304 and HEADER not in response.headers
+
+
+async def test_an_unreadable_file_is_served_without_a_manifest(tmp_path):
+    def resolve(request):
+        def read():
+            raise OSError("disk gone")
+            yield b""  # a generator, as a file reader is
+        return Representation("/x", 5, read, validator='"x"')
+
+    async def handler(request):
+        return web.Response(body=b"hello", headers={"ETag": '"x"'})
+    app = web.Application()
+    app.router.add_get("/x", handler)
+    install(app, resolve)
+    server = Server(app)
+    await server.start()
+    try:
+        async with aiohttp.ClientSession() as session, session.get(server.url + "/x") as response:
+            assert await response.read() == b"hello" and HEADER not in response.headers
+    finally:
+        await server.runner.cleanup()
