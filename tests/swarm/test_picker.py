@@ -561,3 +561,29 @@ def test_scale_100k_blocks_300_sources() -> None:
     elapsed = time.perf_counter() - started
     assert picker.delivery_point > 1000  # the window kept delivery moving
     assert elapsed < 10, f"{elapsed:.1f}s"
+
+
+# -- spread picks (the origin): (window, peer bitfields, delivery point, n) -> blocks, in order ----------------
+SPREAD = [
+    # nobody has anything: the delivery-point block first, then beyond the window by index, the window last
+    (2, {}, 0, 4, [0, 2, 3, 4]),
+    (2, {}, 0, 6, [0, 2, 3, 4, 5, 1]),
+    # a peer has the delivery-point block: not from the origin; the blocks nobody has come before the rest
+    (2, {"a": "110001"}, 0, 3, [2, 3, 4]),
+    (2, {"a": "110001"}, 0, 6, [2, 3, 4, 5, 0, 1]),
+    # the delivery point moved on; verified blocks are never picked
+    (3, {}, 4, 6, [4, 5]),
+    (2, {}, 2, 6, [2, 4, 5, 3]),
+]
+
+
+@pytest.mark.parametrize("window, peers, cursor, n, expected", SPREAD)
+def test_spread_picks_for_the_origin_leave_the_shared_window_for_last(window, peers, cursor, n, expected):
+    picker = Picker(6, window=window)
+    picker.add_origin()
+    for name, bits in peers.items():
+        picker.add_source(name, [c == "1" for c in bits])
+    for block in range(cursor):
+        picker.on_verified(block)
+    picker.set_delivery_point(cursor)
+    assert picker.pick(ORIGIN, n, spread=True) == expected

@@ -315,7 +315,10 @@ def start(sim: Simulation, peers: dict, origin: bool) -> None:
 
 @pytest.mark.parametrize("endgame", [True, False], ids=["endgame", "no-endgame"])
 def test_silent_and_corrupt_peers_cannot_stall_the_fetch_while_the_origin_works(endgame: bool) -> None:
-    config = PolicyConfig()  # peers 8 at a time, origin 4, 5 s request timeout
+    # peers 8 at a time, 5 s request timeout; the origin 4 at a time, so that it fetches its share of the
+    # blocks before the silent peer's requests expire
+    config = PolicyConfig(origin_max_outstanding=4)
+    per_origin = 0.5 / config.origin_max_outstanding  # s per block from the origin alone
     policy = make(32, config=config, window=4, max_duplicates=2 if endgame else 1)
     sim = Simulation(
         policy,
@@ -326,12 +329,12 @@ def test_silent_and_corrupt_peers_cannot_stall_the_fetch_while_the_origin_works(
     assert policy.is_complete, policy.picker
     assert policy.trust.is_banned("b") and "b" not in policy.sources()
     assert sim.requests_after_ban == []
-    # the origin alone, 4 at a time, needs 32 / 4 * 0.5 = 4 s
+    # the origin alone needs 32 * per_origin s
     if endgame:  # it duplicates a's blocks near the end: a's silence costs nothing
-        assert sim.now <= 4.0 + 0.5
+        assert sim.now <= 32 * per_origin + 0.5
     else:  # a's blocks come back when they expire, and the origin fetches them then
         assert policy.trust.strikes("a") >= 1
-        assert sim.now <= config.request_timeout + 8 / 4 * 0.5 + 0.5
+        assert sim.now <= config.request_timeout + 8 * per_origin + 0.5
 
 
 def test_without_the_origin_a_good_peer_is_enough() -> None:
