@@ -16,6 +16,7 @@ import asyncio
 import email.utils
 import hashlib
 import time
+from collections.abc import Callable
 
 from aiohttp import web
 
@@ -64,6 +65,9 @@ class SlowOrigin:
         self.last_modified = email.utils.formatdate(time.time() - 86400, usegmt=True)
         self._runner: web.AppRunner | None = None
         self.url = ""
+        # Called with the application before it starts: e.g. server_plugin's install, which proxy/ must not
+        # import (imports point one way) but the lab and the tests may add.
+        self.setup: list[Callable[[web.Application], object]] = []
 
     def add(self, path: str, data: bytes, *, content_type: str = "application/octet-stream",
             headers: dict[str, str] | None = None) -> str:
@@ -82,6 +86,8 @@ class SlowOrigin:
         app = web.Application()
         app.router.add_route("GET", "/{path:.*}", self._serve)
         app.router.add_route("HEAD", "/{path:.*}", self._serve)
+        for hook in self.setup:
+            hook(app)
         # handler_cancellation: a client that leaves (a proxy that got the rest from peers) frees its slot
         # at once instead of holding it through the first-byte delay.
         self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=1.0)

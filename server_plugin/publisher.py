@@ -51,11 +51,14 @@ class Published:
 
 
 class Publisher:
-    def __init__(self, *, busy_at: int = DEFAULT_BUSY_AT, cache: int = DEFAULT_CACHE) -> None:
+    def __init__(self, *, busy_at: int = DEFAULT_BUSY_AT, cache: int = DEFAULT_CACHE,
+                 block_size: int | None = None) -> None:
         if busy_at < 1:
             raise ValueError("busy_at must be at least 1")
+        self.block_size = block_size  # None: swarm.manifest's rule by size
         self.busy_at = busy_at
         self.in_flight = 0
+        self.layer_bytes = 0  # bytes sent by the layer endpoint (the lab counts them as origin bytes)
         self._cache_size = cache
         self._entries: collections.OrderedDict[tuple, Published] = collections.OrderedDict()
         self._by_root: dict[bytes, Published] = {}
@@ -96,10 +99,9 @@ class Publisher:
         self._remember(key, entry)
         return entry
 
-    @staticmethod
-    def _compute(rep: Representation) -> Published:
+    def _compute(self, rep: Representation) -> Published:
         try:
-            manifest, layer = build_manifest(rep.read(), rep.size)
+            manifest, layer = build_manifest(rep.read(), rep.size, block_size=self.block_size)
         except (OSError, ManifestError, ValueError) as exc:
             # ValueError: the bytes did not add up to `size` (the file changed while it was read).
             raise NotPublishable(f"{rep.key}: {exc}") from exc

@@ -59,6 +59,11 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
     lab.add_argument("--param", choices=sorted(SWEEPS), default="T", help="sweep: the parameter to vary (T)")
     lab.add_argument("--values", metavar="V1,V2,...", help="sweep: its values (default: Pack's)")
     lab.add_argument("--rate", type=float, metavar="PER_S", help="sweep/largefile: arrival rate (5; 1)")
+    lab.add_argument("--origin-plugin", action=argparse.BooleanOptionalAction,
+                     help="the origin runs server_plugin: it publishes manifests (the trust a .torrent gives "
+                          "libtorrent) and asks clients to swarm when busy (default: on for largefile only)")
+    lab.add_argument("--origin-busy", type=int, default=2, metavar="N",
+                     help="with --origin-plugin: GETs in flight from which the origin asks clients to swarm (2)")
     lab.add_argument("--transport", choices=("tcp", "quic", "both"), default="tcp", help="peer transport (tcp)")
     lab.add_argument("--seed", type=int, default=1, help="random seed of the arrivals (1)")
 
@@ -76,9 +81,13 @@ def plan(args: argparse.Namespace) -> Plan:
     size = int(parse_size(args.size)) if args.size else (30_000_000 if args.scenario == "largefile" else 100_000)
     base = CrowdParams(size=size, delay=args.delay / 1000, node_up=parse_size(args.node_rate),
                        node_down=parse_size(args.node_rate), origin_rate=parse_size(args.origin_rate),
-                       origin_connections=args.origin_connections, transport=args.transport, seed=args.seed)
-    if args.delay < 0 or args.origin_connections < 1 or (args.clients is not None and args.clients < 1):
-        raise ConfigError("--delay must be >= 0, --origin-connections and --clients >= 1")
+                       origin_connections=args.origin_connections, transport=args.transport, seed=args.seed,
+                       origin_plugin=bool(args.origin_plugin if args.origin_plugin is not None
+                                          else args.scenario == "largefile"),
+                       origin_busy=args.origin_busy)
+    if args.delay < 0 or args.origin_connections < 1 or args.origin_busy < 1 or \
+            (args.clients is not None and args.clients < 1):
+        raise ConfigError("--delay must be >= 0, --origin-connections, --origin-busy and --clients >= 1")
     # a page client fetches eleven objects: here even 20 page clients at 5/s were CPU-bound in one process
     duration = args.duration or (4.0 if quick or args.scenario == "page" else 10.0)
 
@@ -111,7 +120,7 @@ def plan(args: argparse.Namespace) -> Plan:
     count = args.clients or (6 if quick else 100)
     size = size if args.size or not quick else 2_000_000
     base = dataclasses.replace(base, size=size, rate=rate, clients=count, direct=False, linger=0.0,
-                               block_size="256Ki")
+                               block_size="64Ki")
     return Plan("largefile", base, [(f"{count} clients", base)])
 
 

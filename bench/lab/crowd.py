@@ -31,8 +31,11 @@ from typing import Callable
 
 import aiohttp
 
+from proxy.config import parse_block_size
 from proxy.local_swarm import Cluster
 from proxy.slow_origin import SlowOrigin
+from server_plugin.aiohttp_plugin import install
+from server_plugin.publisher import Publisher, Representation
 
 from .honesty import Sampler
 
@@ -65,6 +68,23 @@ class CrowdParams:
     direct: bool = True  # also run the direct half
     client_timeout: float = 1800.0
     seed: int = 1
+    origin_plugin: bool = False  # the origin publishes manifests and hints (server_plugin)
+    origin_busy: int = 2  # ... and asks clients to swarm from this many GETs in flight
+
+
+def publish(origin: SlowOrigin, busy_at: int, block_size: str = "auto") -> Publisher:
+    """Install server_plugin on `origin` (before it starts): manifests of its files in `block_size` blocks,
+    `Swarm-Hint` from `busy_at` GETs in flight."""
+    publisher = Publisher(busy_at=busy_at, block_size=parse_block_size(block_size))
+
+    def resolve(request) -> Representation | None:
+        entry = origin.files.get(request.path)
+        if entry is None:
+            return None
+        data, etag, _ = entry
+        return Representation(request.path, len(data), lambda: (data,), validator=etag, version=etag)
+    origin.setup.append(lambda app: install(app, resolve, publisher))
+    return publisher
 
 
 def host(network: int, index: int) -> str:
@@ -122,9 +142,18 @@ class CrowdRun:
         arrivals = poisson_arrivals(p.rate, p.clients, random.Random(p.seed))
         origins = {name: SlowOrigin(rate=p.origin_rate, max_connections=p.origin_connections, host=address)
                    for name, address in (("direct", DIRECT_ORIGIN), ("swarmproxy", SWARM_ORIGIN))}
+        publishers = {name: publish(origin, p.origin_busy, p.block_size) for name, origin in origins.items()} \
+            if p.origin_plugin else {}
         for origin in origins.values():
             await origin.start()
         files = {name: _Files(origin, p) for name, origin in origins.items()}
+        for name, publisher in publishers.items():  # hashed now: not in a thread during the measured arrivals
+            for path, (data, etag, _) in origins[name].files.items():
+                await publisher.manifest(Representation(path, len(data), lambda d=data: (d,), validator=etag,
+                                                        version=etag))
+
+        def origin_bytes(name: str) -> int:  # the plugin's layer endpoint is not throttled, but it counts
+            return origins[name].bytes_sent + (publishers[name].layer_bytes if name in publishers else 0)
         tasks: list[asyncio.Future] = []
         cluster = Cluster(self.workdir, hosts=[host(2, i) for i in range(p.clients)], local_clients=True,
                           log_level="ERROR", first_byte_timeout=str(p.first_byte_timeout),
@@ -167,9 +196,9 @@ class CrowdRun:
                 gc.unfreeze()
             return {
                 "arrivals": arrivals,
-                "direct": {"clients": self.direct, "origin_bytes": origins["direct"].bytes_sent} if p.direct
+                "direct": {"clients": self.direct, "origin_bytes": origin_bytes("direct")} if p.direct
                 else None,
-                "swarmproxy": {"clients": self.swarm, "origin_bytes": origins["swarmproxy"].bytes_sent},
+                "swarmproxy": {"clients": self.swarm, "origin_bytes": origin_bytes("swarmproxy")},
             }
         finally:
             for task in tasks:

@@ -194,7 +194,7 @@ def text(report: dict) -> str:
              f"Python {report['machine']['python']}",
              f"network: {report['emulation']['method']} emulation, one-way delay "
              f"{report['emulation']['delay_s'] * 1000:g} ms ({report['emulation']['kernel_netem_note']})",
-             rep.honesty_banner(report), ""]
+             _origin_line(s["params"]), rep.honesty_banner(report), ""]
     header = f"{'run':>14} {'direct p50':>11} {'swarm p50':>10} {'swarm p99':>10} {'speedup':>8} " \
              f"{'origin B':>9} {'peers':>6}  causes"
     lines.append(header)
@@ -253,6 +253,15 @@ def _draw_finished(axes, report: dict) -> None:
     axes.set_xlabel("download time (s)")
     axes.set_ylabel("share of clients finished")
     axes.set_title(f"largefile, {run['label']}: who finished when")
+
+
+def _origin_line(params: dict) -> str:
+    """How the origin behaved: Pack's plain origin, or one running server_plugin (which changes what is compared)."""
+    line = f"origin: {params['origin_rate']:,.0f} B/s in total, {params['origin_connections']} connections; "
+    if params.get("origin_plugin"):
+        return line + (f"server_plugin ON: it publishes manifests and sends Swarm-Hint from "
+                       f"{params['origin_busy']} GETs in flight")
+    return line + "no server_plugin (Pack's setup: the origin gives no help)"
 
 
 def _fmt(value: float | None, unit: str = "") -> str:
