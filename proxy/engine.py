@@ -36,7 +36,7 @@ import aiohttp
 from dht.discovery import Discovery, ManifestSummary, Provider
 from dht.errors import DhtError
 from dht.records import Transport as TransportFlag
-from swarm.errors import PeerError, StoreError, SwarmError, TransportError
+from swarm.errors import ManifestError, PeerError, StoreError, SwarmError, TransportError
 from swarm.manifest import Manifest, OriginManifest
 from swarm.node import FetchFailed, SwarmNode
 from swarm.origin_source import OriginRangeSource
@@ -297,7 +297,14 @@ class SwarmEngine:
         """The origin published the manifest: only providers are looked up. The hash layer comes from a
         provider (any fetching peer has it) or, when nobody holds the content yet, from the origin: so the
         first nodes of a crowd fetch distinct blocks from the origin instead of waiting for a complete copy."""
-        manifest = published.manifest(url=url, validator=validator, content_type=content_type)
+        try:
+            manifest = published.manifest(url=url, validator=validator, content_type=content_type)
+        except ManifestError:  # a Content-Type or ETag our manifests cannot carry (empty, over 1 KiB, ...)
+            try:
+                manifest = published.manifest(url=url, validator=validator)
+            except ManifestError as exc:
+                log.info("%s: the origin's manifest is not usable here: %s", url, exc)
+                return None
         own = self._own_manifests.get(url_key(url))
         if own is not None and own.root != manifest.root:
             log.warning("%s: the origin now publishes root %s, our copy from it has %s", url,

@@ -120,8 +120,11 @@ def _drop(future: asyncio.Future | None) -> None:
 
 
 def _found_or_none(lookup: asyncio.Future) -> Found | None:
-    """The result of an early lookup; a failed one found nothing (the R switch looks again)."""
-    if lookup.cancelled() or lookup.exception() is not None:
+    """The result of a finished lookup; a failed one found nothing (the origin goes on, a later lookup may find)."""
+    if lookup.cancelled():
+        return None
+    if (exc := lookup.exception()) is not None:
+        log.warning("a swarm lookup failed: %r", exc)
         return None
     return lookup.result()
 
@@ -365,7 +368,7 @@ class _Download:
         try:
             while reader is not None:
                 if find.done():
-                    found = find.result()
+                    found = _found_or_none(find)
                     if found is not None:
                         break
                     wait = self.owner.repoll[min(polls, len(self.owner.repoll) - 1)]
@@ -396,7 +399,8 @@ class _Download:
                     await self._end(self.response)
                     return
             if found is None:
-                found = await find  # the origin is gone: the lookup under way is the last chance
+                await asyncio.wait({find})  # the origin is gone: the lookup under way is the last chance
+                found = _found_or_none(find)
         except BaseException:
             _drop(pending)  # a client gone, a cut, the proxy stopping: the read's outcome no longer matters
             raise
@@ -618,6 +622,7 @@ class _Download:
                             reader = None
                 if swarm_next in done:
                     finished, swarm_next = swarm_next, None
+                    swarm_failed = False
                     try:
                         chunk = finished.result()
                     except StopAsyncIteration:
@@ -626,10 +631,7 @@ class _Download:
                         log.info("%s: swarm download failed: %s", self.url, exc)
                         self.record.error = f"swarm_failed: {exc}"
                         chunk = b""
-                        if reader is None and self.reopen:
-                            self.reopen = False
-                            reader = self._reopen(position, end, manifest)
-                            origin_next = asyncio.ensure_future(reader.read())
+                        swarm_failed = True
                     if chunk:
                         if check:
                             lo = check_at - swarm_position
@@ -641,7 +643,12 @@ class _Download:
                                 chunk = b""
                                 swarm_position = -1  # never "done": nothing of it is kept or shared
                                 await self._stop_producers(None, None, chunks, None)  # stop fetching at once
+                                swarm_failed = True
                             check = b""
+                    if swarm_failed and reader is None and self.reopen:
+                        self.reopen = False
+                        reader = self._reopen(position, end, manifest)
+                        origin_next = asyncio.ensure_future(reader.read())
                     if chunk:
                         if swarm_position + len(chunk) > position:
                             piece = chunk[position - swarm_position:] if swarm_position < position else chunk

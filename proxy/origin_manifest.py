@@ -22,6 +22,8 @@ from swarm.merkle import HASH_SIZE
 log = logging.getLogger("swarmproxy.origin_manifest")
 
 LAYER_TIMEOUT = 10.0  # s for the layer request as a whole: the origin is slow, or we would not be swarming
+# 2**20 hashes: 64 GiB in 64 KiB blocks (the plugin aims at ~2048 blocks a file); a larger claim is not held in memory.
+MAX_LAYER_BYTES = (1 << 20) * HASH_SIZE
 
 
 def published(headers, size: int | None) -> OriginManifest | None:
@@ -60,12 +62,15 @@ async def fetch_layer(session: aiohttp.ClientSession, url: str, manifest: Origin
         log.warning("ignoring a hash layer at %s: not on the origin %s", target, origin)
         return None
     expected = manifest.manifest().num_blocks * HASH_SIZE
+    if expected > MAX_LAYER_BYTES:
+        log.info("not fetching a hash layer of %d bytes from %s (at most %d)", expected, target, MAX_LAYER_BYTES)
+        return None
     try:
         async with asyncio.timeout(LAYER_TIMEOUT):
             async with session.get(target, allow_redirects=False, headers={"Accept-Encoding": "identity"}) as answer:
                 if answer.status != 200:
                     raise ValueError(f"status {answer.status}")
-                raw = await answer.content.read(expected + 1)
+                raw = await _read_at_most(answer.content, expected + 1)  # one more: a longer body is wrong too
     except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, OSError) as exc:
         log.info("no hash layer from %s: %s", target, exc or type(exc).__name__)
         return None
@@ -73,8 +78,16 @@ async def fetch_layer(session: aiohttp.ClientSession, url: str, manifest: Origin
     try:
         if len(raw) != expected:
             raise PeerError(f"{len(raw)} bytes, expected {expected}")
-        manifest.manifest().verify_layer(layer)
+        await asyncio.to_thread(manifest.manifest().verify_layer, layer)  # a large layer is seconds of hashing
     except PeerError as exc:
         log.warning("the origin's hash layer at %s does not match its manifest: %s", target, exc)
         return None
     return layer
+
+
+async def _read_at_most(content: aiohttp.StreamReader, limit: int) -> bytes:
+    """Up to `limit` bytes of a body: `read(n)` returns what is buffered, one network read, not n bytes."""
+    raw = bytearray()
+    while len(raw) < limit and (chunk := await content.read(limit - len(raw))):
+        raw += chunk
+    return bytes(raw)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import pathlib
+import weakref
 from collections.abc import Callable
 
 from aiohttp import web
@@ -60,11 +61,37 @@ def _middleware(publisher: Publisher, resolver: Resolver):
         if request.method == "HEAD":
             return await handler(request)
         publisher.enter()
+        response = None
         try:
-            return await handler(request)
+            response = await handler(request)
+            return response
         finally:
-            publisher.leave()
+            if response is not None and not response.prepared:
+                _leave_once_sent(response, publisher)
+            else:
+                publisher.leave()
     return swarm_manifests
+
+
+def _leave_once_sent(response: web.StreamResponse, publisher: Publisher) -> None:
+    """Count `response` in flight until aiohttp, after the middleware, has prepared it: a `FileResponse` sends
+    its whole file there, and the fields (`_add_fields`) are added there too, counting this request."""
+    left = False
+
+    def leave() -> None:
+        nonlocal left
+        if not left:
+            left = True
+            publisher.leave()
+    prepare = response.prepare
+
+    async def prepare_then_leave(request: web.BaseRequest):
+        try:
+            return await prepare(request)
+        finally:
+            leave()
+    response.prepare = prepare_then_leave  # type: ignore[method-assign]
+    weakref.finalize(response, leave)  # never prepared (the client left first): counted out all the same
 
 
 async def _add_fields(request: web.Request, response: web.StreamResponse) -> None:
@@ -83,8 +110,9 @@ async def _add_fields(request: web.Request, response: web.StreamResponse) -> Non
 def static_files(root: str | os.PathLike, prefix: str = "/") -> Resolver:
     """A resolver for files under `root` served at `prefix` (as `web.static(prefix, root)` serves them).
 
-    The validator is left to the response (aiohttp's file ETag is derived from mtime and size, which are the
-    cache key here too); paths that leave `root` resolve to nothing."""
+    The validator is aiohttp's file ETag from the same `stat` (mtime and size, the cache key here too): a file
+    replaced between this `stat` and the response's own gets an ETag the manifest does not match, and no field.
+    Paths that leave `root` resolve to nothing."""
     base = pathlib.Path(root).resolve()
 
     def resolve(request: web.Request) -> Representation | None:
@@ -103,5 +131,6 @@ def static_files(root: str | os.PathLike, prefix: str = "/") -> Resolver:
             with open(path, "rb") as f:
                 while chunk := f.read(CHUNK):
                     yield chunk
-        return Representation(str(path), st.st_size, read, version=(st.st_mtime_ns, st.st_size))
+        return Representation(str(path), st.st_size, read, validator=f'"{st.st_mtime_ns:x}-{st.st_size:x}"',
+                              version=(st.st_mtime_ns, st.st_size))
     return resolve

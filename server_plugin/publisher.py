@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import functools
 import logging
 from collections.abc import Callable, Iterable
 
@@ -45,6 +46,11 @@ class Published:
     manifest: Manifest
     layer: tuple[bytes, ...]
 
+    @functools.cached_property
+    def raw_layer(self) -> bytes:
+        """The layer as the endpoint serves it, joined once."""
+        return b"".join(self.layer)
+
     @property
     def header(self) -> str:
         return format_header(self.manifest, self.layer, LAYER_PREFIX + self.manifest.root.hex())
@@ -53,8 +59,8 @@ class Published:
 class Publisher:
     def __init__(self, *, busy_at: int = DEFAULT_BUSY_AT, cache: int = DEFAULT_CACHE,
                  block_size: int | None = None) -> None:
-        if busy_at < 1:
-            raise ValueError("busy_at must be at least 1")
+        if busy_at < 1 or cache < 1:
+            raise ValueError("busy_at and cache must be at least 1")
         self.block_size = block_size  # None: swarm.manifest's rule by size
         self.busy_at = busy_at
         self.in_flight = 0
@@ -124,4 +130,4 @@ class Publisher:
         except ValueError:
             return None
         entry = self._by_root.get(root)
-        return None if entry is None else b"".join(entry.layer)
+        return None if entry is None else entry.raw_layer

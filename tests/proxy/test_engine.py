@@ -272,3 +272,20 @@ async def test_providers_that_appear_during_a_fetch_join_it(world, tmp_path):
         assert known == {("127.0.0.1", 7000 + i) for i in range(3)} | set(peers)
     finally:
         await engine.stop()
+
+
+@pytest.mark.parametrize("content_type", ["", "x" * 2000, "text/plain\x01"])
+async def test_an_origin_manifest_whose_content_type_ours_cannot_carry_is_used_without_it(world, tmp_path,
+                                                                                           content_type):
+    from swarm.manifest import OriginManifest, build_manifest
+    manifest, layer = build_manifest([DATA], len(DATA))
+    published = OriginManifest(manifest.root, manifest.size, manifest.block_size, hashes=tuple(layer))
+    engine = await started_engine(world, tmp_path)
+    try:
+        found = await engine.find(URL, published=published, known_validator='"v1"', content_type=content_type)
+        assert found is not None and found.source == "origin" and found.manifest.content_type is None
+        assert found.manifest.root == manifest.root and found.layer == layer
+        # A validator ours cannot carry: not usable, and no exception into the download
+        assert await engine.find(URL, published=published, known_validator='"' + "v" * 2000 + '"') is None
+    finally:
+        await engine.stop()

@@ -13,11 +13,11 @@ from aiohttp import web
 from multidict import CIMultiDict
 
 from proxy.local_swarm import Cluster
-from proxy.origin_manifest import hinted, published
+from proxy.origin_manifest import MAX_LAYER_BYTES, _read_at_most, fetch_layer, hinted, published
 from proxy.slow_origin import SlowOrigin
 from server_plugin.aiohttp_plugin import install
 from server_plugin.publisher import Publisher, Representation
-from swarm.manifest import HEADER, HINT_HEADER, build_manifest, format_header
+from swarm.manifest import HEADER, HINT_HEADER, OriginManifest, build_manifest, format_header
 
 BLOCKS = 81  # of 16 KiB: more than INLINE_HASHES, so the layer is fetched from its path, not inline
 SIZE = (BLOCKS - 1) * 16384 + 777
@@ -163,3 +163,42 @@ def test_a_repeated_manifest_field_is_not_used():
     manifest, layer = build_manifest([DATA], SIZE)
     value = format_header(manifest, layer, "/l")
     assert published(CIMultiDict([(HEADER, value), (HEADER, value)]), SIZE) is None
+
+
+class _Pieces:
+    """A body that arrives in the given pieces, one per `read(n)`, as aiohttp's StreamReader hands them out."""
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        self.pieces = list(pieces)
+
+    async def read(self, n: int) -> bytes:
+        if not self.pieces:
+            return b""
+        piece = self.pieces.pop(0)
+        if len(piece) > n:
+            self.pieces.insert(0, piece[n:])
+        return piece[:n]
+
+
+READS = [
+    # (pieces, limit) -> bytes read
+    ([b"ab", b"cd", b"e"], 10, b"abcde"),
+    ([b"abc", b"def"], 4, b"abcd"),
+    ([b"a"] * 5, 3, b"aaa"),
+    ([], 4, b""),
+]
+
+
+@pytest.mark.parametrize("pieces, limit, expected", READS)
+async def test_a_layer_body_is_read_across_network_reads(pieces, limit, expected):
+    assert await _read_at_most(_Pieces(pieces), limit) == expected
+
+
+async def test_a_layer_too_large_to_hold_is_not_requested():
+    blocks = MAX_LAYER_BYTES // 32 + 1
+    claim = OriginManifest(bytes(32), blocks * 16384, 16384, layer_path="/layer")
+
+    class NoSession:
+        def get(self, *args, **kwargs):
+            raise AssertionError("requested")
+    assert await fetch_layer(NoSession(), "http://origin.test/f", claim) is None

@@ -62,7 +62,7 @@ async def served(tmp_path):
             validator = '"held"' if request.path == "/held" else '"gz"'
             return Representation(request.path, len(SMALL), lambda: (SMALL,), validator=validator)
         return resolve_files(request)
-    publisher = install(app, resolve, Publisher(busy_at=1))
+    publisher = install(app, resolve, Publisher(busy_at=2))
     server = Server(app)
     await server.start()
     async with aiohttp.ClientSession(auto_decompress=False) as session:
@@ -105,16 +105,35 @@ async def test_a_range_response_carries_the_whole_representations_manifest(serve
 async def test_while_busy_responses_ask_clients_to_swarm(served):
     url, session, publisher, gate, entered = served
     async with session.get(url + "/files/small.bin") as response:
-        assert HINT_HEADER not in response.headers  # alone: not busy
+        assert HINT_HEADER not in response.headers  # alone: 1 GET in flight, busy from 2
     first = asyncio.ensure_future(session.get(url + "/held"))
     await entered.wait()
     assert publisher.in_flight == 1
+    # A static file is sent after the middleware returned (FileResponse.prepare): it still counts itself.
     async with session.get(url + "/files/small.bin") as response:
         assert response.headers[HINT_HEADER] == "swarm"
+        assert await response.read() == SMALL
     gate.set()
     async with await first as response:
         assert HEADER in response.headers
     assert publisher.in_flight == 0
+
+
+async def test_a_static_file_counts_itself_in_flight_while_it_is_sent(tmp_path):
+    (tmp_path / "f.bin").write_bytes(SMALL)
+    app = web.Application()
+    app.router.add_static("/", tmp_path)
+    publisher = install(app, static_files(tmp_path), Publisher(busy_at=1))  # busy from the first GET
+    server = Server(app)
+    await server.start()
+    try:
+        async with aiohttp.ClientSession() as session:
+            async with session.get(server.url + "/f.bin") as response:
+                assert await response.read() == SMALL
+                assert response.headers[HINT_HEADER] == "swarm" and HEADER in response.headers
+        assert publisher.in_flight == 0  # and counted out once sent
+    finally:
+        await server.runner.cleanup()
 
 
 @pytest.mark.parametrize("path", ["/encoded", "/files/missing.bin", "/files/../secret", "/files/sub"])
