@@ -222,6 +222,12 @@ class FetchCore:
             return []
         if isinstance(message, wire.Block):
             return self._on_block(peer, message, now)
+        if isinstance(message, wire.Start):  # it fetches this block from the origin: we need not
+            if not 0 <= message.block < count:
+                raise PeerError(f"START for block {message.block} of {count}")
+            if peer in self._in_policy:
+                self.picker.on_start(peer, message.block)
+            return []
         if isinstance(message, wire.Reject):
             if peer in self._in_policy:
                 return self._translate(self.policy.on_reject(peer, message.block, now))
@@ -232,7 +238,7 @@ class FetchCore:
             return []
         if isinstance(message, wire.HashResponse):
             return self._on_layer(peer, message, now)
-        return []  # keepalive, PEX, START, CANCEL, requests: not the downloader's business
+        return []  # keepalive, PEX, CANCEL, requests: not the downloader's business
 
     def _on_block(self, peer: Peer, message: wire.Block, now: float) -> list[FetchAction]:
         if peer not in self._in_policy:

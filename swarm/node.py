@@ -158,6 +158,10 @@ class SwarmNode:
         for connection, core in list(self._serving.get(root, {}).items()):
             self._apply_serve(connection, core, core.on_new_block(block))
 
+    def _announce_origin_fetch(self, root: bytes, block: int) -> None:
+        for connection, core in list(self._serving.get(root, {}).items()):
+            self._apply_serve(connection, core, core.on_origin_fetch(block))
+
     async def seed_file(self, path: str | os.PathLike, *, block_size: int | None = None) -> Manifest:
         """Hash `path`, put it in the store and share it. Returns its manifest.
 
@@ -505,6 +509,7 @@ class _FetchRun:
             elif isinstance(action, OriginFetch):
                 if action.block not in self.origin_tasks:
                     self.origin_tasks[action.block] = self.spawn(self.origin_fetch(action))
+                    self.node._announce_origin_fetch(self.root, action.block)
             elif isinstance(action, OriginCancel):
                 task = self.origin_tasks.pop(action.block, None)
                 if task is not None:

@@ -20,7 +20,10 @@ Order of a pick, for the blocks `source` has and that are pickable (MISSING or F
    already requested from other sources, fewest requesters first then nearest the delivery point, up to
    `max_duplicates` requesters per block. When one copy arrives, `on_received` returns the losers to cancel.
 
-The origin is the source `ORIGIN`, which has every block (`add_origin()`).
+The origin is the source `ORIGIN`, which has every block (`add_origin()`). Every downloader of a crowd shares
+it, so its picks are *spread* (`pick(ORIGIN, n, spread=True)`) once peers are known: only blocks no peer has
+and no peer is fetching from the origin (`on_start`, the wire's START), the delivery point first, then beyond
+the window by rank (each downloader's random permutation differs), the window last.
 
 Complexity (N blocks, S sources, n = blocks asked for, W = window):
 
@@ -45,6 +48,7 @@ from __future__ import annotations
 
 import heapq
 import random
+from collections import deque
 import sys
 from array import array
 from bisect import bisect_left, insort
@@ -92,6 +96,9 @@ BULK_BITFIELD_MIN = 64
 #: Scale of the "held² < n·pickable" estimate that chooses between the two pick strategies (tests vary it to
 #: check both strategies give the same answer).
 SPARSE_SCAN_FACTOR = 1.0
+#: START announcements kept per peer: its latest few. A peer has a couple of origin requests at a time
+#: (swarm.policy's origin_max_outstanding), so older ones were answered by a HAVE or given up.
+STARTS_KEPT = 4
 
 
 # Availability counts: an array of 32-bit lanes, so that a whole bitfield can be added as one big integer.
@@ -130,6 +137,8 @@ class _SourceView:
     #: bumped whenever the source announces a block; part of the "nothing for you" memo
     have_version: int = 0
     empty_memo: tuple[int, int] | None = None
+    #: blocks it said it is fetching from the origin (START), latest last, at most STARTS_KEPT
+    starts: deque[int] = field(default_factory=deque)
 
     def holds(self, block: int) -> bool:
         return self.has is None or self.has[block] == 1
@@ -247,6 +256,7 @@ class Picker:
         self._lists_stale = False
 
         self._requesters: dict[int, set[Source]] = {}  # only for REQUESTED blocks
+        self._started: dict[int, int] = {}  # block -> peers that said they are fetching it from the origin
         self._sources: dict[Source, _SourceView] = {}
         self._cursor = 0  # the delivery point: first block at or after the start that is not verified
         # bumped whenever a block becomes pickable again; part of the "nothing for you" memo
@@ -342,6 +352,9 @@ class Picker:
         view.has[block] = 1
         view.count += 1
         view.have_version += 1
+        if block in view.starts:  # fetched: it counts as available now
+            view.starts.remove(block)
+            self._unstart(block)
         self._shift_availability([block], +1)
         return self._state[block] in _PICKABLE
 
@@ -353,6 +366,8 @@ class Picker:
         view = self._sources.pop(source, None)
         if view is None:
             return []
+        for block in view.starts:
+            self._unstart(block)
         if view.has is None:
             if source is not ORIGIN:
                 self._peer_seeds -= 1
@@ -364,6 +379,28 @@ class Picker:
                 returned.append(block)
         return returned
 
+    def on_start(self, source: Source, block: int) -> None:
+        """`source`, a peer, said it is fetching `block` from the origin: spread picks leave it to it."""
+        self._check_index(block)
+        view = self._sources.get(source)
+        if view is None or source is ORIGIN or view.holds(block) or block in view.starts:
+            return
+        if len(view.starts) == STARTS_KEPT:
+            self._unstart(view.starts.popleft())
+        view.starts.append(block)
+        self._started[block] = self._started.get(block, 0) + 1
+
+    def started(self, block: int) -> int:
+        """How many peers said they are fetching `block` from the origin."""
+        return self._started.get(block, 0)
+
+    def _unstart(self, block: int) -> None:
+        left = self._started[block] - 1
+        if left:
+            self._started[block] = left
+        else:
+            del self._started[block]
+
     # -- picking ------------------------------------------------------------------------------------------
 
     def pick(self, source: Source, n: int, skip: Container[int] = frozenset(), *, spread: bool = False) -> list[int]:
@@ -371,10 +408,12 @@ class Picker:
 
         `skip` holds blocks not to ask this source for (the policy's "retry elsewhere" memory).
 
-        `spread` is for a source every downloader shares, the origin: the delivery-point block if no peer has
-        it (delivery never waits for the end), then rarest first *beyond* the streaming window, the rest of the
-        window last. Downloaders that start together all have the same window; had each asked the origin for
-        it, the origin would send the same blocks to all of them. Beyond it their random tie-breaks differ.
+        `spread` is for a source every downloader shares, the origin. Once peers are known it is asked only
+        for blocks no peer has and no peer is fetching from it (START): the delivery-point block first (delivery
+        does not wait for the end), then beyond the streaming window by rank, the window last. Downloaders that
+        start together all have the same window; had each asked the origin for it, the origin would send the
+        same blocks to all of them, and a block asked of the origin is not asked of the peers that get it a
+        moment later. Beyond the window their random tie-breaks differ. With no peer, the usual order.
         """
         view = self._view(source)
         if n <= 0:
@@ -383,7 +422,9 @@ class Picker:
             self._rebuild_lists()
         memo = (self._returns, view.have_version)
         chosen: list[int] = []
-        no_skip = not skip
+        # Spread picks depend on the other sources' blocks and STARTs, which the memo does not follow.
+        spread = spread and len(self._sources) > (ORIGIN in self._sources)
+        no_skip = not skip and not spread
         if self.pickable and not (no_skip and view.empty_memo == memo):
             if spread:
                 self._pick_spread(view, n, skip, chosen)
@@ -404,15 +445,27 @@ class Picker:
         return chosen
 
     def _pick_spread(self, view: _SourceView, n: int, skip: Container[int], chosen: list[int]) -> None:
-        cursor = self._cursor
-        if cursor < self.num_blocks and self._state[cursor] in _PICKABLE and view.holds(cursor) \
-                and cursor not in skip and self.availability(cursor) == 0:
+        if self._peer_seeds or not self._lists:  # a peer has everything
+            return
+        cursor, started, state = self._cursor, self._started, self._state
+        window = range(cursor, min(self.num_blocks, cursor + self.window))
+        unclaimed = self._lists[0]  # pickable blocks no partial source has, by rank
+        if cursor < self.num_blocks and state[cursor] in _PICKABLE and self._avail[cursor] == 0 \
+                and cursor not in started and cursor not in skip:
             chosen.append(cursor)
-        if len(chosen) < n:
-            window = range(cursor, min(self.num_blocks, cursor + self.window))
-            self._pick_from_lists(view, n, _Either(skip, window), chosen)
-        if len(chosen) < n:
-            self._pick_window(view, n, _Either(skip, frozenset(chosen)), chosen)
+        block_at_rank = self._block_at_rank
+        for rank in unclaimed:
+            if len(chosen) == n:
+                return
+            block = block_at_rank[rank]
+            if block not in window and block not in started and block not in skip:
+                chosen.append(block)
+        for block in window:
+            if len(chosen) == n:
+                return
+            if state[block] in _PICKABLE and self._avail[block] == 0 and block not in started \
+                    and block not in skip and block != cursor:
+                chosen.append(block)
 
     def _pick_window(self, view: _SourceView, n: int, skip: Container[int], chosen: list[int]) -> None:
         state = self._state

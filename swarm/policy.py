@@ -90,6 +90,11 @@ class PolicyConfig:
     origin_request_timeout: float = 120.0
     retry_backoff: float = 10.0
     max_strikes: int = 3
+    # Ask the origin only for blocks no peer has or fetches (`Picker.pick(spread=True)`): the origin is shared
+    # by a whole crowd, and a block asked of it is not asked of the peers. A silent peer then delays the
+    # blocks it alone holds until it is dropped (max_strikes request timeouts). False: the origin takes what
+    # the usual order gives it, as any peer does.
+    spread_origin: bool = True
 
     def __post_init__(self) -> None:
         if min(self.peer_max_outstanding, self.origin_max_outstanding, self.max_strikes) < 1:
@@ -366,7 +371,7 @@ class RequestPolicy:
             if free <= 0:
                 continue
             deadline = now + state.timeout
-            for block in self.picker.pick(source, free, skip=state.avoid, spread=source is ORIGIN):
+            for block in self.picker.pick(source, free, skip=state.avoid, spread=source is ORIGIN and self.config.spread_origin):
                 state.outstanding[block] = deadline
                 heapq.heappush(self._timers, (deadline, next(self._seq), _REQUEST, source, block))
                 requests.append(Request(source, block))

@@ -110,6 +110,13 @@ class ServeCore:
         self._held.add(block)
         return [Send(wire.Have(block))]
 
+    def on_origin_fetch(self, block: int) -> list[ServeAction]:
+        """This node asked the origin for `block` (a crowd's shared source): tell the peer (START), so that it
+        asks the origin for another block and takes this one from us once we announce it."""
+        if self.root is None or block in self._held:
+            return []
+        return [Send(wire.Start(block))]
+
     def on_unshared(self) -> list[ServeAction]:
         """The root was evicted or sharing was turned off: nothing more is served on this connection."""
         return [Close("content no longer shared")]

@@ -223,6 +223,7 @@ def test_messages_before_or_after_membership_are_harmless():
 @pytest.mark.parametrize("message,needle", [
     (wire.Bitfield.from_blocks(7, []), "bitfield of 7 blocks"),
     (wire.Have(99), "HAVE for block 99"),
+    (wire.Start(99), "START for block 99"),
 ])
 def test_malformed_announcements_close_the_peer(message, needle):
     sim = Sim(content(3 * BLOCK))
@@ -231,6 +232,23 @@ def test_malformed_announcements_close_the_peer(message, needle):
     actions = sim.core.on_message("p", message, 0.0)
     closes = [a for a in actions if isinstance(a, Close)]
     assert closes and needle in closes[0].reason
+
+
+def test_a_peers_start_keeps_the_origin_off_that_block_until_the_peer_has_it():
+    sim = Sim(content(8 * BLOCK), window=2)
+    sim.join("a", blocks=set())  # fetching too: nothing yet
+    sim.run(sim.core.on_message("a", wire.Start(0), sim.now))  # it asks the origin for block 0
+    sim.run(sim.core.add_origin(sim.now))
+    asked = [f.block for f in sim.origin_pending]
+    assert len(asked) == 2 and 0 not in asked and 1 not in asked  # beyond the window: the window is shared
+    sim.have["a"].add(0)
+    sim.run(sim.core.on_message("a", wire.Have(0), sim.now))
+    assert ("a", 0) in sim.requests and 0 in sim.verified  # from the peer, not the origin
+    sim.serve_origin()
+    for _ in range(10):
+        sim.serve_origin()
+    assert sim.finished and sim.delivered == list(range(8))
+    assert sim.core.bytes_from["peers"] == BLOCK
 
 
 def test_bitfield_to_bytes():

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from swarm import picker as picker_module
 from swarm.errors import PeerError
-from swarm.picker import ORIGIN, BadBlockIndex, BlockState, Mode, Picker
+from swarm.picker import ORIGIN, STARTS_KEPT, BadBlockIndex, BlockState, Mode, Picker
 
 from .notation import build, run
 
@@ -563,27 +563,58 @@ def test_scale_100k_blocks_300_sources() -> None:
     assert elapsed < 10, f"{elapsed:.1f}s"
 
 
-# -- spread picks (the origin): (window, peer bitfields, delivery point, n) -> blocks, in order ----------------
+# -- spread picks (the origin) --------------------------------------------------------------------------------
+# (window, peer bitfields, STARTs per peer, delivery point, n) -> blocks, in order
 SPREAD = [
-    # nobody has anything: the delivery-point block first, then beyond the window by index, the window last
-    (2, {}, 0, 4, [0, 2, 3, 4]),
-    (2, {}, 0, 6, [0, 2, 3, 4, 5, 1]),
-    # a peer has the delivery-point block: not from the origin; the blocks nobody has come before the rest
-    (2, {"a": "110001"}, 0, 3, [2, 3, 4]),
-    (2, {"a": "110001"}, 0, 6, [2, 3, 4, 5, 0, 1]),
+    # no peer known: the usual order, the window first
+    (2, {}, {}, 0, 4, [0, 1, 2, 3]),
+    # a peer with nothing: the delivery-point block, then beyond the window by rank, the window last
+    (2, {"a": "000000"}, {}, 0, 4, [0, 2, 3, 4]),
+    (2, {"a": "000000"}, {}, 0, 6, [0, 2, 3, 4, 5, 1]),
+    # blocks a peer has are left to the peers, the delivery point's too
+    (2, {"a": "110001"}, {}, 0, 6, [2, 3, 4]),
+    # ... and so are blocks a peer is fetching from the origin
+    (2, {"a": "000000"}, {"a": [0, 3]}, 0, 6, [2, 4, 5, 1]),
+    (2, {"a": "000000", "b": "000000"}, {"a": [4], "b": [5, 1]}, 0, 6, [0, 2, 3]),
     # the delivery point moved on; verified blocks are never picked
-    (3, {}, 4, 6, [4, 5]),
-    (2, {}, 2, 6, [2, 4, 5, 3]),
+    (3, {"a": "000000"}, {}, 4, 6, [4, 5]),
+    (2, {"a": "000000"}, {}, 2, 6, [2, 4, 5, 3]),
+    # a peer that has everything: nothing from the origin
+    (2, {"a": "111111"}, {}, 0, 6, []),
 ]
 
 
-@pytest.mark.parametrize("window, peers, cursor, n, expected", SPREAD)
-def test_spread_picks_for_the_origin_leave_the_shared_window_for_last(window, peers, cursor, n, expected):
+def spread_picker(window: int, peers: dict, starts: dict, cursor: int) -> Picker:
     picker = Picker(6, window=window)
     picker.add_origin()
     for name, bits in peers.items():
         picker.add_source(name, [c == "1" for c in bits])
+    for name, blocks in starts.items():
+        for block in blocks:
+            picker.on_start(name, block)
     for block in range(cursor):
         picker.on_verified(block)
     picker.set_delivery_point(cursor)
+    return picker
+
+
+@pytest.mark.parametrize("window, peers, starts, cursor, n, expected", SPREAD)
+def test_spread_picks_for_the_origin_take_what_no_peer_has_or_fetches(window, peers, starts, cursor, n, expected):
+    picker = spread_picker(window, peers, starts, cursor)
     assert picker.pick(ORIGIN, n, spread=True) == expected
+
+
+def test_a_start_ends_with_the_peers_have_with_the_peer_or_under_newer_starts():
+    picker = spread_picker(2, {"a": "000000", "b": "000000"}, {"a": [2], "b": [3]}, 0)
+    assert (picker.started(2), picker.started(3)) == (1, 1)
+    picker.have("a", 2)  # fetched: available from a now, no longer "coming"
+    picker.remove_source("b")  # gone: what it was fetching is not coming
+    assert (picker.started(2), picker.started(3), picker.availability(2)) == (0, 0, 1)
+    picker.add_source("c", [False] * 6)
+    for block in range(STARTS_KEPT + 1):  # the oldest is forgotten: that request ended one way or another
+        picker.on_start("c", block)
+    assert picker.started(0) == 0 and all(picker.started(b) == 1 for b in range(1, STARTS_KEPT + 1))
+    picker.on_start("c", 5)
+    picker.on_start("nobody", 5)  # a source the picker does not know, or the origin: ignored
+    picker.on_start(ORIGIN, 5)
+    assert picker.started(5) == 1

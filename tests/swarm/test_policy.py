@@ -3,6 +3,8 @@ of misbehaving sources showing that none of them can stall the fetch while anoth
 
 from __future__ import annotations
 
+import dataclasses
+
 import heapq
 import itertools
 from collections.abc import Callable
@@ -47,7 +49,8 @@ def drops(actions: list[Action]) -> list[object]:
 
 def test_outstanding_requests_are_bounded_per_peer_and_for_the_origin() -> None:
     policy = make(10)
-    assert requests(policy.add_peer("a", 0.0, has_all=True)) == [("a", 0), ("a", 1)]
+    # a has all but block 2: the origin is asked for what no peer has
+    assert requests(policy.add_peer("a", 0.0, [1, 1, 0, 1, 1, 1, 1, 1, 1, 1])) == [("a", 0), ("a", 1)]
     assert requests(policy.add_origin(0.0)) == [(ORIGIN, 2)]
     assert requests(policy.on_have("a", 5, 0.0)) == []  # a is full
     assert requests(policy.on_block("a", 0, 1.0)) == [("a", 3)]  # one slot freed, one request
@@ -144,8 +147,11 @@ def test_rejects_send_the_block_elsewhere_and_count_as_strikes() -> None:
 # -- trust ---------------------------------------------------------------------------------------------------
 
 
+GREEDY_ORIGIN = dataclasses.replace(CONFIG, spread_origin=False)  # the origin takes blocks peers have too
+
+
 def test_a_hash_failure_bans_the_sender_and_its_blocks_go_elsewhere_at_once() -> None:
-    policy = make(4)
+    policy = make(4, config=GREEDY_ORIGIN)
     policy.add_peer("b", 0.0, has_all=True)  # b: 0, 1
     policy.add_origin(0.0)  # origin: 2
     policy.on_block("b", 0, 0.1)  # b: 1, 3
@@ -202,7 +208,7 @@ def test_endgame_duplicates_and_loser_cancel() -> None:
 
 
 def test_a_vanished_source_hands_its_blocks_to_others_in_the_same_call() -> None:
-    policy = make(4, window=4)
+    policy = make(4, config=GREEDY_ORIGIN, window=4)
     policy.add_peer("a", 0.0, has_all=True)  # a: 0, 1
     policy.add_origin(0.0)  # origin: 2
     policy.add_peer("c", 0.0, [1, 1, 0, 0])  # nothing for c yet
@@ -314,10 +320,11 @@ def start(sim: Simulation, peers: dict, origin: bool) -> None:
 
 
 @pytest.mark.parametrize("endgame", [True, False], ids=["endgame", "no-endgame"])
-def test_silent_and_corrupt_peers_cannot_stall_the_fetch_while_the_origin_works(endgame: bool) -> None:
+@pytest.mark.parametrize("spread", [True, False], ids=["spread", "greedy"])
+def test_silent_and_corrupt_peers_cannot_stall_the_fetch_while_the_origin_works(endgame: bool, spread: bool) -> None:
     # peers 8 at a time, 5 s request timeout; the origin 4 at a time, so that it fetches its share of the
     # blocks before the silent peer's requests expire
-    config = PolicyConfig(origin_max_outstanding=4)
+    config = PolicyConfig(origin_max_outstanding=4, spread_origin=spread)
     per_origin = 0.5 / config.origin_max_outstanding  # s per block from the origin alone
     policy = make(32, config=config, window=4, max_duplicates=2 if endgame else 1)
     sim = Simulation(
@@ -329,8 +336,11 @@ def test_silent_and_corrupt_peers_cannot_stall_the_fetch_while_the_origin_works(
     assert policy.is_complete, policy.picker
     assert policy.trust.is_banned("b") and "b" not in policy.sources()
     assert sim.requests_after_ban == []
+    if spread:  # the origin leaves a's blocks to a until a is dropped as unresponsive
+        assert "a" not in policy.sources() and policy.trust.strikes("a") >= config.max_strikes
+        assert sim.now <= config.max_strikes * (config.request_timeout + config.retry_backoff) + 32 * per_origin
     # the origin alone needs 32 * per_origin s
-    if endgame:  # it duplicates a's blocks near the end: a's silence costs nothing
+    elif endgame:  # it duplicates a's blocks near the end: a's silence costs nothing
         assert sim.now <= 32 * per_origin + 0.5
     else:  # a's blocks come back when they expire, and the origin fetches them then
         assert policy.trust.strikes("a") >= 1

@@ -86,6 +86,14 @@ def test_new_blocks_become_haves_and_servable():
     assert serve.on_message(wire.Request(4, 0, BLOCK), 0.0) == [SendBlock(4, 0, BLOCK)]
 
 
+def test_origin_fetches_become_starts_for_blocks_we_do_not_hold():
+    serve = core(held=[0])
+    assert serve.on_origin_fetch(3) == []  # before the handshake: no root, nobody to tell
+    handshake(serve)
+    assert serve.on_origin_fetch(3) == [Send(wire.Start(3))]
+    assert serve.on_origin_fetch(0) == []  # held: the peer knows from the bitfield
+
+
 def test_hash_layer_and_manifest_requests():
     serve = core()
     handshake(serve)
