@@ -23,6 +23,8 @@ Rules:
 * **retry elsewhere**: a source that let a block expire, or refused it, is not asked for that block again for
   `retry_backoff` seconds; the expiry of that ban is a deadline too, so a block only one source has is retried;
 * **strikes**: after `max_strikes` consecutive expiries or refusals (reset by a good block) a peer is dropped.
+  An expiry counts only if the source delivered nothing for `max_strikes` timeouts: a peer whose upload is
+  shared by a crowd answers late but answers, and dropping it would leave the crowd with fewer sources;
   The origin is never dropped for slowness — swarming must not make a download fail that the origin alone
   would finish — it stays snubbed instead;
 * **trust** (`swarm.trust`): a hash failure bans its sender (usually at once: the fault is certain), a banned
@@ -113,6 +115,7 @@ class _SourceState:
     avoid: dict[int, float] = field(default_factory=dict)
     snubbed: bool = False
     order: int = 0
+    last_delivery: float = float("-inf")
 
 
 # kinds of timer entries in the heap
@@ -236,6 +239,7 @@ class RequestPolicy:
             return [Discard(source, block)]
         state.outstanding.pop(block, None)
         state.snubbed = False  # it answers
+        state.last_delivery = now
         if not self.picker.wants(block):
             return [Discard(source, block), *self._fill([source], now)]
         losers = self.picker.on_received(source, block)
@@ -319,7 +323,8 @@ class RequestPolicy:
                 actions.append(Cancel(source, block))
             state.outstanding.clear()
             state.snubbed = True
-            actions += self._strike(source, now)
+            if now - state.last_delivery >= self.config.max_strikes * state.timeout:
+                actions += self._strike(source, now)
         if expired:
             return actions + self._fill(self._ranked_sources(), now)
         return actions + self._fill([s for s in self._ranked_sources() if s in refill], now)

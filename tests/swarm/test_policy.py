@@ -100,6 +100,23 @@ def test_a_delivery_lifts_the_snub_and_a_good_block_clears_strikes() -> None:
     assert policy.trust.strikes("a") == 0
 
 
+def test_a_busy_peer_that_answers_late_is_snubbed_but_not_struck() -> None:
+    policy = make(8)
+    policy.add_peer("a", 0.0, has_all=True)  # a: 0, 1
+    policy.on_block("a", 0, 4.0)  # a: 1, 2
+    policy.on_verified(0, 4.0)
+    actions = policy.on_timeout(5.0)  # block 1, asked at 0.0, is late; a delivered 1 s ago
+    assert cancels(actions) == [("a", 1), ("a", 2)] and policy.is_snubbed("a")
+    assert policy.trust.strikes("a") == 0  # busy, not unresponsive
+    # a says nothing more: once it has been silent for max_strikes timeouts, its expiries are strikes
+    now = 5.0
+    while "a" in policy.sources() and now < 100:
+        now = policy.next_deadline()
+        policy.on_timeout(now)
+    assert "a" not in policy.sources()
+    assert now >= 4.0 + CONFIG.max_strikes * CONFIG.request_timeout
+
+
 def test_a_source_that_let_a_block_expire_is_not_asked_for_it_again_until_the_backoff_ends() -> None:
     policy = make(1)
     policy.add_peer("a", 0.0, has_all=True)
