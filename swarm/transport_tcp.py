@@ -217,18 +217,24 @@ class TcpConnection(Connection, asyncio.BufferedProtocol):
                 self._enqueue(payload)
                 return
             payload = read_location(payload)
-        if self._writer is None and self._transport is not None:
-            self._transport.writelines((header, payload))
+        if self._writer is None and (transport := self._open_transport()) is not None:
+            transport.writelines((header, payload))
         else:
             self._enqueue(header)
             self._enqueue(bytes(payload))
 
     def _write(self, data: bytes) -> None:
         if self._writer is None:
-            if self._transport is not None:
-                self._transport.write(data)
+            if (transport := self._open_transport()) is not None:
+                transport.write(data)
         else:
             self._enqueue(data)
+
+    def _open_transport(self) -> asyncio.Transport | None:
+        """The asyncio transport while it can still send. After a reset it is closing until `connection_lost`
+        runs, and every write meanwhile is dropped by asyncio with a 'socket.send() raised exception' log line."""
+        transport = self._transport
+        return None if transport is None or transport.is_closing() else transport
 
     def _enqueue(self, item: bytes | BlockLocation) -> None:
         self._queue.append(item)
@@ -246,7 +252,7 @@ class TcpConnection(Connection, asyncio.BufferedProtocol):
 
     async def _write_queue(self) -> None:
         try:
-            while self._queue and self._transport is not None:
+            while self._queue and self._open_transport() is not None:
                 item = self._queue.popleft()
                 if isinstance(item, BlockLocation):
                     self._queued_bytes -= item.length

@@ -19,7 +19,7 @@ One message set for every transport (a TCP stream, a QUIC stream, the in-memory 
 | 8    | HASH_REQUEST     | u32 first, u32 count (≥ 1): block layer entries first..first+count           |
 | 9    | HASH_RESPONSE    | u32 first, u32 count, u8 proof length p, n ≥ 1 hashes (n ≤ count), p hashes   |
 | 10   | PEX              | u16 n, n × (u8 family 4|6, 4|16 address, u16 port ≠ 0, u8 `Transport` flags)  |
-| 11   | START            | u32 block (work stealing: "I am fetching this one")                           |
+| 11   | START            | u32 block: "I am fetching this one from the origin" (others pick another)     |
 | 12   | MANIFEST_REQUEST | empty (the content root is the handshake's)                                   |
 | 13   | MANIFEST         | an encoded `swarm.manifest.Manifest`, opaque here                             |
 

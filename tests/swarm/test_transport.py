@@ -456,3 +456,39 @@ async def test_memory_refused_address():
     network.refuse(listener.address, False)
     connection = await transport.connect(listener.address)
     assert (await listener.accept()).remote_address == connection.local_address
+
+
+class _ClosingTransport:
+    """An asyncio transport after a reset, before `connection_lost` has run: it says so and takes no writes."""
+
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+
+    def is_closing(self) -> bool:
+        return True
+
+    def get_extra_info(self, name, default=None):
+        return default
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def set_write_buffer_limits(self, high=None, low=None) -> None:
+        pass
+
+    def write(self, data) -> None:
+        self.written.append(bytes(data))
+
+    writelines = write
+
+
+async def test_a_tcp_connection_does_not_write_to_a_transport_that_is_closing():
+    from swarm.transport_tcp import TcpConnection
+    connection = TcpConnection(ConnectionSettings())
+    transport = _ClosingTransport()
+    connection.connection_made(transport)
+    connection.send_nowait(wire.Have(1))
+    connection.send_nowait(wire.Block(0, 0, b"x" * 100))
+    if connection._writer is not None:  # the queue's writer task, if one started: let it finish
+        await connection._writer
+    assert transport.written == []
