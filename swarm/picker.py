@@ -22,8 +22,8 @@ Order of a pick, for the blocks `source` has and that are pickable (MISSING or F
 
 The origin is the source `ORIGIN`, which has every block (`add_origin()`). Every downloader of a crowd shares
 it, so its picks are *spread* (`pick(ORIGIN, n, spread=True)`) once peers are known: only blocks no peer has
-and no peer is fetching from the origin (`on_start`, the wire's START), the delivery point first, then beyond
-the window by rank (each downloader's random permutation differs), the window last.
+and no peer is fetching from the origin (`on_start`, the wire's START), the delivery point first, then by rank
+(each downloader's random permutation differs), the window included.
 
 Complexity (N blocks, S sources, n = blocks asked for, W = window):
 
@@ -409,11 +409,12 @@ class Picker:
         `skip` holds blocks not to ask this source for (the policy's "retry elsewhere" memory).
 
         `spread` is for a source every downloader shares, the origin. Once peers are known it is asked only
-        for blocks no peer has and no peer is fetching from it (START): the delivery-point block first (delivery
-        does not wait for the end), then beyond the streaming window by rank, the window last. Downloaders that
-        start together all have the same window; had each asked the origin for it, the origin would send the
-        same blocks to all of them, and a block asked of the origin is not asked of the peers that get it a
-        moment later. Beyond the window their random tie-breaks differ. With no peer, the usual order.
+        for blocks no peer has and no peer is fetching from it (START): the delivery-point block first, then
+        by rank, each downloader's random permutation, the streaming window included. Downloaders that start
+        together share their window: asking the origin for it first would send the same blocks to all of them
+        (and a block asked of the origin is not asked of the peers that have it a moment later); leaving it for
+        last would have the whole crowd ask the origin for the same few blocks at the end. With no peer, the
+        usual order.
         """
         view = self._view(source)
         if n <= 0:
@@ -447,24 +448,16 @@ class Picker:
     def _pick_spread(self, view: _SourceView, n: int, skip: Container[int], chosen: list[int]) -> None:
         if self._peer_seeds or not self._lists:  # a peer has everything
             return
-        cursor, started, state = self._cursor, self._started, self._state
-        window = range(cursor, min(self.num_blocks, cursor + self.window))
-        unclaimed = self._lists[0]  # pickable blocks no partial source has, by rank
-        if cursor < self.num_blocks and state[cursor] in _PICKABLE and self._avail[cursor] == 0 \
+        cursor, started = self._cursor, self._started
+        if cursor < self.num_blocks and self._state[cursor] in _PICKABLE and self._avail[cursor] == 0 \
                 and cursor not in started and cursor not in skip:
             chosen.append(cursor)
         block_at_rank = self._block_at_rank
-        for rank in unclaimed:
+        for rank in self._lists[0]:  # pickable blocks no partial source has, by rank
             if len(chosen) == n:
                 return
             block = block_at_rank[rank]
-            if block not in window and block not in started and block not in skip:
-                chosen.append(block)
-        for block in window:
-            if len(chosen) == n:
-                return
-            if state[block] in _PICKABLE and self._avail[block] == 0 and block not in started \
-                    and block not in skip and block != cursor:
+            if block not in started and block not in skip and block != cursor:
                 chosen.append(block)
 
     def _pick_window(self, view: _SourceView, n: int, skip: Container[int], chosen: list[int]) -> None:

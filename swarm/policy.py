@@ -86,7 +86,7 @@ class PolicyConfig:
     peer_max_outstanding: int = 8
     # The origin's own cap (proxy.engine's ORIGIN_RANGE_CONCURRENCY): a request queued behind it would run its
     # timeout while waiting. An overloaded origin may take a minute for one block; its source's stall timeout
-    # (no byte for 10 s) catches a dead one, so this one is long: a cancelled Range request wastes its bytes.
+    # (no byte for 30 s) catches a dead one, so this one is long: a cancelled Range request wastes its bytes.
     origin_max_outstanding: int = 2
     request_timeout: float = 5.0
     origin_request_timeout: float = 120.0

@@ -64,6 +64,8 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
                           "libtorrent) and asks clients to swarm when busy (default: on for largefile only)")
     lab.add_argument("--origin-busy", type=int, default=2, metavar="N",
                      help="with --origin-plugin: GETs in flight from which the origin asks clients to swarm (2)")
+    lab.add_argument("--fetch-peers", type=int, metavar="N",
+                     help="peers each swarmproxy download connects to (16)")
     lab.add_argument("--transport", choices=("tcp", "quic", "both"), default="tcp", help="peer transport (tcp)")
     lab.add_argument("--seed", type=int, default=1, help="random seed of the arrivals (1)")
 
@@ -84,10 +86,12 @@ def plan(args: argparse.Namespace) -> Plan:
                        origin_connections=args.origin_connections, transport=args.transport, seed=args.seed,
                        origin_plugin=bool(args.origin_plugin if args.origin_plugin is not None
                                           else args.scenario == "largefile"),
-                       origin_busy=args.origin_busy)
+                       origin_busy=args.origin_busy,
+                       fetch_peers=args.fetch_peers or 16)
     if args.delay < 0 or args.origin_connections < 1 or args.origin_busy < 1 or \
-            (args.clients is not None and args.clients < 1):
-        raise ConfigError("--delay must be >= 0, --origin-connections, --origin-busy and --clients >= 1")
+            (args.clients is not None and args.clients < 1) or (args.fetch_peers is not None and args.fetch_peers < 1):
+        raise ConfigError("--delay must be >= 0, --origin-connections, --origin-busy, --clients and --fetch-peers "
+                          ">= 1")
     # a page client fetches eleven objects: here even 20 page clients at 5/s were CPU-bound in one process
     duration = args.duration or (4.0 if quick or args.scenario == "page" else 10.0)
 

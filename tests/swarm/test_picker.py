@@ -568,17 +568,16 @@ def test_scale_100k_blocks_300_sources() -> None:
 SPREAD = [
     # no peer known: the usual order, the window first
     (2, {}, {}, 0, 4, [0, 1, 2, 3]),
-    # a peer with nothing: the delivery-point block, then beyond the window by rank, the window last
-    (2, {"a": "000000"}, {}, 0, 4, [0, 2, 3, 4]),
-    (2, {"a": "000000"}, {}, 0, 6, [0, 2, 3, 4, 5, 1]),
+    # a peer with nothing: the delivery-point block, then by rank (here the index: no rng), window included
+    (2, {"a": "000000"}, {}, 0, 4, [0, 1, 2, 3]),
+    (2, {"a": "000000"}, {}, 2, 6, [2, 3, 4, 5]),
     # blocks a peer has are left to the peers, the delivery point's too
     (2, {"a": "110001"}, {}, 0, 6, [2, 3, 4]),
     # ... and so are blocks a peer is fetching from the origin
-    (2, {"a": "000000"}, {"a": [0, 3]}, 0, 6, [2, 4, 5, 1]),
+    (2, {"a": "000000"}, {"a": [0, 3]}, 0, 6, [1, 2, 4, 5]),
     (2, {"a": "000000", "b": "000000"}, {"a": [4], "b": [5, 1]}, 0, 6, [0, 2, 3]),
-    # the delivery point moved on; verified blocks are never picked
+    # verified blocks are never picked
     (3, {"a": "000000"}, {}, 4, 6, [4, 5]),
-    (2, {"a": "000000"}, {}, 2, 6, [2, 4, 5, 3]),
     # a peer that has everything: nothing from the origin
     (2, {"a": "111111"}, {}, 0, 6, []),
 ]
