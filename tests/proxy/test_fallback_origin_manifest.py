@@ -5,6 +5,7 @@ and a field that lies or does not parse is never used."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 
 import pytest
@@ -38,6 +39,16 @@ def publish(origin: SlowOrigin, busy_at: int = 1) -> Publisher:
         return Representation(request.path, len(entry[0]), lambda: (entry[0],), validator=entry[1])
     origin.setup.append(lambda app: install(app, resolve, publisher))
     return publisher
+
+
+@contextlib.asynccontextmanager
+async def serving(origin: SlowOrigin):
+    """`origin` started, serving DATA; yields its URL."""
+    await origin.start()
+    try:
+        yield origin.add("/big.bin", DATA)
+    finally:
+        await origin.stop()
 
 
 @pytest_asyncio.fixture
@@ -92,9 +103,7 @@ async def test_when_origin_ranges_fail_and_no_peer_has_it_the_origin_stream_is_r
                                              if k.lower() not in ("range", "if-range")})
         return await handler(request)
     origin.setup.append(lambda app: app.middlewares.insert(0, ignore_range))
-    await origin.start()
-    try:
-        url = origin.add("/big.bin", DATA)
+    async with serving(origin) as url:
         node = await cluster.add()
         status, _, body = await cluster.get(node, url)
         assert status == 200 and body == DATA
@@ -102,8 +111,6 @@ async def test_when_origin_ranges_fail_and_no_peer_has_it_the_origin_stream_is_r
         assert record["transition"] == "hint" and record["bytes_peers"] == 0
         gets = [r for r in origin.requests if r[0] == "GET" and r[1] == "/big.bin"]
         assert len(gets) >= 3  # the first GET (closed), the failed Range request, the reopened stream
-    finally:
-        await origin.stop()
 
 
 async def test_a_lying_origin_manifest_is_caught_by_the_hash_check_and_no_wrong_byte_goes_out(cluster):
@@ -122,9 +129,7 @@ async def test_a_lying_origin_manifest_is_caught_by_the_hash_check_and_no_wrong_
         app.on_response_prepare.append(on_prepare)
         app.router.add_get("/layer", serve_layer)
     origin.setup.append(lie)
-    await origin.start()
-    try:
-        url = origin.add("/big.bin", DATA)
+    async with serving(origin) as url:
         node = await cluster.add()
         status, _, body = await cluster.get(node, url)
         # The Range source's blocks fail the lying layer's hashes; the origin stream is reopened and the
@@ -133,8 +138,6 @@ async def test_a_lying_origin_manifest_is_caught_by_the_hash_check_and_no_wrong_
         # The bad block banned the origin as a Range source, its last one: the swarm gave up at once, not
         # after the stall timeout.
         assert "no source left" in cluster.last_record(node)["error"]
-    finally:
-        await origin.stop()
 
 
 FIELDS = [
