@@ -72,6 +72,9 @@ class CrowdParams:
     origin_busy: int = 2  # ... and asks clients to swarm from this many GETs in flight
 
 
+NO_FULL_COLLECTION = 1 << 30  # gc threshold 2: young collections this many times before a full one
+
+
 def publish(origin: SlowOrigin, busy_at: int, block_size: str = "auto") -> Publisher:
     """Install server_plugin on `origin` (before it starts): manifests of its files in `block_size` blocks,
     `Swarm-Hint` from `busy_at` GETs in flight."""
@@ -176,9 +179,14 @@ class CrowdRun:
             self.say(f"  all up in {time.monotonic() - started:.1f} s; {p.clients} clients arrive at "
                      f"{p.rate:g}/s for ~{arrivals[-1]:.0f} s")
             # Full collections over a thousand nodes' objects stall the loop for tens of ms while freeing
-            # nothing (bench/dht.py found the same); what exists now lives to the end of the run.
+            # nothing (bench/dht.py found the same); what exists now lives to the end of the run. Nor is there
+            # a full collection while the crowd runs: over what 40 largefile nodes build up, one took 100-120 ms
+            # (gc.callbacks), 100 nodes had timers 162 ms late at p99, and it stalls every node at once, which
+            # nodes in processes of their own never do. Young generations are still collected.
             gc.collect()
             gc.freeze()
+            thresholds = gc.get_threshold()
+            gc.set_threshold(thresholds[0], thresholds[1], NO_FULL_COLLECTION)
             t0 = self.t0 = asyncio.get_running_loop().time() + 0.5
             self.sampler.start()
             tasks += [asyncio.ensure_future(self._swarm_client(i, t0 + arrivals[i], cluster, nodes[i],
@@ -193,6 +201,7 @@ class CrowdRun:
             finally:
                 progress.cancel()
                 await self.sampler.stop()
+                gc.set_threshold(*thresholds)
                 gc.unfreeze()
             return {
                 "arrivals": arrivals,
