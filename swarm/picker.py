@@ -48,10 +48,10 @@ from __future__ import annotations
 
 import heapq
 import random
-from collections import deque
 import sys
 from array import array
 from bisect import bisect_left, insort
+from collections import deque
 from collections.abc import Container, Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
@@ -201,18 +201,6 @@ class _SortedInts:
             del chunks[i], maxes[i]
         elif j == len(chunk):
             maxes[i] = chunk[-1]
-
-
-class _Either:
-    """Membership in either of two containers (a skip set plus the window, without building a set)."""
-
-    __slots__ = ("a", "b")
-
-    def __init__(self, a: Container[int], b: Container[int]) -> None:
-        self.a, self.b = a, b
-
-    def __contains__(self, item: object) -> bool:
-        return item in self.a or item in self.b
 
 
 class Picker:
