@@ -376,7 +376,8 @@ class RequestPolicy:
             if free <= 0:
                 continue
             deadline = now + state.timeout
-            for block in self.picker.pick(source, free, skip=state.avoid, spread=source is ORIGIN and self.config.spread_origin):
+            spread = source is ORIGIN and self.config.spread_origin
+            for block in self.picker.pick(source, free, skip=state.avoid, spread=spread):
                 state.outstanding[block] = deadline
                 heapq.heappush(self._timers, (deadline, next(self._seq), _REQUEST, source, block))
                 requests.append(Request(source, block))
