@@ -32,6 +32,11 @@ from .picker import ORIGIN, Mode, Picker
 from .policy import Cancel, Discard, Drop, PolicyConfig, Request, RequestPolicy
 from .trust import Trust
 
+# A hash layer is a few KB: a peer that has not sent it this long after the HASH_REQUEST is asked no longer
+# alone. Until some peer sends it no block can be verified, the origin's included, and a fetch that waited on
+# one silent peer had no other way out than the 30 s stall watchdog.
+LAYER_TIMEOUT = 5.0
+
 __all__ = ["FetchCore", "Send", "OriginFetch", "OriginCancel", "Close", "Verified", "Deliver", "Finished",
            "FetchAction", "bitfield_to_bytes"]
 
@@ -119,6 +124,8 @@ class FetchCore:
         self._in_policy: set[Peer] = set()
         self._origin_wanted = False
         self._layer_asked: Peer | None = None
+        self._layer_asked_at = 0.0
+        self._layer_slow: set[Peer] = set()  # asked, silent past LAYER_TIMEOUT: their late answer still counts
         self._no_layer: set[Peer] = set()  # peers that had no layer when asked (asked again on HAVE)
         self._verified_ahead: set[int] = set()
         self.next_delivery = first_block
@@ -136,7 +143,11 @@ class FetchCore:
     # -- state ------------------------------------------------------------------------------------------------
 
     def next_deadline(self) -> float | None:
-        return self.policy.next_deadline()
+        deadline = self.policy.next_deadline()
+        if self.layer is None and self._layer_asked is not None:
+            layer_due = self._layer_asked_at + LAYER_TIMEOUT
+            deadline = layer_due if deadline is None else min(deadline, layer_due)
+        return deadline
 
     @property
     def has_sources(self) -> bool:
@@ -158,7 +169,7 @@ class FetchCore:
         if self.trust.is_banned(peer):
             return [Close(peer, "banned")]
         self._peers.setdefault(peer, None)
-        return self._ask_for_layer()
+        return self._ask_for_layer(now)
 
     def add_origin(self, now: float) -> list[FetchAction]:
         """The origin may be used as a Range source (its own cap)."""
@@ -175,11 +186,12 @@ class FetchCore:
     def peer_lost(self, peer: Peer, now: float) -> list[FetchAction]:
         self._peers.pop(peer, None)
         self._no_layer.discard(peer)
+        self._layer_slow.discard(peer)
         self._in_policy.discard(peer)
         actions: list[FetchAction] = []
         if self._layer_asked == peer:
             self._layer_asked = None
-            actions += self._ask_for_layer()
+            actions += self._ask_for_layer(now)
         return actions + self._translate(self.policy.on_source_lost(peer, now))
 
     # -- events -----------------------------------------------------------------------------------------------
@@ -210,7 +222,7 @@ class FetchCore:
             if peer in self._no_layer:  # holding a block means holding the layer: it may be asked again
                 self._no_layer.discard(peer)
                 if self.layer is None and self._layer_asked is None:
-                    self._layer_asked = peer
+                    self._layer_asked, self._layer_asked_at = peer, now
                     actions = [Send(peer, wire.HashRequest(0, count))]
                     return actions + self._on_message(peer, message, now)
             if peer in self._in_policy:
@@ -234,7 +246,10 @@ class FetchCore:
             if peer == self._layer_asked:  # it has no layer yet (it is fetching too): ask someone else
                 self._layer_asked = None
                 self._no_layer.add(peer)
-                return self._ask_for_layer()
+                return self._ask_for_layer(now)
+            if peer in self._layer_slow:
+                self._layer_slow.discard(peer)
+                self._no_layer.add(peer)
             return []
         if isinstance(message, wire.HashResponse):
             return self._on_layer(peer, message, now)
@@ -259,7 +274,12 @@ class FetchCore:
         return actions
 
     def on_timer(self, now: float) -> list[FetchAction]:
-        return self._translate(self.policy.on_timeout(now))
+        actions: list[FetchAction] = []
+        if self.layer is None and self._layer_asked is not None and now >= self._layer_asked_at + LAYER_TIMEOUT:
+            self._layer_slow.add(self._layer_asked)
+            self._layer_asked = None
+            actions += self._ask_for_layer(now)
+        return actions + self._translate(self.policy.on_timeout(now))
 
     # -- internals --------------------------------------------------------------------------------------------
 
@@ -299,23 +319,25 @@ class FetchCore:
                 self.picker.set_delivery_point(self.next_delivery)
         return actions
 
-    def _ask_for_layer(self) -> list[FetchAction]:
+    def _ask_for_layer(self, now: float) -> list[FetchAction]:
         if self.layer is not None or self._layer_asked is not None or not self._peers:
             return []
         count = self.manifest.num_blocks
         if count > wire.Limits().max_hashes:
             # Larger layers would need range requests with proofs; until then such content is origin-only.
             return []
-        candidates = [peer for peer in self._peers if peer not in self._no_layer]
+        candidates = [peer for peer in self._peers if peer not in self._no_layer and peer not in self._layer_slow]
         if not candidates:
             return []
-        self._layer_asked = candidates[0]
+        self._layer_asked, self._layer_asked_at = candidates[0], now
         return [Send(self._layer_asked, wire.HashRequest(0, count))]
 
     def _on_layer(self, peer: Peer, message: wire.HashResponse, now: float) -> list[FetchAction]:
-        if self.layer is not None or peer != self._layer_asked:
+        if self.layer is not None or (peer != self._layer_asked and peer not in self._layer_slow):
             return []
-        self._layer_asked = None
+        if peer == self._layer_asked:
+            self._layer_asked = None
+        self._layer_slow.discard(peer)
         try:
             if message.first != 0 or message.count != self.manifest.num_blocks:
                 raise HashMismatch("hash layer for the wrong range")
@@ -323,8 +345,10 @@ class FetchCore:
         except HashMismatch as exc:
             self.hash_failures += 1
             self.trust.on_bad_hash_layer(peer)
-            return self._close_peer(peer, f"bad hash layer: {exc}", now) + self._ask_for_layer()
+            return self._close_peer(peer, f"bad hash layer: {exc}", now) + self._ask_for_layer(now)
         self.layer = list(message.hashes)
+        self._layer_asked = None
+        self._layer_slow.clear()
         actions: list[FetchAction] = []
         for other, bitfield in list(self._peers.items()):
             if bitfield is not None:

@@ -8,8 +8,8 @@ import random
 import pytest
 
 from swarm import wire
-from swarm.fetch_core import (Close, Deliver, FetchCore, Finished, OriginCancel, OriginFetch, Send, Verified,
-                              bitfield_to_bytes)
+from swarm.fetch_core import (LAYER_TIMEOUT, Close, Deliver, FetchCore, Finished, OriginCancel, OriginFetch, Send,
+                              Verified, bitfield_to_bytes)
 from swarm.manifest import build_manifest
 from swarm.policy import PolicyConfig
 
@@ -61,6 +61,8 @@ class Sim:
     def answer(self, peer: str, message) -> list:
         behaviour = self.behaviour[peer]
         if isinstance(message, wire.HashRequest):
+            if behaviour == "mute-layer":  # serves blocks, never answers for the layer
+                return []
             hashes = list(self.layer)
             if behaviour == "bad-layer":
                 hashes[0] = bytes(32)
@@ -136,6 +138,29 @@ def test_layer_comes_from_a_peer_and_a_bad_one_is_banned():
     assert sim.finished and sim.delivered == list(range(8))
     sim.run(sim.core.add_peer("liar", sim.now))  # a banned peer that comes back is refused at once
     assert sim.closed["liar"] == "banned"
+
+
+def test_a_peer_silent_about_the_layer_is_not_waited_for():
+    sim = Sim(content(8 * BLOCK))
+    sim.join("mute", "mute-layer")
+    sim.join("good")
+    assert sim.core.layer is None and not sim.delivered  # "mute" was asked first
+    assert sim.core.next_deadline() == LAYER_TIMEOUT
+    sim.advance(LAYER_TIMEOUT)  # then "good" is asked
+    assert sim.finished and sim.delivered == list(range(8))
+    assert "mute" not in sim.closed  # silent about the layer, not a liar: it still serves blocks
+
+
+def test_a_slow_peers_layer_still_counts_after_another_was_asked():
+    sim = Sim(content(8 * BLOCK))
+    sim.join("slow", "mute-layer")
+    sim.join("also", "mute-layer")
+    sim.advance(LAYER_TIMEOUT)  # "also" is asked, and says nothing either
+    assert sim.core.layer is None
+    late = wire.HashResponse(0, len(sim.layer), tuple(sim.layer), ())
+    sim.run(sim.core.on_message("slow", late, sim.now))  # the first one's answer, late
+    assert sim.finished and sim.delivered == list(range(8))
+    assert sim.core.next_deadline() is None  # nothing waits on the layer any more
 
 
 def test_wrong_bytes_ban_the_sender_and_the_block_comes_from_elsewhere():

@@ -79,6 +79,19 @@ async def test_one_seed_one_leecher(swarm):
     assert leecher.store.complete(manifest.root)
 
 
+async def test_peer_count_follows_the_fetch(swarm):
+    data = content(8 * BLOCK)
+    _, seed_address, manifest = await swarm.seed(data)
+    leecher, _ = await swarm.node()
+    assert leecher.peer_count(manifest.root) is None  # no fetch
+    chunks = leecher.fetch(manifest, [seed_address, ("10.9.9.9", 1)])
+    got = [await anext(chunks)]
+    assert leecher.peer_count(manifest.root) in (1, 2)  # the seed, and perhaps the dead address still connecting
+    got += [chunk async for chunk in chunks]
+    assert b"".join(got) == data
+    assert leecher.peer_count(manifest.root) is None  # over
+
+
 async def test_four_seeds_one_leecher_uses_all(swarm):
     data = content(64 * BLOCK)
     seeds = [await swarm.seed(data) for _ in range(4)]
@@ -211,6 +224,36 @@ async def test_nobody_to_ask_fails_at_once(swarm):
     leecher, _ = await swarm.node()
     with pytest.raises(FetchFailed):
         await download(leecher, manifest, [("10.1.1.1", 1)])
+
+
+class TrickleOrigin:
+    """An origin Range source shared with a crowd: each block arrives in `pieces` pieces, `gap` s apart."""
+
+    def __init__(self, data: bytes, pieces: int, gap: float) -> None:
+        self.data, self.pieces, self.gap = data, pieces, gap
+        self.bytes_received = 0
+
+    async def fetch(self, offset: int, length: int) -> bytes:
+        for _ in range(self.pieces):
+            await asyncio.sleep(self.gap)  # the emulated link, not a synchronisation
+            self.bytes_received += length // self.pieces
+        return self.data[offset:offset + length]
+
+
+@pytest.mark.parametrize("pieces,fails", [(4, False), (1, True)], ids=["trickling", "silent"])
+async def test_an_origin_still_sending_is_not_a_stalled_fetch(swarm, pieces, fails):
+    # A block takes 0.4 s, longer than the 0.25 s stall timeout: bytes arriving every 0.1 s keep the
+    # fetch alive; an origin silent for the whole 0.4 s is a stall.
+    data = content(2 * BLOCK, seed=11)
+    manifest, layer = build_manifest([data], len(data), block_size=BLOCK)
+    leecher, _ = await swarm.node()
+    origin = TrickleOrigin(data, pieces, 0.4 / pieces)
+    fetch = download(leecher, manifest, [], origin=origin, layer=layer, stall_timeout=0.25)
+    if fails:
+        with pytest.raises(FetchFailed, match="no block arrived"):
+            await fetch
+    else:
+        assert await fetch == data
 
 
 async def test_unshared_content_is_never_served(swarm):
