@@ -54,6 +54,7 @@ PROVIDER_WAIT = 1.5  # seconds to collect providers before starting; more are ra
 FETCH_PEERS = 16  # providers used per download (--fetch-peers) ...
 PROVIDER_POOL = 64  # ... picked at random from up to this many found (a DHT node keeps 64 per root)
 PROVIDER_REFRESH = (1.0, 2.0, 4.0, 8.0, 8.0, 8.0, 8.0)  # s between lookups for more providers during a fetch
+PROVIDER_TOPUP = 8.0  # ... and after those, while the fetch has fewer than --fetch-peers peers
 ORIGIN_RANGE_CONCURRENCY = 2  # Dragonfly's back-to-source cap: a flood of fallbacks must not hammer the origin
 
 
@@ -150,6 +151,7 @@ class SwarmEngine:
         self._lingering: dict[bytes, asyncio.TimerHandle] = {}
         self._fetch_announced: set[bytes] = set()  # roots announced while still being fetched
         self.provider_refresh: tuple[float, ...] = PROVIDER_REFRESH  # tests poll at once
+        self.provider_topup = PROVIDER_TOPUP
         self._tasks: set[asyncio.Task] = set()
         store.add_listener(self._on_store_event)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -422,16 +424,36 @@ class SwarmEngine:
 
     async def _refresh_providers(self, node: SwarmNode, transport: str, root: bytes,
                                  known: set[tuple[str, int]]) -> None:
+        """New providers join the fetch: at `provider_refresh`'s times, up to PROVIDER_POOL in all; then, for as
+        long as the fetch runs, every `provider_topup` s while it has fewer than --fetch-peers peers. A long
+        download in a crowd loses peers (done and gone, or dropped as unresponsive); one left with none took the
+        rest from the origin alone, at its share of the origin's rate. An address once tried is never tried
+        again: it may have been dropped for lying."""
         for wait in self.provider_refresh:
             await asyncio.sleep(wait)  # the poll interval: nothing to wait for but time
             if len(known) >= PROVIDER_POOL:
+                break
+            self._join(node, root, await self._fresh(root, transport, known),
+                       min(self.fetch_peers, PROVIDER_POOL - len(known)), known)
+        while True:
+            await asyncio.sleep(self.provider_topup)  # as above
+            peers = node.peer_count(root)
+            if peers is None:  # the fetch is over
                 return
-            fresh = [p.address for p in await self._providers(root)
-                     if p.address not in known and self._transport_for(p) == transport]
-            fresh = random.sample(fresh, min(len(fresh), self.fetch_peers, PROVIDER_POOL - len(known)))
-            known.update(fresh)
-            if fresh and node.add_peers(root, fresh):
-                log.debug("%d more provider(s) join the fetch of %s", len(fresh), root.hex()[:16])
+            if peers < self.fetch_peers:
+                self._join(node, root, await self._fresh(root, transport, known), self.fetch_peers - peers, known)
+
+    async def _fresh(self, root: bytes, transport: str, known: set[tuple[str, int]]) -> list[tuple[str, int]]:
+        return [p.address for p in await self._providers(root)
+                if p.address not in known and self._transport_for(p) == transport]
+
+    @staticmethod
+    def _join(node: SwarmNode, root: bytes, fresh: list[tuple[str, int]], most: int,
+              known: set[tuple[str, int]]) -> None:
+        fresh = random.sample(fresh, min(len(fresh), most))
+        known.update(fresh)
+        if fresh and node.add_peers(root, fresh):
+            log.debug("%d more provider(s) join the fetch of %s", len(fresh), root.hex()[:16])
 
     # -- after a download -----------------------------------------------------------------------------------------
 

@@ -263,13 +263,43 @@ async def test_providers_that_appear_during_a_fetch_join_it(world, tmp_path):
                 added.append((root, list(peers)))
                 return len(peers)
 
-        engine.provider_refresh = (0.0, 0.0)
+            def peer_count(self, root):
+                return None  # the fetch is over once the schedule has run
+
+        engine.provider_refresh, engine.provider_topup = (0.0, 0.0), 0.0
         known = {("127.0.0.1", 7000)}  # the lookup found this one already
         await engine._refresh_providers(Node(), "tcp", manifest.root, known)
         assert [root for root, _ in added] == [manifest.root]  # the second poll found nobody new
         [(_, peers)] = added
         assert len(peers) == 2 and set(peers) <= {("127.0.0.1", 7001), ("127.0.0.1", 7002)}  # at most fetch_peers
         assert known == {("127.0.0.1", 7000 + i) for i in range(3)} | set(peers)
+    finally:
+        await engine.stop()
+
+
+async def test_a_fetch_that_lost_its_peers_gets_new_ones_for_as_long_as_it_runs(world, tmp_path):
+    engine = await started_engine(world, tmp_path, fetch_peers=3)
+    try:
+        manifest = await ingest(engine, tmp_path)
+        await _providers(world, manifest, 6)
+        added: list[list] = []
+        # The fetch's peer count at each top-up: full (no lookup), down to one (two more), full, then over.
+        counts = iter([3, 1, 3, None])
+
+        class Node:
+            def add_peers(self, root, peers):
+                added.append(list(peers))
+                return len(peers)
+
+            def peer_count(self, root):
+                return next(counts)
+
+        engine.provider_refresh, engine.provider_topup = (), 0.0  # straight to the top-ups
+        known = {("127.0.0.1", 7000), ("127.0.0.1", 7001)}  # tried already: never again
+        await engine._refresh_providers(Node(), "tcp", manifest.root, known)
+        [peers] = added
+        assert len(peers) == 2 and set(peers) <= {("127.0.0.1", 7000 + i) for i in range(2, 6)}
+        assert next(counts, "done") == "done"  # it asked until the fetch was over
     finally:
         await engine.stop()
 
