@@ -113,6 +113,16 @@ def _enlarge_receive_buffer(transport: asyncio.DatagramTransport) -> None:
         log.debug("DHT: cannot enlarge the receive buffer: %s", exc)
 
 
+MAINTENANCE_JITTER = 0.25  # each maintenance round waits the interval give or take 25 %, at random
+
+
+def jittered(interval: float, rng: random.Random | None = None) -> float:
+    """`interval` give or take MAINTENANCE_JITTER, at random. Periodic timers started together stay together
+    (Floyd & Jacobson, "The synchronization of periodic routing messages", 1994): nodes started in one burst
+    (a rollout, the lab's thousand nodes) would all refresh their buckets in the same second, for ever."""
+    return interval * (rng or random).uniform(1 - MAINTENANCE_JITTER, 1 + MAINTENANCE_JITTER)
+
+
 class DhtNode:
     """One DHT node: a UDP socket, a routing table, a record store, and the lookups and publishing over them.
 
@@ -559,7 +569,7 @@ class DhtNode:
 
     async def _maintenance_loop(self) -> None:
         while True:
-            wake = self.monotonic() + self.config.maintenance_interval_s
+            wake = self.monotonic() + jittered(self.config.maintenance_interval_s)
             due = self.announcements.next_deadline()
             if due is not None:
                 wake = min(wake, due)

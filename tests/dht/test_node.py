@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 from dataclasses import replace
 
 import pytest
 
 from dht.errors import InvalidArgument, NotRunning
 from dht.identity import NodeIdentity
-from dht.node import DhtNode
+from dht.node import MAINTENANCE_JITTER, DhtNode, jittered
 from dht.records import KIND_PROVIDER
 
 from .conftest import TEST_CONFIG, start_swarm, stop_swarm
@@ -43,6 +44,16 @@ async def test_bootstrap_accepts_hostnames():
     finally:
         await newcomer.stop()
         await stop_swarm(nodes)
+
+
+def test_maintenance_rounds_drift_apart():
+    # Nodes started in the same second must not keep refreshing in the same second: every wait differs,
+    # within the interval give or take the jitter.
+    rng = random.Random(7)
+    waits = [jittered(30.0, rng) for _ in range(200)]
+    assert all(30.0 * (1 - MAINTENANCE_JITTER) <= w <= 30.0 * (1 + MAINTENANCE_JITTER) for w in waits)
+    assert len(set(waits)) == len(waits)
+    assert min(waits) < 25.0 and max(waits) > 35.0  # spread over the range, not bunched at 30
 
 
 async def test_maintenance_loop_survives_errors():
