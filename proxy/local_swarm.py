@@ -19,8 +19,11 @@ from proxy.server import ProxyServer
 
 class Cluster:
     def __init__(self, tmp_path: pathlib.Path, *, first_host: int = 10, hosts: Sequence[str] | None = None,
-                 local_clients: bool = False, **defaults: str) -> None:
+                 local_clients: bool = False, bootstrap: str | None = None, **defaults: str) -> None:
         """`hosts`: the nodes' addresses in order (the lab's 127.x.y.z); default 127.0.0.(first_host+i).
+
+        `bootstrap`: every node's DHT bootstrap (HOST:PORT), for a cluster that joins another's network (the
+        lab's worker processes); by default node 0 is everyone's.
 
         `local_clients`: each node's proxy listens on the node's own address and `get()` connects from it,
         as a user's browser talks to its own proxy (the lab's emulated network leaves that hop undelayed).
@@ -29,6 +32,7 @@ class Cluster:
         self.first_host = first_host
         self.hosts = hosts
         self.local_clients = local_clients
+        self.bootstrap = bootstrap
         self._clients: dict[str, aiohttp.ClientSession] = {}
         self._added = 0
         self.defaults = defaults
@@ -44,7 +48,9 @@ class Cluster:
         flags = {"listen": f"{host}:0" if self.local_clients else "127.0.0.1:0", "data_dir": str(self.tmp_path / f"node{index}"),
                  "dht_listen": f"{host}:0", "peer_listen": f"{host}:0", "no_lan_discovery": True,
                  "read_timeout": "20", "connect_timeout": "5"}
-        if index:
+        if self.bootstrap is not None:
+            flags["bootstrap"] = [self.bootstrap]
+        elif index:
             flags["bootstrap"] = [self.nodes[0].addresses["dht"]]
         flags.update(self.defaults)
         flags.update(overrides)
@@ -93,6 +99,9 @@ class Cluster:
         return node.stats.history[-1].as_json()
 
     async def close(self) -> None:
+        """Stop every node; calling it again does nothing."""
+        if self.client.closed:
+            return
         await self.client.close()
         for session in self._clients.values():
             await session.close()

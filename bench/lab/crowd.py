@@ -1,11 +1,12 @@
 """One crowd run: Poisson arrivals downloading from a throttled origin, directly and through swarmproxy, at once.
 
-Both halves run side by side in one event loop, each against its own origin with the same limits (Pack's
-setup: 256 KB/s in total, 256 concurrent connections), so a noisy machine slows both alike:
+Both halves run at once, each against its own origin with the same limits (Pack's setup: 256 KB/s in total,
+256 concurrent connections), so a noisy machine slows both alike:
 
 - direct: client i connects from 127.1.x.y straight to the origin;
 - swarmproxy: client i talks to its own full node (proxy + block engine + DHT, started before the run on
-  127.2.x.y) and the node decides origin or swarm.
+  127.2.x.y) and the node decides origin or swarm. `SwarmNodes` runs them all in this process, or
+  `workers.WorkerPool` spreads them over worker processes (`CrowdParams.workers`) on one shared network.
 
 A node's DHT and peer traffic leaves from its own address (the transports send from the address they listen
 on), so each node has its own emulated uplink and downlink. Its origin requests (the proxy's HTTP client) leave
@@ -13,13 +14,14 @@ from 127.0.0.1, which the proxy has no option to change: all nodes' origin bytes
 downlink, never the node's own. That link carries at most the origin's 256 KB/s, a fifth of one node's link.
 
 Every client fetches `size` bytes (then, for the page scenario, `objects` in parallel) and is timed from its
-arrival to its last byte; every body is compared with the origin's bytes. `run_crowd` returns plain dicts:
+arrival to its last byte; every body is compared with the origin's bytes. `CrowdRun.run` returns plain dicts:
 per-client records plus the origin's byte counts, ready for `report.py`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import gc
 import hashlib
@@ -33,11 +35,13 @@ import aiohttp
 
 from proxy.config import parse_block_size
 from proxy.local_swarm import Cluster
+from proxy.server import ProxyServer
 from proxy.slow_origin import SlowOrigin
 from server_plugin.aiohttp_plugin import install
 from server_plugin.publisher import Publisher, Representation
 
 from .honesty import Sampler
+from .netem import SharedLinks
 
 log = logging.getLogger("swarmproxy.lab")
 
@@ -70,6 +74,7 @@ class CrowdParams:
     seed: int = 1
     origin_plugin: bool = False  # the origin publishes manifests and hints (server_plugin)
     origin_busy: int = 2  # ... and asks clients to swarm from this many GETs in flight
+    workers: int = 0  # worker processes holding the swarmproxy nodes; 0: all in the main process
 
 
 NO_FULL_COLLECTION = 1 << 30  # gc threshold 2: young collections this many times before a full one
@@ -108,15 +113,20 @@ def content(name: str, size: int) -> bytes:
     return (seed * (size // len(seed) + 1))[:size]
 
 
-class _Files:
-    """The scenario's files on one origin: the main object and the page's small ones."""
+@dataclasses.dataclass
+class Files:
+    """The scenario's files on one origin, the main object and the page's small ones, as plain data (a worker
+    process gets a copy): their URLs and each body's SHA-256."""
+    main: str
+    objects: list[str]
+    digest: dict[str, str]
 
-    def __init__(self, origin: SlowOrigin, params: CrowdParams) -> None:
-        self.main = origin.add("/main.bin", content("main", params.size))
-        self.objects = [origin.add(f"/object{i}.bin", content(f"object{i}", size))
-                        for i, size in enumerate(params.objects)]
-        self.digest = {origin.url + path: hashlib.sha256(entry[0]).hexdigest()
-                       for path, entry in origin.files.items()}
+    @classmethod
+    def on(cls, origin: SlowOrigin, params: CrowdParams) -> "Files":
+        main = origin.add("/main.bin", content("main", params.size))
+        objects = [origin.add(f"/object{i}.bin", content(f"object{i}", size)) for i, size in enumerate(params.objects)]
+        return cls(main, objects, {origin.url + path: hashlib.sha256(entry[0]).hexdigest()
+                                   for path, entry in origin.files.items()})
 
 
 async def _fetch(session: aiohttp.ClientSession, url: str, digest: str, proxy: str | None) -> dict:
@@ -129,137 +139,74 @@ async def _fetch(session: aiohttp.ClientSession, url: str, digest: str, proxy: s
         return {"status": response.status, "bytes": nbytes, "exact": ok}
 
 
-class CrowdRun:
-    def __init__(self, params: CrowdParams, workdir: pathlib.Path, say: Callable[[str], None],
-                 sampler: Sampler) -> None:
-        self.params = params
-        self.sampler = sampler  # watches the arrivals phase only: starting the nodes is not measured
-        self.workdir = workdir
-        self.say = say
-        self.t0 = 0.0
-        self.direct: list[dict] = []
-        self.swarm: list[dict] = []
+@contextlib.contextmanager
+def no_full_collections():
+    """While the crowd runs: no full garbage collection, and what exists when it starts is never scanned.
 
-    async def run(self) -> dict:
-        p = self.params
-        arrivals = poisson_arrivals(p.rate, p.clients, random.Random(p.seed))
-        origins = {name: SlowOrigin(rate=p.origin_rate, max_connections=p.origin_connections, host=address)
-                   for name, address in (("direct", DIRECT_ORIGIN), ("swarmproxy", SWARM_ORIGIN))}
-        publishers = {name: publish(origin, p.origin_busy, p.block_size) for name, origin in origins.items()} \
-            if p.origin_plugin else {}
-        for origin in origins.values():
-            await origin.start()
-        files = {name: _Files(origin, p) for name, origin in origins.items()}
-        for name, publisher in publishers.items():  # hashed now: not in a thread during the measured arrivals
-            for path, (data, etag, _) in origins[name].files.items():
-                await publisher.manifest(Representation(path, len(data), lambda d=data: (d,), validator=etag,
-                                                        version=etag))
+    Full collections over a thousand nodes' objects stall the loop for tens of ms while freeing nothing
+    (bench/dht.py found the same); what exists now lives to the end of the run. Over what 40 largefile nodes
+    build up, one took 100-120 ms (gc.callbacks), 100 nodes had timers 162 ms late at p99, and it stalls every
+    node of the process at once, which nodes in processes of their own never do. Young generations are still
+    collected."""
+    gc.collect()
+    gc.freeze()
+    thresholds = gc.get_threshold()
+    gc.set_threshold(thresholds[0], thresholds[1], NO_FULL_COLLECTION)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
 
-        def origin_bytes(name: str) -> int:  # the plugin's layer endpoint is not throttled, but it counts
-            return origins[name].bytes_sent + (publishers[name].layer_bytes if name in publishers else 0)
-        tasks: list[asyncio.Future] = []
-        cluster = Cluster(self.workdir, hosts=[host(2, i) for i in range(p.clients)], local_clients=True,
-                          log_level="ERROR", first_byte_timeout=str(p.first_byte_timeout),
-                          min_rate=str(p.min_rate), rate_window=str(p.rate_window),
-                          early_lookup=str(p.early_lookup),
-                          # Pack's linger 0 is "leave when done"; the proxy's --linger 0 means "until evicted".
-                          linger=str(p.linger or 0.001),
-                          trust=p.trust, transport=p.transport, block_size=p.block_size,
-                          fetch_peers=str(p.fetch_peers), read_timeout="60")
-        try:
-            self.say(f"starting {p.clients} swarmproxy nodes (proxy + block engine + DHT)...")
-            started = time.monotonic()
-            nodes = [await cluster.add()]
-            while len(nodes) < p.clients:  # in batches: each node's DHT bootstrap waits on round trips
-                batch = min(STARTUP_BATCH, p.clients - len(nodes))
-                nodes += await asyncio.gather(*(cluster.add() for _ in range(batch)))
-                if len(nodes) % 200 < STARTUP_BATCH:
-                    self.say(f"  {len(nodes)}/{p.clients} nodes up")
-            nodes.sort(key=lambda node: node.index)
-            self.say(f"  all up in {time.monotonic() - started:.1f} s; {p.clients} clients arrive at "
-                     f"{p.rate:g}/s for ~{arrivals[-1]:.0f} s")
-            # Full collections over a thousand nodes' objects stall the loop for tens of ms while freeing
-            # nothing (bench/dht.py found the same); what exists now lives to the end of the run. Nor is there
-            # a full collection while the crowd runs: over what 40 largefile nodes build up, one took 100-120 ms
-            # (gc.callbacks), 100 nodes had timers 162 ms late at p99, and it stalls every node at once, which
-            # nodes in processes of their own never do. Young generations are still collected.
-            gc.collect()
-            gc.freeze()
-            thresholds = gc.get_threshold()
-            gc.set_threshold(thresholds[0], thresholds[1], NO_FULL_COLLECTION)
-            t0 = self.t0 = asyncio.get_running_loop().time() + 0.5
-            self.sampler.start()
-            tasks += [asyncio.ensure_future(self._swarm_client(i, t0 + arrivals[i], cluster, nodes[i],
-                                                              files["swarmproxy"]))
-                     for i in range(p.clients)]
-            if p.direct:
-                tasks += [asyncio.ensure_future(self._direct_client(i, t0 + arrivals[i], files["direct"]))
-                          for i in range(p.clients)]
-            progress = asyncio.ensure_future(self._progress(t0, len(tasks)))
-            try:
-                await asyncio.gather(*tasks)
-            finally:
-                progress.cancel()
-                await self.sampler.stop()
-                gc.set_threshold(*thresholds)
-                gc.unfreeze()
-            return {
-                "arrivals": arrivals,
-                "direct": {"clients": self.direct, "origin_bytes": origin_bytes("direct")} if p.direct
-                else None,
-                "swarmproxy": {"clients": self.swarm, "origin_bytes": origin_bytes("swarmproxy")},
-            }
-        finally:
-            for task in tasks:
-                task.cancel()
-            await cluster.close()
-            for origin in origins.values():
-                await origin.stop()
 
-    async def _progress(self, t0: float, total: int) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            await asyncio.sleep(5.0)  # a progress line every 5 s
-            done = len(self.direct) + len(self.swarm)
-            self.say(f"  t={loop.time() - t0:6.1f} s  finished: swarmproxy {len(self.swarm)}/{self.params.clients}"
-                     + (f", direct {len(self.direct)}/{self.params.clients}" if self.params.direct else "")
-                     + ("" if done < total else " (all)"))
+class SwarmNodes:
+    """The swarmproxy half in this process: the nodes of the clients `indices` (all of them, or one worker's
+    share) and those clients, each talking to its own node."""
 
-    async def _at(self, when: float) -> float:
-        loop = asyncio.get_running_loop()
-        await asyncio.sleep(max(0.0, when - loop.time()))  # the client's arrival time
-        return loop.time()
+    def __init__(self, params: CrowdParams, workdir: pathlib.Path, indices: list[int],
+                 bootstrap: str | None = None) -> None:
+        self.params = p = params
+        self.indices = indices
+        self.nodes: dict[int, ProxyServer] = {}  # by client index
+        self.cluster = Cluster(workdir, hosts=[host(2, i) for i in indices], local_clients=True, bootstrap=bootstrap,
+                               log_level="ERROR", first_byte_timeout=str(p.first_byte_timeout),
+                               min_rate=str(p.min_rate), rate_window=str(p.rate_window),
+                               early_lookup=str(p.early_lookup),
+                               # Pack's linger 0 is "leave when done"; the proxy's --linger 0 means "until evicted".
+                               linger=str(p.linger or 0.001),
+                               trust=p.trust, transport=p.transport, block_size=p.block_size,
+                               fetch_peers=str(p.fetch_peers), read_timeout="60")
 
-    async def _client(self, session: aiohttp.ClientSession, files: _Files, proxy: str | None) -> list[dict]:
-        timeout = self.params.client_timeout
-        async with asyncio.timeout(timeout):
-            first = await _fetch(session, files.main, files.digest[files.main], proxy)
-            rest = await asyncio.gather(*(_fetch(session, url, files.digest[url], proxy) for url in files.objects))
-        return [first, *rest]
+    async def start(self, on_first: Callable[[str], None] | None = None,
+                    say: Callable[[str], None] | None = None) -> None:
+        """Start every node; `on_first` gets the first one's DHT address as soon as it is up."""
+        first = await self.cluster.add()
+        if on_first is not None:
+            on_first(first.addresses["dht"])
+        started = [first]
+        while len(started) < len(self.indices):  # in batches: each node's DHT bootstrap waits on round trips
+            batch = min(STARTUP_BATCH, len(self.indices) - len(started))
+            started += await asyncio.gather(*(self.cluster.add() for _ in range(batch)))
+            if say is not None and len(started) % 200 < STARTUP_BATCH:
+                say(f"  {len(started)}/{len(self.indices)} nodes up")
+        self.nodes = {self.indices[node.index]: node for node in started}
 
-    async def _direct_client(self, index: int, when: float, files: _Files) -> None:
-        arrived = await self._at(when)
-        record: dict = {"client": index, "host": host(1, index), "arrival": round(when - self.t0, 4)}
-        connector = aiohttp.TCPConnector(local_addr=(record["host"], 0), limit=0)
-        # no total timeout (aiohttp's default is 300 s): _client bounds the whole client by client_timeout
-        async with aiohttp.ClientSession(connector=connector, auto_decompress=False,
-                                         timeout=aiohttp.ClientTimeout(total=None)) as session:
-            try:
-                fetched = await self._client(session, files, None)
-            except (aiohttp.ClientError, OSError, TimeoutError) as exc:
-                record.update(error=f"{type(exc).__name__}: {exc}", exact=False)
-            else:
-                record.update(bytes=sum(f["bytes"] for f in fetched), exact=all(f["exact"] for f in fetched),
-                              bytes_origin=sum(f["bytes"] for f in fetched), bytes_peers=0)
-        record["duration_s"] = round(asyncio.get_running_loop().time() - arrived, 4)
-        self.direct.append(record)
+    async def run_clients(self, t0: float, arrivals: list[float], files: Files,
+                          on_record: Callable[[dict], None]) -> None:
+        async def client(index: int) -> None:
+            on_record(await self._client(index, t0, t0 + arrivals[index], files))
+        await asyncio.gather(*(client(i) for i in self.indices))
 
-    async def _swarm_client(self, index: int, when: float, cluster: Cluster, node, files: _Files) -> None:
-        arrived = await self._at(when)
-        record: dict = {"client": index, "host": node.host, "arrival": round(when - self.t0, 4)}
+    async def close(self) -> None:
+        await self.cluster.close()
+
+    async def _client(self, index: int, t0: float, when: float, files: Files) -> dict:
+        node = self.nodes[index]
+        arrived = await _at(when)
+        record: dict = {"client": index, "host": node.host, "arrival": round(when - t0, 4)}
         before = node.stats.counters["requests"]
         try:
-            fetched = await self._client(cluster.client_for(node), files, node.url)
+            fetched = await _fetch_all(self.cluster.client_for(node), files, node.url, self.params.client_timeout)
         except (aiohttp.ClientError, OSError, TimeoutError) as exc:
             record.update(error=f"{type(exc).__name__}: {exc}", exact=False)
             fetched = []
@@ -273,4 +220,119 @@ class CrowdRun:
             causes=[r["transition"] or "origin" for r in proxied],
             manifest_sources=[r["manifest_source"] for r in proxied if r["manifest_source"]],
         )
-        self.swarm.append(record)
+        return record
+
+
+async def _at(when: float) -> float:
+    loop = asyncio.get_running_loop()
+    await asyncio.sleep(max(0.0, when - loop.time()))  # the client's arrival time
+    return loop.time()
+
+
+async def _fetch_all(session: aiohttp.ClientSession, files: Files, proxy: str | None, timeout: float) -> list[dict]:
+    async with asyncio.timeout(timeout):
+        first = await _fetch(session, files.main, files.digest[files.main], proxy)
+        rest = await asyncio.gather(*(_fetch(session, url, files.digest[url], proxy) for url in files.objects))
+    return [first, *rest]
+
+
+class CrowdRun:
+    def __init__(self, params: CrowdParams, workdir: pathlib.Path, say: Callable[[str], None],
+                 sampler: Sampler, links: SharedLinks | None = None) -> None:
+        self.params = params
+        self.sampler = sampler  # watches the arrivals phase only: starting the nodes is not measured
+        self.workdir = workdir
+        self.say = say
+        self.links = links  # with worker processes: the network they join
+        self.t0 = 0.0
+        self.direct: list[dict] = []
+        self.swarm: list[dict] = []
+
+    async def run(self) -> dict:
+        p = self.params
+        arrivals = poisson_arrivals(p.rate, p.clients, random.Random(p.seed))
+        origins = {name: SlowOrigin(rate=p.origin_rate, max_connections=p.origin_connections, host=address)
+                   for name, address in (("direct", DIRECT_ORIGIN), ("swarmproxy", SWARM_ORIGIN))}
+        publishers = {name: publish(origin, p.origin_busy, p.block_size) for name, origin in origins.items()} \
+            if p.origin_plugin else {}
+        for origin in origins.values():
+            await origin.start()
+        files = {name: Files.on(origin, p) for name, origin in origins.items()}
+        for name, publisher in publishers.items():  # hashed now: not in a thread during the measured arrivals
+            for path, (data, etag, _) in origins[name].files.items():
+                await publisher.manifest(Representation(path, len(data), lambda d=data: (d,), validator=etag,
+                                                        version=etag))
+
+        def origin_bytes(name: str) -> int:  # the plugin's layer endpoint is not throttled, but it counts
+            return origins[name].bytes_sent + (publishers[name].layer_bytes if name in publishers else 0)
+        tasks: list[asyncio.Future] = []
+        if p.workers:
+            from .workers import WorkerPool
+
+            assert self.links is not None, "worker processes need the shared network"
+            swarm: SwarmNodes | WorkerPool = WorkerPool(p, self.workdir, self.links, self.say)
+        else:
+            swarm = SwarmNodes(p, self.workdir, list(range(p.clients)))
+        try:
+            where = f" in {p.workers} worker processes" if p.workers else ""
+            self.say(f"starting {p.clients} swarmproxy nodes (proxy + block engine + DHT){where}...")
+            started = time.monotonic()
+            await swarm.start(say=self.say)
+            self.say(f"  all up in {time.monotonic() - started:.1f} s; {p.clients} clients arrive at "
+                     f"{p.rate:g}/s for ~{arrivals[-1]:.0f} s")
+            with no_full_collections():
+                # workers must hear "go" before the first arrival
+                t0 = self.t0 = asyncio.get_running_loop().time() + (1.0 if p.workers else 0.5)
+                self.sampler.start()
+                tasks.append(asyncio.ensure_future(swarm.run_clients(t0, arrivals, files["swarmproxy"],
+                                                                     self.swarm.append)))
+                if p.direct:
+                    tasks += [asyncio.ensure_future(self._direct_client(i, t0 + arrivals[i], files["direct"]))
+                              for i in range(p.clients)]
+                progress = asyncio.ensure_future(self._progress(t0))
+                try:
+                    await asyncio.gather(*tasks)
+                finally:
+                    progress.cancel()
+                    await self.sampler.stop()
+            await swarm.close()
+            return {
+                "arrivals": arrivals,
+                "direct": {"clients": self.direct, "origin_bytes": origin_bytes("direct")} if p.direct
+                else None,
+                "swarmproxy": {"clients": self.swarm, "origin_bytes": origin_bytes("swarmproxy")},
+                "workers": getattr(swarm, "verdicts", None),
+            }
+        finally:
+            for task in tasks:
+                task.cancel()
+            await swarm.close()
+            for origin in origins.values():
+                await origin.stop()
+
+    async def _progress(self, t0: float) -> None:
+        loop = asyncio.get_running_loop()
+        total = self.params.clients * (2 if self.params.direct else 1)
+        while True:
+            await asyncio.sleep(5.0)  # a progress line every 5 s
+            done = len(self.direct) + len(self.swarm)
+            self.say(f"  t={loop.time() - t0:6.1f} s  finished: swarmproxy {len(self.swarm)}/{self.params.clients}"
+                     + (f", direct {len(self.direct)}/{self.params.clients}" if self.params.direct else "")
+                     + ("" if done < total else " (all)"))
+
+    async def _direct_client(self, index: int, when: float, files: Files) -> None:
+        arrived = await _at(when)
+        record: dict = {"client": index, "host": host(1, index), "arrival": round(when - self.t0, 4)}
+        connector = aiohttp.TCPConnector(local_addr=(record["host"], 0), limit=0)
+        # no total timeout (aiohttp's default is 300 s): _fetch_all bounds the whole client by client_timeout
+        async with aiohttp.ClientSession(connector=connector, auto_decompress=False,
+                                         timeout=aiohttp.ClientTimeout(total=None)) as session:
+            try:
+                fetched = await _fetch_all(session, files, None, self.params.client_timeout)
+            except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+                record.update(error=f"{type(exc).__name__}: {exc}", exact=False)
+            else:
+                record.update(bytes=sum(f["bytes"] for f in fetched), exact=all(f["exact"] for f in fetched),
+                              bytes_origin=sum(f["bytes"] for f in fetched), bytes_peers=0)
+        record["duration_s"] = round(asyncio.get_running_loop().time() - arrived, 4)
+        self.direct.append(record)

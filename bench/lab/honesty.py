@@ -9,7 +9,9 @@ protocol. `Sampler` watches three things through a run:
   one-way delay means delays were not honoured;
 - the whole machine's CPU (from /proc/stat), reported for context.
 
-`verdict()` turns them into `valid` plus the reasons, which every report prints prominently.
+`verdict()` turns them into `valid` plus the reasons, which every report prints prominently. With worker
+processes each process samples its own loop and `combine()` keeps the worst: one saturated process stretches
+the delays of every host it holds.
 """
 
 from __future__ import annotations
@@ -55,6 +57,18 @@ class Sampler:
         self.process_cpu = 0.0
         self._task: asyncio.Task | None = None
         self._started = 0.0
+
+    def samples(self) -> dict:
+        """What `from_samples` needs to judge this run in another process."""
+        return {"interval": self.interval, "lags": self.lags, "loop_busy": self.loop_busy,
+                "machine_busy": self.machine_busy, "process_cpu": self.process_cpu}
+
+    @classmethod
+    def from_samples(cls, samples: dict) -> "Sampler":
+        sampler = cls(samples["interval"])
+        sampler.lags, sampler.loop_busy = list(samples["lags"]), list(samples["loop_busy"])
+        sampler.machine_busy, sampler.process_cpu = list(samples["machine_busy"]), samples["process_cpu"]
+        return sampler
 
     def start(self) -> None:
         self._started = time.process_time()
@@ -106,3 +120,24 @@ class Sampler:
             "machine_cpus": os.cpu_count(),
             "process_cpu_s": round(self.process_cpu, 2),
         }
+
+
+def combine(verdicts: dict[str, dict]) -> dict:
+    """One verdict for a run spread over several event loops (name -> `Sampler.verdict()`: worker processes,
+    the libtorrent half): valid only if every loop was, with the worst figures and every reason named by its
+    loop; `loops` keeps each one's."""
+    if len(verdicts) == 1:
+        return next(iter(verdicts.values()))
+    parts = list(verdicts.values())
+    worst = {key: max(v[key] for v in parts)
+             for key in ("loop_busy_mean", "loop_busy_max", "lag_p50_ms", "lag_p99_ms", "lag_max_ms")}
+    machine = [v["machine_busy_mean"] for v in parts if v["machine_busy_mean"] is not None]
+    return {
+        "valid": all(v["valid"] for v in parts),
+        "cpu_bound_reasons": [f"{name}: {reason}" for name, v in verdicts.items() for reason in v["cpu_bound_reasons"]],
+        **worst,
+        "machine_busy_mean": max(machine) if machine else None,
+        "machine_cpus": parts[0]["machine_cpus"],
+        "process_cpu_s": round(sum(v["process_cpu_s"] for v in parts), 2),
+        "loops": verdicts,
+    }

@@ -13,13 +13,21 @@ shaper). Traffic between two endpoints of the same host (a client and its own pr
 
 Flow control is real: a stream whose undelivered bytes exceed `MAX_QUEUED` stops reading its socket, so
 the sender's kernel buffer fills and the sender's writes back up, as behind a slow link.
+
+The lab's worker processes share one network: `SharedLinks` keeps every host's "link free at" times in a
+shared memory file, so a host's uplink is one queue whichever process receives what it sends. All
+processes read the same clock (asyncio's loop time is CLOCK_MONOTONIC, system-wide).
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import functools
+import mmap
+import multiprocessing
+import pathlib
 import shutil
 import subprocess
 import uuid
@@ -38,8 +46,8 @@ class LinkModel:
         self.up_rate = up_rate or None  # bytes/s; None or 0 = unlimited
         self.down_rate = down_rate or None
         self.rates: dict[str, tuple[float | None, float | None]] = {}  # per-host overrides (up, down)
-        self._up_free: dict[str, float] = {}
-        self._down_free: dict[str, float] = {}
+        self._up_free: dict[str, float] | _SharedTimes = {}
+        self._down_free: dict[str, float] | _SharedTimes = {}
         self.bytes_carried = 0
 
     def limit(self, host: str, up: float | None, down: float | None) -> None:
@@ -61,6 +69,108 @@ class LinkModel:
             arrived = max(arrived, self._down_free.get(dst, arrived)) + nbytes / down
             self._down_free[dst] = arrived
         return arrived
+
+
+# Shared slots cover 127.0.0.0 to 127.3.255.255: the lab's origins (127.0.0.x), direct clients (127.1.x.y),
+# swarmproxy nodes (127.2.x.y) and libtorrent clients (127.3.x.y). 2**18 hosts, 8 bytes each, per direction.
+SHARED_NETWORKS = 4
+_SLOTS = SHARED_NETWORKS << 16
+
+
+def _slot(host: str) -> int | None:
+    parts = host.split(".")
+    if len(parts) != 4 or parts[0] != "127":
+        return None
+    try:
+        a, b, c = int(parts[1]), int(parts[2]), int(parts[3])
+    except ValueError:
+        return None
+    if not (0 <= a < SHARED_NETWORKS and 0 <= b < 256 and 0 <= c < 256):
+        return None
+    return a << 16 | b << 8 | c
+
+
+class _SharedTimes:
+    """A host -> time mapping (the part of dict LinkModel uses) kept in shared memory where the host has a
+    slot, in this process otherwise. 0.0 stands for "never used", which every caller takes a max() with."""
+
+    def __init__(self, times: memoryview) -> None:
+        self.times = times
+        self.local: dict[str, float] = {}
+        self.slots: dict[str, int | None] = {}
+
+    def _index(self, host: str) -> int | None:
+        if host not in self.slots:
+            self.slots[host] = _slot(host)
+        return self.slots[host]
+
+    def get(self, host: str, default: float) -> float:
+        index = self._index(host)
+        if index is None:
+            return self.local.get(host, default)
+        value = self.times[index]
+        return value if value else default
+
+    def __setitem__(self, host: str, value: float) -> None:
+        index = self._index(host)
+        if index is None:
+            self.local[host] = value
+        else:
+            self.times[index] = value
+
+
+@dataclasses.dataclass
+class SharedLinks:
+    """What a worker process needs to join the network: pass it as a `multiprocessing.Process` argument
+    (the lock cannot travel any other way)."""
+    path: str
+    lock: Any
+    delay: float
+    up_rate: float | None
+    down_rate: float | None
+    limits: dict[str, tuple[float | None, float | None]]
+
+    @classmethod
+    def create(cls, directory: pathlib.Path, model: LinkModel,
+               context: Any = None) -> "SharedLinks":
+        path = pathlib.Path(directory) / "links.shm"
+        with open(path, "wb") as file:
+            file.truncate(2 * _SLOTS * 8)  # sparse: only the pages of hosts in use are ever touched
+        lock = (context or multiprocessing.get_context("spawn")).Lock()
+        return cls(str(path), lock, model.delay, model.up_rate, model.down_rate, dict(model.rates))
+
+    def attach(self) -> "SharedLinkModel":
+        return SharedLinkModel(self)
+
+
+class SharedLinkModel(LinkModel):
+    """A `LinkModel` whose link queues are shared by every process attached to the same `SharedLinks`."""
+
+    def __init__(self, shared: SharedLinks) -> None:
+        super().__init__(shared.delay, shared.up_rate, shared.down_rate)
+        self.rates.update(shared.limits)
+        self._file = open(shared.path, "r+b")
+        self._map = mmap.mmap(self._file.fileno(), 2 * _SLOTS * 8)
+        times = memoryview(self._map).cast("d")
+        self._views = times
+        self._up_free = _SharedTimes(times[:_SLOTS])
+        self._down_free = _SharedTimes(times[_SLOTS:])
+        self._lock = shared.lock
+
+    def deliver_at(self, src: str, dst: str, nbytes: int, now: float) -> float:
+        if src == dst:
+            return now
+        with self._lock:  # read-modify-write of two hosts' queues, which other processes update too
+            return super().deliver_at(src, dst, nbytes, now)
+
+    def close(self) -> None:
+        up, down = self._up_free, self._down_free
+        for part in (up, down):
+            if isinstance(part, _SharedTimes):
+                part.times.release()
+        self._views.release()
+        self._map.close()
+        self._file.close()
 
 
 def kernel_netem_available() -> tuple[bool, str]:

@@ -124,8 +124,9 @@ def write(out: pathlib.Path, report: dict, text: str, draw) -> list[pathlib.Path
 
 def honesty_banner(report: dict) -> str:
     h = report["honesty"]
+    where = f" in every loop ({', '.join(h['loops'])}; the worst shown)" if h.get("loops") else ""
     if h["valid"]:
-        return (f"VALID: the emulation had slack (event loop busy {h['loop_busy_mean']:.0%} on average, "
+        return (f"VALID: the emulation had slack{where} (event loop busy {h['loop_busy_mean']:.0%} on average, "
                 f"timer lag p99 {h['lag_p99_ms']:.0f} ms)")
     return ("*** INVALID: the emulation was CPU-bound; these times describe this machine, not swarmproxy ***\n"
             + "\n".join("    " + reason for reason in h["cpu_bound_reasons"])

@@ -22,8 +22,8 @@ from proxy.slow_origin import SlowOrigin
 
 from . import report as rep
 from .crowd import DIRECT_ORIGIN, SWARM_ORIGIN, CrowdParams, CrowdRun, content, host
-from .honesty import Sampler
-from .netem import EmulatedLoop, LinkModel, kernel_netem_available
+from .honesty import Sampler, combine
+from .netem import EmulatedLoop, LinkModel, SharedLinkModel, SharedLinks, kernel_netem_available
 
 Say = Callable[[str], None]
 LIBTORRENT_ORIGIN = "127.0.0.4"
@@ -84,11 +84,23 @@ def _one_run(label: str, params: CrowdParams, say: Say, plan_scenario: str = "")
         model.limit(origin, None, None)
     with tempfile.TemporaryDirectory(prefix="swarmproxy-lab-") as tmp:
         sampler = Sampler()
-        with asyncio.Runner(loop_factory=lambda: EmulatedLoop(model)) as runner:
-            raw = runner.run(CrowdRun(params, pathlib.Path(tmp), say, sampler).run())
-        honesty = sampler.verdict(params.delay)
+        links = SharedLinks.create(pathlib.Path(tmp), model) if params.workers else None
+        loop_model = links.attach() if links is not None else model
+        try:
+            with asyncio.Runner(loop_factory=lambda: EmulatedLoop(loop_model)) as runner:
+                raw = runner.run(CrowdRun(params, pathlib.Path(tmp), say, sampler, links).run())
+        finally:
+            if isinstance(loop_model, SharedLinkModel):
+                loop_model.close()
+        loops = {"main": sampler.verdict(params.delay)}
+        loops.update({f"worker {k}": v for k, v in enumerate(raw["workers"] or [])})
         if plan_scenario == "largefile":
             raw["libtorrent"] = _libtorrent_half(params, raw["arrivals"], pathlib.Path(tmp), say)
+            loops["libtorrent"] = raw["libtorrent"]["honesty"]
+        honesty = combine(loops)
+        if params.workers and raw["workers"] is None:
+            honesty = {**honesty, "valid": False,
+                       "cpu_bound_reasons": [*honesty["cpu_bound_reasons"], "a worker process gave no honesty samples"]}
     bytes_per_client = params.size + sum(params.objects)
     run = {"label": label, "params": {**dataclasses.asdict(params), "bytes_per_client": bytes_per_client},
            "honesty": honesty, "arrivals": raw["arrivals"]}
@@ -114,6 +126,7 @@ def _libtorrent_half(params: CrowdParams, arrivals: list[float], workdir: pathli
         origin = SlowOrigin(rate=params.origin_rate, max_connections=params.origin_connections,
                             host=LIBTORRENT_ORIGIN)
         await origin.start()
+        sampler.start()
         try:
             say("libtorrent: the same arrivals, with the origin as a BEP 19 web seed and an ideal tracker")
             result = await run_bittorrent(
@@ -121,14 +134,18 @@ def _libtorrent_half(params: CrowdParams, arrivals: list[float], workdir: pathli
                 hosts=[host(3, i) for i in range(len(arrivals))], model=model, piece_size=int(parse_size(params.block_size)),
                 linger=params.linger, workdir=workdir / "libtorrent", progress=say, timeout=params.client_timeout)
         finally:
+            await sampler.stop()
             await origin.stop()
         records = [{"client": c.index, "host": c.host, "arrival": round(c.arrival, 4),
                     "duration_s": None if c.duration is None else round(c.duration, 4),
                     "bytes": params.size if c.file_ok else 0, "exact": c.file_ok and c.error is None,
                     "error": c.error, "web_seed_bytes": c.from_web_seed, "peer_bytes": c.from_peers}
                    for c in result.clients]
-        return {"clients": records, "origin_bytes": origin.bytes_sent}
+        return {"clients": records, "origin_bytes": origin.bytes_sent, "honesty": sampler.verdict(params.delay)}
 
+    # The relay carrying libtorrent's traffic is Python on this loop: a starved loop would slow libtorrent,
+    # not swarmproxy, so this half is judged too.
+    sampler = Sampler()
     with asyncio.Runner(loop_factory=lambda: EmulatedLoop(model)) as runner:
         return runner.run(main())
 

@@ -54,24 +54,30 @@ def test_plan_details():
     assert [p.rate_window for _, p in sweep] == [0.5, 4.0]
     large = cli.plan(_args("largefile")).runs[0][1]
     assert (large.size, large.clients, large.rate, large.origin_rate) == (30_000_000, 100, 1.0, 256_000)
+    assert cli.plan(_args("largefile", "--workers", "3")).runs[0][1].workers == 3
+    assert cli.plan(_args("largefile")).runs[0][1].workers == (os.cpu_count() or 1)
+    assert cli.plan(_args("largefile", "--quick")).runs[0][1].workers == 0
+    assert cli.plan(_args("largefile", "--workers", "0")).runs[0][1].workers == 0
+    assert cli.plan(_args("flashcrowd")).runs[0][1].workers == 0
     custom = cli.plan(_args("flashcrowd", "--delay", "10", "--node-rate", "2M", "--origin-rate", "100k")).base
     assert (custom.delay, custom.node_up, custom.node_down, custom.origin_rate) == (0.01, 2e6, 2e6, 100e3)
 
 
 @pytest.mark.parametrize("argv", [["flashcrowd", "--loads", "0"], ["flashcrowd", "--loads", "x"],
                                   ["sweep", "--param", "T", "--values", "soon"], ["flashcrowd", "--size", "big"],
-                                  ["flashcrowd", "--clients", "0"]])
+                                  ["flashcrowd", "--clients", "0"], ["flashcrowd", "--workers", "-1"]])
 def test_bad_plans_are_clear_errors(argv):
     with pytest.raises(ConfigError):
         cli.plan(_args(*argv))
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("scenario", ["flashcrowd", "page"])
-def test_quick_run_writes_a_consistent_report(tmp_path, scenario):
+@pytest.mark.parametrize("scenario,extra", [("flashcrowd", []), ("page", []), ("flashcrowd", ["--workers", "2"])],
+                         ids=["flashcrowd", "page", "flashcrowd in 2 workers"])
+def test_quick_run_writes_a_consistent_report(tmp_path, scenario, extra):
     out = tmp_path / "out"
     done = subprocess.run([sys.executable, "-c", "from proxy.cli import main; raise SystemExit(main())",
-                           "lab", scenario, "--quick", "--out", str(out)],
+                           "lab", scenario, "--quick", "--out", str(out), *extra],
                           cwd=ROOT, capture_output=True, text=True, timeout=240,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert done.returncode == 0, done.stderr[-3000:]
@@ -94,6 +100,10 @@ def test_quick_run_writes_a_consistent_report(tmp_path, scenario):
     assert summary["speedup_median"] == pytest.approx(expected, rel=1e-2)
     assert (out / "figure.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "speedup" in (out / "summary.txt").read_text()
+    if extra:  # every process judged: the main one and both workers, each client served by one of them
+        assert set(run["honesty"]["loops"]) == {"main", "worker 0", "worker 1"}
+        assert run["params"]["workers"] == 2
+        assert sorted(r["client"] for r in run["swarmproxy"]["records"]) == list(range(clients))
 
 
 @pytest.mark.e2e
@@ -117,4 +127,5 @@ def test_quick_largefile_puts_swarmproxy_and_libtorrent_side_by_side(tmp_path):
     expected = run["swarmproxy"]["summary"]["times_s"]["p50"] / run["libtorrent"]["summary"]["times_s"]["p50"]
     assert summary["ratio_median_vs_libtorrent"] == pytest.approx(expected, rel=1e-2)
     assert set(summary["percentiles"]) == {"swarmproxy", "libtorrent"}
+    assert set(run["honesty"]["loops"]) == {"main", "libtorrent"}  # libtorrent's relay loop is judged too
     assert "libtorrent" in (out / "summary.txt").read_text()

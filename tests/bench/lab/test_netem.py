@@ -4,7 +4,7 @@ import asyncio
 
 import pytest
 
-from bench.lab.netem import EmulatedLoop, LinkModel
+from bench.lab.netem import EmulatedLoop, LinkModel, SharedLinks
 
 # (delay, up, down, sends [(src, dst, nbytes, now)], expected arrival times)
 VECTORS = [
@@ -34,6 +34,35 @@ def test_per_host_override_lifts_the_cap():
     # The origin's uplink is not capped; the receiver's downlink still is.
     assert model.deliver_at("origin", "b", 1000, 0.0) == pytest.approx(1.0)
     assert model.deliver_at("b", "origin", 1000, 0.0) == pytest.approx(1.0)  # b's uplink
+
+
+def test_processes_attached_to_one_network_share_each_hosts_link(tmp_path):
+    # Two attachments stand for two worker processes: what one sees a host send queues behind what the
+    # other saw it send, on the uplink and on the receiver's downlink alike.
+    shared = SharedLinks.create(tmp_path, LinkModel(0.0, 1000.0, 2000.0))
+    first, second = shared.attach(), shared.attach()
+    try:
+        assert first.deliver_at("127.2.0.1", "127.2.0.2", 500, 10.0) == pytest.approx(10.75)
+        assert second.deliver_at("127.2.0.1", "127.2.0.3", 500, 10.0) == pytest.approx(11.25)  # behind the first
+        assert second.deliver_at("127.2.0.4", "127.2.0.2", 1000, 10.0) == pytest.approx(11.5)  # .2's downlink
+        assert first.deliver_at("127.2.0.5", "127.2.0.5", 1000, 10.0) == 10.0  # same host: not delayed
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_shared_network_keeps_the_overrides_and_hosts_outside_its_range(tmp_path):
+    model = LinkModel(0.01, 1000.0, 1000.0)
+    model.limit("127.0.0.3", None, None)  # an origin, which throttles itself
+    shared = SharedLinks.create(tmp_path, model)
+    attached = shared.attach()
+    try:
+        assert attached.deliver_at("127.0.0.3", "127.2.0.1", 1000, 0.0) == pytest.approx(1.01)  # no uplink cap
+        # Outside 127.0-3.x.y the queues are this process's own, and still queues.
+        assert attached.deliver_at("10.0.0.1", "127.9.0.1", 1000, 0.0) == pytest.approx(2.01)
+        assert attached.deliver_at("10.0.0.1", "127.9.0.2", 1000, 0.0) == pytest.approx(3.01)
+    finally:
+        attached.close()
 
 
 def test_negative_delay_is_refused():
