@@ -304,6 +304,28 @@ async def test_a_fetch_that_lost_its_peers_gets_new_ones_for_as_long_as_it_runs(
         await engine.stop()
 
 
+async def test_with_the_origins_manifest_the_download_starts_at_fetch_peers_providers(world, tmp_path):
+    from swarm.manifest import OriginManifest, build_manifest
+    manifest, layer = build_manifest([DATA], len(DATA))
+    published = OriginManifest(manifest.root, manifest.size, manifest.block_size, hashes=tuple(layer))
+    engine = await started_engine(world, tmp_path, fetch_peers=3)
+    try:
+        await _providers(world, manifest, 10)
+        yielded = []
+        real = engine.discovery.find_providers
+
+        async def counting(root):
+            async for provider in real(root):
+                yielded.append(provider)
+                yield provider
+        engine.discovery.find_providers = counting
+        found = await engine.find(URL, published=published, known_validator='"v1"')
+        assert found is not None and found.source == "origin" and len(found.providers) == 3
+        assert len(yielded) == 3  # the lookup stopped there: no vouching needs the other seven
+    finally:
+        await engine.stop()
+
+
 @pytest.mark.parametrize("content_type", ["", "x" * 2000, "text/plain\x01"])
 async def test_an_origin_manifest_whose_content_type_ours_cannot_carry_is_used_without_it(world, tmp_path,
                                                                                            content_type):
