@@ -28,7 +28,7 @@ async def test_closest_matches_brute_force_through_adds_and_removes():
         table.add(contact)
         if step % 7 == 0 and len(table):
             table.remove(rng.choice(table.contacts()))
-        if step % 25 == 0 and len(table):
+        if step % 5 == 0 and len(table):  # often: adds between checks extend the cached list
             target = rng.randbytes(20)
             members = table.contacts()
             assert table.closest(target, 8) == brute_force(members, target, 8)
