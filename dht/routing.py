@@ -100,7 +100,7 @@ class RoutingTableFacade:
         split = len(self._table.buckets) != bucket_count  # may have promoted replacement nodes too
         if in_table and known is None and not split:
             # One new contact: extend the caches. While a crowd joins, nearly every request brings a new one,
-            # and rebuilding both per datagram was a third of a lab worker's CPU at 1,000 nodes.
+            # and rebuilding both per datagram was about a quarter of a lab worker's loop at 1,000 nodes.
             if self._flat is not None:
                 self._flat.append((node.long_id, Contact(node.id, node.ip, node.port)))
             if self._per_ip is not None:

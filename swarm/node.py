@@ -368,7 +368,6 @@ class SwarmNode:
             started += 1
         return started
 
-
     def peer_count(self, root: bytes) -> int | None:
         """Peers the fetch of `root` is connected or connecting to; None when no fetch of `root` runs."""
         run = self._fetching.get(root)
