@@ -33,6 +33,7 @@ class Cluster:
         self.hosts = hosts
         self.local_clients = local_clients
         self.bootstrap = bootstrap
+        self._closed = False
         self._clients: dict[str, aiohttp.ClientSession] = {}
         self._added = 0
         self.defaults = defaults
@@ -99,11 +100,19 @@ class Cluster:
         return node.stats.history[-1].as_json()
 
     async def close(self) -> None:
-        """Stop every node; calling it again does nothing."""
-        if self.client.closed:
+        """Stop every node, even when one fails to stop (the first failure is raised after); calling it again
+        does nothing."""
+        if self._closed:
             return
+        self._closed = True
         await self.client.close()
         for session in self._clients.values():
             await session.close()
+        failures = []
         for node in reversed(self.nodes):
-            await node.stop()
+            try:
+                await node.stop()
+            except Exception as exc:  # noqa: BLE001 - the other nodes must still stop
+                failures.append(exc)
+        if failures:
+            raise failures[0]

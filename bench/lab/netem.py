@@ -74,6 +74,7 @@ class LinkModel:
 # Shared slots cover 127.0.0.0 to 127.3.255.255: the lab's origins (127.0.0.x), direct clients (127.1.x.y),
 # swarmproxy nodes (127.2.x.y) and libtorrent clients (127.3.x.y). 2**18 hosts, 8 bytes each, per direction.
 SHARED_NETWORKS = 4
+LOCK_WAIT = 1.0  # s; the lock is held for microseconds, so a longer wait means its holder died
 _SLOTS = SHARED_NETWORKS << 16
 
 
@@ -160,8 +161,14 @@ class SharedLinkModel(LinkModel):
     def deliver_at(self, src: str, dst: str, nbytes: int, now: float) -> float:
         if src == dst:
             return now
-        with self._lock:  # read-modify-write of two hosts' queues, which other processes update too
+        # A read-modify-write of two hosts' queues, which other processes update too. A worker terminated inside
+        # it (a failed or interrupted run) never releases the lock: go on without it rather than hang.
+        if not self._lock.acquire(timeout=LOCK_WAIT):
             return super().deliver_at(src, dst, nbytes, now)
+        try:
+            return super().deliver_at(src, dst, nbytes, now)
+        finally:
+            self._lock.release()
 
     def close(self) -> None:
         up, down = self._up_free, self._down_free

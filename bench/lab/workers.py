@@ -49,8 +49,13 @@ class _Worker:
         self.conn, child = context.Pipe()
         self.process = context.Process(target=worker_main, name=f"swarmproxy-lab-worker-{number}", daemon=True,
                                        args=(child, number, indices, params, str(workdir), links, bootstrap))
-        self.process.start()
-        child.close()
+        try:
+            self.process.start()
+        except BaseException:
+            self.conn.close()
+            raise
+        finally:
+            child.close()
 
     async def receive(self) -> tuple:
         try:
@@ -95,8 +100,8 @@ class WorkerPool:
         # Worker 0 first: its first node is everyone's DHT bootstrap.
         self.workers.append(_Worker(0, shares[0], p, self.workdir, self.links, None))
         _, bootstrap = await self.workers[0].expect("first")
-        self.workers += [_Worker(k, share, p, self.workdir, self.links, bootstrap)
-                         for k, share in enumerate(shares) if k]
+        for k, share in enumerate(shares[1:], start=1):  # one by one: close() must know every one started
+            self.workers.append(_Worker(k, share, p, self.workdir, self.links, bootstrap))
         for worker in self.workers:
             await worker.expect("up")
             (say or self.say)(f"  worker {worker.number}: {len(worker.indices)} nodes up")
@@ -111,7 +116,14 @@ class WorkerPool:
                 on_record(message[1])
             if message[0] != "finished":
                 raise WorkerError(f"lab worker {worker.number} said {message[0]!r} before it finished")
-        await asyncio.gather(*(collect(worker) for worker in self.workers))
+        collectors = [asyncio.ensure_future(collect(worker)) for worker in self.workers]
+        try:
+            await asyncio.gather(*collectors)
+        except BaseException:  # one worker failed: the others' collectors must not outlive the run
+            for collector in collectors:
+                collector.cancel()
+            await asyncio.gather(*collectors, return_exceptions=True)
+            raise
         self._finished = True
 
     async def close(self) -> None:

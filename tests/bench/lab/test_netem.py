@@ -4,6 +4,7 @@ import asyncio
 
 import pytest
 
+from bench.lab import netem
 from bench.lab.netem import EmulatedLoop, LinkModel, SharedLinks
 
 # (delay, up, down, sends [(src, dst, nbytes, now)], expected arrival times)
@@ -49,6 +50,18 @@ def test_processes_attached_to_one_network_share_each_hosts_link(tmp_path):
     finally:
         first.close()
         second.close()
+
+
+def test_a_lock_left_held_by_a_killed_worker_does_not_hang_the_others(tmp_path, monkeypatch):
+    monkeypatch.setattr(netem, "LOCK_WAIT", 0.05)
+    shared = SharedLinks.create(tmp_path, LinkModel(0.0, 1000.0, None))
+    attached = shared.attach()
+    shared.lock.acquire()  # as a worker terminated inside deliver_at leaves it
+    try:
+        assert attached.deliver_at("127.2.0.1", "127.2.0.2", 500, 10.0) == pytest.approx(10.5)
+    finally:
+        shared.lock.release()
+        attached.close()
 
 
 def test_a_shared_network_keeps_the_overrides_and_hosts_outside_its_range(tmp_path):
