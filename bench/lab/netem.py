@@ -132,12 +132,11 @@ class SharedLinks:
     limits: dict[str, tuple[float | None, float | None]]
 
     @classmethod
-    def create(cls, directory: pathlib.Path, model: LinkModel,
-               context: Any = None) -> "SharedLinks":
+    def create(cls, directory: pathlib.Path, model: LinkModel) -> "SharedLinks":
         path = pathlib.Path(directory) / "links.shm"
         with open(path, "wb") as file:
             file.truncate(2 * _SLOTS * 8)  # sparse: only the pages of hosts in use are ever touched
-        lock = (context or multiprocessing.get_context("spawn")).Lock()
+        lock = multiprocessing.get_context("spawn").Lock()
         return cls(str(path), lock, model.delay, model.up_rate, model.down_rate, dict(model.rates))
 
     def attach(self) -> "SharedLinkModel":
@@ -152,30 +151,29 @@ class SharedLinkModel(LinkModel):
         self.rates.update(shared.limits)
         self._file = open(shared.path, "r+b")
         self._map = mmap.mmap(self._file.fileno(), 2 * _SLOTS * 8)
-        times = memoryview(self._map).cast("d")
-        self._views = times
-        self._up_free = _SharedTimes(times[:_SLOTS])
-        self._down_free = _SharedTimes(times[_SLOTS:])
-        self._lock = shared.lock
+        self._times = memoryview(self._map).cast("d")
+        self._shared = _SharedTimes(self._times[:_SLOTS]), _SharedTimes(self._times[_SLOTS:])
+        self._up_free, self._down_free = self._shared
+        self._lock: Any = shared.lock  # None once found held by a dead process
 
     def deliver_at(self, src: str, dst: str, nbytes: int, now: float) -> float:
         if src == dst:
             return now
         # A read-modify-write of two hosts' queues, which other processes update too. A worker terminated inside
         # it (a failed or interrupted run) never releases the lock: go on without it rather than hang.
-        if not self._lock.acquire(timeout=LOCK_WAIT):
-            return super().deliver_at(src, dst, nbytes, now)
+        locked = self._lock is not None and self._lock.acquire(timeout=LOCK_WAIT)
+        if not locked:
+            self._lock = None  # its holder died: waiting a second per chunk from now on would stall the loop
         try:
             return super().deliver_at(src, dst, nbytes, now)
         finally:
-            self._lock.release()
+            if locked:
+                self._lock.release()
 
     def close(self) -> None:
-        up, down = self._up_free, self._down_free
-        for part in (up, down):
-            if isinstance(part, _SharedTimes):
-                part.times.release()
-        self._views.release()
+        for part in self._shared:  # every view of the map, before the map itself
+            part.times.release()
+        self._times.release()
         self._map.close()
         self._file.close()
 

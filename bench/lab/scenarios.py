@@ -23,7 +23,7 @@ from proxy.slow_origin import SlowOrigin
 from . import report as rep
 from .crowd import DIRECT_ORIGIN, SWARM_ORIGIN, CrowdParams, CrowdRun, content, host
 from .honesty import Sampler, combine
-from .netem import EmulatedLoop, LinkModel, SharedLinkModel, SharedLinks, kernel_netem_available
+from .netem import EmulatedLoop, LinkModel, SharedLinks, kernel_netem_available
 
 Say = Callable[[str], None]
 LIBTORRENT_ORIGIN = "127.0.0.4"
@@ -90,7 +90,7 @@ def _one_run(label: str, params: CrowdParams, say: Say, plan_scenario: str = "")
             with asyncio.Runner(loop_factory=lambda: EmulatedLoop(loop_model)) as runner:
                 raw = runner.run(CrowdRun(params, pathlib.Path(tmp), say, sampler, links).run())
         finally:
-            if isinstance(loop_model, SharedLinkModel):
+            if links is not None:
                 loop_model.close()
         loops = {"main": sampler.verdict(params.delay)}
         loops.update({f"worker {k}": v for k, v in enumerate(raw["workers"] or [])})
