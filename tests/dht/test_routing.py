@@ -37,6 +37,28 @@ async def test_closest_matches_brute_force_through_adds_and_removes():
     await asyncio.sleep(0)  # let eviction pings scheduled by full buckets run (they all answer)
 
 
+async def test_closest_stays_exact_for_targets_asked_again():
+    # The same few targets asked between adds and removes, as in a flash crowd: the kept answers must follow
+    # every change, including tables smaller than k.
+    rng = random.Random(11)
+    table = RoutingTableFacade(rng.randbytes(20), k=8, ping=_alive)
+    targets = [rng.randbytes(20) for _ in range(3)]
+    for step in range(400):
+        table.add(Contact(rng.randbytes(20), "127.0.0.1", 2000 + step))
+        if step % 11 == 10:
+            table.remove(rng.choice(table.contacts()))
+        if step % 13 == 12:  # a known contact at a new address
+            moved = rng.choice(table.contacts())
+            table.add(Contact(moved.node_id, "127.0.0.2", moved.port))
+        members = table.contacts()
+        for target in targets:
+            assert table.closest(target, 8) == brute_force(members, target, 8)
+            assert table.closest(target, 3) == brute_force(members, target, 3)
+            excluded = rng.choice(members).address
+            assert table.closest(target, 8, exclude=excluded) == brute_force(members, target, 8, excluded)
+    await asyncio.sleep(0)
+
+
 async def test_address_change_is_seen():
     table = RoutingTableFacade(b"\x00" * 20, k=8, ping=_alive)
     table.add(Contact(b"\x01" * 20, "127.0.0.1", 1))
