@@ -31,6 +31,8 @@ Rules:
   source is dropped and never asked again; a source on parole gets one request at a time. This holds for the
   origin too: origin bytes that fail the manifest's hashes mean the representation changed under us, and the
   fetch goes on from peers (the shell may also treat it as a reason to give up on the manifest);
+* **the origin yields**: a block only the origin is fetching is taken back from it (`Cancel`) when a responsive
+  peer with a free slot announces it (`origin_yields`), so the shared origin's rate goes to blocks no peer has;
 * a **vanished or dropped source's** outstanding blocks become pickable immediately and are handed to the
   other sources in the same call — so no banned or vanished source can stall the fetch while another source,
   the origin included, has the block.
@@ -97,6 +99,11 @@ class PolicyConfig:
     # blocks it alone holds until it is dropped (max_strikes request timeouts). False: the origin takes what
     # the usual order gives it, as any peer does.
     spread_origin: bool = True
+    # A block asked of the origin is taken back from it when a responsive peer with a free slot announces it
+    # (`Cancel` to the origin, the peer asked instead). In a crowd's first seconds nodes that had not found
+    # each other yet asked the shared origin for the same few blocks, each at its share of the origin's
+    # rate; a peer delivers the block in a round trip and the origin's rate goes to blocks nobody has.
+    origin_yields: bool = True
 
     def __post_init__(self) -> None:
         if min(self.peer_max_outstanding, self.origin_max_outstanding, self.max_strikes) < 1:
@@ -203,7 +210,10 @@ class RequestPolicy:
             raise ValueError(f"source {source!r} already added")
         self.picker.add_source(source, bitfield, has_all=has_all)
         self._sources[source] = _SourceState(cap=cap, timeout=timeout, order=next(self._seq))
-        return self._fill([source], now)
+        origin = self._sources.get(ORIGIN)
+        taken = [] if source is ORIGIN or origin is None else \
+            self._take_from_origin(source, [b for b in origin.outstanding if self.picker.has(source, b)])
+        return taken + self._fill([source, ORIGIN] if taken else [source], now)
 
     def on_have(self, source: Source, block: int, now: float) -> list[Action]:
         """`source` announced `block`."""
@@ -211,7 +221,8 @@ class RequestPolicy:
             return []
         if self.picker.have(source, block):
             return self._fill([source], now)
-        return []
+        taken = self._take_from_origin(source, [block]) if self.picker.has(source, block) else []
+        return taken + self._fill([source, ORIGIN], now) if taken else []
 
     def set_cap(self, source: Source, cap: int, now: float) -> list[Action]:
         """Change `source`'s outstanding-request cap (e.g. from a rate estimate)."""
@@ -330,6 +341,23 @@ class RequestPolicy:
         return actions + self._fill([s for s in self._ranked_sources() if s in refill], now)
 
     # -- internals ----------------------------------------------------------------------------------------
+
+    def _take_from_origin(self, peer: Source, blocks: Iterable[int]) -> list[Action]:
+        """Cancel the origin's requests for those of `blocks` that only the origin is fetching, when `peer`
+        (which has them) can take one now: responsive and with a free slot (see `PolicyConfig.origin_yields`).
+        The blocks become pickable; the caller fills `peer` and the origin."""
+        origin = self._sources.get(ORIGIN)
+        state = self._sources[peer]
+        if not self.config.origin_yields or origin is None or state.snubbed or self.trust.on_parole(peer) \
+                or len(state.outstanding) >= state.cap:
+            return []
+        taken: list[Action] = []
+        for block in list(blocks):
+            if block in origin.outstanding and self.picker.requesters(block) == {ORIGIN}:
+                del origin.outstanding[block]
+                self.picker.abort(ORIGIN, block)
+                taken.append(Cancel(ORIGIN, block))
+        return taken
 
     def _strike(self, source: Source, now: float) -> list[Action]:
         strikes = self.trust.on_strike(source)

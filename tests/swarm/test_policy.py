@@ -161,6 +161,51 @@ def test_rejects_send_the_block_elsewhere_and_count_as_strikes() -> None:
     assert requests(policy.on_block("b", 2, 1.5)) == [("b", 0)]
 
 
+# -- the origin yields to peers ------------------------------------------------------------------------------
+
+YIELDING = dataclasses.replace(CONFIG, origin_max_outstanding=2)
+
+
+def test_a_block_only_the_origin_fetches_goes_to_a_peer_that_announces_it() -> None:
+    policy = make(6, config=YIELDING)
+    assert requests(policy.add_origin(0.0)) == [(ORIGIN, 0), (ORIGIN, 1)]
+    policy.add_peer("a", 0.1, [0] * 6)
+    actions = policy.on_have("a", 1, 0.5)
+    assert cancels(actions) == [(ORIGIN, 1)]
+    assert requests(actions) == [("a", 1), (ORIGIN, 2)]  # the origin's slot goes to a block nobody has
+    assert policy.outstanding(ORIGIN).keys() == {0, 2}
+    assert policy.picker.requesters(1) == frozenset({"a"})
+
+
+def test_a_peer_joining_with_blocks_the_origin_fetches_takes_them() -> None:
+    policy = make(6, config=YIELDING)
+    policy.add_origin(0.0)  # origin: 0, 1
+    actions = policy.add_peer("a", 0.2, [1, 1, 0, 0, 0, 0])
+    assert set(cancels(actions)) == {(ORIGIN, 0), (ORIGIN, 1)}
+    assert set(requests(actions)) == {(ORIGIN, 2), (ORIGIN, 3), ("a", 0), ("a", 1)}
+
+
+@pytest.mark.parametrize("case", ["disabled", "peer full", "peer snubbed", "a peer fetches it too"])
+def test_the_origin_keeps_its_block_when_no_peer_can_take_it_now(case: str) -> None:
+    config = dataclasses.replace(YIELDING, origin_yields=case != "disabled", spread_origin=case != "a peer fetches it too")
+    policy = make(3 if case == "a peer fetches it too" else 6, config=config)
+    policy.add_origin(0.0)  # origin: 0, 1
+    if case == "peer full":
+        policy.add_peer("a", 0.0, [0, 0, 0, 0, 1, 1])  # a: 4, 5 (cap 2)
+    elif case == "peer snubbed":
+        policy.add_peer("a", 0.0, [0, 0, 0, 0, 1, 0])  # a: 4, which expires
+        policy.on_timeout(5.0)
+        assert policy.is_snubbed("a") and policy.outstanding("a") == {}
+    elif case == "a peer fetches it too":
+        policy.add_peer("b", 0.0, has_all=True)  # b: 2, then endgame duplicates of 0 and 1
+        policy.on_block(ORIGIN, 0, 1.0)  # b's copy of 0 is cancelled, b asks for 1 too (endgame)
+        assert policy.picker.requesters(1) == frozenset({ORIGIN, "b"})
+        policy.add_peer("a", 1.0, [0, 0, 0])
+    actions = policy.on_have("a", 1, 5.0)
+    assert cancels(actions) == []
+    assert ORIGIN in policy.picker.requesters(1)
+
+
 # -- trust ---------------------------------------------------------------------------------------------------
 
 
