@@ -295,8 +295,8 @@ OPTIONS: tuple[Option, ...] = (
            "16Ki up to 4Mi) or a power of two from 16Ki to 16Mi (auto again where that would exceed 2^24 "
            "blocks); a swarm download uses the block size of the manifest it found", "SIZE"),
     Option("fetch-peers", _positive_int, 16,
-           "at most this many providers are used per swarm download; when more are found, this many are "
-           "picked at random, so the load spreads", "N"),
+           "at most this many providers are used per swarm download (and no more than its blocks + 2); "
+           "when more are found, this many are picked at random, so the load spreads", "N"),
 )
 
 _BY_ATTR = {option.attr: option for option in OPTIONS}

@@ -52,6 +52,7 @@ log = logging.getLogger("swarmproxy.engine")
 URL_KEY_PREFIX = b"swarmproxy/url\x00"
 PROVIDER_WAIT = 1.5  # seconds to collect providers before starting; more are rarely found later
 FETCH_PEERS = 16  # providers used per download (--fetch-peers) ...
+PEER_SPARE = 2  # ... but at most this many more than the download has blocks
 PROVIDER_POOL = 64  # ... picked at random from up to this many found (a DHT node keeps 64 per root)
 PROVIDER_REFRESH = (1.0, 2.0, 4.0, 8.0, 8.0, 8.0, 8.0)  # s between lookups for more providers during a fetch
 PROVIDER_TOPUP = 8.0  # ... and after those, while the fetch has fewer than --fetch-peers peers
@@ -257,7 +258,7 @@ class SwarmEngine:
         own = self._own_manifests.get(key)
         if own is not None and self._consistent(own, known_size, known_validator):
             providers = await self._providers(own.root) if self.discovery else []
-            return Found(own, "self", self._pick(providers))
+            return Found(own, "self", self._pick(providers, own))
         if self.discovery is None:
             return None
         try:
@@ -292,7 +293,7 @@ class SwarmEngine:
                 or validator_bytes(manifest.validator) != accepted.validator:
             log.info("no provider gave a manifest matching the record for %s", url)
             return None
-        return Found(manifest, decision.source, self._pick(providers))
+        return Found(manifest, decision.source, self._pick(providers, manifest))
 
     async def _find_published(self, url: str, published: OriginManifest, validator: str | None,
                               content_type: str | None) -> Found | None:
@@ -314,7 +315,7 @@ class SwarmEngine:
         # No manifest to vouch for, so no need for many providers: the download starts with --fetch-peers of
         # them (a DHT reply is a random sample of what its node holds), and the refresh adds the rest. Waiting
         # for the pool of 64 was half of a flash-crowd download (0.5 s of 1.0 s at the median in the lab).
-        providers = await self._providers(manifest.root, enough=self.fetch_peers) \
+        providers = await self._providers(manifest.root, enough=self.peers_for(manifest)) \
             if self.discovery is not None else []
         layer = list(published.hashes) if published.hashes is not None else None
         if layer is None and manifest.root in self.store:
@@ -324,14 +325,22 @@ class SwarmEngine:
             layer = await fetch_layer(self.session, url, published)
             if layer is None:
                 return None
-        return Found(manifest, "origin", self._pick(providers), layer)
+        return Found(manifest, "origin", self._pick(providers, manifest), layer)
 
-    def _pick(self, providers: list[Provider]) -> list[Provider]:
-        """At most --fetch-peers providers for one download, chosen at random: were it always the first ones
-        found (the DHT's answer order), every downloader would crowd the same peers."""
-        if len(providers) <= self.fetch_peers:
+    def peers_for(self, manifest: Manifest) -> int:
+        """How many peers one download of `manifest` uses: --fetch-peers, but no more than its blocks and
+        PEER_SPARE. Each peer is asked for different blocks, so a 7-block file gains nothing from a 16th
+        peer, while each connection costs both sides a handshake and a bitfield (in the lab's 20/s crowd,
+        peer connections were about a tenth of a node's CPU)."""
+        return max(1, min(self.fetch_peers, manifest.num_blocks + PEER_SPARE))
+
+    def _pick(self, providers: list[Provider], manifest: Manifest) -> list[Provider]:
+        """At most `peers_for(manifest)` providers for one download, chosen at random: were it always the first
+        ones found (the DHT's answer order), every downloader would crowd the same peers."""
+        most = self.peers_for(manifest)
+        if len(providers) <= most:
             return providers
-        return random.sample(providers, self.fetch_peers)
+        return random.sample(providers, most)
 
     @staticmethod
     def _consistent(manifest: Manifest, size: int | None, validator: str | None) -> bool:
@@ -413,13 +422,13 @@ class SwarmEngine:
                             stall_timeout=stall_timeout, report=report)
         if self.discovery is None:
             return chunks
-        return self._refreshed(chunks, node, name, root, set(peers))
+        return self._refreshed(chunks, node, name, root, set(peers), self.peers_for(found.manifest))
 
     async def _refreshed(self, chunks: AsyncIterator[bytes], node: SwarmNode, transport: str, root: bytes,
-                         known: set[tuple[str, int]]) -> AsyncIterator[bytes]:
+                         known: set[tuple[str, int]], wanted: int) -> AsyncIterator[bytes]:
         """`chunks`, while providers that appeared since the lookup join the fetch: in a flash crowd the first
         lookups find the first two or three copies, and everyone crowding them would wait."""
-        refresher = asyncio.ensure_future(self._refresh_providers(node, transport, root, known))
+        refresher = asyncio.ensure_future(self._refresh_providers(node, transport, root, known, wanted))
         try:
             async for chunk in chunks:
                 yield chunk
@@ -429,9 +438,10 @@ class SwarmEngine:
             await chunks.aclose()
 
     async def _refresh_providers(self, node: SwarmNode, transport: str, root: bytes,
-                                 known: set[tuple[str, int]]) -> None:
-        """New providers join the fetch: at `provider_refresh`'s times, up to PROVIDER_POOL in all; then, for as
-        long as the fetch runs, every `provider_topup` s while it has fewer than --fetch-peers peers. A long
+                                 known: set[tuple[str, int]], wanted: int) -> None:
+        """New providers join the fetch: at `provider_refresh`'s times, up to `wanted` (`peers_for`) at a time and
+        PROVIDER_POOL in all; then, for as long as the fetch runs, every `provider_topup` s while it has fewer
+        than `wanted` peers. A long
         download in a crowd loses peers (done and gone, or dropped as unresponsive); one left with none took the
         rest from the origin alone, at its share of the origin's rate. An address once tried is never tried
         again: it may have been dropped for lying."""
@@ -440,14 +450,14 @@ class SwarmEngine:
             if len(known) >= PROVIDER_POOL:
                 break
             self._join(node, root, await self._fresh(root, transport, known),
-                       min(self.fetch_peers, PROVIDER_POOL - len(known)), known)
+                       min(wanted, PROVIDER_POOL - len(known)), known)
         while True:
             await asyncio.sleep(self.provider_topup)  # as above
             peers = node.peer_count(root)
             if peers is None:  # the fetch is over
                 return
-            if peers < self.fetch_peers:
-                self._join(node, root, await self._fresh(root, transport, known), self.fetch_peers - peers, known)
+            if peers < wanted:
+                self._join(node, root, await self._fresh(root, transport, known), wanted - peers, known)
 
     async def _fresh(self, root: bytes, transport: str, known: set[tuple[str, int]]) -> list[tuple[str, int]]:
         return [p.address for p in await self._providers(root)

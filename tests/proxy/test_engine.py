@@ -9,7 +9,7 @@ import pytest
 
 from dht.discovery import FakeDiscovery, FakeDiscoveryNetwork, Provider
 from dht.records import KIND_PROVIDER, Transport
-from proxy.engine import Found, SwarmEngine, url_key
+from proxy.engine import PEER_SPARE, Found, SwarmEngine, url_key
 from proxy.local_swarm import Cluster
 from proxy.manifest_trust import parse_trust
 from proxy.spool import Spool
@@ -210,6 +210,18 @@ async def test_all_providers_are_used_when_there_are_no_more_than_fetch_peers(wo
         await engine.stop()
 
 
+async def test_a_small_file_uses_no_more_peers_than_its_blocks_and_the_spare(world, tmp_path):
+    engine = await started_engine(world, tmp_path, fetch_peers=16)
+    try:
+        manifest = await ingest(engine, tmp_path)
+        assert manifest.num_blocks + PEER_SPARE < 16
+        await _providers(world, manifest, 14)
+        found = await engine.find(URL)
+        assert len(found.providers) == engine.peers_for(manifest) == manifest.num_blocks + PEER_SPARE
+    finally:
+        await engine.stop()
+
+
 async def test_an_origin_download_fills_an_entry_stored_in_another_block_size(world, tmp_path):
     """The spool hashed in 16 KiB blocks, the swarm stored the same root by a manifest of 32 KiB blocks."""
     engine = await started_engine(world, tmp_path)
@@ -268,7 +280,7 @@ async def test_providers_that_appear_during_a_fetch_join_it(world, tmp_path):
 
         engine.provider_refresh, engine.provider_topup = (0.0, 0.0), 0.0
         known = {("127.0.0.1", 7000)}  # the lookup found this one already
-        await engine._refresh_providers(Node(), "tcp", manifest.root, known)
+        await engine._refresh_providers(Node(), "tcp", manifest.root, known, engine.fetch_peers)
         assert [root for root, _ in added] == [manifest.root]  # the second poll found nobody new
         [(_, peers)] = added
         assert len(peers) == 2 and set(peers) <= {("127.0.0.1", 7001), ("127.0.0.1", 7002)}  # at most fetch_peers
@@ -296,7 +308,7 @@ async def test_a_fetch_that_lost_its_peers_gets_new_ones_for_as_long_as_it_runs(
 
         engine.provider_refresh, engine.provider_topup = (), 0.0  # straight to the top-ups
         known = {("127.0.0.1", 7000), ("127.0.0.1", 7001)}  # tried already: never again
-        await engine._refresh_providers(Node(), "tcp", manifest.root, known)
+        await engine._refresh_providers(Node(), "tcp", manifest.root, known, engine.fetch_peers)
         [peers] = added
         assert len(peers) == 2 and set(peers) <= {("127.0.0.1", 7000 + i) for i in range(2, 6)}
         assert next(counts, "done") == "done"  # it asked until the fetch was over
