@@ -240,7 +240,7 @@ class CrowdRun:
     def __init__(self, params: CrowdParams, workdir: pathlib.Path, say: Callable[[str], None],
                  sampler: Sampler, links: SharedLinks | None = None) -> None:
         self.params = params
-        self.sampler = sampler  # watches the arrivals phase only: starting the nodes is not measured
+        self.sampler = sampler  # watches the swarmproxy half only: not the nodes starting, not the direct tail
         self.workdir = workdir
         self.say = say
         self.links = links  # with worker processes: the network they join
@@ -284,13 +284,18 @@ class CrowdRun:
                 # workers must hear "go" before the first arrival
                 t0 = self.t0 = asyncio.get_running_loop().time() + (1.0 if p.workers else 0.5)
                 self.sampler.start()
-                tasks.append(asyncio.ensure_future(swarm.run_clients(t0, arrivals, files["swarmproxy"],
-                                                                     self.swarm.append)))
+                swarm_half = asyncio.ensure_future(swarm.run_clients(t0, arrivals, files["swarmproxy"],
+                                                                     self.swarm.append))
+                tasks.append(swarm_half)
                 if p.direct:
                     tasks += [asyncio.ensure_future(self._direct_client(i, t0 + arrivals[i], files["direct"]))
                               for i in range(p.clients)]
                 progress = asyncio.ensure_future(self._progress(t0))
                 try:
+                    # Every loop is judged over the swarmproxy half's span, when the machine is busiest: the
+                    # direct half's tail (minutes of clients trickling from the origin) would dilute the lag.
+                    await swarm_half
+                    await self.sampler.stop()
                     await asyncio.gather(*tasks)
                 finally:
                     progress.cancel()

@@ -13,7 +13,8 @@ The conversation over each worker's pipe, in order:
     worker -> main   ("record", record)             one per client, as each finishes
     worker -> main   ("finished",)
     main -> worker   ("close",)                     every worker is finished: nodes serve each other till then
-    worker -> main   ("done", samples)              its honesty samples; then it stops its nodes and exits
+    worker -> main   ("done", samples)              its honesty samples (from "go" to "close", the swarmproxy
+                                                    half's span); then it stops its nodes and exits
 
 A worker that fails sends ("error", traceback) instead and exits; the main process raises `WorkerError`.
 """
@@ -125,10 +126,12 @@ class WorkerPool:
             await asyncio.gather(*collectors, return_exceptions=True)
             raise
         self._finished = True
+        # Every swarmproxy client is done: the workers stop sampling now, not when the direct half ends minutes
+        # later, whose idle seconds would dilute their timer lag (`_close_workers`).
+        await self._close_workers()
 
-    async def close(self) -> None:
-        """Stop every worker (again: nothing); keeps each one's honesty verdict when it reports one. Workers
-        still running clients (the run failed or was interrupted) are terminated at once."""
+    async def _close_workers(self) -> None:
+        """Tell every worker to stop (once); keeps each one's honesty verdict when it reports one."""
         if self._closed:
             return
         self._closed = True
@@ -140,6 +143,13 @@ class WorkerPool:
                 verdicts.append(Sampler.from_samples(samples).verdict(self.params.delay))
             except (WorkerError, TimeoutError) as exc:
                 self.say(f"  {exc}")
+        if verdicts and len(verdicts) == len(self.workers):
+            self.verdicts = verdicts
+
+    async def close(self) -> None:
+        """Stop every worker (again: nothing). Workers still running clients (the run failed or was
+        interrupted) are terminated at once."""
+        await self._close_workers()
         for worker in self.workers:
             if self._finished:
                 await asyncio.to_thread(worker.process.join, CLOSE_GRACE)
@@ -147,8 +157,7 @@ class WorkerPool:
                 worker.process.terminate()
                 await asyncio.to_thread(worker.process.join, CLOSE_GRACE)
             worker.conn.close()
-        if len(verdicts) == len(self.workers):
-            self.verdicts = verdicts
+        self.workers = []
 
 
 def worker_main(conn: Connection, number: int, indices: list[int], params: CrowdParams, workdir: str,

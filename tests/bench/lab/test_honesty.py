@@ -38,3 +38,15 @@ def test_combine_keeps_the_worst(name, main, worker, valid, reasons):
 def test_one_process_is_its_own_verdict():
     alone = _verdict([1] * 10, [0.1])
     assert combine({"main": alone}) == alone
+
+
+async def test_a_second_stop_changes_nothing():
+    # The crowd stops its sampler when the swarmproxy half ends and again on the way out: the verdict must
+    # describe the first span, not grow to cover the direct half's tail.
+    sampler = Sampler()
+    sampler.start()
+    await sampler.stop()
+    lags, cpu = list(sampler.lags), sampler.process_cpu
+    sum(i * i for i in range(200_000))  # CPU spent after the stop
+    await sampler.stop()
+    assert sampler.lags == lags and sampler.process_cpu == cpu
