@@ -106,6 +106,14 @@ class Lookup:
         if candidate is not None:
             candidate.state = _FAILED
 
+    def resume(self, deadline: float) -> None:
+        """Go on with a lookup whose driver stopped early (a reader had found enough records), until `deadline`:
+        the queries it cancelled in flight are asked again; what already replied, with its token, stays."""
+        for candidate in self._candidates.values():
+            if candidate.state == _IN_FLIGHT:
+                candidate.state = _NEW
+        self.deadline = deadline
+
     def finished(self, now: float) -> bool:
         if now >= self.deadline:
             return True

@@ -69,6 +69,10 @@ _CONTACTS_BEFORE_RECORDS = 8  # a reply with records still carries enough contac
 _FAILURES_BEFORE_EVICTION = 2
 _RECEIVE_BUFFER_BYTES = 1 << 20
 _OBSERVERS_KEPT = 32
+# A record lookup's state is kept this long for a write of the same key to go on from (`_closest_with_tokens`):
+# well inside a write token's life (WriteTokens rotates every 300 s and accepts the previous secret).
+_WARM_LOOKUP_S = 30.0
+_WARM_LOOKUPS = 64
 
 
 @dataclass(frozen=True)
@@ -161,6 +165,7 @@ class DhtNode:
         self.lan: LanDiscovery | None = None
         self._last_save = 0.0
         self._failures: dict[bytes, int] = {}
+        self._warm_lookups: dict[bytes, tuple[float, Lookup]] = {}  # target -> (when, a record lookup's state)
         self._observed_by: OrderedDict[bytes, str] = OrderedDict()  # responder id -> our IP as it saw it
         self._saved_contacts: list[Contact] = load_contacts(data_dir) if data_dir is not None else []
 
@@ -432,10 +437,32 @@ class DhtNode:
         )
 
     async def _closest_with_tokens(self, target: bytes) -> list[tuple[Contact, bytes]]:
-        lookup = self._new_lookup(target)
+        """The k closest nodes to `target` that replied, with their write tokens. Goes on from a record lookup
+        of the same key made moments ago, if any: a node that looked for providers announces itself next,
+        and a second lookup from scratch was most of its DHT traffic (BitTorrent's announce_peer likewise
+        uses the tokens its get_peers collected). That lookup may have stopped early; it runs to the end
+        here, with FIND_NODE."""
+        lookup = self._take_warm(target)
+        if lookup is None:
+            lookup = self._new_lookup(target)
         async for _ in self._drive(lookup, lambda: self._request(Method.FIND_NODE, target=target)):
             pass
         return lookup.result()
+
+    def _keep_warm(self, target: bytes, lookup: Lookup) -> None:
+        warm = self._warm_lookups
+        warm.pop(target, None)
+        if len(warm) >= _WARM_LOOKUPS:
+            del warm[next(iter(warm))]  # the oldest
+        warm[target] = (self.monotonic(), lookup)
+
+    def _take_warm(self, target: bytes) -> Lookup | None:
+        entry = self._warm_lookups.pop(target, None)
+        if entry is None or self.monotonic() - entry[0] > _WARM_LOOKUP_S:
+            return None
+        lookup = entry[1]
+        lookup.resume(asyncio.get_running_loop().time() + self.config.lookup_deadline_s)
+        return lookup
 
     async def find_node(self, target: bytes) -> list[Contact]:
         """The k nodes closest to `target` that answered, closest first."""
@@ -531,14 +558,18 @@ class DhtNode:
         for record in self.store.get(kind, key, self.clock()):
             seen.add(record.publisher_key)
             yield record
-        lookup = self._new_lookup(dht_key(kind, key))
-        async for _contact, reply in self._drive(lookup, lambda: self._request(method, target=key)):
-            now = self.clock()
-            for raw in reply.records:
-                record = self._accept_remote_record(raw, kind, key, now)
-                if record is not None and record.publisher_key not in seen:
-                    seen.add(record.publisher_key)
-                    yield record
+        target = dht_key(kind, key)
+        lookup = self._new_lookup(target)
+        try:
+            async for _contact, reply in self._drive(lookup, lambda: self._request(method, target=key)):
+                now = self.clock()
+                for raw in reply.records:
+                    record = self._accept_remote_record(raw, kind, key, now)
+                    if record is not None and record.publisher_key not in seen:
+                        seen.add(record.publisher_key)
+                        yield record
+        finally:
+            self._keep_warm(target, lookup)  # for a write of the same key that may follow (publish)
 
     def find_providers(self, root: bytes) -> AsyncIterator[ProviderRecord]:
         """Providers of `root`, one per publisher, yielded as they arrive. Close it (aclosing) to stop early."""

@@ -175,6 +175,20 @@ def test_lookup_deadline_and_empty():
     assert Lookup.start(bytes(20), [], k=3, alpha=3, deadline=5).finished(0)
 
 
+def test_a_resumed_lookup_asks_again_what_was_in_flight_and_keeps_what_replied():
+    lookup = Lookup.start(bytes(20), [contact(n) for n in (10, 20, 30)], k=3, alpha=2, deadline=5)
+    assert lookup.next_queries(0) == [contact(10), contact(20)]
+    lookup.on_reply(contact(10), [], b"t10")  # then the driver stopped, contact(20) still in flight
+    assert lookup.finished(5)
+    lookup.resume(deadline=20)
+    assert not lookup.finished(6)
+    assert lookup.next_queries(6) == [contact(20), contact(30)]
+    lookup.on_reply(contact(20), [], b"t20")
+    lookup.on_reply(contact(30), [], b"t30")
+    assert lookup.finished(6)
+    assert lookup.result() == [(contact(10), b"t10"), (contact(20), b"t20"), (contact(30), b"t30")]
+
+
 def test_lookup_ignores_self_and_bad_ids_and_bounds_candidates():
     lookup = Lookup.start(bytes(20), [], k=3, alpha=3, deadline=5, self_id=contact(1).node_id)
     lookup.add_contacts([contact(1), Contact(b"short", "127.0.0.1", 1)])

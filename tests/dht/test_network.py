@@ -124,6 +124,34 @@ async def test_withdraw_removes_provider():
         await stop_swarm(nodes)
 
 
+def _find_node_requests(nodes) -> int:
+    return sum(node.counters["requests_find_node"] for node in nodes)
+
+
+async def test_an_announce_goes_on_from_the_lookup_for_providers_just_made():
+    nodes = await start_swarm(40)
+    try:
+        root = os.urandom(32)
+        assert await nodes[0].announce(root, "127.0.0.1", 4000) >= 10
+        # A finished lookup for providers already holds the k closest nodes and their tokens: the announce
+        # that follows asks nobody again.
+        assert [r.port async for r in nodes[1].find_providers(root)] == [4000]
+        before = _find_node_requests(nodes)
+        assert await nodes[1].announce(root, "127.0.0.1", 4001) >= 10
+        assert _find_node_requests(nodes) == before
+        # One stopped at the first provider found is finished by the announce, and the record lands as well.
+        assert await found_by(nodes[2], root, 4000)
+        assert await nodes[2].announce(root, "127.0.0.1", 4002) >= 10
+        for port in (4001, 4002):
+            assert await found_by(nodes[30], root, port)
+        # Nothing kept: a later announce of the same key looks up from scratch.
+        before = _find_node_requests(nodes)
+        await nodes[2].announce(root, "127.0.0.1", 4002)
+        assert _find_node_requests(nodes) > before
+    finally:
+        await stop_swarm(nodes)
+
+
 async def test_manifest_records_several_publishers():
     from dht.records import representation_key
 
