@@ -591,7 +591,7 @@ class _Download:
                 waiting = {f for f in (swarm_next, origin_next) if f is not None}
                 if not waiting:
                     self._cut(f"origin_cut: neither the origin nor the swarm can supply bytes {position}.. "
-                              f"({self.record.error or 'both failed'})")
+                              f"({self.record.swarm_error or 'both failed'})")
                 done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
                 if origin_next in done:
                     finished, origin_next = origin_next, None
@@ -629,7 +629,7 @@ class _Download:
                         chunk = b""
                     except Exception as exc:  # FetchFailed, or anything else the engine hit
                         log.info("%s: swarm download failed: %s", self.url, exc)
-                        self.record.error = f"swarm_failed: {exc}"
+                        self.record.swarm_error = f"swarm_failed: {exc}"
                         chunk = b""
                         swarm_failed = True
                     if chunk:
@@ -639,7 +639,8 @@ class _Download:
                                 log.warning("%s: the manifest from %s does not match the origin's bytes; "
                                             "dropping the swarm", self.url, found.source)
                                 self.engine.counters.manifests_rejected += 1
-                                self.record.error = "manifest_mismatch: peers' content differs from the origin's"
+                                self.record.swarm_error = \
+                                    "manifest_mismatch: peers' content differs from the origin's"
                                 chunk = b""
                                 swarm_position = -1  # never "done": nothing of it is kept or shared
                                 await self._stop_producers(None, None, chunks, None)  # stop fetching at once

@@ -35,6 +35,9 @@ class RequestRecord:
     bytes_peers: int = 0
     manifest_source: str | None = None
     peers: list[str] = dataclasses.field(default_factory=list)
+    # Why the swarm part gave up (`swarm_failed: ...`, `manifest_mismatch: ...`) while the origin went on: the
+    # response may still be complete, so this is not an `error` unless the client was cut off too.
+    swarm_error: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
