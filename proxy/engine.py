@@ -441,10 +441,9 @@ class SwarmEngine:
                                  known: set[tuple[str, int]], wanted: int) -> None:
         """New providers join the fetch: at `provider_refresh`'s times, up to `wanted` (`peers_for`) at a time and
         PROVIDER_POOL in all; then, for as long as the fetch runs, every `provider_topup` s while it has fewer
-        than `wanted` peers. A long
-        download in a crowd loses peers (done and gone, or dropped as unresponsive); one left with none took the
-        rest from the origin alone, at its share of the origin's rate. An address once tried is never tried
-        again: it may have been dropped for lying."""
+        than `wanted` peers. A long download in a crowd loses peers (done and gone, or dropped as unresponsive);
+        one left with none took the rest from the origin alone, at its share of the origin's rate. An address
+        once tried is never tried again: it may have been dropped for lying."""
         for wait in self.provider_refresh:
             await asyncio.sleep(wait)  # the poll interval: nothing to wait for but time
             if len(known) >= PROVIDER_POOL:

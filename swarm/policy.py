@@ -221,8 +221,9 @@ class RequestPolicy:
             return []
         if self.picker.have(source, block):
             return self._fill([source], now)
+        # Not new to pick, but perhaps a block the origin is fetching for us: that one it can take over.
         taken = self._take_from_origin(source, [block]) if self.picker.has(source, block) else []
-        return taken + self._fill([source, ORIGIN], now) if taken else []
+        return (taken + self._fill([source, ORIGIN], now)) if taken else []
 
     def set_cap(self, source: Source, cap: int, now: float) -> list[Action]:
         """Change `source`'s outstanding-request cap (e.g. from a rate estimate)."""
