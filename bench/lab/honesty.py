@@ -7,11 +7,14 @@ protocol. `Sampler` watches three things through a run:
 - the event loop thread's own CPU share (`time.thread_time`): above `BUSY_LIMIT` the loop had no slack;
 - timer lateness ("lag"): how late a timer due every `interval` seconds fires; its p99 above the emulated
   one-way delay means delays were not honoured;
-- the whole machine's CPU (from /proc/stat), reported for context.
+- the whole machine's CPU (from /proc/stat), reported for context;
+- the aggregate bandwidth of the emulated network (bytes/s through the process's link model, `carried`), per
+  second, reported for context: what the run asked of the machine, next to what the machine had left.
 
 `verdict()` turns them into `valid` plus the reasons, which every report prints prominently. With worker
 processes each process samples its own loop and `combine()` keeps the worst: one saturated process stretches
-the delays of every host it holds.
+the delays of every host it holds. Each process counts the bytes its own hosts receive, so `combine()` adds
+their bandwidths up.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from typing import Callable
 
 BUSY_LIMIT = 0.90
 
@@ -49,11 +53,14 @@ def percentile(values: list[float], q: float) -> float | None:
 
 
 class Sampler:
-    def __init__(self, interval: float = 0.1) -> None:
+    def __init__(self, interval: float = 0.1, carried: Callable[[], int] | None = None) -> None:
+        """`carried`: the bytes the emulated network delivered so far in this process (`LinkModel.bytes_carried`)."""
         self.interval = interval
+        self.carried = carried
         self.lags: list[float] = []
         self.loop_busy: list[float] = []  # per-second samples of the loop thread's CPU share
         self.machine_busy: list[float] = []
+        self.network: list[float] = []  # per-second samples of the bytes/s `carried` grew by
         self.process_cpu = 0.0
         self._task: asyncio.Task | None = None
         self._started = 0.0
@@ -61,13 +68,14 @@ class Sampler:
     def samples(self) -> dict:
         """What `from_samples` needs to judge this run in another process."""
         return {"interval": self.interval, "lags": self.lags, "loop_busy": self.loop_busy,
-                "machine_busy": self.machine_busy, "process_cpu": self.process_cpu}
+                "machine_busy": self.machine_busy, "network": self.network, "process_cpu": self.process_cpu}
 
     @classmethod
     def from_samples(cls, samples: dict) -> "Sampler":
         sampler = cls(samples["interval"])
         sampler.lags, sampler.loop_busy = list(samples["lags"]), list(samples["loop_busy"])
         sampler.machine_busy, sampler.process_cpu = list(samples["machine_busy"]), samples["process_cpu"]
+        sampler.network = list(samples.get("network", []))
         return sampler
 
     def start(self) -> None:
@@ -89,6 +97,7 @@ class Sampler:
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         wall, thread, machine = loop.time(), time.thread_time(), _machine_ticks()
+        carried = self.carried() if self.carried is not None else 0
         while True:
             due = loop.time() + self.interval
             await asyncio.sleep(self.interval)  # the sampling tick itself; its lateness is the measurement
@@ -99,6 +108,10 @@ class Sampler:
                 self.loop_busy.append((cpu - thread) / (now - wall))
                 if ticks is not None and machine is not None and ticks[1] > machine[1]:
                     self.machine_busy.append((ticks[0] - machine[0]) / (ticks[1] - machine[1]))
+                if self.carried is not None:
+                    total = self.carried()
+                    self.network.append((total - carried) / (now - wall))
+                    carried = total
                 wall, thread, machine = now, cpu, ticks
 
     def verdict(self, delay: float) -> dict:
@@ -121,6 +134,9 @@ class Sampler:
             "machine_busy_mean": round(sum(self.machine_busy) / len(self.machine_busy), 3)
             if self.machine_busy else None,
             "machine_cpus": os.cpu_count(),
+            "network_bytes_per_s_mean": round(sum(self.network) / len(self.network)) if self.network else None,
+            "network_bytes_per_s_max": round(max(self.network)) if self.network else None,
+            "network_bytes_per_s": [round(x) for x in self.network],  # the per-second series
             "process_cpu_s": round(self.process_cpu, 2),
         }
 
@@ -135,12 +151,17 @@ def combine(verdicts: dict[str, dict]) -> dict:
     worst = {key: max(v[key] for v in parts)
              for key in ("loop_busy_mean", "loop_busy_max", "lag_p50_ms", "lag_p99_ms", "lag_max_ms")}
     machine = [v["machine_busy_mean"] for v in parts if v["machine_busy_mean"] is not None]
+    # The crowd's processes run at once and each counts what its own hosts receive: their bandwidths add up.
+    # (largefile's libtorrent half runs afterwards; its figure stays in `loops`.)
+    network = [v.get("network_bytes_per_s_mean") for name, v in verdicts.items()
+               if name == "main" or name.startswith("worker")]
     return {
         "valid": all(v["valid"] for v in parts),
         "cpu_bound_reasons": [f"{name}: {reason}" for name, v in verdicts.items() for reason in v["cpu_bound_reasons"]],
         **worst,
         "machine_busy_mean": max(machine) if machine else None,
         "machine_cpus": parts[0]["machine_cpus"],
+        "network_bytes_per_s_mean": sum(network) if network and None not in network else None,
         "process_cpu_s": round(sum(v["process_cpu_s"] for v in parts), 2),
         "loops": verdicts,
     }

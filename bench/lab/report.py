@@ -126,8 +126,10 @@ def honesty_banner(report: dict) -> str:
     h = report["honesty"]
     where = f" in every loop ({', '.join(h['loops'])}; the worst shown)" if h.get("loops") else ""
     if h["valid"]:
+        network = h.get("network_bytes_per_s_mean")
+        carried = f", the emulated network carried {network / 1e6:.1f} MB/s on average" if network else ""
         return (f"VALID: the emulation had slack{where} (event loop busy {h['loop_busy_mean']:.0%} on average, "
-                f"timer lag p99 {h['lag_p99_ms']:.0f} ms)")
+                f"timer lag p99 {h['lag_p99_ms']:.0f} ms{carried})")
     return ("*** INVALID: the emulation was CPU-bound; these times describe this machine, not swarmproxy ***\n"
             + "\n".join("    " + reason for reason in h["cpu_bound_reasons"])
             + "\n    Scale the scenario down (fewer --clients, lower --rate) and run it again.")

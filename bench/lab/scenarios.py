@@ -83,9 +83,9 @@ def _one_run(label: str, params: CrowdParams, say: Say, plan_scenario: str = "")
     for origin in (DIRECT_ORIGIN, SWARM_ORIGIN):
         model.limit(origin, None, None)
     with tempfile.TemporaryDirectory(prefix="swarmproxy-lab-") as tmp:
-        sampler = Sampler()
         links = SharedLinks.create(pathlib.Path(tmp), model) if params.workers else None
         loop_model = links.attach() if links is not None else model
+        sampler = Sampler(carried=lambda: loop_model.bytes_carried)
         try:
             with asyncio.Runner(loop_factory=lambda: EmulatedLoop(loop_model)) as runner:
                 raw = runner.run(CrowdRun(params, pathlib.Path(tmp), say, sampler, links).run())
@@ -145,7 +145,7 @@ def _libtorrent_half(params: CrowdParams, arrivals: list[float], workdir: pathli
 
     # The relay carrying libtorrent's traffic is Python on this loop: a starved loop would slow libtorrent,
     # not swarmproxy, so this half is judged too.
-    sampler = Sampler()
+    sampler = Sampler(carried=lambda: model.bytes_carried)
     with asyncio.Runner(loop_factory=lambda: EmulatedLoop(model)) as runner:
         return runner.run(main())
 

@@ -173,7 +173,8 @@ def worker_main(conn: Connection, number: int, indices: list[int], params: Crowd
     try:
         with asyncio.Runner(loop_factory=lambda: EmulatedLoop(model)) as runner:
             # a directory of its own: Cluster names node directories by its own count, node0, node1...
-            runner.run(_serve(conn, number, indices, params, pathlib.Path(workdir) / f"worker{number}", bootstrap))
+            runner.run(_serve(conn, number, indices, params, pathlib.Path(workdir) / f"worker{number}", bootstrap,
+                              Sampler(carried=lambda: model.bytes_carried)))
     except BaseException:  # noqa: BLE001 - whatever it was, the main process must hear it, not hang
         try:
             conn.send(("error", traceback.format_exc()))
@@ -185,7 +186,7 @@ def worker_main(conn: Connection, number: int, indices: list[int], params: Crowd
 
 
 async def _serve(conn: Connection, number: int, indices: list[int], params: CrowdParams, workdir: pathlib.Path,
-                 bootstrap: str | None) -> None:
+                 bootstrap: str | None, sampler: Sampler) -> None:
     async def receive(kind: str) -> tuple:
         message = await asyncio.to_thread(conn.recv)
         if message[0] != kind:
@@ -193,7 +194,6 @@ async def _serve(conn: Connection, number: int, indices: list[int], params: Crow
         return message
 
     nodes = SwarmNodes(params, workdir, indices, bootstrap)
-    sampler = Sampler()
     try:
         await nodes.start(on_first=(lambda address: conn.send(("first", address))) if number == 0 else None)
         conn.send(("up",))

@@ -14,8 +14,26 @@ def _verdict(lags_ms: list[float], busy: list[float]) -> dict:
 def test_samples_survive_the_trip_to_another_process():
     sampler = Sampler()
     sampler.lags, sampler.loop_busy, sampler.machine_busy, sampler.process_cpu = [0.001, 0.002], [0.3], [0.4], 2.5
+    sampler.network = [1e6, 3e6]
     again = Sampler.from_samples(sampler.samples())
     assert again.verdict(0.025) == {**sampler.verdict(0.025)}
+    verdict = again.verdict(0.025)
+    assert verdict["network_bytes_per_s_mean"] == 2_000_000 and verdict["network_bytes_per_s_max"] == 3_000_000
+    assert verdict["network_bytes_per_s"] == [1_000_000, 3_000_000]
+
+
+def _carrying(mean: float) -> dict:
+    sampler = Sampler()
+    sampler.network = [mean]
+    return sampler.verdict(0.025)
+
+
+def test_the_crowds_processes_add_their_bandwidth_up_and_the_later_libtorrent_half_stays_apart():
+    combined = combine({"main": _carrying(1e6), "worker 0": _carrying(2e6), "worker 1": _carrying(3e6),
+                        "libtorrent": _carrying(50e6)})
+    assert combined["network_bytes_per_s_mean"] == 6_000_000
+    assert combined["loops"]["libtorrent"]["network_bytes_per_s_mean"] == 50_000_000
+    assert combine({"main": _verdict([1], [0.1]), "worker 0": _carrying(2e6)})["network_bytes_per_s_mean"] is None
 
 
 @pytest.mark.parametrize("name,main,worker,valid,reasons", [
