@@ -2,7 +2,7 @@
 
 Many emulated hosts share one event loop. When that loop is busy nearly all the time, or runs its timers late,
 every emulated delay and rate is stretched and the measured download times describe the laptop, not the
-protocol. `Sampler` watches three things through a run:
+protocol. `Sampler` watches four things through a run:
 
 - the event loop thread's own CPU share (`time.thread_time`): above `BUSY_LIMIT` the loop had no slack;
 - timer lateness ("lag"): how late a timer due every `interval` seconds fires; its p99 above the emulated
