@@ -210,10 +210,7 @@ class RequestPolicy:
             raise ValueError(f"source {source!r} already added")
         self.picker.add_source(source, bitfield, has_all=has_all)
         self._sources[source] = _SourceState(cap=cap, timeout=timeout, order=next(self._seq))
-        origin = self._sources.get(ORIGIN)
-        taken = [] if source is ORIGIN or origin is None else \
-            self._take_from_origin(source, [b for b in origin.outstanding if self.picker.has(source, b)])
-        return taken + self._fill([source, ORIGIN] if taken else [source], now)
+        return self._take_from_origin(source, now) or self._fill([source], now)
 
     def on_have(self, source: Source, block: int, now: float) -> list[Action]:
         """`source` announced `block`."""
@@ -222,8 +219,7 @@ class RequestPolicy:
         if self.picker.have(source, block):
             return self._fill([source], now)
         # Not new to pick, but perhaps a block the origin is fetching for us: that one it can take over.
-        taken = self._take_from_origin(source, [block]) if self.picker.has(source, block) else []
-        return (taken + self._fill([source, ORIGIN], now)) if taken else []
+        return self._take_from_origin(source, now)
 
     def set_cap(self, source: Source, cap: int, now: float) -> list[Action]:
         """Change `source`'s outstanding-request cap (e.g. from a rate estimate)."""
@@ -343,22 +339,22 @@ class RequestPolicy:
 
     # -- internals ----------------------------------------------------------------------------------------
 
-    def _take_from_origin(self, peer: Source, blocks: Iterable[int]) -> list[Action]:
-        """Cancel the origin's requests for those of `blocks` that only the origin is fetching, when `peer`
-        (which has them) can take one now: responsive and with a free slot (see `PolicyConfig.origin_yields`).
-        The blocks become pickable; the caller fills `peer` and the origin."""
+    def _take_from_origin(self, peer: Source, now: float) -> list[Action]:
+        """Cancel the origin's requests for the blocks `peer` has and only the origin is fetching, when `peer`
+        can take one now: responsive and with a free slot (see `PolicyConfig.origin_yields`). Then `peer` and
+        the origin are given work; nothing at all (an empty list) when no block was taken."""
         origin = self._sources.get(ORIGIN)
         state = self._sources[peer]
-        if not self.config.origin_yields or origin is None or state.snubbed or self.trust.on_parole(peer) \
-                or len(state.outstanding) >= state.cap:
+        if not self.config.origin_yields or peer is ORIGIN or origin is None or state.snubbed \
+                or self.trust.on_parole(peer) or len(state.outstanding) >= state.cap:
             return []
         taken: list[Action] = []
-        for block in list(blocks):
-            if block in origin.outstanding and self.picker.requesters(block) == {ORIGIN}:
+        for block in list(origin.outstanding):
+            if self.picker.has(peer, block) and self.picker.requesters(block) == {ORIGIN}:
                 del origin.outstanding[block]
                 self.picker.abort(ORIGIN, block)
                 taken.append(Cancel(ORIGIN, block))
-        return taken
+        return (taken + self._fill([peer, ORIGIN], now)) if taken else []
 
     def _strike(self, source: Source, now: float) -> list[Action]:
         strikes = self.trust.on_strike(source)

@@ -187,7 +187,8 @@ def test_a_peer_joining_with_blocks_the_origin_fetches_takes_them() -> None:
 
 @pytest.mark.parametrize("case", ["disabled", "peer full", "peer snubbed", "a peer fetches it too"])
 def test_the_origin_keeps_its_block_when_no_peer_can_take_it_now(case: str) -> None:
-    config = dataclasses.replace(YIELDING, origin_yields=case != "disabled", spread_origin=case != "a peer fetches it too")
+    config = dataclasses.replace(YIELDING, origin_yields=case != "disabled",
+                                 spread_origin=case != "a peer fetches it too")
     policy = make(3 if case == "a peer fetches it too" else 6, config=config)
     policy.add_origin(0.0)  # origin: 0, 1
     if case == "peer full":
