@@ -50,13 +50,16 @@ class Provider:
 
 @dataclass(frozen=True)
 class ManifestSummary:
-    """What the DHT holds about a representation. `publisher_id` is set by whoever returns it."""
+    """What the DHT holds about a representation. `publisher_id` and `publisher_host` are set by whoever
+    returns it: the host only when the storing nodes attest that the record came from there
+    (`dht.attestation`), else None — a quorum counts it in the one network of all unattested publishers."""
 
     content_root: bytes
     size: int
     block_size: int
     validator: bytes
     publisher_id: bytes = b""
+    publisher_host: str | None = None
 
 
 @runtime_checkable
@@ -117,12 +120,9 @@ class DhtDiscovery:
         """An unspecified host ("0.0.0.0" / "::") means "my address as other nodes see it"."""
         host = address[0]
         if host in _UNSPECIFIED:
-            host = self.node.external_host() or ""
+            host = self.node.own_host() or ""
             if not host:
-                bound = self.node.address[0]
-                if bound in _UNSPECIFIED:
-                    raise InvalidArgument("our public address is not known yet (no node answered); pass it explicitly")
-                host = bound
+                raise InvalidArgument("our public address is not known yet (no node answered); pass it explicitly")
         await self.node.announce(root, host, address[1], transports)
 
     async def withdraw(self, root: bytes) -> None:
@@ -140,9 +140,10 @@ class DhtDiscovery:
         )
 
     async def get_manifests(self, repr_key: bytes) -> list[ManifestSummary]:
-        records: list[ManifestRecord] = await self.node.get_manifests(repr_key)
+        found: list[tuple[ManifestRecord, str | None]] = await self.node.get_manifests(repr_key)
         return [
-            ManifestSummary(r.content_root, r.size, r.block_size, r.validator, r.publisher_id) for r in records
+            ManifestSummary(r.content_root, r.size, r.block_size, r.validator, r.publisher_id, host)
+            for r, host in found
         ]
 
 
@@ -159,15 +160,20 @@ class FakeDiscovery:
     """In-memory `Discovery` for tests of other packages: no sockets, no keys, no time."""
 
     def __init__(
-        self, network: FakeDiscoveryNetwork | None = None, node_id: bytes | None = None, external_host: str = "127.0.0.1"
+        self, network: FakeDiscoveryNetwork | None = None, node_id: bytes | None = None,
+        external_host: str | None = "127.0.0.1",
     ) -> None:
         self.network = network or FakeDiscoveryNetwork()
         self.node_id = node_id or os.urandom(NODE_ID_BYTES)
-        self.external_host = external_host  # what an unspecified announce host becomes, as in DhtDiscovery
+        # What an unspecified announce host becomes and where storing nodes see our records come from, as in
+        # DhtDiscovery; None: not known yet (no node has answered), so announcing and vouching fail as there.
+        self.external_host = external_host
 
     async def announce(self, root: bytes, address: tuple[str, int], transports: int = Transport.TCP) -> None:
         _check_root("root", root)
         host = self.external_host if address[0] in _UNSPECIFIED else address[0]
+        if not host:
+            raise InvalidArgument("our public address is not known yet (no node answered); pass it explicitly")
         _check_address((host, address[1]), transports)
         provider = Provider(self.node_id, host, address[1], int(transports))
         self.network.providers.setdefault(root, {})[self.node_id] = provider
@@ -184,8 +190,11 @@ class FakeDiscovery:
     async def put_manifest(self, repr_key: bytes, summary: ManifestSummary) -> None:
         _check_root("repr_key", repr_key)
         _check_summary(summary)
+        if not self.external_host:
+            raise InvalidArgument("our address is not known yet: storing nodes accept a manifest only from it")
+        # As an honest DHT would attest it: the address this node is seen at, whatever the summary says.
         stored = ManifestSummary(summary.content_root, summary.size, summary.block_size, bytes(summary.validator),
-                                 self.node_id)
+                                 self.node_id, self.external_host)
         entries = self.network.manifests.setdefault(repr_key, {})
         entries.pop(self.node_id, None)  # re-insert so the newest comes last
         entries[self.node_id] = stored

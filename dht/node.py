@@ -16,6 +16,7 @@ across machines; timeouts use the event loop's clock; rate limits, write tokens 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import logging
 import os
@@ -24,10 +25,11 @@ import socket
 import time
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
-from typing import AsyncIterator, Callable, Iterable
+from typing import AsyncIterator, Callable, Iterable, cast
 
 from dht.admission import RateLimiter, WriteTokens
 from dht.announcements import AnnouncementSchedule
+from dht.attestation import Attestations
 from dht.errors import InvalidArgument, MalformedRecord, NotRunning
 from dht.identity import NODE_ID_BYTES, NodeIdentity
 from dht.lan import DEFAULT_GROUP, DEFAULT_PORT, LanDiscovery
@@ -57,6 +59,7 @@ from dht.wire import (
     MessageType,
     Method,
     contact_size,
+    record_entry_size,
 )
 
 log = logging.getLogger(__name__)
@@ -292,17 +295,19 @@ class DhtNode:
         return Message(MessageType.ERROR, request.txid, request.method, self.node_id, status=code)
 
     def _answer_read(self, request: Message, address: Address, kind: int) -> Message:
-        records = self.store.get(kind, request.target, self.clock())
+        records = self.store.get_observed(kind, request.target, self.clock())
         random.shuffle(records)  # different askers see different subsets when not all fit
         contacts = self.routing.closest(dht_key(kind, request.target), min(self.config.k, MAX_CONTACTS), address)
         budget = MAX_DATAGRAM_BYTES - HEADER_BYTES - TOKEN_BYTES - 2
         chosen_contacts = contacts[:_CONTACTS_BEFORE_RECORDS]
         budget -= sum(contact_size(c) for c in chosen_contacts)
         chosen_records: list[bytes] = []
-        for record in records:
-            size = 2 + len(record.wire)
+        observed_from: list[str | None] = []
+        for record, observed in records:
+            size = record_entry_size(record.wire, observed)
             if size <= budget and len(chosen_records) < self.config.max_records_per_reply:
                 chosen_records.append(record.wire)
+                observed_from.append(observed)
                 budget -= size
         if not chosen_records:  # nothing to give: behave like FIND_NODE so the lookup can go on
             for contact in contacts[_CONTACTS_BEFORE_RECORDS:]:
@@ -310,7 +315,8 @@ class DhtNode:
                     chosen_contacts.append(contact)
                     budget -= contact_size(contact)
         token = self.tokens.issue(address[0], self.monotonic())
-        return self._reply(request, token=token, contacts=chosen_contacts, records=chosen_records)
+        return self._reply(request, token=token, contacts=chosen_contacts, records=chosen_records,
+                           observed_from=observed_from)
 
     def _answer_write(self, request: Message, address: Address, kind: int) -> Message:
         if not self.tokens.check(address[0], request.token, self.monotonic()):
@@ -321,7 +327,8 @@ class DhtNode:
             return self._error(request, ErrorCode.MALFORMED)
         if record.kind != kind:
             return self._error(request, ErrorCode.WRONG_KIND)
-        result = self.store.put(record, self._source_key(address), self.clock())
+        # The token proved that address[0] receives what we send it: the observed address cannot be spoofed.
+        result = self.store.put(record, self._source_key(address), self.clock(), observed=address[0])
         self.counters[f"store_{result.name.lower()}"] += 1
         return self._reply(request, status=result)
 
@@ -358,6 +365,15 @@ class DhtNode:
             return None
         (host, votes), *_ = Counter(self._observed_by.values()).most_common(1)
         return host if votes >= min(2, len(self._observed_by)) else None
+
+    def own_host(self) -> str | None:
+        """The address other nodes reach us at: `external_host()`, else the address we are bound to unless
+        that is unspecified (0.0.0.0 / ::). None while unknown (no node has answered yet)."""
+        host = self.external_host()
+        if host:
+            return host
+        bound = self.address[0]
+        return None if bound in ("0.0.0.0", "::", "") else bound
 
     async def _ping_contact(self, contact: Contact) -> bool:
         if self._protocol is None or not self.running:
@@ -515,12 +531,25 @@ class DhtNode:
         *,
         ttl_s: int | None = None,
     ) -> int:
-        """Publish a manifest summary under `repr_key`, re-published until `withdraw_manifest(repr_key)`."""
+        """Publish a manifest summary under `repr_key`, re-published until `withdraw_manifest(repr_key)`.
+
+        The record carries `own_host()`, the only address storing nodes accept it from; raises
+        `InvalidArgument` while that is unknown."""
         ttl = ttl_s if ttl_s is not None else self.config.manifest_ttl_s
         params = dict(repr_key=repr_key, content_root=content_root, size=size, block_size=block_size, validator=validator)
-        record = ManifestRecord.create(self.identity, now=self.clock(), ttl_s=ttl, **params)
         self.announcements.add(KIND_MANIFEST, repr_key, params, ttl, self.monotonic())
-        return await self.publish(record)
+        return await self.publish(self._record_of(KIND_MANIFEST, params, ttl))
+
+    def _record_of(self, kind: int, params: dict, ttl_s: int) -> Record:
+        """A freshly signed record; a manifest gets our address as it is now (it may have changed since the
+        announcement was made: a new NAT mapping)."""
+        if kind == KIND_PROVIDER:
+            return ProviderRecord.create(self.identity, now=self.clock(), ttl_s=ttl_s, **params)
+        host = self.own_host()
+        if host is None:
+            raise InvalidArgument("our address is not known yet (no DHT node has answered): cannot vouch for a "
+                                  "manifest, storing nodes accept it only from the address it names")
+        return ManifestRecord.create(self.identity, now=self.clock(), ttl_s=ttl_s, host=host, **params)
 
     async def withdraw(self, root: bytes) -> int:
         """Stop announcing `root` and tell the storers (a TTL-0 record supersedes ours)."""
@@ -533,8 +562,7 @@ class DhtNode:
         entry = self.announcements.remove(kind, key)
         if entry is None:
             return 0
-        factory = ProviderRecord if kind == KIND_PROVIDER else ManifestRecord
-        return await self.publish(factory.create(self.identity, now=self.clock(), ttl_s=0, **entry.params))
+        return await self.publish(self._record_of(kind, entry.params, 0))
 
     def _accept_remote_record(self, raw: bytes, kind: int, key: bytes, now: float) -> Record | None:
         try:
@@ -549,37 +577,54 @@ class DhtNode:
             return None
         return record
 
-    async def find_records(self, kind: int, key: bytes) -> AsyncIterator[Record]:
-        """Yield each publisher's record for (kind, key) once, as replies arrive (local store first)."""
+    async def _find_copies(self, kind: int, key: bytes) -> AsyncIterator[tuple[Record, str | None, str | None]]:
+        """Every valid copy of a (kind, key) record as replies arrive, local store first: (record, the address
+        its storer observed it arrive from, the storer's address as we see it — None for our own store)."""
         if len(key) != KEY_BYTES:
             raise InvalidArgument(f"record keys are {KEY_BYTES} bytes")
         method = Method.FIND_PROVIDERS if kind == KIND_PROVIDER else Method.GET_RECORDS
-        seen: set[bytes] = set()
-        for record in self.store.get(kind, key, self.clock()):
-            seen.add(record.publisher_key)
-            yield record
+        for record, observed in self.store.get_observed(kind, key, self.clock()):
+            yield record, observed, None
         target = dht_key(kind, key)
         lookup = self._new_lookup(target)
         try:
-            async for _contact, reply in self._drive(lookup, lambda: self._request(method, target=key)):
+            async for contact, reply in self._drive(lookup, lambda: self._request(method, target=key)):
                 now = self.clock()
-                for raw in reply.records:
+                observed_from = reply.observed_from + [None] * (len(reply.records) - len(reply.observed_from))
+                for raw, observed in zip(reply.records, observed_from):
                     record = self._accept_remote_record(raw, kind, key, now)
-                    if record is not None and record.publisher_key not in seen:
-                        seen.add(record.publisher_key)
-                        yield record
+                    if record is not None:
+                        yield record, observed, contact.host
         finally:
             self._keep_warm(target, lookup)  # for a write of the same key that may follow (publish)
+
+    async def find_records(self, kind: int, key: bytes) -> AsyncIterator[Record]:
+        """Yield each publisher's record for (kind, key) once, as replies arrive (local store first)."""
+        seen: set[bytes] = set()
+        async with contextlib.aclosing(self._find_copies(kind, key)) as copies:
+            async for record, _, _ in copies:
+                if record.publisher_key not in seen:
+                    seen.add(record.publisher_key)
+                    yield record
 
     def find_providers(self, root: bytes) -> AsyncIterator[ProviderRecord]:
         """Providers of `root`, one per publisher, yielded as they arrive. Close it (aclosing) to stop early."""
         return self.find_records(KIND_PROVIDER, root)  # type: ignore[return-value]
 
-    async def get_manifests(self, repr_key: bytes) -> list[ManifestRecord]:
-        """Every manifest summary found for `repr_key`, one per publisher, newest first."""
-        found = [r async for r in self.find_records(KIND_MANIFEST, repr_key)]
-        found.sort(key=lambda r: r.timestamp_ms, reverse=True)
-        return found  # type: ignore[return-value]
+    async def get_manifests(self, repr_key: bytes) -> list[tuple[ManifestRecord, str | None]]:
+        """Every publisher's newest manifest summary for `repr_key`, newest first, each with its host if the
+        storing nodes attest it (`dht.attestation`), else None."""
+        newest: dict[bytes, ManifestRecord] = {}
+        attestations = Attestations()
+        async with contextlib.aclosing(self._find_copies(KIND_MANIFEST, repr_key)) as copies:
+            async for copy, observed, responder in copies:
+                record = cast(ManifestRecord, copy)  # _accept_remote_record checked the kind
+                attestations.observe(record, observed, responder)
+                known = newest.get(record.publisher_key)
+                if known is None or record.timestamp_ms > known.timestamp_ms:
+                    newest[record.publisher_key] = record
+        found = sorted(newest.values(), key=lambda r: r.timestamp_ms, reverse=True)
+        return [(record, attestations.host(record)) for record in found]
 
     # ------------------------------------------------------------------------------------------ maintenance
 
@@ -587,8 +632,11 @@ class DhtNode:
         """One maintenance round: expire records, refresh due announcements, refresh lonely buckets, save."""
         self.store.expire(self.clock())
         for entry in self.announcements.due(self.monotonic()):
-            factory = ProviderRecord if entry.kind == KIND_PROVIDER else ManifestRecord
-            record = factory.create(self.identity, now=self.clock(), ttl_s=entry.ttl_s, **entry.params)
+            try:
+                record = self._record_of(entry.kind, entry.params, entry.ttl_s)
+            except InvalidArgument as exc:  # our address unknown for now: the next round tries again
+                log.debug("DHT: cannot republish yet: %s", exc)
+                continue
             await self.publish(record)
             self.counters["republished"] += 1
         for low, high in self.routing.lonely_bucket_ranges():

@@ -6,17 +6,20 @@ Two kinds of record, both signed by their publisher (Ed25519) and carrying a tim
   The provider's node id is *derived* from the publisher key (see `dht.identity`), so it is not carried
   separately: nobody can announce a node id they do not hold the key of.
 * `ManifestRecord`: representation key (32 bytes, `representation_key(url, validator)`) → a small manifest
-  summary (content root, size, block size, validator). Publisher id = node id of the publisher key.
-  Plain URLs never enter the DHT; only their salted hash does.
+  summary (content root, size, block size, validator) and the host the publisher claims to send it from.
+  Publisher id = node id of the publisher key. Plain URLs never enter the DHT; only their salted hash does.
+  The host is only a claim: storing nodes accept the record only from that address, and readers count it
+  only when storing nodes vouch for having observed it there (`dht.attestation`).
 
 Wire layout (all integers big-endian; the signature covers ``_SIGNING_DOMAIN`` + every byte before it)::
 
-    version u8 (=1) | kind u8 | publisher_key 32 | timestamp_ms u64 | ttl_s u32 | body | signature 64
+    version u8 (=2) | kind u8 | publisher_key 32 | timestamp_ms u64 | ttl_s u32 | body | signature 64
     provider body:  root 32 | family u8 (4|6) | address 4|16 | port u16 | transports u8
-    manifest body:  repr_key 32 | content_root 32 | size u64 | block_size u32 | validator_len u8 | validator
+    manifest body:  repr_key 32 | content_root 32 | size u64 | block_size u32 | family u8 (4|6) | address 4|16 |
+                    validator_len u8 | validator
 
 Exactly one encoding per record (no optional fields, no padding, trailing bytes rejected), so a record's bytes
-identify it and signature results can be cached by bytes. Sizes: provider ≤ 162 bytes, manifest ≤ 387 bytes,
+identify it and signature results can be cached by bytes. Sizes: provider ≤ 162 bytes, manifest ≤ 404 bytes,
 both far below the ~1.4 KB datagram budget of `dht.wire`. A TTL of 0 is a *withdrawal*: it supersedes the
 publisher's earlier record for that key and then disappears.
 """
@@ -42,7 +45,7 @@ from dht.identity import (
     verify_signature,
 )
 
-RECORD_VERSION = 1
+RECORD_VERSION = 2  # 2: a manifest carries its publisher's host
 KIND_PROVIDER = 1
 KIND_MANIFEST = 2
 KEY_BYTES = 32  # content roots and representation keys are SHA-256 sized
@@ -55,7 +58,7 @@ MAX_RECORD_BYTES = 512  # hard cap on any encoded record; decode rejects anythin
 _SIGNING_DOMAIN = b"swarmproxy-dht-record-v1\x00"
 _HEADER = struct.Struct(">BB32sQI")  # version, kind, publisher key, timestamp ms, ttl s
 _PROVIDER_TAIL = struct.Struct(">HB")  # port, transports
-_MANIFEST_FIXED = struct.Struct(">32s32sQIB")  # repr key, content root, size, block size, validator length
+_MANIFEST_FIXED = struct.Struct(">32s32sQI")  # repr key, content root, size, block size
 
 
 class Transport(enum.IntFlag):
@@ -188,6 +191,7 @@ class ManifestRecord(_RecordBase):
     size: int = 0
     block_size: int = 0
     validator: bytes = b""
+    host: str = ""  # where the publisher says it is; see the module docstring
 
     kind: ClassVar[int] = KIND_MANIFEST
 
@@ -205,6 +209,7 @@ class ManifestRecord(_RecordBase):
         size: int,
         block_size: int,
         validator: str | bytes,
+        host: str,
         now: float,
         ttl_s: int,
     ) -> ManifestRecord:
@@ -215,7 +220,8 @@ class ManifestRecord(_RecordBase):
         problem = _manifest_problem(size, block_size, validator_bytes)
         if problem:
             raise InvalidArgument(problem)
-        body = _MANIFEST_FIXED.pack(repr_key, content_root, size, block_size, len(validator_bytes)) + validator_bytes
+        body = (_MANIFEST_FIXED.pack(repr_key, content_root, size, block_size) + _pack_address(host)
+                + bytes([len(validator_bytes)]) + validator_bytes)
         return decode_record(_sign(identity, KIND_MANIFEST, now, ttl_s, body))  # type: ignore[return-value]
 
 
@@ -250,39 +256,48 @@ def decode_record(data: bytes) -> Record:
 
 
 def _decode_provider_body(body: bytes, common: dict) -> ProviderRecord:
-    if len(body) < KEY_BYTES + 1:
+    if len(body) < KEY_BYTES:
         raise MalformedRecord("provider record body too short")
     root = body[:KEY_BYTES]
-    family = body[KEY_BYTES]
-    address_length = {4: 4, 6: 16}.get(family)
-    if address_length is None:
-        raise MalformedRecord(f"unknown address family {family}")
-    expected = KEY_BYTES + 1 + address_length + _PROVIDER_TAIL.size
-    if len(body) != expected:
-        raise MalformedRecord(f"provider record body is {len(body)} bytes, expected {expected}")
-    address_bytes = body[KEY_BYTES + 1 : KEY_BYTES + 1 + address_length]
-    port, transports = _PROVIDER_TAIL.unpack_from(body, KEY_BYTES + 1 + address_length)
+    host, offset = _unpack_address(body, KEY_BYTES)
+    if len(body) != offset + _PROVIDER_TAIL.size:
+        raise MalformedRecord(f"provider record body is {len(body)} bytes, expected {offset + _PROVIDER_TAIL.size}")
+    port, transports = _PROVIDER_TAIL.unpack_from(body, offset)
     if port == 0:
         raise MalformedRecord("provider port 0")
     if not 0 < transports <= _ALL_TRANSPORTS:
         raise MalformedRecord(f"unknown transport flags {transports:#x}")
-    host = str(ipaddress.IPv4Address(address_bytes) if family == 4 else ipaddress.IPv6Address(address_bytes))
     return ProviderRecord(**common, root=root, host=host, port=port, transports=transports)
 
 
 def _decode_manifest_body(body: bytes, common: dict) -> ManifestRecord:
     if len(body) < _MANIFEST_FIXED.size:
         raise MalformedRecord("manifest record body too short")
-    repr_key, content_root, size, block_size, validator_length = _MANIFEST_FIXED.unpack_from(body, 0)
-    if len(body) != _MANIFEST_FIXED.size + validator_length:
+    repr_key, content_root, size, block_size = _MANIFEST_FIXED.unpack_from(body, 0)
+    host, offset = _unpack_address(body, _MANIFEST_FIXED.size)
+    if offset >= len(body) or len(body) != offset + 1 + body[offset]:
         raise MalformedRecord("manifest record length does not match its validator length")
-    validator = body[_MANIFEST_FIXED.size :]
+    validator = body[offset + 1 :]
     problem = _manifest_problem(size, block_size, validator)
     if problem:
         raise MalformedRecord(problem)
-    return ManifestRecord(
-        **common, repr_key=repr_key, content_root=content_root, size=size, block_size=block_size, validator=validator
-    )
+    return ManifestRecord(**common, repr_key=repr_key, content_root=content_root, size=size,
+                          block_size=block_size, validator=validator, host=host)
+
+
+def _unpack_address(body: bytes, offset: int) -> tuple[str, int]:
+    """The address packed at `offset` (family u8 | 4 or 16 bytes) and the offset after it."""
+    if offset >= len(body):
+        raise MalformedRecord("record body ends before its address")
+    family = body[offset]
+    length = {4: 4, 6: 16}.get(family)
+    if length is None:
+        raise MalformedRecord(f"unknown address family {family}")
+    packed = body[offset + 1 : offset + 1 + length]
+    if len(packed) != length:
+        raise MalformedRecord("record body ends inside its address")
+    host = ipaddress.IPv4Address(packed) if family == 4 else ipaddress.IPv6Address(packed)
+    return str(host), offset + 1 + length
 
 
 def verify_record(record: Record) -> None:

@@ -13,6 +13,9 @@ What it guarantees, and why (each point answers a defect of `kademlia.storage.Fo
   old ones, so a flood cannot flush honest records out; the per-source cap bounds what one address can fill.
 * Expiry: records past `timestamp + ttl` are never returned and are dropped by `expire(now)`; records dated too
   far in the future are refused (a long-lived far-future timestamp would pin a slot forever).
+* Where a record came from: the store keeps the address each record was observed arriving from and refuses a
+  manifest record from anywhere but the host it claims (`dht.attestation` says why), so a reader can count the
+  publisher's network from what storing nodes observed rather than from what the publisher wrote.
 * Signatures checked on store and again on read (the check is cached by record bytes in `dht.records`, so the
   read-side check costs a dict lookup; it guards against a bug that lets an unverified record in).
 """
@@ -25,6 +28,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterator
 
+from dht.networks import canonical_host
 from dht.records import KIND_MANIFEST, KIND_PROVIDER, MAX_TTL_S, Record
 
 SlotId = tuple[int, bytes, bytes]  # (kind, key, publisher key)
@@ -46,6 +50,7 @@ class StoreResult(enum.IntEnum):
     SOURCE_FULL = 9
     STORE_FULL = 10
     RATE_LIMITED = 11  # never returned by the store; used by the network layer
+    ADDRESS_MISMATCH = 12  # a manifest record that did not arrive from the host it claims
 
     @property
     def accepted(self) -> bool:
@@ -69,6 +74,7 @@ class StoreLimits:
 class _Entry:
     record: Record
     source: str
+    observed: str | None  # the IP the record arrived from; None when published here
 
 
 @dataclass
@@ -92,16 +98,21 @@ class RecordStore:
 
     # ------------------------------------------------------------------------------------------------- write
 
-    def put(self, record: Record, source: str, now: float) -> StoreResult:
-        """Try to store `record` received from `source` at time `now`."""
-        result = self._put(record, source, now)
+    def put(self, record: Record, source: str, now: float, observed: str | None = None) -> StoreResult:
+        """Try to store `record` received from `source` at time `now`; `observed` is the IP it arrived from
+        (None: published by this node itself)."""
+        result = self._put(record, source, now, canonical_host(observed))
         if not result.accepted:
             self.rejected[result] += 1
         return result
 
-    def _put(self, record: Record, source: str, now: float) -> StoreResult:
+    def _put(self, record: Record, source: str, now: float, observed: str | None) -> StoreResult:
         if not record.has_valid_signature():
             return StoreResult.BAD_SIGNATURE
+        if record.kind == KIND_MANIFEST and observed is not None and canonical_host(record.host) != observed:
+            # Refused rather than stored unattested: a relayed copy must not take the slot before the
+            # publisher's own put, which would then be refused as stale.
+            return StoreResult.ADDRESS_MISMATCH
         if record.timestamp > now + self.limits.max_future_skew_s:
             return StoreResult.FUTURE
         slot: SlotId = (record.kind, record.key, record.publisher_key)
@@ -133,7 +144,7 @@ class RecordStore:
 
         if existing is not None:
             self._remove(key_id, record.publisher_key)
-        self._insert(key_id, record, source)
+        self._insert(key_id, record, source, observed)
         self._remember(slot, record, now)
         return StoreResult.REPLACED if existing is not None else StoreResult.STORED
 
@@ -149,8 +160,8 @@ class RecordStore:
             return StoreResult.STORE_FULL
         return None
 
-    def _insert(self, key_id: KeyId, record: Record, source: str) -> None:
-        self._by_key.setdefault(key_id, {})[record.publisher_key] = _Entry(record, source)
+    def _insert(self, key_id: KeyId, record: Record, source: str, observed: str | None) -> None:
+        self._by_key.setdefault(key_id, {})[record.publisher_key] = _Entry(record, source, observed)
         self._per_publisher[record.publisher_key] += 1
         self._per_source[source] += 1
         self._count_by_kind[record.kind] += 1
@@ -193,15 +204,19 @@ class RecordStore:
 
     def get(self, kind: int, key: bytes, now: float) -> list[Record]:
         """Live records for (kind, key), newest first."""
+        return [record for record, _ in self.get_observed(kind, key, now)]
+
+    def get_observed(self, kind: int, key: bytes, now: float) -> list[tuple[Record, str | None]]:
+        """Live records for (kind, key) with the IP each arrived from (None: published here), newest first."""
         publishers = self._by_key.get((kind, key))
         if not publishers:
             return []
         live = [
-            entry.record
+            (entry.record, entry.observed)
             for entry in publishers.values()
             if entry.record.expires_at > now and entry.record.has_valid_signature()
         ]
-        live.sort(key=lambda r: r.timestamp_ms, reverse=True)
+        live.sort(key=lambda pair: pair[0].timestamp_ms, reverse=True)
         return live
 
     def records(self, now: float) -> Iterator[Record]:

@@ -7,7 +7,7 @@ anything else raises `MalformedMessage` — the only exception `decode_message` 
 
 Layout (big-endian)::
 
-    magic "SPD" | version u8 (=1) | type u8 | txid 8 | method u8 | sender node id 20 | payload
+    magic "SPD" | version u8 (=2) | type u8 | txid 8 | method u8 | sender node id 20 | payload
 
     type: 0 request, 1 response, 2 error (payload: code u8)
     request payloads:   PING ∅ · FIND_NODE target 20 · FIND_PROVIDERS / GET_RECORDS key 32
@@ -17,7 +17,9 @@ Layout (big-endian)::
                         FIND_PROVIDERS / GET_RECORDS token 8 + contacts + records
                         ANNOUNCE / PUT_RECORD status u8 (a `dht.storage.StoreResult`)
     contacts: count u8, each node id 20 | family u8 (4|6) | address 4|16 | port u16
-    records:  count u8, each length u16 | record bytes (decoded and verified by the node, not here)
+    records:  count u8, each length u16 | record bytes (decoded and verified by the node, not here) |
+              observed: family u8 (0 none | 4 | 6) | address 0|4|16 — the address the storing node saw the record
+              arrive from (version 2; `dht.attestation` says what a reader makes of it)
 
 No datagram we send or accept exceeds `MAX_DATAGRAM_BYTES` (1,400: one unfragmented packet on ordinary
 paths; rpcudp's 8 KB needs IP fragmentation, which loses whole datagrams when one fragment is dropped).
@@ -39,7 +41,7 @@ MAX_DATAGRAM_BYTES = 1400
 MAX_CONTACTS = 20
 TOKEN_BYTES = 8
 TXID_BYTES = 8
-_MAGIC = b"SPD\x01"
+_MAGIC = b"SPD\x02"  # version 2: records in replies carry the address they were observed from
 _HEADER = struct.Struct(f">4sB{TXID_BYTES}sB{NODE_ID_BYTES}s")
 _PORT = struct.Struct(">H")
 HEADER_BYTES = _HEADER.size
@@ -88,6 +90,9 @@ class Message:
     record: bytes = b""  # ANNOUNCE / PUT_RECORD request
     contacts: list[Contact] = field(default_factory=list)
     records: list[bytes] = field(default_factory=list)
+    # Parallel to `records` in a FIND_PROVIDERS / GET_RECORDS response: where the responder saw each arrive from
+    # (None: it published the record itself, or did not say). Shorter than `records` means None for the rest.
+    observed_from: list[str | None] = field(default_factory=list)
     status: int = 0  # store response status or error code
     observed: tuple[str, int] | None = None  # PING response: the requester's address as the responder saw it
 
@@ -100,8 +105,8 @@ def contact_size(contact: Contact) -> int:
     return NODE_ID_BYTES + 1 + (16 if ":" in contact.host else 4) + 2
 
 
-def record_entry_size(record: bytes) -> int:
-    return 2 + len(record)
+def record_entry_size(record: bytes, observed: str | None) -> int:
+    return 2 + len(record) + (1 if observed is None else len(pack_address(observed)))
 
 
 def encode_message(message: Message) -> bytes:
@@ -122,7 +127,9 @@ def encode_message(message: Message) -> bytes:
             parts.append(_encode_contacts(message.contacts))
             if message.method in _KEYED_METHODS:
                 parts.append(bytes([len(message.records)]))
-                parts.extend(struct.pack(">H", len(r)) + r for r in message.records)
+                observed = message.observed_from + [None] * (len(message.records) - len(message.observed_from))
+                parts.extend(struct.pack(">H", len(r)) + r + (b"\x00" if o is None else pack_address(o))
+                             for r, o in zip(message.records, observed))
         elif message.method in _WRITE_METHODS:
             parts.append(bytes([message.status]))
     data = b"".join(parts)
@@ -219,20 +226,27 @@ def decode_message(data: bytes) -> Message:
                     if not 0 < length <= MAX_RECORD_BYTES:
                         raise MalformedMessage("record length out of range")
                     message.records.append(reader.take(length))
+                    message.observed_from.append(_decode_host(reader))
         elif message.method in _WRITE_METHODS:
             message.status = reader.byte()
     reader.finish()
     return message
 
 
-def _decode_address(reader: _Reader) -> tuple[str, int]:
+def _decode_host(reader: _Reader, *, optional: bool = True) -> str | None:
     family = reader.byte()
     if family == 4:
-        host = socket.inet_ntop(socket.AF_INET, reader.take(4))
-    elif family == 6:
-        host = socket.inet_ntop(socket.AF_INET6, reader.take(16))
-    else:
-        raise MalformedMessage(f"unknown address family {family}")
+        return socket.inet_ntop(socket.AF_INET, reader.take(4))
+    if family == 6:
+        return socket.inet_ntop(socket.AF_INET6, reader.take(16))
+    if family == 0 and optional:
+        return None
+    raise MalformedMessage(f"unknown address family {family}")
+
+
+def _decode_address(reader: _Reader) -> tuple[str, int]:
+    host = _decode_host(reader, optional=False)
+    assert host is not None  # optional=False never yields None
     (port,) = _PORT.unpack(reader.take(2))
     if port == 0:
         raise MalformedMessage("address with port 0")

@@ -34,7 +34,7 @@ from collections.abc import AsyncIterator, Callable
 import aiohttp
 
 from dht.discovery import Discovery, ManifestSummary, Provider
-from dht.errors import DhtError
+from dht.errors import DhtError, InvalidArgument
 from dht.records import Transport as TransportFlag
 from swarm.errors import ManifestError, PeerError, StoreError, SwarmError, TransportError
 from swarm.manifest import Manifest, OriginManifest
@@ -151,6 +151,11 @@ class SwarmEngine:
         self._own_manifests: dict[bytes, Manifest] = {}  # url key -> manifest computed from origin bytes
         self._lingering: dict[bytes, asyncio.TimerHandle] = {}
         self._fetch_announced: set[bytes] = set()  # roots announced while still being fetched
+        # What the DHT node already keeps announced (it refreshes each on its own schedule until withdrawn), so a
+        # file downloaded again is not announced again: roots shared complete, and (URL key, root) vouched for.
+        self._announced: set[bytes] = set()
+        self._vouched: set[tuple[bytes, bytes]] = set()
+        self._address_unknown_logged = False
         self.provider_refresh: tuple[float, ...] = PROVIDER_REFRESH  # tests poll at once
         self.provider_topup = PROVIDER_TOPUP
         self._tasks: set[asyncio.Task] = set()
@@ -248,8 +253,11 @@ class SwarmEngine:
 
     async def find(self, url: str, *, known_size: int | None = None, known_validator: str | None = None,
                    timeout: float = 5.0, published: OriginManifest | None = None,
-                   content_type: str | None = None) -> Found | None:
+                   content_type: str | None = None, headless: bool = False) -> Found | None:
         """A trusted manifest of `url` with providers, or None (then the origin alone goes on).
+
+        `headless`: the origin has not answered at all yet, so a DHT manifest needs the stricter
+        `TrustPolicy.headless()`.
 
         `published`: the origin's own manifest from its response (`proxy.origin_manifest`), trusted as is."""
         if published is not None:
@@ -275,8 +283,9 @@ class SwarmEngine:
             log.info("manifest lookup for %s failed: %s", url, exc or type(exc).__name__)
             return None
         decision = decide(
-            [self._vouch(s, providers_by_root.get(s.content_root, [])) for s in summaries],
-            self.trust, known_size=known_size, known_validator=validator_bytes(known_validator)
+            [Vouch(s.publisher_id, s.content_root, s.size, s.block_size, s.validator, s.publisher_host)
+             for s in summaries],
+            self.trust.headless() if headless else self.trust, known_size=known_size, known_validator=validator_bytes(known_validator)
             if known_validator else None,
         )
         if decision.accepted is None:
@@ -346,12 +355,6 @@ class SwarmEngine:
     def _consistent(manifest: Manifest, size: int | None, validator: str | None) -> bool:
         return (size is None or manifest.size == size) and (validator is None or manifest.validator == validator)
 
-    @staticmethod
-    def _vouch(summary: ManifestSummary, providers: list[Provider]) -> Vouch:
-        host = next((p.host for p in providers if p.node_id == summary.publisher_id), None)
-        return Vouch(summary.publisher_id, summary.content_root, summary.size, summary.block_size,
-                     summary.validator, host)
-
     def _own_discovery_id(self) -> bytes | None:
         discovery = self.discovery
         node = getattr(discovery, "node", None)
@@ -417,7 +420,7 @@ class SwarmEngine:
             if self.discovery is not None and self.address is not None and root not in self._lingering \
                     and root not in self._fetch_announced:
                 self._fetch_announced.add(root)
-                self._spawn(self._announce(root, found.manifest, False))
+                self._spawn(self._announce(root, found.manifest, False, complete=False))
         chunks = node.fetch(found.manifest, peers, layer=found.layer, origin=origin, start=start, end=end,
                             stall_timeout=stall_timeout, report=report)
         if self.discovery is None:
@@ -571,6 +574,7 @@ class SwarmEngine:
             for node in self.nodes.values():
                 node.unshare(root)
             self._drop_partial(root)
+            self._announced.discard(root)
             if root in self._fetch_announced:
                 self._fetch_announced.discard(root)
                 if self.discovery is not None:
@@ -603,20 +607,31 @@ class SwarmEngine:
             call_later = self._call_later or self._loop.call_later
             self._lingering[root] = call_later(self.linger, self.withdraw, root, "linger time over")
 
-    async def _announce(self, root: bytes, manifest: Manifest, publish_url: bool) -> None:
+    async def _announce(self, root: bytes, manifest: Manifest, publish_url: bool, *, complete: bool = True) -> None:
+        """Announce `root` (and vouch for its URL if `publish_url`), unless the DHT node already keeps that up."""
         assert self.discovery is not None and self.address is not None
+        vouch = (url_key(manifest.url), root) if publish_url and manifest.url and manifest.validator else None
         try:
-            await self.discovery.announce(root, ("0.0.0.0", self.address[1]), self.transport_flags)
-            self.counters.announced += 1
-            if publish_url and manifest.url and manifest.validator:
-                await self.discovery.put_manifest(url_key(manifest.url), ManifestSummary(
+            if not (complete and root in self._announced):
+                await self.discovery.announce(root, ("0.0.0.0", self.address[1]), self.transport_flags)
+                self.counters.announced += 1
+                if complete:
+                    self._announced.add(root)
+            if vouch is not None and vouch not in self._vouched:
+                await self.discovery.put_manifest(vouch[0], ManifestSummary(
                     root, manifest.size, manifest.block_size, validator_bytes(manifest.validator)))
                 self.counters.published += 1
+                self._vouched.add(vouch)
+        except InvalidArgument as exc:  # our address is not known yet: the same for every download until it is
+            level = logging.DEBUG if self._address_unknown_logged else logging.WARNING
+            self._address_unknown_logged = True
+            log.log(level, "not announcing %s yet: %s", root.hex()[:16], exc)
         except (DhtError, OSError) as exc:
             log.warning("announcing %s failed: %s", root.hex()[:16], exc)
 
     def withdraw(self, root: bytes, why: str) -> None:
         self._fetch_announced.discard(root)
+        self._announced.discard(root)
         handle = self._lingering.pop(root, None)
         if handle is not None:
             handle.cancel()

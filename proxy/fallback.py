@@ -45,6 +45,10 @@ from .transition import TransitionPolicy
 log = logging.getLogger("swarmproxy.fallback")
 
 TAIL_LIMIT = 4 << 20  # the largest block size: enough origin bytes to check the first swarm block against
+# What a headless answer from a DHT manifest is labelled with (and `nosniff`) while the origin has not said what it
+# serves: a peer's manifest names a Content-Type that nothing verifies (the root covers only the bytes), and a
+# type chosen by a stranger, such as text/html for an http:// URL, would run its script in the origin's name.
+_UNVOUCHED_TYPE = "application/octet-stream"
 
 
 class OriginGone(Exception):
@@ -428,7 +432,7 @@ class _Download:
         head = asyncio.ensure_future(self.owner.session.head(self.url, headers=self.headers, allow_redirects=False))
         described: tuple[str | None, str | None] | None = None  # the HEAD's Content-Type and -Encoding
         try:
-            found = await self.engine.find(str(self.url))
+            found = await self.engine.find(str(self.url), headless=True)
             if found is not None and head.done() and not head.cancelled() and head.exception() is None:
                 answer = head.result()
                 if answer.status == 200 and not self._same_version(answer, found.manifest):
@@ -458,6 +462,8 @@ class _Download:
             return web.Response(status=416, headers={"Content-Range": f"bytes */{manifest.size}"})
         self.promised_start = start
         response = self.response = RelayedResponse(status=status)
+        if described is None and found.source in ("quorum", "any"):
+            described = (_UNVOUCHED_TYPE, None)
         for name, value in self._synthesized_headers(manifest, status, start, end, described):
             response.headers.add(name, value)
         await response.prepare(self.request)
@@ -549,6 +555,8 @@ class _Download:
             fields.append(("Content-Type", content_type))
         if content_encoding:
             fields.append(("Content-Encoding", content_encoding))
+        if content_type == _UNVOUCHED_TYPE:
+            fields.append(("X-Content-Type-Options", "nosniff"))
         return hdr.add_via(fields, (1, 1))
 
     # -- merging origin and swarm ------------------------------------------------------------------------------------

@@ -7,13 +7,10 @@ already checked the signatures, so a `Vouch` here is "publisher X, reachable at 
 
 Independence is counted by network, not by key: keys are free, addresses are not. A group's weight
 is the largest number of (publisher id, network prefix) pairs with no id and no prefix used twice
-(a maximum matching, so the answer does not depend on the order records arrive in). The prefix of
-a public IPv4 address is its /24 and of a public IPv6 address its /48, the blocks one party
-usually controls. Loopback, private (RFC 1918, ULA fc00::/7) and link-local addresses count per
-full address: a lab on 127.0.0.x or nodes on one LAN are genuinely separate machines there, and an
-attacker who can run nodes on your loopback or LAN already owns more than this check guards. A
-vouch with no known host shares one "unknown" prefix with all others like it, so any number of
-host-less publishers weigh one.
+(a maximum matching, so the answer does not depend on the order records arrive in); prefixes are
+`dht.networks.network_prefix`. A publisher's host is the one the DHT's storing nodes *observed* its
+record arrive from (`dht.attestation`), never what the publisher wrote: a vouch with no attested host
+shares one "unknown" prefix with all others like it, so any number of unattested publishers weigh one.
 
 The policy (`parse_trust`): `origin` never believes the DHT; `quorum:N` takes the heaviest group
 if it weighs at least N and no other group does (two quorums for different bytes is an attack or
@@ -23,17 +20,17 @@ heaviest group unless another ties with it.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from dht.networks import network_prefix
 
 # Mirrors swarm.manifest.MIN_BLOCK_SIZE and the DHT's record check (a test keeps them equal);
 # repeated here so this pure module needs neither package.
 MIN_BLOCK_SIZE = 16 * 1024
 ROOT_BYTES = 32  # SHA-256
 MAX_QUORUM = 16
-UNKNOWN_PREFIX = "unknown"
 
 _QUORUM = re.compile(r"quorum:([0-9]{1,2})")
 
@@ -47,7 +44,7 @@ class Vouch:
     size: int
     block_size: int
     validator: bytes
-    publisher_host: str | None = None  # the IP the publisher is known at (its provider record), if any
+    publisher_host: str | None = None  # the IP storing nodes observed its record arrive from, if attested
 
 
 @dataclass(frozen=True)
@@ -68,6 +65,15 @@ class TrustPolicy:
     def __str__(self) -> str:
         return f"quorum:{self.quorum}" if self.mode == "quorum" else self.mode
 
+    def headless(self) -> TrustPolicy:
+        """The policy for answering before the origin has said anything (a `T` switch with no response head).
+
+        Behind every other switch stands the origin's own word: its size and validator filter the candidates
+        and its first bytes are checked against the peers'. Without it, one more independent network must
+        stand in for it, so a party that just makes a quorum cannot answer a URL the origin is slow to answer.
+        `any` (a lab, a trusted LAN) and `origin` (no DHT manifest at all) stay as they are."""
+        return TrustPolicy("quorum", self.quorum + 1) if self.mode == "quorum" else self
+
 
 @dataclass(frozen=True)
 class TrustDecision:
@@ -86,45 +92,6 @@ def parse_trust(text: str) -> TrustPolicy:
     if match is not None and 1 <= int(match.group(1)) <= MAX_QUORUM:
         return TrustPolicy("quorum", int(match.group(1)))
     raise ValueError(f"trust must be 'origin', 'any' or 'quorum:N' with N from 1 to {MAX_QUORUM}, got {text!r}")
-
-
-def network_prefix(host: str | None) -> str:
-    """The network a publisher's address stands for; see the module docstring.
-
-    `203.0.113.7` -> `203.0.113.0/24`, `2001:db8:1:2::5` -> `2001:db8:1::/48`,
-    `192.168.1.4` -> `192.168.1.4/32`, `::ffff:203.0.113.7` is treated as the IPv4 address,
-    anything that is not an IP address (None, "", a host name) or cannot identify a sender
-    (unspecified, multicast) -> `unknown`.
-    """
-    if not host:
-        return UNKNOWN_PREFIX
-    text = host.strip()
-    if text.startswith("[") and text.endswith("]"):
-        text = text[1:-1]
-    try:
-        ip = ipaddress.ip_address(text)
-    except ValueError:
-        return UNKNOWN_PREFIX  # a name proves nothing about where its owner sits
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    if ip.is_unspecified or ip.is_multicast:
-        return UNKNOWN_PREFIX
-    if _is_local(ip):
-        return f"{ip}/{ip.max_prefixlen}"
-    length = 24 if ip.version == 4 else 48
-    return str(ipaddress.ip_network(f"{ip}/{length}", strict=False))
-
-
-_LOCAL_NETWORKS = tuple(ipaddress.ip_network(n) for n in (
-    "127.0.0.0/8", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16",  # IPv4
-    "::1/128", "fc00::/7", "fe80::/10",  # IPv6
-))
-
-
-def _is_local(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
-    # An explicit list, not ip.is_private: that also covers documentation and benchmarking ranges,
-    # which would let one party's many addresses there count one by one.
-    return any(ip.version == net.version and ip in net for net in _LOCAL_NETWORKS)
 
 
 def _well_formed(v: Vouch) -> bool:

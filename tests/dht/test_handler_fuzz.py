@@ -54,7 +54,7 @@ NOW = time.time()
 VALID_RECORDS = [
     ProviderRecord.create(IDENTITY, root=b"r" * 32, host="192.0.2.9", port=9, now=NOW, ttl_s=600).encode(),
     ManifestRecord.create(IDENTITY, repr_key=b"k" * 32, content_root=b"c" * 32, size=5, block_size=1 << 14,
-                          validator="v", now=NOW, ttl_s=600).encode(),
+                          validator="v", host=PEER[0], now=NOW, ttl_s=600).encode(),
 ]
 
 

@@ -35,7 +35,7 @@ def provider(identity=ALICE, **overrides):
 
 def manifest(identity=ALICE, **overrides):
     args = dict(repr_key=RKEY, content_root=ROOT, size=10**9, block_size=1 << 20, validator='"etag-1"',
-                now=1000.0, ttl_s=3600)
+                host="198.51.100.7", now=1000.0, ttl_s=3600)
     args.update(overrides)
     return ManifestRecord.create(identity, **args)
 
@@ -98,7 +98,8 @@ def _resign(body_tamper):
         b"",
         b"\x01",
         b"\x01\x01" + b"\x00" * 50,
-        b"\x02" + provider().encode()[1:],  # unknown version
+        b"\x09" + provider().encode()[1:],  # unknown version
+        b"\x01" + manifest().encode()[1:],  # version 1: a manifest without its publisher's host
         provider().encode()[:1] + b"\x09" + provider().encode()[2:],  # unknown kind
         provider().encode() + b"\x00",  # trailing byte
         provider().encode()[:-1],  # truncated

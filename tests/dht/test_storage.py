@@ -17,7 +17,7 @@ def prov(who=0, at=1000.0, ttl=600, root=ROOT, port=7000):
 
 def man(who=0, at=1000.0, ttl=600, key=ROOT):
     return ManifestRecord.create(IDS[who], repr_key=key, content_root=ROOT, size=1, block_size=16384,
-                                 validator="v", now=at, ttl_s=ttl)
+                                 validator="v", host="192.0.2.1", now=at, ttl_s=ttl)
 
 
 def ports(store, now, root=ROOT):
@@ -141,7 +141,7 @@ def test_signature_checked_on_read():
     wire = bytearray(prov(1).encode())
     wire[-1] ^= 1
     forged = decode_record(bytes(wire))
-    store._insert((KIND_PROVIDER, ROOT), forged, "a")  # bypass put on purpose
+    store._insert((KIND_PROVIDER, ROOT), forged, "a", None)  # bypass put on purpose
     assert [r.publisher_key for r in store.get(KIND_PROVIDER, ROOT, 1000)] == [IDS[0].public_key]
 
 
@@ -158,3 +158,25 @@ def test_tombstones_are_bounded():
     for i in range(8):
         store.put(prov(i, at=1000 + i, ttl=0), "a", 1000 + i)
     assert store.stats()["tombstones"] <= 4
+
+
+# ------------------------------------------------------------------------------------------- observed address
+
+
+def test_manifest_only_from_the_host_it_claims():
+    """A storing node takes a manifest record only from the address it names, and remembers where it came from."""
+    store = RecordStore()
+    record = man(0)  # claims 192.0.2.1
+    assert store.put(record, "198.51.100.9", 1000, observed="198.51.100.9") == StoreResult.ADDRESS_MISMATCH
+    assert store.get(KIND_MANIFEST, ROOT, 1000) == []
+    # The relayed copy did not take the slot: the publisher's own put of the same record still goes in.
+    assert store.put(record, "192.0.2.1", 1000, observed="::ffff:192.0.2.1") == StoreResult.STORED
+    assert store.get_observed(KIND_MANIFEST, ROOT, 1000) == [(record, "192.0.2.1")]
+
+
+def test_own_records_are_kept_unobserved_and_providers_are_not_checked():
+    store = RecordStore()
+    assert store.put(man(0), "self", 1000) == StoreResult.STORED
+    assert store.get_observed(KIND_MANIFEST, ROOT, 1000) == [(man(0), None)]
+    # A provider's host is where to connect, not a vote: not compared (a peer port may sit on another address).
+    assert store.put(prov(1), "198.51.100.9", 1000, observed="198.51.100.9") == StoreResult.STORED

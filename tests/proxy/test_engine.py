@@ -353,3 +353,35 @@ async def test_an_origin_manifest_whose_content_type_ours_cannot_carry_is_used_w
         assert await engine.find(URL, published=published, known_validator='"' + "v" * 2000 + '"') is None
     finally:
         await engine.stop()
+
+
+async def test_a_file_downloaded_again_is_announced_and_vouched_for_once(world, tmp_path):
+    """The DHT node keeps an announcement fresh by itself: 50 downloads of one file are one ANNOUNCE and one
+    manifest record, not 50 of each. After a withdrawal, sharing it again announces it again."""
+    timers = FakeTimers()
+    engine = await started_engine(world, tmp_path, linger=600, call_later=timers.call_later)
+    try:
+        for _ in range(50):
+            manifest = await ingest(engine, tmp_path)
+        assert engine.counters.announced == 1 and engine.counters.published == 1
+        engine.withdraw(manifest.root, "test")
+        await engine.settled()
+        await ingest(engine, tmp_path)
+        assert engine.counters.announced == 2 and engine.counters.published == 1
+        assert list(world[1].providers[manifest.root]) == [engine.discovery.node_id]
+    finally:
+        await engine.stop()
+
+
+async def test_an_unknown_own_address_is_logged_once_not_per_download(world, tmp_path, caplog):
+    engine = await started_engine(world, tmp_path)
+    engine.discovery.external_host = None  # as a DHT node that no other node has answered yet
+    try:
+        with caplog.at_level("DEBUG", logger="swarmproxy.engine"):
+            for index in range(3):
+                await ingest(engine, tmp_path, DATA[index:], url=f"{URL}?{index}")
+        warnings = [r for r in caplog.records if r.levelname == "WARNING" and "not announcing" in r.message]
+        assert len(warnings) == 1
+        assert engine.counters.announced == 0
+    finally:
+        await engine.stop()

@@ -7,7 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from proxy import manifest_trust as mt
-from proxy.manifest_trust import AgreedManifest, TrustDecision, TrustPolicy, Vouch, decide, network_prefix, parse_trust
+from dht.networks import network_prefix
+from proxy.manifest_trust import AgreedManifest, TrustDecision, TrustPolicy, Vouch, decide, parse_trust
 
 ROOT_A = b"A" * 32
 ROOT_B = b"B" * 32
@@ -181,6 +182,16 @@ def test_parse_trust(text, policy):
 def test_parse_trust_refuses(text):
     with pytest.raises(ValueError, match="'origin', 'any' or 'quorum:N' with N from 1 to 16"):
         parse_trust(text)
+
+
+@pytest.mark.parametrize("policy, headless", [
+    ("quorum:2", TrustPolicy("quorum", 3)),
+    ("quorum:16", TrustPolicy("quorum", 17)),
+    ("any", TrustPolicy("any")),
+    ("origin", TrustPolicy("origin")),
+])
+def test_headless_policy_asks_one_more_network(policy, headless):
+    assert parse_trust(policy).headless() == headless
 
 
 def test_constants_match_swarm_and_dht():

@@ -1,0 +1,55 @@
+"""Where a manifest's publisher really is: the address storing nodes *observed* its record arrive from. Pure.
+
+Keys are free, so a quorum counts networks; but a host written in a record is only a claim, and one party with
+one address could sign many keys and claim a host in a different network for each. So the claim is checked
+against what an attacker cannot choose for free, as BEP 42 binds node ids to addresses:
+
+* a manifest record carries the host its publisher claims, under the publisher's signature (`dht.records`);
+* a storing node accepts it only when it arrives from that host (`dht.storage` refuses any other source; the
+  write token proves the source address can receive, so it cannot be spoofed) and, when asked, returns with each
+  record the address it observed it arrive from (`dht.wire`);
+* a reader believes the claimed host when its own store observed the record arrive from it, or when storing
+  nodes in at least `MIN_ATTESTING_NETWORKS` different networks — as the reader sees *their* addresses — report
+  that they observed it there. A lying storing node is one network: not enough on its own.
+
+Anything else leaves the host unattested (`None`), which the quorum counts as the one `unknown` network that
+every unattested publisher shares. To forge a host, an attacker needs storing nodes in two networks and the
+reader's lookup to reach them; with real addresses in N networks it can vouch N times anyway, so forging gains
+it nothing it did not have.
+"""
+
+from __future__ import annotations
+
+from dht.networks import canonical_host, network_prefix
+from dht.records import ManifestRecord
+
+MIN_ATTESTING_NETWORKS = 2
+
+
+class Attestations:
+    """What the storing nodes asked during one lookup said about where each publisher's record came from."""
+
+    def __init__(self) -> None:
+        self._by_networks: dict[tuple[bytes, str], set[str]] = {}  # (publisher key, host) -> attesting networks
+        self._by_us: set[tuple[bytes, str]] = set()
+
+    def observe(self, record: ManifestRecord, observed: str | None, responder: str | None) -> None:
+        """`responder` says it saw `record` arrive from `observed`; `responder` None is our own store."""
+        claimed = canonical_host(record.host)
+        if claimed is None or canonical_host(observed) != claimed:
+            return  # no observation, or one that contradicts the claim: it vouches for nothing
+        pair = (record.publisher_key, claimed)
+        if responder is None:
+            self._by_us.add(pair)
+        else:
+            self._by_networks.setdefault(pair, set()).add(network_prefix(responder))
+
+    def host(self, record: ManifestRecord) -> str | None:
+        """The record's host if attested (see the module docstring), else None."""
+        claimed = canonical_host(record.host)
+        if claimed is None:
+            return None
+        pair = (record.publisher_key, claimed)
+        if pair in self._by_us or len(self._by_networks.get(pair, ())) >= MIN_ATTESTING_NETWORKS:
+            return claimed
+        return None
