@@ -8,15 +8,18 @@
   `FakeDiscoveryNetwork` (in memory, for tests of `swarm` and `proxy`).
 * `dht.node` — `DhtNode` (``from_data_dir``, ``start(host, port)``, ``bootstrap([(host, port), ...])``,
   ``announce``/``withdraw``, ``find_providers``, ``put_manifest``/``get_manifests``, ``find_node``, ``ping``,
-  ``external_host()``, ``stats()`` for ``GET /_swarm/dht``, ``stop()``) and `DhtConfig` (k, alpha, timeouts,
-  TTLs, rate and store limits, contacts per IP, LAN discovery — on by default, ``lan_discovery=False`` is
-  ``--no-lan-discovery``).
+  ``external_host()``/``own_host()``, ``stats()`` for ``GET /_swarm/dht``, ``stop()``) and
+  `dht.config.DhtConfig` (k, alpha, timeouts, TTLs, rate and store limits, contacts per IP, LAN discovery — on by
+  default, ``lan_discovery=False`` is ``--no-lan-discovery``).
 * `dht.records` — `representation_key(url, validator)` (the only form in which a URL reaches the DHT),
   `ProviderRecord`, `ManifestRecord`, `Transport`.
+* `dht.networks` — `network_prefix(host)`, the unit in which independent parties are counted, and
+  `canonical_host`. `dht.attestation` — which publisher hosts storing nodes vouch they observed.
 * `dht.identity` — `NodeIdentity` (Ed25519 key in the data dir; node id = SHA-256(public key)[:20]).
 * `dht.errors` — `LocalError` (our side) vs `PeerError` (a remote node's bad input) and their subclasses.
 
-Internals, each a pure core or a thin shell: `storage` (record store with caps, expiry, replay protection),
+Internals, each a pure core or a thin shell: `responder` (answers one request), `storage` (record store with
+caps, expiry, replay protection, the address each record arrived from),
 `admission` (per-source token buckets, write tokens), `lookup` (iterative lookup state machine), `announcements`
 (refresh schedule), `wire` (datagram codec), `protocol` (guarded UDP endpoint), `routing` (the `kademlia`
 package's k-bucket table + JSON persistence), `lan` (multicast beacons).

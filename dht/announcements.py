@@ -6,6 +6,11 @@ it lapse even if one refresh is lost; when the content stops being shared the en
 is withdrawn (TTL 0) or simply left to expire. Fresh records rather than re-sending old bytes: a stored record
 can only be replaced by a newer one, and `kademlia`'s habit of republishing whatever it holds is exactly the
 stale-republish defect we avoid.
+
+A record that reached fewer storing nodes than wanted (a small or young network) is also published again as
+soon as the routing table has grown: Kademlia's rule of handing a key's values to a node that joins close to it,
+for our own records. It matters for manifests most, which count only once storing nodes other than the publisher
+have seen them arrive (`dht.attestation`).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ class Announcement:
     params: dict[str, Any]  # what the node needs to re-create the record (address, manifest fields, ...)
     ttl_s: int
     next_refresh: float = 0.0
+    thin_at: int | None = None  # routing-table size when it last reached too few storing nodes, else None
 
 
 @dataclass
@@ -42,6 +48,21 @@ class AnnouncementSchedule:
     def _schedule(self, entry: Announcement, now: float) -> None:
         entry.next_refresh = now + max(1.0, entry.ttl_s * self.refresh_fraction)
         heapq.heappush(self._heap, (entry.next_refresh, (entry.kind, entry.key)))
+
+    def published(self, kind: int, key: bytes, stored: int, wanted: int, table_size: int) -> None:
+        """The record of (kind, key) was just stored on `stored` nodes of the `wanted`, with `table_size`
+        contacts known."""
+        entry = self._entries.get((kind, key))
+        if entry is not None:
+            entry.thin_at = table_size if stored < wanted else None
+
+    def grown(self, table_size: int) -> list[Announcement]:
+        """Entries that reached too few storing nodes while the routing table was smaller than `table_size`:
+        to publish again now (each is asked for once per growth; `published` says whether it is still thin)."""
+        grown = [e for e in self._entries.values() if e.thin_at is not None and table_size > e.thin_at]
+        for entry in grown:
+            entry.thin_at = None
+        return grown
 
     def remove(self, kind: int, key: bytes) -> Announcement | None:
         return self._entries.pop((kind, key), None)

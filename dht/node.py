@@ -1,7 +1,8 @@
 """`DhtNode`: the asyncio shell that ties identity, routing, storage, admission and lookups to one UDP socket.
 
-Decisions live in the pure cores (`storage.RecordStore`, `admission.RateLimiter`/`WriteTokens`,
-`lookup.Lookup`, `announcements.AnnouncementSchedule`); this module only moves bytes and arms timers.
+Decisions live in the pure cores (`responder.Responder`, `storage.RecordStore`,
+`admission.RateLimiter`/`WriteTokens`, `lookup.Lookup`, `announcements.AnnouncementSchedule`); this module only
+moves bytes and arms timers. Its settings are `dht.config.DhtConfig` (importable from here too).
 
 Request handling is synchronous (no task per datagram), so a handler cannot leave a failed task behind; the
 datagram protocol contains any exception. Lookups send `alpha` queries at a time with a short per-RPC timeout
@@ -24,15 +25,15 @@ import random
 import socket
 import time
 from collections import Counter, OrderedDict
-from dataclasses import dataclass, field
 from typing import AsyncIterator, Callable, Iterable, cast
 
 from dht.admission import RateLimiter, WriteTokens
 from dht.announcements import AnnouncementSchedule
 from dht.attestation import Attestations
+from dht.config import DhtConfig  # noqa: F401 - importable from here, as before
 from dht.errors import InvalidArgument, MalformedRecord, NotRunning
 from dht.identity import NODE_ID_BYTES, NodeIdentity
-from dht.lan import DEFAULT_GROUP, DEFAULT_PORT, LanDiscovery
+from dht.lan import LanDiscovery
 from dht.lookup import Lookup
 from dht.protocol import Address, DhtDatagramProtocol
 from dht.records import (
@@ -46,29 +47,15 @@ from dht.records import (
     decode_record,
     dht_key,
 )
+from dht.responder import Responder, source_key
 from dht.routing import RoutingTableFacade, load_contacts, save_contacts
-from dht.storage import RecordStore, StoreLimits, StoreResult
-from dht.wire import (
-    HEADER_BYTES,
-    MAX_CONTACTS,
-    MAX_DATAGRAM_BYTES,
-    TOKEN_BYTES,
-    Contact,
-    ErrorCode,
-    Message,
-    MessageType,
-    Method,
-    contact_size,
-    record_entry_size,
-)
+from dht.storage import RecordStore, StoreResult
+from dht.wire import Contact, Message, MessageType, Method
 
 log = logging.getLogger(__name__)
 
-_KIND_OF_READ = {Method.FIND_PROVIDERS: KIND_PROVIDER, Method.GET_RECORDS: KIND_MANIFEST}
-_KIND_OF_WRITE = {Method.ANNOUNCE: KIND_PROVIDER, Method.PUT_RECORD: KIND_MANIFEST}
 _WRITE_METHOD_OF_KIND = {KIND_PROVIDER: Method.ANNOUNCE, KIND_MANIFEST: Method.PUT_RECORD}
 _ACCEPTED_STATUSES = frozenset(int(r) for r in StoreResult if r.accepted)
-_CONTACTS_BEFORE_RECORDS = 8  # a reply with records still carries enough contacts for the lookup to go on
 _FAILURES_BEFORE_EVICTION = 2
 _RECEIVE_BUFFER_BYTES = 1 << 20
 _OBSERVERS_KEPT = 32
@@ -76,35 +63,6 @@ _OBSERVERS_KEPT = 32
 # well inside a write token's life (WriteTokens rotates every 300 s and accepts the previous secret).
 _WARM_LOOKUP_S = 30.0
 _WARM_LOOKUPS = 64
-
-
-@dataclass(frozen=True)
-class DhtConfig:
-    k: int = 20  # bucket size and lookup width
-    alpha: int = 3  # parallel queries per lookup
-    replicas: int = 20  # how many of the closest nodes store each of our records
-    rpc_timeout_s: float = 1.0
-    lookup_deadline_s: float = 5.0
-    provider_ttl_s: int = 1800
-    manifest_ttl_s: int = 6 * 3600
-    refresh_fraction: float = 0.5
-    request_rate: float = 50.0  # requests per second per source, sustained
-    request_burst: float = 200.0
-    # "ip": limits and store quotas per source IP (right on the internet). "address": per IP:port, for many
-    # nodes sharing one IP (loopback tests, or several nodes behind one NAT address on purpose).
-    rate_limit_by: str = "ip"
-    # At most this many routing-table contacts per IP address (None: no cap; see RoutingTableFacade).
-    routing_contacts_per_ip: int | None = 4
-    store_limits: StoreLimits = field(default_factory=StoreLimits)
-    max_records_per_reply: int = 16
-    maintenance_interval_s: float = 30.0
-    save_interval_s: float = 300.0
-    # LAN discovery (dht.lan) is on by default: nodes on one link find each other with no bootstrap node.
-    lan_discovery: bool = True
-    lan_group: str = DEFAULT_GROUP
-    lan_port: int = DEFAULT_PORT
-    lan_interface: str | None = None  # None: the DHT's own IPv4 address if bound to one, else the default
-    lan_interval_s: float = 60.0
 
 
 def _enlarge_receive_buffer(transport: asyncio.DatagramTransport) -> None:
@@ -162,6 +120,7 @@ class DhtNode:
         )
         self.announcements = AnnouncementSchedule(self.config.refresh_fraction)
         self.counters: Counter[str] = Counter()
+        self.responder = Responder(self)
         self._protocol: DhtDatagramProtocol | None = None
         self._transport: asyncio.DatagramTransport | None = None
         self._maintenance_task: asyncio.Task | None = None
@@ -249,11 +208,8 @@ class DhtNode:
 
     # -------------------------------------------------------------------------------- incoming (handler API)
 
-    def _source_key(self, address: Address) -> str:
-        return address[0] if self.config.rate_limit_by == "ip" else f"{address[0]}:{address[1]}"
-
     def admit(self, address: Address) -> bool:
-        return self.limiter.allow(self._source_key(address), self.monotonic())
+        return self.limiter.allow(source_key(address, self.config.rate_limit_by), self.monotonic())
 
     def on_message_from(self, message: Message, address: Address) -> None:
         if message.sender_id != self.node_id:
@@ -273,64 +229,7 @@ class DhtNode:
             self._failures[contact.node_id] = failures
 
     def handle_request(self, message: Message, address: Address) -> Message | None:
-        method = message.method
-        self.counters[f"requests_{method.name.lower()}"] += 1
-        if method == Method.PING:
-            return self._reply(message, observed=address)
-        if method == Method.FIND_NODE:
-            reply = self._reply(message, token=self.tokens.issue(address[0], self.monotonic()))
-            reply.contacts = self.routing.closest(message.target, min(self.config.k, MAX_CONTACTS), exclude=address)
-            return reply
-        if method in _KIND_OF_READ:
-            return self._answer_read(message, address, _KIND_OF_READ[method])
-        if method in _KIND_OF_WRITE:
-            return self._answer_write(message, address, _KIND_OF_WRITE[method])
-        return None  # unreachable: the codec only yields known methods
-
-    def _reply(self, request: Message, **fields) -> Message:
-        return Message(MessageType.RESPONSE, request.txid, request.method, self.node_id, **fields)
-
-    def _error(self, request: Message, code: ErrorCode) -> Message:
-        self.counters[f"refused_{code.name.lower()}"] += 1
-        return Message(MessageType.ERROR, request.txid, request.method, self.node_id, status=code)
-
-    def _answer_read(self, request: Message, address: Address, kind: int) -> Message:
-        records = self.store.get_observed(kind, request.target, self.clock())
-        random.shuffle(records)  # different askers see different subsets when not all fit
-        contacts = self.routing.closest(dht_key(kind, request.target), min(self.config.k, MAX_CONTACTS), address)
-        budget = MAX_DATAGRAM_BYTES - HEADER_BYTES - TOKEN_BYTES - 2
-        chosen_contacts = contacts[:_CONTACTS_BEFORE_RECORDS]
-        budget -= sum(contact_size(c) for c in chosen_contacts)
-        chosen_records: list[bytes] = []
-        observed_from: list[str | None] = []
-        for record, observed in records:
-            size = record_entry_size(record.wire, observed)
-            if size <= budget and len(chosen_records) < self.config.max_records_per_reply:
-                chosen_records.append(record.wire)
-                observed_from.append(observed)
-                budget -= size
-        if not chosen_records:  # nothing to give: behave like FIND_NODE so the lookup can go on
-            for contact in contacts[_CONTACTS_BEFORE_RECORDS:]:
-                if contact_size(contact) <= budget:
-                    chosen_contacts.append(contact)
-                    budget -= contact_size(contact)
-        token = self.tokens.issue(address[0], self.monotonic())
-        return self._reply(request, token=token, contacts=chosen_contacts, records=chosen_records,
-                           observed_from=observed_from)
-
-    def _answer_write(self, request: Message, address: Address, kind: int) -> Message:
-        if not self.tokens.check(address[0], request.token, self.monotonic()):
-            return self._error(request, ErrorCode.BAD_TOKEN)
-        try:
-            record = decode_record(request.record)
-        except MalformedRecord:
-            return self._error(request, ErrorCode.MALFORMED)
-        if record.kind != kind:
-            return self._error(request, ErrorCode.WRONG_KIND)
-        # The token proved that address[0] receives what we send it: the observed address cannot be spoofed.
-        result = self.store.put(record, self._source_key(address), self.clock(), observed=address[0])
-        self.counters[f"store_{result.name.lower()}"] += 1
-        return self._reply(request, status=result)
+        return self.responder.answer(message, address, self.clock(), self.monotonic())
 
     # ------------------------------------------------------------------------------------------- outgoing
 
@@ -519,7 +418,7 @@ class DhtNode:
         params = dict(root=root, host=host, port=port, transports=int(transports))
         record = ProviderRecord.create(self.identity, now=self.clock(), ttl_s=ttl, **params)
         self.announcements.add(KIND_PROVIDER, root, params, ttl, self.monotonic())
-        return await self.publish(record)
+        return await self._publish_own(KIND_PROVIDER, root, record)
 
     async def put_manifest(
         self,
@@ -538,7 +437,13 @@ class DhtNode:
         ttl = ttl_s if ttl_s is not None else self.config.manifest_ttl_s
         params = dict(repr_key=repr_key, content_root=content_root, size=size, block_size=block_size, validator=validator)
         self.announcements.add(KIND_MANIFEST, repr_key, params, ttl, self.monotonic())
-        return await self.publish(self._record_of(KIND_MANIFEST, params, ttl))
+        return await self._publish_own(KIND_MANIFEST, repr_key, self._record_of(KIND_MANIFEST, params, ttl))
+
+    async def _publish_own(self, kind: int, key: bytes, record: Record) -> int:
+        """Publish one of our announced records and note whether it reached enough storing nodes."""
+        accepted = await self.publish(record)
+        self.announcements.published(kind, key, accepted, self.config.replicas, len(self.routing))
+        return accepted
 
     def _record_of(self, kind: int, params: dict, ttl_s: int) -> Record:
         """A freshly signed record; a manifest gets our address as it is now (it may have changed since the
@@ -631,13 +536,14 @@ class DhtNode:
     async def maintain(self) -> None:
         """One maintenance round: expire records, refresh due announcements, refresh lonely buckets, save."""
         self.store.expire(self.clock())
-        for entry in self.announcements.due(self.monotonic()):
+        due = self.announcements.due(self.monotonic()) + self.announcements.grown(len(self.routing))
+        for entry in {(e.kind, e.key): e for e in due}.values():
             try:
                 record = self._record_of(entry.kind, entry.params, entry.ttl_s)
             except InvalidArgument as exc:  # our address unknown for now: the next round tries again
                 log.debug("DHT: cannot republish yet: %s", exc)
                 continue
-            await self.publish(record)
+            await self._publish_own(entry.kind, entry.key, record)
             self.counters["republished"] += 1
         for low, high in self.routing.lonely_bucket_ranges():
             target = random.randint(low, min(high, 2**160 - 1)).to_bytes(NODE_ID_BYTES, "big")

@@ -8,7 +8,8 @@ import random
 import pytest
 
 from dht.identity import NodeIdentity
-from dht.node import DhtConfig, DhtNode
+from dht.config import DhtConfig
+from dht.node import DhtNode
 from dht.storage import StoreLimits
 
 # Short timeouts so dead nodes cost little; limits keyed by IP:port because every node here is 127.0.0.1.

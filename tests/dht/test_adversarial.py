@@ -9,6 +9,7 @@ import time
 
 from dht.identity import NodeIdentity
 from dht.node import DhtNode
+from dht.responder import Responder
 from dht.records import KIND_PROVIDER, ProviderRecord, decode_record
 from dht.storage import StoreResult
 from dht.wire import Contact, ErrorCode, Message, MessageType, Method, decode_message, encode_message
@@ -96,16 +97,16 @@ async def test_writes_need_a_token_and_the_right_kind():
         await stop_swarm(nodes)
 
 
-class LyingNode(DhtNode):
+class LyingResponder(Responder):
     """Answers provider lookups with records it forged or tampered with, for any key asked."""
 
-    def _answer_read(self, request, address, kind):
-        reply = super()._answer_read(request, address, kind)
+    def _answer_read(self, request, address, kind, now, monotonic):
+        reply = super()._answer_read(request, address, kind, now, monotonic)
         victim = NodeIdentity.generate()
         forged = bytearray(ProviderRecord.create(victim, root=request.target, host="127.0.0.1", port=6666,
                                                  now=time.time(), ttl_s=600).encode())
         forged[-1] ^= 1  # bad signature
-        other_key = ProviderRecord.create(self.identity, root=os.urandom(32), host="127.0.0.1", port=6667,
+        other_key = ProviderRecord.create(self.node.identity, root=os.urandom(32), host="127.0.0.1", port=6667,
                                           now=time.time(), ttl_s=600).encode()  # valid, but for another root
         reply.records = [bytes(forged), other_key, b"\x01junk"] + reply.records[:2]
         return reply
@@ -113,7 +114,8 @@ class LyingNode(DhtNode):
 
 async def test_lying_replies_are_filtered_and_counted():
     nodes = await start_swarm(8)
-    liar = LyingNode(NodeIdentity.generate(), TEST_CONFIG)
+    liar = DhtNode(NodeIdentity.generate(), TEST_CONFIG)
+    liar.responder = LyingResponder(liar)
     await liar.start("127.0.0.1", 0, maintenance=False)
     try:
         await liar.bootstrap([nodes[0].address])

@@ -216,6 +216,22 @@ def test_announcement_schedule_refreshes_before_expiry():
     assert (1, b"a") not in schedule and len(schedule) == 1
 
 
+def test_a_record_on_too_few_storers_is_published_again_once_the_table_grows():
+    schedule = AnnouncementSchedule()
+    schedule.add(2, b"thin", {}, ttl_s=3600, now=0)
+    schedule.add(2, b"full", {}, ttl_s=3600, now=0)
+    schedule.published(2, b"thin", stored=3, wanted=20, table_size=3)
+    schedule.published(2, b"full", stored=20, wanted=20, table_size=3)
+    assert schedule.grown(3) == []  # nobody new to give it to
+    assert [e.key for e in schedule.grown(5)] == [b"thin"]
+    assert schedule.grown(9) == []  # asked for once: the next `published` says whether it is still thin
+    schedule.published(2, b"thin", stored=9, wanted=20, table_size=9)
+    assert [e.key for e in schedule.grown(10)] == [b"thin"]
+    schedule.published(2, b"thin", stored=20, wanted=20, table_size=40)
+    assert schedule.grown(400) == []
+    schedule.published(2, b"gone", stored=1, wanted=20, table_size=1)  # not announced: ignored
+
+
 def test_announcement_readd_replaces():
     schedule = AnnouncementSchedule()
     schedule.add(1, b"a", {"port": 1}, ttl_s=10, now=0)

@@ -146,3 +146,23 @@ async def test_relayed_records_keep_the_address_they_were_observed_from(network)
             await fresh.stop(save=False)
     finally:
         await relay.stop(save=False)
+
+
+async def test_a_record_published_into_a_small_network_counts_once_others_join():
+    """Published when only one other node stores it, a manifest is attested by nobody but that one; once more
+    nodes have joined, the publisher's next maintenance round hands it to them, and readers count it."""
+    alice = await start_node(HONEST_HOSTS[0], [])
+    nodes = [alice, await start_node(HONEST_HOSTS[1], [alice.address])]
+    try:
+        await alice.put_manifest(KEY, GOOD_ROOT, SIZE, BLOCK, '"v1"')
+        for host in HONEST_HOSTS[2:6]:
+            nodes.append(await start_node(host, [alice.address]))
+        reader = nodes[-1]
+        [(_, host)] = await reader.get_manifests(KEY)
+        assert host is None  # one storing node saw it: one network
+        await alice.maintain()
+        assert alice.counters["republished"] == 1
+        [(_, host)] = await reader.get_manifests(KEY)
+        assert host == alice.address[0]
+    finally:
+        await asyncio.gather(*(n.stop(save=False) for n in nodes))
