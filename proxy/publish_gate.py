@@ -6,10 +6,13 @@ everyone gets the same bytes, so the gate is stricter than a shared cache (RFC 9
 fails names the `reason`:
 
   request side (`request_gate`, decidable before any response — the T case)
-    url            the URL does not parse or has no host
+    url            the URL is not printable ASCII, does not parse or has no host
     scheme         not http or https
     userinfo       credentials in the URL (user:pass@host)
-    signed-url     a signed-URL or token query parameter (S3, GCS, CloudFront, Azure SAS, api keys...)
+    signed-url     a query, fragment or `;path` parameter named like a credential, signature or expiry
+                   (S3, GCS, CloudFront, Azure SAS, Akamai, nginx secure_link, OAuth, api keys, sessions...)
+    secret-value   a parameter whose value is not a short word, small number or version: the URL rule fails
+                   closed on values (`proxy.url_privacy` says exactly what passes and why)
     method         not GET (methods are case-sensitive, RFC 9110 §9.1)
     conditional    If-None-Match / If-Modified-Since / If-Match / If-Unmodified-Since (If-Range is fine:
                    it only turns a Range request into a full answer)
@@ -24,7 +27,13 @@ fails names the `reason`:
                    or disagrees with its Content-Length
     no-store, private   in the response's Cache-Control (any `private`, also `private="set-cookie"`)
     authorization, cookie   credentials on the request and the response is not `Cache-Control: public`
-    freshness      credentials excused by `public`, but no explicit freshness (max-age, s-maxage, Expires)
+    freshness      credentials excused by `public`, but the response does not state a positive freshness
+                   lifetime of its own: s-maxage, else max-age, else Expires minus Date (RFC 9111 §4.2.1
+                   order), must be > 0, and `no-cache` refuses. RFC 9111 §3.5 lets a shared cache store
+                   such a response on `public`, `s-maxage` or `must-revalidate` alone, because it checks
+                   back with the origin (with the next user's credentials) once the response is stale;
+                   strangers served by peers never check back, so we want `public` (the origin says it is
+                   the same for everyone) and a lifetime during which it says no check is needed
     set-cookie     the response sets a cookie: it is someone's session
     vary           Vary names anything but Accept-Encoding (`Vary: *` included)
     no-validator   neither a strong ETag nor a Last-Modified (weak `W/` ETags do not identify bytes)
@@ -38,6 +47,9 @@ fails names the `reason`:
 Headers come as any iterable of (name, value) pairs or a mapping with `.items()` (aiohttp's
 CIMultiDict included — iterating one directly would yield names only). Names are case-insensitive
 and repeated fields are merged with ", " as RFC 9110 §5.3 allows, except where noted.
+
+`redact_url` (from `proxy.url_privacy`) is re-exported here: the URL as a log or the admin API may show it,
+with whatever this gate refuses in it replaced by REDACTED.
 """
 
 from __future__ import annotations
@@ -47,7 +59,11 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote_plus, urlsplit
+
+from .url_privacy import redact_url, url_reason
+
+__all__ = ["GateDecision", "OK", "cache_control", "content_length_of", "content_range", "gate", "last_modified",
+           "redact_url", "request_gate", "strong_etag", "validator_of"]
 
 HeaderSource = Iterable[tuple[str, str]] | Mapping[str, str] | Any
 
@@ -61,22 +77,6 @@ class GateDecision:
 OK = GateDecision(True, "ok")
 
 _CONDITIONAL = ("if-none-match", "if-modified-since", "if-match", "if-unmodified-since")
-
-# Query parameter names (lower-cased) that carry a signature or a bearer secret. A false positive
-# only costs swarming for that URL; a false negative publishes someone's access grant.
-_SECRET_PARAMS = frozenset({
-    # CloudFront, GCS legacy and AWS SigV2 pair Signature with Expires, Azure SAS pairs sig with se/sv;
-    # either name alone is refused too: it is hardly ever anything but a signature.
-    "signature", "sig",
-    "googleaccessid", "key-pair-id", "policy",
-    "access_token", "id_token", "token", "auth", "auth_token", "authorization",
-    "key", "api_key", "apikey", "api-key", "x-api-key",
-    "__token__", "hdnts",  # Akamai token auth
-    "password", "passwd", "secret", "client_secret",
-    "jsessionid", "phpsessid", "sessionid", "session_id", "sid",  # a session in the URL is a cookie
-})
-_SECRET_PREFIXES = ("x-amz-", "x-goog-", "x-oss-")  # S3 SigV4, GCS V4, Alibaba OSS
-_SECRET_SUFFIXES = ("token", "signature")  # refresh_token, session_token, X-Foo-Signature...
 
 _STRONG_ETAG = re.compile(r'"[\x21\x23-\x7e\x80-\xff]*"')
 _DIGITS = re.compile(r"[0-9]{1,19}")  # < 2**63; longer is nonsense (and int() refuses > 4300 digits)
@@ -231,38 +231,8 @@ def _content_length(status: int | None, fields: dict[str, list[str]]) -> int | N
 # -- the gate -----------------------------------------------------------------------------------------------
 
 
-def _url_reason(url: str) -> str | None:
-    try:
-        parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises ValueError on a malformed port
-    except ValueError:
-        return "url"
-    if parts.scheme.lower() not in ("http", "https"):
-        return "scheme"
-    if not parts.hostname:
-        return "url"
-    if "@" in parts.netloc:
-        return "userinfo"
-    for name in _parameter_names(parts.query, parts.path):
-        if name in _SECRET_PARAMS or name.startswith(_SECRET_PREFIXES) or name.endswith(_SECRET_SUFFIXES):
-            return "signed-url"
-    return None
-
-
-def _parameter_names(query: str, path: str) -> set[str]:
-    """Lower-cased names of query parameters and of `;name=value` path parameters.
-
-    `;` separates query parameters too: Python's parse_qsl stopped doing so, some servers still do,
-    and `?a=1;sig=...` must not slip through.
-    """
-    pieces = re.split(r"[&;]", query)
-    for segment in path.split("/"):
-        pieces += segment.split(";")[1:]
-    return {unquote_plus(piece.split("=", 1)[0]).strip().lower() for piece in pieces if piece}
-
-
 def _request_reason(method: str, url: str, fields: dict[str, list[str]]) -> str | None:
-    reason = _url_reason(url)
+    reason = url_reason(url)
     if reason is not None:
         return reason
     if method != "GET":
@@ -321,9 +291,8 @@ def _response_reason(request: dict[str, list[str]], status: int | None,
     if credential is not None:
         if "public" not in directives:
             return credential
-        # RFC 9111 §3.5 lets a shared cache keep such a response with `public`; we also want it to
-        # say for how long, so that it was meant for everyone and not merely left unmarked.
-        if not _explicit_freshness(directives, response):
+        # Stricter than RFC 9111 §3.5 on purpose: see "freshness" in the module docstring.
+        if not _fresh_for_strangers(directives, response):
             return "freshness"
     if "set-cookie" in response or "set-cookie2" in response:
         return "set-cookie"
@@ -340,10 +309,26 @@ def _response_reason(request: dict[str, list[str]], status: int | None,
     return None
 
 
-def _explicit_freshness(directives: dict[str, str | None], response: dict[str, list[str]]) -> bool:
-    for name in ("s-maxage", "max-age"):
-        arg = directives.get(name)
-        if arg is not None and _DIGITS.fullmatch(arg.strip()):
-            return True
-    expires = response.get("expires", [])
-    return len(expires) == 1 and _http_date(expires[0])
+def _fresh_for_strangers(directives: dict[str, str | None], response: dict[str, list[str]]) -> bool:
+    """The response states a positive freshness lifetime itself and does not ask for revalidation."""
+    if "no-cache" in directives:
+        return False  # every reuse must be checked with the origin, also the qualified form, to be safe
+    for name in ("s-maxage", "max-age"):  # a shared cache's precedence; an invalid one is stale (§4.2.1)
+        if name in directives:
+            arg = (directives[name] or "").strip()
+            return bool(_DIGITS.fullmatch(arg)) and int(arg) > 0
+    # Expires counts only against the response's own Date: the gate has no clock, and Expires alone (or an
+    # invalid one, §5.3) says nothing about whether it is still fresh.
+    expires, date = response.get("expires", []), response.get("date", [])
+    if len(expires) != 1 or len(date) != 1:
+        return False
+    until, now = _epoch(expires[0]), _epoch(date[0])
+    return until is not None and now is not None and until > now
+
+
+def _epoch(value: str) -> int | None:
+    try:
+        parsed = email.utils.parsedate_tz(value)
+        return None if parsed is None else email.utils.mktime_tz(parsed)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None

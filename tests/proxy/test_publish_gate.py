@@ -1,4 +1,5 @@
-"""The publish gate: one row per rule, both sides of each, header case and field merging."""
+"""The publish gate: one row per rule, both sides of each, header case and field merging; the URL rule
+against a corpus of real signed-URL formats (signed_url_corpus.py); redact_url."""
 
 from __future__ import annotations
 
@@ -7,11 +8,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from multidict import CIMultiDict
 
-from proxy.publish_gate import (GateDecision, cache_control, content_length_of, content_range, gate, request_gate,
-                                strong_etag, validator_of)
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from proxy.publish_gate import (GateDecision, cache_control, content_length_of, content_range, gate, redact_url,
+                                request_gate, strong_etag, validator_of)
+from proxy.url_privacy import REDACTED, SECRET_WORDS, url_reason
+
+from .signed_url_corpus import ALLOWED, CORPUS, ISSUE_19, JWT_HS256, KNOWN_MISSES, SHA256_HEX
 
 URL = "https://example.org/files/big.iso?v=2"
 LM = "Tue, 15 Nov 1994 08:12:31 GMT"
+LATER = "Tue, 15 Nov 1994 09:12:31 GMT"
 GOOD = [("ETag", '"v1"'), ("Content-Length", "1000")]
 
 
@@ -44,7 +51,8 @@ ROWS = {
     "gcs-v4": ("GET", "https://storage.googleapis.com/b/o?X-Goog-Signature=s", [], 200, GOOD, "signed-url"),
     "azure-sas": ("GET", "https://a.blob.core.windows.net/c/b?sv=2020-08-04&se=2030&sig=abc", [], 200, GOOD,
                   "signed-url"),
-    "expires-alone-ok": ("GET", "https://example.org/a?expires=3600", [], 200, GOOD, "ok"),
+    "expires-alone": ("GET", "https://example.org/a?expires=3600", [], 200, GOOD, "signed-url"),
+    "hex-value": ("GET", f"https://example.org/a?x={SHA256_HEX}", [], 200, GOOD, "secret-value"),
     "access-token": ("GET", "https://example.org/a?access_token=x", [], 200, GOOD, "signed-url"),
     "token-case": ("GET", "https://example.org/a?TOKEN=x", [], 200, GOOD, "signed-url"),
     "refresh-token-suffix": ("GET", "https://example.org/a?refresh_token=x", [], 200, GOOD, "signed-url"),
@@ -130,7 +138,33 @@ ROWS = {
     "authorization-public-s-maxage-ok": ("GET", URL, [("Authorization", "Bearer x")], 200,
                                          resp(("Cache-Control", "public, s-maxage=60")), "ok"),
     "authorization-public-expires-ok": ("GET", URL, [("Authorization", "Bearer x")], 200,
-                                        resp(("Cache-Control", "public"), ("Expires", LM)), "ok"),
+                                        resp(("Cache-Control", "public"), ("Date", LM), ("Expires", LATER)), "ok"),
+    # README and code disagreed here: "public and fresh" was code for "public and any max-age/Expires at all".
+    # Fresh now means a positive lifetime the response states itself (RFC 9111 §4.2.1 precedence).
+    "authorization-public-expires-past": ("GET", URL, [("Authorization", "Bearer x")], 200,
+                                          resp(("Cache-Control", "public"), ("Date", LATER), ("Expires", LM)),
+                                          "freshness"),
+    "authorization-public-expires-no-date": ("GET", URL, [("Authorization", "Bearer x")], 200,
+                                             resp(("Cache-Control", "public"), ("Expires", LATER)), "freshness"),
+    "authorization-public-max-age-0": ("GET", URL, [("Authorization", "Bearer x")], 200,
+                                       resp(("Cache-Control", "public, max-age=0")), "freshness"),
+    "authorization-public-s-maxage-0-wins": ("GET", URL, [("Authorization", "Bearer x")], 200,
+                                             resp(("Cache-Control", "public, s-maxage=0, max-age=60")), "freshness"),
+    "authorization-public-max-age-beats-expires": ("GET", URL, [("Authorization", "Bearer x")], 200,
+                                                   resp(("Cache-Control", "public, max-age=0"), ("Date", LM),
+                                                        ("Expires", LATER)), "freshness"),
+    "authorization-public-no-cache": ("GET", URL, [("Authorization", "Bearer x")], 200,
+                                      resp(("Cache-Control", "public, no-cache, max-age=60")), "freshness"),
+    "authorization-public-must-revalidate-ok": ("GET", URL, [("Authorization", "Bearer x")], 200,
+                                                resp(("Cache-Control", "public, must-revalidate, max-age=60")), "ok"),
+    # RFC 9111 §3.5 would store these; we want the origin to say `public` before strangers get it
+    "authorization-s-maxage-not-public": ("GET", URL, [("Authorization", "Bearer x")], 200,
+                                          resp(("Cache-Control", "s-maxage=60")), "authorization"),
+    "authorization-must-revalidate-not-public": ("GET", URL, [("Authorization", "Bearer x")], 200,
+                                                 resp(("Cache-Control", "must-revalidate, max-age=60")),
+                                                 "authorization"),
+    "cookie-public-max-age-0": ("GET", URL, [("Cookie", "sid=1")], 200, resp(("Cache-Control", "public, max-age=0")),
+                                "freshness"),
     "authorization-public-no-freshness": ("GET", URL, [("Authorization", "Bearer x")], 200,
                                           resp(("Cache-Control", "public")), "freshness"),
     "authorization-public-bad-max-age": ("GET", URL, [("Authorization", "Bearer x")], 200,
@@ -180,7 +214,8 @@ def test_gate(method, url, request_headers, status, response_headers, reason):
 
 def test_every_rule_has_both_sides():
     reasons = {row[-1] for row in ROWS.values()}
-    assert reasons >= {"ok", "scheme", "url", "userinfo", "signed-url", "method", "conditional", "status",
+    assert reasons >= {"ok", "scheme", "url", "userinfo", "signed-url", "secret-value", "method", "conditional",
+                       "status",
                        "content-range", "no-response", "no-validator", "no-length", "no-store", "private",
                        "authorization", "cookie", "freshness", "set-cookie", "vary", "encoding"}
 
@@ -323,3 +358,159 @@ def test_gate_never_raises(method, url, request_headers, status, response_header
     assert early.swarmable == (early.reason == "ok")
     validator_of(response_headers)
     content_length_of(status, response_headers)
+
+
+# the URL rule against real signed-URL formats (issue 19 item 4)
+
+
+@pytest.mark.parametrize("url,reason", [row[1:] for row in CORPUS], ids=[row[0] for row in CORPUS])
+def test_corpus(url, reason):
+    assert gate("GET", url, [], 200, GOOD) == GateDecision(reason == "ok", reason)
+    assert request_gate("GET", url, []) == GateDecision(reason == "ok", reason)
+
+
+@pytest.mark.parametrize("url", [row[1] for row in ISSUE_19], ids=[row[0] for row in ISSUE_19])
+def test_issue_19_examples_are_not_announced(url):
+    # md5=&expires=, auth_key=, code=&state=, jwt=, hmac=, session=: all were announced before the fix.
+    assert not request_gate("GET", url, []).swarmable
+
+
+@pytest.mark.parametrize("url", [row[1] for row in KNOWN_MISSES], ids=[row[0] for row in KNOWN_MISSES])
+def test_known_misses_document_a_limit(url):
+    # Tokens in the path proper look like content-addressed paths; if one starts being refused, move it to
+    # REFUSED in the corpus.
+    assert url_reason(url) is None
+
+
+@pytest.mark.parametrize("url", [row[1] for row in ALLOWED], ids=[row[0] for row in ALLOWED])
+def test_redact_leaves_announceable_urls_alone(url):
+    assert redact_url(url) == urlunsplit(urlsplit(url))  # urlsplit lower-cases the scheme, nothing else
+
+
+@pytest.mark.parametrize("url", [row[1] for row in CORPUS if row[2] in ("signed-url", "secret-value", "userinfo")],
+                         ids=[row[0] for row in CORPUS if row[2] in ("signed-url", "secret-value", "userinfo")])
+def test_redact_marks_every_refused_corpus_url(url):
+    assert REDACTED in redact_url(url)
+
+
+@pytest.mark.parametrize("url,expected", [
+    # nginx secure_link: names and the harmless lang kept
+    ("https://dl.example.com/f.iso?md5=AUEnXC7T-Tfv9WLsWbf-mw&expires=2147483647&lang=en",
+     "https://dl.example.com/f.iso?md5=REDACTED&expires=REDACTED&lang=en"),
+    # Azure SAS: sp/sr/spr are harmless words, the rest goes
+    ("https://a.blob.core.windows.net/c/b?sv=2019-02-02&se=2019-04-30T02%3A23%3A26Z&sr=b&sp=r&sig=Z%2FRH%3D",
+     "https://a.blob.core.windows.net/c/b?sv=REDACTED&se=REDACTED&sr=b&sp=r&sig=REDACTED"),
+    # a JWT under an innocent name
+    (f"https://h.example/f.zip?data={JWT_HS256}&v=2", "https://h.example/f.zip?data=REDACTED&v=2"),
+    # basic auth: the password always, the user name when it is a plain word
+    ("https://alice:s3cret@example.org/a.iso", "https://alice:REDACTED@example.org/a.iso"),
+    ("https://alice:@example.org/a.iso", "https://alice:REDACTED@example.org/a.iso"),
+    # a git token as user name
+    ("https://ghp_16C7e42F292c6912E7710c838347Ae178B4a@github.com/o/r.zip", "https://REDACTED@github.com/o/r.zip"),
+    # Java session as a path parameter
+    ("https://portal.example.com/app;jsessionid=A1B2C3/download.zip",
+     "https://portal.example.com/app;jsessionid=REDACTED/download.zip"),
+    # BunnyCDN token path segment
+    ("https://z.b-cdn.net/bcdn_token=HS1wm&expires=1598024587&token_path=%2Fv%2F/v/x.mp4",
+     "https://z.b-cdn.net/bcdn_token=REDACTED&expires=REDACTED&token_path=REDACTED/v/x.mp4"),
+    # Cloudflare Stream: the JWT segment goes whole
+    (f"https://customer-x.cloudflarestream.com/{JWT_HS256}/manifest/video.m3u8",
+     "https://customer-x.cloudflarestream.com/REDACTED/manifest/video.m3u8"),
+    # OAuth implicit grant in the fragment
+    ("https://c.example/cb#access_token=2YotnFZFEjr1zCsicMWpAA&state=xyz",
+     "https://c.example/cb#access_token=REDACTED&state=REDACTED"),
+    # `;` separates parameters too
+    ("https://h.example/a?v=1;sig=abc&v=2", "https://h.example/a?v=1;sig=REDACTED&v=2"),
+    # a bare flag named like a secret has no value to hide; a bare token is the secret
+    ("https://h.example/a?token", "https://h.example/a?token"),
+    (f"https://h.example/a?{SHA256_HEX}", "https://h.example/a?REDACTED"),
+    # undecodable and double-encoded names: the name may be the secret
+    ("https://h.example/a?%ff=1&%2573ig=abc", "https://h.example/a?REDACTED=REDACTED&REDACTED=REDACTED"),
+    # a non-ASCII value is not of a harmless shape
+    ("https://h.example/a?name=%E2%9C%93", "https://h.example/a?name=REDACTED"),
+    # does not parse: scheme, host and path only, path parameters still redacted, userinfo dropped
+    ("http://[::1/a?sig=abc", "http://[::1/a"),
+    ("http://user:pw@[::1/a;jsessionid=x?sig=abc", "http://[::1/a;jsessionid=REDACTED"),
+    ("http://example.org:99999/a?sig=abc#frag", "http://example.org:99999/a"),
+    ("http://u:pa/ss@[::1/f.iso", "http://REDACTED/ss@[::1/f.iso"),  # "host" u:pa was meant as userinfo
+    # control characters cannot break a log line
+    ("https://h.example/a\x00b?v=1", "https://h.example/a%00b?v=1"),
+    ("https://h.example/a b?v=1", "https://h.example/a%20b?v=1"),
+    # not a URL at all
+    ("sig=abc", "sig=REDACTED"),
+    ("see my password, pwd=hunter2", "REDACTED=REDACTED"),
+    ("", ""),
+    # allowed values stay
+    ("https://example.com/get?platform=linux&arch=x64", "https://example.com/get?platform=linux&arch=x64"),
+], ids=str)
+def test_redact_url(url, expected):
+    assert redact_url(url) == expected
+
+
+def test_redact_url_survives_a_non_string():
+    assert redact_url(None) == REDACTED  # type: ignore[arg-type]
+
+
+# properties: nothing raises, nothing refused leaks
+
+secret_names = st.sampled_from(sorted(SECRET_WORDS) + ["X-Amz-Signature", "se", "hdnts", "PHPSESSID", "apiKey"])
+plain_names = st.from_regex(r"[a-z]{1,8}", fullmatch=True).filter(lambda n: url_reason(f"https://h/?{n}=1") is None)
+plain_values = st.sampled_from(["1", "en", "linux", "x64", "1.2.3", "true", ""])
+# A secret carries a marker no plain name or value contains, so "not in the output" means what it says.
+secrets = st.one_of(
+    st.from_regex(r"[0-9a-f]{8,64}", fullmatch=True),
+    st.from_regex(r"[A-Za-z0-9_~.+/-]{4,60}", fullmatch=True),
+    st.builds(lambda a, b: f"eyJ{a}.{b}.sig", st.from_regex(r"[A-Za-z0-9_-]{4,20}", fullmatch=True),
+              st.from_regex(r"[A-Za-z0-9_-]{4,20}", fullmatch=True)),
+).map(lambda value: "QZ9" + value)
+
+
+@settings(max_examples=500, deadline=None)
+@given(before=st.lists(st.tuples(plain_names, plain_values), max_size=3), name=secret_names, secret=secrets,
+       after=st.lists(st.tuples(plain_names, plain_values), max_size=3),
+       place=st.sampled_from(["query", "fragment", "path-parameter", "password", "any-name"]))
+def test_redact_url_never_shows_a_refused_value(before, name, secret, after, place):
+    plain = "&".join(f"{n}={v}" for n, v in before + after)
+    encoded = quote(secret, safe="")
+    url = {
+        "query": f"https://h.example/f.iso?{plain}&{name}={encoded}&{plain}",
+        "fragment": f"https://h.example/f.iso?{plain}#{name}={encoded}",
+        "path-parameter": f"https://h.example/d;{name}={encoded}/f.iso?{plain}",
+        "password": f"https://alice:{encoded}@h.example/f.iso?{plain}",
+        # under a name that says nothing, a value starting QZ9 changes case and digits too often to pass
+        "any-name": f"https://h.example/f.iso?{plain}&x={encoded}0aB1cD2eF3",
+    }[place]
+    assert url_reason(url) is not None
+    redacted = redact_url(url)
+    assert "QZ9" not in redacted and REDACTED in redacted
+
+
+@settings(max_examples=500, deadline=None)
+@given(pairs=st.lists(st.tuples(st.text(st.characters(codec="ascii", exclude_characters="&;#="), max_size=12),
+                                st.one_of(st.none(), st.text(st.characters(codec="ascii", exclude_characters="&;#"),
+                                                             max_size=30))), min_size=1, max_size=5))
+def test_redact_url_redacts_exactly_what_the_gate_refuses(pairs):
+    pieces = [name if value is None else f"{name}={value}" for name, value in pairs]
+    url = "https://h.example/f.iso?" + "&".join(pieces)
+    if url_reason(url) == "url":
+        return  # not printable ASCII: the gate refuses the whole URL, not a piece
+    out = urlsplit(redact_url(url)).query.split("&")
+    assert len(out) == len(pieces)
+    for piece, shown in zip(pieces, out):
+        reason = url_reason("https://h.example/f.iso?" + piece)
+        if reason is None:
+            assert shown == piece
+        elif "=" in piece:
+            assert shown.endswith("=" + REDACTED)
+        else:  # a bare name: nothing to hide if it is vocabulary (`?token`), all of it if it may be the secret
+            assert shown == (piece if reason == "signed-url" else REDACTED)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(url=st.one_of(st.text(), st.text().map(lambda s: "https://" + s),
+                     st.text(st.characters(codec="ascii")).map(lambda s: "http://h.example/?" + s)))
+def test_url_rule_never_raises(url):
+    reason = url_reason(url)
+    assert reason is None or reason in ("url", "scheme", "userinfo", "signed-url", "secret-value")
+    assert isinstance(redact_url(url), str)
+    assert request_gate("GET", url, []).swarmable == (reason is None)
