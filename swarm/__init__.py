@@ -8,8 +8,9 @@
   streaming hashing, the block ("piece") layer, and checks of layers, layer ranges and blocks against a root.
 - `swarm.manifest` — `Manifest` (size, block size, root, URL, validator, content type/encoding), the block-size
   rule `choose_block_size`, and a strict, versioned binary encoding.
-- `swarm.wire`     — the sans-I/O peer wire codec: length-prefixed frames for every message, a `Decoder` with a
-  hard limit on every length that raises only `ProtocolError`.
+- `swarm.wire`     — the sans-I/O peer wire codec: length-prefixed frames for every message; `swarm.wire_decoder`
+  its `Decoder`, with a hard limit on every length, that raises only `ProtocolError` and holds what arrived, never
+  what a header announced (a BLOCK only if the receiver admits it from its header).
 - `swarm.store`    — the block store: `BlockStore` protocol, `MemoryBlockStore`; `swarm.store_disk.DiskBlockStore`
   (per content root a sparse data file, a manifest + hash-layer record and an in-place verified bitmap; re-verified
   on load; LRU eviction of unpinned content under a size cap; disk errors → `StoreFailed` events, never a failed fetch).
@@ -20,13 +21,16 @@
 - `swarm.throttle` — token buckets and throttle groups with an injected clock.
 - `swarm.origin_source` — the origin as a Range source: `Range` + `If-Range`, accepted only as a 206 whose
   `Content-Range` and validator match; failures are `OriginSourceError` (permanent or transient); its own cap.
-- `swarm.fetch_core` / `swarm.serve_core` — the sans-I/O download and serving cores the node drives.
+- `swarm.fetch_core` / `swarm.serve_core` — the sans-I/O download and serving cores the node drives (serving:
+  bounded request queue and sends in flight, handshake/idle/stall timeouts); `swarm.slots` — which connections
+  keep a serving slot when more peers want one.
 - `swarm.transport` — one connection abstraction (bounded send/receive buffers, clean close reasons) with
   `transport_memory` (in-process, fault injection), `transport_tcp` (sendfile for blocks on disk) and
-  `transport_quic` (aioquic: a control stream plus one stream per block request).
-- `swarm.node` — `SwarmNode`, the asyncio shell: `start()` serves what the store shares, `seed_file()`,
-  `fetch_manifest(root, peers)`, and `fetch(manifest, peers, origin=..., start=, end=)`, an async iterator of
-  verified bytes in order; `FetchFailed` when no source is left.
+  `transport_quic` (aioquic: a control stream plus one stream per block request; the connection in
+  `transport_quic_connection`).
+- `swarm.node` — `SwarmNode`, the asyncio shell (one fetch's in `swarm.fetch_run`): `start()` serves what the
+  store shares, `seed_file()`, `fetch_manifest(root, peers)`, and `fetch(manifest, peers, origin=..., start=,
+  end=)`, an async iterator of verified bytes in order; `FetchFailed` when no source is left.
 - `swarm.cli` — `swarmproxy swarm manifest | seed | get`.
 
 Public API in short:

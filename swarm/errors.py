@@ -29,6 +29,7 @@ __all__ = [
     "ConnectFailed",
     "ConnectionClosed",
     "OriginSourceError",
+    "FetchFailed",
 ]
 
 
@@ -120,3 +121,7 @@ class OriginSourceError(SwarmError):
         super().__init__(message)
         self.permanent = permanent
         self.status = status
+
+
+class FetchFailed(SwarmError):
+    """A fetch cannot complete: no source is left that could supply the missing blocks (`swarm.node`)."""

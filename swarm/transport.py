@@ -16,10 +16,18 @@ A `Connection` carries `swarm.wire` messages both ways:
   or (QUIC) handed to the QUIC stack and not yet acknowledged. `drain()` returns once `buffered <= send_limit`
   and raises `ConnectionClosed` if the connection closes first. A peer that stops reading stops the flow: every
   transport also bounds what it has *received* but the application has not yet taken with `receive()`
-  (`receive_limit`): past it the transport stops reading (TCP), stops granting flow-control credit (QUIC) or
-  counts it against the sender's `buffered` (memory). So a receiver that never reads makes the sender's
-  `buffered` reach `send_limit` and its `send()` block. `send_nowait` never blocks and may overshoot the bound
-  by whatever the caller queues; it is for small replies that must not wait.
+  (`receive_limit`; `accepted_receive_limit`, much lower, on connections a listener accepts: the connecting side
+  asks, and only the side that asked receives BLOCKs): past it the transport stops reading (TCP), stops granting
+  flow-control credit (QUIC) or counts it against the sender's `buffered` (memory). A decoded control message is charged its Python objects, not its few wire bytes. So a
+  receiver that never reads makes the sender's `buffered` reach `send_limit` and its `send()` block.
+  `send_nowait` never blocks and may overshoot the bound by whatever the caller queues; it is for small replies
+  that must not wait, and a caller that answers a peer with it stops reading that peer while it is over the
+  bound (as the node does).
+* **Only requested BLOCKs.** A BLOCK is received only in answer to a REQUEST this side sent (`send`/`send_nowait`),
+  for the same block and offset and at most the requested length; each REQUEST admits one BLOCK (a REJECT
+  answering it, too, uses it up; a CANCEL does not, so a late reply still arrives). Anything else is a protocol
+  violation seen from the BLOCK's 13-byte header, before its payload is held (`ExpectedReplies`,
+  `swarm.wire_decoder`): a peer cannot make us buffer megabytes by announcing them.
 * **Receiving.** `await receive()` returns the next message, or None at the end of the stream;
   `async for message in connection` does the same. Messages that arrived before the peer closed are still
   delivered first (after a protocol violation, except those decoded from the same chunk of bytes as the fault:
@@ -48,7 +56,7 @@ import ipaddress
 import logging
 import os
 from abc import ABC, abstractmethod
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -56,7 +64,7 @@ from typing import ClassVar
 from swarm import wire
 from swarm.errors import ConnectionClosed, TransportError
 from swarm.store import BlockLocation
-from swarm.wire import Block, Limits, Message
+from swarm.wire import Block, Limits, Message, Reject, Request
 
 __all__ = [
     "Address",
@@ -65,6 +73,7 @@ __all__ = [
     "CloseReason",
     "ConnectionSettings",
     "Connection",
+    "ExpectedReplies",
     "Listener",
     "Transport",
     "message_size",
@@ -103,10 +112,18 @@ class ConnectionSettings:
     limits: Limits = field(default_factory=Limits)
     send_limit: int = 8 * MiB  # `drain()` waits while more than this is buffered outgoing
     receive_limit: int = 8 * MiB  # stop taking bytes from the peer while more than this awaits `receive()`
+    # The same for connections a listener accepts, from their first byte: their peers send requests and small
+    # control frames (well over a thousand fit), never the blocks a connection we open receives.
+    accepted_receive_limit: int = 256 * 1024
     backlog: int = 128  # accepted connections a listener holds for `accept()`; more are refused
 
 
-_SMALL_MESSAGE = 16  # what a fixed-size control message is charged in the receive bound
+# What a decoded control message is charged in the receive bound: its Python objects (a queued REQUEST measured
+# ~190 bytes), not its 5-22 wire bytes — else a bound meant as 8 MiB held 90 MB of queued REQUESTs.
+_SMALL_MESSAGE = 192
+# REQUESTs remembered for their reply. Far above what a fetch keeps outstanding per peer; what overflows is the
+# oldest, in practice requests cancelled long ago whose late replies will never come.
+_MAX_EXPECTED = 1024
 
 
 def message_size(message: Message) -> int:
@@ -136,6 +153,53 @@ def read_location(location: BlockLocation) -> bytes:
     return data
 
 
+class ExpectedReplies:
+    """The BLOCKs a connection may receive: one per REQUEST it sent, at most that long (sans-I/O).
+
+    `sent(request)` records a REQUEST; `admit(block, offset, length)` — a BLOCK's header arrived — says whether
+    it answers one and uses that one up; `rejected(reject)` uses up the one a REJECT answers.
+    """
+
+    def __init__(self, limit: int = _MAX_EXPECTED) -> None:
+        self.limit = limit
+        self._lengths: OrderedDict[tuple[int, int], list[int]] = OrderedDict()
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def sent(self, request: Request) -> None:
+        key = (request.block, request.offset)
+        self._lengths.setdefault(key, []).append(request.length)
+        self._lengths.move_to_end(key)
+        self._count += 1
+        while self._count > self.limit:
+            oldest = next(iter(self._lengths))
+            self._use(oldest, 0)
+
+    def admit(self, block: int, offset: int, length: int) -> bool:
+        lengths = self._lengths.get((block, offset))
+        if lengths is None:
+            return False
+        for index, requested in enumerate(lengths):
+            if length <= requested:
+                self._use((block, offset), index)
+                return True
+        return False
+
+    def rejected(self, reject: Reject) -> None:
+        lengths = self._lengths.get((reject.block, reject.offset))
+        if lengths is not None and reject.length in lengths:
+            self._use((reject.block, reject.offset), lengths.index(reject.length))
+
+    def _use(self, key: tuple[int, int], index: int) -> None:
+        lengths = self._lengths[key]
+        del lengths[index]
+        if not lengths:
+            del self._lengths[key]
+        self._count -= 1
+
+
 def payload_length(payload: BlockPayload) -> int:
     return payload.length if isinstance(payload, BlockLocation) else memoryview(payload).nbytes
 
@@ -145,11 +209,13 @@ class Connection(ABC):
 
     transport_name: ClassVar[str] = ""
 
-    def __init__(self, settings: ConnectionSettings) -> None:
+    def __init__(self, settings: ConnectionSettings, *, accepted: bool = False) -> None:
         self.settings = settings
         self.send_limit = settings.send_limit
-        self.receive_limit = settings.receive_limit
+        self.receive_limit = min(settings.receive_limit, settings.accepted_receive_limit) if accepted \
+            else settings.receive_limit
         self._loop = asyncio.get_running_loop()
+        self.expected = ExpectedReplies()  # decoders admit BLOCKs through `expected.admit`
         self._inbound: deque[tuple[Message, int]] = deque()
         self._inbound_bytes = 0
         self._receiving_paused = False
@@ -182,6 +248,8 @@ class Connection(ABC):
     def send_nowait(self, message: Message) -> None:
         """Queue `message` without waiting; `ConnectionClosed` if the connection has ended."""
         self._check_open()
+        if type(message) is Request:
+            self.expected.sent(message)
         if isinstance(message, Block):
             self._send_block(message.block, message.offset, message.data)
         else:
@@ -247,6 +315,8 @@ class Connection(ABC):
         if self.close_reason is not None and self.close_reason.cause is CloseCause.LOCAL:
             return
         for message in messages:
+            if type(message) is Reject:
+                self.expected.rejected(message)
             size = message_size(message)
             self._inbound.append((message, size))
             self._inbound_bytes += size

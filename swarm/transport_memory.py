@@ -32,7 +32,8 @@ from swarm.transport import (
     Transport,
     read_location,
 )
-from swarm.wire import Decoder, Message
+from swarm.wire import Message
+from swarm.wire_decoder import Decoder
 
 __all__ = ["MemoryNetwork", "MemoryTransport", "MemoryListener", "MemoryConnection"]
 
@@ -66,11 +67,12 @@ _default_network = MemoryNetwork()
 class MemoryConnection(Connection):
     transport_name = "memory"
 
-    def __init__(self, settings: ConnectionSettings, local: Address, remote: Address) -> None:
-        super().__init__(settings)
+    def __init__(self, settings: ConnectionSettings, local: Address, remote: Address, *,
+                 accepted: bool = False) -> None:
+        super().__init__(settings, accepted=accepted)
         self._local = local
         self._remote = remote
-        self._decoder = Decoder(settings.limits)
+        self._decoder = Decoder(settings.limits, admit_block=self.expected.admit)
         self.peer: MemoryConnection | None = None
 
     @property
@@ -188,7 +190,7 @@ class MemoryTransport(Transport):
         local = ("memory-client", self.network.free_port("memory-client"))
         # Each side decodes with its own node's limits.
         client = MemoryConnection(self.settings, local, address)
-        server = MemoryConnection(listener.settings, address, local)
+        server = MemoryConnection(listener.settings, address, local, accepted=True)
         client.peer, server.peer = server, client
         listener._offer(server)
         return client
