@@ -285,8 +285,8 @@ class SwarmEngine:
         decision = decide(
             [Vouch(s.publisher_id, s.content_root, s.size, s.block_size, s.validator, s.publisher_host)
              for s in summaries],
-            self.trust.headless() if headless else self.trust, known_size=known_size, known_validator=validator_bytes(known_validator)
-            if known_validator else None,
+            self.trust.headless() if headless else self.trust, known_size=known_size,
+            known_validator=validator_bytes(known_validator) if known_validator else None,
         )
         if decision.accepted is None:
             self.counters.manifests_rejected += 1
