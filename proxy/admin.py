@@ -5,6 +5,10 @@ GET /_swarm/requests               the last N requests, newest last (JSON list)
 GET /_swarm/dht                    the DHT node: id, routing table size, stored records, dropped datagrams
 GET /_swarm/dht/providers/<root>   runs a lookup for a content root (64 hex digits), lists its providers
 GET /metrics                       Prometheus text format
+
+Only to loopback clients that asked for this machine by name (Host: localhost, 127.x.x.x or [::1], with or
+without the proxy's port) and directly, not through a proxy (no Via); see proxy.edge for why. URLs in
+/_swarm/requests have their credentials redacted (`publish_gate.redact_url`).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from . import __version__
+from .edge import admin_refusal
 from .stats import Stats
 
 if TYPE_CHECKING:
@@ -37,8 +42,10 @@ MAX_PROVIDERS = 50
 
 class Admin:
     def __init__(self, stats: Stats, addresses: Callable[[], dict[str, str]],
-                 dht: Callable[[], DhtNode | None] = lambda: None, engine: Callable[[], object] = lambda: None) -> None:
+                 dht: Callable[[], DhtNode | None] = lambda: None, engine: Callable[[], object] = lambda: None,
+                 listen_port: Callable[[], int | None] = lambda: None) -> None:
         self.stats = stats
+        self.listen_port = listen_port
         self.engine = engine
         self.addresses = addresses
         self.dht = dht
@@ -52,6 +59,10 @@ class Admin:
     async def handle(self, request: web.BaseRequest, *, loopback: bool) -> web.StreamResponse:
         if not loopback:
             return _json({"error": "the admin API answers only clients on this machine (loopback)"}, 403)
+        refusal = admin_refusal(request.headers.get("Host"), request.headers.get("Via"), self.listen_port())
+        if refusal is not None:
+            status, reason = refusal
+            return _json({"error": reason}, status)
         route = self.routes.get(request.path)
         if route is None and request.path.startswith(PROVIDERS):
             route = self.providers
@@ -75,7 +86,7 @@ class Admin:
         })
 
     async def requests(self, request: web.BaseRequest) -> web.StreamResponse:
-        records = [r.as_json() for r in self.stats.history]
+        records = [r.shown() for r in self.stats.history]
         limit = request.query.get("limit", "")
         if limit.isdigit():
             records = records[-int(limit):] if int(limit) else []

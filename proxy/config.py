@@ -249,6 +249,22 @@ OPTIONS: tuple[Option, ...] = (
     Option("read-timeout", _positive_float, 60.0,
            "seconds an origin may stay silent (before or during a response) before the request fails "
            "(504 before the response started, a cut-off response after)", "SECONDS"),
+    # 10 s: a client on this machine or a LAN sends its whole head in one packet, milliseconds after
+    # connecting; 10 s leaves room for a slow remote link (--allow-remote) yet frees a slot a slowloris
+    # client holds within seconds, not minutes (nginx allows 60 s, Apache's mod_reqtimeout 20-40 s, for
+    # servers on the open internet).
+    Option("header-timeout", _positive_float, 10.0,
+           "seconds a client has to send a whole request head (request line and header fields), counted from "
+           "the connection's accept and, between kept-alive requests, from the head's first byte; a head that "
+           "comes late is answered 408 and the connection closed (a response or a tunnel under way is never "
+           "timed by this)", "SECONDS"),
+    # 60 s: browsers keep idle connections for 2-5 minutes and send their next request on them; closing
+    # sooner costs them a new connection (cheap on loopback) and closing at all is what they expect, while
+    # an idle socket holding a --max-connections slot for an hour (aiohttp's default) is not.
+    Option("idle-timeout", _positive_float, 60.0,
+           "seconds a kept-alive client connection may wait between requests (after a response, before the "
+           "next request's first byte) before it is closed (a response or a tunnel under way is never idle)",
+           "SECONDS"),
     Option("max-header-size", _positive_int, 65536,
            "longest request line or header line accepted, in bytes; longer is answered 431", "BYTES"),
     Option("request-history", _positive_int, 200,
@@ -314,6 +330,8 @@ class Config:
     max_connections: int
     connect_timeout: float
     read_timeout: float
+    header_timeout: float
+    idle_timeout: float
     max_header_size: int
     request_history: int
     dht_listen: HostPort | None

@@ -3,6 +3,12 @@
 There is no router: the handler sorts requests by form (RFC 9112 §3.2) — CONNECT's authority-form
 goes to the tunnel, absolute-form to the relay, origin-form to the admin API — which is how CONNECT,
 which aiohttp's router cannot express, is served at all.
+
+Each client connection has two clocks (Go's http.Server has the same pair): a request head must be
+complete within --header-timeout of the connection's accept, or, on a kept-alive connection, of the head's
+first byte (else 408 and close); between requests a connection may idle for --idle-timeout (aiohttp's
+keep-alive timer). Neither runs while a request is being answered, so a long download or a CONNECT tunnel
+is never cut by them.
 """
 
 from __future__ import annotations
@@ -15,23 +21,35 @@ import logging
 import os
 import resource
 import time
-from typing import Any
+from typing import Any, cast
 
-from aiohttp import http_exceptions, web, web_protocol
+from aiohttp import HttpVersion11, http_exceptions, web, web_protocol
+from aiohttp.http_parser import RawRequestMessage
 
 from .admin import Admin
 from .config import Config
 from dht.errors import LocalError as DhtLocalError
 from dht.node import DhtConfig, DhtNode
 
+from . import edge
 from .errors import ListenError, OriginError
 from .fallback import Fallback
 from .origin import make_session
-from .relay import ClientGone, relay
+from .relay import ClientGone, origin_url, relay
 from .stats import Stats
-from .tunnel import connect
+from .tunnel import connect, parse_authority
 
 log = logging.getLogger("swarmproxy")
+
+# How long a connection refused over --max-connections may linger after its 503: closing at once, while the
+# client's request is unread or still arriving, makes the kernel answer with a reset, which can destroy the
+# 503 in the client's receive buffer before it reads it. Long enough for a request to arrive, short enough
+# that refused connections do not pile up.
+REFUSED_LINGER_S = 2.0
+
+# The HTTP version a request had when it was not 1.0 or 1.1 (its message is rewritten to 1.1 so that the
+# answer says HTTP/1.1; see _LimitedServer._request_for).
+UNSUPPORTED_VERSION = web.RequestKey("swarmproxy.unsupported_version", tuple)
 
 
 def is_loopback_peer(peername: Any) -> bool:
@@ -53,17 +71,79 @@ def _text(status: int, message: str) -> web.Response:
 
 
 class _ProxyProtocol(web_protocol.RequestHandler):
-    """aiohttp's per-connection protocol, with answers instead of tracebacks for malformed input."""
+    """aiohttp's per-connection protocol, with answers instead of tracebacks for malformed input, and the
+    request-head clock (the idle clock is aiohttp's keep-alive timer, `keepalive_timeout`).
+
+    The head clock relies on three details of aiohttp's RequestHandler (3.14): `start()` awaits `_waiter`
+    exactly while it waits for the next request, every parsed head (or parse error) is appended to
+    `_messages` by `data_received`, and `start()` re-arms the keep-alive timer `_keepalive_handle` after each
+    response when it is None. tests/proxy/test_edge.py fails if any of them changes.
+    """
+
+    def __init__(self, manager: web.Server, *, header_timeout: float, **kwargs: Any) -> None:
+        super().__init__(manager, **kwargs)
+        self._header_timeout = header_timeout
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._head_begun = False  # a byte of the awaited head has arrived: a late head gets 408, not silence
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
         self._manager.stats.connection_opened()  # type: ignore[union-attr]
+        # The first head is timed from the accept: a connection that says nothing must not hold a
+        # --max-connections slot for the whole --idle-timeout.
+        self._start_head_clock(begun=False)
 
     def connection_lost(self, exc: BaseException | None) -> None:
         manager = self._manager
+        self._stop_head_clock()
         super().connection_lost(exc)
         if manager is not None:
             manager.stats.connection_closed()  # type: ignore[attr-defined]
+
+    def data_received(self, data: bytes) -> None:
+        waiting = self._head_timer is None and self._waiter is not None and not self._waiter.done()
+        queued = len(self._messages)
+        super().data_received(data)
+        if len(self._messages) > queued:  # a head is complete (or refused): the handler answers from here
+            self._stop_head_clock()
+        elif data and self._head_timer is not None:
+            self._head_begun = True
+        elif data and waiting:  # the first byte of a kept-alive connection's next head
+            self._start_head_clock(begun=True)
+
+    def _start_head_clock(self, *, begun: bool) -> None:
+        loop = self._loop
+        deadline = loop.time() + self._header_timeout
+        self._head_begun = begun
+        self._head_timer = loop.call_at(deadline, self._head_too_late)
+        # aiohttp's keep-alive timer would close the connection silently at its own deadline, whatever has
+        # arrived; while a head is awaited, this clock alone judges it (start() re-arms that timer after the
+        # response).
+        if self._keepalive_handle is not None:
+            self._keepalive_handle.cancel()
+            self._keepalive_handle = None
+
+    def _stop_head_clock(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_too_late(self) -> None:
+        self._head_timer = None
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        # A connection that sent nothing is closed without a word (it asked nothing; a browser's unused
+        # pre-connection sees an ordinary close). One that began a head is told why.
+        if self._head_begun:
+            self._manager.stats.header_timeout()  # type: ignore[union-attr]
+            peer = transport.get_extra_info("peername")
+            log.warning("closed the connection from %s: its request head was not complete within %gs "
+                        "(--header-timeout)", peer and peer[0], self._header_timeout)
+            cast(asyncio.WriteTransport, transport).write(edge.closing_response(
+                408, f"408 Request Timeout: the request head (request line and header fields) must arrive "
+                     f"within {self._header_timeout:g} seconds (--header-timeout)"))
+        self.force_close()
 
     def handle_error(self, request: web.BaseRequest, status: int = 500, exc: BaseException | None = None,
                      message: str | None = None) -> web.StreamResponse:
@@ -77,14 +157,19 @@ class _ProxyProtocol(web_protocol.RequestHandler):
             status = 431
             text = "431 Request Header Fields Too Large: a request line or header line is longer than " \
                    "--max-header-size allows, or there are too many header lines"
+            summary = text
         elif status == 500:
             log.exception("internal error answering %s", peer, exc_info=exc)
-            text = "500 Internal Server Error: swarmproxy failed on this request; see its log"
+            text = summary = "500 Internal Server Error: swarmproxy failed on this request; see its log"
         else:
-            text = f"{status} Bad Request: {message or exc}"
+            detail = message or str(exc)
+            if isinstance(exc, http_exceptions.BadHttpMessage) and edge.UNKNOWN_VERSION_MESSAGE in str(exc):
+                status, detail = 505, edge.version_refusal(None) or detail
+            text = f"{status} {edge.phrase(status)}: {detail}"
+            summary = f"{status} {edge.phrase(status)}: {edge.parse_error_summary(detail)}"
         if status != 500:
             stats.counters["bad_requests"] += 1
-            log.warning("rejected request from %s: %s", peer and peer[0], text)
+            log.warning("rejected request from %s: %s", peer and peer[0], summary)
         if request.writer.output_size > 0:
             raise ConnectionError("response already started")
         response = _text(status, text)
@@ -93,29 +178,65 @@ class _ProxyProtocol(web_protocol.RequestHandler):
 
 
 class _Refuse503(asyncio.Protocol):
-    """Stands in for a connection over --max-connections: one 503, then close."""
+    """Stands in for a connection over --max-connections: one 503, then a lingering close."""
 
-    BODY = b"503 Service Unavailable: swarmproxy is serving as many connections as --max-connections allows\n"
+    ANSWER = edge.closing_response(
+        503, "503 Service Unavailable: swarmproxy is serving as many connections as --max-connections allows",
+        extra=(("Retry-After", "1"),))
+
+    def __init__(self) -> None:
+        self._closer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        transport.write(b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\n"
-                        b"Retry-After: 1\r\nConnection: close\r\n"
-                        b"Content-Length: %d\r\n\r\n%s" % (len(self.BODY), self.BODY))
-        transport.close()
+        # uvloop's transports are not asyncio.Transport instances, but they write, half-close and close alike.
+        writer = cast(asyncio.WriteTransport, transport)
+        writer.write(self.ANSWER)
+        if writer.can_write_eof():
+            writer.write_eof()  # the answer is whole; what the client still sends is read and dropped
+        self._closer = asyncio.get_running_loop().call_later(REFUSED_LINGER_S, transport.close)
+
+    def data_received(self, data: bytes) -> None:
+        pass
+
+    def eof_received(self) -> bool:
+        return False  # the client is done too: close
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        if self._closer is not None:
+            self._closer.cancel()
 
 
 class _LimitedServer(web.Server):
-    def __init__(self, *args: Any, stats: Stats, max_connections: int, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, *args: Any, stats: Stats, max_connections: int, header_timeout: float,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, request_factory=self._request_for, **kwargs)
         self.stats = stats
         self.max_connections = max_connections
+        self.header_timeout = header_timeout
 
     def __call__(self) -> asyncio.Protocol:  # type: ignore[override]
         if self.stats.connections_open >= self.max_connections:
             self.stats.connection_refused()
             return _Refuse503()
-        return _ProxyProtocol(self, loop=self._loop, **self._kwargs)
+        return _ProxyProtocol(self, loop=self._loop, header_timeout=self.header_timeout, **self._kwargs)
+
+    def _request_for(self, message: RawRequestMessage, payload: Any, protocol: web_protocol.RequestHandler,
+                     writer: Any, task: asyncio.Task) -> web.BaseRequest:
+        """aiohttp's request, except that every answer's status line says HTTP/1.1 (or 1.0 to 1.0).
+
+        aiohttp writes the request's own version into the status line: `HTTP/0.9 200` to a request line
+        without a version, `HTTP/2.0 200` to one saying 2.0, and `HTTP/1.0 400` for a request it could not
+        parse (its stand-in message, web_protocol.ERROR, says 1.0). Those are rewritten to 1.1 and closed after
+        the answer; an unsupported version is remembered for `ProxyServer._answer` to refuse with 505.
+        """
+        unsupported = message.version not in edge.SUPPORTED_VERSIONS
+        if unsupported or message is web_protocol.ERROR:
+            original = message.version
+            message = message._replace(version=HttpVersion11, should_close=True)
+        request = web.BaseRequest(message, payload, protocol, writer, task, self._loop)
+        if unsupported:
+            request[UNSUPPORTED_VERSION] = tuple(original)
+        return request
 
 
 class ProxyServer:
@@ -127,8 +248,10 @@ class ProxyServer:
         self.dht: DhtNode | None = None
         self.engine = None  # proxy.engine.SwarmEngine once started, unless --peer-listen off
         self.fallback: Fallback | None = None
-        self.admin = Admin(self.stats, lambda: self.addresses, lambda: self.dht, lambda: self.engine)
         self.addresses: dict[str, str] = {}
+        self._listen: tuple[str, int] | None = None  # the proxy listener's bound host and port
+        self.admin = Admin(self.stats, lambda: self.addresses, lambda: self.dht, lambda: self.engine,
+                           listen_port=lambda: self._listen[1] if self._listen else None)
         self._session = None
         self._runner: web.BaseRunner | None = None
         self._bootstrap_task: asyncio.Task | None = None
@@ -143,6 +266,8 @@ class ProxyServer:
             self._handle,
             stats=self.stats,
             max_connections=cfg.max_connections,
+            header_timeout=cfg.header_timeout,
+            keepalive_timeout=cfg.idle_timeout,  # the idle clock: from accept or a response's end to a head
             access_log=None,  # one line per request comes from Stats.finish instead
             max_line_size=cfg.max_header_size,
             max_field_size=cfg.max_header_size,
@@ -154,6 +279,7 @@ class ProxyServer:
         site = web.TCPSite(self._runner, cfg.listen.host, cfg.listen.port, backlog=1024, reuse_address=True)
         await site.start()
         host, port = _bound(site)
+        self._listen = (host, port)
         self.addresses["proxy"] = _join(host, port)
         log.info("swarmproxy listening on http://%s (admin API: http://%s/_swarm/status)",
                  self.addresses["proxy"], self.addresses["proxy"])
@@ -271,6 +397,9 @@ class ProxyServer:
         peer = request.transport.get_extra_info("peername") if request.transport else None
         loopback = is_loopback_peer(peer)
         target = request.raw_path
+        unsupported = request.get(UNSUPPORTED_VERSION)
+        if unsupported is not None:
+            return self._refuse_version(unsupported, peer)
         if request.method != "CONNECT" and target.startswith("/"):
             return await self.admin.handle(request, loopback=loopback)
 
@@ -278,6 +407,7 @@ class ProxyServer:
         record = self.stats.begin(request.method, target, client)
         response: web.StreamResponse | None = None
         try:
+            self._refuse_self(request)
             if request.method == "CONNECT":
                 self.stats.counters["tunnels"] += 1
                 response = await connect(request, record, allowed=self.config.connect_ports,
@@ -291,7 +421,7 @@ class ProxyServer:
             return response
         except OriginError as exc:
             self.stats.finish(record, exc.status, 0, time.monotonic() - started, exc.message)
-            return _text(exc.status, f"{exc.status} {_phrase(exc.status)}: {exc.message}")
+            return _text(exc.status, f"{exc.status} {edge.phrase(exc.status)}: {exc.message}")
         except ClientGone as exc:
             status = response.status if response else None
             self.stats.finish(record, status, record.bytes_origin + record.bytes_peers, time.monotonic() - started,
@@ -302,13 +432,29 @@ class ProxyServer:
                               "client_gone: client closed the connection")
             raise
 
+    def _refuse_version(self, version: tuple[int, int], peer: Any) -> web.StreamResponse:
+        reason = edge.version_refusal(version)
+        self.stats.counters["bad_requests"] += 1
+        log.warning("rejected request from %s: %s", peer and peer[0], reason)
+        response = _text(505, f"505 {edge.phrase(505)}: {reason}")
+        response.force_close()
+        return response
+
+    def _refuse_self(self, request: web.BaseRequest) -> None:
+        """OriginError(403) when the request's target is this proxy's own listener (see proxy.edge)."""
+        if self._listen is None:
+            return
+        if request.method == "CONNECT":
+            host, port = parse_authority(request.raw_path)
+        else:
+            url = origin_url(request.raw_path)
+            host, port = url.raw_host or "", url.port
+        if edge.reaches_listener(host, port, *self._listen):
+            raise OriginError(403, edge.self_refusal(host, port, self.addresses["proxy"]))
+
 
 def _join(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-
-
-def _phrase(status: int) -> str:
-    return {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway", 504: "Gateway Timeout"}.get(status, "Error")
 
 
 def _bound(site: web.TCPSite) -> tuple[str, int]:

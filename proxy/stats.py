@@ -15,6 +15,8 @@ from typing import Any
 
 import prometheus_client as prom
 
+from .publish_gate import redact_url
+
 access_log = logging.getLogger("swarmproxy.access")
 
 
@@ -41,6 +43,10 @@ class RequestRecord:
 
     def as_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def shown(self) -> dict[str, Any]:
+        """As `as_json`, with the URL as the admin API may show it: a signed URL's credentials redacted."""
+        return {**self.as_json(), "url": redact_url(self.url)}
 
 
 class Stats:
@@ -72,6 +78,10 @@ class Stats:
         self._refused = prom.Counter(
             "swarmproxy_connections_refused", "Client connections answered 503 (over --max-connections)",
             registry=self.registry,
+        )
+        self._header_timeouts = prom.Counter(
+            "swarmproxy_header_timeouts", "Client connections answered 408 and closed (request head not complete "
+            "within --header-timeout)", registry=self.registry,
         )
 
         self._transitions = prom.Counter(
@@ -134,7 +144,7 @@ class Stats:
         if error:
             self.error(error)
         access_log.info(
-            "%s %s %s %s %dB %.3fs%s", record.client, record.method, record.url,
+            "%s %s %s %s %dB %.3fs%s", record.client, record.method, redact_url(record.url),
             status if status is not None else "-", sent, duration, f" ({error.strip()})" if error else "",
         )
 
@@ -154,6 +164,10 @@ class Stats:
         self.counters["connections_refused"] += 1
         self._refused.inc()
 
+    def header_timeout(self) -> None:
+        self.counters["header_timeouts"] += 1
+        self._header_timeouts.inc()
+
     def snapshot(self) -> dict[str, int]:
         return {
             "requests": self.counters["requests"],
@@ -161,6 +175,7 @@ class Stats:
             "errors": self.counters["errors"],
             "tunnels": self.counters["tunnels"],
             "bad_requests": self.counters["bad_requests"],
+            "header_timeouts": self.counters["header_timeouts"],
             "connections_open": self.connections_open,
             "connections_refused": self.counters["connections_refused"],
             "transitions": self.counters["transitions"],

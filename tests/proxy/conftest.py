@@ -14,13 +14,37 @@ import pathlib
 import ssl
 import sys
 
+import pytest
 import pytest_asyncio
+import uvloop
 from aiohttp import web
 
 from proxy.config import Config
 from proxy.server import ProxyServer
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def pytest_asyncio_loop_factories(config, item):
+    """Every async test here runs on uvloop, the loop `swarmproxy run` ships with (proxy/cli.py): its transports
+    differ from asyncio's (e.g. they are not `asyncio.Transport` instances), and a test on the other loop would
+    miss what breaks in production."""
+    return {"uvloop": _uvloop}
+
+
+def _uvloop() -> asyncio.AbstractEventLoop:
+    loop = uvloop.new_event_loop()
+    loop.set_exception_handler(_stop_on_timeout)
+    return loop
+
+
+def _stop_on_timeout(loop: asyncio.AbstractEventLoop, context: dict) -> None:
+    """pytest-timeout fails a hung test from its SIGALRM handler; uvloop runs that handler as a loop callback
+    and swallows what it raises, so the test would hang on. Stopping the loop ends the test (as an error:
+    'Event loop stopped before Future completed', after the timeout's message in the log)."""
+    loop.default_exception_handler(context)
+    if isinstance(context.get("exception"), pytest.fail.Exception):
+        loop.stop()
 BLOCK = hashlib.sha256(b"swarmproxy test data").digest() * 32768  # 1 MiB of fixed bytes
 
 
@@ -45,6 +69,8 @@ class Origin:
         self.sent = 0  # body bytes written by /stream, to watch backpressure
         self.silent_started = asyncio.Event()
         self.silent_abandoned = asyncio.Event()
+        self.paused = asyncio.Event()  # /pause sent its first half...
+        self.resume = asyncio.Event()  # ...and sends the rest once a test sets this
         self.requests: list[dict] = []
         r = self.app.router
         r.add_route("*", "/echo", self.echo)
@@ -54,6 +80,7 @@ class Origin:
         r.add_get("/cut/{size}", self.cut)
         r.add_get("/cut-chunked", self.cut_chunked)
         r.add_get("/silent", self.silent)
+        r.add_get("/pause/{size}", self.pause)
         r.add_get("/gzip", self.gzip)
         r.add_get("/ws", self.websocket)
         r.add_get("/status/{code}", self.status)
@@ -134,6 +161,17 @@ class Origin:
         finally:
             self.silent_abandoned.set()  # cancelled: whoever asked closed the connection
         raise AssertionError
+
+    async def pause(self, request: web.Request) -> web.StreamResponse:
+        size = int(request.match_info["size"])
+        response = web.StreamResponse(headers={"Content-Length": str(size)})
+        await response.prepare(request)
+        await response.write(body_bytes(size)[:size // 2])
+        self.paused.set()
+        await self.resume.wait()
+        await response.write(body_bytes(size)[size // 2:])
+        await response.write_eof()
+        return response
 
     async def gzip(self, request: web.Request) -> web.StreamResponse:
         import gzip

@@ -14,6 +14,7 @@ class RawResponse:
     headers: list[tuple[str, str]]
     body: bytes
     complete: bool  # False when the connection ended before the framing said the body was over
+    version: str = "HTTP/1.1"  # as the status line says it
 
     def header(self, name: str) -> str | None:
         for key, value in self.headers:
@@ -49,13 +50,13 @@ class RawConnection:
     async def response(self, *, head_request: bool = False) -> RawResponse:
         head = await self.reader.readuntil(b"\r\n\r\n")
         lines = head.decode("latin-1").split("\r\n")
-        _version, status, *reason = lines[0].split(" ", 2)
+        version, status, *reason = lines[0].split(" ", 2)
         headers = []
         for line in lines[1:]:
             if line:
                 name, _, value = line.partition(":")
                 headers.append((name.strip(), value.strip()))
-        response = RawResponse(int(status), reason[0] if reason else "", headers, b"", True)
+        response = RawResponse(int(status), reason[0] if reason else "", headers, b"", True, version)
         code = response.status
         if head_request or code in (204, 304) or 100 <= code < 200:
             return response

@@ -14,7 +14,7 @@ from .rawhttp import request
 
 
 async def admin_get(proxy, path: str):
-    return await request(proxy.addresses["proxy"], f"GET {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    return await request(proxy.addresses["proxy"], f"GET {path} HTTP/1.1\r\nHost: {proxy.addresses['proxy']}\r\n\r\n".encode())
 
 
 async def test_status_shape(proxy):

@@ -116,3 +116,17 @@ def test_block_size_and_fetch_peers_defaults_and_layers():
 def test_fetch_peers_rejects_what_is_not_a_positive_whole_number(text):
     with pytest.raises(ConfigError, match="--fetch-peers"):
         Config.load({"fetch_peers": text}, environ={})
+
+
+def test_header_and_idle_timeouts_defaults_and_layers():
+    config = Config.load({}, environ={})
+    assert (config.header_timeout, config.idle_timeout) == (10.0, 60.0)
+    config = Config.load({"idle_timeout": "5"}, environ={"SWARMPROXY_HEADER_TIMEOUT": "0.25"})
+    assert (config.header_timeout, config.idle_timeout) == (0.25, 5.0)
+
+
+@pytest.mark.parametrize("name", ["header_timeout", "idle_timeout"])
+@pytest.mark.parametrize("text", ["0", "-1", "soon", "inf"])
+def test_header_and_idle_timeouts_must_be_positive_numbers(name, text):
+    with pytest.raises(ConfigError, match="--" + name.replace("_", "-")):
+        Config.load({name: text}, environ={})

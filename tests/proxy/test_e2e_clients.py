@@ -173,5 +173,5 @@ async def test_status_command_and_admin_api(proxy_process, origin):
     assert status["listen"]["proxy"] == proxy_process.address
     assert status["listen"]["dht"] == proxy_process.ready["dht"] and proxy_process.ready["dht"].startswith("127.0.0.1:")
     assert status["counters"]["requests"] >= 1
-    history = (await request(proxy_process.address, b"GET /_swarm/requests HTTP/1.1\r\nHost: x\r\n\r\n")).body
+    history = (await request(proxy_process.address, b"GET /_swarm/requests HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")).body
     assert any(r["url"] == f"{origin.url}/bytes/3" and r["status"] == 200 for r in json.loads(history))

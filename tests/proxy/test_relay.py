@@ -236,7 +236,7 @@ async def test_connection_limit_answers_503(tmp_path, origin):
 
 
 async def test_unrelated_origin_form_path_explains_itself(proxy):
-    response = await request(address(proxy), b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+    response = await request(address(proxy), b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
     assert response.status == 404
     assert b"forward proxy" in response.body
 

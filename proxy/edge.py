@@ -1,0 +1,151 @@
+"""The client edge: who may talk to the admin API, which requests are refused before any work, and the
+answers written straight to a socket (pure functions, table-tested; `proxy.server` is the asyncio shell).
+
+The admin API shows the request history, full URLs included, so it must answer the user's own tools only,
+never a web page. A page can reach it in two ways, both closed here:
+  - DNS rebinding: the page's own name (evil.example) is made to resolve to 127.0.0.1, so the browser's
+    request reaches the proxy directly, from a loopback address, with `Host: evil.example:PORT`.
+    `admin_refusal` accepts only loopback names in Host.
+  - Through the proxy: `GET http://localhost:PORT/_swarm/requests` sent to the proxy as a proxy request
+    would be forwarded to the proxy itself, which would see a loopback client. `reaches_listener` refuses
+    such targets before connecting; a name it cannot see through (any DNS name that resolves to us) arrives
+    with our `Via` entry (and that name as Host), which `admin_refusal` refuses too.
+"""
+
+from __future__ import annotations
+
+import http
+import ipaddress
+
+# The versions this server speaks (RFC 9112); aiohttp's parser also hands over 0.9 (a request line
+# without a version) and 2.0, which it must not answer as if they were HTTP/1.x.
+SUPPORTED_VERSIONS = frozenset({(1, 0), (1, 1)})
+
+# What makes a Host field name this machine: no DNS name but localhost can be trusted to (a rebinding
+# attacker controls every other name's answers, and browsers resolve `localhost` themselves).
+LOOPBACK_NAMES = frozenset({"localhost", "localhost."})
+
+# The parser's message for a request line whose version it does not know (aiohttp's llhttp and Python
+# parsers both say this); such a request is answered 505 rather than 400.
+UNKNOWN_VERSION_MESSAGE = "Invalid HTTP version"
+
+
+def version_refusal(version: tuple[int, int] | None) -> str | None:
+    """Why a request of this HTTP version (None: one the parser does not know) is not served (answered
+    505), or None when it is."""
+    if version is None:
+        seen = "the request line's HTTP version"
+    elif tuple(version) in SUPPORTED_VERSIONS:
+        return None
+    elif tuple(version) == (0, 9):
+        seen = "HTTP/0.9 (a request line without an HTTP version)"
+    else:
+        seen = f"HTTP/{version[0]}.{version[1]}"
+    return f"{seen} is not supported: this proxy speaks HTTP/1.1 and HTTP/1.0 to its clients"
+
+
+def split_host(value: str) -> tuple[str, int | None] | None:
+    """A Host field value -> (host, port or None), brackets removed from an IPv6 literal; None when the
+    value is not `host[:port]`."""
+    value = value.strip()
+    if value.startswith("["):
+        host, bracket, rest = value[1:].partition("]")
+        if not bracket:
+            return None
+    else:
+        host, _, rest = value.partition(":")
+        rest = ":" + rest if _ else ""
+    if rest and not (rest.startswith(":") and rest[1:].isascii() and rest[1:].isdigit()):
+        return None
+    if not host:
+        return None
+    return host, int(rest[1:]) if rest else None
+
+
+def is_loopback_literal(host: str) -> bool:
+    """`localhost`, or an IPv4/IPv6 loopback address (IPv4-mapped too) written as an address."""
+    if host.lower() in LOOPBACK_NAMES:
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return _unmapped(ip).is_loopback
+
+
+def admin_refusal(host: str | None, via: str | None, port: int | None) -> tuple[int, str] | None:
+    """(status, reason) when the admin API must not answer a loopback client's request, else None.
+
+    `host` and `via` are the request's Host and Via fields, `port` the port the proxy listens on.
+    """
+    if via is not None:
+        return 403, (f"the admin API answers direct clients only, and this request came through a proxy "
+                     f"(Via: {via[:100]}). Ask it directly, without a proxy: "
+                     f"curl http://127.0.0.1:{port}/_swarm/status")
+    where = f"localhost, 127.0.0.1 or [::1] (with or without :{port})"
+    if host is None:
+        return 421, f"the admin API needs a Host field naming this machine: {where}"
+    parsed = split_host(host)
+    if parsed is None or not is_loopback_literal(parsed[0]) or parsed[1] not in (None, port):
+        # A web page whose name was rebound to 127.0.0.1 gets here with its own name as Host.
+        return 421, (f"the admin API answers only requests for this machine, with Host {where}; "
+                     f"got Host: {host[:100]!r}")
+    return None
+
+
+def reaches_listener(host: str, port: int | None, listen_host: str, listen_port: int) -> bool:
+    """Would connecting to host:port reach the proxy's own listener (host written as an address, or
+    localhost)? Then forwarding there would ask the proxy itself. A DNS name is not looked up here."""
+    if port != listen_port:
+        return False
+    name = host.strip("[]").lower()
+    candidates = ["127.0.0.1", "::1"] if name in LOOPBACK_NAMES else [name.split("%", 1)[0]]
+    try:
+        listen = _unmapped(ipaddress.ip_address(listen_host))
+    except ValueError:
+        return False
+    for text in candidates:
+        try:
+            ip = _unmapped(ipaddress.ip_address(text))
+        except ValueError:
+            continue
+        # Connecting to 0.0.0.0 or :: reaches this machine; a listener on 0.0.0.0 or :: takes every
+        # loopback address (either family: claiming too much only refuses loopback:OUR-PORT).
+        if ip.is_unspecified or ip == listen or (listen.is_unspecified and ip.is_loopback):
+            return True
+    return False
+
+
+def self_refusal(host: str, port: int | None, listen: str) -> str:
+    return (f"url: {host}:{port} is this proxy itself ({listen}), and it does not forward requests to "
+            f"itself. For its admin API ask it directly, without a proxy: curl http://{listen}/_swarm/status")
+
+
+def parse_error_summary(message: str) -> str:
+    """aiohttp's parse error text on one line, without the excerpt of the request it quotes (which may
+    hold a signed URL and does not belong in a log)."""
+    head = message.split("\n\n", 1)[0]
+    return " ".join(line.strip() for line in head.splitlines() if line.strip()).rstrip(":")[:300]
+
+
+def closing_response(status: int, text: str, *, extra: tuple[tuple[str, str], ...] = ()) -> bytes:
+    """A whole HTTP/1.1 response that ends the connection, for answers written straight to a transport
+    (no request object exists yet, or none will: over --max-connections, a request head that came late)."""
+    body = (text if text.endswith("\n") else text + "\n").encode()
+    fields = [("Content-Type", "text/plain; charset=utf-8"), *extra, ("Connection", "close"),
+              ("Content-Length", str(len(body)))]
+    head = f"HTTP/1.1 {status} {http.HTTPStatus(status).phrase}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in fields)
+    return head.encode("latin-1") + b"\r\n" + body
+
+
+def phrase(status: int) -> str:
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return "Error"
+
+
+def _unmapped(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    return ip
