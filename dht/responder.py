@@ -9,10 +9,15 @@ record valid. Every refusal is an ERROR reply and a counter, never an exception.
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING
+from collections import Counter
+from typing import Protocol
 
+from dht.admission import WriteTokens
+from dht.config import DhtConfig
 from dht.errors import MalformedRecord
 from dht.records import KIND_MANIFEST, KIND_PROVIDER, decode_record, dht_key
+from dht.routing import RoutingTableFacade
+from dht.storage import RecordStore
 from dht.wire import (
     HEADER_BYTES,
     MAX_CONTACTS,
@@ -26,10 +31,20 @@ from dht.wire import (
     record_entry_size,
 )
 
-if TYPE_CHECKING:  # the node owns the state a responder reads and writes
-    from dht.node import DhtNode
-
 Address = tuple[str, int]
+
+
+class NodeState(Protocol):
+    """The state of a `dht.node.DhtNode` that a responder reads and writes (read at each request: a test may
+    swap the store)."""
+
+    node_id: bytes
+    config: DhtConfig
+    store: RecordStore
+    tokens: WriteTokens
+    routing: RoutingTableFacade
+    counters: Counter[str]
+
 
 _KIND_OF_READ = {Method.FIND_PROVIDERS: KIND_PROVIDER, Method.GET_RECORDS: KIND_MANIFEST}
 _KIND_OF_WRITE = {Method.ANNOUNCE: KIND_PROVIDER, Method.PUT_RECORD: KIND_MANIFEST}
@@ -42,7 +57,7 @@ def source_key(address: Address, by: str) -> str:
 
 
 class Responder:
-    def __init__(self, node: DhtNode) -> None:
+    def __init__(self, node: NodeState) -> None:
         self.node = node
 
     def answer(self, message: Message, address: Address, now: float, monotonic: float) -> Message | None:

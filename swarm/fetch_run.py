@@ -8,10 +8,11 @@ backpressure (`max_pending_writes`) is described in `swarm.node`.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from .errors import FetchFailed, OriginSourceError, PeerError, StoreError, TransportError
 from .fetch_core import Close, Deliver, FetchCore, Finished, OriginCancel, OriginFetch, Send, Verified
@@ -19,16 +20,30 @@ from .manifest import Manifest
 from .transport import Address, Connection
 
 if TYPE_CHECKING:
-    from .node import SwarmNode
     from .origin_source import OriginRangeSource
+    from .policy import PolicyConfig
+    from .store import BlockStore
 
 log = logging.getLogger("swarmproxy.swarm")
+
+
+class _Node(Protocol):
+    """What a fetch needs of the `swarm.node.SwarmNode` that runs it."""
+
+    store: BlockStore
+    policy: PolicyConfig | None
+    max_pending_writes: int
+    fetch_totals: collections.Counter[str]
+
+    async def _open(self, address: Address, root: bytes, timeout: float) -> Connection: ...
+    def _announce_block(self, root: bytes, block: int) -> None: ...
+    def _announce_origin_fetch(self, root: bytes, block: int) -> None: ...
 
 
 class _FetchRun:
     """One fetch: the FetchCore, its connections, origin requests, timer and delivery queue."""
 
-    def __init__(self, node: SwarmNode, manifest: Manifest, layer: list[bytes] | None, start: int, end: int,
+    def __init__(self, node: _Node, manifest: Manifest, layer: list[bytes] | None, start: int, end: int,
                  origin: OriginRangeSource | None, window: int, into_store: bool = False) -> None:
         self.node, self.manifest, self.start, self.end, self.origin = node, manifest, start, end, origin
         self.root = manifest.root

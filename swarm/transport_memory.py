@@ -1,7 +1,7 @@
 """The in-process transport: connection pairs inside one event loop, for tests of many nodes.
 
 Same contract as every `swarm.transport.Transport`, and the same codec: each message is encoded into frames and
-fed to the peer's `swarm.wire.Decoder`, so malformed input behaves exactly as over a socket. Addresses are
+fed to the peer's `swarm.wire_decoder.Decoder`, so malformed input behaves exactly as over a socket. Addresses are
 (host, port) pairs in a `MemoryNetwork` (any host string; port 0 picks a free port); give every node of a test
 the same network.
 

@@ -12,7 +12,7 @@ import dataclasses
 import enum
 import logging
 from collections import OrderedDict, deque
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from aioquic.quic import events
 from aioquic.quic.connection import QuicConnection as AioquicConnection
@@ -33,8 +33,18 @@ from swarm.transport import (
 from swarm.wire import Block, Cancel, KeepAlive, Message, Reject, Request
 from swarm.wire_decoder import Decoder
 
-if TYPE_CHECKING:
-    from swarm.transport_quic import _Protocol
+
+
+class _Endpoint(Protocol):
+    """What a connection needs of the UDP endpoint that carries it (`swarm.transport_quic._Protocol`)."""
+
+    _quic: AioquicConnection
+
+    def _may_open(self) -> bool: ...
+    def _control_opened(self) -> None: ...
+    def _terminated(self) -> None: ...
+    def _transmit_soon(self) -> None: ...
+    def close(self) -> None: ...
 
 __all__ = ["ALPN", "CONTROL_STREAM", "QuicConnection"]
 
@@ -76,7 +86,7 @@ class _Stream:
 class QuicConnection(Connection):
     transport_name = "quic"
 
-    def __init__(self, settings: ConnectionSettings, protocol: _Protocol, is_client: bool) -> None:
+    def __init__(self, settings: ConnectionSettings, protocol: _Endpoint, is_client: bool) -> None:
         super().__init__(settings, accepted=not is_client)
         self._protocol = protocol
         self._quic: AioquicConnection = protocol._quic

@@ -26,7 +26,7 @@ One message set for every transport (a TCP stream, a QUIC stream, the in-memory 
 The codec checks syntax and limits only; what a message means in a session (handshake first, blocks within the
 manifest, hash ranges aligned) is the session's business — except for one question that cannot wait: whether a
 BLOCK is wanted at all, which its receiver answers from its 13-byte header before a byte of payload is held (see
-`swarm.wire_decoder`). Decoding lives in `swarm.wire_decoder.Decoder` (also reachable as `swarm.wire.Decoder`):
+`swarm.wire_decoder`). Decoding lives in `swarm.wire_decoder.Decoder`:
 it raises nothing but `ProtocolError`, and rejects a frame as soon as its header shows it cannot be valid — a
 declared length never makes us allocate more than has arrived. After an error the decoder is dead: the peer is to
 be dropped.
@@ -70,7 +70,6 @@ __all__ = [
     "ManifestRequest",
     "ManifestResponse",
     "Message",
-    "Decoder",
     "encode",
     "encode_block_header",
 ]
@@ -362,12 +361,3 @@ Message = (
 def encode(message: Message) -> bytes:
     """One complete frame; raises `ValueError` for a field the format cannot carry (a local bug)."""
     return message.encode()
-
-
-def __getattr__(name: str) -> object:
-    # `Decoder` lives in `swarm.wire_decoder`, which imports this module: resolved on first use, not at import.
-    if name == "Decoder":
-        from swarm.wire_decoder import Decoder
-
-        return Decoder
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -9,11 +9,11 @@ from hypothesis import strategies as st
 
 from swarm import wire
 from swarm.errors import PeerError, ProtocolError
+from swarm.wire_decoder import Decoder
 from swarm.wire import (
     Bitfield,
     Block,
     Cancel,
-    Decoder,
     Handshake,
     HashRequest,
     HashResponse,
