@@ -18,8 +18,9 @@ A `Connection` carries `swarm.wire` messages both ways:
   transport also bounds what it has *received* but the application has not yet taken with `receive()`
   (`receive_limit`; `accepted_receive_limit`, much lower, on connections a listener accepts: the connecting side
   asks, and only the side that asked receives BLOCKs): past it the transport stops reading (TCP), stops granting
-  flow-control credit (QUIC) or counts it against the sender's `buffered` (memory). A decoded control message is charged its Python objects, not its few wire bytes. So a
-  receiver that never reads makes the sender's `buffered` reach `send_limit` and its `send()` block.
+  flow-control credit (QUIC) or counts it against the sender's `buffered` (memory). A decoded control message
+  is charged its Python objects, not its few wire bytes. So a receiver that never reads makes the sender's
+  `buffered` reach `send_limit` and its `send()` block.
   `send_nowait` never blocks and may overshoot the bound by whatever the caller queues; it is for small replies
   that must not wait, and a caller that answers a peer with it stops reading that peer while it is over the
   bound (as the node does).

@@ -26,7 +26,8 @@ from swarm.wire import Block, Handshake, KeepAlive, Reject, RejectReason, Reques
 from swarm.wire_decoder import _SCRATCH_READ
 
 from .test_serve_core import BLOCK, core, handshake
-from .test_transport import event_loop_policy, KINDS, MiB, connected, receive, until  # noqa: F401 (every test on both loops)
+# event_loop_policy: the fixture runs every test here on both loops, as in test_transport
+from .test_transport import event_loop_policy, KINDS, MiB, connected, receive, until  # noqa: F401
 
 # As in test_transport: the fixture above runs each test on asyncio and on uvloop (the proxy runs uvloop).
 pytestmark = pytest.mark.filterwarnings("ignore:Overriding the \"event_loop_policy\" fixture")
