@@ -185,6 +185,12 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=4, help="seeds in the many-seeds case (default 4)")
     parser.add_argument("--json", type=pathlib.Path, help="also write the results here")
     args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))  # run as a script: bench/ itself is sys.path[0], not the tree holding it
+    from bench import extra
+
+    failed = extra.missing(("libtorrent",))  # the baseline; say so before the first case, not after an hour
+    if failed:
+        raise SystemExit(extra.message(failed, who="bench/transport.py"))
     size = args.size_mb << 20
     work = pathlib.Path(tempfile.mkdtemp(prefix="swarmproxy-transport-"))
     source = work / "src" / "file.bin"

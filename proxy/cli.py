@@ -4,7 +4,10 @@
     swarmproxy status   ask a running proxy how it is doing
     swarmproxy demo     a slow download made fast, on this machine, with no setup
     swarmproxy swarm    block engine commands (see swarm/cli.py)
-    swarmproxy lab      rerun the thesis experiments on this machine (see bench/lab/cli.py)
+
+and whatever installed code adds through the entry-point group "swarmproxy.commands": `swarmproxy lab` (the
+thesis experiments) is bench's, declared in pyproject.toml. The product never imports bench by name, so it runs
+without the lab and the lab's dependencies (the `lab` extra).
 """
 
 from __future__ import annotations
@@ -17,8 +20,9 @@ import signal
 import sys
 import urllib.error
 import urllib.request
+from collections.abc import Callable
+from importlib import metadata
 
-from bench.lab import cli as lab_cli
 from swarm import cli as swarm_cli
 
 from . import __version__, demo
@@ -26,6 +30,11 @@ from .config import OPTIONS, Config, HostPort, parse_host_port
 from .errors import ConfigError, ListenError
 
 log = logging.getLogger("swarmproxy")
+
+# Entry points in this group are commands `swarmproxy NAME ARGS...`: each names a function main(argv) -> int
+# that parses ARGS itself, and whose docstring's first line is NAME's line in `swarmproxy --help`.
+COMMAND_GROUP = "swarmproxy.commands"
+CORE_COMMANDS = ("run", "status", "demo", "swarm")  # a plugin cannot take these names
 
 
 def _default_text(option) -> str:
@@ -47,6 +56,35 @@ def _default_text(option) -> str:
     if isinstance(default, bool):
         return "true" if default else "false"
     return str(default)
+
+
+def plugin_commands() -> dict[str, metadata.EntryPoint]:
+    """The commands installed code declares, by name (the first of a name wins; core names are never taken)."""
+    found: dict[str, metadata.EntryPoint] = {}
+    for entry in metadata.entry_points(group=COMMAND_GROUP):
+        if entry.name not in CORE_COMMANDS:
+            found.setdefault(entry.name, entry)
+    return found
+
+
+def _load(entry: metadata.EntryPoint) -> Callable[[list[str]], int]:
+    """The command's main; a ConfigError (one line for the user) when it cannot be loaded."""
+    try:
+        command = entry.load()
+    except Exception as exc:  # noqa: BLE001 - any failure to load a plugin is one line, never a traceback
+        raise ConfigError(f"the {entry.name} command ({entry.value}) cannot be loaded: "
+                          f"{type(exc).__name__}: {exc}") from None
+    if not callable(command):
+        raise ConfigError(f"the {entry.name} command ({entry.value}) is not a function")
+    return command
+
+
+def _summary(entry: metadata.EntryPoint) -> str:
+    try:
+        doc = _load(entry).__doc__ or ""
+    except ConfigError as exc:
+        return f"(unavailable: {exc})"
+    return doc.strip().split("\n", 1)[0]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -87,11 +125,17 @@ def build_parser() -> argparse.ArgumentParser:
                         help="how long to wait for an answer (default: 5)")
     demo.add_command(commands)
     swarm_cli.add_commands(commands)
-    lab_cli.add_command(commands)
+    for name, entry in plugin_commands().items():
+        # listed only: main() hands `swarmproxy NAME ...` to the plugin before this parser sees it
+        commands.add_parser(name, help=_summary(entry), add_help=False)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    plugins = plugin_commands()
+    if argv and argv[0] in plugins:
+        return _run_plugin(plugins[argv[0]], argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -103,8 +147,6 @@ def main(argv: list[str] | None = None) -> int:
             return demo.run(args)
         if args.command == "swarm":
             return swarm_cli.run(args)
-        if args.command == "lab":
-            return lab_cli.run(args)
     except ConfigError as exc:
         print(f"swarmproxy: {exc}", file=sys.stderr)
         return 2
@@ -112,6 +154,16 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     parser.error(f"unknown command {args.command}")
     return 2
+
+
+def _run_plugin(entry: metadata.EntryPoint, argv: list[str]) -> int:
+    try:
+        return _load(entry)(argv)
+    except ConfigError as exc:
+        print(f"swarmproxy: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -1,10 +1,12 @@
-# Sourced by run.sh and test.sh: make .venv hold this project and its dependencies.
+# Sourced by run.sh, test.sh and lab.sh: make .venv hold this project and its dependencies.
 # Works on a fresh Debian machine with Python 3.11: installs python3-venv with apt when
 # the interpreter cannot make a venv, and reinstalls only when pyproject.toml changed.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 venv="$root/.venv"
-extras="${SWARMPROXY_EXTRAS:-}"
+# The optional dependency groups of pyproject.toml to install, comma separated (test.sh: test,lab; lab.sh: lab),
+# as a sorted set, so that "lab,test" and "test,lab" are one install.
+extras=$(tr ', ' '\n\n' <<<"${SWARMPROXY_EXTRAS:-}" | sed '/^$/d' | sort -u | paste -sd, -)
 
 apt_install() {
   # Only root on a Debian-like machine can do this; otherwise say what is missing.
@@ -32,8 +34,24 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 hash=$(sha256sum < "$root/pyproject.toml" | cut -c1-16)
 stamp="$venv/.installed-$hash${extras:+-$extras}"
-# An install with extras also satisfies a run without them.
-if [ ! -f "$stamp" ] && ! { [ -z "$extras" ] && compgen -G "$venv/.installed-$hash*" >/dev/null; }; then
+
+installed() {
+  # Whether an install of this pyproject.toml had every extra asked for: its stamp is .installed-HASH or
+  # .installed-HASH-E1,E2,... (an install with more extras also satisfies a run that needs fewer).
+  local found had wanted
+  for found in "$venv/.installed-$hash" "$venv/.installed-$hash"-*; do
+    [ -f "$found" ] || continue
+    had=",${found#"$venv/.installed-$hash"},"  # ",," or ",-lab,test,"
+    had=${had/#,-/,}
+    for wanted in ${extras//,/ }; do
+      [[ $had == *",$wanted,"* ]] || continue 2
+    done
+    return 0
+  done
+  return 1
+}
+
+if ! installed; then
   echo "swarmproxy: installing Python dependencies into .venv (log: .venv/install.log)" >&2
   if ! { "$venv/bin/python" -m pip install -q --upgrade pip &&
          "$venv/bin/python" -m pip install -q -e "$root${extras:+[$extras]}"; } >"$venv/install.log" 2>&1; then

@@ -24,9 +24,9 @@ import time
 
 from dht.identity import NodeIdentity
 from dht.records import ManifestRecord, ProviderRecord, Transport
+from proxy.demo.local_swarm import Cluster
+from proxy.demo.slow_origin import SlowOrigin
 from proxy.engine import url_key
-from proxy.local_swarm import Cluster
-from proxy.slow_origin import SlowOrigin
 from swarm.manifest import build_manifest
 
 SIZE = 600_000

@@ -26,7 +26,7 @@ from bench.attacks.peer_node import THIS_TREE, Target, closed_by_peer, rss_kib
 from swarm import wire
 from swarm.errors import SwarmError
 from swarm.node import SwarmNode
-from swarm.store import MemoryBlockStore
+from swarm.store_memory import MemoryBlockStore
 from swarm.transport_quic import QuicTransport
 from swarm.transport_tcp import TcpTransport
 

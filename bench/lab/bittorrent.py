@@ -45,9 +45,11 @@ import time
 import urllib.parse
 from typing import Any, Callable
 
-import libtorrent as lt
-
+from .. import extra
 from .netem import MAX_QUEUED, EmulatedLoop, LinkModel
+
+# From the lab extra: without it, importing this module says what to install (callers import it when needed).
+lt = extra.require("libtorrent", who="bench.lab.bittorrent")
 
 CHUNK = 64 * 1024  # the relay's read size
 POLL = 0.05  # how often libtorrent's alerts are read: the resolution of start and finish times
@@ -497,7 +499,7 @@ def main() -> None:
     import sys
     import tempfile
 
-    from proxy.slow_origin import SlowOrigin
+    from proxy.demo.slow_origin import SlowOrigin
 
     parser = argparse.ArgumentParser(description=main.__doc__)
     parser.add_argument("--clients", type=int, default=20)

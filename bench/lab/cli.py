@@ -28,20 +28,43 @@ import os
 import pathlib
 import resource
 import sys
+from typing import TYPE_CHECKING
 
 from proxy.config import parse_size
 from proxy.errors import ConfigError
 
-from .crowd import CrowdParams
-from .scenarios import SWEEPS, Plan
+from .. import extra
+
+if TYPE_CHECKING:
+    from .scenarios import Plan
 
 SCENARIOS = ("flashcrowd", "sweep", "page", "largefile")
 
 
-def add_command(subparsers: argparse._SubParsersAction) -> None:
-    lab = subparsers.add_parser("lab", help="rerun the thesis experiments here: direct vs swarmproxy vs libtorrent",
-                                description=__doc__.split("\n\n", 1)[1],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(argv: list[str] | None = None) -> int:
+    """rerun the thesis experiments here: direct vs swarmproxy vs libtorrent
+
+    `swarmproxy lab ARGS` calls this with ARGS: proxy/cli.py finds it through the entry point that pyproject.toml
+    declares in the group "swarmproxy.commands", and shows this docstring's first line in `swarmproxy --help`.
+    The proxy never imports bench by name, so it stands without the lab. Every `swarmproxy` command line loads
+    this module for that first line, so it imports little; the scenarios load once the arguments are read.
+    """
+    args = build_parser().parse_args(argv)
+    failed = extra.missing()  # checked before any run: a figure is drawn last, after minutes of work
+    if failed:
+        print(extra.message(failed), file=sys.stderr)
+        return 1
+    try:
+        return run(args)
+    except KeyboardInterrupt:
+        return 130
+
+
+def build_parser(prog: str = "swarmproxy lab") -> argparse.ArgumentParser:
+    from .sweeps import SWEEPS
+
+    lab = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n", 1)[1],
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     lab.add_argument("scenario", choices=SCENARIOS, help="which experiment to run")
     lab.add_argument("--out", type=pathlib.Path, metavar="DIR",
                      help="output directory (default: lab-SCENARIO in the current directory)")
@@ -75,6 +98,7 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
                           "largefile, whose 100 nodes trade blocks at once; 0 otherwise)")
     lab.add_argument("--transport", choices=("tcp", "quic", "both"), default="tcp", help="peer transport (tcp)")
     lab.add_argument("--seed", type=int, default=1, help="random seed of the arrivals (1)")
+    return lab
 
 
 def _csv(text: str, convert) -> list:
@@ -86,6 +110,10 @@ def _csv(text: str, convert) -> list:
 
 def plan(args: argparse.Namespace) -> Plan:
     """The runs a command line asks for (pure: the CI test checks plans without running them)."""
+    from .crowd import CrowdParams
+    from .scenarios import Plan
+    from .sweeps import SWEEPS
+
     quick = args.quick
     size = int(parse_size(args.size)) if args.size else (30_000_000 if args.scenario == "largefile" else 100_000)
     base = CrowdParams(size=size, delay=args.delay / 1000, node_up=parse_size(args.node_rate),
@@ -187,3 +215,7 @@ def raise_file_limit() -> None:
     except (OSError, ValueError):
         if soft < hard:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -34,12 +34,12 @@ from typing import Callable
 import aiohttp
 
 from proxy.config import parse_block_size
-from proxy.local_swarm import Cluster
+from proxy.demo.slow_origin import SlowOrigin
 from proxy.server import ProxyServer
-from proxy.slow_origin import SlowOrigin
 from server_plugin.aiohttp_plugin import install
 from server_plugin.publisher import Publisher, Representation
 
+from .cluster import LocalClientsCluster
 from .honesty import Sampler
 from .netem import SharedLinks
 
@@ -168,14 +168,15 @@ class SwarmNodes:
         self.params = p = params
         self.indices = indices
         self.nodes: dict[int, ProxyServer] = {}  # by client index
-        self.cluster = Cluster(workdir, hosts=[host(2, i) for i in indices], local_clients=True, bootstrap=bootstrap,
-                               log_level="ERROR", first_byte_timeout=str(p.first_byte_timeout),
-                               min_rate=str(p.min_rate), rate_window=str(p.rate_window),
-                               early_lookup=str(p.early_lookup),
-                               # Pack's linger 0 is "leave when done"; the proxy's --linger 0 means "until evicted".
-                               linger=str(p.linger or 0.001),
-                               trust=p.trust, transport=p.transport, block_size=p.block_size,
-                               fetch_peers=str(p.fetch_peers), read_timeout="60")
+        self.cluster = LocalClientsCluster(
+            workdir, hosts=[host(2, i) for i in indices], bootstrap=bootstrap,
+            log_level="ERROR", first_byte_timeout=str(p.first_byte_timeout),
+            min_rate=str(p.min_rate), rate_window=str(p.rate_window),
+            early_lookup=str(p.early_lookup),
+            # Pack's linger 0 is "leave when done"; the proxy's --linger 0 means "until evicted".
+            linger=str(p.linger or 0.001),
+            trust=p.trust, transport=p.transport, block_size=p.block_size,
+            fetch_peers=str(p.fetch_peers), read_timeout="60")
 
     async def start(self, on_first: Callable[[str], None] | None = None,
                     say: Callable[[str], None] | None = None) -> None:

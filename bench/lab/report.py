@@ -15,6 +15,7 @@ import pathlib
 import platform
 import sys
 
+from .. import extra
 from .honesty import percentile
 
 PERCENTILES = (1, 25, 50, 75, 99)
@@ -111,8 +112,7 @@ def write(out: pathlib.Path, report: dict, text: str, draw) -> list[pathlib.Path
     paths = [out / "report.json", out / "summary.txt", out / "figure.png"]
     paths[0].write_text(json.dumps(report, indent=1) + "\n")
     paths[1].write_text(text)
-    import matplotlib
-
+    matplotlib = extra.require("matplotlib")  # the lab extra; `swarmproxy lab` has checked for it already
     matplotlib.use("Agg")  # files only, no display
     from matplotlib import pyplot
 

@@ -238,8 +238,8 @@ async def tls_origin(tmp_path):
 
 @pytest_asyncio.fixture
 async def slow_origin():
-    """`proxy.slow_origin.SlowOrigin`, unthrottled until a test turns its knobs."""
-    from proxy.slow_origin import SlowOrigin
+    """`proxy.demo.slow_origin.SlowOrigin`, unthrottled until a test turns its knobs."""
+    from proxy.demo.slow_origin import SlowOrigin
 
     server = SlowOrigin()
     await server.start()

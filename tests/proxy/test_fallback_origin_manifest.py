@@ -13,9 +13,9 @@ import pytest_asyncio
 from aiohttp import web
 from multidict import CIMultiDict
 
-from proxy.local_swarm import Cluster
+from proxy.demo.local_swarm import Cluster
+from proxy.demo.slow_origin import SlowOrigin
 from proxy.origin_manifest import MAX_LAYER_BYTES, _read_at_most, fetch_layer, hinted, published
-from proxy.slow_origin import SlowOrigin
 from server_plugin.aiohttp_plugin import install
 from server_plugin.publisher import Publisher, Representation
 from swarm.manifest import HEADER, HINT_HEADER, OriginManifest, build_manifest, format_header

@@ -15,8 +15,8 @@ import pytest_asyncio
 
 from dht.identity import NodeIdentity
 from dht.records import KIND_PROVIDER, ManifestRecord, ProviderRecord, Transport
+from proxy.demo.local_swarm import Cluster
 from proxy.engine import url_key
-from proxy.local_swarm import Cluster
 from swarm.manifest import build_manifest
 
 from ..dht.liars import LyingStore

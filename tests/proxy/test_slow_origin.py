@@ -13,7 +13,7 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from proxy.slow_origin import CHUNK, SlowOrigin
+from proxy.demo.slow_origin import CHUNK, SlowOrigin
 
 DATA = hashlib.sha256(b"slow origin").digest() * 3200  # 102,400 bytes: six full 16 KiB pieces and a partial one
 SIZE = len(DATA)

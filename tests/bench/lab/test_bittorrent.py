@@ -14,7 +14,7 @@ import pytest
 
 from bench.lab.bittorrent import Relay, Route, run_bittorrent
 from bench.lab.netem import EmulatedLoop, LinkModel
-from proxy.slow_origin import SlowOrigin
+from proxy.demo.slow_origin import SlowOrigin
 
 MIB = 1 << 20
 

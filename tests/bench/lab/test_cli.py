@@ -17,9 +17,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 
 def _args(*argv: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
-    cli.add_command(parser.add_subparsers(dest="command"))
-    return parser.parse_args(["lab", *argv])
+    return cli.build_parser().parse_args(list(argv))
 
 
 PLANS = [

@@ -20,8 +20,8 @@ import tempfile
 import time
 from typing import TYPE_CHECKING
 
-from .config import parse_size
-from .errors import ConfigError
+from ..config import parse_size
+from ..errors import ConfigError
 
 if TYPE_CHECKING:
     import aiohttp

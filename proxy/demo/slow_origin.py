@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from .ranges import content_range, parse_range
+from ..ranges import content_range, parse_range
 
 CHUNK = 16 * 1024
 

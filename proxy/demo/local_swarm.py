@@ -1,8 +1,8 @@
 """Several full nodes (proxy + block engine + DHT) in one event loop, each on its own 127.0.0.x address.
 
-Used by `swarmproxy demo`, the tests and the lab. Node i binds its DHT and peer listener on
-127.0.0.(first_host+i), port 0; node 0 is everyone's bootstrap node. LAN discovery is off: nothing leaves
-loopback.
+Used by `swarmproxy demo`, the tests and the lab (whose variant, bench/lab/cluster.py, gives each node's user
+an address of its own). Node i binds its DHT and peer listener on 127.0.0.(first_host+i), port 0; node 0 is
+everyone's bootstrap node. LAN discovery is off: nothing leaves loopback.
 """
 
 from __future__ import annotations
@@ -19,22 +19,17 @@ from proxy.server import ProxyServer
 
 class Cluster:
     def __init__(self, tmp_path: pathlib.Path, *, first_host: int = 10, hosts: Sequence[str] | None = None,
-                 local_clients: bool = False, bootstrap: str | None = None, **defaults: str) -> None:
+                 bootstrap: str | None = None, **defaults: str) -> None:
         """`hosts`: the nodes' addresses in order (the lab's 127.x.y.z); default 127.0.0.(first_host+i).
 
         `bootstrap`: every node's DHT bootstrap (HOST:PORT), for a cluster that joins another's network (the
-        lab's worker processes); by default node 0 is everyone's.
-
-        `local_clients`: each node's proxy listens on the node's own address and `get()` connects from it,
-        as a user's browser talks to its own proxy (the lab's emulated network leaves that hop undelayed).
+        lab's worker processes, a test's attacker); by default node 0 is everyone's.
         """
         self.tmp_path = pathlib.Path(tmp_path)
         self.first_host = first_host
         self.hosts = hosts
-        self.local_clients = local_clients
         self.bootstrap = bootstrap
         self._closed = False
-        self._clients: dict[str, aiohttp.ClientSession] = {}
         self._added = 0
         self.defaults = defaults
         self.nodes: list[ProxyServer] = []
@@ -46,7 +41,7 @@ class Cluster:
         index = self._added
         self._added += 1
         host = self.hosts[index] if self.hosts is not None else f"127.0.0.{self.first_host + index}"
-        flags = {"listen": f"{host}:0" if self.local_clients else "127.0.0.1:0", "data_dir": str(self.tmp_path / f"node{index}"),
+        flags = {"listen": self.proxy_listen(host), "data_dir": str(self.tmp_path / f"node{index}"),
                  "dht_listen": f"{host}:0", "peer_listen": f"{host}:0", "no_lan_discovery": True,
                  "read_timeout": "20", "connect_timeout": "5"}
         if self.bootstrap is not None:
@@ -83,18 +78,13 @@ class Cluster:
         await node.fallback.settled()
         return result
 
+    def proxy_listen(self, host: str) -> str:
+        """Where the proxy of the node at `host` listens: loopback's usual address, as a user's would."""
+        return "127.0.0.1:0"
+
     def client_for(self, node: ProxyServer) -> aiohttp.ClientSession:
-        """The session a user of `node` would browse with (bound to the node's address with local_clients)."""
-        if not self.local_clients:
-            return self.client
-        session = self._clients.get(node.host)
-        if session is None:
-            connector = aiohttp.TCPConnector(local_addr=(node.host, 0))
-            # No total timeout: aiohttp's default of 300 s would cut a long download (the lab's large file)
-            # that the proxy is still delivering; callers bound their own waits.
-            session = self._clients[node.host] = aiohttp.ClientSession(
-                connector=connector, auto_decompress=False, timeout=aiohttp.ClientTimeout(total=None))
-        return session
+        """The session a user of `node` browses with: one shared by every node's users here."""
+        return self.client
 
     def last_record(self, node: ProxyServer) -> dict:
         return node.stats.history[-1].as_json()
@@ -106,8 +96,6 @@ class Cluster:
             return
         self._closed = True
         await self.client.close()
-        for session in self._clients.values():
-            await session.close()
         failures = []
         for node in reversed(self.nodes):
             try:
