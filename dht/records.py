@@ -7,6 +7,8 @@ Two kinds of record, both signed by their publisher (Ed25519) and carrying a tim
   separately: nobody can announce a node id they do not hold the key of.
 * `ManifestRecord`: representation key (32 bytes, `representation_key(url, validator)`) → a small manifest
   summary (content root, size, block size, validator) and the host the publisher claims to send it from.
+  The block size means something to the block engine only: the DHT carries it as an opaque u32, and readers
+  check it against the engine's rule before using it.
   Publisher id = node id of the publisher key. Plain URLs never enter the DHT; only their salted hash does.
   The host is only a claim: storing nodes accept the record only from that address, and readers count it
   only when storing nodes vouch for having observed it there (`dht.attestation`).
@@ -51,8 +53,10 @@ KIND_MANIFEST = 2
 KEY_BYTES = 32  # content roots and representation keys are SHA-256 sized
 MAX_TTL_S = 24 * 3600
 MAX_VALIDATOR_BYTES = 200
-MIN_BLOCK_SIZE = 16 * 1024
-MAX_BLOCK_SIZE = 1 << 30
+# A manifest record's block size is the block engine's field, carried for its readers (`proxy.manifest_trust`
+# and then `swarm.manifest` check it against the engine's rule before anything is fetched): the DHT, which stores
+# and serves records and must not import the engine, only requires that it fits the record's u32.
+_U32_MAX = 0xFFFF_FFFF
 MAX_RECORD_BYTES = 512  # hard cap on any encoded record; decode rejects anything longer
 
 _SIGNING_DOMAIN = b"swarmproxy-dht-record-v1\x00"
@@ -217,7 +221,7 @@ class ManifestRecord(_RecordBase):
         _check_key("content_root", content_root)
         _check_common(now, ttl_s)
         validator_bytes = validator.encode("utf-8") if isinstance(validator, str) else bytes(validator)
-        problem = _manifest_problem(size, block_size, validator_bytes)
+        problem = manifest_problem(size, block_size, validator_bytes)
         if problem:
             raise InvalidArgument(problem)
         body = (_MANIFEST_FIXED.pack(repr_key, content_root, size, block_size) + _pack_address(host)
@@ -278,7 +282,7 @@ def _decode_manifest_body(body: bytes, common: dict) -> ManifestRecord:
     if offset >= len(body) or len(body) != offset + 1 + body[offset]:
         raise MalformedRecord("manifest record length does not match its validator length")
     validator = body[offset + 1 :]
-    problem = _manifest_problem(size, block_size, validator)
+    problem = manifest_problem(size, block_size, validator)
     if problem:
         raise MalformedRecord(problem)
     return ManifestRecord(**common, repr_key=repr_key, content_root=content_root, size=size,
@@ -331,11 +335,13 @@ def _check_common(now: float, ttl_s: int) -> None:
         raise InvalidArgument(f"timestamp out of range: {now}")
 
 
-def _manifest_problem(size: int, block_size: int, validator: bytes) -> str | None:
+def manifest_problem(size: int, block_size: int, validator: bytes) -> str | None:
+    """Why a manifest record's summary fields cannot be encoded, or None: the one check of `create` and decode,
+    public so that a caller (or a fake of the DHT) can check a summary exactly as a record would."""
     if not 0 <= size < 2**63:
         return f"size out of range: {size}"
-    if not (MIN_BLOCK_SIZE <= block_size <= MAX_BLOCK_SIZE) or block_size & (block_size - 1):
-        return f"block size must be a power of two in [{MIN_BLOCK_SIZE}, {MAX_BLOCK_SIZE}], got {block_size}"
+    if not 0 <= block_size <= _U32_MAX:  # opaque here: see _U32_MAX
+        return f"block size must fit its u32 field, got {block_size}"
     if not 0 < len(validator) <= MAX_VALIDATOR_BYTES:
         return f"validator must be 1..{MAX_VALIDATOR_BYTES} bytes, got {len(validator)}"
     return None

@@ -25,11 +25,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from dht.networks import network_prefix
+from swarm.manifest import MAX_BLOCK_SIZE, MIN_BLOCK_SIZE
+from swarm.merkle import HASH_SIZE
 
-# Mirrors swarm.manifest.MIN_BLOCK_SIZE and the DHT's record check (a test keeps them equal);
-# repeated here so this pure module needs neither package.
-MIN_BLOCK_SIZE = 16 * 1024
-ROOT_BYTES = 32  # SHA-256
+# The DHT carries a manifest record's block size opaquely (`dht.records`): a vouch counts only if it could be a
+# manifest the block engine accepts, by the engine's own bounds, so that nobody is believed for one it rejects.
+ROOT_BYTES = HASH_SIZE  # a content root is a merkle root
 MAX_QUORUM = 16
 
 _QUORUM = re.compile(r"quorum:([0-9]{1,2})")
@@ -97,7 +98,7 @@ def parse_trust(text: str) -> TrustPolicy:
 def _well_formed(v: Vouch) -> bool:
     return (isinstance(v.content_root, bytes) and len(v.content_root) == ROOT_BYTES
             and isinstance(v.size, int) and v.size >= 0
-            and isinstance(v.block_size, int) and v.block_size >= MIN_BLOCK_SIZE
+            and isinstance(v.block_size, int) and MIN_BLOCK_SIZE <= v.block_size <= MAX_BLOCK_SIZE
             and v.block_size & (v.block_size - 1) == 0
             and isinstance(v.validator, bytes) and len(v.validator) > 0
             and isinstance(v.publisher_id, bytes) and len(v.publisher_id) > 0)

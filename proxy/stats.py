@@ -15,6 +15,8 @@ from typing import Any
 
 import prometheus_client as prom
 
+from swarm.fetch_report import FetchReport
+
 from .publish_gate import redact_url
 
 access_log = logging.getLogger("swarmproxy.access")
@@ -97,12 +99,12 @@ class Stats:
             "swarmproxy_peer_bans", "Peers banned during swarm downloads (bad data)", registry=self.registry,
         )
 
-    def swarm_fetch(self, report: dict) -> None:
+    def swarm_fetch(self, report: FetchReport) -> None:
         """Count what one block-engine download saw (its `SwarmNode.fetch(report=...)`)."""
-        self.counters["hash_failures"] += report.get("hash_failures", 0)
-        self.counters["peer_bans"] += report.get("banned", 0)
-        self._hash_failures.inc(report.get("hash_failures", 0))
-        self._bans.inc(report.get("banned", 0))
+        self.counters["hash_failures"] += report.hash_failures
+        self.counters["peer_bans"] += report.banned
+        self._hash_failures.inc(report.hash_failures)
+        self._bans.inc(report.banned)
 
     def transition(self, cause: str) -> None:
         self.counters["transitions"] += 1

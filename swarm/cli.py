@@ -21,9 +21,8 @@ import sys
 import time
 
 from .errors import SwarmError
-from .manifest import build_manifest, choose_block_size
-
-READ_SIZE = 1 << 20
+from .manifest import READ_SIZE, build_manifest, choose_block_size
+from .merkle import HASH_SIZE
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -194,7 +193,7 @@ async def _get(args: argparse.Namespace) -> int:
 
     try:
         root = bytes.fromhex(args.root)
-        if len(root) != 32:
+        if len(root) != HASH_SIZE:
             raise ValueError
     except ValueError:
         return _fail(f"ROOT must be 64 hex digits, got {args.root!r}", 2)

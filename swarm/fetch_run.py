@@ -8,7 +8,6 @@ backpressure (`max_pending_writes`) is described in `swarm.node`.
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Iterable
@@ -16,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from .errors import FetchFailed, OriginSourceError, PeerError, StoreError, TransportError
 from .fetch_core import Close, Deliver, FetchCore, Finished, OriginCancel, OriginFetch, Send, Verified
+from .fetch_report import FetchReport
 from .manifest import Manifest
 from .transport import Address, Connection
 
@@ -33,7 +33,7 @@ class _Node(Protocol):
     store: BlockStore
     policy: PolicyConfig | None
     max_pending_writes: int
-    fetch_totals: collections.Counter[str]
+    fetch_totals: FetchReport
 
     async def _open(self, address: Address, root: bytes, timeout: float) -> Connection: ...
     def _announce_block(self, root: bytes, block: int) -> None: ...
@@ -69,7 +69,7 @@ class _FetchRun:
         self.write_queue: list[tuple[int, bytes | bytearray]] = []
         self.writer: asyncio.Task | None = None
         self.into_store = into_store
-        self.report: dict | None = None  # filled with the fetch's statistics when it stops
+        self.report: FetchReport | None = None  # the caller's, filled in when the fetch stops
         self.stopped = False
         self.unsettled: set[int] = set()  # queued or being written (only tracked with into_store)
         self.settled = asyncio.Event()
@@ -309,11 +309,11 @@ class _FetchRun:
     async def stop(self) -> None:
         if not self.stopped:  # stop() may be called twice; count once
             self.stopped = True
-            stats = {"hash_failures": self.core.hash_failures, "banned": self.core.trust.banned_count(),
-                     "bytes_origin": self.core.bytes_from["origin"], "bytes_peers": self.core.bytes_from["peers"]}
-            self.node.fetch_totals.update(stats)
+            stats = FetchReport(hash_failures=self.core.hash_failures, banned=self.core.trust.banned_count(),
+                                bytes_origin=self.core.bytes_from["origin"], bytes_peers=self.core.bytes_from["peers"])
+            self.node.fetch_totals.add(stats)
             if self.report is not None:
-                self.report.update(stats)
+                self.report.add(stats)
                 self.report = None
         self.done = True
         if self.timer is not None:

@@ -46,6 +46,7 @@ __all__ = [
     "MAX_ENCODED_SIZE",
     "Manifest",
     "choose_block_size",
+    "READ_SIZE",
     "build_manifest",
     "encode",
     "decode",
@@ -227,6 +228,11 @@ def decode(data: bytes | bytearray | memoryview) -> Manifest:
     if position != len(view):
         raise ManifestError(f"{len(view) - position} trailing bytes after the manifest")
     return Manifest(size=size, block_size=1 << shift, root=root, **strings)
+
+
+#: Bytes read per call by the callers that stream a file into `build_manifest` (`SwarmNode.seed_file`,
+#: `swarmproxy swarm manifest`).
+READ_SIZE = 1 << 20
 
 
 def build_manifest(

@@ -38,7 +38,6 @@ or many — can make the node hold is bounded:
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import logging
 import os
@@ -48,16 +47,17 @@ from typing import TYPE_CHECKING
 
 from . import wire
 from .errors import FetchFailed, NotInStore, PeerError, StoreError, TransportError
+from .fetch_report import FetchReport
 from .fetch_run import _FetchRun
-from .manifest import Manifest, build_manifest, decode
+from .manifest import READ_SIZE, Manifest, build_manifest, decode
 from .policy import PolicyConfig
 from .serve_core import HANDSHAKE_TIMEOUT, SendBlock, ServeCore, Shared
 from .serve_core import Close as ServeClose
 from .serve_core import Send as ServeSend
 from .slots import Evict, Refuse, SlotPolicy
-from .store import BlockLocation, BlockStore, Evicted, StoreFailed
+from .store import BlockLocation, BlockStore, Evicted, StoreEvent, StoreFailed
 from .throttle import TokenBucket
-from .transport import Address, Connection, Listener, Transport
+from .transport import CONNECT_TIMEOUT, Address, Connection, Listener, Transport
 
 if TYPE_CHECKING:  # a type only: importing it pulls in aiohttp, ~0.15 s of start-up for `swarm get`
     from .origin_source import OriginRangeSource
@@ -65,8 +65,6 @@ if TYPE_CHECKING:  # a type only: importing it pulls in aiohttp, ~0.15 s of star
 __all__ = ["SwarmNode", "FetchFailed"]
 
 log = logging.getLogger("swarmproxy.swarm")
-
-READ_SIZE = 1 << 20
 
 
 class SwarmNode:
@@ -98,9 +96,7 @@ class SwarmNode:
         self._tasks: set[asyncio.Task] = set()
         self._accept_task: asyncio.Task | None = None
         self.bytes_uploaded = 0
-        # Totals over finished fetches, for metrics: hash_failures, banned, bytes_origin, bytes_peers.
-        self.fetch_totals: collections.Counter[str] = collections.Counter()
-        self.events: list[object] = []  # store events (Evicted, StoreFailed) for the owner to inspect
+        self.fetch_totals = FetchReport()  # totals over finished fetches, for metrics
         store.add_listener(self._on_store_event)
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -156,13 +152,12 @@ class SwarmNode:
             return Shared(manifest, run.core.layer or (), wire.Bitfield.from_blocks(manifest.num_blocks, ()))
         return None
 
-    def _on_store_event(self, event: object) -> None:
+    def _on_store_event(self, event: StoreEvent) -> None:
         # Listeners may run in the store's writer thread: hop back to the loop.
         if self._loop is not None:
             self._loop.call_soon_threadsafe(self._store_event, event)
 
-    def _store_event(self, event: object) -> None:
-        self.events.append(event)
+    def _store_event(self, event: StoreEvent) -> None:
         if isinstance(event, (Evicted, StoreFailed)):
             log.warning("content %s is no longer shared: %s", event.root.hex()[:16], event)
             self.unshare(event.root)
@@ -302,7 +297,8 @@ class SwarmNode:
 
     # -- fetching -----------------------------------------------------------------------------------------------
 
-    async def fetch_manifest(self, root: bytes, peers: Iterable[Address], *, timeout: float = 10.0) -> Manifest:
+    async def fetch_manifest(self, root: bytes, peers: Iterable[Address], *,
+                             timeout: float = CONNECT_TIMEOUT) -> Manifest:
         """Ask peers for the manifest of `root`; the first one whose manifest has that root wins."""
         errors = []
         for address in peers:
@@ -354,11 +350,11 @@ class SwarmNode:
         layer: list[bytes] | None = None,
         start: int = 0,
         end: int | None = None,
-        connect_timeout: float = 10.0,
+        connect_timeout: float = CONNECT_TIMEOUT,
         stall_timeout: float = 60.0,
         window: int = 8,
         into_store: bool = False,
-        report: dict | None = None,
+        report: FetchReport | None = None,
     ) -> AsyncIterator[bytes]:
         """Bytes `start..end-1` of `manifest`'s content, verified and in order, from `peers` and `origin`.
 
@@ -371,6 +367,8 @@ class SwarmNode:
         (`swarm get` takes the store's file as its output): a block is handed over only once the store has
         taken or refused it; one the store holds comes as `b""` (its bytes are not kept in memory, however
         far ahead of the delivery point it arrived), one it refused (disk full) as its bytes.
+
+        `report`, if given, gets the fetch's counts added when it stops (`FetchReport`).
         """
         end = manifest.size if end is None else end
         if not 0 <= start <= end <= manifest.size:
@@ -389,7 +387,7 @@ class SwarmNode:
                 del self._fetching[manifest.root]
             await run.stop()
 
-    def add_peers(self, root: bytes, peers: Iterable[Address], *, connect_timeout: float = 10.0) -> int:
+    def add_peers(self, root: bytes, peers: Iterable[Address], *, connect_timeout: float = CONNECT_TIMEOUT) -> int:
         """More peers for the fetch of `root` under way (providers that appeared since it began); the number
         of connections started, 0 when no fetch of `root` runs."""
         run = self._fetching.get(root)

@@ -25,20 +25,19 @@ it, so its picks are *spread* (`pick(ORIGIN, n, spread=True)`) once peers are kn
 and no peer is fetching from the origin (`on_start`, the wire's START), the delivery point first, then by rank
 (each downloader's random permutation differs), the window included.
 
+Availability counts and the pickable blocks sorted by (availability, rank) are kept by
+`swarm.picker_availability.Availability`; this module keeps the states, the sources and their requests, and picks.
+
 Complexity (N blocks, S sources, n = blocks asked for, W = window):
 
-* pickable blocks live in sorted sets of their tie-break rank, one per availability count (one in all for
-  random mode), each a list of chunks of ≤ 1024 ranks. Making a block (un)pickable or changing its count is
-  O(log N) bisecting plus a `memmove` of at most a chunk;
-* `pick` scans those lists in order and stops after n hits: O(W + n + blocks skipped because the source lacks
-  them). For a source holding few blocks it instead walks that source's blocks (`bytearray.find`, C speed)
-  and keeps the n best: O(held). It takes whichever is cheaper by the estimate held² < n·pickable, so a pick
-  is never O(N·S). A source for which a pick found nothing is remembered, and its next pick returns at once
-  unless a block became pickable again or the source announced new blocks since;
-* `have` is O(log N); seeds and the origin join and leave in O(1). A bitfield with few blocks is applied block
-  by block, O(held log N); a large one (over N/8 blocks) is added to the counts as one big integer with a lane
-  per block (O(N) in C, about a millisecond for 100,000 blocks) and the sorted sets are rebuilt once, at the
-  next pick (O(N) in Python), so a burst of peers joining together pays for one rebuild;
+* making a block (un)pickable or changing its availability is O(log N) (`swarm.picker_availability`);
+* `pick` scans the pickable lists in (availability, rank) order and stops after n hits: O(W + n + blocks
+  skipped because the source lacks them). For a source holding few blocks it instead walks that source's blocks
+  (`bytearray.find`, C speed) and keeps the n best: O(held). It takes whichever is cheaper by the estimate
+  held² < n·pickable, so a pick is never O(N·S). A source for which a pick found nothing is remembered, and its
+  next pick returns at once unless a block became pickable again or the source announced new blocks since;
+* `have` is O(log N); seeds and the origin join and leave in O(1); a bitfield costs O(held log N), or O(N) in C
+  for a large one, its lists rebuilt once at the next pick (`swarm.picker_availability`);
 * endgame picks are O(outstanding requests), which is small by then.
 
 Memory: one byte per block per partial source (a `bytearray` bitfield), a few words per block.
@@ -48,16 +47,13 @@ from __future__ import annotations
 
 import heapq
 import random
-import sys
-from array import array
-from bisect import bisect_left, insort
 from collections import deque
-from collections.abc import Container, Hashable, Iterable, Iterator
+from collections.abc import Container, Hashable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
-from itertools import compress
 
 from swarm.errors import BadBlockIndex
+from swarm.picker_availability import Availability
 
 __all__ = ["BlockState", "Mode", "ORIGIN", "Picker", "BadBlockIndex"]
 
@@ -90,42 +86,12 @@ class _Special(Enum):
 #: The origin server as a source: it has every block. A sentinel, so it can never collide with a peer id.
 ORIGIN = _Special.ORIGIN
 
-#: Bitfields holding more than max(this, N/8) blocks are added in bulk (then the lists are rebuilt).
-BULK_BITFIELD_MIN = 64
-
 #: Scale of the "held² < n·pickable" estimate that chooses between the two pick strategies (tests vary it to
 #: check both strategies give the same answer).
 SPARSE_SCAN_FACTOR = 1.0
 #: START announcements kept per peer: its latest few. A peer has a couple of origin requests at a time
 #: (swarm.policy's origin_max_outstanding), so older ones were answered by a HAVE or given up.
 STARTS_KEPT = 4
-
-
-# Availability counts: an array of 32-bit lanes, so that a whole bitfield can be added as one big integer.
-_COUNT_TYPE = "I"
-_LANE = array(_COUNT_TYPE).itemsize
-
-
-def _bitfield_as_int(has: bytearray) -> int:
-    """`has` (one 0/1 byte per block) as an int with one little-endian lane per block."""
-    wide = bytearray(len(has) * _LANE)
-    wide[0::_LANE] = has
-    return int.from_bytes(wide, "little")
-
-
-def _counts_as_int(counts: array) -> int:
-    if sys.byteorder == "big":
-        counts = array(counts.typecode, counts)
-        counts.byteswap()
-    return int.from_bytes(counts.tobytes(), "little")
-
-
-def _int_as_counts(value: int, size: int) -> array:
-    # no lane can borrow or carry: a count never drops below the bitfield that added to it, nor reaches 2**32
-    counts = array(_COUNT_TYPE, value.to_bytes(size * _LANE, "little"))
-    if sys.byteorder == "big":
-        counts.byteswap()
-    return counts
 
 
 @dataclass
@@ -142,65 +108,6 @@ class _SourceView:
 
     def holds(self, block: int) -> bool:
         return self.has is None or self.has[block] == 1
-
-
-class _SortedInts:
-    """A sorted set of ints kept as chunks of at most 2×_LOAD items (the layout of `sortedcontainers`).
-
-    Plain sorted lists would make every insert/delete a `memmove` of up to N pointers, and a swarm sends N×S
-    HAVEs over a download; with chunks an update is two bisects and a move of a few hundred pointers.
-    """
-
-    _LOAD = 512
-
-    def __init__(self, sorted_items: list[int] | None = None) -> None:
-        items = sorted_items or []
-        load = self._LOAD
-        self._chunks = [items[i : i + load] for i in range(0, len(items), load)]
-        self._maxes = [chunk[-1] for chunk in self._chunks]
-        self._len = len(items)
-
-    def __len__(self) -> int:
-        return self._len
-
-    def __iter__(self) -> Iterator[int]:
-        for chunk in self._chunks:
-            yield from chunk
-
-    def add(self, value: int) -> None:
-        chunks, maxes = self._chunks, self._maxes
-        self._len += 1
-        if not maxes:
-            chunks.append([value])
-            maxes.append(value)
-            return
-        i = bisect_left(maxes, value)
-        if i == len(maxes):
-            i -= 1
-            chunks[i].append(value)
-            maxes[i] = value
-        else:
-            insort(chunks[i], value)
-        chunk = chunks[i]
-        if len(chunk) > 2 * self._LOAD:
-            chunks[i : i + 1] = [chunk[: self._LOAD], chunk[self._LOAD :]]
-            maxes[i : i + 1] = [chunk[self._LOAD - 1], chunk[-1]]
-
-    def remove(self, value: int) -> None:
-        chunks, maxes = self._chunks, self._maxes
-        i = bisect_left(maxes, value)
-        if i == len(maxes):
-            raise KeyError(value)
-        chunk = chunks[i]
-        j = bisect_left(chunk, value)
-        if chunk[j] != value:
-            raise KeyError(value)
-        del chunk[j]
-        self._len -= 1
-        if not chunk:
-            del chunks[i], maxes[i]
-        elif j == len(chunk):
-            maxes[i] = chunk[-1]
 
 
 class Picker:
@@ -224,24 +131,11 @@ class Picker:
         self.window = window
         self.max_duplicates = max_duplicates
 
-        self._state = bytearray(num_blocks)  # BlockState per block
+        self._state = bytearray(num_blocks)  # BlockState per block; `_avail` reads it, never replace it
         self._state_counts = [0] * len(BlockState)
         self._state_counts[BlockState.MISSING] = num_blocks
-        # availability among partial sources; sources holding everything are counted once in _peer_seeds
-        self._avail = array(_COUNT_TYPE, bytes(num_blocks * _LANE))
-        self._peer_seeds = 0
-
-        # Tie-break permutation: rank -> block and block -> rank.
-        self._block_at_rank = list(range(num_blocks))
-        if rng is not None:
-            rng.shuffle(self._block_at_rank)
-        self._rank_of = [0] * num_blocks
-        for rank, block in enumerate(self._block_at_rank):
-            self._rank_of[block] = rank
-        # Pickable blocks, as sorted lists of ranks, indexed by availability (a single list in random mode).
-        self._lists: list[_SortedInts] = [_SortedInts(list(range(num_blocks)))]
-        # set by bulk availability changes (bitfields): the lists are rebuilt once, at the next pick
-        self._lists_stale = False
+        # availability counts, the tie-break ranks and the pickable blocks in (availability, rank) order
+        self._avail = Availability(self._state, _PICKABLE, by_count=mode is Mode.RAREST_FIRST, rng=rng)
 
         self._requesters: dict[int, set[Source]] = {}  # only for REQUESTED blocks
         self._started: dict[int, int] = {}  # block -> peers that said they are fetching it from the origin
@@ -278,7 +172,7 @@ class Picker:
 
     def availability(self, block: int) -> int:
         """How many peers have `block` (the origin is not counted: it always has everything)."""
-        return self._avail[block] + self._peer_seeds
+        return self._avail.counts[block] + self._avail.seeds
 
     def has(self, source: Source, block: int) -> bool:
         return self._view(source).holds(block)
@@ -326,9 +220,9 @@ class Picker:
         self._sources[source] = _SourceView(has=has, count=held)
         if has is None:
             if source is not ORIGIN:
-                self._peer_seeds += 1
+                self._avail.seeds += 1
         elif held:
-            self._shift_bitfield(has, +1, held)
+            self._avail.shift_bitfield(has, +1, held)
 
     def have(self, source: Source, block: int) -> bool:
         """`source` announced `block`. True if that makes a pickable block available from it."""
@@ -343,7 +237,7 @@ class Picker:
         if block in view.starts:  # fetched: it counts as available now
             view.starts.remove(block)
             self._unstart(block)
-        self._shift_availability([block], +1)
+        self._avail.shift([block], +1)
         return self._state[block] in _PICKABLE
 
     def remove_source(self, source: Source) -> list[int]:
@@ -358,9 +252,9 @@ class Picker:
             self._unstart(block)
         if view.has is None:
             if source is not ORIGIN:
-                self._peer_seeds -= 1
+                self._avail.seeds -= 1
         elif view.count:
-            self._shift_bitfield(view.has, -1, view.count)
+            self._avail.shift_bitfield(view.has, -1, view.count)
         returned = []
         for block in sorted(view.requests):
             if self._withdraw(source, block):
@@ -407,8 +301,8 @@ class Picker:
         view = self._view(source)
         if n <= 0:
             return []
-        if self._lists_stale:
-            self._rebuild_lists()
+        if self._avail.stale:
+            self._avail.rebuild()
         memo = (self._returns, view.have_version)
         chosen: list[int] = []
         # Spread picks depend on the other sources' blocks and STARTs, which the memo does not follow.
@@ -434,14 +328,15 @@ class Picker:
         return chosen
 
     def _pick_spread(self, view: _SourceView, n: int, skip: Container[int], chosen: list[int]) -> None:
-        if self._peer_seeds or not self._lists:  # a peer has everything
+        avail = self._avail
+        if avail.seeds or not avail.lists:  # a peer has everything
             return
         cursor, started = self._cursor, self._started
-        if cursor < self.num_blocks and self._state[cursor] in _PICKABLE and self._avail[cursor] == 0 \
+        if cursor < self.num_blocks and self._state[cursor] in _PICKABLE and avail.counts[cursor] == 0 \
                 and cursor not in started and cursor not in skip:
             chosen.append(cursor)
-        block_at_rank = self._block_at_rank
-        for rank in self._lists[0]:  # pickable blocks no partial source has, by rank
+        block_at_rank = avail.block_at_rank
+        for rank in avail.lists[0]:  # pickable blocks no partial source has, by rank
             if len(chosen) == n:
                 return
             block = block_at_rank[rank]
@@ -460,8 +355,8 @@ class Picker:
         """Walk the pickable lists in (availability, rank) order until n blocks the source has are found."""
         taken = set(chosen)
         has = view.has
-        block_at_rank = self._block_at_rank
-        for ranks in self._lists:
+        block_at_rank = self._avail.block_at_rank
+        for ranks in self._avail.lists:
             for rank in ranks:
                 block = block_at_rank[rank]
                 if (has is None or has[block]) and block not in skip and block not in taken:
@@ -473,7 +368,7 @@ class Picker:
         """Walk the blocks the source has and keep the n best by (availability, rank): same order as the lists."""
         assert view.has is not None
         taken = set(chosen)
-        state, avail, rank_of, has = self._state, self._avail, self._rank_of, view.has
+        state, avail, rank_of, has = self._state, self._avail.counts, self._avail.rank_of, view.has
         by_count = self.mode is Mode.RAREST_FIRST
         candidates = []
         block = has.find(1)
@@ -611,66 +506,13 @@ class Picker:
             return
         was_pickable, is_pickable = old in _PICKABLE, new in _PICKABLE
         if was_pickable and not is_pickable:
-            self._unlist(block)
+            self._avail.remove_pickable(block)
         elif is_pickable and not was_pickable:
-            self._list(block)
+            self._avail.add_pickable(block)
             self._returns += 1
         self._state[block] = new
         self._state_counts[old] -= 1
         self._state_counts[new] += 1
-
-    def _list_index(self, block: int) -> int:
-        return self._avail[block] if self.mode is Mode.RAREST_FIRST else 0
-
-    def _list(self, block: int) -> None:
-        if self._lists_stale:  # the coming rebuild reads the states
-            return
-        index = self._list_index(block)
-        while len(self._lists) <= index:
-            self._lists.append(_SortedInts())
-        self._lists[index].add(self._rank_of[block])
-
-    def _unlist(self, block: int) -> None:
-        if self._lists_stale:
-            return
-        self._lists[self._list_index(block)].remove(self._rank_of[block])
-
-    def _shift_bitfield(self, has: bytearray, delta: int, held: int) -> None:
-        """Add `delta` to the availability of every block in `has` (a source's bitfield joining or leaving)."""
-        if held <= max(BULK_BITFIELD_MIN, self.num_blocks // 8):
-            self._shift_availability(compress(range(self.num_blocks), has), delta)
-            return
-        # A large bitfield: add it lane-wise in C through big-int arithmetic (a Python loop over 100,000 blocks
-        # for each of hundreds of peers would dominate), then rebuild the lists once, at the next pick, which
-        # also pays once for a burst of peers sending their bitfields together.
-        counts = _counts_as_int(self._avail)
-        counts = counts + _bitfield_as_int(has) if delta > 0 else counts - _bitfield_as_int(has)
-        self._avail = _int_as_counts(counts, self.num_blocks)
-        self._lists_stale = self.mode is Mode.RAREST_FIRST
-
-    def _shift_availability(self, blocks: Iterable[int], delta: int) -> None:
-        """Add `delta` to the availability of a few `blocks`, keeping the pickable lists sorted."""
-        state, avail = self._state, self._avail
-        if self.mode is not Mode.RAREST_FIRST or self._lists_stale:
-            for block in blocks:
-                avail[block] += delta
-            return
-        for block in blocks:
-            if state[block] in _PICKABLE:
-                self._unlist(block)
-                avail[block] += delta
-                self._list(block)
-            else:
-                avail[block] += delta
-
-    def _rebuild_lists(self) -> None:
-        lists: list[list[int]] = [[] for _ in range(max(self._avail, default=0) + 1)]
-        state, avail = self._state, self._avail
-        for rank, block in enumerate(self._block_at_rank):  # rank order, so every list comes out sorted
-            if state[block] in _PICKABLE:
-                lists[avail[block]].append(rank)
-        self._lists = [_SortedInts(ranks) for ranks in lists]
-        self._lists_stale = False
 
     def _advance_cursor(self) -> None:
         state = self._state

@@ -57,7 +57,8 @@ from pathlib import Path
 from swarm import merkle
 from swarm.errors import HashMismatch, ManifestError, StoreError, StoreIOError
 from swarm.manifest import Manifest, decode
-from swarm.store import BaseBlockStore, BlockData, BlockLocation, Entry, bitmap_length
+from swarm.store import BlockData, BlockLocation, bitmap_length
+from swarm.store_base import BaseBlockStore, Entry
 
 __all__ = ["DiskBlockStore", "encode_record", "decode_record"]
 

@@ -64,10 +64,12 @@ from typing import ClassVar
 
 from swarm import wire
 from swarm.errors import ConnectionClosed, TransportError
+from swarm.merkle import HASH_SIZE
 from swarm.store import BlockLocation
 from swarm.wire import Block, Limits, Message, Reject, Request
 
 __all__ = [
+    "CONNECT_TIMEOUT",
     "Address",
     "BlockPayload",
     "CloseCause",
@@ -87,6 +89,9 @@ Address = tuple[str, int]
 BlockPayload = bytes | bytearray | memoryview | BlockLocation
 
 MiB = 1024 * 1024
+
+#: Default seconds for a connection to be made, for every transport and for the node's connects.
+CONNECT_TIMEOUT = 10.0
 
 
 class CloseCause(enum.Enum):
@@ -136,7 +141,7 @@ def message_size(message: Message) -> int:
     if isinstance(message, wire.Bitfield):
         return wire.FRAME_HEADER_SIZE + 4 + len(message.bits)
     if isinstance(message, wire.HashResponse):
-        return wire.FRAME_HEADER_SIZE + 9 + 32 * (len(message.hashes) + len(message.proof))
+        return wire.FRAME_HEADER_SIZE + 9 + HASH_SIZE * (len(message.hashes) + len(message.proof))
     if isinstance(message, wire.Pex):
         return wire.FRAME_HEADER_SIZE + 2 + 20 * len(message.peers)
     return _SMALL_MESSAGE
@@ -541,5 +546,5 @@ class Transport(ABC):
         """Listen on (host, port); port 0 picks a free port, see `Listener.address`."""
 
     @abstractmethod
-    async def connect(self, address: Address, *, timeout: float = 10.0) -> Connection:
+    async def connect(self, address: Address, *, timeout: float = CONNECT_TIMEOUT) -> Connection:
         """Connect to a listener; `ConnectFailed` if that cannot be done within `timeout` seconds."""

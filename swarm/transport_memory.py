@@ -23,6 +23,7 @@ from swarm.errors import ConnectFailed, ProtocolError
 from swarm.store import BlockLocation
 from swarm.transport import (
     Address,
+    CONNECT_TIMEOUT,
     BlockPayload,
     CloseCause,
     CloseReason,
@@ -182,7 +183,7 @@ class MemoryTransport(Transport):
         self.network.listeners[address] = listener
         return listener
 
-    async def connect(self, address: Address, *, timeout: float = 10.0) -> MemoryConnection:
+    async def connect(self, address: Address, *, timeout: float = CONNECT_TIMEOUT) -> MemoryConnection:
         address = (address[0], int(address[1]))
         listener = self.network.listeners.get(address)
         if listener is None or address in self.network.refused:

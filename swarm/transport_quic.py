@@ -66,7 +66,15 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from swarm.errors import ConnectFailed
-from swarm.transport import Address, Connection, ConnectionSettings, Listener, Transport, source_address
+from swarm.transport import (
+    CONNECT_TIMEOUT,
+    Address,
+    Connection,
+    ConnectionSettings,
+    Listener,
+    Transport,
+    source_address,
+)
 from swarm.transport_quic_connection import ALPN, CONTROL_STREAM, QuicConnection
 from swarm.wire import KeepAlive
 
@@ -270,7 +278,7 @@ class QuicTransport(Transport):
         self.listen_host = host
         return listener
 
-    async def connect(self, address: Address, *, timeout: float = 10.0) -> QuicConnection:
+    async def connect(self, address: Address, *, timeout: float = CONNECT_TIMEOUT) -> QuicConnection:
         loop = asyncio.get_running_loop()
         host, port = address
         protocol: _Protocol | None = None

@@ -41,6 +41,7 @@ from swarm.errors import ConnectFailed, ProtocolError
 from swarm.store import BlockLocation
 from swarm.transport import (
     Address,
+    CONNECT_TIMEOUT,
     BlockPayload,
     CloseCause,
     CloseReason,
@@ -403,7 +404,7 @@ class TcpTransport(Transport):
         self.listen_host = host
         return listener
 
-    async def connect(self, address: Address, *, timeout: float = 10.0) -> TcpConnection:
+    async def connect(self, address: Address, *, timeout: float = CONNECT_TIMEOUT) -> TcpConnection:
         loop = asyncio.get_running_loop()
         host, port = address
         source = source_address(self.listen_host, host)

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum, IntFlag
 from ipaddress import IPv4Address, IPv6Address
 
-from swarm.manifest import MAX_BLOCKS, MAX_ENCODED_SIZE
+from swarm.manifest import MAX_BLOCKS, MAX_ENCODED_SIZE, PREFERRED_MAX_BLOCK_SIZE
 from swarm.merkle import HASH_SIZE, MAX_PROOF_LENGTH
 
 __all__ = [
@@ -124,10 +124,11 @@ _ALL_TRANSPORTS = int(Transport.TCP | Transport.QUIC)
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """What a decoder accepts. Defaults fit a 4 MiB block; a control-only stream can use much less."""
+    """What a decoder accepts. Defaults fit the largest block `choose_block_size` picks (4 MiB); a control-only
+    stream can use much less."""
 
-    max_frame_size: int = 1 + _BLOCK_POSITION.size + 4 * 1024 * 1024
-    max_block_payload: int = 4 * 1024 * 1024  # also bounds REQUEST/CANCEL/REJECT lengths
+    max_frame_size: int = 1 + _BLOCK_POSITION.size + PREFERRED_MAX_BLOCK_SIZE
+    max_block_payload: int = PREFERRED_MAX_BLOCK_SIZE  # also bounds REQUEST/CANCEL/REJECT lengths
     max_bitfield_bits: int = MAX_BLOCKS
     max_hashes: int = 16 * 1024
     max_pex_peers: int = 200

@@ -11,11 +11,12 @@ import pytest
 
 from swarm import wire
 from swarm.errors import HashMismatch
+from swarm.fetch_report import FetchReport
 from swarm.manifest import build_manifest
 from swarm.node import FetchFailed, SwarmNode
 from swarm.policy import PolicyConfig
 from swarm.serve_core import SendBlock
-from swarm.store import MemoryBlockStore
+from swarm.store_memory import MemoryBlockStore
 from swarm.transport_memory import MemoryNetwork, MemoryTransport
 
 BLOCK = 16384
@@ -254,6 +255,28 @@ async def test_an_origin_still_sending_is_not_a_stalled_fetch(swarm, pieces, fai
             await fetch
     else:
         assert await fetch == data
+
+
+async def test_the_report_counts_what_the_fetch_saw(swarm):
+    data = content(24 * BLOCK, seed=5)
+    _, bad_address, manifest = await swarm.seed(data, cls=LyingNode)
+    _, good_address, _ = await swarm.seed(data)
+    leecher, _ = await swarm.node()
+    report = FetchReport()
+    assert await download(leecher, manifest, [bad_address, good_address], report=report) == data
+    assert report.hash_failures >= 1
+    assert (report.bytes_peers, report.bytes_origin) == (len(data), 0)
+    assert leecher.fetch_totals == report  # the node's totals, over its one fetch
+
+
+async def test_origin_bytes_are_reported_apart(swarm):
+    data = content(4 * BLOCK + 5, seed=6)
+    manifest, layer = build_manifest([data], len(data), block_size=BLOCK)
+    leecher, _ = await swarm.node()
+    report = FetchReport()
+    origin = TrickleOrigin(data, 1, 0.0)
+    assert await download(leecher, manifest, [], origin=origin, layer=layer, report=report) == data
+    assert report == FetchReport(bytes_origin=len(data))
 
 
 async def test_unshared_content_is_never_served(swarm):

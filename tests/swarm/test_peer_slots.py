@@ -21,7 +21,7 @@ from swarm.manifest import build_manifest
 from swarm.node import SwarmNode
 from swarm.serve_core import HANDSHAKE_TIMEOUT, IDLE_TIMEOUT, STALL_TIMEOUT, Close, SendBlock, ServeCore
 from swarm.slots import PROTECT_FOR, Evict, Refuse, SlotPolicy
-from swarm.store import MemoryBlockStore
+from swarm.store_memory import MemoryBlockStore
 from swarm.throttle import TokenBucket
 from swarm.transport_memory import MemoryNetwork, MemoryTransport
 from swarm.transport_quic import ALPN, QuicTransport

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from swarm import picker as picker_module
+from swarm import picker_availability
 from swarm.errors import PeerError
 from swarm.picker import ORIGIN, STARTS_KEPT, BadBlockIndex, BlockState, Mode, Picker
 
@@ -289,12 +290,12 @@ def sparse_factor(value: float):
 def small_thresholds():
     """Chunks of 2-4 ranks and bulk bitfields from 1 block, so that small walks exercise the code paths
     otherwise reached only with thousands of blocks."""
-    saved = picker_module._SortedInts._LOAD, picker_module.BULK_BITFIELD_MIN
-    picker_module._SortedInts._LOAD, picker_module.BULK_BITFIELD_MIN = 2, 1
+    saved = picker_availability.SortedInts._LOAD, picker_availability.BULK_BITFIELD_MIN
+    picker_availability.SortedInts._LOAD, picker_availability.BULK_BITFIELD_MIN = 2, 1
     try:
         yield
     finally:
-        picker_module._SortedInts._LOAD, picker_module.BULK_BITFIELD_MIN = saved
+        picker_availability.SortedInts._LOAD, picker_availability.BULK_BITFIELD_MIN = saved
 
 
 @pytest.mark.parametrize("factor", [0.0, 1e12], ids=["walk-lists", "walk-source-blocks"])
@@ -507,7 +508,7 @@ class _IdentityRng(random.Random):
         pass
 
 
-class _SmallChunks(picker_module._SortedInts):
+class _SmallChunks(picker_availability.SortedInts):
     _LOAD = 2  # split and merge chunks all the time
 
 

@@ -23,10 +23,10 @@ from swarm.merkle import ZERO_HASH
 from swarm.store import (
     BlockStore,
     Evicted,
-    MemoryBlockStore,
     StoreFailed,
     entry_cost,
 )
+from swarm.store_memory import MemoryBlockStore
 from swarm.store_disk import DiskBlockStore, encode_record
 
 KIB = 1024

@@ -14,7 +14,8 @@ import pytest
 from swarm.errors import NotInStore, StoreFull
 from swarm.manifest import build_manifest
 from swarm.node import SwarmNode
-from swarm.store import Evicted, MemoryBlockStore, entry_cost
+from swarm.store import Evicted, entry_cost
+from swarm.store_memory import MemoryBlockStore
 from swarm.store_disk import DiskBlockStore
 from swarm.transport_memory import MemoryNetwork, MemoryTransport
 
