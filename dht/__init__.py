@@ -2,10 +2,10 @@
 
 `dht` imports nothing else of swarmproxy. What other packages use:
 
-* `dht.discovery` — the `Discovery` protocol (``announce(root, address)``, ``withdraw(root)``,
-  ``find_providers(root)`` async iterator of `Provider`, ``put_manifest(repr_key, ManifestSummary)``,
-  ``get_manifests(repr_key)``), `DhtDiscovery` (over a `DhtNode`) and `FakeDiscovery` /
-  `FakeDiscoveryNetwork` (in memory, for tests of `swarm` and `proxy`).
+* `dht.discovery` — `DhtDiscovery` (over a `DhtNode`) and `FakeDiscovery` / `FakeDiscoveryNetwork` (in memory,
+  for tests of `swarm` and `proxy`), which satisfy `swarm.discovery.Discovery` structurally (``node_id``,
+  ``own_host()``, ``errors``, ``announce(root, address)``, ``withdraw(root)``, ``find_providers(root)`` async
+  iterator of `Provider`, ``put_manifest(repr_key, ManifestSummary)``, ``get_manifests(repr_key)``).
 * `dht.node` — `DhtNode` (``from_data_dir``, ``start(host, port)``, ``bootstrap([(host, port), ...])``,
   ``announce``/``withdraw``, ``find_providers``, ``put_manifest``/``get_manifests``, ``find_node``, ``ping``,
   ``external_host()``/``own_host()``, ``stats()`` for ``GET /_swarm/dht``, ``stop()``) and

@@ -1,33 +1,32 @@
-"""The `Discovery` protocol the block engine and the proxy use, its DHT implementation, and an in-memory fake.
+"""Discovery over the DHT for the block engine and the proxy, and an in-memory fake of it.
 
-`swarm` never imports `dht` (DESIGN.md): it receives something satisfying `Discovery`. The values crossing the
-boundary are plain dataclasses (`Provider`, `ManifestSummary`), not DHT records, so the fake needs no keys.
+`swarm.discovery.Discovery` is the protocol the block engine takes (`swarm` never imports `dht`, and `dht`
+imports nothing of ours): both classes here satisfy it structurally, and `tests/swarm/test_discovery.py` checks
+that they do. The values crossing the boundary are plain dataclasses (`Provider`, `ManifestSummary`), not DHT
+records, so the fake needs no keys.
 
 * `DhtDiscovery(node)` — over a started, bootstrapped `DhtNode`.
 * `FakeDiscovery(network)` — many instances sharing one `FakeDiscoveryNetwork` see each other's announcements;
   it validates arguments exactly like the real one, so a caller's bug fails in tests too.
 
-`find_providers` may yield this node's own announcement; callers skip it by `node_id`. Wrap it in
-`contextlib.aclosing` when stopping early, so outstanding queries are cancelled at once.
+Both have: ``announce(root, address, transports)`` (host "0.0.0.0" or "::" stands for `own_host()`, this node's
+address as other nodes see it, None while unknown), ``withdraw(root)``, ``find_providers(root)`` (an async
+iterator of `Provider`; it may yield this node's own announcement, which callers skip by `node_id`; wrap it in
+`contextlib.aclosing` when stopping early, so outstanding queries are cancelled at once),
+``put_manifest(repr_key, summary)`` (any object with `ManifestFields`' attributes), ``get_manifests(repr_key)``,
+and `errors`: the exception types a call fails with when the network or other nodes do.
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import AsyncIterator, Protocol, runtime_checkable
+from typing import AsyncIterator, Protocol
 
-from dht.errors import InvalidArgument
+from dht.errors import DhtError, InvalidArgument
 from dht.identity import NODE_ID_BYTES
 from dht.node import DhtNode
-from dht.records import (
-    KEY_BYTES,
-    MAX_VALIDATOR_BYTES,
-    MIN_BLOCK_SIZE,
-    ManifestRecord,
-    ProviderRecord,
-    Transport,
-)
+from dht.records import KEY_BYTES, ManifestRecord, ProviderRecord, Transport, manifest_problem
 from dht.wire import pack_address
 
 
@@ -62,25 +61,21 @@ class ManifestSummary:
     publisher_host: str | None = None
 
 
-@runtime_checkable
-class Discovery(Protocol):
-    async def announce(self, root: bytes, address: tuple[str, int], transports: int = Transport.TCP) -> None:
-        """Announce that this node serves `root` at `address`; kept fresh until `withdraw(root)`.
+class ManifestFields(Protocol):
+    """What `put_manifest` reads of its summary: a `ManifestSummary`, or any object with these attributes."""
 
-        Host "0.0.0.0" (or "::") stands for this node's address as other nodes see it.
-        """
+    @property
+    def content_root(self) -> bytes: ...
+    @property
+    def size(self) -> int: ...
+    @property
+    def block_size(self) -> int: ...
+    @property
+    def validator(self) -> bytes: ...
 
-    async def withdraw(self, root: bytes) -> None:
-        """Stop announcing `root`."""
 
-    def find_providers(self, root: bytes) -> AsyncIterator[Provider]:
-        """Providers of `root`, one per node, yielded as they are found."""
-
-    async def put_manifest(self, repr_key: bytes, summary: ManifestSummary) -> None:
-        """Vouch for a representation (only after fetching it from the origin; see DESIGN.md)."""
-
-    async def get_manifests(self, repr_key: bytes) -> list[ManifestSummary]:
-        """Every publisher's summary for `repr_key`, newest first."""
+# What a call fails with when the network or other nodes do (`errors` of both classes).
+ERRORS: tuple[type[Exception], ...] = (DhtError, OSError)
 
 
 def _check_root(name: str, value: bytes) -> None:
@@ -100,24 +95,31 @@ def _check_address(address: tuple[str, int], transports: int) -> None:
         raise InvalidArgument(f"bad transports {transports}")
 
 
-def _check_summary(summary: ManifestSummary) -> None:
+def _check_summary(summary: ManifestFields) -> None:
     _check_root("content_root", summary.content_root)
-    if not 0 <= summary.size < 2**63:
-        raise InvalidArgument("size out of range")
-    if summary.block_size < MIN_BLOCK_SIZE or summary.block_size & (summary.block_size - 1):
-        raise InvalidArgument("block size must be a power of two >= 16 KiB")
-    if not 0 < len(summary.validator) <= MAX_VALIDATOR_BYTES:
-        raise InvalidArgument("validator length out of range")
+    # The same check a record gets when it is made or decoded: the fake and the real DHT refuse alike.
+    if (problem := manifest_problem(summary.size, summary.block_size, summary.validator)) is not None:
+        raise InvalidArgument(problem)
 
 
 class DhtDiscovery:
     """`Discovery` over a running `DhtNode`."""
 
+    errors = ERRORS
+
     def __init__(self, node: DhtNode) -> None:
         self.node = node
 
+    @property
+    def node_id(self) -> bytes:
+        return self.node.node_id
+
+    def own_host(self) -> str | None:
+        return self.node.own_host()
+
     async def announce(self, root: bytes, address: tuple[str, int], transports: int = Transport.TCP) -> None:
-        """An unspecified host ("0.0.0.0" / "::") means "my address as other nodes see it"."""
+        """Announce that this node serves `root` at `address`; kept fresh until `withdraw(root)`. An unspecified
+        host ("0.0.0.0" / "::") means "my address as other nodes see it"."""
         host = address[0]
         if host in _UNSPECIFIED:
             host = self.node.own_host() or ""
@@ -134,7 +136,7 @@ class DhtDiscovery:
         async for record in self.node.find_providers(root):
             yield Provider(record.node_id, record.host, record.port, record.transports)
 
-    async def put_manifest(self, repr_key: bytes, summary: ManifestSummary) -> None:
+    async def put_manifest(self, repr_key: bytes, summary: ManifestFields) -> None:
         await self.node.put_manifest(
             repr_key, summary.content_root, summary.size, summary.block_size, summary.validator
         )
@@ -159,6 +161,8 @@ class FakeDiscoveryNetwork:
 class FakeDiscovery:
     """In-memory `Discovery` for tests of other packages: no sockets, no keys, no time."""
 
+    errors = ERRORS
+
     def __init__(
         self, network: FakeDiscoveryNetwork | None = None, node_id: bytes | None = None,
         external_host: str | None = "127.0.0.1",
@@ -168,6 +172,9 @@ class FakeDiscovery:
         # What an unspecified announce host becomes and where storing nodes see our records come from, as in
         # DhtDiscovery; None: not known yet (no node has answered), so announcing and vouching fail as there.
         self.external_host = external_host
+
+    def own_host(self) -> str | None:
+        return self.external_host or None
 
     async def announce(self, root: bytes, address: tuple[str, int], transports: int = Transport.TCP) -> None:
         _check_root("root", root)
@@ -187,7 +194,7 @@ class FakeDiscovery:
         for provider in list(self.network.providers.get(root, {}).values()):
             yield provider
 
-    async def put_manifest(self, repr_key: bytes, summary: ManifestSummary) -> None:
+    async def put_manifest(self, repr_key: bytes, summary: ManifestFields) -> None:
         _check_root("repr_key", repr_key)
         _check_summary(summary)
         if not self.external_host:

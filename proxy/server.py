@@ -314,9 +314,10 @@ class ProxyServer:
         """The block engine, its peer listener(s) and the fallback hook (`--peer-listen`)."""
         from dht.discovery import DhtDiscovery
         from swarm.errors import StoreError
+        from swarm.service import make_transports
         from swarm.store_disk import DiskBlockStore
 
-        from .engine import SwarmEngine, make_transports
+        from .engine import SwarmEngine
         from .manifest_trust import parse_trust
 
         cfg = self.config

@@ -7,7 +7,7 @@ from contextlib import aclosing
 
 import pytest
 
-from dht.discovery import DhtDiscovery, Discovery, FakeDiscovery, FakeDiscoveryNetwork, ManifestSummary
+from dht.discovery import DhtDiscovery, FakeDiscovery, FakeDiscoveryNetwork, ManifestSummary
 from dht.errors import InvalidArgument, LocalError
 from dht.records import Transport, representation_key
 
@@ -32,8 +32,14 @@ def node_id_of(discovery) -> bytes:
     return discovery.node_id if isinstance(discovery, FakeDiscovery) else discovery.node.node_id
 
 
-async def test_satisfies_protocol(three_peers):
-    assert all(isinstance(d, Discovery) for d in three_peers)
+async def test_own_id_and_host(three_peers):
+    """What `swarm.discovery.Discovery` asks of both beyond the calls (checked there: tests/swarm)."""
+    for discovery in three_peers:
+        assert discovery.node_id == node_id_of(discovery)
+        assert discovery.own_host() == "127.0.0.1"
+        assert issubclass(InvalidArgument, discovery.errors) and issubclass(OSError, discovery.errors)
+    lonely = FakeDiscovery(external_host=None)
+    assert lonely.own_host() is None
 
 
 async def test_announce_find_withdraw(three_peers):
@@ -89,7 +95,8 @@ async def test_manifests(three_peers):
         lambda d: d.announce(os.urandom(32), ("example.org", 1)),
         lambda d: d.announce(os.urandom(32), ("127.0.0.1", 0)),
         lambda d: d.announce(os.urandom(32), ("127.0.0.1", 1), 0),
-        lambda d: d.put_manifest(os.urandom(32), ManifestSummary(os.urandom(32), 1, 1000, b"v")),
+        # a block size is opaque to the DHT (`dht.records`): only one outside the record's u32 is invalid here
+        lambda d: d.put_manifest(os.urandom(32), ManifestSummary(os.urandom(32), 1, -1, b"v")),
         lambda d: d.put_manifest(os.urandom(32), ManifestSummary(os.urandom(32), 1, 1 << 14, b"")),
         lambda d: d.put_manifest(b"short", ManifestSummary(os.urandom(32), 1, 1 << 14, b"v")),
     ],

@@ -1,5 +1,7 @@
-"""The proxy's block engine on its own: memory store and transport, a fake DHT, a fake clock for the linger
-timer. Nothing here waits for real time."""
+"""The proxy's engine on its own: what is about URLs and the origin (finding a manifest for a URL, storing an
+origin download, vouching under the URL's key, "self" across restarts). Memory store and transport, a fake DHT,
+a fake clock for the linger timer: nothing here waits for real time. The swarm glue under it (providers,
+announcing, lingering, fetching) is tested in tests/swarm/test_service.py."""
 
 from __future__ import annotations
 
@@ -9,45 +11,18 @@ import pytest
 
 from dht.discovery import FakeDiscovery, FakeDiscoveryNetwork, Provider
 from dht.records import KIND_PROVIDER, Transport
-from proxy.engine import PEER_SPARE, Found, SwarmEngine, url_key
-from proxy.local_swarm import Cluster
+from proxy.demo.local_swarm import Cluster
+from proxy.engine import Found, SwarmEngine, url_key
 from proxy.manifest_trust import parse_trust
 from proxy.spool import Spool
+from swarm.discovery import ManifestClaim
 from swarm.node import FetchFailed, SwarmNode
-from swarm.store import MemoryBlockStore
+from swarm.store_memory import MemoryBlockStore
 from swarm.transport_memory import MemoryNetwork, MemoryTransport
+from tests.swarm.fake_timers import FakeTimers
 
 DATA = hashlib.sha256(b"engine").digest() * 4000  # 128,000 bytes
 URL = "http://origin.test/file.bin"
-
-
-class FakeTimers:
-    """`loop.call_later` for the engine's linger timer; `fire()` runs what is due, as the loop would."""
-
-    class Handle:
-        def __init__(self, delay, callback, args) -> None:
-            self.delay, self.callback, self.args = delay, callback, args
-            self.cancelled = False
-
-        def cancel(self) -> None:
-            self.cancelled = True
-
-    def __init__(self) -> None:
-        self.handles: list[FakeTimers.Handle] = []
-
-    def call_later(self, delay, callback, *args):
-        handle = self.Handle(delay, callback, args)
-        self.handles.append(handle)
-        return handle
-
-    @property
-    def pending(self) -> list[Handle]:
-        return [h for h in self.handles if not h.cancelled]
-
-    def fire(self) -> None:
-        due, self.handles = self.pending, []
-        for handle in due:
-            handle.callback(*handle.args)
 
 
 @pytest.fixture
@@ -55,21 +30,21 @@ def world():
     return MemoryNetwork(), FakeDiscoveryNetwork()
 
 
-async def started_engine(world, tmp_path, store=None, **kwargs) -> SwarmEngine:
+async def started_engine(world, tmp_path, store=None, host="engine", **kwargs) -> SwarmEngine:
     memory, dht = world
     store = MemoryBlockStore() if store is None else store  # not `or`: an empty store is falsy
     engine = SwarmEngine(store, {"tcp": MemoryTransport(memory)}, FakeDiscovery(dht), None,
                          trust=parse_trust("quorum:2"), spool_dir=tmp_path / "spool", **kwargs)
-    await engine.start("engine", 0)
+    await engine.start(host, 0)
     return engine
 
 
-async def ingest(engine: SwarmEngine, tmp_path, data: bytes = DATA, url: str = URL):
+async def ingest(engine: SwarmEngine, tmp_path, data: bytes = DATA, url: str = URL, publish: bool = True):
     spool = Spool(tmp_path / "spool", len(data))
     try:
         spool.feed(data)
         manifest = await engine.ingest(spool, url=url, validator='"v1"', content_type="text/plain",
-                                       content_encoding=None, publish=True)
+                                       content_encoding=None, publish=publish)
     finally:
         spool.close()
     await engine.settled()  # announced
@@ -86,41 +61,54 @@ async def served(world, engine: SwarmEngine, root: bytes) -> bool:
         return False
 
 
-async def test_after_the_linger_time_the_engine_stops_serving_and_announcing(world, tmp_path):
+async def test_an_origin_download_is_shared_and_vouched_for_under_its_urls_key(world, tmp_path):
     timers = FakeTimers()
     engine = await started_engine(world, tmp_path, linger=600, call_later=timers.call_later)
     try:
         manifest = await ingest(engine, tmp_path)
-        root = manifest.root
-        providers = world[1].providers
-        assert list(providers[root]) == [engine.discovery.node_id]
-        assert await served(world, engine, root)
+        assert manifest.url == URL and engine._own_manifests[url_key(URL)] == manifest
+        assert list(world[1].providers[manifest.root]) == [engine.discovery.node_id]
+        [claim] = world[1].manifests[url_key(URL)].values()
+        assert (claim.content_root, claim.validator) == (manifest.root, b'"v1"')
+        assert await served(world, engine, manifest.root)
         [timer] = timers.pending
         assert timer.delay == 600
+        status = engine.status()
+        assert (status["shared"], status["announced"], status["published"]) == (1, 1, 1)
+        assert status["trust"] == str(engine.trust) and status["transports"] == ["tcp"]
 
-        timers.fire()
-        await engine.settled()  # the withdrawal went out
-        assert providers[root] == {}
-        assert not await served(world, engine, root)
-        assert engine.status()["shared"] == 0
-        assert engine.store.complete(root)  # kept: only sharing ends
+        timers.fire()  # the linger time is over
+        await engine.settled()
+        assert world[1].providers[manifest.root] == {} and engine.status()["shared"] == 0
+        assert (await engine.find(URL)).source == "self"  # still in the store, and ours to use
     finally:
         await engine.stop()
 
 
-async def test_sharing_again_restarts_the_linger_time(world, tmp_path):
-    timers = FakeTimers()
-    engine = await started_engine(world, tmp_path, linger=600, call_later=timers.call_later)
+async def test_an_origin_download_not_to_publish_is_shared_without_vouching(world, tmp_path):
+    engine = await started_engine(world, tmp_path)
+    try:
+        manifest = await ingest(engine, tmp_path, publish=False)
+        assert list(world[1].providers[manifest.root]) == [engine.discovery.node_id]
+        assert world[1].manifests == {} and engine.counters.published == 0
+    finally:
+        await engine.stop()
+
+
+async def test_what_came_from_the_origin_is_self_again_after_a_restart(world, tmp_path):
+    store = MemoryBlockStore()
+    engine = await started_engine(world, tmp_path, store=store)
     try:
         manifest = await ingest(engine, tmp_path)
-        engine.completed_from_peers(manifest)  # e.g. fetched again: a fresh linger time, one timer
-        assert len(timers.pending) == 1 and len(timers.handles) == 2
-        await engine.settled()
-        timers.fire()
-        await engine.settled()
-        assert world[1].providers[manifest.root] == {}
     finally:
         await engine.stop()
+    again = await started_engine(world, tmp_path, store=store)
+    try:
+        found = await again.find(URL, known_size=len(DATA), known_validator='"v1"')
+        assert found is not None and found.source == "self" and found.manifest == manifest
+        assert await again.find(URL, known_validator='"v2"') is None  # changed at the origin: not ours
+    finally:
+        await again.stop()
 
 
 async def test_evicted_content_is_forgotten_and_withdrawn(world, tmp_path):
@@ -182,7 +170,7 @@ async def _providers(world, manifest, count: int) -> list[FakeDiscovery]:
     return others
 
 
-async def test_at_most_fetch_peers_providers_are_used_and_they_are_picked_at_random(world, tmp_path):
+async def test_for_our_own_url_at_most_fetch_peers_providers_are_picked_at_random(world, tmp_path):
     engine = await started_engine(world, tmp_path, fetch_peers=3)
     try:
         manifest = await ingest(engine, tmp_path)
@@ -195,29 +183,6 @@ async def test_at_most_fetch_peers_providers_are_used_and_they_are_picked_at_ran
             assert len(ids) == 3 and ids <= every
             picked.append(frozenset(ids))
         assert len(set(picked)) > 1  # not always the same three (all twenty equal: p = 120**-19)
-    finally:
-        await engine.stop()
-
-
-async def test_all_providers_are_used_when_there_are_no_more_than_fetch_peers(world, tmp_path):
-    engine = await started_engine(world, tmp_path, fetch_peers=3)
-    try:
-        manifest = await ingest(engine, tmp_path)
-        others = await _providers(world, manifest, 3)
-        found = await engine.find(URL)
-        assert {p.node_id for p in found.providers} == {other.node_id for other in others}
-    finally:
-        await engine.stop()
-
-
-async def test_a_small_file_uses_no_more_peers_than_its_blocks_and_the_spare(world, tmp_path):
-    engine = await started_engine(world, tmp_path, fetch_peers=16)
-    try:
-        manifest = await ingest(engine, tmp_path)
-        assert manifest.num_blocks + PEER_SPARE < 16
-        await _providers(world, manifest, 14)
-        found = await engine.find(URL)
-        assert len(found.providers) == engine.peers_for(manifest) == manifest.num_blocks + PEER_SPARE
     finally:
         await engine.stop()
 
@@ -261,59 +226,6 @@ async def test_a_node_fetching_is_a_provider_at_once_and_withdraws_when_it_aband
     finally:
         await fetcher.stop()
         await seeder.stop()
-
-
-async def test_providers_that_appear_during_a_fetch_join_it(world, tmp_path):
-    engine = await started_engine(world, tmp_path, fetch_peers=2)
-    try:
-        manifest = await ingest(engine, tmp_path)  # the engine's own announcement is never its own provider
-        await _providers(world, manifest, 3)
-        added = []
-
-        class Node:
-            def add_peers(self, root, peers):
-                added.append((root, list(peers)))
-                return len(peers)
-
-            def peer_count(self, root):
-                return None  # the fetch is over once the schedule has run
-
-        engine.provider_refresh, engine.provider_topup = (0.0, 0.0), 0.0
-        known = {("127.0.0.1", 7000)}  # the lookup found this one already
-        await engine._refresh_providers(Node(), "tcp", manifest.root, known, engine.fetch_peers)
-        assert [root for root, _ in added] == [manifest.root]  # the second poll found nobody new
-        [(_, peers)] = added
-        assert len(peers) == 2 and set(peers) <= {("127.0.0.1", 7001), ("127.0.0.1", 7002)}  # at most fetch_peers
-        assert known == {("127.0.0.1", 7000 + i) for i in range(3)} | set(peers)
-    finally:
-        await engine.stop()
-
-
-async def test_a_fetch_that_lost_its_peers_gets_new_ones_for_as_long_as_it_runs(world, tmp_path):
-    engine = await started_engine(world, tmp_path, fetch_peers=3)
-    try:
-        manifest = await ingest(engine, tmp_path)
-        await _providers(world, manifest, 6)
-        added: list[list] = []
-        # The fetch's peer count at each top-up: full (no lookup), down to one (two more), full, then over.
-        counts = iter([3, 1, 3, None])
-
-        class Node:
-            def add_peers(self, root, peers):
-                added.append(list(peers))
-                return len(peers)
-
-            def peer_count(self, root):
-                return next(counts)
-
-        engine.provider_refresh, engine.provider_topup = (), 0.0  # straight to the top-ups
-        known = {("127.0.0.1", 7000), ("127.0.0.1", 7001)}  # tried already: never again
-        await engine._refresh_providers(Node(), "tcp", manifest.root, known, engine.fetch_peers)
-        [peers] = added
-        assert len(peers) == 2 and set(peers) <= {("127.0.0.1", 7000 + i) for i in range(2, 6)}
-        assert next(counts, "done") == "done"  # it asked until the fetch was over
-    finally:
-        await engine.stop()
 
 
 async def test_with_the_origins_manifest_the_download_starts_at_fetch_peers_providers(world, tmp_path):
@@ -373,15 +285,21 @@ async def test_a_file_downloaded_again_is_announced_and_vouched_for_once(world, 
         await engine.stop()
 
 
-async def test_an_unknown_own_address_is_logged_once_not_per_download(world, tmp_path, caplog):
+async def test_a_url_vouched_for_by_a_quorum_is_found_with_the_manifest_from_a_provider(world, tmp_path):
+    seeder = await started_engine(world, tmp_path / "seeder", host="127.0.0.1")  # where the fake DHT sees it
     engine = await started_engine(world, tmp_path)
-    engine.discovery.external_host = None  # as a DHT node that no other node has answered yet
     try:
-        with caplog.at_level("DEBUG", logger="swarmproxy.engine"):
-            for index in range(3):
-                await ingest(engine, tmp_path, DATA[index:], url=f"{URL}?{index}")
-        warnings = [r for r in caplog.records if r.levelname == "WARNING" and "not announcing" in r.message]
-        assert len(warnings) == 1
-        assert engine.counters.announced == 0
+        manifest = await ingest(seeder, tmp_path / "seeder", publish=False)
+        assert await engine.find(URL) is None  # nobody vouches yet
+        second = FakeDiscovery(world[1], external_host="127.0.0.2")  # a publisher in another network
+        for publisher in (seeder.discovery, second):
+            await publisher.put_manifest(url_key(URL), ManifestClaim(
+                manifest.root, manifest.size, manifest.block_size, b'"v1"'))
+        found = await engine.find(URL, known_size=len(DATA), known_validator='"v1"')
+        assert found is not None and found.source == "quorum" and found.manifest == manifest
+        assert [p.node_id for p in found.providers] == [seeder.discovery.node_id]
+        assert await engine.find(URL, known_validator='"v2"') is None  # the claims are of another version
+        assert engine.counters.manifests_rejected == 1
     finally:
         await engine.stop()
+        await seeder.stop()
