@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .errors import ConfigError
+from .transition import DEFAULT_EARLY_LOOKUP, DEFAULT_FIRST_BYTE_TIMEOUT, DEFAULT_MIN_RATE, DEFAULT_RATE_WINDOW
 
 DEFAULT_PORT = 8080
 
@@ -287,15 +288,15 @@ OPTIONS: tuple[Option, ...] = (
            "which manifests from the DHT to believe: quorum:N (N independent publishers that got the file "
            "from the origin agree), origin (only our own), any (the first one; labs and trusted LANs only)",
            "POLICY"),
-    Option("first-byte-timeout", _positive_float, 0.75,
+    Option("first-byte-timeout", _positive_float, DEFAULT_FIRST_BYTE_TIMEOUT,
            "switch to peers when the origin sends no byte at all (headers count) within this many seconds (T)",
            "SECONDS"),
-    Option("min-rate", parse_size, 160_000.0,
+    Option("min-rate", parse_size, DEFAULT_MIN_RATE,
            "switch to peers when the origin delivers less than this many bytes/s over --rate-window (R); "
            "0 never switches for rate; suffixes k, M (1000) and Ki, Mi (1024)", "BYTES"),
-    Option("rate-window", _positive_float, 2.0,
+    Option("rate-window", _positive_float, DEFAULT_RATE_WINDOW,
            "seconds over which --min-rate is measured, from the first byte on (W)", "SECONDS"),
-    Option("early-lookup", _non_negative_float, 0.5,
+    Option("early-lookup", _non_negative_float, DEFAULT_EARLY_LOOKUP,
            "when the origin is under --min-rate this many seconds after its first byte, look for peers "
            "already, and leave the origin at once if the swarm has a trusted copy; 0 waits for W", "SECONDS"),
     Option("linger", _non_negative_float, 86400.0,

@@ -24,3 +24,7 @@ class OriginError(ProxyError):
 
 class ListenError(ProxyError):
     """A listener could not be opened (address in use, no permission, bad key file); says which and why."""
+
+
+class ClientGone(ProxyError, ConnectionError):
+    """The client connection was closed or deliberately cut; nothing more can be answered on it."""

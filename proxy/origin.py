@@ -79,3 +79,33 @@ def _strerror(exc: BaseException | None) -> str:
         return "unknown error"
     text = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
     return text[0].lower() + text[1:] if text else text
+
+
+class OriginStream:
+    """One origin request: its head, then its body; `next()` gives (event, value) and raises nothing but a
+    cancellation, so that a download's shell turns each outcome into one event of its core."""
+
+    def __init__(self, request) -> None:
+        self.request = asyncio.ensure_future(request)
+        self.upstream: aiohttp.ClientResponse | None = None
+
+    async def next(self) -> tuple[str, object]:
+        if self.upstream is None:
+            try:
+                self.upstream = await self.request
+            except Exception as exc:  # unreachable, refused, timed out: the core says what it means
+                return "head_failed", exc
+            return "head", self.upstream
+        try:
+            chunk = await self.upstream.content.readany()
+        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, asyncio.TimeoutError) as exc:
+            return "failed", f"origin stopped mid-response: {type(exc).__name__}"
+        return ("data", chunk) if chunk else ("end", None)
+
+    def close(self) -> None:
+        if not self.request.done():
+            self.request.cancel()
+        elif not self.request.cancelled() and self.request.exception() is None and self.upstream is None:
+            self.upstream = self.request.result()
+        if self.upstream is not None:
+            self.upstream.release()  # back to the pool if its body was read to the end, else closed

@@ -16,7 +16,7 @@ from aiohttp import web
 from yarl import URL
 
 from . import headers as hdr
-from .errors import OriginError
+from .errors import ClientGone, OriginError
 from .exposure import resolve_allowed
 from .origin import describe_failure
 from .stats import RequestRecord
@@ -29,10 +29,6 @@ log = logging.getLogger("swarmproxy.relay")
 DROP_FROM_REQUEST = ("host", "expect")
 
 SCHEMES = {"http": "http", "https": "https", "ws": "http", "wss": "https"}
-
-
-class ClientGone(ConnectionError):
-    """The client connection was closed or deliberately cut; nothing more can be answered on it."""
 
 
 class RelayedResponse(web.StreamResponse):

@@ -39,6 +39,7 @@ bring one forward.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import deque
 
@@ -46,6 +47,13 @@ T_CAUSE = "T"
 R_CAUSE = "R"
 HINT_CAUSE = "hint"
 CROWD_CAUSE = "crowd"
+DIED_CAUSE = "died"  # not the policy's: the origin broke off mid-body (the download's core records it)
+
+# The defaults of T, R, W and the early lookup: the command line's defaults are these (proxy.config).
+DEFAULT_FIRST_BYTE_TIMEOUT = 0.75
+DEFAULT_MIN_RATE = 160_000.0
+DEFAULT_RATE_WINDOW = 2.0
+DEFAULT_EARLY_LOOKUP = 0.5
 
 BUCKET_SECONDS = 0.05
 MAX_BUCKETS = 256  # per window; a longer W widens the buckets instead of growing the deque
@@ -62,11 +70,24 @@ class _Bucket:
         self.nbytes = nbytes
 
 
+@dataclasses.dataclass(frozen=True)
+class TransitionSettings:
+    """T, R, W and the early lookup, as configured; `policy()` makes one download's policy."""
+
+    first_byte_timeout: float = DEFAULT_FIRST_BYTE_TIMEOUT
+    min_rate: float = DEFAULT_MIN_RATE
+    rate_window: float = DEFAULT_RATE_WINDOW
+    early_lookup: float = DEFAULT_EARLY_LOOKUP
+
+    def policy(self) -> TransitionPolicy:
+        return TransitionPolicy(self.first_byte_timeout, self.min_rate, self.rate_window, self.early_lookup)
+
+
 class TransitionPolicy:
     """Decides origin → swarm from (bytes received, now); see the module docstring for the rule."""
 
-    def __init__(self, first_byte_timeout: float = 0.75, min_rate: float = 160_000.0, rate_window: float = 2.0,
-                 early_lookup: float = 0.5):
+    def __init__(self, first_byte_timeout: float = DEFAULT_FIRST_BYTE_TIMEOUT, min_rate: float = DEFAULT_MIN_RATE,
+                 rate_window: float = DEFAULT_RATE_WINDOW, early_lookup: float = DEFAULT_EARLY_LOOKUP):
         # isfinite() also rejects NaN, which would make every later comparison silently False.
         if not (math.isfinite(first_byte_timeout) and first_byte_timeout > 0):
             raise ValueError(

@@ -5,6 +5,7 @@ and finish byte-exact with most bytes from peers."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import gc
 import logging
@@ -17,9 +18,9 @@ import pytest
 import pytest_asyncio
 
 from dht.discovery import ManifestSummary
+from proxy.demo.local_swarm import Cluster
+from proxy.demo.slow_origin import SlowOrigin
 from proxy.engine import url_key
-from proxy.local_swarm import Cluster
-from proxy.slow_origin import SlowOrigin
 from swarm.store_disk import DiskBlockStore
 
 SIZE = 3 * 1024 * 1024 + 12345
@@ -121,7 +122,7 @@ async def test_a_crawling_download_asks_again_and_moves_to_peers_that_appeared(c
     url = await seeded(cluster, slow_origin)
     slow_origin.set_rate(100_000)
     node = await cluster.add()
-    node.fallback.repoll = (0.0,)  # ask again at once: the test steps lookups, not time
+    node.fallback.settings = dataclasses.replace(node.fallback.settings, repoll=(0.0,))  # steps lookups, not time
     real_find, answers = node.engine.find, []
 
     async def find(*args, **kwargs):

@@ -1,0 +1,169 @@
+"""What the download's core (`proxy.download_core`) asks its shell to do: one frozen dataclass per action.
+
+The shell (`proxy.fallback`) executes a list of them in order; their names say what, their fields say with what.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import TYPE_CHECKING
+
+from swarm.manifest import Manifest
+
+if TYPE_CHECKING:
+    from .engine import Found
+
+
+class Source(enum.Enum):
+    ORIGIN = "origin"
+    SWARM = "swarm"
+
+
+# -- actions ------------------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class RelayAsIs:
+    """Not swarmable: copy the origin's answer to the client untouched; the core is done."""
+    reason: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class RelayHead:
+    """Answer with the origin's own response head; its body follows as `Deliver` actions."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Respond:
+    """Answer with our own head for the manifest's bytes `start..end` (the origin has said nothing)."""
+    status: int
+    start: int
+    end: int
+    manifest: Manifest
+    described: tuple[str | None, str | None] | None  # Content-Type and -Encoding, if not the manifest's
+
+
+@dataclasses.dataclass(frozen=True)
+class OpenSpool:
+    """Keep (and hash) the origin's bytes from offset 0 on, to share them once complete."""
+    size: int
+    block_size: int | None
+
+
+@dataclasses.dataclass(frozen=True)
+class StartLookup:
+    headless: bool  # before any origin byte: the stricter quorum applies
+
+
+@dataclasses.dataclass(frozen=True)
+class StopLookup:
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class StartHead:
+    """Ask the origin for a HEAD, to know which version it serves now."""
+
+
+@dataclasses.dataclass(frozen=True)
+class StopHead:
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class Switch:
+    cause: str
+    position: int
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class StartSwarm:
+    found: Found
+    start: int
+    end: int
+
+
+@dataclasses.dataclass(frozen=True)
+class StopSwarm:
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class CloseOrigin:
+    reason: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ReopenOrigin:
+    """Ask the origin again for `start..end` (If-Range: `validator`): the swarm failed after we closed it."""
+    start: int
+    end: int
+    validator: str | None
+
+
+@dataclasses.dataclass(frozen=True)
+class Deliver:
+    source: Source
+    data: bytes
+
+
+@dataclasses.dataclass(frozen=True)
+class RejectManifest:
+    """The manifest's bytes differ from the origin's: count it and keep nothing of it."""
+    source: str
+
+
+@dataclasses.dataclass(frozen=True)
+class SwarmError:
+    """Why the swarm did not finish the response (for the request's record)."""
+    text: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Note:
+    """Something worth a log line."""
+    text: str
+
+
+@dataclasses.dataclass(frozen=True)
+class OriginComplete:
+    """The origin delivered the whole body: what was spooled may be stored and shared."""
+    publishable: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Account:
+    """Split the block engine's bytes into origin-Range and peer bytes (once the swarm is stopped)."""
+    from_swarm: int
+
+
+@dataclasses.dataclass(frozen=True)
+class HandOver:
+    """Store and share what is complete, stop sharing what is not (once per merged download)."""
+    manifest: Manifest
+    fetch_start: int
+    swarm_done: bool
+    publishable: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class Finish:
+    """End the response normally: every byte was delivered."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Cut:
+    """Cut the client off: ending normally would hand it a short body that looks complete."""
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Fail:
+    """The origin could not be reached and nothing else can answer: an HTTP error (502/504) from `error`."""
+    error: object
+
+
+Action = (RelayAsIs | RelayHead | Respond | OpenSpool | StartLookup | StopLookup | StartHead | StopHead | Switch
+          | StartSwarm | StopSwarm | CloseOrigin | ReopenOrigin | Deliver | RejectManifest | SwarmError | Note
+          | OriginComplete | Account | HandOver | Finish | Cut | Fail)

@@ -1,0 +1,521 @@
+"""The fallback download's decisions, sans-I/O: origin first, the swarm when slow, one response in order.
+
+`DownloadCore` never touches a socket or the clock (the model is h11 and mitmproxy's layers). The asyncio shell
+(`proxy.fallback`) feeds it events — the origin's head, its body chunks, its end or failure, a lookup's result,
+the swarm's chunks, its end or failure, the timer — and executes the actions each call returns, in order.
+`next_deadline()` says when to call `timer(now)` if nothing else happens.
+
+The phases of one download:
+
+    HEAD       the GET is sent; `T` runs (`proxy.transition`).
+    HEADLESS   `T` fired before any origin byte: a manifest lookup (quorum N+1) races a HEAD to the origin.
+    WAIT       nothing usable was found: the origin alone answers, whenever it does.
+    STREAM     the origin's answer is relayed as is (and spooled by the shell), `R`, the crowd rule and the
+               early lookup watch it.
+    SWITCHED   the policy fired (`T`/`R`/`hint`/`crowd`, or the origin `died`): the origin, while it lasts, goes
+               on being relayed while a lookup runs, repeated every `repoll` seconds while nothing is found.
+    MERGE      a trusted manifest is in hand: the origin (if still open) and the block engine both produce, and
+               whichever is ahead delivers; bytes below the delivery point are dropped, so nothing reaches the
+               client twice or with a gap. The first swarm bytes are checked against the origin bytes already
+               delivered: a mismatch means the manifest is not the origin's content, and the swarm is dropped
+               before any of its bytes go out.
+    DONE       the response is complete, cut, or handed to the origin as is.
+
+Guarantees the tests check: swarming never makes a download fail that the origin alone would finish (with the
+origin's Range stream reopened if we had closed it ourselves); a response that cannot be completed is cut, never
+ended short; the request's bookkeeping (`Account`, `HandOver`) happens once, before the last byte goes out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from typing import TYPE_CHECKING
+
+from swarm.manifest import MAX_BLOCKS, PREFERRED_MAX_BLOCK_SIZE
+
+from .download_actions import (Account, Action, CloseOrigin, Cut, Deliver, Fail, Finish, HandOver, Note,
+                               OpenSpool, OriginComplete, RejectManifest, RelayAsIs, RelayHead, ReopenOrigin, Respond,
+                               Source, StartHead, StartLookup, StartSwarm, StopHead, StopLookup, StopSwarm,
+                               SwarmError, Switch)
+from .origin_head import UNVOUCHED_TYPE, OriginHead, client_range, late_start, same_version
+from .transition import CROWD_CAUSE, DIED_CAUSE, T_CAUSE, TransitionPolicy, TransitionSettings
+
+if TYPE_CHECKING:
+    from .engine import Found
+
+# The origin bytes kept to check the first swarm block against: a block of the largest size the size rule picks
+# (a larger block, from --block-size or an origin's manifest, is checked on its last TAIL_LIMIT bytes).
+TAIL_LIMIT = PREFERRED_MAX_BLOCK_SIZE
+# Seconds between lookups while a switched download still crawls from the origin (the last one repeats): in a
+# flash crowd the first copies complete and are vouched for a few seconds after the crowd arrived (Pack polled
+# every 5 s).
+REPOLL_SECONDS = (1.0, 2.0, 3.0, 5.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class DownloadSettings:
+    transition: TransitionSettings = TransitionSettings()
+    max_spool: int = 0  # the largest origin body kept (and hashed) to be shared; 0: none
+    sharing: bool = True
+    repoll: tuple[float, ...] = REPOLL_SECONDS
+    block_size: int | None = None  # of the manifests made from origin bytes (--block-size); None: by size
+
+    def spool_block_size(self, size: int, published: int | None) -> int | None:
+        """The block size to hash `size` origin bytes in: a published manifest's, else --block-size, else (None)
+        the size rule, which is also used where --block-size would make more blocks than a manifest may have."""
+        if published is None and self.block_size and -(-size // self.block_size) <= MAX_BLOCKS:
+            return self.block_size
+        return published
+
+
+class Phase(enum.Enum):
+    HEAD = "head"
+    HEADLESS = "headless"
+    WAIT = "wait"
+    STREAM = "stream"
+    SWITCHED = "switched"
+    MERGE = "merge"
+    DONE = "done"
+
+
+class _Producer(enum.Enum):
+    NONE = "none"  # never started
+    HEAD_PENDING = "head pending"  # the origin's request is sent, its head not yet here
+    RUNNING = "running"
+    GONE = "gone"
+
+
+class DownloadCore:
+    """One fallback download's decisions; see the module docstring. Every event method returns actions."""
+
+    def __init__(self, settings: DownloadSettings, *, range_header: str | None = None,
+                 if_range: str | None = None) -> None:
+        self.settings = settings
+        self.range_header, self.if_range = range_header, if_range  # the client's, for a headless answer
+        self.policy: TransitionPolicy = settings.transition.policy()
+        self.phase = Phase.HEAD
+        self.origin = _Producer.HEAD_PENDING
+        self.origin_offset = 0  # where the origin's next body byte belongs in the representation
+        self.origin_error: object = None  # why the origin's request failed, before its head
+        self.swarm = _Producer.NONE
+        self.position = 0  # the next byte the client gets
+        self.end = 0
+        # What the origin (or a manifest) said of the representation.
+        self.size: int | None = None
+        self.validator: str | None = None
+        self.content_type: str | None = None
+        self.published = None  # the origin's own manifest (server plugin)
+        self.hinted = False
+        self.ranges = False
+        self.publishable = False
+        self.promised_start = 0  # where a late origin answer must start at the latest
+        # Lookups: at most one runs; a switched download schedules the next one at `lookup_at`.
+        self.looking = False
+        self.lookup_at: float | None = None
+        self.polls = 0
+        self.looked_early = False
+        self.head_pending = False
+        self.head_answer: OriginHead | None = None
+        self.found: Found | None = None
+        # The merge.
+        self.tail = bytearray()  # the last origin bytes delivered, up to TAIL_LIMIT (for the manifest check)
+        self.tail_end = 0
+        self.check = b""
+        self.check_at = 0
+        self.fetch_start = 0
+        self.swarm_position = 0
+        self.reopen = False  # we closed the origin's stream ourselves: on a swarm failure, reopen it
+        self.swarm_error: str | None = None
+        self.delivered = {Source.ORIGIN: 0, Source.SWARM: 0}
+        self.handed_over = False
+
+    # -- what the shell asks -------------------------------------------------------------------------------------
+
+    @property
+    def done(self) -> bool:
+        return self.phase is Phase.DONE
+
+    @property
+    def wants_origin(self) -> bool:
+        return not self.done and self.origin in (_Producer.HEAD_PENDING, _Producer.RUNNING)
+
+    @property
+    def wants_swarm(self) -> bool:
+        return not self.done and self.swarm is _Producer.RUNNING
+
+    def next_deadline(self) -> float | None:
+        if self.phase is Phase.HEAD:
+            return self.policy.next_deadline()
+        if self.phase is Phase.STREAM:
+            deadlines = [self.policy.next_deadline(), None if self.looked_early else self.policy.lookup_due_at()]
+            return min((d for d in deadlines if d is not None), default=None)
+        if self.phase is Phase.SWITCHED:
+            return self.lookup_at
+        return None
+
+    # -- events --------------------------------------------------------------------------------------------------
+
+    def start(self, now: float) -> list[Action]:
+        """The GET is sent to the origin."""
+        self.policy.start(now)
+        return []
+
+    def timer(self, now: float) -> list[Action]:
+        return self._tick(now)
+
+    def origin_head(self, head: OriginHead, now: float) -> list[Action]:
+        """The origin's response head arrived (of the first GET, or of a reopened Range request)."""
+        if self.origin is not _Producer.HEAD_PENDING:
+            return []
+        if self.phase is Phase.HEAD:
+            self.policy.on_bytes(head.head_size, now)
+            return self._relay(head, now)
+        if self.phase in (Phase.HEADLESS, Phase.WAIT):
+            # The origin answered after T: its own answer is the better one. It may switch (once) later.
+            actions = self._stop_lookups()
+            self.policy = self.settings.transition.policy()
+            self.policy.start(now)
+            self.policy.on_bytes(head.head_size, now)
+            return actions + self._relay(head, now)
+        if self.phase is Phase.MERGE:  # a late answer, used only if it is the representation we serve
+            assert self.found is not None
+            if head.status in (200, 206):
+                self.publishable = head.swarmable
+            start = late_start(head, self.found.manifest, self.promised_start)
+            if isinstance(start, str):
+                self.origin = _Producer.GONE
+                return [CloseOrigin(f"origin stream gone during the swarm download: {start}")] + self._starved()
+            self.origin, self.origin_offset = _Producer.RUNNING, start
+        return []
+
+    def origin_head_failed(self, error: object, now: float) -> list[Action]:
+        """The origin's request failed before its head (unreachable, refused, timed out)."""
+        if self.origin is not _Producer.HEAD_PENDING:
+            return []
+        self.origin, self.origin_error = _Producer.GONE, error
+        if self.phase in (Phase.HEAD, Phase.WAIT):
+            self.phase = Phase.DONE
+            return [Fail(error)]
+        if self.phase is Phase.MERGE:
+            return [Note(f"origin request failed during the swarm download: {error}")] + self._starved()
+        return []  # HEADLESS: the lookup decides
+
+    def origin_data(self, data: bytes, now: float) -> list[Action]:
+        if self.origin is not _Producer.RUNNING or not data:
+            return []
+        offset = self.origin_offset
+        self.origin_offset += len(data)
+        if self.phase is Phase.STREAM:
+            self.policy.on_bytes(len(data), now)
+        if self.phase in (Phase.STREAM, Phase.SWITCHED):
+            piece = data[self.position - offset:self.end - offset]
+            actions = [self._deliver_origin(piece)]
+            if self.position >= self.end:
+                return actions + self._origin_finished()
+            return actions + self._tick(now)
+        if self.phase is not Phase.MERGE:
+            return []
+        if offset > self.position:  # a stream that starts past us (another range): unusable
+            self.origin = _Producer.GONE
+            return [CloseOrigin(f"the origin's answer starts at {offset}, past {self.position}; dropping it")] \
+                + self._starved()
+        if offset + len(data) <= self.position:
+            return []
+        piece = data[self.position - offset:self.end - offset]
+        if self.position + len(piece) >= self.end:
+            self.position += len(piece)
+            self.delivered[Source.ORIGIN] += len(piece)
+            return self._complete(Deliver(Source.ORIGIN, piece))
+        return [self._deliver_origin(piece)]
+
+    def origin_end(self, now: float) -> list[Action]:
+        """The origin's body ended (before `end`, or the core would have finished)."""
+        return self._origin_gone(f"origin ended the body after {self.position - self.promised_start} of "
+                                 f"{self.end - self.promised_start} bytes", now)
+
+    def origin_failed(self, reason: str, now: float) -> list[Action]:
+        return self._origin_gone(reason, now)
+
+    def head_answered(self, head: OriginHead | None) -> list[Action]:
+        """The HEAD racing a headless lookup answered (None: it failed)."""
+        self.head_pending = False
+        if self.phase is Phase.HEADLESS:
+            self.head_answer = head
+        return []
+
+    def lookup_done(self, found: Found | None, now: float) -> list[Action]:
+        if not self.looking:
+            return []
+        self.looking = False
+        if self.phase is Phase.HEADLESS:
+            return self._headless_found(found)
+        if self.phase is Phase.STREAM:  # the early lookup
+            if found is not None and self.policy.crowd(now) is not None:
+                self.found = found  # the policy now says `crowd` (or a cause due before): _tick switches
+            return self._tick(now)
+        if self.phase is not Phase.SWITCHED:
+            return []
+        if found is not None:
+            self.found = found
+            return self._merge()
+        if self.origin is _Producer.GONE:
+            return self._cut(f"origin_cut: the origin broke off after {self.position} bytes and no peer has the rest")
+        wait = self.settings.repoll[min(self.polls, len(self.settings.repoll) - 1)]
+        self.polls += 1
+        self.lookup_at = now + wait
+        return [Note(f"no usable manifest or provider yet; the origin goes on, asking again in {wait:g} s")]
+
+    def swarm_data(self, data: bytes, now: float) -> list[Action]:
+        if self.swarm is not _Producer.RUNNING or self.phase is not Phase.MERGE or not data:
+            return []
+        actions: list[Action] = []
+        if self.check:
+            lo = self.check_at - self.swarm_position
+            expected, self.check = self.check, b""
+            if bytes(data[lo:lo + len(expected)]) != expected:
+                assert self.found is not None
+                self.swarm, self.swarm_position = _Producer.GONE, -1  # nothing of it is kept or shared
+                self.swarm_error = "manifest_mismatch: peers' content differs from the origin's"
+                actions += [RejectManifest(self.found.source), StopSwarm(), SwarmError(self.swarm_error)]
+                return actions + self._reopen() + self._starved()
+        if self.swarm_position + len(data) > self.position:
+            piece = data[self.position - self.swarm_position:] if self.swarm_position < self.position else data
+            self.position += len(piece)
+            self.delivered[Source.SWARM] += len(piece)
+            self.swarm_position += len(data)
+            if self.position >= self.end:
+                return self._complete(Deliver(Source.SWARM, piece))
+            actions.append(Deliver(Source.SWARM, piece))
+        else:
+            self.swarm_position += len(data)
+        return actions
+
+    def swarm_end(self, now: float) -> list[Action]:
+        if self.swarm is not _Producer.RUNNING:
+            return []
+        self.swarm = _Producer.GONE
+        return self._starved()
+
+    def swarm_failed(self, reason: str, now: float) -> list[Action]:
+        if self.swarm is not _Producer.RUNNING:
+            return []
+        self.swarm = _Producer.GONE
+        self.swarm_error = f"swarm_failed: {reason}"
+        return [Note(f"swarm download failed: {reason}"), SwarmError(self.swarm_error)] + self._reopen() \
+            + self._starved()
+
+    def abort(self) -> list[Action]:
+        """The shell is leaving (done, cut, client gone, stopping): what must still happen, once."""
+        actions = self._stop_lookups()
+        if self.swarm is not _Producer.NONE and not self.handed_over:
+            actions += self._hand_over(swarm_done=False)
+        self.phase = Phase.DONE
+        return actions
+
+    # -- internals -----------------------------------------------------------------------------------------------
+
+    def _relay(self, head: OriginHead, now: float) -> list[Action]:
+        """Relay the origin's answer; watch it if it may be swarmed."""
+        self.origin = _Producer.RUNNING
+        if not head.swarmable or head.end is None:
+            self.policy.finish()
+            self.phase = Phase.DONE
+            return [RelayAsIs(head.reason)]
+        self.phase = Phase.STREAM
+        self.publishable = True
+        self.size, self.validator, self.content_type = head.size, head.validator, head.content_type
+        self.published, self.hinted, self.ranges = head.published, head.hinted, head.ranges
+        self.position = self.origin_offset = self.tail_end = self.promised_start = head.start
+        self.end = head.end
+        actions: list[Action] = [RelayHead()]
+        if head.status != 206 and self.size is not None and self.settings.sharing \
+                and self.size <= self.settings.max_spool:
+            published = self.published.block_size if self.published else None
+            actions.append(OpenSpool(self.size, self.settings.spool_block_size(self.size, published)))
+        if self.position >= self.end:
+            return actions + self._origin_finished()
+        if self.hinted:  # before any body byte: the origin published its manifest and asks us to swarm
+            return actions + self._switch(self.policy.hint(now) or T_CAUSE, "the origin asks clients to swarm")
+        return actions + self._tick(now)
+
+    def _tick(self, now: float) -> list[Action]:
+        """What is due at `now` without any new byte."""
+        if self.phase is Phase.HEAD:
+            if self.policy.check(now) is None:
+                return []
+            self.phase, self.looking, self.head_pending = Phase.HEADLESS, True, True
+            return [Switch(T_CAUSE, 0, "no first byte in time"), StartHead(), StartLookup(headless=True)]
+        if self.phase is Phase.STREAM:
+            actions: list[Action] = []
+            due = None if self.looked_early else self.policy.lookup_due_at()
+            if due is not None and now >= due:
+                self.looked_early = True
+                if self.policy.slow_so_far(now) and not self.looking:  # else fast enough: no early lookup
+                    self.looking = True
+                    actions += [Note("the origin is slow so far; looking for peers already"),
+                                StartLookup(headless=False)]
+            cause = self.policy.check(now)
+            if cause is not None:
+                reason = "the swarm has it and the origin is slow" if cause == CROWD_CAUSE else f"transition {cause}"
+                actions += self._switch(cause, reason)
+            return actions
+        if self.phase is Phase.SWITCHED and self.lookup_at is not None and now >= self.lookup_at:
+            self.lookup_at, self.looking = None, True
+            return [StartLookup(headless=False)]
+        return []
+
+    def _switch(self, cause: str, reason: str) -> list[Action]:
+        """Leave the origin's lead: finish from the swarm if it can, else from the origin alone."""
+        self.phase = Phase.SWITCHED
+        actions: list[Action] = [Switch(cause, self.position, reason)]
+        if self.found is not None:  # an early lookup found it: no second lookup
+            return actions + self._merge()
+        if not self.looking:  # an early lookup still running becomes the switch's first lookup
+            self.looking = True
+            actions.append(StartLookup(headless=False))
+        return actions
+
+    def _origin_gone(self, reason: str, now: float) -> list[Action]:
+        if self.origin is not _Producer.RUNNING:
+            return []
+        self.origin = _Producer.GONE
+        if self.phase is Phase.STREAM:
+            return self._switch(DIED_CAUSE, reason)
+        if self.phase is Phase.SWITCHED:
+            actions: list[Action] = [Note(f"origin gone during the lookup: {reason}")]
+            if not self.looking and self.lookup_at is None:  # cannot happen: a lookup runs or is scheduled
+                return actions + self._cut(f"origin_cut: the origin broke off after {self.position} bytes and "
+                                           "no peer has the rest")
+            return actions  # the lookup under way (or scheduled) is the last chance
+        if self.phase is Phase.MERGE:
+            return [Note(f"origin stream gone during the swarm download: {reason}")] + self._starved()
+        return []
+
+    def _headless_found(self, found: Found | None) -> list[Action]:
+        """The lookup after a `T` switch before any origin byte answered."""
+        actions: list[Action] = [StopHead()] if self.head_pending else []
+        self.head_pending = False
+        described = None
+        head = self.head_answer
+        if found is not None and head is not None and head.status == 200:
+            if not same_version(head, found.manifest):
+                actions.append(Note("the origin's HEAD shows another version than the manifest; not swarming"))
+                found = None
+            else:
+                described = (head.content_type, head.content_encoding)
+        if found is None:
+            if self.origin is _Producer.GONE:
+                self.phase = Phase.DONE
+                return actions + [Fail(self.origin_error)]
+            self.phase = Phase.WAIT
+            return actions + [Note("no usable manifest or provider; waiting for the origin")]
+        manifest = found.manifest
+        self.size, self.validator = manifest.size, manifest.validator
+        status, start, end = client_range(self.range_header, self.if_range, manifest.size, manifest.validator)
+        if status == 416:
+            self.phase = Phase.DONE
+            return actions + [Respond(416, 0, 0, manifest, None)]
+        if described is None and found.source in ("quorum", "any"):
+            described = (UNVOUCHED_TYPE, None)  # never a stranger's Content-Type
+        self.found = found
+        self.position = self.tail_end = self.promised_start = start
+        self.end = end
+        actions.append(Respond(status, start, end, manifest, described))
+        if start >= end:  # an empty representation: nothing to fetch
+            self.phase = Phase.DONE
+            return actions + [Finish()]
+        if start == 0 and end == manifest.size and self.settings.sharing and manifest.size <= self.settings.max_spool:
+            # In the manifest's blocks: the swarm fills the same store entry, and a root has one block size.
+            actions.append(OpenSpool(manifest.size, manifest.block_size))
+        return actions + self._merge()
+
+    def _merge(self) -> list[Action]:
+        """Start the block engine beside the origin (if still open), from the block holding the last origin byte
+        delivered, so that the first swarm block is checked against the origin's bytes."""
+        assert self.found is not None
+        self.phase = Phase.MERGE
+        manifest = self.found.manifest
+        actions = self._stop_lookups()
+        if self.origin is _Producer.RUNNING and self.hinted and self.ranges and self.found.source == "origin":
+            # The origin asked us to swarm and serves ranges: its stream would only send the same prefix to every
+            # client of a crowd. The Range source takes blocks nobody has; should the swarm fail, the stream is
+            # reopened where delivery got to, so nothing the origin alone would finish fails.
+            self.origin, self.reopen = _Producer.GONE, True
+            actions.append(CloseOrigin())
+        block, position = manifest.block_size, self.position
+        check_from = max(self.tail_end - len(self.tail), 0)
+        if self.tail and self.tail_end == position and position > check_from:
+            self.fetch_start = (position - 1) // block * block
+        else:
+            self.fetch_start = position // block * block
+        self.check = bytes(self.tail[max(self.fetch_start - check_from, 0):]) if self.tail_end == position else b""
+        self.check_at = position - len(self.check)
+        self.tail.clear()
+        self.swarm, self.swarm_position = _Producer.RUNNING, self.fetch_start
+        return actions + [StartSwarm(self.found, self.fetch_start, self.end)]
+
+    def _reopen(self) -> list[Action]:
+        """After a swarm failure: the origin again from the delivery point, if we had closed it ourselves."""
+        if not self.reopen or self.origin is not _Producer.GONE:
+            return []
+        assert self.found is not None
+        self.reopen = False
+        self.origin, self.promised_start = _Producer.HEAD_PENDING, self.position
+        return [ReopenOrigin(self.position, self.end, self.found.manifest.validator)]
+
+    def _starved(self) -> list[Action]:
+        """Neither producer can go on: the response cannot be completed."""
+        if self.phase is not Phase.MERGE or self.position >= self.end or self.wants_origin or self.wants_swarm:
+            return []
+        return self._cut(f"origin_cut: neither the origin nor the swarm can supply bytes {self.position}.. "
+                         f"({self.swarm_error or 'both failed'})")
+
+    def _complete(self, last: Deliver) -> list[Action]:
+        """The last piece is here. Clean up before it goes out: a client holding the whole body may hang up at
+        once, and its request record must be complete by then."""
+        actions: list[Action] = []
+        if self.origin is not _Producer.GONE:
+            self.origin = _Producer.GONE
+            actions.append(CloseOrigin())
+        actions += self._hand_over(swarm_done=self.swarm_position >= self.end)
+        self.phase = Phase.DONE
+        return actions + [last, Finish()]
+
+    def _hand_over(self, *, swarm_done: bool) -> list[Action]:
+        assert self.found is not None
+        self.handed_over = True
+        self.swarm = _Producer.GONE
+        # The swarm is stopped first: stopping fills its report, which Account reads.
+        return [StopSwarm(), Account(self.delivered[Source.SWARM]),
+                HandOver(self.found.manifest, self.fetch_start, swarm_done, self.publishable)]
+
+    def _origin_finished(self) -> list[Action]:
+        """The origin delivered the last byte (the response's `end`)."""
+        self.policy.finish()
+        self.phase = Phase.DONE
+        self.origin = _Producer.GONE
+        return self._stop_lookups() + [OriginComplete(self.publishable), Finish()]
+
+    def _deliver_origin(self, piece: bytes) -> Deliver:
+        self.tail += piece
+        if len(self.tail) > TAIL_LIMIT:
+            del self.tail[:len(self.tail) - TAIL_LIMIT]
+        self.position += len(piece)
+        self.tail_end = self.position
+        self.delivered[Source.ORIGIN] += len(piece)
+        return Deliver(Source.ORIGIN, piece)
+
+    def _stop_lookups(self) -> list[Action]:
+        actions: list[Action] = []
+        if self.looking:
+            actions.append(StopLookup())
+        if self.head_pending:
+            actions.append(StopHead())
+        self.looking = self.head_pending = False
+        self.lookup_at = None
+        return actions
+
+    def _cut(self, reason: str) -> list[Action]:
+        self.phase = Phase.DONE
+        return self._stop_lookups() + [Cut(reason)]

@@ -1,0 +1,93 @@
+"""What one fallback download leaves behind: its request record, the engine's counters, its bytes in the store.
+
+The download's shell (`proxy.fallback`) calls one method per bookkeeping action of its core
+(`proxy.download_core`); each count is made here once. Storing and announcing happen after the response, in tasks
+the `Fallback` tracks, so that a client never waits for them.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from swarm.fetch_report import FetchReport
+from swarm.manifest import Manifest
+
+from .spool import Spool
+from .stats import RequestRecord
+
+if TYPE_CHECKING:
+    from .download_core import DownloadCore
+    from .fallback import Fallback
+
+log = logging.getLogger("swarmproxy.fallback")
+
+
+class Ledger:
+    def __init__(self, owner: Fallback, url: str, record: RequestRecord, core: DownloadCore) -> None:
+        self.owner, self.engine, self.url, self.record, self.core = owner, owner.engine, url, record, core
+        self.report = FetchReport()  # filled by the block engine when its fetch stops
+
+    def switched(self, cause: str) -> None:
+        self.record.transition = cause
+        counts = self.engine.counters.transitions
+        counts[cause] = counts.get(cause, 0) + 1
+        self.owner.stats.transition(cause)
+
+    def rejected(self, source: str) -> None:
+        log.warning("%s: the manifest from %s does not match the origin's bytes; dropping the swarm", self.url, source)
+        self.engine.counters.manifests_rejected += 1
+
+    def account(self, from_swarm: int) -> None:
+        """Split what the block engine delivered into origin (Range requests) and peer bytes."""
+        self.owner.stats.swarm_fetch(self.report)
+        from_range = min(self.report.bytes_origin, from_swarm)
+        self.record.bytes_origin += from_range
+        self.record.bytes_peers += from_swarm - from_range
+        self.engine.counters.bytes_origin += from_range
+        self.engine.counters.bytes_peers += from_swarm - from_range
+
+    def finished(self, from_origin_stream: int) -> None:
+        self.engine.counters.bytes_origin += from_origin_stream
+
+    def origin_complete(self, spool: Spool | None, publishable: bool, response) -> None:
+        """The origin sent the whole body: store and announce the spool if it may be shared, else drop it."""
+        if spool is not None and spool.complete and publishable:
+            self.owner.spawn(self._ingest(spool, response, close=True))
+        elif spool is not None:
+            spool.close()
+
+    def hand_over(self, manifest: Manifest, fetch_start: int, swarm_done: bool, spool: Spool | None,
+                  publishable: bool, response) -> bool:
+        """After a merge: store and share what is complete, stop sharing what is not. True: the spool is ours."""
+        if swarm_done or (spool is not None and spool.complete):
+            self.owner.spawn(self._after_swarm(manifest, fetch_start, swarm_done, spool, publishable, response))
+            return True
+        self.engine.abandon(manifest.root)
+        return False
+
+    async def _after_swarm(self, manifest: Manifest, fetch_start: int, swarm_done: bool, spool: Spool | None,
+                           publishable: bool, response) -> None:
+        try:
+            if spool is not None and spool.complete and publishable:
+                await self._ingest(spool, response)
+            elif spool is not None and swarm_done and manifest.size == spool.size:
+                if await self.engine.complete_prefix(manifest, spool, fetch_start):
+                    self.engine.completed_from_peers(manifest)
+            elif swarm_done and fetch_start == 0:
+                self.engine.completed_from_peers(manifest)
+        finally:
+            if spool is not None:
+                spool.close()
+            self.engine.fetch_over(manifest.root)
+
+    async def _ingest(self, spool: Spool, response, *, close: bool = False) -> None:
+        """Store and announce the spooled body, described by the head we answered with."""
+        headers = response.headers if response is not None else {}
+        try:
+            await self.engine.ingest(spool, url=self.url, validator=self.core.validator,
+                                     content_type=headers.get("Content-Type"),
+                                     content_encoding=headers.get("Content-Encoding"), publish=True)
+        finally:
+            if close:
+                spool.close()

@@ -1,0 +1,133 @@
+"""What an origin's response head means for a fallback download (pure functions, no I/O).
+
+The asyncio shell (`proxy.fallback`) turns aiohttp's response head into an `OriginHead` once; the download's
+core (`proxy.download_core`) decides on that summary alone, so its tests need no server. The head of our own
+answer when the swarm answers before the origin has said anything is made here too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from swarm.manifest import Manifest
+
+from . import headers as hdr
+from .origin_manifest import OriginManifest, hinted, published
+from .publish_gate import content_length_of, gate
+from .ranges import content_range, parse_content_range, parse_range
+
+# What a headless answer from a DHT manifest is labelled with (and `nosniff`) while the origin has not said what it
+# serves: a peer's manifest names a Content-Type that nothing verifies (the root covers only the bytes), and a
+# type chosen by a stranger, such as text/html for an http:// URL, would run its script in the origin's name.
+UNVOUCHED_TYPE = "application/octet-stream"
+
+
+def manifest_validator(headers) -> str | None:
+    """What the manifest records as validator: the strong ETag as sent, else Last-Modified."""
+    etag = headers.get("ETag")
+    if etag and not etag.strip().startswith("W/"):
+        return etag.strip()
+    modified = headers.get("Last-Modified")
+    return modified.strip() if modified else None
+
+
+@dataclasses.dataclass(frozen=True)
+class OriginHead:
+    """An origin's response head as the download's decisions see it."""
+
+    status: int
+    swarmable: bool  # the publish gate's answer for this request/response pair
+    reason: str | None  # why not, when not swarmable
+    size: int | None  # of the whole representation
+    validator: str | None
+    start: int  # of the body within the representation (a 206 starts where its Content-Range says)
+    end: int | None
+    content_type: str | None = None
+    content_encoding: str | None = None
+    ranges: bool = False  # Accept-Ranges: bytes
+    published: OriginManifest | None = None  # the origin's own manifest (server plugin), if it sent one
+    hinted: bool = False  # ... and it asks clients to swarm at once
+    head_size: int = 0  # the status line and fields, approximately: headers count as bytes for T and R
+
+
+def describe(url: str, request_headers, status: int, headers, raw_headers=()) -> OriginHead:
+    """The summary of one origin answer to a GET for `url` sent with `request_headers`."""
+    decision = gate("GET", url, request_headers.items(), status, headers.items())
+    size = content_length_of(status, headers.items())
+    start, end = 0, size
+    if status == 206 and (parsed := parse_content_range(headers.get("Content-Range"))) is not None:
+        start, end, _ = parsed  # a swarmable 206 always has one: the gate checked it
+    manifest = published(headers, size)
+    return OriginHead(
+        status=status, swarmable=decision.swarmable, reason=decision.reason, size=size,
+        validator=manifest_validator(headers), start=start, end=end,
+        content_type=headers.get("Content-Type"), content_encoding=headers.get("Content-Encoding"),
+        ranges=headers.get("Accept-Ranges", "").strip().lower() == "bytes",
+        published=manifest, hinted=manifest is not None and hinted(headers),
+        head_size=16 + sum(len(k) + len(v) + 4 for k, v in raw_headers))
+
+
+def same_version(head: OriginHead, manifest: Manifest) -> bool:
+    """Does a HEAD answer describe the representation the manifest is of (as far as it says)?"""
+    return (head.size is None or head.size == manifest.size) and \
+        (head.validator is None or head.validator == manifest.validator)
+
+
+def late_start(head: OriginHead, manifest: Manifest, promised_start: int) -> int | str:
+    """Where a late origin answer's body starts, if it is the representation we serve from `promised_start`
+    on; else why it cannot be used (a string)."""
+    if head.status not in (200, 206):
+        return f"origin answered {head.status}"
+    if not head.swarmable:  # e.g. private after all: do not keep, store or announce any of it
+        return f"the origin's answer may not be shared ({head.reason})"
+    if head.size != manifest.size or (manifest.validator and head.validator != manifest.validator):
+        return "the origin now serves another version than the manifest describes"
+    if head.start > promised_start:
+        return f"the origin answered from byte {head.start}, we serve from {promised_start}"
+    return head.start
+
+
+def client_range(range_header: str | None, if_range: str | None, size: int,
+                 validator: str | None) -> tuple[int, int, int]:
+    """(status, start, end) of our own answer to the client's Range for a representation of `size` bytes."""
+    spec = parse_range(range_header)
+    if spec is None or (if_range is not None and if_range.strip() != (validator or "")):
+        return 200, 0, size
+    resolved = spec.resolve(size)
+    if resolved is None:
+        return 416, 0, 0
+    return 206, resolved[0], resolved[1]
+
+
+def synthesized_headers(manifest: Manifest, status: int, start: int, end: int,
+                        described: tuple[str | None, str | None] | None = None) -> list[tuple[str, str]]:
+    """Our own response head for the manifest's bytes. Content-Type and -Encoding come from the origin's HEAD
+    when it answered (`described`): the origin says what it serves now, a manifest only what one publisher was
+    once sent (or claims it was)."""
+    if status == 416:
+        return [("Content-Range", f"bytes */{manifest.size}")]
+    fields = [("Content-Length", str(end - start)), ("Accept-Ranges", "bytes")]
+    if status == 206:
+        fields.append(("Content-Range", content_range(start, end, manifest.size)))
+    if manifest.validator:
+        name = "ETag" if manifest.validator.startswith('"') else "Last-Modified"
+        fields.append((name, manifest.validator))
+    content_type, content_encoding = described or (manifest.content_type, manifest.content_encoding)
+    if content_type:
+        fields.append(("Content-Type", content_type))
+    if content_encoding:
+        fields.append(("Content-Encoding", content_encoding))
+    if content_type == UNVOUCHED_TYPE:
+        fields.append(("X-Content-Type-Options", "nosniff"))
+    return hdr.add_via(fields, (1, 1))
+
+
+def range_request(headers: list[tuple[str, str]], start: int, end: int,
+                  validator: str | None) -> list[tuple[str, str]]:
+    """The request's fields for bytes `start..end` of the representation `validator` names (RFC 9110 §13.1.5:
+    a changed representation comes back whole, as a 200, which `late_start` then refuses)."""
+    fields = [(k, v) for k, v in headers if k.lower() not in ("range", "if-range")]
+    fields.append(("Range", f"bytes={start}-{end - 1}"))
+    if validator:
+        fields.append(("If-Range", validator))
+    return fields
