@@ -6,9 +6,9 @@
 One seed process serves SIZE MiB as 4 MiB BLOCKs; this process is the leecher: it keeps OUTSTANDING requests in
 flight over one connection and counts the bytes. Cases:
 
-* `tcp`       — swarm.transport_tcp, blocks sent from memory (bytes);
+* `tcp`       — swarm.net.tcp, blocks sent from memory (bytes);
 * `tcp-file`  — the same, blocks sent from a file range (sendfile in a worker thread);
-* `quic`      — swarm.transport_quic, one stream per request;
+* `quic`      — swarm.net.quic, one stream per request;
 * `bare-quic` — the reference: aioquic alone, one stream, SIZE MiB handed to it at once, no framing.
 
 Prints MB/s (1 MB = 10^6 bytes) and the CPU seconds per GB of each side.
@@ -49,17 +49,17 @@ def _run(loop_name: str, coroutine_factory, *args):
 
 def _make_transport(case: str, datagram_size: int | None):
     if case.startswith("tcp"):
-        from swarm.transport_tcp import TcpTransport
+        from swarm.net.tcp import TcpTransport
 
         return TcpTransport()
-    from swarm.transport_quic import QuicTransport
+    from swarm.net.quic import QuicTransport
 
     return QuicTransport(max_datagram_size=datagram_size)
 
 
 async def _seed(case: str, block_size: int, path: str, datagram_size: int | None, pipe) -> None:
-    from swarm.store import BlockLocation
-    from swarm.wire import Request
+    from swarm.net.wire import Request
+    from swarm.store.interface import BlockLocation
 
     payload = pathlib.Path(path).read_bytes()[:block_size]
     transport = _make_transport(case, datagram_size)
@@ -81,7 +81,7 @@ async def _seed(case: str, block_size: int, path: str, datagram_size: int | None
 async def _bare_seed(total: int, datagram_size: int | None, pipe) -> None:
     from aioquic.asyncio import QuicConnectionProtocol, serve
 
-    from swarm.transport_quic import QuicTransport
+    from swarm.net.quic import QuicTransport
 
     configuration = QuicTransport(max_datagram_size=datagram_size)._configuration(is_client=False)
     done = asyncio.get_running_loop().create_future()
@@ -117,7 +117,7 @@ def _seed_main(case, block_size, path, total, datagram_size, loop_name, pipe) ->
 
 
 async def _leech(case: str, address, total: int, block_size: int, outstanding: int, datagram_size) -> tuple:
-    from swarm.wire import Block, Request
+    from swarm.net.wire import Block, Request
 
     connection = await _make_transport(case, datagram_size).connect(tuple(address))
     blocks = total // block_size
@@ -148,7 +148,7 @@ async def _bare_leech(address, total: int, datagram_size) -> tuple:
     from aioquic.asyncio import connect
     from aioquic.quic.configuration import QuicConfiguration
 
-    from swarm.transport_quic import ALPN
+    from swarm.net.quic import ALPN
 
     configuration = QuicConfiguration(is_client=True, alpn_protocols=[ALPN], verify_mode=ssl.CERT_NONE)
     if datagram_size:

@@ -3,7 +3,7 @@
 `dht` imports nothing else of swarmproxy. What other packages use:
 
 * `dht.discovery` — `DhtDiscovery` (over a `DhtNode`) and `FakeDiscovery` / `FakeDiscoveryNetwork` (in memory,
-  for tests of `swarm` and `proxy`), which satisfy `swarm.discovery.Discovery` structurally (``node_id``,
+  for tests of `swarm` and `proxy`), which satisfy `swarm.service.discovery.Discovery` structurally (``node_id``,
   ``own_host()``, ``errors``, ``announce(root, address)``, ``withdraw(root)``, ``find_providers(root)`` async
   iterator of `Provider`, ``put_manifest(repr_key, ManifestSummary)``, ``get_manifests(repr_key)``).
 * `dht.node` — `DhtNode` (``from_data_dir``, ``start(host, port)``, ``bootstrap([(host, port), ...])``,

@@ -1,7 +1,7 @@
 """Discovery over the DHT for the block engine and the proxy, and an in-memory fake of it.
 
-`swarm.discovery.Discovery` is the protocol the block engine takes (`swarm` never imports `dht`, and `dht`
-imports nothing of ours): both classes here satisfy it structurally, and `tests/swarm/test_discovery.py` checks
+`swarm.service.discovery.Discovery` is the protocol the block engine takes (`swarm` never imports `dht`, and `dht`
+imports nothing of ours): both classes here satisfy it structurally, and `tests/swarm/service/test_discovery.py` checks
 that they do. The values crossing the boundary are plain dataclasses (`Provider`, `ManifestSummary`), not DHT
 records, so the fake needs no keys.
 
@@ -28,7 +28,6 @@ from dht.identity import NODE_ID_BYTES
 from dht.node import DhtNode
 from dht.records import KEY_BYTES, ManifestRecord, ProviderRecord, Transport, manifest_problem
 from dht.wire import pack_address
-
 
 _UNSPECIFIED = ("0.0.0.0", "::", "")
 

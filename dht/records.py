@@ -38,14 +38,7 @@ from typing import ClassVar, Union
 from urllib.parse import urldefrag
 
 from dht.errors import BadSignature, InvalidArgument, MalformedRecord
-from dht.identity import (
-    NODE_ID_BYTES,
-    PUBLIC_KEY_BYTES,
-    SIGNATURE_BYTES,
-    NodeIdentity,
-    node_id_for,
-    verify_signature,
-)
+from dht.identity import NODE_ID_BYTES, PUBLIC_KEY_BYTES, SIGNATURE_BYTES, NodeIdentity, node_id_for, verify_signature
 
 RECORD_VERSION = 2  # 2: a manifest carries its publisher's host
 KIND_PROVIDER = 1
@@ -54,8 +47,8 @@ KEY_BYTES = 32  # content roots and representation keys are SHA-256 sized
 MAX_TTL_S = 24 * 3600
 MAX_VALIDATOR_BYTES = 200
 # A manifest record's block size is the block engine's field, carried for its readers (`proxy.manifest_trust`
-# and then `swarm.manifest` check it against the engine's rule before anything is fetched): the DHT, which stores
-# and serves records and must not import the engine, only requires that it fits the record's u32.
+# and then `swarm.content.manifest` check it against the engine's rule before anything is fetched): the DHT,
+# which stores and serves records and must not import the engine, only requires that it fits the record's u32.
 _U32_MAX = 0xFFFF_FFFF
 MAX_RECORD_BYTES = 512  # hard cap on any encoded record; decode rejects anything longer
 

@@ -15,6 +15,8 @@ import tomllib
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from swarm.service.swarm_service import FETCH_PEERS, LINGER
+
 from .errors import ConfigError
 from .transition import DEFAULT_EARLY_LOOKUP, DEFAULT_FIRST_BYTE_TIMEOUT, DEFAULT_MIN_RATE, DEFAULT_RATE_WINDOW
 
@@ -130,8 +132,9 @@ def _byte_count(text: str | int) -> int:
 
 
 def parse_block_size(text: str | int) -> int | None:
-    """'auto' -> None (the rule of `swarm.manifest.choose_block_size`), else a power of two from 16Ki to 16Mi."""
-    from swarm.manifest import MAX_BLOCK_SIZE, MIN_BLOCK_SIZE
+    """'auto' -> None (the rule of `swarm.content.manifest.choose_block_size`), else a power of two from 16Ki
+    to 16Mi."""
+    from swarm.content.manifest import MAX_BLOCK_SIZE, MIN_BLOCK_SIZE
 
     if str(text).strip().lower() == "auto":
         return None
@@ -299,7 +302,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("early-lookup", _non_negative_float, DEFAULT_EARLY_LOOKUP,
            "when the origin is under --min-rate this many seconds after its first byte, look for peers "
            "already, and leave the origin at once if the swarm has a trusted copy; 0 waits for W", "SECONDS"),
-    Option("linger", _non_negative_float, 86400.0,
+    Option("linger", _non_negative_float, LINGER,
            "seconds to keep serving a file to peers after downloading it; 0 serves until it is evicted",
            "SECONDS"),
     Option("no-share", _parse_bool, False,
@@ -311,7 +314,7 @@ OPTIONS: tuple[Option, ...] = (
            "block size of the manifests this node makes of what it got from the origin: auto (by file size, "
            "16Ki up to 4Mi) or a power of two from 16Ki to 16Mi (auto again where that would exceed 2^24 "
            "blocks); a swarm download uses the block size of the manifest it found", "SIZE"),
-    Option("fetch-peers", _positive_int, 16,
+    Option("fetch-peers", _positive_int, FETCH_PEERS,
            "at most this many providers are used per swarm download (and no more than its blocks + 2); "
            "when more are found, this many are picked at random, so the load spreads", "N"),
 )

@@ -9,7 +9,7 @@ import dataclasses
 import enum
 from typing import TYPE_CHECKING
 
-from swarm.manifest import Manifest
+from swarm.content.manifest import Manifest
 
 if TYPE_CHECKING:
     from .engine import Found

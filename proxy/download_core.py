@@ -32,12 +32,11 @@ import dataclasses
 import enum
 from typing import TYPE_CHECKING
 
-from swarm.manifest import MAX_BLOCKS, PREFERRED_MAX_BLOCK_SIZE
+from swarm.content.manifest import MAX_BLOCKS, PREFERRED_MAX_BLOCK_SIZE
 
-from .download_actions import (Account, Action, CloseOrigin, Cut, Deliver, Fail, Finish, HandOver, Note,
-                               OpenSpool, OriginComplete, RejectManifest, RelayAsIs, RelayHead, ReopenOrigin, Respond,
-                               Source, StartHead, StartLookup, StartSwarm, StopHead, StopLookup, StopSwarm,
-                               SwarmError, Switch)
+from .download_actions import (Account, Action, CloseOrigin, Cut, Deliver, Fail, Finish, HandOver, Note, OpenSpool,
+                               OriginComplete, RejectManifest, RelayAsIs, RelayHead, ReopenOrigin, Respond, Source,
+                               StartHead, StartLookup, StartSwarm, StopHead, StopLookup, StopSwarm, SwarmError, Switch)
 from .origin_head import UNVOUCHED_TYPE, OriginHead, client_range, late_start, same_version
 from .transition import CROWD_CAUSE, DIED_CAUSE, T_CAUSE, TransitionPolicy, TransitionSettings
 

@@ -8,23 +8,33 @@ the `Fallback` tracks, so that a client never waits for them.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, Protocol
 
-from swarm.fetch_report import FetchReport
-from swarm.manifest import Manifest
+from swarm.content.manifest import Manifest
+from swarm.service.report import FetchReport
 
 from .spool import Spool
-from .stats import RequestRecord
+from .stats import RequestRecord, Stats
 
 if TYPE_CHECKING:
     from .download_core import DownloadCore
-    from .fallback import Fallback
+    from .engine import SwarmEngine
 
 log = logging.getLogger("swarmproxy.fallback")
 
 
+class Owner(Protocol):
+    """What the ledger needs of the proxy's `fallback.Fallback`: the engine, the statistics, tracked tasks."""
+
+    engine: SwarmEngine
+    stats: Stats
+
+    def spawn(self, coro: Coroutine[Any, Any, None]) -> None: ...
+
+
 class Ledger:
-    def __init__(self, owner: Fallback, url: str, record: RequestRecord, core: DownloadCore) -> None:
+    def __init__(self, owner: Owner, url: str, record: RequestRecord, core: DownloadCore) -> None:
         self.owner, self.engine, self.url, self.record, self.core = owner, owner.engine, url, record, core
         self.report = FetchReport()  # filled by the block engine when its fetch stops
 

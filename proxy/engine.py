@@ -1,6 +1,6 @@
 """The proxy's side of the swarm: which manifest to trust for a URL, and the HTTP bodies that feed the store.
 
-One `SwarmEngine` per proxy, over one `swarm.service.SwarmService` (the block store's peers, providers,
+One `SwarmEngine` per proxy, over one `swarm.service.swarm_service.SwarmService` (the block store's peers, providers,
 fetching, announcing, lingering and withdrawing: everything that is not about HTTP). What is left here is
 about URLs and the origin, for the fallback download (`proxy.fallback`):
 
@@ -11,7 +11,7 @@ about URLs and the origin, for the fallback download (`proxy.fallback`):
   At most `--fetch-peers` providers, picked at random among those found.
 * `fetch(found, ...)` — verified bytes from the providers plus the origin as one capped Range source.
 * `ingest(spool, ...)` — after a download from the origin: store, share, and vouch for the URL (only for bytes
-  that came from the origin: a node that got them from peers never vouches; DESIGN.md). `complete_prefix` /
+  that came from the origin: a node that got them from peers never vouches; docs/ARCHITECTURE.md). `complete_prefix` /
   `completed_from_peers` / `abandon` / `fetch_over` after a download from peers.
 * Which URLs this node got from the origin survives a restart (`origin_roots.json` beside the spool dir).
 """
@@ -31,14 +31,14 @@ from typing import Any
 
 import aiohttp
 
-from swarm.discovery import Discovery, Provider, validator_bytes
+from swarm.content.manifest import Manifest, OriginManifest
 from swarm.errors import ManifestError, StoreError
-from swarm.manifest import Manifest, OriginManifest
-from swarm.origin_source import OriginRangeSource
-from swarm.service import FETCH_PEERS, PROVIDER_WAIT, ShareCounters, SwarmService
-from swarm.service_store import fill_entry
-from swarm.store import BlockStore
-from swarm.transport import Transport
+from swarm.net.transport import Transport
+from swarm.service.discovery import Discovery, Provider, validator_bytes
+from swarm.service.origin_source import OriginRangeSource
+from swarm.service.store_work import fill_entry
+from swarm.service.swarm_service import FETCH_PEERS, LINGER, PROVIDER_WAIT, ShareCounters, SwarmService
+from swarm.store.interface import BlockStore
 
 from .manifest_trust import TrustPolicy, Vouch, decide
 from .origin_manifest import fetch_layer
@@ -53,7 +53,7 @@ ORIGIN_RANGE_CONCURRENCY = 2  # Dragonfly's back-to-source cap: a flood of fallb
 
 
 def url_key(url: str) -> bytes:
-    """The discovery key of a URL: a hash, so the DHT never sees the plain URL (DESIGN.md "Discovery")."""
+    """The discovery key of a URL: a hash, so the DHT never sees the plain URL (docs/ARCHITECTURE.md "Discovery")."""
     return hashlib.sha256(URL_KEY_PREFIX + url.encode("utf-8", "surrogateescape")).digest()
 
 
@@ -87,7 +87,7 @@ class SwarmEngine:
         *,
         trust: TrustPolicy,
         spool_dir,
-        linger: float = 86400.0,
+        linger: float = LINGER,
         share: bool = True,
         provider_wait: float = PROVIDER_WAIT,
         fetch_peers: int = FETCH_PEERS,
@@ -113,7 +113,6 @@ class SwarmEngine:
     transport_flags = property(lambda self: self.service.transport_flags)
     bytes_uploaded = property(lambda self: self.service.bytes_uploaded)
     sharing = property(lambda self: self.service.sharing)
-    _tasks = property(lambda self: self.service.tasks)  # background work, empty once stopped
 
     def peers_for(self, manifest: Manifest) -> int:
         return self.service.peers_for(manifest)

@@ -1,6 +1,6 @@
 """Which manifest from the DHT may we believe? The pure quorum decision.
 
-DESIGN.md "Content identity, integrity and trust": a manifest from the DHT is used only when enough
+docs/ARCHITECTURE.md "Content identity, integrity and trust": a manifest from the DHT is used only when enough
 *independent* publishers vouch for the same one. Each publisher is a node that fetched the bytes
 from the origin and signed a small record (root, size, block size, validator); the DHT layer has
 already checked the signatures, so a `Vouch` here is "publisher X, reachable at host H, says so".
@@ -25,8 +25,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from dht.networks import network_prefix
-from swarm.manifest import MAX_BLOCK_SIZE, MIN_BLOCK_SIZE
-from swarm.merkle import HASH_SIZE
+from swarm.content.manifest import MAX_BLOCK_SIZE, MIN_BLOCK_SIZE
+from swarm.content.merkle import HASH_SIZE
 
 # The DHT carries a manifest record's block size opaquely (`dht.records`): a vouch counts only if it could be a
 # manifest the block engine accepts, by the engine's own bounds, so that nobody is believed for one it rejects.

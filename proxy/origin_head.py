@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from swarm.manifest import Manifest
+from swarm.content.manifest import Manifest
 
 from . import headers as hdr
 from .origin_manifest import OriginManifest, hinted, published

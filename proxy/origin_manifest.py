@@ -1,8 +1,8 @@
 """The origin's own manifest (server_plugin's `Swarm-Manifest` field): read, checked, its layer fetched.
 
-The strongest trust there is (DESIGN.md "Content identity, integrity and trust"): the bytes come from the same
-origin, so a manifest it publishes in the same response is as trustworthy as the body itself. Still checked:
-the field must parse (`swarm.manifest.parse_header`), describe the size the response announces, and belong to a
+The strongest trust there is (docs/ARCHITECTURE.md "Content identity, integrity and trust"): the bytes come from
+the same origin, so a manifest it publishes in the same response is as trustworthy as the body itself. Still checked:
+the field must parse (`swarm.content.manifest.parse_header`), describe the size the response announces, and belong to a
 response without `Content-Encoding`; a layer fetched from the origin must hash to the root. Anything else is
 ignored with a log line, and the download goes on as if the origin had published nothing.
 """
@@ -15,9 +15,9 @@ import logging
 import aiohttp
 from yarl import URL
 
+from swarm.content.manifest import HEADER, HINT_HEADER, HINT_SWARM, OriginManifest, parse_header
+from swarm.content.merkle import HASH_SIZE
 from swarm.errors import PeerError
-from swarm.manifest import HEADER, HINT_HEADER, HINT_SWARM, OriginManifest, parse_header
-from swarm.merkle import HASH_SIZE
 
 log = logging.getLogger("swarmproxy.origin_manifest")
 

@@ -1,7 +1,7 @@
 """May this request/response pair ever be swarmed or announced? (pure functions, table-tested)
 
 Announcing a URL tells strangers what we fetched, and serving a stranger's blocks for it assumes
-everyone gets the same bytes, so the gate is stricter than a shared cache (RFC 9111 §3; DESIGN.md
+everyone gets the same bytes, so the gate is stricter than a shared cache (RFC 9111 §3; docs/ARCHITECTURE.md
 "Privacy and exposure"). A pair is swarmable only when every rule below holds; the first rule that
 fails names the `reason`:
 
@@ -197,7 +197,7 @@ def validator_of(response_headers: HeaderSource | None) -> str | None:
     """The validator that names the representation: the strong ETag as sent (e.g. `"abc"`), else
     `"LM " + Last-Modified` (e.g. `LM Tue, 15 Nov 1994 08:12:31 GMT`), else None.
 
-    The prefix keeps a Last-Modified from ever equalling an ETag. The length, which DESIGN.md pairs
+    The prefix keeps a Last-Modified from ever equalling an ETag. The length, which docs/ARCHITECTURE.md pairs
     with Last-Modified, travels separately in the manifest (size), so it is not repeated here.
     """
     fields = _fields(response_headers)

@@ -26,12 +26,12 @@ from typing import Any, cast
 from aiohttp import HttpVersion11, http_exceptions, web, web_protocol
 from aiohttp.http_parser import RawRequestMessage
 
-from .admin import Admin
-from .config import Config
 from dht.errors import LocalError as DhtLocalError
 from dht.node import DhtConfig, DhtNode
 
 from . import edge
+from .admin import Admin
+from .config import Config
 from .errors import ListenError, OriginError
 from .fallback import Fallback
 from .origin import make_session
@@ -314,8 +314,8 @@ class ProxyServer:
         """The block engine, its peer listener(s) and the fallback hook (`--peer-listen`)."""
         from dht.discovery import DhtDiscovery
         from swarm.errors import StoreError
-        from swarm.service import make_transports
-        from swarm.store_disk import DiskBlockStore
+        from swarm.service.swarm_service import make_transports
+        from swarm.store.disk import DiskBlockStore
 
         from .engine import SwarmEngine
         from .manifest_trust import parse_trust

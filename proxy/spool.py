@@ -16,8 +16,8 @@ import os
 import pathlib
 import tempfile
 
-from swarm.manifest import Manifest, choose_block_size
-from swarm.merkle import MerkleHasher
+from swarm.content.manifest import Manifest, choose_block_size
+from swarm.content.merkle import MerkleHasher
 
 log = logging.getLogger("swarmproxy.spool")
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import prometheus_client as prom
 
-from swarm.fetch_report import FetchReport
+from swarm.service.report import FetchReport
 
 from .publish_gate import redact_url
 

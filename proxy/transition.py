@@ -1,6 +1,6 @@
 """When to give up on the origin and switch to the swarm (Pack's T/R/W rule, sans-I/O).
 
-Pack's thesis (DESIGN.md "Transition"): switch when no byte of any kind — header or body — has
+Pack's thesis (docs/ARCHITECTURE.md "Transition"): switch when no byte of any kind — header or body — has
 arrived T seconds after the request was sent (cause `"T"`), or when, from the first byte on, the
 rate over the last W seconds falls below R bytes/s (cause `"R"`). The rate check starts only once
 W seconds have passed since the first byte, so an R switch happens at the earliest at

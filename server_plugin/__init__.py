@@ -1,4 +1,4 @@
 """Origin-side middleware (ASGI and aiohttp) that publishes manifests and overload hints.
 
-Imports only `swarm.manifest`. Not built yet.
+Imports only `swarm.content.manifest`. Not built yet.
 """

@@ -7,8 +7,8 @@ seconds of SHA-256) and keeps the manifest and hash layer; concurrent requests f
 wait for the one computation. `Publisher.layer(root)` answers the layer endpoint.
 
 Load: `enter()`/`leave()` count the GETs in flight for published representations; from `busy_at` on, responses
-carry `Swarm-Hint: swarm`, asking swarm-aware clients to take the rest from peers at once (DESIGN.md: "tell
-clients to swarm at once"). A client that ignores it loses nothing.
+carry `Swarm-Hint: swarm`, asking swarm-aware clients to take the rest from peers at once (docs/ARCHITECTURE.md,
+"Origin help"). A client that ignores it loses nothing.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ import functools
 import logging
 from collections.abc import Callable, Iterable
 
-from swarm.errors import ManifestError
-from swarm.manifest import HEADER, HINT_HEADER, HINT_SWARM, Manifest, build_manifest, format_header
+# The plugin needs only the content identity: ManifestError is the one `swarm.content.manifest` raises.
+from swarm.content.manifest import (HEADER, HINT_HEADER, HINT_SWARM, Manifest, ManifestError, build_manifest,
+                                    format_header)
 
 from .errors import NotPublishable
 
@@ -61,7 +62,7 @@ class Publisher:
                  block_size: int | None = None) -> None:
         if busy_at < 1 or cache < 1:
             raise ValueError("busy_at and cache must be at least 1")
-        self.block_size = block_size  # None: swarm.manifest's rule by size
+        self.block_size = block_size  # None: swarm.content.manifest's rule by size
         self.busy_at = busy_at
         self.in_flight = 0
         self.layer_bytes = 0  # bytes sent by the layer endpoint (the lab counts them as origin bytes)

@@ -20,9 +20,9 @@ import signal
 import sys
 import time
 
-from .errors import SwarmError
-from .manifest import READ_SIZE, build_manifest, choose_block_size
-from .merkle import HASH_SIZE
+from swarm.content.manifest import READ_SIZE, build_manifest, choose_block_size
+from swarm.content.merkle import HASH_SIZE
+from swarm.errors import SwarmError
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -138,16 +138,16 @@ def _address(text: str) -> tuple[str, int]:
 
 
 def _node(args: argparse.Namespace, **kwargs):
-    from .node import SwarmNode
-    from .store_disk import DiskBlockStore
+    from swarm.service.node import SwarmNode
+    from swarm.store.disk import DiskBlockStore
 
     data_dir = pathlib.Path(args.data_dir) if args.data_dir else _default_data_dir()
     store = DiskBlockStore(data_dir / "blocks")
     if args.transport == "quic":
-        from .transport_quic import QuicTransport
+        from swarm.net.quic import QuicTransport
         transport = QuicTransport()
     else:
-        from .transport_tcp import TcpTransport
+        from swarm.net.tcp import TcpTransport
         transport = TcpTransport()
     return SwarmNode(store, transport, **kwargs)
 
@@ -189,7 +189,7 @@ async def _seed(args: argparse.Namespace) -> int:
 
 
 async def _get(args: argparse.Namespace) -> int:
-    from .node import FetchFailed
+    from swarm.errors import FetchFailed
 
     try:
         root = bytes.fromhex(args.root)

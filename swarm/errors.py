@@ -1,6 +1,6 @@
 """The one error module of the `swarm` package.
 
-Two families, because they call for different reactions (DESIGN.md, "Sans-I/O cores"):
+Two families, because they call for different reactions (docs/ARCHITECTURE.md, "Sans-I/O cores"):
 
 * `PeerError` — a remote party sent something wrong (malformed frame, bad hash, bogus manifest). The right
   reaction is to penalise or close *that* peer; it must never take the process down.
@@ -42,7 +42,7 @@ class PeerError(SwarmError):
 
 
 class ProtocolError(PeerError):
-    """A peer's byte stream violates the wire format or its limits (see `swarm.wire`)."""
+    """A peer's byte stream violates the wire format or its limits (see `swarm.net.wire`)."""
 
 
 class ManifestError(PeerError):
@@ -62,7 +62,7 @@ class BadBlockIndex(PeerError):
 
 
 class StoreError(SwarmError):
-    """A local block-store condition (see `swarm.store`): never the fault of a peer."""
+    """A local block-store condition (see `swarm.store.interface`): never the fault of a peer."""
 
 
 class StoreFull(StoreError):
@@ -88,12 +88,18 @@ class StoreIOError(StoreError):
         return self.errno in (_errno.ENOSPC, _errno.EDQUOT, _errno.EFBIG)
 
 
+class CorruptEntry(SwarmError):
+    """A disk store entry's files are not usable (`swarm.store.disk`); the entry is dropped and its files deleted.
+
+    Not a `StoreError`: it never leaves the store, which reads it as "this entry is gone"."""
+
+
 class NotInStore(StoreError):
     """The store holds no entry for that content root, or not that block of it (yet, or any more)."""
 
 
 class TransportError(SwarmError):
-    """A connection-level condition in `swarm.transport` (unreachable peer, connection already closed)."""
+    """A connection-level condition in `swarm.net.transport` (unreachable peer, connection already closed)."""
 
 
 class ConnectFailed(TransportError):
@@ -101,7 +107,7 @@ class ConnectFailed(TransportError):
 
 
 class ConnectionClosed(TransportError):
-    """A send (or drain) on a connection that is closed; `reason` is its `swarm.transport.CloseReason`."""
+    """A send (or drain) on a connection that is closed; `reason` is its `swarm.net.transport.CloseReason`."""
 
     def __init__(self, reason: object) -> None:
         super().__init__(f"connection closed: {reason}")
@@ -109,7 +115,7 @@ class ConnectionClosed(TransportError):
 
 
 class OriginSourceError(SwarmError):
-    """The origin, used as an HTTP Range source (`swarm.origin_source`), did not deliver the range asked.
+    """The origin, used as an HTTP Range source (`swarm.service.origin_source`), did not deliver the range asked.
 
     A source failure, not a `PeerError`: the origin is not a peer to penalise. `permanent` says whether it can
     still serve ranges of this representation: True when it ignores `Range`, the validator or size changed, it
@@ -124,4 +130,4 @@ class OriginSourceError(SwarmError):
 
 
 class FetchFailed(SwarmError):
-    """A fetch cannot complete: no source is left that could supply the missing blocks (`swarm.node`)."""
+    """A fetch cannot complete: no source is left that could supply the missing blocks (`swarm.service.node`)."""

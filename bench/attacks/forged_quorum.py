@@ -27,7 +27,7 @@ from dht.records import ManifestRecord, ProviderRecord, Transport
 from proxy.demo.local_swarm import Cluster
 from proxy.demo.slow_origin import SlowOrigin
 from proxy.engine import url_key
-from swarm.manifest import build_manifest
+from swarm.content.manifest import build_manifest
 
 SIZE = 600_000
 DATA = (hashlib.sha256(b"the origin's file").digest() * (SIZE // 32 + 1))[:SIZE]

@@ -29,9 +29,9 @@ import socket
 import time
 
 from bench.attacks.peer_node import BLOCK, THIS_TREE, Target, closed_by_peer, settled_rss
-from swarm import wire
-from swarm.transport import ConnectionSettings
-from swarm.transport_quic import QuicTransport
+from swarm.net import wire
+from swarm.net.quic import QuicTransport
+from swarm.net.transport import ConnectionSettings
 
 MiB = 1024 * 1024
 HEADER = wire.encode_block_header(0, 0, 4 * MiB) + b"\0"  # the 14 bytes

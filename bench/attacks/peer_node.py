@@ -108,14 +108,14 @@ class Target:
 
 
 async def serve(args: argparse.Namespace) -> None:
-    from swarm.node import SwarmNode
-    from swarm.store_disk import DiskBlockStore
+    from swarm.service.node import SwarmNode
+    from swarm.store.disk import DiskBlockStore
 
     if args.transport == "quic":
-        from swarm.transport_quic import QuicTransport
+        from swarm.net.quic import QuicTransport
         transport = QuicTransport()
     else:
-        from swarm.transport_tcp import TcpTransport
+        from swarm.net.tcp import TcpTransport
         transport = TcpTransport()
     node = SwarmNode(DiskBlockStore(pathlib.Path(args.data_dir)), transport, max_peers=args.max_peers)
     manifest = await node.seed_file(args.file, block_size=BLOCK)

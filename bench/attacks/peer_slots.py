@@ -23,12 +23,12 @@ import socket
 import time
 
 from bench.attacks.peer_node import THIS_TREE, Target, closed_by_peer, rss_kib
-from swarm import wire
 from swarm.errors import SwarmError
-from swarm.node import SwarmNode
-from swarm.store_memory import MemoryBlockStore
-from swarm.transport_quic import QuicTransport
-from swarm.transport_tcp import TcpTransport
+from swarm.net import wire
+from swarm.net.quic import QuicTransport
+from swarm.net.tcp import TcpTransport
+from swarm.service.node import SwarmNode
+from swarm.store.memory import MemoryBlockStore
 
 
 class _Idle:

@@ -26,7 +26,6 @@ import dataclasses
 import logging
 import os
 import pathlib
-import resource
 import sys
 from typing import TYPE_CHECKING
 
@@ -169,7 +168,7 @@ def plan(args: argparse.Namespace) -> Plan:
 def run(args: argparse.Namespace) -> int:
     from . import report as rep
     from .scenarios import draw, execute, text
-    from .workers import WorkerError
+    from .workers import WorkerError, raise_file_limit
 
     try:
         the_plan = plan(args)
@@ -202,19 +201,6 @@ def run(args: argparse.Namespace) -> int:
     for problem in problems:
         print(f"inconsistent: {problem}", file=sys.stderr)
     return 1 if problems else 0
-
-
-def raise_file_limit() -> None:
-    # Each node holds a handful of sockets; a thousand nodes need more than the usual 1,024 descriptors, and
-    # 100 libtorrent clients, 50 connections each at most, four descriptors per connection (both sessions'
-    # sockets and the relay's two), hold up to ~11,000. Root may raise the hard limit too.
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    try:
-        wanted = max(hard, min(int(pathlib.Path("/proc/sys/fs/nr_open").read_text()), 1 << 20))
-        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, wanted))
-    except (OSError, ValueError):
-        if soft < hard:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
 if __name__ == "__main__":

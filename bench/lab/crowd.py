@@ -36,8 +36,10 @@ import aiohttp
 from proxy.config import parse_block_size
 from proxy.demo.slow_origin import SlowOrigin
 from proxy.server import ProxyServer
+from proxy.transition import DEFAULT_EARLY_LOOKUP, DEFAULT_FIRST_BYTE_TIMEOUT, DEFAULT_MIN_RATE, DEFAULT_RATE_WINDOW
 from server_plugin.aiohttp_plugin import install
 from server_plugin.publisher import Publisher, Representation
+from swarm.service.swarm_service import FETCH_PEERS, LINGER
 
 from .cluster import LocalClientsCluster
 from .honesty import Sampler
@@ -60,13 +62,13 @@ class CrowdParams:
     delay: float = 0.025  # one way, between any two hosts
     node_up: float = 1_250_000.0  # bytes/s per host (10 Mbit/s)
     node_down: float = 1_250_000.0
-    first_byte_timeout: float = 0.75
-    min_rate: float = 160_000.0
-    rate_window: float = 2.0
-    early_lookup: float = 0.5
+    first_byte_timeout: float = DEFAULT_FIRST_BYTE_TIMEOUT  # the proxy's own defaults, unless a sweep sets them
+    min_rate: float = DEFAULT_MIN_RATE
+    rate_window: float = DEFAULT_RATE_WINDOW
+    early_lookup: float = DEFAULT_EARLY_LOOKUP
     block_size: str = "auto"
-    linger: float = 86_400.0
-    fetch_peers: int = 16
+    linger: float = LINGER
+    fetch_peers: int = FETCH_PEERS
     trust: str = "quorum:2"
     transport: str = "tcp"
     direct: bool = True  # also run the direct half

@@ -33,7 +33,7 @@ def node_id_of(discovery) -> bytes:
 
 
 async def test_own_id_and_host(three_peers):
-    """What `swarm.discovery.Discovery` asks of both beyond the calls (checked there: tests/swarm)."""
+    """What `swarm.service.discovery.Discovery` asks of both beyond the calls (checked there: tests/swarm)."""
     for discovery in three_peers:
         assert discovery.node_id == node_id_of(discovery)
         assert discovery.own_host() == "127.0.0.1"

@@ -8,18 +8,8 @@ from hypothesis import strategies as st
 
 from dht.errors import BadSignature, InvalidArgument, MalformedRecord, PeerError
 from dht.identity import NodeIdentity
-from dht.records import (
-    KIND_MANIFEST,
-    KIND_PROVIDER,
-    MAX_RECORD_BYTES,
-    MAX_TTL_S,
-    ManifestRecord,
-    ProviderRecord,
-    Transport,
-    decode_record,
-    dht_key,
-    representation_key,
-)
+from dht.records import (KIND_MANIFEST, KIND_PROVIDER, MAX_RECORD_BYTES, MAX_TTL_S, ManifestRecord, ProviderRecord,
+                         Transport, decode_record, dht_key, representation_key)
 
 ALICE = NodeIdentity.generate()
 ROOT = bytes(range(32))
@@ -65,7 +55,8 @@ def test_manifest_round_trip_and_size():
 
 @pytest.mark.parametrize("block_size", [0, 1000, 3 * 16384, 1 << 30, (1 << 32) - 1])
 def test_manifest_block_size_is_opaque_to_the_dht(block_size):
-    # The block engine's rule is checked by the records' readers (proxy.manifest_trust, swarm.manifest), not here.
+    # The block engine's rule is checked by the records' readers (proxy.manifest_trust, swarm.content.manifest),
+    # not here.
     record = manifest(block_size=block_size)
     assert decode_record(record.encode()).block_size == block_size
 

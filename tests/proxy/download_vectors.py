@@ -21,7 +21,7 @@ from proxy import download_actions as act
 from proxy.download_core import DownloadCore, DownloadSettings
 from proxy.origin_head import OriginHead
 from proxy.transition import TransitionSettings
-from swarm.manifest import build_manifest
+from swarm.content.manifest import build_manifest
 
 BLOCK = 16 * 1024
 SIZE = 100_000

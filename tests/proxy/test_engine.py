@@ -1,7 +1,7 @@
 """The proxy's engine on its own: what is about URLs and the origin (finding a manifest for a URL, storing an
 origin download, vouching under the URL's key, "self" across restarts). Memory store and transport, a fake DHT,
 a fake clock for the linger timer: nothing here waits for real time. The swarm glue under it (providers,
-announcing, lingering, fetching) is tested in tests/swarm/test_service.py."""
+announcing, lingering, fetching) is tested in tests/swarm/service/test_swarm_service.py."""
 
 from __future__ import annotations
 
@@ -15,11 +15,12 @@ from proxy.demo.local_swarm import Cluster
 from proxy.engine import Found, SwarmEngine, url_key
 from proxy.manifest_trust import parse_trust
 from proxy.spool import Spool
-from swarm.discovery import ManifestClaim
-from swarm.node import FetchFailed, SwarmNode
-from swarm.store_memory import MemoryBlockStore
-from swarm.transport_memory import MemoryNetwork, MemoryTransport
-from tests.swarm.fake_timers import FakeTimers
+from swarm.errors import FetchFailed
+from swarm.net.memory import MemoryNetwork, MemoryTransport
+from swarm.service.discovery import ManifestClaim
+from swarm.service.node import SwarmNode
+from swarm.store.memory import MemoryBlockStore
+from tests.swarm.service.fake_timers import FakeTimers
 
 DATA = hashlib.sha256(b"engine").digest() * 4000  # 128,000 bytes
 URL = "http://origin.test/file.bin"
@@ -229,7 +230,7 @@ async def test_a_node_fetching_is_a_provider_at_once_and_withdraws_when_it_aband
 
 
 async def test_with_the_origins_manifest_the_download_starts_at_fetch_peers_providers(world, tmp_path):
-    from swarm.manifest import OriginManifest, build_manifest
+    from swarm.content.manifest import OriginManifest, build_manifest
     manifest, layer = build_manifest([DATA], len(DATA))
     published = OriginManifest(manifest.root, manifest.size, manifest.block_size, hashes=tuple(layer))
     engine = await started_engine(world, tmp_path, fetch_peers=3)
@@ -253,7 +254,7 @@ async def test_with_the_origins_manifest_the_download_starts_at_fetch_peers_prov
 @pytest.mark.parametrize("content_type", ["", "x" * 2000, "text/plain\x01"])
 async def test_an_origin_manifest_whose_content_type_ours_cannot_carry_is_used_without_it(world, tmp_path,
                                                                                            content_type):
-    from swarm.manifest import OriginManifest, build_manifest
+    from swarm.content.manifest import OriginManifest, build_manifest
     manifest, layer = build_manifest([DATA], len(DATA))
     published = OriginManifest(manifest.root, manifest.size, manifest.block_size, hashes=tuple(layer))
     engine = await started_engine(world, tmp_path)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import hashlib
 import gc
+import hashlib
 import logging
 import os
 import threading
@@ -21,7 +21,7 @@ from dht.discovery import ManifestSummary
 from proxy.demo.local_swarm import Cluster
 from proxy.demo.slow_origin import SlowOrigin
 from proxy.engine import url_key
-from swarm.store_disk import DiskBlockStore
+from swarm.store.disk import DiskBlockStore
 
 SIZE = 3 * 1024 * 1024 + 12345
 DATA = hashlib.sha256(b"fallback").digest() * (SIZE // 32 + 1)
@@ -407,7 +407,7 @@ class StopWatch:
         gc.collect()  # "Task was destroyed but it is pending", "exception was never retrieved"
         assert self.unhandled == []
         assert [r.getMessage() for r in self.caplog.records if r.levelno >= logging.WARNING] == []
-        assert not node.fallback.tasks and not node.engine._tasks
+        assert not node.fallback.tasks and not node.engine.service.tasks
         store = DiskBlockStore(node.config.data_dir / "blocks")  # as the next start would find it
         try:
             self.stored = {root: store.complete(root) for root in store.roots()}
@@ -458,9 +458,9 @@ async def test_a_proxy_stopped_while_storing_a_download_lets_the_store_finish(cl
                 release.set()
 
     node.engine._store_from_spool = held_store_from_spool
-    caplog.set_level(logging.INFO, logger="swarmproxy.engine")
+    caplog.set_level(logging.INFO, logger="swarmproxy.swarm")
     releaser = Release()
-    logging.getLogger("swarmproxy.engine").addHandler(releaser)
+    logging.getLogger("swarmproxy.swarm").addHandler(releaser)
     try:
         watch = StopWatch(caplog)
         async with cluster.client.get(url, proxy=node.url) as response:
@@ -468,7 +468,7 @@ async def test_a_proxy_stopped_while_storing_a_download_lets_the_store_finish(cl
         await storing.wait()
         await node.stop()
     finally:
-        logging.getLogger("swarmproxy.engine").removeHandler(releaser)
+        logging.getLogger("swarmproxy.swarm").removeHandler(releaser)
         release.set()
     assert seen == {"spool still open": True}
     await watch.check(node)

@@ -18,7 +18,7 @@ from proxy.demo.slow_origin import SlowOrigin
 from proxy.origin_manifest import MAX_LAYER_BYTES, _read_at_most, fetch_layer, hinted, published
 from server_plugin.aiohttp_plugin import install
 from server_plugin.publisher import Publisher, Representation
-from swarm.manifest import HEADER, HINT_HEADER, OriginManifest, build_manifest, format_header
+from swarm.content.manifest import HEADER, HINT_HEADER, OriginManifest, build_manifest, format_header
 
 BLOCKS = 81  # of 16 KiB: more than INLINE_HASHES, so the layer is fetched from its path, not inline
 SIZE = (BLOCKS - 1) * 16384 + 777

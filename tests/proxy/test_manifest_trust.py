@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy import manifest_trust as mt
 from dht.networks import network_prefix
+from proxy import manifest_trust as mt
 from proxy.manifest_trust import AgreedManifest, TrustDecision, TrustPolicy, Vouch, decide, parse_trust
 
 ROOT_A = b"A" * 32
@@ -196,7 +196,7 @@ def test_headless_policy_asks_one_more_network(policy, headless):
 
 def test_constants_match_swarm_and_dht():
     from dht import records
-    from swarm import manifest
+    from swarm.content import manifest
 
     assert mt.MIN_BLOCK_SIZE == manifest.MIN_BLOCK_SIZE
     assert mt.ROOT_BYTES == records.KEY_BYTES

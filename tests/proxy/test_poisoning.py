@@ -17,7 +17,7 @@ from dht.identity import NodeIdentity
 from dht.records import KIND_PROVIDER, ManifestRecord, ProviderRecord, Transport
 from proxy.demo.local_swarm import Cluster
 from proxy.engine import url_key
-from swarm.manifest import build_manifest
+from swarm.content.manifest import build_manifest
 
 from ..dht.liars import LyingStore
 

@@ -1,5 +1,5 @@
 """The spool: a response body kept in a temporary file and hashed while it streams. Its manifest must be the one
-`swarm.manifest.build_manifest` computes for the same bytes, however they were chunked; a spool that cannot be
+`swarm.content.manifest.build_manifest` computes for the same bytes, however they were chunked; a spool that cannot be
 written or is overfed turns itself off without raising."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import random
 import pytest
 
 from proxy.spool import Spool
-from swarm.manifest import build_manifest, choose_block_size
-from swarm.merkle import ZERO_HASH
+from swarm.content.manifest import build_manifest, choose_block_size
+from swarm.content.merkle import ZERO_HASH
 
 KIB = 1024
 MIB = 1024 * KIB

@@ -14,7 +14,7 @@ from aiohttp import web
 
 from server_plugin.aiohttp_plugin import install, static_files
 from server_plugin.publisher import LAYER_PREFIX, Publisher, Representation
-from swarm.manifest import HEADER, HINT_HEADER, build_manifest, parse_header
+from swarm.content.manifest import HEADER, HINT_HEADER, build_manifest, parse_header
 
 SMALL = os.urandom(100_000)
 LARGE = os.urandom(3_000_000)

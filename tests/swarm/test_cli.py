@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from swarm import merkle
+from swarm.content import merkle
 
 
 def swarmproxy(*argv: str) -> subprocess.CompletedProcess:
@@ -69,8 +69,8 @@ def test_seed_then_get_writes_the_file_once(tmp_path, size):
 
 def test_output_falls_back_to_writing_when_the_store_refuses(tmp_path):
     from swarm.cli import _Output
-    from swarm.manifest import build_manifest
-    from swarm.store_disk import DiskBlockStore
+    from swarm.content.manifest import build_manifest
+    from swarm.store.disk import DiskBlockStore
 
     data = bytes(range(256)) * 64 * 5  # five 16 KiB blocks
     manifest, layer = build_manifest([data], len(data), block_size=16384)

@@ -1,0 +1,253 @@
+"""Serving one peer connection (sans-I/O): what to send for what was asked.
+
+The connecting side speaks first with HANDSHAKE(version, node id, content root). We answer only for a
+root this node holds and shares — anything else closes the connection before a byte of content moves
+(docs/ARCHITECTURE.md: the peer port serves only what this node fetched and chose to share; a peer can never make a
+node fetch anything). Then we send our HANDSHAKE and BITFIELD, and HAVE for each block we gain later.
+
+Requests are checked against the manifest, answered REJECT when not held, when too many are queued, or
+when the root stopped being shared; an upload token bucket (shared by all connections of a node, clock
+injected) paces BLOCK answers. Actions for the shell:
+
+* `Send(message)`           — a control frame;
+* `SendBlock(block, offset, length)` — read those bytes from the store (or sendfile them) as a BLOCK, then
+  report `on_sent(now)` once the connection has taken it (its send buffer is back under its bound);
+* `Close(reason)`           — end this connection.
+
+What one peer can make us hold is bounded: at most `max_queued` requests wait (libtorrent's
+max_allowed_in_request_queue; more are refused BUSY) and at most `max_in_flight` BLOCKs are being handed to the
+connection — a peer that pipelines 200,000 REQUESTs no longer gets 200,000 sends started at once. (The shell
+adds the rest: it stops reading a peer whose send buffer is full, so its requests stay in its own socket.)
+
+And how long a peer can hold a connection without using it, from `now` given at construction (deadlines in
+`next_deadline()`, enforced by `on_timer(now)`):
+
+* `handshake_timeout` — from the connection's arrival to its HANDSHAKE;
+* `idle_timeout` — a peer with nothing queued and nothing being sent that asked for nothing this long
+  (libtorrent's peer_timeout);
+* `stall_timeout` — a peer whose BLOCKs wait on it (it does not read) and that took none this long. Requests
+  waiting on our own upload budget are our doing, and never count against it.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+from collections.abc import Callable, Sequence
+
+from swarm.content.manifest import Manifest
+from swarm.core.throttle import TokenBucket
+from swarm.net import wire
+
+__all__ = ["ServeCore", "Shared", "Send", "SendBlock", "Close", "ServeAction", "MAX_QUEUED_REQUESTS",
+           "MAX_SENDS_IN_FLIGHT", "HANDSHAKE_TIMEOUT", "IDLE_TIMEOUT", "STALL_TIMEOUT"]
+
+MAX_QUEUED_REQUESTS = 500  # libtorrent's max_allowed_in_request_queue; our fetch keeps 8 outstanding per peer
+# Two keep a connection's send buffer fed — one block read while the other drains; more only pile payloads up
+# behind a peer that reads slowly or not at all.
+MAX_SENDS_IN_FLIGHT = 2
+HANDSHAKE_TIMEOUT = 10.0
+IDLE_TIMEOUT = 120.0  # libtorrent's peer_timeout
+# A send completes once the connection's buffer is back under its bound, so a peer reading at least a block
+# per minute never trips it (a 4 MiB block: 70 KB/s).
+STALL_TIMEOUT = 60.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Shared:
+    """What the node offers for one root: its manifest, block layer, and which blocks it holds now."""
+
+    manifest: Manifest
+    layer: Sequence[bytes]
+    have: wire.Bitfield
+
+
+@dataclasses.dataclass(frozen=True)
+class Send:
+    message: object
+
+
+@dataclasses.dataclass(frozen=True)
+class SendBlock:
+    block: int
+    offset: int
+    length: int
+
+
+@dataclasses.dataclass(frozen=True)
+class Close:
+    reason: str
+
+
+ServeAction = Send | SendBlock | Close
+
+
+class ServeCore:
+    def __init__(
+        self,
+        node_id: bytes,
+        lookup: Callable[[bytes], Shared | None],
+        *,
+        upload: TokenBucket | None = None,
+        max_queued: int = MAX_QUEUED_REQUESTS,
+        max_in_flight: int = MAX_SENDS_IN_FLIGHT,
+        now: float = 0.0,
+        handshake_timeout: float = HANDSHAKE_TIMEOUT,
+        idle_timeout: float = IDLE_TIMEOUT,
+        stall_timeout: float = STALL_TIMEOUT,
+    ) -> None:
+        """`lookup(root)` returns what is shared for `root`, or None (not held, or not shared); `now` is when
+        the connection arrived."""
+        self.node_id = node_id
+        self.lookup = lookup
+        self.upload = upload or TokenBucket(None)
+        self.max_queued = max_queued
+        self.max_in_flight = max_in_flight
+        self.handshake_timeout = handshake_timeout
+        self.idle_timeout = idle_timeout
+        self.stall_timeout = stall_timeout
+        self.root: bytes | None = None
+        self.manifest: Manifest | None = None
+        self._held: set[int] = set()
+        self._queue: collections.deque[wire.Request] = collections.deque()
+        self._wait_until: float | None = None
+        self.in_flight = 0  # SendBlocks not yet reported by `on_sent`
+        self._arrived = now
+        self._last_activity = now  # the HANDSHAKE, the last request, or the last block taken
+        self._last_progress = now  # the last block taken, or the moment one started to wait on the peer
+        self.bytes_sent = 0
+
+    @property
+    def queued(self) -> int:
+        """Requests waiting for their turn (not counting those in flight)."""
+        return len(self._queue)
+
+    def next_deadline(self) -> float | None:
+        """The next moment `on_timer` has something to do: the upload budget, or one of the timeouts."""
+        deadlines = [] if self._wait_until is None else [self._wait_until]
+        if self.root is None:
+            deadlines.append(self._arrived + self.handshake_timeout)
+        elif self.in_flight:
+            deadlines.append(self._last_progress + self.stall_timeout)
+        elif not self._queue:
+            deadlines.append(self._last_activity + self.idle_timeout)
+        return min(deadlines, default=None)
+
+    def on_message(self, message: object, now: float) -> list[ServeAction]:
+        if self.root is None:
+            self._last_activity = now
+            return self._on_handshake(message)
+        if isinstance(message, (wire.Request, wire.HashRequest, wire.ManifestRequest)):
+            self._last_activity = now
+        if isinstance(message, wire.Request):
+            return self._on_request(message, now)
+        if isinstance(message, wire.Cancel):
+            self._queue = collections.deque(
+                r for r in self._queue if (r.block, r.offset, r.length) != (message.block, message.offset,
+                                                                           message.length))
+            return []
+        if isinstance(message, wire.HashRequest):
+            return self._on_hash_request(message)
+        if isinstance(message, wire.ManifestRequest):
+            assert self.manifest is not None
+            return [Send(wire.ManifestResponse(self.manifest.encode()))]
+        if isinstance(message, wire.Handshake):
+            return [Close("second HANDSHAKE")]
+        return []  # keepalive, BITFIELD/HAVE of a fetching peer, PEX, START: nothing to answer
+
+    def on_timer(self, now: float) -> list[ServeAction]:
+        if self.root is None:
+            if now >= self._arrived + self.handshake_timeout:
+                return [Close(f"no HANDSHAKE within {self.handshake_timeout:g} s")]
+        elif self.in_flight:
+            if now >= self._last_progress + self.stall_timeout:
+                return [Close(f"took no block for {self.stall_timeout:g} s: not reading")]
+        elif not self._queue and now >= self._last_activity + self.idle_timeout:
+            return [Close(f"asked for nothing for {self.idle_timeout:g} s")]
+        return self._drain(now)
+
+    def on_sent(self, now: float) -> list[ServeAction]:
+        """The shell handed a SendBlock's BLOCK to the connection (or gave up on it): the next may go."""
+        self.in_flight -= 1
+        self._last_progress = self._last_activity = now
+        return self._drain(now)
+
+    def on_new_block(self, block: int) -> list[ServeAction]:
+        """This node verified and stored `block` of our root: tell the peer."""
+        if self.root is None or block in self._held:
+            return []
+        self._held.add(block)
+        return [Send(wire.Have(block))]
+
+    def on_origin_fetch(self, block: int) -> list[ServeAction]:
+        """This node asked the origin for `block` (a crowd's shared source): tell the peer (START), so that it
+        asks the origin for another block and takes this one from us once we announce it."""
+        if self.root is None or block in self._held:
+            return []
+        return [Send(wire.Start(block))]
+
+    def on_unshared(self) -> list[ServeAction]:
+        """The root was evicted or sharing was turned off: nothing more is served on this connection."""
+        return [Close("content no longer shared")]
+
+    # -- internals --------------------------------------------------------------------------------------------
+
+    def _on_handshake(self, message: object) -> list[ServeAction]:
+        if not isinstance(message, wire.Handshake):
+            return [Close(f"expected HANDSHAKE, got {type(message).__name__}")]
+        if message.version != wire.PROTOCOL_VERSION:
+            return [Close(f"protocol version {message.version}, we speak {wire.PROTOCOL_VERSION}")]
+        shared = self.lookup(message.root)
+        if shared is None:
+            return [Close(f"content {message.root.hex()[:16]}… is not shared here")]
+        self.root, self.manifest = message.root, shared.manifest
+        self._held = set(shared.have.blocks())
+        return [Send(wire.Handshake(wire.PROTOCOL_VERSION, self.node_id, message.root)), Send(shared.have)]
+
+    def _on_request(self, request: wire.Request, now: float) -> list[ServeAction]:
+        assert self.manifest is not None
+        reason = self._refusal(request)
+        if reason is not None:
+            return [Send(wire.Reject(request.block, request.offset, request.length, reason))]
+        self._queue.append(request)
+        return self._drain(now)
+
+    def _refusal(self, request: wire.Request) -> wire.RejectReason | None:
+        assert self.manifest is not None
+        if not 0 <= request.block < self.manifest.num_blocks:
+            return wire.RejectReason.INVALID
+        _offset, length = self.manifest.block_span(request.block)
+        if request.offset + request.length > length:
+            return wire.RejectReason.INVALID
+        if request.block not in self._held:
+            return wire.RejectReason.NOT_FOUND
+        if len(self._queue) >= self.max_queued:
+            return wire.RejectReason.BUSY
+        return None
+
+    def _drain(self, now: float) -> list[ServeAction]:
+        actions: list[ServeAction] = []
+        self._wait_until = None
+        while self._queue and self.in_flight < self.max_in_flight:
+            request = self._queue[0]
+            if not self.upload.consume(request.length, now):
+                self._wait_until = now + self.upload.delay_for(request.length, now)
+                break
+            self._queue.popleft()
+            self.bytes_sent += request.length
+            if not self.in_flight:  # from now on it waits on the peer
+                self._last_progress = now
+            self.in_flight += 1
+            actions.append(SendBlock(request.block, request.offset, request.length))
+        return actions
+
+    def _on_hash_request(self, request: wire.HashRequest) -> list[ServeAction]:
+        assert self.root is not None
+        shared = self.lookup(self.root)
+        if shared is None:
+            return self.on_unshared()
+        layer = shared.layer
+        if request.first != 0 or request.count != len(layer) or not layer:
+            # Only whole layers are served for now (the fetch side asks for nothing else).
+            return [Send(wire.Reject(0, 0, 1, wire.RejectReason.INVALID))]
+        return [Send(wire.HashResponse(0, len(layer), tuple(layer), ()))]

@@ -1,0 +1,303 @@
+"""The QUIC transport (aioquic): a control stream plus one bidirectional stream per block request.
+
+Contract: `swarm.net.transport`. Every stream carries `swarm.net.wire` frames, each decoded by its own `Decoder`.
+This module is the endpoint side (aioquic's protocol glue, listener, transport, identity); one connection's streams
+live in `swarm.net.quic_connection` (`QuicConnection`, re-exported here).
+
+Identity. Each `QuicTransport` generates an in-memory self-signed ECDSA P-256 certificate. Clients do not verify
+certificate chains (`CERT_NONE`): peers are authenticated at the application layer later, from the node id. ALPN
+is `swarmproxy/1`; a peer negotiating anything else is closed.
+
+Streams.
+
+* **Control stream**: the client's first bidirectional stream (id 0). The client opens it with one KEEPALIVE
+  frame, which the server's transport consumes (a QUIC stream exists for the peer only once bytes flow on it); the
+  server offers the connection to `accept()` at that moment. Every message that is not a request or its reply
+  travels here, in order.
+* **Request streams**: `send(Request(block, offset, length))` opens a new bidirectional stream and writes the
+  REQUEST with FIN. The responder's transport remembers the stream under (block, offset, length); the
+  application's reply for that key — `send(Block(...))`, `send_block(...)`, or `send(Reject(...))` — is written
+  on it with FIN. The requester accepts exactly one BLOCK or REJECT for the same (block, offset) there; anything
+  else on a request stream is a protocol error. Two requests for the same key are answered in order.
+* **CANCEL** goes on the control stream and reaches the application as usual. If the responder has not yet
+  replied, its transport also ends that request's stream empty and discards the application's later reply for
+  it (a cancelled request's data is never sent). A reply for a key with no open request (late, unsolicited)
+  goes on the control stream, as over TCP; the receiving application judges it.
+
+Backpressure, sending. aioquic accepts any amount of stream data. `buffered` is the sum, over the streams we wrote,
+of the bytes aioquic holds in their send buffers — handed to it and not yet acknowledged by the peer (aioquic
+drops each stream's acknowledged prefix from `QuicStreamSender._buffer`; its length is what we read). It is
+re-checked after every datagram received (acknowledgements arrive there) to wake `drain()`.
+
+Backpressure, receiving. aioquic grants flow-control credit by doubling windows as bytes *arrive*, whether or not
+anyone reads them. We replace its MAX_DATA rule with a sliding window: credit = bytes the application has taken
+(received minus what waits in `receive()`'s queue) + `receive_limit`. So a receiver that stops reading stops the
+sender within `receive_limit`, and the sender's `buffered` then grows to `send_limit`. Credit already granted
+still arrives: while `receive()`'s queue is over its bound, stream data is kept as it came (its wire bytes) and
+decoded only once the application reads again — decoded at once, 8 MiB of 5-byte frames were 1.6 million
+objects. (This patches `_write_connection_limits` on each aioquic connection object; checked against aioquic
+1.7.2.)
+
+Bounds on what a peer can make us hold: BLOCKs only in answer to our requests (`swarm.net.transport`); an incoming
+request stream carries one REQUEST, so its decoder refuses any longer frame from its header; aioquic caps the
+peer's concurrent streams (128); a connection that completed the QUIC handshake but has not opened its control
+stream within `open_timeout` is closed, and at most `backlog` such connections are let in at a time.
+
+Datagram size: aioquic's default (1200 bytes) is safe anywhere; `max_datagram_size` may be raised where the path
+MTU is known (loopback, LAN). aioquic has no path MTU discovery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import socket
+import ssl
+from typing import Any
+
+from aioquic.asyncio import QuicConnectionProtocol, serve
+from aioquic.asyncio.server import QuicServer
+from aioquic.quic import events
+from aioquic.quic.configuration import QuicConfiguration
+from aioquic.quic.connection import QuicConnection as AioquicConnection
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+
+from swarm.errors import ConnectFailed
+from swarm.net.quic_connection import ALPN, CONTROL_STREAM, QuicConnection
+from swarm.net.transport import (CONNECT_TIMEOUT, Address, Connection, ConnectionSettings, Listener, Transport,
+                                 source_address)
+from swarm.net.wire import KeepAlive
+
+__all__ = ["ALPN", "QuicTransport", "QuicListener", "QuicConnection", "generate_certificate"]
+
+_OPEN_TIMEOUT = 10.0  # after the QUIC handshake, a peer has this long to open its control stream
+_SOCKET_BUFFER = 4 * 1024 * 1024  # UDP buffers: the kernel default drops bursts at full speed
+
+
+def generate_certificate(common_name: str = "swarmproxy") -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+    """A fresh self-signed ECDSA P-256 certificate, valid from yesterday for a year (clock skew tolerant)."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=365))
+        .sign(key, hashes.SHA256())
+    )
+    return certificate, key
+
+
+class _Protocol(QuicConnectionProtocol):
+    """aioquic's asyncio glue for one connection, feeding its events to our `QuicConnection`."""
+
+    def __init__(
+        self,
+        quic: AioquicConnection,
+        stream_handler: Any = None,
+        *,
+        settings: ConnectionSettings,
+        listener: QuicListener | None = None,
+        open_timeout: float = _OPEN_TIMEOUT,
+    ) -> None:
+        super().__init__(quic, stream_handler)
+        self._listener = listener
+        self._owns_transport = listener is None  # a client has its own UDP socket; a server shares one
+        self.connection = QuicConnection(settings, self, is_client=listener is None)
+        self._open_timer: asyncio.TimerHandle | None = None
+        if listener is not None:
+            self.connection._local = listener.address
+            self._open_timer = asyncio.get_running_loop().call_later(open_timeout, self._open_expired)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        if self._owns_transport:
+            _enlarge_buffers(transport)
+            self.connection._local = _address(transport.get_extra_info("sockname"))
+
+    def datagram_received(self, data: bytes | str, addr: Any) -> None:
+        if not self.connection._remote[0]:
+            self.connection._remote = _address(addr)
+        super().datagram_received(data, addr)
+        self.connection._after_datagram()
+
+    def quic_event_received(self, event: events.QuicEvent) -> None:
+        self.connection._on_event(event)
+
+    def _may_open(self) -> bool:
+        """The QUIC handshake completed: whether the listener has room for one more connection still opening."""
+        return self._listener is None or self._listener._opening(self.connection)
+
+    def _open_expired(self) -> None:
+        self._open_timer = None
+        self.connection.abort("control stream not opened in time")
+
+    def _control_opened(self) -> None:
+        if self._open_timer is not None:
+            self._open_timer.cancel()
+            self._open_timer = None
+        if self._listener is not None:
+            self._listener._offer(self.connection)
+
+    def _terminated(self) -> None:
+        if self._open_timer is not None:
+            self._open_timer.cancel()
+            self._open_timer = None
+        if self._owns_transport and self._transport is not None:
+            self._transport.close()
+        if self._listener is not None:
+            self._listener._connection_ended(self.connection)
+
+
+def _enlarge_buffers(transport: asyncio.BaseTransport) -> None:
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return
+    for option in (socket.SO_RCVBUF, socket.SO_SNDBUF):
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, option, _SOCKET_BUFFER)
+        except OSError:
+            pass
+
+
+def _address(value: object) -> Address:
+    if isinstance(value, tuple) and len(value) >= 2:
+        host = str(value[0])
+        return (host.removeprefix("::ffff:") if "." in host else host, int(value[1]))
+    return ("", 0)
+
+
+class QuicListener(Listener):
+    def __init__(self, settings: ConnectionSettings) -> None:
+        super().__init__(settings)
+        self._server: QuicServer | None = None
+        self._address: Address = ("", 0)
+        self._live: set[QuicConnection] = set()
+        self._handshaken: set[QuicConnection] = set()  # past the QUIC handshake, control stream not open yet
+
+    @property
+    def address(self) -> Address:
+        return self._address
+
+    def _opening(self, connection: QuicConnection) -> bool:
+        if len(self._handshaken) >= self.settings.backlog:
+            return False
+        self._handshaken.add(connection)
+        return True
+
+    def _offer(self, connection: Connection) -> None:
+        assert isinstance(connection, QuicConnection)
+        self._handshaken.discard(connection)
+        self._live.add(connection)
+        super()._offer(connection)
+
+    def _connection_ended(self, connection: QuicConnection) -> None:
+        self._handshaken.discard(connection)
+        self._live.discard(connection)
+        if self.is_closed and not self._live:
+            self._release()
+
+    def _stop(self) -> None:
+        # Accepted connections share the listening UDP socket: release it once the last of them has ended.
+        if not self._live:
+            self._release()
+
+    def _release(self) -> None:
+        server, self._server = self._server, None
+        if server is not None and server._transport is not None:
+            server._transport.close()
+
+
+class QuicTransport(Transport):
+    name = "quic"
+
+    def __init__(
+        self,
+        settings: ConnectionSettings | None = None,
+        *,
+        max_datagram_size: int | None = None,
+        idle_timeout: float = 30.0,
+        open_timeout: float = _OPEN_TIMEOUT,
+        congestion_control: str = "reno",
+    ) -> None:
+        super().__init__(settings)
+        self.certificate, self._private_key = generate_certificate()
+        self.max_datagram_size = max_datagram_size
+        self.idle_timeout = idle_timeout
+        self.open_timeout = open_timeout
+        self.congestion_control = congestion_control
+
+    def _configuration(self, is_client: bool) -> QuicConfiguration:
+        receive_limit = self.settings.receive_limit
+        if not is_client:  # the credit granted up front is received whether or not anyone reads
+            receive_limit = min(receive_limit, self.settings.accepted_receive_limit)
+        configuration = QuicConfiguration(
+            is_client=is_client,
+            alpn_protocols=[ALPN],
+            idle_timeout=self.idle_timeout,
+            max_data=receive_limit,
+            max_stream_data=receive_limit,
+            congestion_control_algorithm=self.congestion_control,
+        )
+        if self.max_datagram_size is not None:
+            configuration.max_datagram_size = self.max_datagram_size
+        if is_client:
+            configuration.verify_mode = ssl.CERT_NONE  # identity is checked by the application, not a CA
+            configuration.server_name = "swarmproxy"
+        else:
+            configuration.certificate = self.certificate
+            configuration.private_key = self._private_key
+        return configuration
+
+    async def listen(self, host: str, port: int = 0) -> QuicListener:
+        listener = QuicListener(self.settings)
+
+        def create_protocol(quic: AioquicConnection, stream_handler: Any = None) -> _Protocol:
+            return _Protocol(quic, stream_handler, settings=self.settings, listener=listener,
+                             open_timeout=self.open_timeout)
+
+        server = await serve(host, port, configuration=self._configuration(False), create_protocol=create_protocol)
+        assert server._transport is not None
+        _enlarge_buffers(server._transport)
+        listener._server = server
+        listener._address = _address(server._transport.get_extra_info("sockname"))
+        self.listen_host = host
+        return listener
+
+    async def connect(self, address: Address, *, timeout: float = CONNECT_TIMEOUT) -> QuicConnection:
+        loop = asyncio.get_running_loop()
+        host, port = address
+        protocol: _Protocol | None = None
+        try:
+            async with asyncio.timeout(timeout):
+                infos = await loop.getaddrinfo(host, port, type=socket.SOCK_DGRAM)
+                family, _, _, _, remote = infos[0]
+                quic = AioquicConnection(configuration=self._configuration(True))
+                local_host = source_address(self.listen_host, remote[0]) or (
+                    "::" if family == socket.AF_INET6 else "0.0.0.0")
+                _, created = await loop.create_datagram_endpoint(
+                    lambda: _Protocol(quic, settings=self.settings), local_addr=(local_host, 0), family=family
+                )
+                assert isinstance(created, _Protocol)
+                protocol = created
+                protocol.connection._remote = _address(remote)
+                protocol.connect(remote)
+                await protocol.wait_connected()
+        except (OSError, TimeoutError, ConnectionError) as exc:
+            if protocol is not None:
+                protocol.connection.abort("connect failed")
+                if protocol._transport is not None:
+                    protocol._transport.close()
+            raise ConnectFailed(f"quic: cannot connect to {host}:{port}: {exc or 'timed out'}") from exc
+        connection = protocol.connection
+        if connection.close_reason is not None:
+            raise ConnectFailed(f"quic: connection to {host}:{port} closed during setup: {connection.close_reason}")
+        connection._write(CONTROL_STREAM, KeepAlive().encode())  # opens the control stream (see docstring)
+        return connection

@@ -1,0 +1,407 @@
+"""The TCP transport: asyncio protocols (not streams: one callback per chunk, no reader task), TCP_NODELAY.
+
+Contract: `swarm.net.transport`. Framing is `swarm.net.wire` on a plain byte stream.
+
+Writing. Messages go straight to the asyncio transport (`writelines` of header and payload for a BLOCK, so the
+payload is not concatenated; uvloop sends both with one writev). A BLOCK given as a `BlockLocation` is sent
+zero-copy with `os.sendfile`, in a worker thread on a `dup` of the socket's descriptor:
+
+* `loop.sendfile` is not used: uvloop does not implement it, and asyncio's version pauses *reading* for the
+  whole transfer — two peers sending blocks to each other that way would both stop reading and deadlock once
+  their socket buffers fill.
+* While a file range is being sent, later messages queue behind it (`_queue`) so bytes never interleave; before
+  it starts, the transport's own buffer is drained to empty (asyncio calls `pause_writing` when limits are set
+  below the buffered size, `resume_writing` when it empties).
+* The thread owns a duplicate descriptor so that the event loop closing the socket (peer reset) can never make
+  it write into a reused descriptor number; the duplicate is closed only after the thread has returned.
+* The threads come from a pool of their own (`_SENDFILE_THREADS`); a thread is held while the peer absorbs the
+  block, so a fast peer costs microseconds and a slow one a thread (waiting in poll(), no CPU).
+* Where `os.sendfile` is missing the range is read (`pread`) and written like bytes.
+
+`buffered` = the asyncio transport's write buffer + queued messages + what the running sendfile has left.
+The transport's high-water mark is `send_limit`, so `pause_writing`/`resume_writing` drive `drain()`.
+
+Reading. The socket is read into the `Decoder`'s buffers (`get_buffer`: BLOCK payloads in place); a
+`ProtocolError` aborts the connection (`CloseCause.PROTOCOL`).
+Past `receive_limit` of undelivered messages the transport stops reading, so the peer's writes back up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import select
+import socket
+import threading
+from collections import deque
+
+from swarm.errors import ConnectFailed, ProtocolError
+from swarm.net import wire
+from swarm.net.decoder import Decoder
+from swarm.net.transport import (CONNECT_TIMEOUT, Address, BlockPayload, CloseCause, CloseReason, Connection,
+                                 ConnectionSettings, Listener, Transport, read_location, source_address)
+from swarm.net.wire import Message
+from swarm.store.interface import BlockLocation
+
+__all__ = ["TcpTransport", "TcpListener", "TcpConnection"]
+
+_SENDFILE_AVAILABLE = hasattr(os, "sendfile")
+# Its own pool: a thread is held for as long as a peer takes to absorb a block, and slow peers must not starve
+# the default executor (the block store's writes run there). Beyond this many concurrent file sends, they queue.
+_SENDFILE_THREADS = 64
+_sendfile_executor: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _executor() -> concurrent.futures.ThreadPoolExecutor:
+    global _sendfile_executor
+    if _sendfile_executor is None:
+        _sendfile_executor = concurrent.futures.ThreadPoolExecutor(_SENDFILE_THREADS, thread_name_prefix="sendfile")
+    return _sendfile_executor
+_SENDFILE_CHUNK = 1024 * 1024  # per os.sendfile call; the stop flag is checked between calls
+_COALESCE = 4096  # queued writes shorter than this are appended to the previous one (control frames, headers)
+_POLL_MS = 100  # how long the sendfile thread waits for room before re-checking its stop flag
+
+
+class _SendfileStopped(Exception):
+    pass
+
+
+def _sendfile_blocking(socket_fd: int, location: BlockLocation, stop: threading.Event) -> None:
+    """Send a file range on a non-blocking socket descriptor, waiting for room with poll(); runs in a thread."""
+    poller = select.poll()
+    poller.register(socket_fd, select.POLLOUT)
+    file_fd = os.open(location.path, os.O_RDONLY)
+    try:
+        offset, remaining = location.offset, location.length
+        while remaining:
+            if stop.is_set():
+                raise _SendfileStopped()
+            try:
+                sent = os.sendfile(socket_fd, file_fd, offset, min(remaining, _SENDFILE_CHUNK))
+            except BlockingIOError:
+                poller.poll(_POLL_MS)
+                continue
+            if sent == 0:
+                raise OSError(f"{location.path} ends before offset {offset} + {remaining}")
+            offset += sent
+            remaining -= sent
+    finally:
+        os.close(file_fd)
+
+
+class TcpConnection(Connection, asyncio.BufferedProtocol):
+    transport_name = "tcp"
+
+    def __init__(self, settings: ConnectionSettings, listener: TcpListener | None = None) -> None:
+        super().__init__(settings, accepted=listener is not None)
+        self._listener = listener
+        self._transport: asyncio.Transport | None = None
+        self._decoder = Decoder(settings.limits, admit_block=self.expected.admit)
+        self._discard: bytearray | None = None
+        self._peername: Address = ("", 0)
+        self._sockname: Address = ("", 0)
+        self._low_water = settings.send_limit // 2
+        self._writing_paused = False
+        self._empty_waiter: asyncio.Future[None] | None = None
+        # Items behind a file range; the writer task sends them in order.
+        self._queue: deque[bytes | bytearray | BlockLocation] = deque()
+        self._queued_bytes = 0
+        self._writer: asyncio.Task[None] | None = None
+        self._sendfile_left = 0
+        self._sendfile_fd: int | None = None
+        self._sendfile_stop = threading.Event()
+        self._sendfile_running = False
+        self._close_when_flushed = False
+        self._lost_reason: CloseReason | None = None
+
+    # --- asyncio.Protocol ---------------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]  # (uvloop's transports are not asyncio.Transport)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        self._peername = _address(transport.get_extra_info("peername"))
+        self._sockname = _address(transport.get_extra_info("sockname"))
+        transport.set_write_buffer_limits(high=self.send_limit, low=self._low_water)
+        if self._listener is not None:
+            self._listener._offer(self)
+
+    # Reading goes through asyncio's BufferedProtocol (uvloop too): the socket is read straight into the
+    # decoder's buffers, BLOCK payloads into the very bytearray they are delivered in (one copy per byte).
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self.close_reason is not None:
+            self._discard = self._discard or bytearray(64 * 1024)  # ended: whatever still arrives is dropped
+            return memoryview(self._discard)
+        return self._decoder.get_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self.close_reason is not None:
+            return
+        try:
+            messages = self._decoder.buffer_updated(nbytes)
+        except ProtocolError as exc:
+            self._fail(CloseReason(CloseCause.PROTOCOL, str(exc), exc))
+            return
+        self._deliver(messages)
+
+    def eof_received(self) -> bool:
+        held = self._decoder.buffered
+        if held:
+            self._record_close(CloseReason(CloseCause.LOST, f"peer closed mid-frame ({held} bytes held)"))
+        else:
+            self._record_close(CloseReason(CloseCause.REMOTE, "peer closed the connection"))
+        return False  # no half-open connections: close our side too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._transport = None
+        if exc is not None:
+            self._record_close(CloseReason(CloseCause.LOST, str(exc) or type(exc).__name__, exc))
+        self._sendfile_stop.set()
+        self._wake_empty_waiter()
+        self._wake_drainers()
+        if not self._sendfile_running:
+            self._release()
+        # else: the writer task releases once the sendfile thread has returned
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._wake_empty_waiter()
+        self._buffer_shrank()
+
+    # --- Connection ---------------------------------------------------------------------------------------
+
+    @property
+    def remote_address(self) -> Address:
+        return self._peername
+
+    @property
+    def local_address(self) -> Address:
+        return self._sockname
+
+    @property
+    def buffered(self) -> int:
+        transport = self._transport
+        in_transport = transport.get_write_buffer_size() if transport is not None else 0
+        return in_transport + self._queued_bytes + self._sendfile_left
+
+    def _send_message(self, message: Message) -> None:
+        self._write(message.encode())
+
+    def send_raw(self, data: bytes) -> None:
+        self._check_open()
+        self._write(bytes(data))
+
+    def _send_block(self, block: int, offset: int, payload: BlockPayload) -> None:
+        length = payload.length if isinstance(payload, BlockLocation) else memoryview(payload).nbytes
+        header = wire.encode_block_header(block, offset, length)
+        if isinstance(payload, BlockLocation):
+            if _SENDFILE_AVAILABLE and self._socket_fd() is not None:
+                self._enqueue(header)
+                self._enqueue(payload)
+                return
+            payload = read_location(payload)
+        if self._writer is None and (transport := self._open_transport()) is not None:
+            transport.writelines((header, payload))
+        else:
+            self._enqueue(header)
+            self._enqueue(bytes(payload))
+
+    def _write(self, data: bytes) -> None:
+        if self._writer is None:
+            if (transport := self._open_transport()) is not None:
+                transport.write(data)
+        else:
+            self._enqueue(data)
+
+    def _open_transport(self) -> asyncio.Transport | None:
+        """The asyncio transport while it can still send. After a reset it is closing until `connection_lost`
+        runs, and every write meanwhile is dropped by asyncio with a 'socket.send() raised exception' log line."""
+        transport = self._transport
+        return None if transport is None or transport.is_closing() else transport
+
+    def _enqueue(self, item: bytes | BlockLocation) -> None:
+        queue = self._queue
+        if type(item) is bytes and len(item) < _COALESCE:
+            # Small frames queued behind a file range share one buffer: a deque entry of its own cost a 22-byte
+            # REJECT 60 bytes more, so `buffered` (the send bound) undercounted the memory held threefold.
+            if queue and type(queue[-1]) is bytearray:
+                queue[-1] += item
+            else:
+                queue.append(bytearray(item))
+        else:
+            queue.append(item)
+        self._queued_bytes += item.length if isinstance(item, BlockLocation) else len(item)
+        if self._writer is None:
+            self._writer = self._loop.create_task(self._write_queue())
+
+    def _socket_fd(self) -> int | None:
+        transport = self._transport
+        sock = transport.get_extra_info("socket") if transport is not None else None
+        try:
+            return sock.fileno() if sock is not None else None
+        except (OSError, ValueError):
+            return None
+
+    async def _write_queue(self) -> None:
+        try:
+            while self._queue and self._open_transport() is not None:
+                item = self._queue.popleft()
+                if isinstance(item, BlockLocation):
+                    self._queued_bytes -= item.length
+                    self._sendfile_left = item.length
+                    try:
+                        await self._sendfile(item)
+                    finally:
+                        self._sendfile_left = 0
+                else:
+                    self._queued_bytes -= len(item)
+                    self._transport.write(item)
+                self._buffer_shrank()
+        except _SendfileStopped:
+            pass
+        except OSError as exc:
+            self._fail(CloseReason(CloseCause.LOST, f"sendfile: {exc}", exc))
+        finally:
+            self._writer = None
+            self._queue.clear()
+            self._queued_bytes = 0
+            if self._transport is None:
+                self._release()
+            elif self._close_when_flushed:
+                self._transport.close()
+            self._buffer_shrank()
+
+    async def _sendfile(self, location: BlockLocation) -> None:
+        await self._wait_transport_empty()
+        if self._transport is None:
+            raise _SendfileStopped()
+        if self._sendfile_fd is None:
+            fd = self._socket_fd()
+            if fd is None:
+                raise _SendfileStopped()
+            self._sendfile_fd = os.dup(fd)
+        self._sendfile_running = True
+        try:
+            await self._loop.run_in_executor(
+                _executor(), _sendfile_blocking, self._sendfile_fd, location, self._sendfile_stop
+            )
+        finally:
+            self._sendfile_running = False
+
+    async def _wait_transport_empty(self) -> None:
+        transport = self._transport
+        if transport is None or transport.get_write_buffer_size() == 0:
+            return
+        # Limits below the buffered size make asyncio call pause_writing now and resume_writing at empty.
+        transport.set_write_buffer_limits(high=0, low=0)
+        try:
+            while self._transport is not None and self._transport.get_write_buffer_size():
+                self._empty_waiter = self._loop.create_future()
+                await self._empty_waiter
+        finally:
+            self._empty_waiter = None
+            if self._transport is not None:
+                self._transport.set_write_buffer_limits(high=self.send_limit, low=self._low_water)
+
+    def _wake_empty_waiter(self) -> None:
+        if self._empty_waiter is not None and not self._empty_waiter.done():
+            self._empty_waiter.set_result(None)
+
+    def _pause_receiving(self) -> None:
+        if self._transport is not None:
+            self._transport.pause_reading()
+
+    def _resume_receiving(self) -> None:
+        if self._transport is not None and self.close_reason is None:
+            self._transport.resume_reading()
+
+    def _close_gracefully(self) -> None:
+        if self._transport is None:
+            self._release()
+        elif self._writer is not None:
+            self._close_when_flushed = True
+        else:
+            self._transport.close()
+
+    def _abort(self) -> None:
+        self._sendfile_stop.set()
+        if self._sendfile_fd is not None and self._sendfile_running:
+            try:  # wakes the thread's poll() at once
+                _shutdown(self._sendfile_fd)
+            except OSError:
+                pass
+        if self._transport is not None:
+            self._transport.abort()
+        elif not self._sendfile_running:
+            self._release()
+
+    def _release(self) -> None:
+        if self._sendfile_fd is not None:
+            os.close(self._sendfile_fd)
+            self._sendfile_fd = None
+        self._finished()
+
+
+def _shutdown(fd: int) -> None:
+    sock = socket.socket(fileno=os.dup(fd))
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    finally:
+        sock.close()
+
+
+def _address(value: object) -> Address:
+    if isinstance(value, tuple) and len(value) >= 2:
+        return (str(value[0]), int(value[1]))
+    return ("", 0)
+
+
+class TcpListener(Listener):
+    def __init__(self, settings: ConnectionSettings) -> None:
+        super().__init__(settings)
+        self._server: asyncio.AbstractServer | None = None
+        self._address: Address = ("", 0)
+
+    @property
+    def address(self) -> Address:
+        return self._address
+
+    def _stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+
+
+class TcpTransport(Transport):
+    name = "tcp"
+
+    async def listen(self, host: str, port: int = 0) -> TcpListener:
+        loop = asyncio.get_running_loop()
+        listener = TcpListener(self.settings)
+        listener._server = await loop.create_server(
+            lambda: TcpConnection(self.settings, listener), host, port, reuse_address=True
+        )
+        listener._address = _address(listener._server.sockets[0].getsockname())
+        self.listen_host = host
+        return listener
+
+    async def connect(self, address: Address, *, timeout: float = CONNECT_TIMEOUT) -> TcpConnection:
+        loop = asyncio.get_running_loop()
+        host, port = address
+        source = source_address(self.listen_host, host)
+        try:
+            async with asyncio.timeout(timeout):
+                _, connection = await loop.create_connection(
+                    lambda: TcpConnection(self.settings), host, port,
+                    local_addr=None if source is None else (source, 0))
+        except (OSError, TimeoutError) as exc:
+            raise ConnectFailed(f"tcp: cannot connect to {host}:{port}: {exc or 'timed out'}") from exc
+        return connection

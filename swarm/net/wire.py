@@ -1,0 +1,364 @@
+"""The peer wire codec: bytes ↔ messages, sans-I/O, with a hard limit on every length.
+
+One message set for every transport (a TCP stream, a QUIC stream, the in-memory test transport). Framing::
+
+    u32  frame length (big-endian), counting the type byte and the body; never 0
+    u8   message type
+    ...  body (integers big-endian; blocks and offsets are u32)
+
+| type | name             | body                                                                          |
+|------|------------------|-------------------------------------------------------------------------------|
+| 0    | KEEPALIVE        | empty                                                                         |
+| 1    | HANDSHAKE        | u16 protocol version, 32 node id, 32 content root                             |
+| 2    | BITFIELD         | u32 bit count, ceil(count/8) bytes, block 0 = high bit of byte 0; spare bits 0 |
+| 3    | HAVE             | u32 block                                                                     |
+| 4    | REQUEST          | u32 block, u32 offset, u32 length (≥ 1)                                       |
+| 5    | BLOCK            | u32 block, u32 offset, data (≥ 1 byte)                                        |
+| 6    | CANCEL           | u32 block, u32 offset, u32 length (≥ 1)                                       |
+| 7    | REJECT           | u32 block, u32 offset, u32 length (≥ 1), u8 reason (`RejectReason`)           |
+| 8    | HASH_REQUEST     | u32 first, u32 count (≥ 1): block layer entries first..first+count           |
+| 9    | HASH_RESPONSE    | u32 first, u32 count, u8 proof length p, n ≥ 1 hashes (n ≤ count), p hashes   |
+| 10   | PEX              | u16 n, n × (u8 family 4|6, 4|16 address, u16 port ≠ 0, u8 `Transport` flags)  |
+| 11   | START            | u32 block: "I am fetching this one from the origin" (others pick another)     |
+| 12   | MANIFEST_REQUEST | empty (the content root is the handshake's)                                   |
+| 13   | MANIFEST         | an encoded `swarm.content.manifest.Manifest`, opaque here                             |
+
+The codec checks syntax and limits only; what a message means in a session (handshake first, blocks within the
+manifest, hash ranges aligned) is the session's business — except for one question that cannot wait: whether a
+BLOCK is wanted at all, which its receiver answers from its 13-byte header before a byte of payload is held (see
+`swarm.net.decoder`). Decoding lives in `swarm.net.decoder.Decoder`:
+it raises nothing but `ProtocolError`, and rejects a frame as soon as its header shows it cannot be valid — a
+declared length never makes us allocate more than has arrived. After an error the decoder is dead: the peer is to
+be dropped.
+
+BLOCK is the one large message; `encode_block_header` lets a transport write the 13-byte header and then the
+payload (or a `sendfile` range) without concatenating them.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from enum import IntEnum, IntFlag
+from ipaddress import IPv4Address, IPv6Address
+
+from swarm.content.manifest import MAX_BLOCKS, MAX_ENCODED_SIZE, PREFERRED_MAX_BLOCK_SIZE
+from swarm.content.merkle import HASH_SIZE, MAX_PROOF_LENGTH
+
+__all__ = [
+    "PROTOCOL_VERSION",
+    "FRAME_HEADER_SIZE",
+    "BLOCK_HEADER_SIZE",
+    "MessageType",
+    "RejectReason",
+    "Transport",
+    "Limits",
+    "KeepAlive",
+    "Handshake",
+    "Bitfield",
+    "Have",
+    "Request",
+    "Block",
+    "Cancel",
+    "Reject",
+    "HashRequest",
+    "HashResponse",
+    "PexPeer",
+    "Pex",
+    "Start",
+    "ManifestRequest",
+    "ManifestResponse",
+    "Message",
+    "encode",
+    "encode_block_header",
+]
+
+PROTOCOL_VERSION = 1
+
+_FRAME = struct.Struct(">IB")
+FRAME_HEADER_SIZE = _FRAME.size
+_U16 = struct.Struct(">H")
+_U32 = struct.Struct(">I")
+_HANDSHAKE = struct.Struct(">H32s32s")
+_SPAN = struct.Struct(">III")
+_REJECT = struct.Struct(">IIIB")
+_BLOCK_POSITION = struct.Struct(">II")
+_HASH_RESPONSE = struct.Struct(">IIB")
+_BLOCK_HEADER = struct.Struct(">IBII")
+BLOCK_HEADER_SIZE = _BLOCK_HEADER.size
+
+
+class MessageType(IntEnum):
+    KEEPALIVE = 0
+    HANDSHAKE = 1
+    BITFIELD = 2
+    HAVE = 3
+    REQUEST = 4
+    BLOCK = 5
+    CANCEL = 6
+    REJECT = 7
+    HASH_REQUEST = 8
+    HASH_RESPONSE = 9
+    PEX = 10
+    START = 11
+    MANIFEST_REQUEST = 12
+    MANIFEST = 13
+
+
+class RejectReason(IntEnum):
+    NOT_FOUND = 1  # content root, block or range not held (or not shared) here
+    BUSY = 2  # too many outstanding requests from this peer
+    RATE_LIMITED = 3  # upload budget exhausted; retry later or elsewhere
+    INVALID = 4  # outside the manifest (block, offset or length)
+    SHUTTING_DOWN = 5
+
+
+class Transport(IntFlag):
+    TCP = 1
+    QUIC = 2
+
+
+_ALL_TRANSPORTS = int(Transport.TCP | Transport.QUIC)
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """What a decoder accepts. Defaults fit the largest block `choose_block_size` picks (4 MiB); a control-only
+    stream can use much less."""
+
+    max_frame_size: int = 1 + _BLOCK_POSITION.size + PREFERRED_MAX_BLOCK_SIZE
+    max_block_payload: int = PREFERRED_MAX_BLOCK_SIZE  # also bounds REQUEST/CANCEL/REJECT lengths
+    max_bitfield_bits: int = MAX_BLOCKS
+    max_hashes: int = 16 * 1024
+    max_pex_peers: int = 200
+    max_manifest_size: int = MAX_ENCODED_SIZE
+
+
+# --- messages ---------------------------------------------------------------------------------------------
+
+
+def _pack(layout: struct.Struct, *values: object) -> bytes:
+    try:
+        return layout.pack(*values)
+    except struct.error as exc:
+        raise ValueError(f"field out of range: {exc}") from None
+
+
+def _frame(kind: MessageType, body: bytes = b"") -> bytes:
+    return _FRAME.pack(1 + len(body), kind) + body
+
+
+def _check_hash(value: bytes, what: str) -> None:
+    if len(value) != HASH_SIZE:
+        raise ValueError(f"{what} must be {HASH_SIZE} bytes")
+
+
+@dataclass(frozen=True, slots=True)
+class KeepAlive:
+    def encode(self) -> bytes:
+        return _frame(MessageType.KEEPALIVE)
+
+
+@dataclass(frozen=True, slots=True)
+class Handshake:
+    version: int
+    node_id: bytes
+    root: bytes
+
+    def encode(self) -> bytes:
+        _check_hash(self.node_id, "node id")
+        _check_hash(self.root, "root")
+        return _frame(MessageType.HANDSHAKE, _pack(_HANDSHAKE, self.version, self.node_id, self.root))
+
+
+@dataclass(frozen=True, slots=True)
+class Bitfield:
+    """Which of `count` blocks the sender holds; `bits` packs block 0 into the high bit of byte 0."""
+
+    count: int
+    bits: bytes
+
+    @classmethod
+    def from_blocks(cls, count: int, blocks: Iterable[int]) -> Bitfield:
+        bits = bytearray(-(-count // 8))
+        for block in blocks:
+            if not 0 <= block < count:
+                raise ValueError(f"block {block} outside 0..{count - 1}")
+            bits[block >> 3] |= 0x80 >> (block & 7)
+        return cls(count, bytes(bits))
+
+    def __contains__(self, block: int) -> bool:
+        return 0 <= block < self.count and bool(self.bits[block >> 3] & (0x80 >> (block & 7)))
+
+    def blocks(self) -> Iterator[int]:
+        for index, byte in enumerate(self.bits):
+            if byte:
+                for bit in range(8):
+                    if byte & (0x80 >> bit):
+                        yield index * 8 + bit
+
+    def encode(self) -> bytes:
+        if len(self.bits) != -(-self.count // 8) or (self.count % 8 and self.bits[-1] & (0xFF >> (self.count % 8))):
+            raise ValueError("bits must be ceil(count/8) bytes with the spare bits clear")
+        return _frame(MessageType.BITFIELD, _pack(_U32, self.count) + self.bits)
+
+
+@dataclass(frozen=True, slots=True)
+class Have:
+    block: int
+
+    def encode(self) -> bytes:
+        return _frame(MessageType.HAVE, _pack(_U32, self.block))
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    block: int
+
+    def encode(self) -> bytes:
+        return _frame(MessageType.START, _pack(_U32, self.block))
+
+
+def _check_length(length: int) -> None:
+    if length < 1:
+        raise ValueError("length must be >= 1")
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    block: int
+    offset: int
+    length: int
+
+    def encode(self) -> bytes:
+        _check_length(self.length)
+        return _frame(MessageType.REQUEST, _pack(_SPAN, self.block, self.offset, self.length))
+
+
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    block: int
+    offset: int
+    length: int
+
+    def encode(self) -> bytes:
+        _check_length(self.length)
+        return _frame(MessageType.CANCEL, _pack(_SPAN, self.block, self.offset, self.length))
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    block: int
+    offset: int
+    length: int
+    reason: RejectReason
+
+    def encode(self) -> bytes:
+        _check_length(self.length)
+        reason = RejectReason(self.reason)
+        return _frame(MessageType.REJECT, _pack(_REJECT, self.block, self.offset, self.length, reason))
+
+
+def encode_block_header(block: int, offset: int, length: int) -> bytes:
+    """The first `BLOCK_HEADER_SIZE` bytes of a BLOCK frame carrying `length` bytes of data.
+
+    Write the payload right after it (a memoryview, an mmap slice or a `sendfile` range): no concatenation.
+    """
+    _check_length(length)
+    return _pack(_BLOCK_HEADER, 1 + _BLOCK_POSITION.size + length, MessageType.BLOCK, block, offset)
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    block: int
+    offset: int
+    # bytes, or the bytearray a payload was received into (`Decoder.get_buffer`): nothing writes to it after.
+    data: bytes | bytearray = field(repr=False)
+
+    def encode(self) -> bytes:
+        return encode_block_header(self.block, self.offset, len(self.data)) + self.data
+
+
+@dataclass(frozen=True, slots=True)
+class HashRequest:
+    """Ask for block layer entries `first..first+count` (with the proof up to the root)."""
+
+    first: int
+    count: int
+
+    def encode(self) -> bytes:
+        _check_length(self.count)
+        return _frame(MessageType.HASH_REQUEST, _pack(_BLOCK_POSITION, self.first, self.count))
+
+
+@dataclass(frozen=True, slots=True)
+class HashResponse:
+    """Layer entries from `first` for a request of `count` (fewer where the layer ends) and their proof."""
+
+    first: int
+    count: int
+    hashes: tuple[bytes, ...]
+    proof: tuple[bytes, ...] = ()
+
+    def encode(self) -> bytes:
+        if not 1 <= len(self.hashes) <= self.count:
+            raise ValueError("a hash response carries 1..count hashes")
+        if len(self.proof) > MAX_PROOF_LENGTH:
+            raise ValueError(f"a proof has at most {MAX_PROOF_LENGTH} hashes")
+        for value in (*self.hashes, *self.proof):
+            _check_hash(value, "hash")
+        head = _pack(_HASH_RESPONSE, self.first, self.count, len(self.proof))
+        return _frame(MessageType.HASH_RESPONSE, head + b"".join(self.hashes) + b"".join(self.proof))
+
+
+@dataclass(frozen=True, slots=True)
+class PexPeer:
+    ip: IPv4Address | IPv6Address
+    port: int
+    transports: Transport
+
+    def _encode(self) -> bytes:
+        if not 1 <= self.port <= 0xFFFF:
+            raise ValueError("port must be in 1..65535")
+        if not self.transports or int(self.transports) & ~_ALL_TRANSPORTS:
+            raise ValueError("transports must name at least one known transport")
+        return bytes((self.ip.version,)) + self.ip.packed + _pack(_U16, self.port) + bytes((int(self.transports),))
+
+
+@dataclass(frozen=True, slots=True)
+class Pex:
+    peers: tuple[PexPeer, ...]
+
+    def encode(self) -> bytes:
+        body = _pack(_U16, len(self.peers)) + b"".join(peer._encode() for peer in self.peers)
+        return _frame(MessageType.PEX, body)
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestRequest:
+    def encode(self) -> bytes:
+        return _frame(MessageType.MANIFEST_REQUEST)
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestResponse:
+    """An encoded manifest; decode it with `swarm.content.manifest.decode` and check it against the wanted root."""
+
+    data: bytes
+
+    def encode(self) -> bytes:
+        if not self.data:
+            raise ValueError("manifest must not be empty")
+        return _frame(MessageType.MANIFEST, self.data)
+
+
+Message = (
+    KeepAlive | Handshake | Bitfield | Have | Request | Block | Cancel | Reject | HashRequest | HashResponse | Pex
+    | Start | ManifestRequest | ManifestResponse
+)
+
+
+def encode(message: Message) -> bytes:
+    """One complete frame; raises `ValueError` for a field the format cannot carry (a local bug)."""
+    return message.encode()

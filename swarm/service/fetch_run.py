@@ -1,0 +1,329 @@
+"""One fetch of a `SwarmNode`: the asyncio shell around its `FetchCore` (split from `swarm.service.node`).
+
+It owns the fetch's connections, origin requests, timer, store writer and delivery queue; the node creates it
+in `SwarmNode.fetch` and it calls back into the node to open connections and announce blocks. Write
+backpressure (`max_pending_writes`) is described in `swarm.service.node`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Iterable
+from typing import TYPE_CHECKING, Protocol
+
+from swarm.content.manifest import Manifest
+from swarm.core.fetch import Close, Deliver, FetchCore, Finished, OriginCancel, OriginFetch, Send, Verified
+from swarm.errors import FetchFailed, OriginSourceError, PeerError, StoreError, TransportError
+from swarm.net.transport import Address, Connection
+from swarm.service.report import FetchReport
+
+if TYPE_CHECKING:
+    from swarm.core.policy import PolicyConfig
+    from swarm.service.origin_source import OriginRangeSource
+    from swarm.store.interface import BlockStore
+
+log = logging.getLogger("swarmproxy.swarm")
+
+
+class _Node(Protocol):
+    """What a fetch needs of the `swarm.service.node.SwarmNode` that runs it."""
+
+    store: BlockStore
+    policy: PolicyConfig | None
+    max_pending_writes: int
+    fetch_totals: FetchReport
+
+    async def _open(self, address: Address, root: bytes, timeout: float) -> Connection: ...
+    def _announce_block(self, root: bytes, block: int) -> None: ...
+    def _announce_origin_fetch(self, root: bytes, block: int) -> None: ...
+
+
+class _FetchRun:
+    """One fetch: the FetchCore, its connections, origin requests, timer and delivery queue."""
+
+    def __init__(self, node: _Node, manifest: Manifest, layer: list[bytes] | None, start: int, end: int,
+                 origin: OriginRangeSource | None, window: int, into_store: bool = False) -> None:
+        self.node, self.manifest, self.start, self.end, self.origin = node, manifest, start, end, origin
+        self.root = manifest.root
+        self.loop = asyncio.get_running_loop()
+        store = node.store
+        if layer is None and self.root in store.roots():
+            layer = list(store.hash_layer(self.root))
+        held = set(store.have(self.root).blocks()) if self.root in store.roots() else set()
+        first, last = start // manifest.block_size, (end - 1) // manifest.block_size
+        self.core = FetchCore(manifest, layer, first_block=first, last_block=last, held=held,
+                              config=node.policy, window=window)
+        self.entry = self.root in store.roots()
+        if self.entry:
+            store.pin(self.root)
+        self.memory: dict[int, bytes] = {}  # verified, not yet both written and delivered
+        self.written: set[int] = set()  # blocks the store has taken or refused
+        self.handed = 0  # blocks before this one were handed to the consumer
+        self.deliveries: asyncio.Queue[int | None] = asyncio.Queue()
+        self.connections: set[Connection] = set()
+        self.origin_tasks: dict[int, asyncio.Task] = {}
+        self.tasks: set[asyncio.Task] = set()
+        # Verified blocks wait here for the writer task, which takes all of them in one thread hop.
+        self.write_queue: list[tuple[int, bytes | bytearray]] = []
+        self.writer: asyncio.Task | None = None
+        self.into_store = into_store
+        self.report: FetchReport | None = None  # the caller's, filled in when the fetch stops
+        self.stopped = False
+        self.unsettled: set[int] = set()  # queued or being written (only tracked with into_store)
+        self.settled = asyncio.Event()
+        # Write backpressure (module docstring): bytes queued for or being written by the writer, and the bound;
+        # at least a block, or one block could stop the fetch for good.
+        self.pending = 0
+        self.write_limit = max(node.max_pending_writes, manifest.block_size)
+        self.room = asyncio.Event()
+        self.room.set()
+        self.paused_since: float | None = None
+        self.paused_total = 0.0
+        self.progress = asyncio.Event()
+        self.timer: asyncio.TimerHandle | None = None
+        self.pending_connects = 0
+        self.failure: str | None = None
+        self.done = False
+
+    def begin(self, peers: Iterable[Address], timeout: float, stall_timeout: float) -> None:
+        self.spawn(self.watchdog(stall_timeout))
+        self.apply(self.core.start(self.now()))
+        for address in peers:
+            self.pending_connects += 1
+            self.spawn(self.peer(address, timeout))
+        if self.origin is not None:
+            self.apply(self.core.add_origin(self.now()))
+        self.check_stalled()
+
+    def now(self) -> float:
+        """The FetchCore's clock: the loop's, stopped while we do not read from peers for the store writer."""
+        return (self.loop.time() if self.paused_since is None else self.paused_since) - self.paused_total
+
+    def written_out(self, nbytes: int) -> None:
+        """`nbytes` of queued blocks left the writer's hands: resume reading once below the bound."""
+        self.pending = max(0, self.pending - nbytes)
+        self.progress.set()  # a slow disk is not a stalled fetch (the watchdog)
+        if self.paused_since is not None and self.pending < self.write_limit:
+            self.paused_total += self.loop.time() - self.paused_since
+            self.paused_since = None
+            self.room.set()
+            self.rearm()
+
+    def spawn(self, coro) -> asyncio.Task:
+        task = asyncio.ensure_future(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
+
+    async def watchdog(self, stall_timeout: float) -> None:
+        """Fail a fetch that verifies nothing for `stall_timeout` seconds (sources that say nothing).
+
+        Origin bytes still arriving count as progress: in a crowd a Range request shares the origin with
+        hundreds of others and may take longer than the timeout to complete one block, yet it is moving. The
+        lab's 100-client large file lost four downloads to this: failed at 30 s, they took the rest of the file
+        from the origin alone, at a few KB/s, and never asked a peer again."""
+        origin_bytes = self.origin_bytes()
+        while not self.done and not self.failure:
+            try:
+                await asyncio.wait_for(self.progress.wait(), stall_timeout)
+            except asyncio.TimeoutError:
+                if (now_bytes := self.origin_bytes()) > origin_bytes:
+                    origin_bytes = now_bytes
+                    continue
+                self.failure = f"no block arrived for {stall_timeout:g} s from {len(self.connections)} peer(s)"
+                self.deliveries.put_nowait(None)
+                return
+            self.progress.clear()
+            origin_bytes = self.origin_bytes()
+
+    def origin_bytes(self) -> int:
+        return self.origin.bytes_received if self.origin is not None else 0
+
+    async def peer(self, address: Address, timeout: float) -> None:
+        try:
+            connection = await self.node._open(address, self.root, timeout)
+        except (TransportError, PeerError, asyncio.TimeoutError, OSError) as exc:
+            log.debug("peer %s:%s not used: %s", address[0], address[1], exc)
+            self.pending_connects -= 1
+            self.check_stalled()
+            return
+        self.connections.add(connection)
+        try:
+            self.pending_connects -= 1  # counted as a source from here on
+            self.apply(self.core.add_peer(connection, self.now()))
+            while True:
+                if not self.room.is_set():  # the store writer is behind: leave the bytes with the peer
+                    await self.room.wait()
+                if (message := await connection.receive()) is None:
+                    break
+                self.apply(self.core.on_message(connection, message, self.now()))
+                if self.done:
+                    return
+        finally:
+            self.connections.discard(connection)
+            connection.abort("fetch over" if self.done else "peer lost")
+            if not self.done:
+                self.apply(self.core.peer_lost(connection, self.now()))
+                self.check_stalled()
+
+    async def origin_fetch(self, action: OriginFetch) -> None:
+        assert self.origin is not None
+        try:
+            data = await self.origin.fetch(action.offset, action.length)
+        except OriginSourceError as exc:
+            log.info("origin range %d+%d failed: %s", action.offset, action.length, exc)
+            self.apply(self.core.on_origin_failure(action.block, self.now(), permanent=exc.permanent))
+            self.check_stalled()
+            return
+        finally:
+            self.origin_tasks.pop(action.block, None)
+        self.apply(self.core.on_origin_block(action.block, data, self.now()))
+        self.check_stalled()  # a block failing its hash bans the origin: perhaps the last source
+
+    def apply(self, actions: list) -> None:
+        for action in actions:
+            if isinstance(action, Send):
+                with contextlib.suppress(TransportError):
+                    action.peer.send_nowait(action.message)
+            elif isinstance(action, Close):
+                log.info("dropping peer %s: %s", action.peer, action.reason)
+                action.peer.abort(action.reason)
+            elif isinstance(action, OriginFetch):
+                if action.block not in self.origin_tasks:
+                    self.origin_tasks[action.block] = self.spawn(self.origin_fetch(action))
+                    self.node._announce_origin_fetch(self.root, action.block)
+            elif isinstance(action, OriginCancel):
+                task = self.origin_tasks.pop(action.block, None)
+                if task is not None:
+                    task.cancel()
+            elif isinstance(action, Verified):
+                self.memory[action.block] = action.data
+                self.progress.set()
+                if self.entry is not None:
+                    self.write_queue.append((action.block, action.data))
+                    self.pending += len(action.data)
+                    if self.pending >= self.write_limit and self.paused_since is None:
+                        self.paused_since = self.loop.time()
+                        self.room.clear()
+                    if self.into_store:
+                        self.unsettled.add(action.block)
+                    if self.writer is None:
+                        self.writer = asyncio.ensure_future(self.write())
+            elif isinstance(action, Deliver):
+                self.deliveries.put_nowait(action.block)
+            elif isinstance(action, Finished):
+                self.done = True
+                self.deliveries.put_nowait(None)
+        self.rearm()
+
+    def rearm(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        deadline = self.core.next_deadline()
+        if deadline is not None and not self.done:
+            self.timer = self.loop.call_at(deadline + self.paused_total, self.fire)
+
+    def fire(self) -> None:
+        self.timer = None
+        if self.paused_since is not None:  # the core's clock stands still; `written_out` re-arms
+            return
+        self.apply(self.core.on_timer(self.now()))
+        self.check_stalled()
+
+    def check_stalled(self) -> None:
+        if self.done or self.failure or self.pending_connects or self.core.has_sources:
+            return
+        self.failure = ("no source left: every peer failed or left" +
+                        (" and the origin cannot serve ranges" if self.origin is not None else ""))
+        self.deliveries.put_nowait(None)
+
+    async def write(self) -> None:
+        """Drain `write_queue` into the store, a batch per thread hop (a hop per block cost more CPU than the
+        write itself). Creating the entry, which fsyncs, comes first, once the hash layer is known."""
+        store = self.node.store
+        ok = False
+        try:
+            if not self.entry:
+                if self.core.layer is None:
+                    return
+                try:
+                    await asyncio.to_thread(store.create, self.manifest, self.core.layer, pin=True)
+                    self.entry = True
+                except (StoreError, PeerError) as exc:
+                    log.warning("content %s will not be stored or shared: %s", self.root.hex()[:16], exc)
+                    self.entry = None  # never again for this run
+                    return
+            while self.write_queue:
+                batch, self.write_queue = self.write_queue, []
+                stored = await asyncio.to_thread(
+                    lambda: [block for block, data in batch if store.write_block(self.root, block, data)])
+                for block in stored:
+                    self.node._announce_block(self.root, block)
+                    if self.into_store:  # the consumer wants it from the store: memory is done
+                        self.memory.pop(block, None)
+                for block, _ in batch:  # stored or refused: either way memory is needed only until handed out
+                    self.written.add(block)
+                    if block < self.handed:
+                        self.memory.pop(block, None)
+                self.unsettled.difference_update(block for block, _ in batch)
+                self.settled.set()
+                self.written_out(sum(len(data) for _, data in batch))
+            ok = True
+        finally:
+            self.writer = None
+            if not ok:  # refused, failed or cancelled: nothing more gets written, nobody may wait for it
+                self.write_queue = []
+                self.unsettled.clear()
+                self.settled.set()
+                self.written_out(self.pending)
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        block_size = self.manifest.block_size
+        while True:
+            block = await self.deliveries.get()
+            if block is None:
+                if self.failure:
+                    raise FetchFailed(self.failure)
+                return
+            while block in self.unsettled:
+                self.settled.clear()
+                await self.settled.wait()
+            if self.into_store:
+                self.handed = block + 1
+                data = self.memory.pop(block, None)  # still here only if the store refused it
+                yield b"" if data is None else data
+                continue
+            data = self.memory.get(block)
+            if data is None:
+                data = self.node.store.read_block(self.root, block)
+            if block in self.written or self.entry is None:  # stored, or never will be: memory is done
+                self.memory.pop(block, None)
+            self.handed = block + 1
+            offset = block * block_size
+            lo, hi = max(self.start - offset, 0), min(self.end - offset, len(data))
+            yield data if (lo, hi) == (0, len(data)) else data[lo:hi]
+
+    async def stop(self) -> None:
+        if not self.stopped:  # stop() may be called twice; count once
+            self.stopped = True
+            stats = FetchReport(hash_failures=self.core.hash_failures, banned=self.core.trust.banned_count(),
+                                bytes_origin=self.core.bytes_from["origin"], bytes_peers=self.core.bytes_from["peers"])
+            self.node.fetch_totals.add(stats)
+            if self.report is not None:
+                self.report.add(stats)
+                self.report = None
+        self.done = True
+        if self.timer is not None:
+            self.timer.cancel()
+        for connection in list(self.connections):
+            connection.abort("fetch over")
+        for task in self.tasks:
+            task.cancel()
+        # Store writes are left to finish (they are quick): what was verified stays shareable.
+        await asyncio.gather(*self.tasks, *([self.writer] if self.writer else []), return_exceptions=True)
+        if self.entry:
+            with contextlib.suppress(StoreError, ValueError):
+                self.node.store.unpin(self.root)

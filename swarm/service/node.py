@@ -1,0 +1,409 @@
+"""A block-engine node: the asyncio shell around `FetchCore` and `ServeCore`.
+
+    node = SwarmNode(store, transport)
+    address = await node.start("127.0.0.1", 0)        # serve what the store shares
+    manifest = await node.seed_file(path)              # hash a file, store it, share it
+    async for chunk in node.fetch(manifest, peers=[...], origin=range_source):
+        ...                                            # verified bytes, in order
+
+Everything that decides lives in the cores; this module moves bytes and time. Store writes run in a
+thread (`asyncio.to_thread`), batched: creating an entry fsyncs and a write can stall behind writeback. Reads are
+inline (page cache). Verified blocks are kept in memory only until they are written and delivered; if the
+store cannot take them (disk full), the fetch still completes from memory and the content is simply not
+shared.
+
+**Write backpressure.** Peers can deliver faster than the store writes (four seeds on loopback do). Once
+`max_pending_writes` bytes of verified blocks wait for the store writer, a fetch stops taking messages from its
+peers until the writer is below the bound again: the transports then stop reading (`receive_limit`) and the
+peers' sends block, so memory stays bounded instead of growing by the difference of the two rates. While it is
+paused, the FetchCore's clock stands still (`_FetchRun.now`, `swarm.service.fetch_run`): a request is not declared timed
+out because *we* were not reading the reply. Origin ranges already requested still arrive (at most
+`origin_max_outstanding`).
+
+**Serving, bounded.** The peer port is open to anyone who finds a content root in the DHT, so what one peer —
+or many — can make the node hold is bounded:
+
+* slots (`swarm.core.slots.SlotPolicy`): `max_peers` connections, counted from their arrival, not their handshake;
+  when all are taken the least useful one (idle longest, downloaded least recently) makes room for a newcomer;
+* time (`swarm.core.serve`): a handshake timeout, an idle timeout, and a stall timeout for a peer that does not
+  read what it asked for;
+* requests: at most `MAX_QUEUED_REQUESTS` wait per peer and `MAX_SENDS_IN_FLIGHT` are being sent;
+* backpressure: a peer whose send buffer is over its bound is not read from until it drains — so requests,
+  hash-layer and manifest requests (each answered by up to 512 KiB) cannot queue replies without limit — and
+  what waits unread is bounded by the transport's `accepted_receive_limit`, the rest left in the peer's socket;
+* bytes: a BLOCK is received only in answer to our own REQUEST (`swarm.net.transport`), so nothing a peer announces
+  is allocated before it arrives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+from collections.abc import AsyncIterator, Iterable
+from typing import TYPE_CHECKING
+
+from swarm.content.manifest import READ_SIZE, Manifest, build_manifest, decode
+from swarm.core.policy import PolicyConfig
+from swarm.core.serve import HANDSHAKE_TIMEOUT
+from swarm.core.serve import Close as ServeClose
+from swarm.core.serve import Send as ServeSend
+from swarm.core.serve import SendBlock, ServeCore, Shared
+from swarm.core.slots import Evict, Refuse, SlotPolicy
+from swarm.core.throttle import TokenBucket
+from swarm.errors import FetchFailed, NotInStore, PeerError, StoreError, TransportError
+from swarm.net import wire
+from swarm.net.transport import CONNECT_TIMEOUT, Address, Connection, Listener, Transport
+from swarm.service.fetch_run import _FetchRun
+from swarm.service.report import FetchReport
+from swarm.store.interface import BlockLocation, BlockStore, Evicted, StoreEvent, StoreFailed
+
+if TYPE_CHECKING:  # a type only: importing it pulls in aiohttp, ~0.15 s of start-up for `swarm get`
+    from swarm.service.origin_source import OriginRangeSource
+
+__all__ = ["SwarmNode", "FetchFailed"]
+
+log = logging.getLogger("swarmproxy.swarm")
+
+
+class SwarmNode:
+    def __init__(
+        self,
+        store: BlockStore,
+        transport: Transport,
+        *,
+        node_id: bytes | None = None,
+        upload_rate: float | None = None,
+        max_peers: int = 64,
+        policy: PolicyConfig | None = None,
+        handshake_timeout: float = HANDSHAKE_TIMEOUT,
+        max_pending_writes: int = 32 * 1024 * 1024,
+    ) -> None:
+        self.store = store
+        self.transport = transport
+        self.node_id = node_id or secrets.token_bytes(32)
+        self.upload = TokenBucket(upload_rate)
+        self.max_peers = max_peers
+        self.slots = SlotPolicy(max_peers)  # every connection we serve, from its arrival
+        self.policy = policy
+        self.handshake_timeout = handshake_timeout
+        self.max_pending_writes = max_pending_writes  # bytes verified and waiting for the store, per fetch
+        self.listener: Listener | None = None
+        self._shared: set[bytes] = set()
+        self._serving: dict[bytes, dict[Connection, ServeCore]] = {}
+        self._fetching: dict[bytes, _FetchRun] = {}
+        self._tasks: set[asyncio.Task] = set()
+        self._accept_task: asyncio.Task | None = None
+        self.bytes_uploaded = 0
+        self.fetch_totals = FetchReport()  # totals over finished fetches, for metrics
+        store.add_listener(self._on_store_event)
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------------------------
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> Address:
+        self._loop = asyncio.get_running_loop()
+        self.listener = await self.transport.listen(host, port)
+        self._accept_task = asyncio.create_task(self._accept_loop(self.listener))
+        return self.listener.address
+
+    async def close(self) -> None:
+        if self.listener is not None:
+            await self.listener.aclose()
+        tasks = [t for t in (self._accept_task, *self._tasks) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for connections in self._serving.values():
+            for connection in connections:
+                connection.abort("node closing")
+
+    def _spawn(self, coro) -> asyncio.Task:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # -- sharing ------------------------------------------------------------------------------------------------
+
+    def share(self, root: bytes) -> None:
+        self._shared.add(root)
+
+    def unshare(self, root: bytes) -> None:
+        self._shared.discard(root)
+        for connection, core in list(self._serving.pop(root, {}).items()):
+            self._apply_serve(connection, core, core.on_unshared())
+
+    def _lookup(self, root: bytes) -> Shared | None:
+        if root not in self._shared:
+            return None
+        try:
+            if root in self.store.roots():
+                if not self.store.shareable(root):
+                    return None
+                return Shared(self.store.manifest(root), self.store.hash_layer(root), self.store.have(root))
+        except StoreError:
+            return None
+        run = self._fetching.get(root)
+        if run is not None:
+            # Being fetched, nothing stored yet: peers may connect now and hear HAVE as blocks arrive.
+            manifest = run.manifest
+            return Shared(manifest, run.core.layer or (), wire.Bitfield.from_blocks(manifest.num_blocks, ()))
+        return None
+
+    def _on_store_event(self, event: StoreEvent) -> None:
+        # Listeners may run in the store's writer thread: hop back to the loop.
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._store_event, event)
+
+    def _store_event(self, event: StoreEvent) -> None:
+        if isinstance(event, (Evicted, StoreFailed)):
+            log.warning("content %s is no longer shared: %s", event.root.hex()[:16], event)
+            self.unshare(event.root)
+
+    def _announce_block(self, root: bytes, block: int) -> None:
+        for connection, core in list(self._serving.get(root, {}).items()):
+            self._apply_serve(connection, core, core.on_new_block(block))
+
+    def _announce_origin_fetch(self, root: bytes, block: int) -> None:
+        for connection, core in list(self._serving.get(root, {}).items()):
+            self._apply_serve(connection, core, core.on_origin_fetch(block))
+
+    async def seed_file(self, path: str | os.PathLike, *, block_size: int | None = None) -> Manifest:
+        """Hash `path`, put it in the store and share it. Returns its manifest.
+
+        A store that can `adopt` takes the file as it is (the disk store hard-links it: no copy, which for
+        several seeds of one file on one machine was most of the page cache in use); the file must not change
+        while it is hashed. Otherwise, or to complete an incomplete entry already there, it is written in.
+        """
+
+        def build() -> tuple[Manifest, list[bytes]]:
+            with open(path, "rb") as handle:
+                size = os.fstat(handle.fileno()).st_size
+                return build_manifest(iter(lambda: handle.read(READ_SIZE), b""), size, block_size=block_size)
+
+        manifest, layer = await asyncio.to_thread(build)
+
+        def fill() -> None:
+            adopt = getattr(self.store, "adopt", None)
+            if adopt is None:
+                self.store.create(manifest, layer, pin=True)
+            elif adopt(manifest, layer, path, pin=True) or self.store.complete(manifest.root):
+                return
+            with open(path, "rb") as handle:
+                for block in range(manifest.num_blocks):
+                    offset, length = manifest.block_span(block)
+                    data = os.pread(handle.fileno(), length, offset)
+                    if not self.store.write_block(manifest.root, block, data):
+                        raise StoreError(f"the store refused block {block} of {path}")
+
+        await asyncio.to_thread(fill)
+        self.share(manifest.root)
+        return manifest
+
+    # -- serving ------------------------------------------------------------------------------------------------
+
+    async def _accept_loop(self, listener: Listener) -> None:
+        loop = asyncio.get_running_loop()
+        async for connection in listener:
+            refused = False
+            for action in self.slots.admit(connection, loop.time()):
+                if isinstance(action, Refuse):
+                    refused = True
+                    connection.abort(action.reason)
+                elif isinstance(action, Evict):
+                    log.info("closing %s: %s", action.peer, action.reason)
+                    action.peer.abort(action.reason)
+            if not refused:
+                self._spawn(self._serve(connection))
+
+    async def _serve(self, connection: Connection) -> None:
+        loop = asyncio.get_running_loop()
+        core = ServeCore(self.node_id, self._lookup, upload=self.upload, now=loop.time(),
+                         handshake_timeout=self.handshake_timeout)
+        receiving: asyncio.Future | None = None
+        draining: asyncio.Future | None = None
+        try:
+            while connection.close_reason is None:
+                if connection.buffered > connection.send_limit:  # it is not taking our replies: stop reading it
+                    waiting = draining = draining or asyncio.ensure_future(connection.drain())
+                else:
+                    waiting = receiving = receiving or asyncio.ensure_future(connection.receive())
+                deadline = core.next_deadline()
+                timeout = None if deadline is None else max(0.0, deadline - loop.time())
+                done, _ = await asyncio.wait({waiting}, timeout=timeout)
+                if not done:
+                    self._apply_serve(connection, core, core.on_timer(loop.time()))
+                elif waiting is draining:
+                    draining = None
+                    if waiting.exception() is not None:  # ConnectionClosed
+                        return
+                else:
+                    message, receiving = waiting.result(), None
+                    if message is None:
+                        return
+                    was_new = core.root is None
+                    self._apply_serve(connection, core, core.on_message(message, loop.time()))
+                    if was_new and core.root is not None:
+                        self._serving.setdefault(core.root, {})[connection] = core
+        finally:
+            for task in (receiving, draining):
+                if task is not None:
+                    task.cancel()
+            if core.root is not None:
+                self._serving.get(core.root, {}).pop(connection, None)
+            self.slots.release(connection)
+            connection.abort("served")
+
+    def _apply_serve(self, connection: Connection, core: ServeCore, actions: list) -> None:
+        for action in actions:
+            if isinstance(action, ServeSend):
+                with contextlib.suppress(TransportError):
+                    connection.send_nowait(action.message)
+            elif isinstance(action, SendBlock):
+                self._spawn(self._serve_block(connection, core, action))
+            elif isinstance(action, ServeClose):
+                log.debug("closing %s: %s", connection, action.reason)
+                connection.close(action.reason)
+
+    async def _serve_block(self, connection: Connection, core: ServeCore, action: SendBlock) -> None:
+        await self._send_block(connection, core, action)
+        if connection.close_reason is None:  # the connection took it: the peer is downloading
+            now = asyncio.get_running_loop().time()
+            self.slots.downloaded(connection, now)
+            self._apply_serve(connection, core, core.on_sent(now))
+
+    async def _send_block(self, connection: Connection, core: ServeCore, action: SendBlock) -> None:
+        root = core.root
+        assert root is not None
+        try:
+            location = self.store.block_location(root, action.block)
+            if location is not None:
+                payload: bytes | BlockLocation = BlockLocation(location.path, location.offset + action.offset,
+                                                               action.length)
+            else:
+                data = self.store.read_block(root, action.block)
+                payload = data[action.offset:action.offset + action.length]
+            await connection.send_block(action.block, action.offset, payload)
+            self.bytes_uploaded += action.length
+        except NotInStore:
+            with contextlib.suppress(TransportError):
+                connection.send_nowait(wire.Reject(action.block, action.offset, action.length,
+                                                   wire.RejectReason.NOT_FOUND))
+        except (TransportError, StoreError, OSError) as exc:
+            log.debug("sending block %d to %s failed: %s", action.block, connection, exc)
+            connection.abort(str(exc))
+
+    # -- fetching -----------------------------------------------------------------------------------------------
+
+    async def fetch_manifest(self, root: bytes, peers: Iterable[Address], *,
+                             timeout: float = CONNECT_TIMEOUT) -> Manifest:
+        """Ask peers for the manifest of `root`; the first one whose manifest has that root wins."""
+        errors = []
+        for address in peers:
+            try:
+                connection = await self._open(address, root, timeout)
+            except (TransportError, PeerError, asyncio.TimeoutError) as exc:
+                errors.append(f"{address[0]}:{address[1]}: {exc}")
+                continue
+            try:
+                connection.send_nowait(wire.ManifestRequest())
+                async with asyncio.timeout(timeout):
+                    while (message := await connection.receive()) is not None:
+                        if isinstance(message, wire.ManifestResponse):
+                            manifest = decode(message.data)
+                            if manifest.root != root:
+                                raise PeerError("its manifest has another root")
+                            return manifest
+                raise PeerError("closed without sending the manifest")
+            except (PeerError, TransportError, asyncio.TimeoutError) as exc:
+                errors.append(f"{address[0]}:{address[1]}: {exc or type(exc).__name__}")
+            finally:
+                connection.abort("manifest fetched")
+        raise FetchFailed(f"no peer gave the manifest of {root.hex()}: " + ("; ".join(errors) or "no peers"))
+
+    async def _open(self, address: Address, root: bytes, timeout: float) -> Connection:
+        """Connect and exchange handshakes for `root`; the peer's BITFIELD is left for the caller."""
+        connection = await self.transport.connect(address, timeout=timeout)
+        try:
+            connection.send_nowait(wire.Handshake(wire.PROTOCOL_VERSION, self.node_id, root))
+            async with asyncio.timeout(timeout):
+                answer = await connection.receive()
+            if answer is None:
+                raise PeerError(f"closed the connection ({connection.close_reason})")
+            if not isinstance(answer, wire.Handshake) or answer.root != root:
+                raise PeerError(f"answered {type(answer).__name__} instead of a HANDSHAKE for our root")
+            if answer.node_id == self.node_id:
+                raise PeerError("that is this node itself")
+            return connection
+        except BaseException:
+            connection.abort("handshake failed")
+            raise
+
+    async def fetch(
+        self,
+        manifest: Manifest,
+        peers: Iterable[Address] = (),
+        *,
+        origin: OriginRangeSource | None = None,
+        layer: list[bytes] | None = None,
+        start: int = 0,
+        end: int | None = None,
+        connect_timeout: float = CONNECT_TIMEOUT,
+        stall_timeout: float = 60.0,
+        window: int = 8,
+        into_store: bool = False,
+        report: FetchReport | None = None,
+    ) -> AsyncIterator[bytes]:
+        """Bytes `start..end-1` of `manifest`'s content, verified and in order, from `peers` and `origin`.
+
+        Blocks the store already holds are used as they are; new blocks go into the store (and are served
+        to others while the root is shared). `window` blocks after the delivery point are fetched first
+        (streaming); beyond it, rarest first. Raises FetchFailed when no source is left, or when nothing
+        verifies for `stall_timeout` seconds.
+
+        `into_store=True` is for a consumer that wants the content in the store rather than in memory
+        (`swarm get` takes the store's file as its output): a block is handed over only once the store has
+        taken or refused it; one the store holds comes as `b""` (its bytes are not kept in memory, however
+        far ahead of the delivery point it arrived), one it refused (disk full) as its bytes.
+
+        `report`, if given, gets the fetch's counts added when it stops (`FetchReport`).
+        """
+        end = manifest.size if end is None else end
+        if not 0 <= start <= end <= manifest.size:
+            raise ValueError(f"range {start}..{end} outside 0..{manifest.size}")
+        if start == end:
+            return
+        run = _FetchRun(self, manifest, layer, start, end, origin, window, into_store)
+        run.report = report
+        self._fetching.setdefault(manifest.root, run)
+        run.begin(peers, connect_timeout, stall_timeout)
+        try:
+            async for chunk in run.chunks():
+                yield chunk
+        finally:
+            if self._fetching.get(manifest.root) is run:
+                del self._fetching[manifest.root]
+            await run.stop()
+
+    def add_peers(self, root: bytes, peers: Iterable[Address], *, connect_timeout: float = CONNECT_TIMEOUT) -> int:
+        """More peers for the fetch of `root` under way (providers that appeared since it began); the number
+        of connections started, 0 when no fetch of `root` runs."""
+        run = self._fetching.get(root)
+        if run is None or run.done or run.failure:
+            return 0
+        started = 0
+        for address in peers:
+            run.pending_connects += 1
+            run.spawn(run.peer(address, connect_timeout))
+            started += 1
+        return started
+
+    def peer_count(self, root: bytes) -> int | None:
+        """Peers the fetch of `root` is connected or connecting to; None when no fetch of `root` runs."""
+        run = self._fetching.get(root)
+        if run is None or run.done or run.failure:
+            return None
+        return len(run.connections) + run.pending_connects

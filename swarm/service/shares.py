@@ -1,0 +1,172 @@
+"""What a node shares: serving a content root, announcing it, vouching for it, lingering, withdrawing.
+
+`Shares` is the part of `SwarmService` that talks to discovery on a content's behalf. Its rules:
+
+* A node that fetches a root serves it at once (peers take the blocks it has verified) and announces it once,
+  like a BitTorrent client: others find it before it is complete. A fetch that does not end up shared complete
+  is withdrawn (`abandon`, `fetch_over`).
+* Complete content is served and announced (once: discovery keeps an announcement fresh by itself until it is
+  withdrawn, so a file downloaded fifty times is one announcement), optionally vouched for under a key (once per
+  key and root), and shared for `linger` seconds from the last time it was shared; then withdrawn. The store
+  keeps it: only sharing ends.
+* Eviction or a store failure withdraws it at once (`SwarmService` forwards the store's events).
+
+The linger timer is driven by `call_later` (`loop.call_later` unless given: tests pass a fake clock's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from swarm.content.manifest import Manifest
+from swarm.service.discovery import UNSPECIFIED_HOST, Discovery, ManifestClaim, validator_bytes
+from swarm.service.node import SwarmNode
+from swarm.service.store_work import drop_partial
+from swarm.store.interface import BlockStore
+
+log = logging.getLogger("swarmproxy.swarm")
+
+
+@dataclasses.dataclass
+class ShareCounters:
+    announced: int = 0  # announcements made (a root announced again after a withdrawal counts again)
+    published: int = 0  # manifest claims put (vouched for)
+
+
+class Shares:
+    def __init__(
+        self,
+        store: BlockStore,
+        nodes: dict[str, SwarmNode],
+        discovery: Discovery | None,
+        *,
+        enabled: bool,
+        linger: float,
+        transports: int,
+        spawn: Callable[[Coroutine[Any, Any, None]], asyncio.Task],
+        call_later: Callable[..., Any] | None,
+        counters: ShareCounters,
+    ) -> None:
+        self.store = store
+        self.nodes = nodes
+        self.discovery = discovery
+        self.enabled = enabled
+        self.linger = linger
+        self.transports = transports  # TransportFlags bits announced
+        self.counters = counters
+        self._spawn = spawn
+        self._call_later = call_later
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.port: int | None = None  # announced with our host as others see it, once listening
+        self.lingering: dict[bytes, Any] = {}  # root -> its linger timer's handle: shared complete
+        self.fetch_announced: set[bytes] = set()  # roots announced while still being fetched
+        # What discovery already keeps announced (it refreshes each on its own schedule until withdrawn), so
+        # content shared again is not announced again: roots shared complete, and (key, root) vouched for.
+        self.announced: set[bytes] = set()
+        self.vouched: set[tuple[bytes, bytes]] = set()
+        self._host_unknown_logged = False
+
+    def started(self, port: int) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.port = port
+
+    def stop(self) -> None:
+        for handle in self.lingering.values():
+            handle.cancel()
+        self.lingering.clear()
+
+    def fetching(self, manifest: Manifest) -> None:
+        """A fetch of `manifest` begins: serve what it verifies, and be found while it runs."""
+        if not self.enabled:
+            return
+        root = manifest.root
+        for node in self.nodes.values():
+            node.share(root)
+        if self.discovery is not None and self.port is not None and root not in self.lingering \
+                and root not in self.fetch_announced:
+            self.fetch_announced.add(root)
+            self._spawn(self._announce(manifest, None, complete=False))
+
+    def share(self, manifest: Manifest, *, vouch: bytes | None = None) -> None:
+        """`manifest`'s content is complete in the store: serve it, announce it, vouch for it under the key
+        `vouch` if given, and (re)start its linger time."""
+        if not self.enabled:
+            return
+        root = manifest.root
+        self.fetch_announced.discard(root)
+        for node in self.nodes.values():
+            node.share(root)
+        if self.discovery is not None and self.port is not None:
+            self._spawn(self._announce(manifest, vouch if manifest.validator else None))
+        if self._loop is not None and self.linger > 0:
+            old = self.lingering.pop(root, None)
+            if old is not None:
+                old.cancel()
+            call_later = self._call_later or self._loop.call_later
+            self.lingering[root] = call_later(self.linger, self.withdraw, root, "linger time over")
+
+    def abandon(self, root: bytes) -> None:
+        """A fetch ended incomplete: unless the content is shared complete, stop serving and announcing it,
+        and drop what it stored."""
+        if root in self.lingering:
+            return
+        for node in self.nodes.values():
+            node.unshare(root)
+        drop_partial(self.store, root)
+        self.announced.discard(root)
+        if root in self.fetch_announced:
+            self.fetch_announced.discard(root)
+            if self.discovery is not None:
+                self._spawn(self._withdraw(root))
+
+    def fetch_over(self, root: bytes) -> None:
+        """After a fetch's store work: a root announced while fetching that did not end up shared complete (a
+        partial range, a prefix that did not verify) is withdrawn and dropped."""
+        if root in self.fetch_announced:
+            self.abandon(root)
+
+    def withdraw(self, root: bytes, why: str) -> None:
+        """Stop serving and announcing `root` (the store keeps it)."""
+        self.fetch_announced.discard(root)
+        self.announced.discard(root)
+        handle = self.lingering.pop(root, None)
+        if handle is not None:
+            handle.cancel()
+        for node in self.nodes.values():
+            node.unshare(root)
+        if self.discovery is not None:
+            log.info("no longer sharing %s: %s", root.hex()[:16], why)
+            self._spawn(self._withdraw(root))
+
+    async def _announce(self, manifest: Manifest, vouch: bytes | None, *, complete: bool = True) -> None:
+        """Announce `manifest.root` (and vouch for it under `vouch`), unless discovery already keeps that up."""
+        assert self.discovery is not None and self.port is not None
+        root = manifest.root
+        if self.discovery.own_host() is None:  # the same for every download until another node answers
+            level = logging.DEBUG if self._host_unknown_logged else logging.WARNING
+            self._host_unknown_logged = True
+            log.log(level, "not announcing %s yet: our address as other nodes see it is not known yet", root.hex()[:16])
+            return
+        try:
+            if not (complete and root in self.announced):
+                await self.discovery.announce(root, (UNSPECIFIED_HOST, self.port), self.transports)
+                self.counters.announced += 1
+                if complete:
+                    self.announced.add(root)
+            if vouch is not None and (vouch, root) not in self.vouched:
+                await self.discovery.put_manifest(vouch, ManifestClaim(
+                    root, manifest.size, manifest.block_size, validator_bytes(manifest.validator)))
+                self.counters.published += 1
+                self.vouched.add((vouch, root))
+        except self.discovery.errors as exc:
+            log.warning("announcing %s failed: %s", root.hex()[:16], exc)
+
+    async def _withdraw(self, root: bytes) -> None:
+        assert self.discovery is not None
+        with contextlib.suppress(*self.discovery.errors):
+            await self.discovery.withdraw(root)

@@ -1,0 +1,113 @@
+"""Moving a downloaded body into the block store, in a worker thread the event loop can wait for.
+
+A body is any complete copy of some content outside the store (the proxy's spool of an origin response, a file
+another client wrote): something with `read(offset, length)` and, when it is a file, `fileno()`. The store is
+synchronous and thread-safe (see `swarm.store.interface`); filling an entry reads and hashes every block, so it runs off
+the loop, in `in_thread`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import threading
+from collections.abc import Callable
+from typing import Protocol, TypeVar
+
+from swarm.content.manifest import Manifest
+from swarm.errors import PeerError, StoreError
+from swarm.store.interface import BlockStore
+
+# The name the proxy's log has always given this work (it began in `proxy.engine`).
+log = logging.getLogger("swarmproxy.swarm")
+
+T = TypeVar("T")
+
+
+class Body(Protocol):
+    """A complete copy of the content outside the store."""
+
+    def read(self, offset: int, length: int) -> bytes:
+        """Bytes `offset..offset+length-1`; OSError if they cannot be read."""
+
+    def fileno(self) -> int | None:
+        """A descriptor of a file holding exactly these bytes (for `BlockStore.adopt_fd`), or None."""
+
+
+def in_block_size_stored(store: BlockStore, manifest: Manifest, layer: list[bytes]) -> tuple[Manifest, list[bytes]]:
+    """`manifest` and `layer`, unless the store holds the same root in other blocks (a swarm download by a
+    manifest of another block size): a root has one entry, so that one is filled, in its block size."""
+    with contextlib.suppress(StoreError):
+        stored = store.manifest(manifest.root) if manifest.root in store else None
+        if stored is not None and stored.block_size != manifest.block_size:
+            return dataclasses.replace(manifest, block_size=stored.block_size), list(store.hash_layer(manifest.root))
+    return manifest, layer
+
+
+def fill_entry(store: BlockStore, manifest: Manifest, layer: list[bytes], body: Body,
+               stop: threading.Event) -> None:
+    """Make the store's entry of `manifest` complete from `body` (in a worker thread; `stop` asks it to end)."""
+    fd = body.fileno()
+    if fd is not None and store.adopt_fd(manifest, layer, fd):
+        # The file holds exactly the bytes the manifest was computed from: linked (O_TMPFILE) or copied in the
+        # kernel, never read back through Python.
+        return
+    # The entry exists already, e.g. from a swarm download of the same content the origin finished first: fill
+    # in the blocks it lacks, or it would be shared (and vouched for) incomplete.
+    store.create(manifest, layer)
+    for block in range(manifest.num_blocks):
+        if stop.is_set():
+            return
+        offset, length = manifest.block_span(block)
+        if not store.has_block(manifest.root, block):
+            if not store.write_block(manifest.root, block, body.read(offset, length)):
+                raise StoreError(f"the store refused block {block}")
+
+
+def fill_prefix(store: BlockStore, manifest: Manifest, body: Body, upto: int, stop: threading.Event) -> bool:
+    """Add the blocks before `upto` from `body` to the entry a swarm fetch from `upto` on left; False if one
+    does not verify (the body is not this content) or `stop` is set. True when the entry is complete."""
+    if manifest.root not in store:
+        return False
+    layer = store.hash_layer(manifest.root)
+    for block in range(upto // manifest.block_size):
+        if stop.is_set():
+            return False
+        if store.has_block(manifest.root, block):
+            continue
+        offset, length = manifest.block_span(block)
+        data = body.read(offset, length)
+        try:
+            manifest.verify_block(layer, block, data)
+        except PeerError:
+            return False
+        store.write_block(manifest.root, block, data)
+    return store.complete(manifest.root)
+
+
+def drop_partial(store: BlockStore, root: bytes) -> None:
+    """Delete an incomplete entry that no download is filling: it is never shared, and would only take room
+    (and be verified again at every start) until evicted."""
+    with contextlib.suppress(StoreError):
+        if root in store and not store.complete(root) and store.info(root).pins == 0:
+            store.remove(root)
+
+
+async def in_thread(store: BlockStore, root: bytes, work: Callable[[threading.Event], T]) -> T:
+    """`work(stop)` in a worker thread, filling the store's entry of `root` from a body.
+
+    Cancelling a thread's awaiter does not stop the thread, and our caller may close the body as soon as we
+    return: closing it under the thread would make it read a closed (or reused!) descriptor. So when cancelled
+    (the node stopping), ask the thread to stop between blocks, wait for it, and drop what it left incomplete."""
+    stop = threading.Event()
+    thread = asyncio.ensure_future(asyncio.to_thread(work, stop))
+    try:
+        return await asyncio.shield(thread)
+    except asyncio.CancelledError:
+        stop.set()
+        log.info("stopping: waiting for the store to finish with %s", root.hex()[:16])
+        await asyncio.wait({thread})
+        drop_partial(store, root)
+        raise

@@ -1,0 +1,399 @@
+"""`SwarmService`: one node's swarm, and the life of each content in it, over any `Discovery`.
+
+Whatever asks for content (the proxy's HTTP fallback, a cluster member, a BitTorrent bridge) knows *what* it
+wants, as a `Manifest` it trusts; the service does the rest:
+
+* **Listening** — one `SwarmNode` per transport (`tcp`, `quic`), sharing one store and one node id; with both,
+  they listen on the same port number. Content left complete in the store by an earlier run is shared again.
+* **Providers** — `providers(root)` looks them up for at most `provider_wait` s (stopping at `enough`), skips
+  this node and those we share no transport with; `pick` takes at most `peers_for(manifest)` of them at random.
+  `claims(key)` looks up who vouches for what under a key, with the providers of the roots they name.
+* **Fetching** — `fetch(manifest, providers, ...)` runs over the one transport most providers are reached by
+  (TCP for loopback and private peers, QUIC for public ones, among those both sides offer), announces this node
+  as a provider at once, and while it runs brings in providers that appeared since: at `provider_refresh`'s
+  times, then every `provider_topup` s while the fetch has fewer peers than it wants.
+* **Sharing** (`swarm.service.shares`) — `share` complete content (announced once, optionally vouched for under
+  a key, lingering `linger` s), `completed` after a fetch, `abandon` / `fetch_over` a fetch that did not end
+  complete, `withdraw`; eviction or a store failure withdraws at once and tells `on_forget`.
+* **Store work** (`swarm.service.store_work`) — `in_thread` for filling the store from a body off the loop,
+  `complete_prefix` after a fetch that began mid-content.
+
+Time: the linger timer goes through `call_later` (tests pass a fake clock's); the refresh schedule is
+`provider_refresh` / `provider_topup` (tests set them to 0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import random
+import threading
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from swarm.content.manifest import Manifest
+from swarm.errors import FetchFailed, PeerError, StoreError, SwarmError, TransportError
+from swarm.net.transport import Transport
+from swarm.service.discovery import Discovery, ManifestSummary, Provider, TransportFlags
+from swarm.service.node import SwarmNode
+from swarm.service.shares import ShareCounters, Shares
+from swarm.service.store_work import Body, fill_prefix, in_block_size_stored, in_thread
+from swarm.store.interface import BlockStore, Evicted, StoreFailed
+
+if TYPE_CHECKING:  # a type only, as in `swarm.service.node`: importing it pulls in aiohttp
+    from swarm.service.origin_source import OriginRangeSource
+
+__all__ = ["SwarmService", "ShareCounters", "make_transports"]
+
+log = logging.getLogger("swarmproxy.swarm")
+
+T = TypeVar("T")
+
+PROVIDER_WAIT = 1.5  # seconds to collect providers before starting; more are rarely found later
+LINGER = 86400.0  # seconds a content stays shared after its last use (--linger)
+FETCH_PEERS = 16  # providers used per download (--fetch-peers) ...
+PEER_SPARE = 2  # ... but at most this many more than the download has blocks
+PROVIDER_POOL = 64  # ... picked at random from up to this many found (a DHT node keeps 64 per root)
+PROVIDER_REFRESH = (1.0, 2.0, 4.0, 8.0, 8.0, 8.0, 8.0)  # s between lookups for more providers during a fetch
+PROVIDER_TOPUP = 8.0  # ... and after those, while the fetch has fewer than --fetch-peers peers
+CLAIM_ROOTS = 4  # roots named under one key whose providers are looked up (side by side: a liar's cost no time)
+
+
+def make_transports(name: str) -> dict[str, Transport]:
+    """`tcp`, `quic` or `both` -> the transports to listen and fetch on."""
+    transports: dict[str, Transport] = {}
+    if name in ("tcp", "both"):
+        from swarm.net.tcp import TcpTransport
+        transports["tcp"] = TcpTransport()
+    if name in ("quic", "both"):
+        from swarm.net.quic import QuicTransport
+        transports["quic"] = QuicTransport()
+    if not transports:
+        raise ValueError(f"unknown transport {name!r}")
+    return transports
+
+
+def prefers_tcp(host: str) -> bool:
+    """Loopback and private peers are reached at LAN speed, where TCP beats QUIC."""
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return ip.is_loopback or ip.is_private or ip.is_link_local
+
+
+class SwarmService:
+    def __init__(
+        self,
+        store: BlockStore,
+        transports: dict[str, Transport],
+        discovery: Discovery | None,
+        *,
+        linger: float = LINGER,
+        share: bool = True,
+        provider_wait: float = PROVIDER_WAIT,
+        fetch_peers: int = FETCH_PEERS,
+        node_kwargs: dict | None = None,
+        call_later: Callable[..., Any] | None = None,
+        counters: ShareCounters | None = None,
+        on_forget: Callable[[bytes], None] | None = None,
+    ) -> None:
+        if not transports:
+            raise ValueError("at least one transport is needed")
+        self.store = store
+        self.discovery = discovery
+        self.provider_wait = provider_wait
+        self.fetch_peers = fetch_peers
+        self.provider_refresh: tuple[float, ...] = PROVIDER_REFRESH
+        self.provider_topup = PROVIDER_TOPUP
+        self.counters = counters if counters is not None else ShareCounters()
+        self.on_forget = on_forget  # told of a root evicted or lost by the store, before it is withdrawn
+        node_id = None
+        self.nodes: dict[str, SwarmNode] = {}
+        for name, transport in transports.items():
+            node = SwarmNode(store, transport, node_id=node_id, **(node_kwargs or {}))
+            node_id = node.node_id  # one identity whichever transport a peer uses
+            self.nodes[name] = node
+        self.address: tuple[str, int] | None = None
+        self.tasks: set[asyncio.Task] = set()
+        self.shares = Shares(store, self.nodes, discovery, enabled=share, linger=linger,
+                             transports=self.transport_flags, spawn=self.spawn, call_later=call_later,
+                             counters=self.counters)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        store.add_listener(self._on_store_event)
+
+    @property
+    def transport_flags(self) -> int:
+        flags = 0
+        if "tcp" in self.nodes:
+            flags |= TransportFlags.TCP
+        if "quic" in self.nodes:
+            flags |= TransportFlags.QUIC
+        return flags
+
+    @property
+    def sharing(self) -> bool:
+        """Whether this node serves and announces what it fetches (else it only downloads)."""
+        return self.shares.enabled
+
+    @property
+    def bytes_uploaded(self) -> int:
+        return sum(node.bytes_uploaded for node in self.nodes.values())
+
+    # -- lifecycle ----------------------------------------------------------------------------------------------
+
+    async def start(self, host: str, port: int) -> tuple[str, int]:
+        """Open the peer listener(s); with two transports both take the same port number."""
+        self._loop = asyncio.get_running_loop()
+        names = sorted(self.nodes, key=lambda n: n != "tcp")  # TCP first: it fails loudly on a taken port
+        for attempt in range(20):
+            opened: list[SwarmNode] = []
+            try:
+                bound = port
+                for name in names:
+                    address = await self.nodes[name].start(host, bound)
+                    opened.append(self.nodes[name])
+                    bound = address[1]
+                self.address = (host, bound)
+                break
+            except OSError:
+                for node in opened:
+                    await node.close()
+                if port != 0 or attempt == 19:
+                    raise
+        assert self.address is not None
+        self.shares.started(self.address[1])
+        for root in self.store.roots():  # content kept from an earlier run is served and announced again
+            with contextlib.suppress(StoreError):
+                if self.sharing and self.store.complete(root):
+                    self.shares.share(self.store.manifest(root))
+        return self.address
+
+    async def stop(self) -> None:
+        self.shares.stop()
+        for task in list(self.tasks):
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        for node in self.nodes.values():
+            await node.close()
+
+    def spawn(self, coro) -> asyncio.Task:
+        """Background work (announcing, withdrawing) that `settled()` waits for and `stop()` cancels."""
+        task = asyncio.ensure_future(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return task
+
+    async def settled(self) -> None:
+        """Wait for background work started so far: for tests and orderly shutdown."""
+        while self.tasks:
+            await asyncio.gather(*list(self.tasks), return_exceptions=True)
+
+    # -- providers ------------------------------------------------------------------------------------------------
+
+    def peers_for(self, manifest: Manifest) -> int:
+        """How many peers one download of `manifest` uses: `fetch_peers`, but no more than its blocks and
+        PEER_SPARE. Each peer is asked for different blocks, so a 7-block file gains nothing from a 16th
+        peer, while each connection costs both sides a handshake and a bitfield (in the lab's 20/s crowd,
+        peer connections were about a tenth of a node's CPU)."""
+        return max(1, min(self.fetch_peers, manifest.num_blocks + PEER_SPARE))
+
+    def pick(self, providers: list[Provider], manifest: Manifest) -> list[Provider]:
+        """At most `peers_for(manifest)` providers for one download, chosen at random: were it always the first
+        ones found (discovery's answer order), every downloader would crowd the same peers."""
+        most = self.peers_for(manifest)
+        if len(providers) <= most:
+            return providers
+        return random.sample(providers, most)
+
+    async def providers(self, root: bytes, enough: int | None = None) -> list[Provider]:
+        """Providers of `root` found within `provider_wait` s, stopping at `enough` (default: the pool); never
+        this node, nor one we share no transport with. [] without discovery."""
+        if self.discovery is None:
+            return []
+        enough = enough or max(PROVIDER_POOL, self.fetch_peers)
+        own = self.discovery.node_id
+        found: dict[bytes, Provider] = {}
+        with contextlib.suppress(asyncio.TimeoutError, *self.discovery.errors):
+            async with asyncio.timeout(self.provider_wait):
+                async with contextlib.aclosing(self.discovery.find_providers(root)) as providers:
+                    async for provider in providers:
+                        if provider.node_id != own and provider.transports & self.transport_flags:
+                            found[provider.node_id] = provider
+                            if len(found) >= enough:
+                                break
+        return list(found.values())
+
+    async def claims(self, key: bytes, *, timeout: float
+                     ) -> tuple[Sequence[ManifestSummary], dict[bytes, list[Provider]]] | None:
+        """Every publisher's summary under `key`, and the providers of (up to CLAIM_ROOTS of) the roots they
+        name; None without discovery, or when it failed or took more than `timeout` s."""
+        if self.discovery is None:
+            return None
+        try:
+            async with asyncio.timeout(timeout):
+                summaries = await self.discovery.get_manifests(key)
+                candidates = list({s.content_root for s in summaries})[:CLAIM_ROOTS]
+                providers = await asyncio.gather(*(self.providers(root) for root in candidates))
+        except (asyncio.TimeoutError, *self.discovery.errors) as exc:
+            log.info("manifest lookup of %s failed: %s", key.hex()[:16], exc or type(exc).__name__)
+            return None
+        return summaries, dict(zip(candidates, providers))
+
+    def transport_for(self, provider: Provider) -> str:
+        """"tcp" or "quic": the transport to reach `provider` by, among those both sides offer."""
+        both = provider.transports & self.transport_flags
+        if both & TransportFlags.TCP and (prefers_tcp(provider.host) or not both & TransportFlags.QUIC):
+            return "tcp"
+        return "quic"
+
+    async def full_manifest(self, root: bytes, providers: list[Provider]) -> Manifest | None:
+        """The manifest of `root`: from the store, else from one of the first providers (checked against
+        the root by `SwarmNode.fetch_manifest`); None if none gives it."""
+        if root in self.store:
+            with contextlib.suppress(StoreError):
+                return self.store.manifest(root)
+        for provider in providers[:4]:
+            with contextlib.suppress(FetchFailed, PeerError, TransportError, SwarmError, OSError):
+                node = self.nodes[self.transport_for(provider)]
+                return await node.fetch_manifest(root, [provider.address], timeout=3.0)
+        return None
+
+    # -- fetching -------------------------------------------------------------------------------------------------
+
+    def fetch(self, manifest: Manifest, providers: list[Provider], *, layer: list[bytes] | None = None,
+              origin: OriginRangeSource | None = None, start: int = 0, end: int | None = None,
+              stall_timeout: float = 30.0, report=None) -> AsyncIterator[bytes]:
+        """Verified bytes `start..end-1` of `manifest`'s content in order, from `providers` (over one
+        transport), more providers as they appear, and `origin` as a capped Range source."""
+        by_transport: dict[str, list[Provider]] = {}
+        for provider in providers:
+            by_transport.setdefault(self.transport_for(provider), []).append(provider)
+        # One fetch runs over one transport: the one most providers are reached by.
+        name = max(by_transport, key=lambda n: len(by_transport[n])) if by_transport else next(iter(self.nodes))
+        peers = [p.address for p in by_transport.get(name, [])]
+        node = self.nodes[name]
+        self.shares.fetching(manifest)
+        chunks = node.fetch(manifest, peers, layer=layer, origin=origin, start=start, end=end,
+                            stall_timeout=stall_timeout, report=report)
+        if self.discovery is None:
+            return chunks
+        return self._refreshed(chunks, node, name, manifest.root, set(peers), self.peers_for(manifest))
+
+    async def _refreshed(self, chunks: AsyncIterator[bytes], node: SwarmNode, transport: str, root: bytes,
+                         known: set[tuple[str, int]], wanted: int) -> AsyncIterator[bytes]:
+        """`chunks`, while providers that appeared since the lookup join the fetch: in a flash crowd the first
+        lookups find the first two or three copies, and everyone crowding them would wait."""
+        refresher = asyncio.ensure_future(self.refresh_providers(node, transport, root, known, wanted))
+        try:
+            async for chunk in chunks:
+                yield chunk
+        finally:
+            refresher.cancel()
+            await asyncio.gather(refresher, return_exceptions=True)
+            await chunks.aclose()  # type: ignore[attr-defined]
+
+    async def refresh_providers(self, node: SwarmNode, transport: str, root: bytes,
+                                known: set[tuple[str, int]], wanted: int) -> None:
+        """New providers join the fetch: at `provider_refresh`'s times, up to `wanted` (`peers_for`) at a time and
+        PROVIDER_POOL in all; then, for as long as the fetch runs, every `provider_topup` s while it has fewer
+        than `wanted` peers. A long download in a crowd loses peers (done and gone, or dropped as unresponsive);
+        one left with none took the rest from the origin alone, at its share of the origin's rate. An address
+        once tried is never tried again: it may have been dropped for lying."""
+        for wait in self.provider_refresh:
+            await asyncio.sleep(wait)  # the poll interval: nothing to wait for but time
+            if len(known) >= PROVIDER_POOL:
+                break
+            self._join(node, root, await self._fresh(root, transport, known),
+                       min(wanted, PROVIDER_POOL - len(known)), known)
+        while True:
+            await asyncio.sleep(self.provider_topup)  # as above
+            peers = node.peer_count(root)
+            if peers is None:  # the fetch is over
+                return
+            if peers < wanted:
+                self._join(node, root, await self._fresh(root, transport, known), wanted - peers, known)
+
+    async def _fresh(self, root: bytes, transport: str, known: set[tuple[str, int]]) -> list[tuple[str, int]]:
+        return [p.address for p in await self.providers(root)
+                if p.address not in known and self.transport_for(p) == transport]
+
+    @staticmethod
+    def _join(node: SwarmNode, root: bytes, fresh: list[tuple[str, int]], most: int,
+              known: set[tuple[str, int]]) -> None:
+        fresh = random.sample(fresh, min(len(fresh), most))
+        known.update(fresh)
+        if fresh and node.add_peers(root, fresh):
+            log.debug("%d more provider(s) join the fetch of %s", len(fresh), root.hex()[:16])
+
+    # -- sharing (swarm.service.shares) ----------------------------------------------------------------------------
+
+    def share(self, manifest: Manifest, *, vouch: bytes | None = None) -> None:
+        """`manifest`'s content is complete in the store: serve and announce it for `linger` s, and vouch for
+        it under the key `vouch` if given (only for bytes from its origin: a node that got them from peers
+        never vouches)."""
+        self.shares.share(manifest, vouch=vouch)
+
+    def completed(self, manifest: Manifest) -> None:
+        """A fetch finished: if the content is complete in the store, be a provider of it (never a publisher)."""
+        with contextlib.suppress(StoreError):
+            if self.store.complete(manifest.root):
+                self.shares.share(manifest)
+
+    def abandon(self, root: bytes) -> None:
+        """A fetch ended incomplete: stop serving and announcing its partial content, and drop it."""
+        self.shares.abandon(root)
+
+    def fetch_over(self, root: bytes) -> None:
+        """After a fetch's store work: withdraw and drop a root announced while fetching that did not end up
+        shared complete."""
+        self.shares.fetch_over(root)
+
+    def withdraw(self, root: bytes, why: str) -> None:
+        """Stop serving and announcing `root` (the store keeps it)."""
+        self.shares.withdraw(root, why)
+
+    def _on_store_event(self, event: object) -> None:
+        # Listeners may run in the store's writer thread: hop back to the loop.
+        if self._loop is not None and isinstance(event, (Evicted, StoreFailed)):
+            self._loop.call_soon_threadsafe(self._forget, event.root, str(event))
+
+    def _forget(self, root: bytes, why: str) -> None:
+        if self.on_forget is not None:
+            self.on_forget(root)
+        self.shares.withdraw(root, why)
+
+    # -- store work (swarm.service.store_work) -------------------------------------------------------------------------
+
+    def stored_as(self, manifest: Manifest, layer: list[bytes]) -> tuple[Manifest, list[bytes]]:
+        """The manifest and layer to store a body of `manifest` by (that of an entry of the same root in
+        another block size, if the store has one)."""
+        return in_block_size_stored(self.store, manifest, layer)
+
+    async def in_thread(self, root: bytes, work: Callable[[threading.Event], T]) -> T:
+        """`work(stop)` filling the store's entry of `root`, in a worker thread (see `service_store.in_thread`)."""
+        return await in_thread(self.store, root, work)
+
+    async def complete_prefix(self, manifest: Manifest, body: Body, upto: int) -> bool:
+        """After a fetch from `upto` on, add the blocks before it from `body`; False if they do not verify
+        (the manifest disagrees with the body: then nothing is shared) or cannot be stored."""
+        try:
+            return await self.in_thread(manifest.root, lambda stop: fill_prefix(self.store, manifest, body, upto, stop))
+        except (StoreError, OSError, ValueError) as exc:
+            log.info("cannot complete %s in the store: %s", manifest.root.hex()[:16], exc)
+            return False
+
+    def status(self) -> dict:
+        return {
+            "peer": None if self.address is None else f"{self.address[0]}:{self.address[1]}",
+            "transports": sorted(self.nodes),
+            "sharing": self.sharing,
+            "linger_s": self.shares.linger,
+            "shared": len(self.shares.lingering),
+            "bytes_uploaded": self.bytes_uploaded,
+            "announced": self.counters.announced,
+            "published": self.counters.published,
+            "stored_bytes": self.store.used,
+        }
