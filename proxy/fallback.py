@@ -4,9 +4,6 @@ For a GET that passes the request side of the publish gate (`proxy.publish_gate`
 origin; the core decides everything after that (when to switch, what to deliver from which producer, when to
 reopen, cut or hand over — see its docstring). This module only waits: for the origin's head and body, a lookup,
 a HEAD, the block engine's next verified chunk, or the core's next deadline, and turns each into an event.
-
-The client's own Range is honoured: forwarded to the origin, and answered 206 with our own Content-Range when
-the swarm answers before the origin has said anything.
 """
 
 from __future__ import annotations
@@ -24,7 +21,7 @@ from .download_core import DownloadCore, DownloadSettings
 from .download_ledger import Ledger
 from .engine import SwarmEngine
 from .errors import ClientGone
-from .origin import OriginStream, describe_failure
+from .origin import OriginStream, describe_failure, head
 from .origin_head import describe, range_request, synthesized_headers
 from .publish_gate import request_gate
 from .ranges import parse_range
@@ -97,28 +94,30 @@ class _Download:
         self.spool: Spool | None = None
         self.chunks = None  # the block engine's verified chunks, once the swarm runs
         self.ledger = Ledger(owner, str(url), record, self.core)
-        # What is awaited, in the order the events are fed when several are ready at once (a HEAD's answer
-        # before the lookup it qualifies; origin bytes before swarm bytes, as the origin was first).
-        self.waits: dict[str, asyncio.Future | None] = dict.fromkeys(("head", "lookup", "origin", "swarm"))
+        # What is awaited, in the order the events are fed when several are ready at once: a HEAD's answer before
+        # the lookup it qualifies, the origin before the lookup (its own answer beats a manifest's) and before
+        # the swarm (it was first).
+        self.waits: dict[str, asyncio.Future | None] = dict.fromkeys(("head", "origin", "lookup", "swarm"))
 
     async def run(self) -> web.StreamResponse | None:
         core = self.core
-        self.origin = OriginStream(self._get(self.headers))
+        self.origin = OriginStream(self.owner.session, self.url, self.headers)
         await self._execute(core.start(self.loop.time()))
         try:
             while not core.done:
                 await self._step()
             return self.response
         finally:
-            with contextlib.suppress(ClientGone):
+            try:
                 await self._execute(core.abort())
-            for name in self.waits:
-                _drop(self.waits[name])
-            if self.origin is not None:
-                self.origin.close()
-            if self.spool is not None:
-                self.spool.close()
-            self.ledger.finished(core.delivered[act.Source.ORIGIN])
+            finally:  # even when the stop is cancelled too
+                for name in self.waits:
+                    _drop(self.waits[name])
+                if self.origin is not None:
+                    self.origin.close()
+                if self.spool is not None:
+                    self.spool.close()
+                self.ledger.finished(core.delivered[act.Source.ORIGIN])
 
     async def _step(self) -> None:
         core, waits = self.core, self.waits
@@ -131,7 +130,11 @@ class _Download:
         pending = [f for f in waits.values() if f is not None]
         if not pending and timeout is None:
             raise RuntimeError(f"the download's core waits for nothing in phase {core.phase.value}")
-        done, _ = await asyncio.wait(pending, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        if pending:
+            done, _ = await asyncio.wait(pending, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        else:  # only time: e.g. the origin broke off and the next lookup is due later
+            await asyncio.sleep(timeout)
+            done = set()
         if not done:
             await self._execute(core.timer(self.loop.time()))
         for name, future in waits.items():
@@ -162,8 +165,16 @@ class _Download:
         return core.origin_end(now) if kind == "end" else core.origin_failed(value, now)
 
     async def _execute(self, actions: list[act.Action]) -> None:
-        for action in actions:
-            await self._do(action)
+        for i, action in enumerate(actions):
+            try:
+                await self._do(action)
+            except BaseException:
+                # A client gone or a cancellation mid-list: the swarm is still stopped, counted and handed over.
+                for rest in actions[i if isinstance(action, act.StopSwarm) else i + 1:]:
+                    if isinstance(rest, (act.StopSwarm, act.Account, act.HandOver)):
+                        with contextlib.suppress(Exception):
+                            await self._do(rest)
+                raise
 
     async def _do(self, action: act.Action) -> None:  # noqa: C901 - one arm per action, nothing else
         match action:
@@ -195,7 +206,8 @@ class _Download:
             case act.StartLookup(headless):
                 self.waits["lookup"] = asyncio.ensure_future(self._find(headless))
             case act.StartHead():
-                self.waits["head"] = asyncio.ensure_future(self._head())
+                self.waits["head"] = asyncio.ensure_future(
+                    head(self.owner.session, self.url, self.headers, self.request.headers))
             case act.StopLookup() | act.StopHead():
                 name = "lookup" if isinstance(action, act.StopLookup) else "head"
                 _drop(self.waits[name])
@@ -223,7 +235,8 @@ class _Download:
                     self.origin = None
             case act.ReopenOrigin(start, end, validator):
                 log.info("%s: the swarm failed; asking the origin again from byte %d", self.url, start)
-                self.origin = OriginStream(self._get(range_request(self.headers, start, end, validator)))
+                self.origin = OriginStream(self.owner.session, self.url, range_request(self.headers, start, end,
+                                                                                       validator))
             case act.RejectManifest(source):
                 self.ledger.rejected(source)
             case act.SwarmError(text):
@@ -250,9 +263,6 @@ class _Download:
 
     # -- what is awaited -----------------------------------------------------------------------------------------
 
-    def _get(self, headers: list[tuple[str, str]]):
-        return self.owner.session.request("GET", self.url, headers=headers, allow_redirects=False, compress=None)
-
     async def _find(self, headless: bool):
         """A trusted manifest and its providers, or None (a failed lookup found nothing: the origin goes on)."""
         core = self.core
@@ -264,17 +274,6 @@ class _Download:
         except Exception as exc:
             log.warning("a swarm lookup failed: %r", exc)
             return None
-
-    async def _head(self):
-        """The origin's HEAD, to know which version it serves now; None if it did not answer."""
-        try:
-            answer = await self.owner.session.head(self.url, headers=self.headers, allow_redirects=False)
-        except Exception:
-            return None
-        try:
-            return describe(str(self.url), self.request.headers, answer.status, answer.headers, answer.raw_headers)
-        finally:
-            answer.release()
 
     async def _next_chunk(self) -> tuple[str, object]:
         try:

@@ -13,6 +13,7 @@ import ssl
 import aiohttp
 
 from .errors import OriginError
+from .origin_head import OriginHead, describe
 
 # Headers aiohttp's client would otherwise invent. A proxy forwards what the client sent, no more.
 SKIP_AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
@@ -85,8 +86,9 @@ class OriginStream:
     """One origin request: its head, then its body; `next()` gives (event, value) and raises nothing but a
     cancellation, so that a download's shell turns each outcome into one event of its core."""
 
-    def __init__(self, request) -> None:
-        self.request = asyncio.ensure_future(request)
+    def __init__(self, session: aiohttp.ClientSession, url, headers: list[tuple[str, str]]) -> None:
+        self.request = asyncio.ensure_future(
+            session.request("GET", url, headers=headers, allow_redirects=False, compress=None))
         self.upstream: aiohttp.ClientResponse | None = None
 
     async def next(self) -> tuple[str, object]:
@@ -109,3 +111,16 @@ class OriginStream:
             self.upstream = self.request.result()
         if self.upstream is not None:
             self.upstream.release()  # back to the pool if its body was read to the end, else closed
+
+
+async def head(session: aiohttp.ClientSession, url, headers: list[tuple[str, str]],
+               request_headers) -> OriginHead | None:
+    """The origin's answer to a HEAD, to know which version it serves now; None if it did not answer."""
+    try:
+        answer = await session.head(url, headers=headers, allow_redirects=False)
+    except Exception:
+        return None
+    try:
+        return describe(str(url), request_headers, answer.status, answer.headers, answer.raw_headers)
+    finally:
+        answer.release()

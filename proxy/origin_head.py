@@ -8,13 +8,16 @@ answer when the swarm answers before the origin has said anything is made here t
 from __future__ import annotations
 
 import dataclasses
+import logging
 
-from swarm.content.manifest import Manifest
+from swarm.content.manifest import HEADER, HINT_HEADER, HINT_SWARM, Manifest, OriginManifest, parse_header
+from swarm.errors import PeerError
 
 from . import headers as hdr
-from .origin_manifest import OriginManifest, hinted, published
 from .publish_gate import content_length_of, gate
 from .ranges import content_range, parse_content_range, parse_range
+
+log = logging.getLogger("swarmproxy.origin_manifest")
 
 # What a headless answer from a DHT manifest is labelled with (and `nosniff`) while the origin has not said what it
 # serves: a peer's manifest names a Content-Type that nothing verifies (the root covers only the bytes), and a
@@ -29,6 +32,32 @@ def manifest_validator(headers) -> str | None:
         return etag.strip()
     modified = headers.get("Last-Modified")
     return modified.strip() if modified else None
+
+
+def published(headers, size: int | None) -> OriginManifest | None:
+    """The origin's manifest from a response's fields, if it published a usable one for `size` bytes."""
+    values = headers.getall(HEADER, [])  # a multidict: a repeated field must not hide behind its first copy
+    if not values:
+        return None
+    if len(values) > 1 or headers.get("Content-Encoding") or size is None:
+        log.info("ignoring %s: %s", HEADER, "repeated" if len(values) > 1 else
+                 "the response is encoded" if size is not None else "the size is unknown")
+        return None
+    try:
+        manifest = parse_header(values[0])
+    except PeerError as exc:
+        log.info("ignoring a malformed %s field: %s", HEADER, exc)
+        return None
+    if manifest.size != size:
+        log.info("ignoring %s: it describes %d bytes, the response %d", HEADER, manifest.size, size)
+        return None
+    return manifest
+
+
+def hinted(headers) -> bool:
+    """The origin asks us to take the rest from peers now (`Swarm-Hint: swarm`)."""
+    return (headers.get(HINT_HEADER) or "").strip().lower() == HINT_SWARM
+
 
 
 @dataclasses.dataclass(frozen=True)

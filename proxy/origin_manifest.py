@@ -1,10 +1,10 @@
-"""The origin's own manifest (server_plugin's `Swarm-Manifest` field): read, checked, its layer fetched.
+"""The origin's own manifest (server_plugin's `Swarm-Manifest` field): its hash layer fetched and checked.
 
 The strongest trust there is (docs/ARCHITECTURE.md "Content identity, integrity and trust"): the bytes come from
-the same origin, so a manifest it publishes in the same response is as trustworthy as the body itself. Still checked:
-the field must parse (`swarm.content.manifest.parse_header`), describe the size the response announces, and belong to a
-response without `Content-Encoding`; a layer fetched from the origin must hash to the root. Anything else is
-ignored with a log line, and the download goes on as if the origin had published nothing.
+the same origin, so a manifest it publishes in the same response is as trustworthy as the body itself. Still
+checked: the field must parse, describe the size the response announces, and belong to a response without
+`Content-Encoding` (`proxy.origin_head.published`, pure); a layer fetched from the origin must hash to the root.
+Anything else is ignored with a log line, and the download goes on as if the origin had published nothing.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import logging
 import aiohttp
 from yarl import URL
 
-from swarm.content.manifest import HEADER, HINT_HEADER, HINT_SWARM, OriginManifest, parse_header
+from swarm.content.manifest import OriginManifest
 from swarm.content.merkle import HASH_SIZE
 from swarm.errors import PeerError
 
@@ -24,31 +24,6 @@ log = logging.getLogger("swarmproxy.origin_manifest")
 LAYER_TIMEOUT = 10.0  # s for the layer request as a whole: the origin is slow, or we would not be swarming
 # 2**20 hashes: 64 GiB in 64 KiB blocks (the plugin aims at ~2048 blocks a file); a larger claim is not held in memory.
 MAX_LAYER_BYTES = (1 << 20) * HASH_SIZE
-
-
-def published(headers, size: int | None) -> OriginManifest | None:
-    """The origin's manifest from a response's fields, if it published a usable one for `size` bytes."""
-    values = headers.getall(HEADER, [])  # a multidict: a repeated field must not hide behind its first copy
-    if not values:
-        return None
-    if len(values) > 1 or headers.get("Content-Encoding") or size is None:
-        log.info("ignoring %s: %s", HEADER, "repeated" if len(values) > 1 else
-                 "the response is encoded" if size is not None else "the size is unknown")
-        return None
-    try:
-        manifest = parse_header(values[0])
-    except PeerError as exc:
-        log.info("ignoring a malformed %s field: %s", HEADER, exc)
-        return None
-    if manifest.size != size:
-        log.info("ignoring %s: it describes %d bytes, the response %d", HEADER, manifest.size, size)
-        return None
-    return manifest
-
-
-def hinted(headers) -> bool:
-    """The origin asks us to take the rest from peers now (`Swarm-Hint: swarm`)."""
-    return (headers.get(HINT_HEADER) or "").strip().lower() == HINT_SWARM
 
 
 async def fetch_layer(session: aiohttp.ClientSession, url: str, manifest: OriginManifest) -> list[bytes] | None:

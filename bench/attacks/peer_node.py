@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import json
 import os
 import pathlib
@@ -107,16 +108,23 @@ class Target:
 # --- the target's side -----------------------------------------------------------------------------------------
 
 
-async def serve(args: argparse.Namespace) -> None:
-    from swarm.service.node import SwarmNode
-    from swarm.store.disk import DiskBlockStore
+def _engine(name: str, before_subpackages: str):
+    """A class of the target tree's engine: at its place today, or where a tree before the swarm/ sub-packages
+    (--tree of an older checkout) kept it."""
+    module, _, attribute = name.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), attribute)
+    except ModuleNotFoundError:
+        return getattr(importlib.import_module(before_subpackages), attribute)
 
+
+async def serve(args: argparse.Namespace) -> None:
+    SwarmNode = _engine("swarm.service.node.SwarmNode", "swarm.node")
+    DiskBlockStore = _engine("swarm.store.disk.DiskBlockStore", "swarm.store_disk")
     if args.transport == "quic":
-        from swarm.net.quic import QuicTransport
-        transport = QuicTransport()
+        transport = _engine("swarm.net.quic.QuicTransport", "swarm.transport_quic")()
     else:
-        from swarm.net.tcp import TcpTransport
-        transport = TcpTransport()
+        transport = _engine("swarm.net.tcp.TcpTransport", "swarm.transport_tcp")()
     node = SwarmNode(DiskBlockStore(pathlib.Path(args.data_dir)), transport, max_peers=args.max_peers)
     manifest = await node.seed_file(args.file, block_size=BLOCK)
     host, port = await node.start("127.0.0.1", 0)

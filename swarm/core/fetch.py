@@ -1,7 +1,7 @@
 """The download core: one representation fetched from peers and the origin (sans-I/O).
 
 `FetchCore` turns what happens on the connections — a peer joined, a frame arrived, a peer left, an origin
-Range request finished, a deadline passed — into actions for the asyncio shell (`swarm.fetch`):
+Range request finished, a deadline passed — into actions for the asyncio shell (`swarm.service.fetch_run`):
 
 * `Send(peer, message)` — put a wire message on that peer's connection;
 * `OriginFetch(block, offset, length)` / `OriginCancel(block)` — start / abandon an HTTP Range request;

@@ -20,8 +20,7 @@ from swarm.content.manifest import Manifest
 from swarm.errors import PeerError, StoreError
 from swarm.store.interface import BlockStore
 
-# The name the proxy's log has always given this work (it began in `proxy.engine`).
-log = logging.getLogger("swarmproxy.swarm")
+log = logging.getLogger("swarmproxy.swarm")  # as the node and the service: one name for the engine's notices
 
 T = TypeVar("T")
 

@@ -373,7 +373,7 @@ class SwarmService:
         return in_block_size_stored(self.store, manifest, layer)
 
     async def in_thread(self, root: bytes, work: Callable[[threading.Event], T]) -> T:
-        """`work(stop)` filling the store's entry of `root`, in a worker thread (see `service_store.in_thread`)."""
+        """`work(stop)` filling the store's entry of `root`, in a worker thread (see `store_work.in_thread`)."""
         return await in_thread(self.store, root, work)
 
     async def complete_prefix(self, manifest: Manifest, body: Body, upto: int) -> bool:

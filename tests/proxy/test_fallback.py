@@ -193,6 +193,23 @@ async def test_a_lone_node_that_switches_finishes_from_the_origin_and_then_share
         await lone.close()
 
 
+async def test_an_origin_breaking_off_while_the_next_lookup_waits_is_cut_after_that_lookup(tmp_path, slow_origin):
+    # Between two lookups the shell waits only for time: the scheduled lookup is the last chance, then the cut.
+    lone = Cluster(tmp_path, **FAST_SWITCH, dht_listen="off")
+    try:
+        url = slow_origin.add("/dies.bin", DATA[:1_000_000])
+        slow_origin.set_rate(100_000)
+        slow_origin.die_after["/dies.bin"] = 200_000
+        node = await lone.add()
+        with pytest.raises(aiohttp.ClientPayloadError):  # cut, never ended short as if complete
+            await lone.get(node, url)
+        record = lone.last_record(node)
+        assert record["transition"] == "R" and record["bytes_origin"] < 1_000_000
+        assert record["error"].startswith("origin_cut: the origin broke off after")
+    finally:
+        await lone.close()
+
+
 @pytest.mark.parametrize("case", [
     pytest.param({"headers": {"Cache-Control": "private, max-age=60"}}, id="cache-control-private"),
     pytest.param({"headers": {"Set-Cookie": "session=1"}}, id="set-cookie"),

@@ -15,7 +15,8 @@ from multidict import CIMultiDict
 
 from proxy.demo.local_swarm import Cluster
 from proxy.demo.slow_origin import SlowOrigin
-from proxy.origin_manifest import MAX_LAYER_BYTES, _read_at_most, fetch_layer, hinted, published
+from proxy.origin_head import hinted, published
+from proxy.origin_manifest import MAX_LAYER_BYTES, _read_at_most, fetch_layer
 from server_plugin.aiohttp_plugin import install
 from server_plugin.publisher import Publisher, Representation
 from swarm.content.manifest import HEADER, HINT_HEADER, OriginManifest, build_manifest, format_header
