@@ -15,12 +15,11 @@ from proxy.demo.local_swarm import Cluster
 from proxy.engine import Found, SwarmEngine, url_key
 from proxy.manifest_trust import parse_trust
 from proxy.spool import Spool
-from swarm.errors import FetchFailed
 from swarm.net.memory import MemoryNetwork, MemoryTransport
 from swarm.service.discovery import ManifestClaim
-from swarm.service.node import SwarmNode
 from swarm.store.memory import MemoryBlockStore
 from tests.swarm.service.fake_timers import FakeTimers
+from tests.swarm.service.test_swarm_service import served  # the engine serves through its service
 
 DATA = hashlib.sha256(b"engine").digest() * 4000  # 128,000 bytes
 URL = "http://origin.test/file.bin"
@@ -50,16 +49,6 @@ async def ingest(engine: SwarmEngine, tmp_path, data: bytes = DATA, url: str = U
         spool.close()
     await engine.settled()  # announced
     return manifest
-
-
-async def served(world, engine: SwarmEngine, root: bytes) -> bool:
-    """Whether a peer gets the manifest of `root` from `engine` (what serving starts with)."""
-    peer = SwarmNode(MemoryBlockStore(), MemoryTransport(world[0]))
-    try:
-        await peer.fetch_manifest(root, [engine.address], timeout=5)
-        return True
-    except FetchFailed:
-        return False
 
 
 async def test_an_origin_download_is_shared_and_vouched_for_under_its_urls_key(world, tmp_path):

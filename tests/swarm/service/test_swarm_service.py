@@ -65,8 +65,9 @@ async def shared(service: SwarmService, data: bytes = DATA, vouch: bytes | None 
     return manifest
 
 
-async def served(world, service: SwarmService, root: bytes) -> bool:
-    """Whether a peer gets the manifest of `root` from `service` (what serving starts with)."""
+async def served(world, service, root: bytes) -> bool:
+    """Whether a peer gets the manifest of `root` from `service` (a SwarmService, or a proxy's engine over one):
+    what serving starts with."""
     peer = SwarmNode(MemoryBlockStore(), MemoryTransport(world[0]))
     try:
         await peer.fetch_manifest(root, [service.address], timeout=5)
