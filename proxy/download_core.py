@@ -37,7 +37,7 @@ from swarm.content.manifest import MAX_BLOCKS, PREFERRED_MAX_BLOCK_SIZE
 from .download_actions import (Account, Action, CloseOrigin, Cut, Deliver, Fail, Finish, HandOver, Note, OpenSpool,
                                OriginComplete, RejectManifest, RelayAsIs, RelayHead, ReopenOrigin, Respond, Source,
                                StartHead, StartLookup, StartSwarm, StopHead, StopLookup, StopSwarm, SwarmError, Switch)
-from .origin_head import UNVOUCHED_TYPE, OriginHead, client_range, late_start, same_version
+from .origin_head import DIGESTS, UNVOUCHED_TYPE, OriginHead, client_range, late_start, same_version
 from .transition import CROWD_CAUSE, DIED_CAUSE, T_CAUSE, TransitionPolicy, TransitionSettings
 
 if TYPE_CHECKING:
@@ -128,6 +128,9 @@ class DownloadCore:
         self.swarm_error: str | None = None
         self.delivered = {Source.ORIGIN: 0, Source.SWARM: 0}
         self.handed_over = False
+        # The origin's Repr-Digest and the hash of what the client got, when the answer is the whole representation.
+        self.digest: tuple[str, bytes] | None = None
+        self.hasher = None
 
     # -- what the shell asks -------------------------------------------------------------------------------------
 
@@ -223,9 +226,7 @@ class DownloadCore:
             return []
         piece = data[self.position - offset:self.end - offset]
         if self.position + len(piece) >= self.end:
-            self.position += len(piece)
-            self.delivered[Source.ORIGIN] += len(piece)
-            return self._complete(Deliver(Source.ORIGIN, piece))
+            return self._complete(self._deliver(Source.ORIGIN, piece))
         return [self._deliver_origin(piece)]
 
     def origin_end(self, now: float) -> list[Action]:
@@ -280,12 +281,11 @@ class DownloadCore:
                 return actions + self._reopen() + self._starved()
         if self.swarm_position + len(data) > self.position:
             piece = data[self.position - self.swarm_position:] if self.swarm_position < self.position else data
-            self.position += len(piece)
-            self.delivered[Source.SWARM] += len(piece)
+            delivery = self._deliver(Source.SWARM, piece)
             self.swarm_position += len(data)
             if self.position >= self.end:
-                return self._complete(Deliver(Source.SWARM, piece))
-            actions.append(Deliver(Source.SWARM, piece))
+                return self._complete(delivery)
+            actions.append(delivery)
         else:
             self.swarm_position += len(data)
         return actions
@@ -327,6 +327,8 @@ class DownloadCore:
         self.published, self.hinted, self.ranges = head.published, head.hinted, head.ranges
         self.position = self.origin_offset = self.tail_end = self.promised_start = head.start
         self.end = head.end
+        if head.status == 200:
+            self._expect(head.digest)
         actions: list[Action] = [RelayHead()]
         if head.status != 206 and self.size is not None and self.settings.sharing \
                 and self.size <= self.settings.max_spool:
@@ -420,6 +422,8 @@ class DownloadCore:
         self.found = found
         self.position = self.tail_end = self.promised_start = start
         self.end = end
+        if status == 200 and head is not None and head.status == 200:
+            self._expect(head.digest)
         actions.append(Respond(status, start, end, manifest, described))
         if start >= end:  # an empty representation: nothing to fetch
             self.phase = Phase.DONE
@@ -477,6 +481,14 @@ class DownloadCore:
         if self.origin is not _Producer.GONE:
             self.origin = _Producer.GONE
             actions.append(CloseOrigin())
+        if self._digest_disagrees():  # the manifest's bytes are not what the origin says it serves
+            assert self.found is not None
+            self.publishable, self.swarm_position = False, -1  # nothing of it is kept or shared
+            if self.delivered[Source.SWARM]:
+                self.swarm_error = f"digest_mismatch: the body does not match the origin's Repr-Digest " \
+                                   f"({self.digest[0]})"
+                actions += [RejectManifest(self.found.source), SwarmError(self.swarm_error)]
+                return actions + self._hand_over(swarm_done=False) + self._cut(self.swarm_error)
         actions += self._hand_over(swarm_done=self.swarm_position >= self.end)
         self.phase = Phase.DONE
         return actions + [last, Finish()]
@@ -494,16 +506,34 @@ class DownloadCore:
         self.policy.finish()
         self.phase = Phase.DONE
         self.origin = _Producer.GONE
-        return self._stop_lookups() + [OriginComplete(self.publishable), Finish()]
+        actions = self._stop_lookups()
+        if self._digest_disagrees():  # the origin's own bytes: relayed as they are, but never shared
+            self.publishable = False
+            actions.append(Note(f"the body does not match the origin's Repr-Digest ({self.digest[0]}); not shared"))
+        return actions + [OriginComplete(self.publishable), Finish()]
+
+    def _deliver(self, source: Source, piece: bytes) -> Deliver:
+        self.position += len(piece)
+        self.delivered[source] += len(piece)
+        if self.hasher is not None:
+            self.hasher.update(piece)
+        return Deliver(source, piece)
 
     def _deliver_origin(self, piece: bytes) -> Deliver:
         self.tail += piece
         if len(self.tail) > TAIL_LIMIT:
             del self.tail[:len(self.tail) - TAIL_LIMIT]
-        self.position += len(piece)
+        delivery = self._deliver(Source.ORIGIN, piece)
         self.tail_end = self.position
-        self.delivered[Source.ORIGIN] += len(piece)
-        return Deliver(Source.ORIGIN, piece)
+        return delivery
+
+    def _expect(self, digest: tuple[str, bytes] | None) -> None:
+        """Check the whole body against the origin's Repr-Digest (RFC 9530), if it sent one we know."""
+        if digest is not None:
+            self.digest, self.hasher = digest, DIGESTS[digest[0]]()
+
+    def _digest_disagrees(self) -> bool:
+        return self.hasher is not None and self.digest is not None and self.hasher.digest() != self.digest[1]
 
     def _stop_lookups(self) -> list[Action]:
         actions: list[Action] = []

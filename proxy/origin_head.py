@@ -7,7 +7,10 @@ answer when the swarm answers before the origin has said anything is made here t
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
+import hashlib
 import logging
 
 from swarm.content.manifest import HEADER, HINT_HEADER, HINT_SWARM, Manifest, OriginManifest, parse_header
@@ -18,6 +21,9 @@ from .publish_gate import content_length_of, gate
 from .ranges import content_range, parse_content_range, parse_range
 
 log = logging.getLogger("swarmproxy.origin_manifest")
+
+# The RFC 9530 digest algorithms a body is checked against, in order of preference (the registry's active ones).
+DIGESTS = {"sha-256": hashlib.sha256, "sha-512": hashlib.sha512}
 
 # What a headless answer from a DHT manifest is labelled with (and `nosniff`) while the origin has not said what it
 # serves: a peer's manifest names a Content-Type that nothing verifies (the root covers only the bytes), and a
@@ -77,6 +83,7 @@ class OriginHead:
     published: OriginManifest | None = None  # the origin's own manifest (server plugin), if it sent one
     hinted: bool = False  # ... and it asks clients to swarm at once
     head_size: int = 0  # the status line and fields, approximately: headers count as bytes for T and R
+    digest: tuple[str, bytes] | None = None  # the origin's Repr-Digest (algorithm, digest), if we can check it
 
 
 def describe(url: str, request_headers, status: int, headers, raw_headers=()) -> OriginHead:
@@ -93,7 +100,26 @@ def describe(url: str, request_headers, status: int, headers, raw_headers=()) ->
         content_type=headers.get("Content-Type"), content_encoding=headers.get("Content-Encoding"),
         ranges=headers.get("Accept-Ranges", "").strip().lower() == "bytes",
         published=manifest, hinted=manifest is not None and hinted(headers),
-        head_size=16 + sum(len(k) + len(v) + 4 for k, v in raw_headers))
+        head_size=16 + sum(len(k) + len(v) + 4 for k, v in raw_headers),
+        digest=repr_digest(", ".join(headers.getall("Repr-Digest", []))))
+
+
+def repr_digest(value: str | None) -> tuple[str, bytes] | None:
+    """The Repr-Digest (RFC 9530, a structured-field dictionary such as `sha-256=:BASE64:`) to check a body
+    against, as (algorithm, digest): the first of `DIGESTS` present and well formed; None when there is none."""
+    found: dict[str, bytes] = {}
+    for member in (value or "").split(","):
+        key, equals, item = member.partition("=")
+        key, item = key.strip().lower(), item.split(";")[0].strip()  # parameters after ';' say nothing we use
+        if not equals or key not in DIGESTS or len(item) < 2 or item[0] != ":" or item[-1] != ":":
+            continue
+        try:
+            digest = base64.b64decode(item[1:-1], validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        if len(digest) == DIGESTS[key]().digest_size:
+            found[key] = digest
+    return next(((name, found[name]) for name in DIGESTS if name in found), None)
 
 
 def same_version(head: OriginHead, manifest: Manifest) -> bool:

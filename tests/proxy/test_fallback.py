@@ -5,6 +5,7 @@ and finish byte-exact with most bytes from peers."""
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import gc
 import hashlib
@@ -73,6 +74,27 @@ async def test_ten_nodes_later_ones_switch_by_r_and_by_t_and_get_most_bytes_from
         assert node.engine.counters.announced == 2  # when its fetch began, and once complete
     assert len(cluster.nodes) == 10
     assert sum(n.engine.bytes_uploaded for n in cluster.nodes[3:]) > 0  # later nodes served each other too
+
+
+@pytest.mark.parametrize("agrees", [True, False], ids=["digest-agrees", "digest-disagrees"])
+async def test_an_origins_repr_digest_is_checked_over_a_swarmed_body(cluster, slow_origin, agrees):
+    url = await seeded(cluster, slow_origin)
+    # From now on the origin says (RFC 9530) which bytes it serves; when that is not what peers hold, a body
+    # with their bytes in it must never end as if complete.
+    said = DATA if agrees else b"what the origin serves now"
+    slow_origin.extra_headers["/big.bin"] = {"Repr-Digest": "sha-256=:%s:" % base64.b64encode(
+        hashlib.sha256(said).digest()).decode()}
+    slow_origin.set_rate(64_000)
+    node = await cluster.add()
+    if agrees:
+        status, _, body = await cluster.get(node, url)
+        assert status == 200 and body == DATA
+    else:
+        with pytest.raises(aiohttp.ClientPayloadError):  # cut before its last byte
+            await cluster.get(node, url)
+    record = cluster.last_record(node)
+    assert record["bytes_peers"] > 0
+    assert record["error"] is None if agrees else record["error"].startswith("digest_mismatch")
 
 
 async def test_client_range_in_the_middle_is_served_from_peers(cluster, slow_origin):
