@@ -7,12 +7,12 @@
 The fields are added in `on_response_prepare`, so they reach handlers that stream (`StreamResponse.prepare`)
 as well as `FileResponse` and plain responses. They are added only to a 200 or 206 of a GET or HEAD whose
 response has no `Content-Encoding` (the root covers the identity bytes) and whose strong ETag is the one the
-manifest was computed for: a manifest never describes bytes other than those the response carries.
+manifest was computed for: a manifest never describes bytes other than those the response carries (the rules
+are `fields.may_carry`, shared with the ASGI plugin).
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import pathlib
 import weakref
@@ -20,15 +20,12 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from .errors import NotPublishable
-from .publisher import LAYER_PREFIX, Publisher, Representation
-
-log = logging.getLogger("swarmproxy.server_plugin")
+from .fields import METHODS, aiohttp_etag, file_representation, file_under, layer_answer, may_carry, publish
+from .publisher import Publisher, Representation
 
 Resolver = Callable[[web.Request], "Representation | None"]
 _REP = web.RequestKey("swarm_representation", tuple)
 _PUBLISHER = web.AppKey("swarm_publisher", Publisher)
-CHUNK = 1 << 20
 
 
 def install(app: web.Application, resolver: Resolver, publisher: Publisher | None = None) -> Publisher:
@@ -43,21 +40,14 @@ def install(app: web.Application, resolver: Resolver, publisher: Publisher | Non
 def _middleware(publisher: Publisher, resolver: Resolver):
     @web.middleware
     async def swarm_manifests(request: web.Request, handler):
-        if request.method in ("GET", "HEAD") and request.path.startswith(LAYER_PREFIX):
-            layer = publisher.layer(request.path[len(LAYER_PREFIX):])
-            if layer is None:
-                return web.Response(status=404, text="no such hash layer\n")
-            publisher.layer_bytes += len(layer)
-            return web.Response(body=layer, content_type="application/octet-stream",
-                                headers={"Cache-Control": "public, max-age=86400"})
-        rep = resolver(request) if request.method in ("GET", "HEAD") else None
-        if rep is None:
+        answer = layer_answer(publisher, request.method, request.path)
+        if answer is not None:
+            return web.Response(status=answer.status, body=answer.body, headers=answer.headers)
+        rep = resolver(request) if request.method in METHODS else None
+        published = None if rep is None else await publish(publisher, rep)
+        if published is None:
             return await handler(request)
-        try:
-            request[_REP] = await publisher.manifest(rep), rep.validator
-        except NotPublishable as exc:
-            log.warning("no manifest published: %s", exc)
-            return await handler(request)
+        request[_REP] = published, rep.validator
         if request.method == "HEAD":
             return await handler(request)
         publisher.enter()
@@ -96,15 +86,14 @@ def _leave_once_sent(response: web.StreamResponse, publisher: Publisher) -> None
 
 async def _add_fields(request: web.Request, response: web.StreamResponse) -> None:
     entry = request.get(_REP)
-    if entry is None or response.status not in (200, 206) or response.headers.get("Content-Encoding"):
+    if entry is None:
         return
     published, validator = entry
-    etag = response.headers.get("ETag", "")
-    if not etag.startswith('"') or (validator is not None and etag != validator):
-        return
-    if response.status == 200 and response.content_length not in (None, published.manifest.size):
-        return
-    response.headers.update(request.app[_PUBLISHER].headers(published))
+    headers = response.headers
+    if may_carry(method=request.method, status=response.status, content_encoding=headers.get("Content-Encoding"),
+                 etag=headers.get("ETag"), validator=validator, size=published.manifest.size,
+                 content_length=response.content_length, content_range=headers.get("Content-Range")):
+        response.headers.update(request.app[_PUBLISHER].headers(published))
 
 
 def static_files(root: str | os.PathLike, prefix: str = "/") -> Resolver:
@@ -116,21 +105,6 @@ def static_files(root: str | os.PathLike, prefix: str = "/") -> Resolver:
     base = pathlib.Path(root).resolve()
 
     def resolve(request: web.Request) -> Representation | None:
-        if not request.path.startswith(prefix):
-            return None
-        try:
-            path = (base / request.path[len(prefix):].lstrip("/")).resolve()
-            path.relative_to(base)
-            st = path.stat()
-        except (OSError, ValueError):
-            return None
-        if not path.is_file():
-            return None
-
-        def read():
-            with open(path, "rb") as f:
-                while chunk := f.read(CHUNK):
-                    yield chunk
-        return Representation(str(path), st.st_size, read, validator=f'"{st.st_mtime_ns:x}-{st.st_size:x}"',
-                              version=(st.st_mtime_ns, st.st_size))
+        found = file_under(base, request.path, prefix)
+        return None if found is None else file_representation(*found, aiohttp_etag(found[1]))
     return resolve

@@ -89,6 +89,9 @@ async def test_a_large_file_points_to_its_layer_which_the_endpoint_serves(served
         raw = await response.read()
     manifest, layer = build_manifest([LARGE], len(LARGE))
     assert raw == b"".join(layer) and publisher.layer_bytes == len(raw)
+    async with session.head(url + published.layer_path) as response:
+        assert response.status == 200 and response.content_length == len(raw)
+    assert publisher.layer_bytes == len(raw)  # a HEAD sends no layer bytes: none counted
     async with session.get(url + LAYER_PREFIX + "00" * 32) as response:
         assert response.status == 404
     async with session.get(url + LAYER_PREFIX + "not-hex") as response:
