@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 from swarm.content.manifest import Manifest
 from swarm.service.report import FetchReport
 
+from .engine import Found, Miss, SwarmEngine
 from .spool import Spool
 from .stats import RequestRecord, Stats
 
 if TYPE_CHECKING:
     from .download_core import DownloadCore
-    from .engine import SwarmEngine
 
 log = logging.getLogger("swarmproxy.fallback")
 
@@ -37,6 +37,18 @@ class Ledger:
     def __init__(self, owner: Owner, url: str, record: RequestRecord, core: DownloadCore) -> None:
         self.owner, self.engine, self.url, self.record, self.core = owner, owner.engine, url, record, core
         self.report = FetchReport()  # filled by the block engine when its fetch stops
+
+    def skipped(self, why: object) -> None:
+        """Peers were not (or not yet) used, and why; a later swarm clears it."""
+        self.record.swarm_skipped = str(why) if why is not None else None
+
+    def usable(self, found: Found | Miss) -> Found | None:
+        """A lookup's manifest, or None after saying why there is none (the log, the request's record)."""
+        if isinstance(found, Miss):
+            log.info("%s: no usable manifest: %s", self.url, found)
+            self.skipped(found)
+            return None
+        return found
 
     def switched(self, cause: str) -> None:
         self.record.transition = cause

@@ -44,7 +44,7 @@ from .manifest_trust import TrustPolicy, Vouch, decide
 from .origin_manifest import fetch_layer
 from .spool import Spool
 
-__all__ = ["EngineCounters", "Found", "SwarmEngine", "url_key", "validator_bytes"]
+__all__ = ["EngineCounters", "Found", "Miss", "SwarmEngine", "url_key", "validator_bytes"]
 
 log = logging.getLogger("swarmproxy.engine")
 
@@ -65,6 +65,17 @@ class Found:
     source: str  # "origin", "self", "quorum" or "any"
     providers: list[Provider]
     layer: list[bytes] | None = None  # the hash layer when we have it already (else a provider sends it)
+
+
+@dataclasses.dataclass(frozen=True)
+class Miss:
+    """Why `find` has no manifest to use: a short key (a metric's label) and what it depends on."""
+
+    reason: str  # "dht-off", "lookup-failed", "no-record", "below-quorum", "conflict", "no-provider", ...
+    detail: str = ""  # e.g. "1 publisher"
+
+    def __str__(self) -> str:
+        return f"{self.reason} ({self.detail})" if self.detail else self.reason
 
 
 @dataclasses.dataclass
@@ -166,8 +177,8 @@ class SwarmEngine:
 
     async def find(self, url: str, *, known_size: int | None = None, known_validator: str | None = None,
                    timeout: float = 5.0, published: OriginManifest | None = None,
-                   content_type: str | None = None, headless: bool = False) -> Found | None:
-        """A trusted manifest of `url` with providers, or None (then the origin alone goes on).
+                   content_type: str | None = None, headless: bool = False) -> Found | Miss:
+        """A trusted manifest of `url` with providers, or why not (then the origin alone goes on).
 
         `headless`: the origin has not answered at all yet, so a manifest claim needs the stricter
         `TrustPolicy.headless()`.
@@ -181,14 +192,14 @@ class SwarmEngine:
         if own is not None and self._consistent(own, known_size, known_validator):
             return Found(own, "self", service.pick(await service.providers(own.root), own))
         if service.discovery is None:
-            return None
+            return Miss("dht-off")
         claims = await service.claims(key, timeout=timeout)
         if claims is None:
-            return None
+            return Miss("lookup-failed")
         summaries, providers_by_root = claims
         if not summaries:
             log.info("no manifest record for %s", url)
-            return None
+            return Miss("no-record")
         decision = decide(
             [Vouch(s.publisher_id, s.content_root, s.size, s.block_size, s.validator, s.publisher_host)
              for s in summaries],
@@ -198,21 +209,21 @@ class SwarmEngine:
         if decision.accepted is None:
             self.counters.manifests_rejected += 1
             log.info("no trusted manifest for %s: %s (%d publisher(s))", url, decision.reason, decision.publishers)
-            return None
+            return Miss(decision.reason, f"{decision.publishers} publisher{'s' if decision.publishers != 1 else ''}")
         accepted = decision.accepted
         providers = providers_by_root.get(accepted.content_root, [])
         if not providers:
             log.info("a trusted manifest for %s but no provider", url)
-            return None
+            return Miss("no-provider")
         manifest = await service.full_manifest(accepted.content_root, providers)
         if manifest is None or manifest.size != accepted.size or manifest.block_size != accepted.block_size \
                 or validator_bytes(manifest.validator) != accepted.validator:
             log.info("no provider gave a manifest matching the record for %s", url)
-            return None
+            return Miss("no-manifest", "no provider gave one matching the record")
         return Found(manifest, decision.source, service.pick(providers, manifest))
 
     async def _find_published(self, url: str, published: OriginManifest, validator: str | None,
-                              content_type: str | None) -> Found | None:
+                              content_type: str | None) -> Found | Miss:
         """The origin published the manifest: only providers are looked up. The hash layer comes from a
         provider (any fetching peer has it) or, when nobody holds the content yet, from the origin: so the
         first nodes of a crowd fetch distinct blocks from the origin instead of waiting for a complete copy."""
@@ -223,7 +234,7 @@ class SwarmEngine:
                 manifest = published.manifest(url=url, validator=validator)
             except ManifestError as exc:
                 log.info("%s: the origin's manifest is not usable here: %s", url, exc)
-                return None
+                return Miss("origin-manifest-unusable")
         own = self._own_manifests.get(url_key(url))
         if own is not None and own.root != manifest.root:
             log.warning("%s: the origin now publishes root %s, our copy from it has %s", url,
@@ -239,7 +250,7 @@ class SwarmEngine:
         if layer is None and not providers:
             layer = await fetch_layer(self.session, url, published)
             if layer is None:
-                return None
+                return Miss("no-layer", "the origin's hash layer could not be fetched")
         return Found(manifest, "origin", self.service.pick(providers, manifest), layer)
 
     @staticmethod

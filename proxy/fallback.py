@@ -19,7 +19,7 @@ from yarl import URL
 from . import download_actions as act
 from .download_core import DownloadCore, DownloadSettings
 from .download_ledger import Ledger
-from .engine import SwarmEngine
+from .engine import Miss, SwarmEngine
 from .errors import ClientGone
 from .origin import OriginStream, describe_failure, head
 from .origin_head import describe, range_request, synthesized_headers
@@ -34,8 +34,7 @@ log = logging.getLogger("swarmproxy.fallback")
 
 
 def _drop(future: asyncio.Future | None) -> None:
-    """Cancel a wait we no longer need; one that already failed has its error retrieved, so asyncio does not log
-    it as never retrieved."""
+    """Cancel a wait no longer needed; a failed one's error is retrieved, so asyncio does not log it."""
     if future is not None:
         future.cancel()
         future.add_done_callback(lambda f: f.cancelled() or f.exception())
@@ -56,10 +55,11 @@ class Fallback:
     async def get(self, request: web.BaseRequest, url: URL, headers: list[tuple[str, str]],
                   record: RequestRecord) -> web.StreamResponse | None:
         decision = request_gate("GET", str(url), request.headers.items())
-        if not decision.swarmable:
+        # Several ranges or odd units: the origin answers those as it likes.
+        ranges = "Range" in request.headers and parse_range(request.headers.get("Range")) is None
+        if not decision.swarmable or ranges:
+            record.swarm_skipped = "ranges" if decision.swarmable else decision.reason
             return None
-        if "Range" in request.headers and parse_range(request.headers.get("Range")) is None:
-            return None  # several ranges or odd units: the origin answers those as it likes
         return await _Download(self, request, url, headers, record).run()
 
     def spawn(self, coro) -> None:
@@ -100,8 +100,7 @@ class _Download:
         self.waits: dict[str, asyncio.Future | None] = dict.fromkeys(("head", "origin", "lookup", "swarm"))
 
     async def run(self) -> web.StreamResponse | None:
-        core = self.core
-        self.origin = OriginStream(self.owner.session, self.url, self.headers)
+        core, self.origin = self.core, OriginStream(self.owner.session, self.url, self.headers)
         await self._execute(core.start(self.loop.time()))
         try:
             while not core.done:
@@ -111,8 +110,8 @@ class _Download:
             try:
                 await self._execute(core.abort())
             finally:  # even when the stop is cancelled too
-                for name in self.waits:
-                    _drop(self.waits[name])
+                for future in self.waits.values():
+                    _drop(future)
                 if self.origin is not None:
                     self.origin.close()
                 if self.spool is not None:
@@ -188,6 +187,7 @@ class _Download:
                 await self.response.prepare(self.request)
             case act.RelayAsIs(reason):
                 log.debug("not swarmable (%s): %s", reason, self.url)
+                self.ledger.skipped(reason)
                 upstream = self.origin.upstream
                 self.response = response_for(upstream)
                 await self.response.prepare(self.request)
@@ -206,8 +206,8 @@ class _Download:
             case act.StartLookup(headless):
                 self.waits["lookup"] = asyncio.ensure_future(self._find(headless))
             case act.StartHead():
-                self.waits["head"] = asyncio.ensure_future(
-                    head(self.owner.session, self.url, self.headers, self.request.headers))
+                self.waits["head"] = asyncio.ensure_future(head(self.owner.session, self.url, self.headers,
+                                                                self.request.headers))
             case act.StopLookup() | act.StopHead():
                 name = "lookup" if isinstance(action, act.StopLookup) else "head"
                 _drop(self.waits[name])
@@ -216,6 +216,7 @@ class _Download:
                 log.info("%s: switching to the swarm at byte %d (%s)", self.url, position, reason)
                 self.ledger.switched(cause)
             case act.StartSwarm(found, start, end):
+                self.ledger.skipped(None)
                 self.record.manifest_source = found.source
                 self.record.peers = [f"{p.host}:{p.port}" for p in found.providers]
                 origin = self.engine.origin_source(str(self.url), found.manifest)
@@ -267,13 +268,13 @@ class _Download:
         """A trusted manifest and its providers, or None (a failed lookup found nothing: the origin goes on)."""
         core = self.core
         try:
-            if headless:
-                return await self.engine.find(str(self.url), headless=True)
-            return await self.engine.find(str(self.url), known_size=core.size, known_validator=core.validator,
-                                          published=core.published, content_type=core.content_type)
+            found = await self.engine.find(str(self.url), known_size=core.size, known_validator=core.validator,
+                                           published=core.published, content_type=core.content_type,
+                                           headless=headless)
         except Exception as exc:
             log.warning("a swarm lookup failed: %r", exc)
-            return None
+            found = Miss("lookup-failed")
+        return self.ledger.usable(found)
 
     async def _next_chunk(self) -> tuple[str, object]:
         try:

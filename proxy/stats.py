@@ -42,6 +42,10 @@ class RequestRecord:
     # Why the swarm part gave up (`swarm_failed: ...`, `manifest_mismatch: ...`) while the origin went on: the
     # response may still be complete, so this is not an `error` unless the client was cut off too.
     swarm_error: str | None = None
+    # Why peers were not used for this GET when they could have helped: the publish gate's reason (`private`,
+    # `no-validator`, ...) or, after a switch, why no lookup found a usable manifest (`below-quorum (1
+    # publisher)`, `no-record`, `no-provider`, `dht-off`, ...). None when the swarm was used or not needed.
+    swarm_skipped: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -89,6 +93,11 @@ class Stats:
         self._transitions = prom.Counter(
             "swarmproxy_transitions", "Downloads switched from the origin to the swarm, by cause "
             "(T: no first byte in time, R: too slow, died: origin broke off)", ["cause"], registry=self.registry,
+        )
+
+        self._skipped = prom.Counter(
+            "swarmproxy_swarm_skipped", "GETs that did not use peers, by why (the publish gate's reason, or why no "
+            "usable manifest was found after a switch)", ["reason"], registry=self.registry,
         )
 
         self._hash_failures = prom.Counter(
@@ -143,6 +152,8 @@ class Stats:
         self._bytes.labels("origin").inc(record.bytes_origin)
         self._bytes.labels("peers").inc(record.bytes_peers)
         self._duration.observe(duration)
+        if record.swarm_skipped:
+            self._skipped.labels(record.swarm_skipped.split(" ")[0]).inc()  # the key: a bounded set of labels
         if error:
             self.error(error)
         access_log.info(

@@ -12,7 +12,7 @@ import pytest
 from dht.discovery import FakeDiscovery, FakeDiscoveryNetwork, Provider
 from dht.records import KIND_PROVIDER, Transport
 from proxy.demo.local_swarm import Cluster
-from proxy.engine import Found, SwarmEngine, url_key
+from proxy.engine import Found, Miss, SwarmEngine, url_key
 from proxy.manifest_trust import parse_trust
 from proxy.spool import Spool
 from swarm.net.memory import MemoryNetwork, MemoryTransport
@@ -96,7 +96,8 @@ async def test_what_came_from_the_origin_is_self_again_after_a_restart(world, tm
     try:
         found = await again.find(URL, known_size=len(DATA), known_validator='"v1"')
         assert found is not None and found.source == "self" and found.manifest == manifest
-        assert await again.find(URL, known_validator='"v2"') is None  # changed at the origin: not ours
+        changed = await again.find(URL, known_validator='"v2"')  # changed at the origin: not ours, nor others'
+        assert isinstance(changed, Miss) and changed.reason == "inconsistent"
     finally:
         await again.stop()
 
@@ -252,7 +253,8 @@ async def test_an_origin_manifest_whose_content_type_ours_cannot_carry_is_used_w
         assert found is not None and found.source == "origin" and found.manifest.content_type is None
         assert found.manifest.root == manifest.root and found.layer == layer
         # A validator ours cannot carry: not usable, and no exception into the download
-        assert await engine.find(URL, published=published, known_validator='"' + "v" * 2000 + '"') is None
+        unusable = await engine.find(URL, published=published, known_validator='"' + "v" * 2000 + '"')
+        assert unusable == Miss("origin-manifest-unusable")
     finally:
         await engine.stop()
 
@@ -280,7 +282,7 @@ async def test_a_url_vouched_for_by_a_quorum_is_found_with_the_manifest_from_a_p
     engine = await started_engine(world, tmp_path)
     try:
         manifest = await ingest(seeder, tmp_path / "seeder", publish=False)
-        assert await engine.find(URL) is None  # nobody vouches yet
+        assert await engine.find(URL) == Miss("no-record")  # nobody vouches yet
         second = FakeDiscovery(world[1], external_host="127.0.0.2")  # a publisher in another network
         for publisher in (seeder.discovery, second):
             await publisher.put_manifest(url_key(URL), ManifestClaim(
@@ -288,7 +290,8 @@ async def test_a_url_vouched_for_by_a_quorum_is_found_with_the_manifest_from_a_p
         found = await engine.find(URL, known_size=len(DATA), known_validator='"v1"')
         assert found is not None and found.source == "quorum" and found.manifest == manifest
         assert [p.node_id for p in found.providers] == [seeder.discovery.node_id]
-        assert await engine.find(URL, known_validator='"v2"') is None  # the claims are of another version
+        other = await engine.find(URL, known_validator='"v2"')  # the claims are of another version
+        assert isinstance(other, Miss) and str(other) == "inconsistent (0 publishers)"
         assert engine.counters.manifests_rejected == 1
     finally:
         await engine.stop()

@@ -21,7 +21,7 @@ import pytest_asyncio
 from dht.discovery import ManifestSummary
 from proxy.demo.local_swarm import Cluster
 from proxy.demo.slow_origin import SlowOrigin
-from proxy.engine import url_key
+from proxy.engine import Found, Miss, url_key
 from swarm.store.disk import DiskBlockStore
 
 SIZE = 3 * 1024 * 1024 + 12345
@@ -64,7 +64,7 @@ async def test_ten_nodes_later_ones_switch_by_r_and_by_t_and_get_most_bytes_from
         assert status == 200 and body == DATA
         record = cluster.last_record(node)
         assert record["transition"] == ("R" if by_rate else "T")
-        assert record["manifest_source"] == "quorum"
+        assert record["manifest_source"] == "quorum" and record["swarm_skipped"] is None
         assert record["bytes_origin"] + record["bytes_peers"] == SIZE
         assert record["bytes_peers"] > SIZE // 2
         assert headers["Content-Length"] == str(SIZE)
@@ -209,7 +209,8 @@ async def test_a_lone_node_that_switches_finishes_from_the_origin_and_then_share
         status, _, body = await lone.get(node, url)
         assert status == 200 and body == small
         record = lone.last_record(node)
-        assert record["transition"] == "R" and record["error"] is None
+        assert record["transition"] == "R" and record["error"] is None and record["swarm_skipped"] == "dht-off"
+        assert node.stats.registry.get_sample_value("swarmproxy_swarm_skipped_total", {"reason": "dht-off"}) == 1
         assert url_key(url) in node.engine._own_manifests  # stored: it can serve it to peers
     finally:
         await lone.close()
@@ -233,10 +234,10 @@ async def test_an_origin_breaking_off_while_the_next_lookup_waits_is_cut_after_t
 
 
 @pytest.mark.parametrize("case", [
-    pytest.param({"headers": {"Cache-Control": "private, max-age=60"}}, id="cache-control-private"),
-    pytest.param({"headers": {"Set-Cookie": "session=1"}}, id="set-cookie"),
-    pytest.param({"request": {"Authorization": "Bearer x"}}, id="authorization"),
-    pytest.param({"headers": {"ETag": "", "Last-Modified": ""}}, id="no-validator"),
+    pytest.param({"headers": {"Cache-Control": "private, max-age=60"}, "why": "private"}, id="cache-control-private"),
+    pytest.param({"headers": {"Set-Cookie": "session=1"}, "why": "set-cookie"}, id="set-cookie"),
+    pytest.param({"request": {"Authorization": "Bearer x"}, "why": "authorization"}, id="authorization"),
+    pytest.param({"headers": {"ETag": "", "Last-Modified": ""}, "why": "no-validator"}, id="no-validator"),
 ])
 async def test_private_responses_are_never_announced(cluster, slow_origin, case):
     path = "/private.bin"
@@ -245,6 +246,7 @@ async def test_private_responses_are_never_announced(cluster, slow_origin, case)
     for node in nodes:
         _, _, body = await cluster.get(node, url, case.get("request", {}))
         assert body == DATA[:100_000]
+        assert cluster.last_record(node)["swarm_skipped"] == case["why"]  # /_swarm/requests says why
     key = url_key(url)
     for node in nodes:
         assert node.engine.counters.published == 0 and node.engine.counters.announced == 0
@@ -291,6 +293,18 @@ async def _publish_fake(liar, url: str, tmp_path) -> bytes:
     return manifest.root
 
 
+async def test_two_nodes_with_the_defaults_say_why_the_second_keeps_to_the_origin(cluster, slow_origin):
+    # What the README promises a newcomer trying two nodes: no swarm with quorum:2, and the reason in plain words.
+    url = await seeded(cluster, slow_origin, data=DATA[:400_000], publishers=1)
+    slow_origin.set_rate(100_000)
+    second = await cluster.add()
+    status, _, body = await cluster.get(second, url)
+    assert status == 200 and body == DATA[:400_000]
+    record = cluster.last_record(second)
+    assert record["transition"] == "R" and record["bytes_peers"] == 0
+    assert record["swarm_skipped"] == "below-quorum (1 publisher)"
+
+
 async def test_a_fake_manifest_without_quorum_is_never_used(cluster, slow_origin, tmp_path):
     small = DATA[:400_000]
     url = await seeded(cluster, slow_origin, data=small, publishers=1)  # one honest publisher...
@@ -302,6 +316,7 @@ async def test_a_fake_manifest_without_quorum_is_never_used(cluster, slow_origin
     assert status == 200 and body == small
     record = cluster.last_record(node)
     assert record["transition"] == "R" and record["manifest_source"] is None
+    assert record["swarm_skipped"] == "below-quorum (1 publisher)"  # said plainly, not a silent no-swarm
     assert liar.engine.bytes_uploaded == 0
     assert fake_root not in node.engine.store
 
@@ -360,7 +375,7 @@ async def test_an_origin_answering_after_t_then_crawling_is_looked_up_again_at_r
     node.engine.find = counting_find
     status, _, body = await cluster.get(node, url)
     assert status == 200 and body == DATA
-    assert lookups[0] is None and lookups[1] is not None and len(lookups) == 2
+    assert lookups[0] == Miss("no-provider") and isinstance(lookups[1], Found) and len(lookups) == 2
     assert node.engine.counters.transitions == {"T": 1, "R": 1}
     record = cluster.last_record(node)
     assert record["transition"] == "R" and record["manifest_source"] == "quorum"
