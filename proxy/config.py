@@ -133,12 +133,12 @@ def _byte_count(text: str | int) -> int:
 
 def parse_block_size(text: str | int) -> int | None:
     """'auto' -> None (the rule of `swarm.content.manifest.choose_block_size`), else a power of two from 16Ki
-    to 16Mi."""
+    to 4Mi."""
     from swarm.content.manifest import MAX_BLOCK_SIZE, MIN_BLOCK_SIZE
 
     if str(text).strip().lower() == "auto":
         return None
-    wrong = ConfigError(f"block size {text!r} is not auto or a power of two from 16Ki to 16Mi (e.g. 64Ki, 1Mi)")
+    wrong = ConfigError(f"block size {text!r} is not auto or a power of two from 16Ki to 4Mi (e.g. 64Ki, 1Mi)")
     try:
         value = parse_size(text)
     except ConfigError:
@@ -312,8 +312,9 @@ OPTIONS: tuple[Option, ...] = (
            "beyond it", "BYTES"),
     Option("block-size", parse_block_size, None,
            "block size of the manifests this node makes of what it got from the origin: auto (by file size, "
-           "16Ki up to 4Mi) or a power of two from 16Ki to 16Mi (auto again where that would exceed 2^24 "
-           "blocks); a swarm download uses the block size of the manifest it found", "SIZE"),
+           "16Ki up to 4Mi) or a power of two from 16Ki to 4Mi, the largest a peer sends in one message (auto "
+           "again where that would exceed 2^24 blocks); a swarm download uses the block size of the manifest it "
+           "found", "SIZE"),
     Option("fetch-peers", _positive_int, FETCH_PEERS,
            "at most this many providers are used per swarm download (and no more than its blocks + 2); "
            "when more are found, this many are picked at random, so the load spreads", "N"),

@@ -32,7 +32,7 @@ import dataclasses
 import enum
 from typing import TYPE_CHECKING
 
-from swarm.content.manifest import MAX_BLOCKS, PREFERRED_MAX_BLOCK_SIZE
+from swarm.content.manifest import MAX_BLOCK_SIZE, MAX_BLOCKS
 
 from .download_actions import (Account, Action, CloseOrigin, Cut, Deliver, Fail, Finish, HandOver, Note, OpenSpool,
                                OriginComplete, RejectManifest, RelayAsIs, RelayHead, ReopenOrigin, Respond, Source,
@@ -43,9 +43,8 @@ from .transition import CROWD_CAUSE, DIED_CAUSE, T_CAUSE, TransitionPolicy, Tran
 if TYPE_CHECKING:
     from .engine import Found
 
-# The origin bytes kept to check the first swarm block against: a block of the largest size the size rule picks
-# (a larger block, from --block-size or an origin's manifest, is checked on its last TAIL_LIMIT bytes).
-TAIL_LIMIT = PREFERRED_MAX_BLOCK_SIZE
+# The origin bytes kept to check the first swarm block against: one block of the largest size.
+TAIL_LIMIT = MAX_BLOCK_SIZE
 # Seconds between lookups while a switched download still crawls from the origin (the last one repeats): in a
 # flash crowd the first copies complete and are vouched for a few seconds after the crowd arrived (Pack polled
 # every 5 s).

@@ -5,14 +5,16 @@ manifest record with its compact binary encoding, and checks of hash layers and 
 
 Block size rule (`choose_block_size`): the smallest power of two ≥ 16 KiB that cuts the content into at most
 2,048 blocks, capped at 4 MiB — so 16 KiB up to 32 MiB, 1,025..2,048 blocks from there to 8 GiB, then 4 MiB
-blocks whose count grows. Only content of more than `MAX_BLOCKS` 4 MiB blocks (64 TiB) gets larger blocks again.
+blocks whose count grows, up to `MAX_BLOCKS` of them: 64 TiB, the largest content a manifest describes. 4 MiB is
+also the largest block any manifest may have: the largest a peer is asked for and sends in one message
+(`swarm.net.wire.Limits`), so a manifest with larger blocks could never be fetched from peers.
 The lab will tune the constants; manifests carry their block size, so a change never breaks old ones.
 
 Encoding, version 1 (all integers big-endian)::
 
     u8   version = 1
-    u64  size                      ≤ MAX_SIZE (2**48)
-    u8   log2(block_size)          block size in [16 KiB, 16 MiB]; at most MAX_BLOCKS blocks
+    u64  size                      ≤ MAX_SIZE (2**46: MAX_BLOCKS blocks of MAX_BLOCK_SIZE)
+    u8   log2(block_size)          block size in [16 KiB, 4 MiB]; at most MAX_BLOCKS blocks
     32   root                      the zero hash iff size == 0
     u8   optional fields present: bit 0 url, 1 validator, 2 content_type, 3 content_encoding; others 0
     then per present field, in bit order: u16 length, UTF-8 bytes
@@ -60,15 +62,14 @@ __all__ = [
 
 VERSION = 1
 MIN_BLOCK_SIZE = merkle.LEAF_SIZE
-MAX_BLOCK_SIZE = 16 * 1024 * 1024
-MAX_SIZE = 2**48
+MAX_BLOCK_SIZE = 4 * 1024 * 1024  # what one wire message carries: see the module docstring
 # Bounds the bitfield (2 MiB) and the hash layer a peer may have to hold for one content root.
 MAX_BLOCKS = 2**24
+MAX_SIZE = MAX_BLOCKS * MAX_BLOCK_SIZE
 MAX_URL_LENGTH = 8 * 1024
 MAX_STRING_LENGTH = 1024
 
 TARGET_MAX_BLOCKS = 2048
-PREFERRED_MAX_BLOCK_SIZE = 4 * 1024 * 1024
 
 _HEADER = struct.Struct(">BQB32sB")
 _LENGTH = struct.Struct(">H")
@@ -91,9 +92,7 @@ def choose_block_size(size: int) -> int:
     """Block size for content of `size` bytes (see the module docstring for the rule)."""
     if not 0 <= size <= MAX_SIZE:
         raise ValueError(f"size must be in [0, {MAX_SIZE}], got {size}")
-    preferred = min(_next_power_of_two(-(-size // TARGET_MAX_BLOCKS)), PREFERRED_MAX_BLOCK_SIZE)
-    needed = _next_power_of_two(-(-size // MAX_BLOCKS))
-    return max(MIN_BLOCK_SIZE, preferred, needed)
+    return max(MIN_BLOCK_SIZE, min(_next_power_of_two(-(-size // TARGET_MAX_BLOCKS)), MAX_BLOCK_SIZE))
 
 
 @dataclass(frozen=True, slots=True)

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum, IntFlag
 from ipaddress import IPv4Address, IPv6Address
 
-from swarm.content.manifest import MAX_BLOCKS, MAX_ENCODED_SIZE, PREFERRED_MAX_BLOCK_SIZE
+from swarm.content.manifest import MAX_BLOCK_SIZE, MAX_BLOCKS, MAX_ENCODED_SIZE
 from swarm.content.merkle import HASH_SIZE, MAX_PROOF_LENGTH
 
 __all__ = [
@@ -124,11 +124,11 @@ _ALL_TRANSPORTS = int(Transport.TCP | Transport.QUIC)
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """What a decoder accepts. Defaults fit the largest block `choose_block_size` picks (4 MiB); a control-only
-    stream can use much less."""
+    """What a decoder accepts. Defaults fit the largest block a manifest may have (4 MiB); a control-only stream
+    can use much less."""
 
-    max_frame_size: int = 1 + _BLOCK_POSITION.size + PREFERRED_MAX_BLOCK_SIZE
-    max_block_payload: int = PREFERRED_MAX_BLOCK_SIZE  # also bounds REQUEST/CANCEL/REJECT lengths
+    max_frame_size: int = 1 + _BLOCK_POSITION.size + MAX_BLOCK_SIZE
+    max_block_payload: int = MAX_BLOCK_SIZE  # also bounds REQUEST/CANCEL/REJECT lengths
     max_bitfield_bits: int = MAX_BLOCKS
     max_hashes: int = 16 * 1024
     max_pex_peers: int = 200

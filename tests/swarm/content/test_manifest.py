@@ -30,8 +30,7 @@ ROOT = bytes(range(32))
         (8 * GIB, 4 * MIB),
         (8 * GIB + 1, 4 * MIB),  # capped: the block count grows instead
         (1024 * GIB, 4 * MIB),
-        (64 * 1024 * GIB + 1, 8 * MIB),  # beyond MAX_BLOCKS blocks of 4 MiB
-        (mf.MAX_SIZE, 16 * MIB),
+        (mf.MAX_SIZE, 4 * MIB),  # MAX_BLOCKS blocks of the largest size: 64 TiB
     ],
 )
 def test_choose_block_size(size, block_size):

@@ -9,7 +9,7 @@ import hashlib
 
 import pytest
 
-from swarm.content.manifest import build_manifest
+from swarm.content.manifest import MAX_BLOCK_SIZE, build_manifest
 from swarm.core.policy import PolicyConfig
 from swarm.core.serve import SendBlock
 from swarm.errors import FetchFailed, HashMismatch
@@ -368,3 +368,17 @@ async def test_blocks_waiting_for_the_store_are_bounded(swarm, monkeypatch, boun
     assert await fetch == b""  # into_store: blocks come from the store
     assert b"".join(store.read_block(manifest.root, i) for i in range(64)) == data
     assert run.pending == 0
+
+
+async def test_the_largest_block_a_manifest_may_have_travels_between_peers(swarm):
+    # A block size a manifest allows but the wire's limits refuse would make that content unfetchable from peers.
+    data = content(MAX_BLOCK_SIZE + 1000)
+    node, address = await swarm.node()
+    manifest, layer = build_manifest([data], len(data), block_size=MAX_BLOCK_SIZE)
+    node.store.create(manifest, layer, pin=True)
+    for block in range(manifest.num_blocks):
+        offset, length = manifest.block_span(block)
+        assert node.store.write_block(manifest.root, block, data[offset:offset + length])
+    node.share(manifest.root)
+    leecher, _ = await swarm.node()
+    assert await download(leecher, manifest, [address]) == data
