@@ -46,9 +46,9 @@ class Swarm:
         self.nodes.append(node)
         return node, address
 
-    async def seed(self, data: bytes, **kwargs):
+    async def seed(self, data: bytes, *, block_size: int = BLOCK, **kwargs):
         node, address = await self.node(**kwargs)
-        manifest, layer = build_manifest([data], len(data), block_size=BLOCK)
+        manifest, layer = build_manifest([data], len(data), block_size=block_size)
         node.store.create(manifest, layer, pin=True)
         for block in range(manifest.num_blocks):
             offset, length = manifest.block_span(block)
@@ -373,12 +373,6 @@ async def test_blocks_waiting_for_the_store_are_bounded(swarm, monkeypatch, boun
 async def test_the_largest_block_a_manifest_may_have_travels_between_peers(swarm):
     # A block size a manifest allows but the wire's limits refuse would make that content unfetchable from peers.
     data = content(MAX_BLOCK_SIZE + 1000)
-    node, address = await swarm.node()
-    manifest, layer = build_manifest([data], len(data), block_size=MAX_BLOCK_SIZE)
-    node.store.create(manifest, layer, pin=True)
-    for block in range(manifest.num_blocks):
-        offset, length = manifest.block_span(block)
-        assert node.store.write_block(manifest.root, block, data[offset:offset + length])
-    node.share(manifest.root)
+    _, address, manifest = await swarm.seed(data, block_size=MAX_BLOCK_SIZE)
     leecher, _ = await swarm.node()
     assert await download(leecher, manifest, [address]) == data
