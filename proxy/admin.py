@@ -24,6 +24,7 @@ from aiohttp import web
 
 from . import __version__
 from .edge import admin_refusal
+from .responses import OwnResponse
 from .stats import Stats
 
 if TYPE_CHECKING:
@@ -33,7 +34,7 @@ PREFIX = "/_swarm/"
 
 
 def _json(data: object, status: int = 200) -> web.Response:
-    return web.Response(status=status, text=json.dumps(data, indent=1) + "\n", content_type="application/json")
+    return OwnResponse(status=status, text=json.dumps(data, indent=1) + "\n", content_type="application/json")
 
 
 PROVIDERS = "/_swarm/dht/providers/"
@@ -120,7 +121,7 @@ class Admin:
         return _json({"root": root.hex(), "providers": found, "lookup_s": round(time.monotonic() - started, 3)})
 
     async def metrics(self, _request: web.BaseRequest) -> web.StreamResponse:
-        response = web.Response(body=self.stats.prometheus_text())
+        response = OwnResponse(body=self.stats.prometheus_text())
         response.content_type = "text/plain"
         response.headers["Content-Type"] = "text/plain; version=0.0.4; charset=utf-8"
         return response

@@ -98,7 +98,7 @@ TRANSPORTS = ("tcp", "quic", "both")
 def _transport(text: str) -> str:
     value = str(text).strip().lower()
     if value not in TRANSPORTS:
-        raise ConfigError(f"transport {text!r} is not one of tcp, quic, both")
+        raise ConfigError(f"{text!r} is not one of tcp, quic, both")  # the caller names the option
     return value
 
 
@@ -107,7 +107,8 @@ def _trust(text: str) -> str:
     try:
         parse_trust(str(text).strip())
     except ValueError as exc:
-        raise ConfigError(f"trust: {exc}") from None
+        # The caller names the option (--trust, SWARMPROXY_TRUST or the file's key): say it once.
+        raise ConfigError(str(exc).removeprefix("trust ")) from None
     return str(text).strip()
 
 
@@ -371,7 +372,7 @@ class Config:
         if config_path:
             for key, raw in _read_toml(pathlib.Path(config_path)).items():
                 values[key] = raw
-                sources[key] = f"{config_path}: {key}"
+                sources[key] = f"{config_path}: {_BY_ATTR[key].name}"  # the file's spelling, min-rate
             values["config"] = pathlib.Path(config_path)
         for option in OPTIONS:
             if not option.flag_only and option.env in environ:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import http
 import ipaddress
+import urllib.parse
 
 # The versions this server speaks (RFC 9112); aiohttp's parser also hands over 0.9 (a request line
 # without a version) and 2.0, which it must not answer as if they were HTTP/1.x.
@@ -126,6 +127,31 @@ def parse_error_summary(message: str) -> str:
     hold a signed URL and does not belong in a log)."""
     head = message.split("\n\n", 1)[0]
     return " ".join(line.strip() for line in head.splitlines() if line.strip()).rstrip(":")[:300]
+
+
+MISSING_HOST = ("400 Bad Request: an HTTP/1.1 request needs a Host field; to use this proxy send "
+                "'GET http://host/path HTTP/1.1' with 'Host: host', or for a tunnel 'CONNECT host:port HTTP/1.1' "
+                "with 'Host: host:port' (a CONNECT target is always host:port)")
+MALFORMED_LINE = ("400 Bad Request: malformed request line: expected 'METHOD TARGET HTTP/1.1', one space between "
+                  "each (a space inside a URL must be sent as %20)")
+
+
+def parse_error_text(kind: str, message: str) -> str | None:
+    """Our own words for the parse errors a newcomer meets, by aiohttp's exception class name and message;
+    None leaves aiohttp's text. Its own say "Bad status line: Expected HTTP/" for a space in a URL, "Missing
+    'Host' header" for `CONNECT host` and only the URL when a port is out of range."""
+    if kind == "InvalidURLError":
+        try:
+            urllib.parse.urlsplit(message).port
+        except ValueError as exc:
+            # urlsplit's words: "Port out of range 0-65535", "Port could not be cast to integer value as 'x'"
+            return f"400 Bad Request: invalid URL {message}: {str(exc)[:1].lower()}{str(exc)[1:]}"
+        return f"400 Bad Request: invalid URL {message}: not an absolute http:// URL this proxy can read"
+    if kind == "BadStatusLine":
+        return MALFORMED_LINE
+    if message.startswith("Missing 'Host' header"):
+        return MISSING_HOST
+    return None
 
 
 def closing_response(status: int, text: str, *, extra: tuple[tuple[str, str], ...] = ()) -> bytes:

@@ -36,6 +36,8 @@ from .errors import ListenError, OriginError
 from .fallback import Fallback
 from .origin import make_session
 from .relay import ClientGone, origin_url, relay
+from .responses import OwnResponse
+from .startup_log import log_startup
 from .stats import Stats
 from .tunnel import connect, parse_authority
 
@@ -67,7 +69,7 @@ def is_loopback_peer(peername: Any) -> bool:
 
 
 def _text(status: int, message: str) -> web.Response:
-    return web.Response(status=status, text=message if message.endswith("\n") else message + "\n")
+    return OwnResponse(status=status, text=message if message.endswith("\n") else message + "\n")
 
 
 class _ProxyProtocol(web_protocol.RequestHandler):
@@ -165,8 +167,9 @@ class _ProxyProtocol(web_protocol.RequestHandler):
             detail = message or str(exc)
             if isinstance(exc, http_exceptions.BadHttpMessage) and edge.UNKNOWN_VERSION_MESSAGE in str(exc):
                 status, detail = 505, edge.version_refusal(None) or detail
-            text = f"{status} {edge.phrase(status)}: {detail}"
-            summary = f"{status} {edge.phrase(status)}: {edge.parse_error_summary(detail)}"
+            ours = edge.parse_error_text(type(exc).__name__, detail) if status == 400 else None
+            text = ours or f"{status} {edge.phrase(status)}: {detail}"
+            summary = ours or f"{status} {edge.phrase(status)}: {edge.parse_error_summary(detail)}"
         if status != 500:
             stats.counters["bad_requests"] += 1
             log.warning("rejected request from %s: %s", peer and peer[0], summary)
@@ -256,6 +259,7 @@ class ProxyServer:
         self._runner: web.BaseRunner | None = None
         self._bootstrap_task: asyncio.Task | None = None
         self._handling: set[asyncio.Task] = set()  # requests being answered; `stop` cancels them first
+        self._stopping = False  # set by `stop`: a request cancelled then was cut by us, not by its client
 
     async def start(self) -> dict[str, str]:
         _raise_fd_limit()
@@ -281,12 +285,11 @@ class ProxyServer:
         host, port = _bound(site)
         self._listen = (host, port)
         self.addresses["proxy"] = _join(host, port)
-        log.info("swarmproxy listening on http://%s (admin API: http://%s/_swarm/status)",
-                 self.addresses["proxy"], self.addresses["proxy"])
         if cfg.dht_listen is not None:
             await self._start_dht()
         if cfg.peer_listen is not None:
             await self._start_engine()
+        log_startup(log, cfg, self.addresses, self.dht.node_id.hex()[:16] if self.dht is not None else None)
         if cfg.ready_file:
             _write_atomically(cfg.ready_file, json.dumps(self.addresses) + "\n")
         return self.addresses
@@ -305,8 +308,6 @@ class ProxyServer:
             self.dht = None
             raise ListenError(f"cannot start the DHT node: {exc}") from None
         self.addresses["dht"] = _join(host, port)
-        log.info("DHT node %s on udp://%s%s", self.dht.node_id.hex()[:16], self.addresses["dht"],
-                 "" if cfg.no_lan_discovery else ", LAN discovery on")
         if cfg.bootstrap:
             self._bootstrap_task = asyncio.create_task(self._bootstrap())
 
@@ -342,9 +343,6 @@ class ProxyServer:
                                  first_byte_timeout=cfg.first_byte_timeout, min_rate=cfg.min_rate,
                                  rate_window=cfg.rate_window, early_lookup=cfg.early_lookup,
                                  max_spool=cfg.store_size, block_size=cfg.block_size)
-        log.info("peers fetch from %s over %s; trust %s; switching after T=%gs, R=%g B/s over W=%gs "
-                 "(or after %gs when the swarm has it)", self.addresses["peer"], cfg.transport, cfg.trust,
-                 cfg.first_byte_timeout, cfg.min_rate, cfg.rate_window, cfg.early_lookup)
 
     async def _bootstrap(self) -> None:
         assert self.dht is not None
@@ -360,6 +358,7 @@ class ProxyServer:
         # Requests first, while what they use still runs: a download cut off here hands its content to the
         # fallback and the engine (a partial swarm download is dropped, a finished one stored), and must not
         # run on against a closed engine, store or DHT.
+        self._stopping = True
         if self._runner is not None and self._runner.server is not None:
             for site in list(self._runner.sites):
                 await site.stop()  # no new connections
@@ -430,7 +429,8 @@ class ProxyServer:
             raise
         except asyncio.CancelledError:
             self.stats.finish(record, None, record.bytes_origin + record.bytes_peers, time.monotonic() - started,
-                              "client_gone: client closed the connection")
+                              "stopped: swarmproxy shut down" if self._stopping
+                              else "client_gone: client closed the connection")
             raise
 
     def _refuse_version(self, version: tuple[int, int], peer: Any) -> web.StreamResponse:

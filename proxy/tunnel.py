@@ -20,6 +20,7 @@ from aiohttp import streams, web
 from .errors import OriginError
 from .exposure import resolve_allowed
 from .origin import describe_failure
+from .responses import OwnStreamResponse
 from .stats import RequestRecord
 
 log = logging.getLogger("swarmproxy.tunnel")
@@ -74,7 +75,7 @@ async def connect(request: web.BaseRequest, record: RequestRecord, *, allowed: f
     if refusal:
         raise OriginError(403, refusal)
     reader, writer = await open_tunnel(host, port, timeout=timeout, local_client=local_client)
-    response = web.StreamResponse(status=200, reason="Connection Established")
+    response = OwnStreamResponse(status=200, reason="Connection Established")
     from_client, to_client = await _take_over(request, response, record)
 
     async def to_origin(data: bytes) -> None:

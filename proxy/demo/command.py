@@ -3,8 +3,9 @@
 1. A local origin serves a file. A few background peers (full nodes: proxy + block engine + DHT, each on its own
    127.0.0.x address) fetch it while the origin is still quiet, and so vouch for it and serve it.
 2. The origin becomes overloaded: a bandwidth budget far below what a download needs, shared by everyone.
-3. One download goes straight to the origin, another through a fresh swarmproxy node, at the same time. The
-   demo prints both times, what made the proxy switch and the share of bytes that came from peers.
+3. One download goes straight to the origin, another through a fresh swarmproxy node, at the same time, with a
+   progress line each second while they run. The demo prints both times, what made the proxy switch and the
+   share of bytes that came from peers.
 
 Everything binds loopback; nothing leaves this machine; the temporary data dir is removed at the end.
 """
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
     import aiohttp
 
 log = logging.getLogger("swarmproxy.demo")
+
+PROGRESS_EVERY = 1.0  # seconds between progress lines while the downloads run
 
 
 def add_command(subparsers: argparse._SubParsersAction) -> None:
@@ -66,11 +69,51 @@ def _say(text: str) -> None:
     print(text, flush=True)
 
 
-async def _timed_get(session: aiohttp.ClientSession, url: str, proxy: str | None) -> tuple[float, bytes]:
+class _Progress:
+    """Bytes received so far by one download, for the progress line."""
+
+    def __init__(self) -> None:
+        self.received = 0
+        self.done: float | None = None  # seconds it took, once finished
+
+
+async def _timed_get(session: aiohttp.ClientSession, url: str, proxy: str | None,
+                     progress: _Progress) -> tuple[float, bytes]:
     started = time.monotonic()
+    chunks = []
     async with session.get(url, proxy=proxy) as response:
-        body = await response.read()
-    return time.monotonic() - started, body
+        async for chunk in response.content.iter_any():
+            chunks.append(chunk)
+            progress.received += len(chunk)
+    progress.done = time.monotonic() - started
+    return progress.done, b"".join(chunks)
+
+
+def _progress_text(direct: _Progress, proxied: _Progress, size: int, elapsed: float) -> str:
+    def one(p: _Progress) -> str:
+        if p.done is not None:
+            return f"done in {p.done:.1f} s"
+        return f"{p.received:,} of {size:,} bytes, {p.received / max(elapsed, 1e-9) / 1000:,.0f} kB/s"
+    return f"  {elapsed:5.1f} s  direct: {one(direct)} | through swarmproxy: {one(proxied)}"
+
+
+async def _report_progress(direct: _Progress, proxied: _Progress, size: int) -> None:
+    """A line a second until both downloads end (the direct one takes about 20 s with the defaults), so the wait
+    is not silent: redrawn in place (\\r) on a terminal, one line each otherwise (a log, a pipe). The caller
+    cancels it when both are done."""
+    tty = sys.stdout.isatty()
+    started = time.monotonic()
+    try:
+        while True:
+            await asyncio.sleep(PROGRESS_EVERY)  # a pacing interval, not a wait for some event
+            text = _progress_text(direct, proxied, size, time.monotonic() - started)
+            if tty:
+                print("\r" + text + "\033[K", end="", flush=True)
+            else:
+                _say(text)
+    finally:
+        if tty:
+            print("\r\033[K", end="", flush=True)  # the summary below replaces the progress line
 
 
 async def _demo(size: int, peers: int, rate: float, transport: str) -> int:
@@ -97,8 +140,15 @@ async def _demo(size: int, peers: int, rate: float, transport: str) -> int:
             _say(f"\nthe origin is now overloaded: {rate / 1000:,.0f} kB/s in total, shared by everyone")
             newcomer = await cluster.add()
             _say(f"a new node's proxy listens on {newcomer.url}; downloading through it and directly at once...\n")
-            direct, proxied = await asyncio.gather(
-                _timed_get(cluster.client, url, None), _timed_get(cluster.client, url, newcomer.url))
+            direct_progress, proxied_progress = _Progress(), _Progress()
+            reporter = asyncio.create_task(_report_progress(direct_progress, proxied_progress, size))
+            try:
+                direct, proxied = await asyncio.gather(
+                    _timed_get(cluster.client, url, None, direct_progress),
+                    _timed_get(cluster.client, url, newcomer.url, proxied_progress))
+            finally:
+                reporter.cancel()
+                await asyncio.gather(reporter, return_exceptions=True)
             record = cluster.last_record(newcomer)
             ok = direct[1] == data and proxied[1] == data
             share = record["bytes_peers"] / size if size else 0.0

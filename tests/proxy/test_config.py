@@ -43,12 +43,27 @@ def test_config_file_named_by_env(tmp_path):
     ("max-connections = 0\n", "greater than 0"),
     ('connect-ports = "http"\n', "not a port number"),
     ('log-level = "loud"\n', "log level"),
+    ("min-rate = -1\n", r"c\.toml: min-rate: -1 must not be negative"),  # the file's spelling, not min_rate
+    ("min_rate = -1\n", r"c\.toml: min-rate: "),
+    ('trust = "bogus"\n', r"c\.toml: trust: must be 'origin'"),
 ])
 def test_bad_config_files_say_what_is_wrong(tmp_path, content, needle):
     file = tmp_path / "c.toml"
     file.write_text(content)
     with pytest.raises(ConfigError, match=needle):
         Config.load({"config": str(file)}, environ={})
+
+
+@pytest.mark.parametrize("flags,environ,message", [
+    ({"trust": "bogus"}, {}, "--trust: must be 'origin', 'any' or 'quorum:N' with N from 1 to 16, got 'bogus'"),
+    ({}, {"SWARMPROXY_TRUST": "bogus"}, "SWARMPROXY_TRUST: must be 'origin'"),
+    ({"transport": "x"}, {}, "--transport: 'x' is not one of tcp, quic, both"),
+    ({"min_rate": "-1"}, {}, "--min-rate: '-1' must not be negative"),
+])
+def test_flag_errors_name_the_option_once(flags, environ, message):
+    with pytest.raises(ConfigError) as caught:
+        Config.load(flags, environ=environ)
+    assert str(caught.value).startswith(message)
 
 
 def test_missing_config_file(tmp_path):

@@ -35,6 +35,11 @@ def test_demo_downloads_byte_exact_through_the_swarm():
     assert total == 300_000 and 0 <= from_peers <= total
     assert percent == round(100 * from_peers / total)
     assert "Traceback" not in result.stderr, result.stderr
+    # The direct download crawls (300 kB at 100 kB/s shared with the proxy): a progress line each second,
+    # one per line when stdout is not a terminal.
+    assert re.search(r"^ +\d+\.\d s  direct: [\d,]+ of 300,000 bytes, [\d,]+ kB/s \| through swarmproxy: ", out,
+                     re.MULTILINE), out
+    assert "\r" not in out
 
 
 

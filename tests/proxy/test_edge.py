@@ -15,6 +15,7 @@ import socket
 
 import pytest
 from aiohttp.abc import AbstractResolver, ResolveResult
+from aiohttp.http import SERVER_SOFTWARE
 
 from proxy import edge
 from proxy.server import ProxyServer
@@ -164,6 +165,36 @@ async def test_answers_say_http_1_1(edge_proxy, head, status):
         assert b"HTTP/1.1 and HTTP/1.0" in response.body
     assert await connection.closed_by_peer()
     await connection.close()
+
+
+# --- our own words for what was wrong (issue 23 §3), and no aiohttp Server field on our own answers ---
+
+@pytest.mark.parametrize("head,status,says", [
+    (b"GET http://127.0.0.1:99999/x HTTP/1.1\r\nHost: 127.0.0.1:99999\r\n\r\n", 400,
+     b"invalid URL http://127.0.0.1:99999/x: port out of range 0-65535"),
+    (b"CONNECT nohostport HTTP/1.1\r\n\r\n", 400, b"a CONNECT target is always host:port"),
+    (b"CONNECT nohostport HTTP/1.1\r\nHost: nohostport\r\n\r\n", 400, b"'nohostport' is not host:port"),
+    (b"GET http://example.com/a b HTTP/1.1\r\nHost: example.com\r\n\r\n", 400,
+     b"malformed request line: expected 'METHOD TARGET HTTP/1.1'"),
+    (b"GET http://127.0.0.1:1/ HTTP/1.1\r\nHost: 127.0.0.1:1\r\n\r\n", 502, b"connection refused"),
+    (b"GET /_swarm/status HTTP/1.1\r\nHost: localhost\r\n\r\n", 200, b'"version"'),
+])
+async def test_own_answers_say_why_and_name_no_server(edge_proxy, head, status, says):
+    connection = await RawConnection.open(addr(edge_proxy))
+    await connection.send(head)
+    response = await connection.response()
+    assert response.status == status, response.body
+    assert says in response.body
+    assert b"aiohttp" not in response.body and b"Bad status line" not in response.body
+    assert response.header("Server") is None
+    await connection.close()
+
+
+async def test_relayed_answers_keep_the_origins_server_field(edge_proxy, origin):
+    host = origin.url.removeprefix("http://")
+    response = await request(addr(edge_proxy), f"GET {origin.url}/bytes/10 HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+    assert response.status == 200
+    assert response.header("Server") == SERVER_SOFTWARE  # the (aiohttp) origin's own
 
 
 # --- the request-head clock and the idle clock ---

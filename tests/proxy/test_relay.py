@@ -252,3 +252,17 @@ async def test_client_that_leaves_cancels_the_origin_request(proxy, origin):
     # ...records it as abandoned, and keeps serving.
     assert any(r.url.endswith("/silent") and r.error.startswith("client_gone") for r in proxy.stats.history)
     assert (await request(address(proxy), get(origin.url + "/bytes/1"))).body == body_bytes(1)
+
+
+async def test_a_request_cut_by_shutdown_is_not_blamed_on_its_client(tmp_path, origin):
+    server = ProxyServer(proxy_config(tmp_path, read_timeout="30"))
+    await server.start()
+    connection = await RawConnection.open(address(server))
+    try:
+        await connection.send(get(origin.url + "/silent"))
+        await origin.silent_started.wait()  # the request is in flight when the proxy stops
+        await server.stop()
+    finally:
+        await connection.close()
+    errors = [r.error for r in server.stats.history if r.url.endswith("/silent")]
+    assert errors == ["stopped: swarmproxy shut down"], errors

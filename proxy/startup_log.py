@@ -1,0 +1,53 @@
+"""The start-up block: what `swarmproxy run` exposes and shares, logged together once every listener is up.
+
+One block instead of a line per listener as each opened, so that a newcomer reads in one place which ports
+answer on which addresses and what leaves the machine (issue 23 §3).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from .config import Config
+
+
+def _size(count: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if count < 1024:
+            return f"{count:g} {unit}"
+        count /= 1024
+    return f"{count:g} TiB"
+
+
+def startup_lines(cfg: Config, addresses: dict[str, str], dht_node_id: str | None) -> list[str]:
+    proxy = addresses["proxy"]
+    lines = [f"swarmproxy listening on http://{proxy} (admin API on the same port: http://{proxy}/_swarm/status)"]
+    if "dht" in addresses:
+        lan = "off" if cfg.no_lan_discovery else "on (multicast)"
+        lines.append(f"  DHT node {dht_node_id} on udp://{addresses['dht']}; LAN discovery {lan}")
+    else:
+        lines.append("  DHT off (--dht-listen off); LAN discovery off")
+    if "peer" in addresses:
+        over = {"tcp": "TCP", "quic": "QUIC (UDP)", "both": "TCP and QUIC (UDP), same port"}[cfg.transport]
+        lines.append(f"  peers fetch from {addresses['peer']} over {over}")
+        if cfg.no_share:
+            lines.append("  completed downloads are not shared with peers (--no-share)")
+        else:
+            lines.append(f"  completed downloads are shared with peers for {cfg.linger:g} s (--linger)")
+        lines.append(f"  trust {cfg.trust}; switching after T={cfg.first_byte_timeout:g}s, "
+                     f"R={cfg.min_rate:g} B/s over W={cfg.rate_window:g}s "
+                     f"(or after {cfg.early_lookup:g}s when the swarm has it)")
+    else:
+        lines.append("  peer port off (--peer-listen off): nothing is shared with peers")
+    if "peer" in addresses:
+        lines.append(f"  block store up to {_size(cfg.store_size)} (--store-size); data dir {cfg.data_dir}")
+    else:
+        lines.append(f"  no block store (peer port off); data dir {cfg.data_dir}")
+    return lines
+
+
+def log_startup(log: logging.Logger, cfg: Config, addresses: dict[str, str], dht_node_id: str | None) -> None:
+    # Consecutive calls with no await between them: no other task's line can land inside the block, and
+    # each line keeps the log's own prefix (time, level) for grep.
+    for line in startup_lines(cfg, addresses, dht_node_id):
+        log.info("%s", line)
