@@ -32,6 +32,8 @@ def startup_lines(cfg: Config, addresses: dict[str, str], dht_node_id: str | Non
         lines.append(f"  peers fetch from {addresses['peer']} over {over}")
         if cfg.no_share:
             lines.append("  completed downloads are not shared with peers (--no-share)")
+        elif not cfg.linger:  # --linger 0: no timer, the store's eviction ends the sharing
+            lines.append("  completed downloads are shared with peers until the store evicts them (--linger 0)")
         else:
             lines.append(f"  completed downloads are shared with peers for {cfg.linger:g} s (--linger)")
         lines.append(f"  trust {cfg.trust}; switching after T={cfg.first_byte_timeout:g}s, "

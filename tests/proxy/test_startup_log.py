@@ -20,6 +20,7 @@ def _block(caplog) -> str:
 @pytest.mark.asyncio
 @pytest.mark.parametrize("flags, shared", [
     ({"linger": "42"}, "shared with peers for 42 s (--linger)"),
+    ({"linger": "0"}, "shared with peers until the store evicts them (--linger 0)"),
     ({"no_share": True}, "not shared with peers (--no-share)"),
 ])
 async def test_the_block_names_each_listener_and_what_is_shared(tmp_path, caplog, flags, shared):
