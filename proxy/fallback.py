@@ -150,8 +150,9 @@ class _Download:
             return core.lookup_done(result, now)
         kind, value = result
         if name == "swarm":
-            return {"data": core.swarm_data, "end": lambda _, t: core.swarm_end(t),
-                    "failed": core.swarm_failed}[kind](value, now)
+            if kind == "data":
+                return core.swarm_data(value, now)
+            return core.swarm_end(now) if kind == "end" else core.swarm_failed(value, now)
         if kind == "head":
             return core.origin_head(describe(str(self.url), self.request.headers, value.status, value.headers,
                                              value.raw_headers), now)
@@ -285,8 +286,7 @@ class _Download:
             return "failed", str(exc)
 
     async def _stop(self, name: str) -> None:
-        """Cancel a producer's read and wait for it: aiohttp allows one reader at a time, and a generator still
-        running in a task cannot be closed."""
+        """Cancel a producer's read and wait: one aiohttp reader at a time; a running generator cannot close."""
         future, self.waits[name] = self.waits[name], None
         if future is not None:
             future.cancel()

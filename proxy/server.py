@@ -32,10 +32,10 @@ from dht.node import DhtConfig, DhtNode
 from . import edge
 from .admin import Admin
 from .config import Config
-from .errors import ListenError, OriginError
+from .errors import ClientGone, ListenError, OriginError
 from .fallback import Fallback
 from .origin import make_session
-from .relay import ClientGone, origin_url, relay
+from .relay import origin_url, relay
 from .responses import OwnResponse
 from .startup_log import log_startup
 from .stats import Stats

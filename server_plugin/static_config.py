@@ -214,14 +214,10 @@ def apache(entries: Sequence[Entry], layers_dir: str, source: str) -> str:
 
 
 def render(server: str, entries: Sequence[Entry], layers_dir: str, source: str) -> dict[str, str]:
-    """The configuration files for `server` (nginx, apache or both), by file name."""
-    files = {}
-    if server in ("nginx", "both"):
-        files[NGINX_HTTP] = nginx_http(entries, source)
-        files[NGINX_SERVER] = nginx_server(layers_dir)
-    if server in ("apache", "both"):
-        files[APACHE] = apache(entries, layers_dir, source)
-    return files
+    """The configuration files for `server` (a key of SERVERS), by file name."""
+    makers = {NGINX_HTTP: lambda: nginx_http(entries, source), NGINX_SERVER: lambda: nginx_server(layers_dir),
+              APACHE: lambda: apache(entries, layers_dir, source)}
+    return {name: makers[name]() for name in SERVERS[server]}
 
 
 def printable(files: dict[str, str]) -> str:

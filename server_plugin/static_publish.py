@@ -138,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "the configuration serves this directory at /.well-known/swarm-layer/")
     publish.add_argument("--url-prefix", metavar="PATH", type=_url_prefix, default="/",
                          help="the URL path at which the server serves DIR (default: /)")
-    publish.add_argument("--server", choices=("nginx", "apache", "both"), default="nginx",
+    publish.add_argument("--server", choices=tuple(config.SERVERS), default="nginx",
                          help="which configuration to print (default: nginx)")
     publish.add_argument("--config-dir", metavar="PATH", default=None,
                          help="write the configuration as files there (nginx-http.conf, nginx-server.conf, "

@@ -65,6 +65,11 @@ async def shared(service: SwarmService, data: bytes = DATA, vouch: bytes | None 
     return manifest
 
 
+def provider(service: SwarmService) -> Provider:
+    """`service` as a fetcher finds it in discovery: its node id and address, over TCP."""
+    return Provider(service.discovery.node_id, *service.address, TransportFlags.TCP)
+
+
 async def served(world, service, root: bytes) -> bool:
     """Whether a peer gets the manifest of `root` from `service` (a SwarmService, or a proxy's engine over one):
     what serving starts with."""
@@ -324,7 +329,7 @@ async def test_the_manifest_comes_from_the_store_or_a_provider(world):
     fetcher = await started(world)
     try:
         manifest = await shared(seeder)
-        seed = Provider(seeder.discovery.node_id, *seeder.address, TransportFlags.TCP)
+        seed = provider(seeder)
         assert await fetcher.full_manifest(manifest.root, [seed]) == manifest
         assert await fetcher.full_manifest(hashlib.sha256(b"x").digest(), [seed]) is None
         assert await seeder.full_manifest(manifest.root, []) == manifest
@@ -341,7 +346,7 @@ async def test_a_node_fetching_is_a_provider_at_once_and_withdraws_when_it_aband
     fetcher = await started(world)
     try:
         manifest = await shared(seeder)
-        seed = Provider(seeder.discovery.node_id, *seeder.address, TransportFlags.TCP)
+        seed = provider(seeder)
         chunks = fetcher.fetch(manifest, [seed], start=0, end=manifest.size)
         first = await anext(chunks)
         assert DATA.startswith(first)
@@ -364,7 +369,7 @@ async def test_a_finished_fetch_is_shared_as_a_provider_never_a_publisher(world)
     fetcher = await started(world)
     try:
         manifest = await shared(seeder)
-        seed = Provider(seeder.discovery.node_id, *seeder.address, TransportFlags.TCP)
+        seed = provider(seeder)
         assert b"".join([chunk async for chunk in fetcher.fetch(manifest, [seed])]) == DATA
         fetcher.completed(manifest)
         fetcher.fetch_over(manifest.root)  # shared complete: nothing to withdraw
@@ -382,7 +387,7 @@ async def test_a_partial_fetch_announced_while_running_is_withdrawn_when_over(wo
     fetcher = await started(world)
     try:
         manifest = await shared(seeder)
-        seed = Provider(seeder.discovery.node_id, *seeder.address, TransportFlags.TCP)
+        seed = provider(seeder)
         assert b"".join([c async for c in fetcher.fetch(manifest, [seed], start=0, end=20000)]) == DATA[:20000]
         fetcher.completed(manifest)  # not complete: not shared
         await fetcher.settled()
@@ -456,7 +461,7 @@ async def test_a_prefix_from_a_body_completes_a_fetch_that_began_mid_content(wor
     fetcher = await started(world)
     try:
         manifest = await shared(seeder)
-        seed = Provider(seeder.discovery.node_id, *seeder.address, TransportFlags.TCP)
+        seed = provider(seeder)
         upto = 3 * manifest.block_size
         assert b"".join([c async for c in fetcher.fetch(manifest, [seed], start=upto)]) == DATA[upto:]
         assert not await fetcher.complete_prefix(manifest, Body(DATA[::-1]), upto)  # not this content
