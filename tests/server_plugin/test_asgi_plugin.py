@@ -381,11 +381,9 @@ async def uvicorn_origin(tmp_path):
     app = Recorded(app)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
+    sock.listen(128)  # listening before uvicorn runs: the kernel queues clients until it accepts, no wait needed
     server = uvicorn.Server(uvicorn.Config(app, http="h11", lifespan="off", log_level="warning", access_log=False))
     task = asyncio.ensure_future(server.serve(sockets=[sock]))
-    async with asyncio.timeout(10):
-        while not server.started:
-            await asyncio.sleep(0.01)
     try:
         yield f"http://127.0.0.1:{sock.getsockname()[1]}", publisher, root, app.answers
     finally:
