@@ -13,7 +13,8 @@ Both have: ``announce(root, address, transports)`` (host "0.0.0.0" or "::" stand
 address as other nodes see it, None while unknown), ``withdraw(root)``, ``find_providers(root)`` (an async
 iterator of `Provider`; it may yield this node's own announcement, which callers skip by `node_id`; wrap it in
 `contextlib.aclosing` when stopping early, so outstanding queries are cancelled at once),
-``put_manifest(repr_key, summary)`` (any object with `ManifestFields`' attributes), ``get_manifests(repr_key)``,
+``put_manifest(repr_key, summary, ttl=None)`` (any object with `ManifestFields`' attributes),
+``withdraw_manifest(repr_key)``, ``get_manifests(repr_key)``,
 and `errors`: the exception types a call fails with when the network or other nodes do.
 """
 
@@ -26,7 +27,7 @@ from typing import AsyncIterator, Protocol
 from dht.errors import DhtError, InvalidArgument
 from dht.identity import NODE_ID_BYTES
 from dht.node import DhtNode
-from dht.records import KEY_BYTES, ManifestRecord, ProviderRecord, Transport, manifest_problem
+from dht.records import KEY_BYTES, MAX_TTL_S, ManifestRecord, ProviderRecord, Transport, manifest_problem
 from dht.wire import pack_address
 
 _UNSPECIFIED = ("0.0.0.0", "::", "")
@@ -135,10 +136,13 @@ class DhtDiscovery:
         async for record in self.node.find_providers(root):
             yield Provider(record.node_id, record.host, record.port, record.transports)
 
-    async def put_manifest(self, repr_key: bytes, summary: ManifestFields) -> None:
+    async def put_manifest(self, repr_key: bytes, summary: ManifestFields, *, ttl: int | None = None) -> None:
         await self.node.put_manifest(
-            repr_key, summary.content_root, summary.size, summary.block_size, summary.validator
+            repr_key, summary.content_root, summary.size, summary.block_size, summary.validator, ttl_s=ttl
         )
+
+    async def withdraw_manifest(self, repr_key: bytes) -> None:
+        await self.node.withdraw_manifest(repr_key)
 
     async def get_manifests(self, repr_key: bytes) -> list[ManifestSummary]:
         found: list[tuple[ManifestRecord, str | None]] = await self.node.get_manifests(repr_key)
@@ -193,9 +197,11 @@ class FakeDiscovery:
         for provider in list(self.network.providers.get(root, {}).values()):
             yield provider
 
-    async def put_manifest(self, repr_key: bytes, summary: ManifestFields) -> None:
+    async def put_manifest(self, repr_key: bytes, summary: ManifestFields, *, ttl: int | None = None) -> None:
         _check_root("repr_key", repr_key)
         _check_summary(summary)
+        if ttl is not None and not 0 < ttl <= MAX_TTL_S:
+            raise InvalidArgument(f"ttl must be in (0, {MAX_TTL_S}], got {ttl}")
         if not self.external_host:
             raise InvalidArgument("our address is not known yet: storing nodes accept a manifest only from it")
         # As an honest DHT would attest it: the address this node is seen at, whatever the summary says.
@@ -204,6 +210,9 @@ class FakeDiscovery:
         entries = self.network.manifests.setdefault(repr_key, {})
         entries.pop(self.node_id, None)  # re-insert so the newest comes last
         entries[self.node_id] = stored
+
+    async def withdraw_manifest(self, repr_key: bytes) -> None:
+        self.network.manifests.get(repr_key, {}).pop(self.node_id, None)
 
     async def get_manifests(self, repr_key: bytes) -> list[ManifestSummary]:
         _check_root("repr_key", repr_key)

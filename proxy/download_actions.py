@@ -51,6 +51,15 @@ class OpenSpool:
 
 
 @dataclasses.dataclass(frozen=True)
+class ClaimFetching:
+    """Say in discovery that this node fetches the representation from its origin and will vouch for it; the
+    shell ends the claim when the download is over (unless its bytes go on to be vouched for)."""
+    size: int
+    block_size: int
+    validator: str
+
+
+@dataclasses.dataclass(frozen=True)
 class StartLookup:
     headless: bool  # before any origin byte: the stricter quorum applies
 
@@ -164,6 +173,6 @@ class Fail:
     error: object
 
 
-Action = (RelayAsIs | RelayHead | Respond | OpenSpool | StartLookup | StopLookup | StartHead | StopHead | Switch
-          | StartSwarm | StopSwarm | CloseOrigin | ReopenOrigin | Deliver | RejectManifest | SwarmError | Note
-          | OriginComplete | Account | HandOver | Finish | Cut | Fail)
+Action = (RelayAsIs | RelayHead | Respond | OpenSpool | ClaimFetching | StartLookup | StopLookup | StartHead
+          | StopHead | Switch | StartSwarm | StopSwarm | CloseOrigin | ReopenOrigin | Deliver | RejectManifest
+          | SwarmError | Note | OriginComplete | Account | HandOver | Finish | Cut | Fail)

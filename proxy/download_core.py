@@ -5,21 +5,15 @@
 the swarm's chunks, its end or failure, the timer — and executes the actions each call returns, in order.
 `next_deadline()` says when to call `timer(now)` if nothing else happens.
 
-The phases of one download:
+The phases of one download (docs/ARCHITECTURE.md, "The download", says what each does and when it ends): HEAD
+(`T` runs), HEADLESS (`T` fired: a lookup races a HEAD), WAIT (the origin alone), STREAM (the origin relayed and
+watched), SWITCHED (the origin relayed while lookups run; or *parked*, below), MERGE (origin and block engine
+both produce, whichever is ahead delivers; the first swarm bytes are checked against the origin's), DONE.
 
-    HEAD       the GET is sent; `T` runs (`proxy.transition`).
-    HEADLESS   `T` fired before any origin byte: a manifest lookup (quorum N+1) races a HEAD to the origin.
-    WAIT       nothing usable was found: the origin alone answers, whenever it does.
-    STREAM     the origin's answer is relayed as is (and spooled by the shell), `R`, the crowd rule and the
-               early lookup watch it.
-    SWITCHED   the policy fired (`T`/`R`/`hint`/`crowd`, or the origin `died`): the origin, while it lasts, goes
-               on being relayed while a lookup runs, repeated every `repoll` seconds while nothing is found.
-    MERGE      a trusted manifest is in hand: the origin (if still open) and the block engine both produce, and
-               whichever is ahead delivers; bytes below the delivery point are dropped, so nothing reaches the
-               client twice or with a gap. The first swarm bytes are checked against the origin bytes already
-               delivered: a mismatch means the manifest is not the origin's content, and the swarm is dropped
-               before any of its bytes go out.
-    DONE       the response is complete, cut, or handed to the origin as is.
+Parking (`proxy.parking`): a download that would still run at its early lookup looks the URL up at its head. If
+enough independent others already fetch it from the origin, it leaves the origin to them at once (or when a later
+lookup finds them), asks for their vouches, and reopens the origin at a Range if they do not come; a slow one
+that finds fewer at its early lookup says it fetches too (`ClaimFetching`).
 
 Guarantees the tests check: swarming never makes a download fail that the origin alone would finish (with the
 origin's Range stream reopened if we had closed it ourselves); a response that cannot be completed is cut, never
@@ -32,13 +26,15 @@ import dataclasses
 import enum
 from typing import TYPE_CHECKING
 
-from swarm.content.manifest import MAX_BLOCK_SIZE, MAX_BLOCKS
+from swarm.content.manifest import MAX_BLOCK_SIZE, MAX_BLOCKS, choose_block_size
 
-from .download_actions import (Account, Action, CloseOrigin, Cut, Deliver, Fail, Finish, HandOver, Note, OpenSpool,
-                               OriginComplete, RejectManifest, RelayAsIs, RelayHead, ReopenOrigin, Respond, Source,
-                               StartHead, StartLookup, StartSwarm, StopHead, StopLookup, StopSwarm, SwarmError, Switch)
-from .origin_head import DIGESTS, UNVOUCHED_TYPE, OriginHead, client_range, late_start, same_version
-from .transition import CROWD_CAUSE, DIED_CAUSE, T_CAUSE, TransitionPolicy, TransitionSettings
+from .download_actions import (Account, Action, ClaimFetching, CloseOrigin, Cut, Deliver, Fail, Finish, HandOver, Note,
+                               OpenSpool, OriginComplete, RejectManifest, RelayAsIs, RelayHead, ReopenOrigin, Respond,
+                               Source, StartHead, StartLookup, StartSwarm, StopHead, StopLookup, StopSwarm, SwarmError,
+                               Switch)
+from .origin_head import UNVOUCHED_TYPE, BodyDigest, OriginHead, client_range, late_start, resumed_start, same_version
+from .parking import ParkingSettings
+from .transition import CROWD_CAUSE, DIED_CAUSE, FETCHING_CAUSE, T_CAUSE, TransitionPolicy, TransitionSettings
 
 if TYPE_CHECKING:
     from .engine import Found
@@ -58,6 +54,7 @@ class DownloadSettings:
     sharing: bool = True
     repoll: tuple[float, ...] = REPOLL_SECONDS
     block_size: int | None = None  # of the manifests made from origin bytes (--block-size); None: by size
+    parking: ParkingSettings = ParkingSettings()
 
     def spool_block_size(self, size: int, published: int | None) -> int | None:
         """The block size to hash `size` origin bytes in: a published manifest's, else --block-size, else (None)
@@ -112,7 +109,9 @@ class DownloadCore:
         self.looking = False
         self.lookup_at: float | None = None
         self.polls = 0
-        self.looked_early = False
+        self.looked_early = self.claimed = self.parked_once = False  # claimed: ClaimFetching was said
+        self.spool_block: int | None = None  # the block size of the spool, when one is kept (it can be vouched)
+        self.parked_until: float | None = None  # parked: when to stop waiting for the fetchers and reopen
         self.head_pending = False
         self.head_answer: OriginHead | None = None
         self.found: Found | None = None
@@ -127,9 +126,7 @@ class DownloadCore:
         self.swarm_error: str | None = None
         self.delivered = {Source.ORIGIN: 0, Source.SWARM: 0}
         self.handed_over = False
-        # The origin's Repr-Digest and the hash of what the client got, when the answer is the whole representation.
-        self.digest: tuple[str, bytes] | None = None
-        self.hasher = None
+        self.digest: BodyDigest | None = None  # the origin's Repr-Digest, when the answer is the whole representation
 
     # -- what the shell asks -------------------------------------------------------------------------------------
 
@@ -179,6 +176,13 @@ class DownloadCore:
             self.policy.start(now)
             self.policy.on_bytes(head.head_size, now)
             return actions + self._relay(head, now)
+        if self.phase is Phase.SWITCHED:  # the origin reopened after parking
+            start = resumed_start(head, self.size, self.validator, self.promised_start)
+            if isinstance(start, str):
+                self.origin = _Producer.GONE
+                return [CloseOrigin(f"the origin's answer after waiting cannot be used: {start}")]
+            self.origin, self.origin_offset = _Producer.RUNNING, start
+            return []
         if self.phase is Phase.MERGE:  # a late answer, used only if it is the representation we serve
             assert self.found is not None
             if head.status in (200, 206):
@@ -243,21 +247,38 @@ class DownloadCore:
             self.head_answer = head
         return []
 
-    def lookup_done(self, found: Found | None, now: float) -> list[Action]:
+    def lookup_done(self, found: Found | None, now: float, others: int = 0) -> list[Action]:
+        """A lookup's trusted manifest (None: none), and the weight of the independent others that hold or fetch
+        this version from the origin (`manifest_trust.working`)."""
         if not self.looking:
             return []
         self.looking = False
         if self.phase is Phase.HEADLESS:
             return self._headless_found(found)
-        if self.phase is Phase.STREAM:  # the early lookup
+        if self.phase is Phase.STREAM:  # at the head, or the early lookup
             if found is not None and self.policy.crowd(now) is not None:
                 self.found = found  # the policy now says `crowd` (or a cause due before): _tick switches
+            elif found is None and others >= self.settings.parking.after and self._may_park():
+                return self._park(others, now)
+            elif found is None and self.looked_early and not self.claimed and self.spool_block is not None \
+                    and self.settings.parking.after and self.policy.slow_so_far(now):
+                self.claimed = True  # slow, nobody else at it: this node fetches it and will vouch
+                assert self.size is not None and self.validator is not None
+                return [ClaimFetching(self.size, self.spool_block, self.validator)] + self._tick(now)
             return self._tick(now)
         if self.phase is not Phase.SWITCHED:
             return []
         if found is not None:
+            self.parked_until = None
             self.found = found
             return self._merge()
+        if self.parked_until is not None:
+            if now < self.parked_until:
+                self.lookup_at = min(now + self.settings.parking.poll, self.parked_until)
+                return []
+            return self._unpark(now)
+        if others >= self.settings.parking.after and self._may_park():  # switched, still reading the origin
+            return self._park(others, now)
         if self.origin is _Producer.GONE:
             return self._cut(f"origin_cut: the origin broke off after {self.position} bytes and no peer has the rest")
         wait = self.settings.repoll[min(self.polls, len(self.settings.repoll) - 1)]
@@ -327,16 +348,23 @@ class DownloadCore:
         self.position = self.origin_offset = self.tail_end = self.promised_start = head.start
         self.end = head.end
         if head.status == 200:
-            self._expect(head.digest)
+            self.digest = BodyDigest(head.digest) if head.digest else None
         actions: list[Action] = [RelayHead()]
         if head.status != 206 and self.size is not None and self.settings.sharing \
                 and self.size <= self.settings.max_spool:
             published = self.published.block_size if self.published else None
-            actions.append(OpenSpool(self.size, self.settings.spool_block_size(self.size, published)))
+            block_size = self.settings.spool_block_size(self.size, published)
+            actions.append(OpenSpool(self.size, block_size))
+            if self.validator:  # else nobody can vouch for it: no claim is worth making
+                self.spool_block = block_size or choose_block_size(self.size)
         if self.position >= self.end:
             return actions + self._origin_finished()
         if self.hinted:  # before any body byte: the origin published its manifest and asks us to swarm
             return actions + self._switch(self.policy.hint(now) or T_CAUSE, "the origin asks clients to swarm")
+        if self._may_park() and self.policy.lookup_due_at() is not None \
+                and self.end - self.position > self.policy.min_rate * self.policy.early_lookup:
+            self.looking = True  # it would still run at the early lookup even at R: do others fetch it already?
+            actions.append(StartLookup(headless=False))
         return actions + self._tick(now)
 
     def _tick(self, now: float) -> list[Action]:
@@ -422,7 +450,7 @@ class DownloadCore:
         self.position = self.tail_end = self.promised_start = start
         self.end = end
         if status == 200 and head is not None and head.status == 200:
-            self._expect(head.digest)
+            self.digest = BodyDigest(head.digest) if head.digest else None
         actions.append(Respond(status, start, end, manifest, described))
         if start >= end:  # an empty representation: nothing to fetch
             self.phase = Phase.DONE
@@ -457,6 +485,36 @@ class DownloadCore:
         self.swarm, self.swarm_position = _Producer.RUNNING, self.fetch_start
         return actions + [StartSwarm(self.found, self.fetch_start, self.end)]
 
+    def _may_park(self) -> bool:
+        """Can this download leave the origin for the fetchers, and come back to where it is if they fail it?"""
+        return (self.settings.parking.after > 0 and self.phase in (Phase.STREAM, Phase.SWITCHED) and self.ranges
+                and self.origin is _Producer.RUNNING and bool(self.validator) and not self.claimed
+                and not self.parked_once and self.position < self.end)
+
+    def _park(self, others: int, now: float) -> list[Action]:
+        parking, first = self.settings.parking, self.policy.first_byte_at
+        wait = parking.wait(remaining=self.end - self.position, origin_bytes=self.delivered[Source.ORIGIN],
+                            since_first_byte=now - first if first is not None else 0.0)
+        why = f"{others} independent other{'s' if others != 1 else ''} fetch it from the origin"
+        actions: list[Action] = [] if self.phase is Phase.SWITCHED else [
+            Switch(FETCHING_CAUSE, self.position, f"{why}; waiting for their vouches")]
+        self.phase, self.parked_once = Phase.SWITCHED, True
+        self.origin, self.reopen = _Producer.GONE, True
+        self.parked_until, self.lookup_at = now + wait, now + parking.poll
+        return actions + [CloseOrigin(f"{why}: leaving the origin to them for up to {wait:.3g} s")]
+
+    def _unpark(self, now: float) -> list[Action]:
+        """The fetchers did not deliver a manifest in time: the origin again from the delivery point, and the
+        lookups go on as after any switch."""
+        assert self.validator is not None
+        self.parked_until, self.reopen = None, False
+        self.origin, self.promised_start = _Producer.HEAD_PENDING, self.position
+        wait = self.settings.repoll[min(self.polls, len(self.settings.repoll) - 1)]
+        self.polls += 1
+        self.lookup_at = now + wait
+        return [Note("the fetchers' vouches did not come in time; back to the origin"),
+                ReopenOrigin(self.position, self.end, self.validator)]
+
     def _reopen(self) -> list[Action]:
         """After a swarm failure: the origin again from the delivery point, if we had closed it ourselves."""
         if not self.reopen or self.origin is not _Producer.GONE:
@@ -480,12 +538,12 @@ class DownloadCore:
         if self.origin is not _Producer.GONE:
             self.origin = _Producer.GONE
             actions.append(CloseOrigin())
-        if self._digest_disagrees():  # the manifest's bytes are not what the origin says it serves
+        if self.digest and self.digest.disagrees():  # the manifest's bytes are not what the origin serves
             assert self.found is not None
             self.publishable, self.swarm_position = False, -1  # nothing of it is kept or shared
             if self.delivered[Source.SWARM]:
                 self.swarm_error = f"digest_mismatch: the body does not match the origin's Repr-Digest " \
-                                   f"({self.digest[0]})"
+                                   f"({self.digest.algorithm})"
                 actions += [RejectManifest(self.found.source), SwarmError(self.swarm_error)]
                 return actions + self._hand_over(swarm_done=False) + self._cut(self.swarm_error)
         actions += self._hand_over(swarm_done=self.swarm_position >= self.end)
@@ -506,16 +564,16 @@ class DownloadCore:
         self.phase = Phase.DONE
         self.origin = _Producer.GONE
         actions = self._stop_lookups()
-        if self._digest_disagrees():  # the origin's own bytes: relayed as they are, but never shared
+        if self.digest and self.digest.disagrees():  # the origin's own bytes: relayed as they are, never shared
             self.publishable = False
-            actions.append(Note(f"the body does not match the origin's Repr-Digest ({self.digest[0]}); not shared"))
+            actions.append(Note(f"the body disagrees with its {self.digest.algorithm} Repr-Digest: not shared"))
         return actions + [OriginComplete(self.publishable), Finish()]
 
     def _deliver(self, source: Source, piece: bytes) -> Deliver:
         self.position += len(piece)
         self.delivered[source] += len(piece)
-        if self.hasher is not None:
-            self.hasher.update(piece)
+        if self.digest is not None:
+            self.digest.update(piece)
         return Deliver(source, piece)
 
     def _deliver_origin(self, piece: bytes) -> Deliver:
@@ -525,14 +583,6 @@ class DownloadCore:
         delivery = self._deliver(Source.ORIGIN, piece)
         self.tail_end = self.position
         return delivery
-
-    def _expect(self, digest: tuple[str, bytes] | None) -> None:
-        """Check the whole body against the origin's Repr-Digest (RFC 9530), if it sent one we know."""
-        if digest is not None:
-            self.digest, self.hasher = digest, DIGESTS[digest[0]]()
-
-    def _digest_disagrees(self) -> bool:
-        return self.hasher is not None and self.digest is not None and self.hasher.digest() != self.digest[1]
 
     def _stop_lookups(self) -> list[Action]:
         actions: list[Action] = []

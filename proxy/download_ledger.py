@@ -37,6 +37,7 @@ class Ledger:
     def __init__(self, owner: Owner, url: str, record: RequestRecord, core: DownloadCore) -> None:
         self.owner, self.engine, self.url, self.record, self.core = owner, owner.engine, url, record, core
         self.report = FetchReport()  # filled by the block engine when its fetch stops
+        self.vouching = False  # the origin's bytes went on to be stored and vouched for
 
     def skipped(self, why: object) -> None:
         """Peers were not (or not yet) used, and why; a later swarm clears it."""
@@ -75,6 +76,7 @@ class Ledger:
     def origin_complete(self, spool: Spool | None, publishable: bool, response) -> None:
         """The origin sent the whole body: store and announce the spool if it may be shared, else drop it."""
         if spool is not None and spool.complete and publishable:
+            self.vouching = True
             self.owner.spawn(self._ingest(spool, response, close=True))
         elif spool is not None:
             spool.close()
@@ -83,6 +85,7 @@ class Ledger:
                   publishable: bool, response) -> bool:
         """After a merge: store and share what is complete, stop sharing what is not. True: the spool is ours."""
         if swarm_done or (spool is not None and spool.complete):
+            self.vouching = spool is not None and spool.complete and publishable
             self.owner.spawn(self._after_swarm(manifest, fetch_start, swarm_done, spool, publishable, response))
             return True
         self.engine.abandon(manifest.root)

@@ -34,13 +34,13 @@ import aiohttp
 from swarm.content.manifest import Manifest, OriginManifest
 from swarm.errors import ManifestError, StoreError
 from swarm.net.transport import Transport
-from swarm.service.discovery import Discovery, Provider, validator_bytes
+from swarm.service.discovery import IN_PROGRESS_ROOT, Discovery, Provider, validator_bytes
 from swarm.service.origin_source import OriginRangeSource
 from swarm.service.store_work import fill_entry
 from swarm.service.swarm_service import FETCH_PEERS, LINGER, PROVIDER_WAIT, ShareCounters, SwarmService
 from swarm.store.interface import BlockStore
 
-from .manifest_trust import TrustPolicy, Vouch, decide
+from .manifest_trust import TrustPolicy, Vouch, decide, working
 from .origin_manifest import fetch_layer
 from .spool import Spool
 
@@ -73,6 +73,7 @@ class Miss:
 
     reason: str  # "dht-off", "lookup-failed", "no-record", "below-quorum", "conflict", "no-provider", ...
     detail: str = ""  # e.g. "1 publisher"
+    others: int = 0  # the weight of the others who hold or are fetching this version from the origin (`working`)
 
     def __str__(self) -> str:
         return f"{self.reason} ({self.detail})" if self.detail else self.reason
@@ -114,6 +115,7 @@ class SwarmEngine:
         self.trust = trust
         self.spool_dir = spool_dir
         self._own_manifests: dict[bytes, Manifest] = {}  # url key -> manifest computed from origin bytes
+        self._in_progress: dict[bytes, int] = {}  # url key -> downloads of it from the origin that said `fetching`
         self._origin_roots_file = pathlib.Path(spool_dir).parent / "origin_roots.json"
         self._index_store()
 
@@ -197,19 +199,22 @@ class SwarmEngine:
         if claims is None:
             return Miss("lookup-failed")
         summaries, providers_by_root = claims
-        if not summaries:
+        vouches = [Vouch(s.publisher_id, s.content_root, s.size, s.block_size, s.validator, s.publisher_host)
+                   for s in summaries]
+        others = 0
+        if known_size is not None and known_validator:
+            others = working(vouches, size=known_size, validator=validator_bytes(known_validator),
+                             exclude=service.discovery.node_id)
+        if all(s.content_root == IN_PROGRESS_ROOT for s in summaries):
             log.info("no manifest record for %s", url)
-            return Miss("no-record")
-        decision = decide(
-            [Vouch(s.publisher_id, s.content_root, s.size, s.block_size, s.validator, s.publisher_host)
-             for s in summaries],
-            self.trust.headless() if headless else self.trust, known_size=known_size,
-            known_validator=validator_bytes(known_validator) if known_validator else None,
-        )
+            return Miss("no-record", f"{others} fetching from the origin" if others else "", others)
+        decision = decide(vouches, self.trust.headless() if headless else self.trust, known_size=known_size,
+                          known_validator=validator_bytes(known_validator) if known_validator else None)
         if decision.accepted is None:
             self.counters.manifests_rejected += 1
             log.info("no trusted manifest for %s: %s (%d publisher(s))", url, decision.reason, decision.publishers)
-            return Miss(decision.reason, f"{decision.publishers} publisher{'s' if decision.publishers != 1 else ''}")
+            return Miss(decision.reason, f"{decision.publishers} publisher{'s' if decision.publishers != 1 else ''}",
+                        others)
         accepted = decision.accepted
         providers = providers_by_root.get(accepted.content_root, [])
         if not providers:
@@ -259,6 +264,26 @@ class SwarmEngine:
 
     # -- fetching -------------------------------------------------------------------------------------------------
 
+    def fetching(self, url: str, *, size: int, block_size: int, validator: str) -> None:
+        """This node fetches `url` (that version) from its origin and will vouch for it: say so under the URL's
+        key, so that newcomers wait for the vouches instead of loading the origin too (`fetch_ended` ends it)."""
+        key = url_key(url)
+        self._in_progress[key] = self._in_progress.get(key, 0) + 1
+        if self._in_progress[key] == 1:
+            self.service.claim_in_progress(key, size, block_size, validator_bytes(validator))
+
+    def fetch_ended(self, url: str, *, vouching: bool) -> None:
+        """A download that said `fetching` is over; `vouching`: its bytes are going to the store, whose share
+        replaces the claim with the real one (a failure to store ends it there: `ingest`)."""
+        key = url_key(url)
+        left = self._in_progress.get(key, 0) - 1
+        if left > 0:
+            self._in_progress[key] = left
+            return
+        self._in_progress.pop(key, None)
+        if not vouching:
+            self._will_not_vouch(url)
+
     def origin_source(self, url: str, manifest: Manifest) -> OriginRangeSource:
         return OriginRangeSource(self.session, url, size=manifest.size, validator=manifest.validator,
                                  max_concurrent=ORIGIN_RANGE_CONCURRENCY,
@@ -276,6 +301,7 @@ class SwarmEngine:
                      content_encoding: str | None, publish: bool) -> Manifest | None:
         """Put a complete origin download into the store; share, announce and (if `publish`) vouch for it."""
         if not spool.complete:
+            self._will_not_vouch(url)
             return None
         manifest, layer = self.service.stored_as(*spool.manifest(
             url=url, validator=validator, content_type=content_type, content_encoding=content_encoding))
@@ -284,12 +310,20 @@ class SwarmEngine:
                                          lambda stop: self._store_from_spool(manifest, layer, spool, stop))
         except (StoreError, OSError) as exc:
             log.warning("%s will not be shared: %s", url, exc)
+            self._will_not_vouch(url)
             return None
         key = url_key(url)
         self._own_manifests[key] = manifest
         self._save_origin_roots()
         self.service.share(manifest, vouch=key if publish else None)
         return manifest
+
+    def _will_not_vouch(self, url: str) -> None:
+        """A download that said `fetching` and handed its bytes over will not vouch after all: withdraw the
+        claim, unless another download of the URL still fetches or this node vouched already."""
+        key = url_key(url)
+        if key not in self._in_progress and key not in self._own_manifests:
+            self.service.end_in_progress(key)
 
     def _store_from_spool(self, manifest: Manifest, layer: list[bytes], spool: Spool,
                           stop: threading.Event) -> None:  # in a worker thread

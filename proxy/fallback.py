@@ -22,6 +22,7 @@ from .download_ledger import Ledger
 from .engine import Miss, SwarmEngine
 from .errors import ClientGone
 from .origin import OriginStream, describe_failure, head
+from .parking import ParkingSettings
 from .origin_head import describe, range_request, synthesized_headers
 from .publish_gate import request_gate
 from .ranges import parse_range
@@ -49,7 +50,8 @@ class Fallback:
         self.engine, self.session, self.stats = engine, session, stats
         self.settings = DownloadSettings(
             TransitionSettings(first_byte_timeout, min_rate, rate_window, early_lookup),
-            max_spool=max_spool, sharing=engine.sharing, block_size=block_size)
+            max_spool=max_spool, sharing=engine.sharing, block_size=block_size,
+            parking=ParkingSettings(after=engine.trust.vouchers if engine.discovery is not None else 0))
         self.tasks: set[asyncio.Task] = set()
 
     async def get(self, request: web.BaseRequest, url: URL, headers: list[tuple[str, str]],
@@ -117,6 +119,8 @@ class _Download:
                 if self.spool is not None:
                     self.spool.close()
                 self.ledger.finished(core.delivered[act.Source.ORIGIN])
+                if core.claimed:
+                    self.engine.fetch_ended(str(self.url), vouching=self.ledger.vouching)
 
     async def _step(self) -> None:
         core, waits = self.core, self.waits
@@ -147,7 +151,8 @@ class _Download:
         if name == "head":
             return core.head_answered(result)
         if name == "lookup":
-            return core.lookup_done(result, now)
+            found, others = result
+            return core.lookup_done(found, now, others)
         kind, value = result
         if name == "swarm":
             if kind == "data":
@@ -204,6 +209,8 @@ class _Download:
                 await self.response.prepare(self.request)
             case act.OpenSpool(size, block_size):
                 self.spool = Spool(self.engine.spool_dir, size, block_size=block_size)
+            case act.ClaimFetching(size, block_size, validator):
+                self.engine.fetching(str(self.url), size=size, block_size=block_size, validator=validator)
             case act.StartLookup(headless):
                 self.waits["lookup"] = asyncio.ensure_future(self._find(headless))
             case act.StartHead():
@@ -275,7 +282,7 @@ class _Download:
         except Exception as exc:
             log.warning("a swarm lookup failed: %r", exc)
             found = Miss("lookup-failed")
-        return self.ledger.usable(found)
+        return self.ledger.usable(found), found.others if isinstance(found, Miss) else 0
 
     async def _next_chunk(self) -> tuple[str, object]:
         try:

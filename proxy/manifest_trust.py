@@ -16,6 +16,10 @@ The policy (`parse_trust`): `origin` never believes the DHT; `quorum:N` takes th
 if it weighs at least N and no other group does (two quorums for different bytes is an attack or
 a corrupt swarm: believe neither); `any` (Pack's behaviour, for a lab or a trusted LAN) takes the
 heaviest group unless another ties with it.
+
+Claims naming `IN_PROGRESS_ROOT` ("I am fetching it from the origin now") are never a manifest; `working` weighs
+them, with the real claims for the same version, to tell a newcomer whether enough independent others will
+vouch soon that waiting for them beats asking an overloaded origin too (`proxy.download_core`, "park").
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from dataclasses import dataclass
 from dht.networks import network_prefix
 from swarm.content.manifest import MAX_BLOCK_SIZE, MIN_BLOCK_SIZE
 from swarm.content.merkle import HASH_SIZE
+from swarm.service.discovery import IN_PROGRESS_ROOT
 
 # The DHT carries a manifest record's block size opaquely (`dht.records`): a vouch counts only if it could be a
 # manifest the block engine accepts, by the engine's own bounds, so that nobody is believed for one it rejects.
@@ -65,6 +70,11 @@ class TrustPolicy:
 
     def __str__(self) -> str:
         return f"quorum:{self.quorum}" if self.mode == "quorum" else self.mode
+
+    @property
+    def vouchers(self) -> int:
+        """How many independent vouchers make a manifest believable: 0 when none ever does (`origin`)."""
+        return {"quorum": self.quorum, "any": 1}.get(self.mode, 0)
 
     def headless(self) -> TrustPolicy:
         """The policy for answering before the origin has said anything (a `T` switch with no response head).
@@ -133,7 +143,7 @@ def decide(candidates: Iterable[Vouch], policy: TrustPolicy, *, known_size: int 
     """
     if policy.mode == "origin":
         return TrustDecision(None, "none", "trust=origin", 0)
-    vouches = [v for v in candidates if _well_formed(v)]
+    vouches = [v for v in candidates if _well_formed(v) and v.content_root != IN_PROGRESS_ROOT]
     if not vouches:
         return TrustDecision(None, "none", "no-candidates", 0)
     vouches = [v for v in vouches if (known_size is None or v.size == known_size)
@@ -160,6 +170,13 @@ def decide(candidates: Iterable[Vouch], policy: TrustPolicy, *, known_size: int 
     if runner_up >= policy.quorum:
         return TrustDecision(None, "none", "conflict", best_weight)
     return TrustDecision(best, "quorum", "ok", best_weight)
+
+
+def working(candidates: Iterable[Vouch], *, size: int, validator: bytes, exclude: bytes = b"") -> int:
+    """The weight (as for a quorum) of the publishers other than `exclude` that hold or are fetching from the
+    origin the version of `size` bytes labelled `validator`: those who will vouch for it soon."""
+    return _weight([v for v in candidates if _well_formed(v) and v.publisher_id != exclude
+                    and v.size == size and v.validator == validator])
 
 
 def _agreed(v: Vouch) -> AgreedManifest:

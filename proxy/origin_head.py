@@ -104,6 +104,20 @@ def describe(url: str, request_headers, status: int, headers, raw_headers=()) ->
         digest=repr_digest(", ".join(headers.getall("Repr-Digest", []))))
 
 
+class BodyDigest:
+    """A body hashed as it goes out, to compare with the origin's Repr-Digest `(algorithm, digest)` at its end."""
+
+    def __init__(self, expected: tuple[str, bytes]) -> None:
+        self.algorithm, self.expected = expected
+        self.hasher = DIGESTS[self.algorithm]()
+
+    def update(self, piece: bytes) -> None:
+        self.hasher.update(piece)
+
+    def disagrees(self) -> bool:
+        return self.hasher.digest() != self.expected
+
+
 def repr_digest(value: str | None) -> tuple[str, bytes] | None:
     """The Repr-Digest (RFC 9530, a structured-field dictionary such as `sha-256=:BASE64:`) to check a body
     against, as (algorithm, digest): the first of `DIGESTS` present and well formed; None when there is none."""
@@ -131,12 +145,18 @@ def same_version(head: OriginHead, manifest: Manifest) -> bool:
 def late_start(head: OriginHead, manifest: Manifest, promised_start: int) -> int | str:
     """Where a late origin answer's body starts, if it is the representation we serve from `promised_start`
     on; else why it cannot be used (a string)."""
+    return resumed_start(head, manifest.size, manifest.validator, promised_start)
+
+
+def resumed_start(head: OriginHead, size: int | None, validator: str | None, promised_start: int) -> int | str:
+    """Where an origin answer's body starts, if it is the version of `size` bytes labelled `validator` and
+    reaches back to `promised_start`; else why it cannot be used (a string)."""
     if head.status not in (200, 206):
         return f"origin answered {head.status}"
     if not head.swarmable:  # e.g. private after all: do not keep, store or announce any of it
         return f"the origin's answer may not be shared ({head.reason})"
-    if head.size != manifest.size or (manifest.validator and head.validator != manifest.validator):
-        return "the origin now serves another version than the manifest describes"
+    if head.size != size or (validator and head.validator != validator):
+        return "the origin now serves another version than the one being served"
     if head.start > promised_start:
         return f"the origin answered from byte {head.start}, we serve from {promised_start}"
     return head.start

@@ -48,6 +48,9 @@ R_CAUSE = "R"
 HINT_CAUSE = "hint"
 CROWD_CAUSE = "crowd"
 DIED_CAUSE = "died"  # not the policy's: the origin broke off mid-body (the download's core records it)
+# Not the policy's either: independent others fetch the same version from the origin, so the download waits for
+# their vouches instead of loading the origin too (the download's core records it).
+FETCHING_CAUSE = "fetching"
 
 # The defaults of T, R, W and the early lookup: the command line's defaults are these (proxy.config).
 DEFAULT_FIRST_BYTE_TIMEOUT = 0.75

@@ -11,7 +11,9 @@ The values that cross the seam:
 * a key (32 bytes, chosen by the caller: the proxy hashes a URL) holds manifest summaries: one per publisher,
   each saying "the representation under this key is the content of this root". `put_manifest` takes a
   `ManifestClaim` (or anything with its four attributes); `get_manifests` returns `ManifestSummary`s, which
-  add who published it and, when storing nodes vouch for it, from which host.
+  add who published it and, when storing nodes vouch for it, from which host. A claim naming `IN_PROGRESS_ROOT`
+  says "I am fetching this representation from its origin now and will vouch for it when I have it": no root
+  yet, a short life (`IN_PROGRESS_TTL`), withdrawn with `withdraw_manifest` or replaced by the real claim.
 
 A lookup or an announcement that fails because of the network or other nodes raises one of the
 implementation's `errors`; anything else is a bug and propagates.
@@ -24,10 +26,14 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Discovery", "ManifestClaim", "ManifestSummary", "Provider", "TransportFlags", "UNSPECIFIED_HOST",
-           "validator_bytes"]
+__all__ = ["Discovery", "IN_PROGRESS_ROOT", "IN_PROGRESS_TTL", "ManifestClaim", "ManifestSummary", "Provider",
+           "TransportFlags", "UNSPECIFIED_HOST", "validator_bytes"]
 
 UNSPECIFIED_HOST = "0.0.0.0"  # an announced host meaning "this node's address as other nodes see it"
+# No merkle root is all zeros (it is a SHA-256 output), so this root cannot name real content.
+IN_PROGRESS_ROOT = bytes(32)
+# Seconds an in-progress claim lives unless refreshed: a node that died mid-download stops counting soon.
+IN_PROGRESS_TTL = 120
 
 
 class TransportFlags(enum.IntFlag):
@@ -115,8 +121,13 @@ class Discovery(Protocol):
         """Providers of `root`, one per node, yielded as they are found. Close it (`contextlib.aclosing`) to
         stop early: outstanding queries are cancelled."""
 
-    async def put_manifest(self, repr_key: bytes, summary: ManifestClaim) -> None:
-        """Vouch for what the representation under `repr_key` is (only for bytes from its origin)."""
+    async def put_manifest(self, repr_key: bytes, summary: ManifestClaim, *, ttl: int | None = None) -> None:
+        """Vouch for what the representation under `repr_key` is (only for bytes from its origin); kept fresh
+        until `withdraw_manifest(repr_key)` or replaced by this node's next claim under the key. `ttl`: the
+        seconds each copy lives (None: the implementation's default)."""
+
+    async def withdraw_manifest(self, repr_key: bytes) -> None:
+        """Withdraw this node's claim under `repr_key`."""
 
     async def get_manifests(self, repr_key: bytes) -> Sequence[ManifestSummary]:
         """Every publisher's summary for `repr_key`, newest first."""

@@ -143,6 +143,10 @@ class Shares:
             log.info("no longer sharing %s: %s", root.hex()[:16], why)
             self._spawn(self._withdraw(root))
 
+    def forget_vouch(self, key: bytes) -> None:
+        """Our claim under `key` was replaced (by an in-progress one): the next share vouches again."""
+        self.vouched = {(vouch, root) for vouch, root in self.vouched if vouch != key}
+
     async def _announce(self, manifest: Manifest, vouch: bytes | None, *, complete: bool = True) -> None:
         """Announce `manifest.root` (and vouch for it under `vouch`), unless discovery already keeps that up."""
         assert self.discovery is not None and self.port is not None

@@ -36,7 +36,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from swarm.content.manifest import Manifest
 from swarm.errors import FetchFailed, PeerError, StoreError, SwarmError, TransportError
 from swarm.net.transport import Transport
-from swarm.service.discovery import Discovery, ManifestSummary, Provider, TransportFlags
+from swarm.service.discovery import (IN_PROGRESS_ROOT, IN_PROGRESS_TTL, Discovery, ManifestClaim, ManifestSummary,
+                                     Provider, TransportFlags)
 from swarm.service.node import SwarmNode
 from swarm.service.shares import ShareCounters, Shares
 from swarm.service.store_work import Body, fill_prefix, in_block_size_stored, in_thread
@@ -118,6 +119,7 @@ class SwarmService:
             self.nodes[name] = node
         self.address: tuple[str, int] | None = None
         self.tasks: set[asyncio.Task] = set()
+        self._claims: dict[bytes, asyncio.Task] = {}  # key -> the last in-progress claim's put or withdrawal
         self.shares = Shares(store, self.nodes, discovery, enabled=share, linger=linger,
                              transports=self.transport_flags, spawn=self.spawn, call_later=call_later,
                              counters=self.counters)
@@ -235,12 +237,44 @@ class SwarmService:
         try:
             async with asyncio.timeout(timeout):
                 summaries = await self.discovery.get_manifests(key)
-                candidates = list({s.content_root for s in summaries})[:CLAIM_ROOTS]
+                candidates = list({s.content_root for s in summaries} - {IN_PROGRESS_ROOT})[:CLAIM_ROOTS]
                 providers = await asyncio.gather(*(self.providers(root) for root in candidates))
         except (asyncio.TimeoutError, *self.discovery.errors) as exc:
             log.info("manifest lookup of %s failed: %s", key.hex()[:16], exc or type(exc).__name__)
             return None
         return summaries, dict(zip(candidates, providers))
+
+    def claim_in_progress(self, key: bytes, size: int, block_size: int, validator: bytes) -> None:
+        """Say under `key` that this node is fetching that representation from its origin now and will vouch
+        for it (`IN_PROGRESS_ROOT`), so that a newcomer can wait for the vouches instead of asking the origin
+        too. Ended by `end_in_progress(key)` or replaced by the real claim when `share` vouches."""
+        if self.discovery is None or not self.sharing:
+            return
+        claim = ManifestClaim(IN_PROGRESS_ROOT, size, block_size, validator)
+        self.shares.forget_vouch(key)  # the claim takes our slot under `key`: a later share must vouch again
+        self._chain_claim(key, lambda discovery: discovery.put_manifest(key, claim, ttl=IN_PROGRESS_TTL))
+
+    def end_in_progress(self, key: bytes) -> None:
+        """Withdraw this node's in-progress claim under `key` (it will not vouch after all)."""
+        if self.discovery is not None and self.sharing:
+            self._chain_claim(key, lambda discovery: discovery.withdraw_manifest(key))
+
+    def _chain_claim(self, key: bytes, call: Callable[[Discovery], Any]) -> None:
+        """Run `call` after the previous claim work under `key`: a withdrawal must not overtake its put."""
+        previous, discovery = self._claims.get(key), self.discovery
+        assert discovery is not None
+
+        async def run() -> None:
+            if previous is not None:
+                await asyncio.gather(previous, return_exceptions=True)
+            try:
+                await call(discovery)
+            except discovery.errors as exc:
+                log.info("an in-progress claim under %s failed: %s", key.hex()[:16], exc)
+
+        task = self.spawn(run())
+        self._claims[key] = task
+        task.add_done_callback(lambda done: self._claims.pop(key) if self._claims.get(key) is done else None)
 
     def transport_for(self, provider: Provider) -> str:
         """"tcp" or "quic": the transport to reach `provider` by, among those both sides offer."""

@@ -16,7 +16,7 @@ from proxy.engine import Found, Miss, SwarmEngine, url_key
 from proxy.manifest_trust import parse_trust
 from proxy.spool import Spool
 from swarm.net.memory import MemoryNetwork, MemoryTransport
-from swarm.service.discovery import ManifestClaim
+from swarm.service.discovery import IN_PROGRESS_ROOT, ManifestClaim
 from swarm.store.memory import MemoryBlockStore
 from tests.swarm.service.fake_timers import FakeTimers
 from tests.swarm.service.test_swarm_service import served  # the engine serves through its service
@@ -296,3 +296,51 @@ async def test_a_url_vouched_for_by_a_quorum_is_found_with_the_manifest_from_a_p
     finally:
         await engine.stop()
         await seeder.stop()
+
+
+async def test_fetching_from_the_origin_is_claimed_counted_by_network_and_withdrawn(world, tmp_path):
+    """In-progress claims: a newcomer counts the independent others fetching a version (one party with many keys
+    in one network counts once), never itself, never as a manifest; a fetcher that will not vouch withdraws."""
+    engine = await started_engine(world, tmp_path)
+    fetcher = await started_engine(world, tmp_path / "fetcher", host="198.51.100.7")
+    try:
+        fetcher.discovery.external_host = "198.51.100.7"
+        fetcher.fetching(URL, size=len(DATA), block_size=1 << 14, validator='"v1"')
+        engine.fetching(URL, size=len(DATA), block_size=1 << 14, validator='"v1"')
+        await fetcher.settled()
+        await engine.settled()
+        sybils = [FakeDiscovery(world[1], external_host=f"203.0.113.{i}") for i in range(1, 6)]  # one /24
+        for sybil in sybils:
+            await sybil.put_manifest(url_key(URL), ManifestClaim(IN_PROGRESS_ROOT, len(DATA), 1 << 14, b'"v1"'))
+        miss = await engine.find(URL, known_size=len(DATA), known_validator='"v1"')
+        assert miss == Miss("no-record", "2 fetching from the origin", 2)  # the fetcher and the /24, not us
+        assert (await engine.find(URL, known_size=len(DATA), known_validator='"v2"')).others == 0
+        assert (await engine.find(URL, known_size=7, known_validator='"v1"')).others == 0
+
+        fetcher.fetch_ended(URL, vouching=False)  # its client went away: it will not vouch
+        await fetcher.settled()
+        assert fetcher.discovery.node_id not in world[1].manifests[url_key(URL)]
+        assert (await engine.find(URL, known_size=len(DATA), known_validator='"v1"')).others == 1
+    finally:
+        await engine.stop()
+        await fetcher.stop()
+
+
+async def test_a_fetcher_that_stores_its_download_replaces_the_claim_with_its_vouch(world, tmp_path):
+    engine = await started_engine(world, tmp_path)
+    try:
+        engine.fetching(URL, size=len(DATA), block_size=1 << 14, validator='"v1"')
+        engine.fetching(URL, size=len(DATA), block_size=1 << 14, validator='"v1"')  # a second download of it
+        await engine.settled()
+        [claim] = world[1].manifests[url_key(URL)].values()
+        assert claim.content_root == IN_PROGRESS_ROOT
+        engine.fetch_ended(URL, vouching=False)  # the other download still fetches: the claim stays
+        await engine.settled()
+        assert engine.discovery.node_id in world[1].manifests[url_key(URL)]
+        engine.fetch_ended(URL, vouching=True)
+        manifest = await ingest(engine, tmp_path)
+        [claim] = world[1].manifests[url_key(URL)].values()
+        assert claim.content_root == manifest.root  # the real vouch, in the same slot
+        assert (await engine.find(URL, known_size=len(DATA), known_validator='"v1"')).source == "self"
+    finally:
+        await engine.stop()

@@ -194,7 +194,8 @@ async def test_an_origin_that_is_fast_so_far_is_not_looked_up_early(tmp_path, sl
         node.engine.find = find
         status, _, body = await cluster.get(node, url)
         assert status == 200 and body == DATA
-        assert lookups == [] and cluster.last_record(node)["transition"] is None
+        # One lookup at its head (are others fetching it already?), none at the early point: it was fast.
+        assert len(lookups) == 1 and cluster.last_record(node)["transition"] is None
     finally:
         await cluster.close()
 

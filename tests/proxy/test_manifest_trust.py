@@ -8,10 +8,12 @@ from hypothesis import strategies as st
 
 from dht.networks import network_prefix
 from proxy import manifest_trust as mt
-from proxy.manifest_trust import AgreedManifest, TrustDecision, TrustPolicy, Vouch, decide, parse_trust
+from proxy.manifest_trust import AgreedManifest, TrustDecision, TrustPolicy, Vouch, decide, parse_trust, working
+from swarm.service.discovery import IN_PROGRESS_ROOT
 
 ROOT_A = b"A" * 32
 ROOT_B = b"B" * 32
+FETCHING = IN_PROGRESS_ROOT
 V1 = b'"v1"'
 V2 = b'"v2"'
 SIZE = 1_000_000
@@ -127,7 +129,35 @@ ROWS = {
         "any", LIAR_24 + [v("a", "192.0.2.10"), v("b", "203.0.113.9")], {}, TrustDecision(agreed(), "any", "ok", 2)),
     "origin-never-believes-the-dht": (
         "origin", [v("a", "198.51.100.1"), v("b", "203.0.113.1")], {}, TrustDecision(None, "none", "trust=origin", 0)),
+    "in-progress-claims-are-never-a-manifest": (
+        "quorum:2", [v("a", "198.51.100.1", root=FETCHING), v("b", "203.0.113.1", root=FETCHING)], {},
+        TrustDecision(None, "none", "no-candidates", 0)),
+    "in-progress-beside-a-vouch-is-no-equivocation": (  # a fetcher that finished: both copies seen at once
+        "quorum:2", [v("a", "198.51.100.1", root=FETCHING), v("a", "198.51.100.1"), v("b", "203.0.113.1")], {},
+        TrustDecision(agreed(), "quorum", "ok", 2)),
 }
+
+# (vouches, exclude, weight of the others holding or fetching SIZE bytes labelled V1)
+WORKING = {
+    "two-fetchers": ([v("a", "198.51.100.1", root=FETCHING), v("b", "203.0.113.1", root=FETCHING)], b"", 2),
+    "a-fetcher-and-a-holder": ([v("a", "198.51.100.1", root=FETCHING), v("b", "203.0.113.1")], b"", 2),
+    "not-counting-ourselves": ([v("a", "198.51.100.1", root=FETCHING), v("b", "203.0.113.1")], b"b", 1),
+    "one-network-many-keys": ([v(f"s{i}", f"192.0.2.{i}", root=FETCHING) for i in range(1, 30)], b"", 1),
+    "unattested-weigh-one": ([v("a", None, root=FETCHING), v("b", None, root=FETCHING)], b"", 1),
+    "another-version": ([v("a", "198.51.100.1", root=FETCHING, validator=V2)], b"", 0),
+    "another-size": ([v("a", "198.51.100.1", root=FETCHING, size=SIZE + 1)], b"", 0),
+    "malformed-block-size": ([v("a", "198.51.100.1", root=FETCHING, block=1000)], b"", 0),
+}
+
+
+@pytest.mark.parametrize("vouches,exclude,weight", WORKING.values(), ids=WORKING.keys())
+def test_working(vouches, exclude, weight):
+    assert working(vouches, size=SIZE, validator=V1, exclude=exclude) == weight
+
+
+@pytest.mark.parametrize("policy,vouchers", [("quorum:3", 3), ("any", 1), ("origin", 0)])
+def test_vouchers_needed(policy, vouchers):
+    assert parse_trust(policy).vouchers == vouchers
 
 
 @pytest.mark.parametrize("policy,vouches,kwargs,expected", ROWS.values(), ids=ROWS.keys())

@@ -20,7 +20,7 @@ from swarm.service.discovery import Discovery, ManifestClaim, ManifestSummary, P
 # The protocol's members that are calls, and whether each is a coroutine function (find_providers is an async
 # iterator: implemented as an async generator).
 CALLS = {"own_host": False, "announce": True, "withdraw": True, "find_providers": False, "put_manifest": True,
-         "get_manifests": True}
+         "withdraw_manifest": True, "get_manifests": True}
 
 
 def implementations() -> list:

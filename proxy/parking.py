@@ -1,0 +1,39 @@
+"""Parking: a download leaves a slow origin to the others who already fetch it, and waits for their vouches.
+
+Without help from the origin, a flash crowd's first copies are vouched for only once quorum nodes got every byte
+from the origin, and every newcomer that also reads the origin divides its bandwidth among more readers. So a slow
+download whose early lookup finds fewer than `after` independent others fetching the same version says it fetches
+it (and will vouch), and one that finds at least that many leaves the origin to them: it closes its stream (only
+if the origin serves ranges to come back to), asks for their vouches every `poll` s, and after `wait(...)` s
+without them reopens the origin at a Range where it left off. Others are counted by network, like a quorum
+(`proxy.manifest_trust.working`), so one party with many keys in one network counts once; and a party that only
+pretends to fetch can make a download take at most about twice what its origin would have. The download's core
+(`proxy.download_core`) keeps the state; this module holds the rule's settings and its one computation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+# How often a parked download asks for the fetchers' vouches.
+PARK_POLL_SECONDS = 0.5
+# It waits for them at least PARK_SECONDS (in the lab's flash crowd of 100 KB at 256 KB/s the first copies are
+# vouched for 1-3 s after the crowd arrived), or as long as the origin would still have taken at the rate it gave so
+# far (30 MB at a crowd's share of 256 KB/s: minutes), but never more than PARK_MAX_SECONDS.
+PARK_SECONDS = 5.0
+PARK_MAX_SECONDS = 600.0
+
+
+@dataclasses.dataclass(frozen=True)
+class ParkingSettings:
+    after: int = 0  # the weight of independent others fetching that makes a download wait for them (0: never)
+    poll: float = PARK_POLL_SECONDS
+    shortest: float = PARK_SECONDS
+    longest: float = PARK_MAX_SECONDS
+
+    def wait(self, *, remaining: int, origin_bytes: int, since_first_byte: float) -> float:
+        """How long to wait for the fetchers: as long as the origin would still take for `remaining` bytes at the
+        rate it gave so far (`origin_bytes` in `since_first_byte` s), within [shortest, longest]."""
+        rate = origin_bytes / since_first_byte if since_first_byte > 0 else 0.0
+        origin_eta = remaining / rate if rate > 0 else self.longest
+        return max(self.shortest, min(origin_eta, self.longest))

@@ -1,0 +1,158 @@
+"""Table-driven tests of parking in the download's core (`proxy.download_core`): a download that sees enough
+independent others fetch the same version from the origin leaves the origin at its head (or at a later lookup) and
+waits for their vouches; a slow one that sees fewer at its early lookup says it fetches. Same driver as the other core tests (`download_vectors.py`): T = 1 s,
+R = 10 000 B/s, W = 2 s, early lookup 0.5 s; 100 000 bytes in 16 KiB blocks; the origin's head at 0.1. Here a
+download parks for two others, asks again every 0.5 s and waits 1 s (the test of the wait's length is below).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from proxy.download_actions import ClaimFetching
+from proxy.download_core import DownloadCore
+from proxy.parking import ParkingSettings
+
+from .download_vectors import (BAD, BLOCKS, CONTENT, DEADLINE, FOUND, H200, HEAD, LOOK, NO_EARLY, SETTINGS, SFAIL, SIZE,
+                               TIMER, Driver, O, S, Vector, head)
+
+PARK = dataclasses.replace(SETTINGS, parking=ParkingSettings(after=2, poll=0.5, shortest=1.0, longest=1.0))
+RANGES = head(ranges=True)
+AT_HEAD = HEAD(RANGES, 0.1, "RelayHead OpenSpool(100000,None) StartLookup")  # still running at the early point
+EARLY = TIMER("Note StartLookup", 0.6)  # the early lookup: slow so far (only the head's 100 bytes)
+PARKED = [AT_HEAD, LOOK(None, 0.15, "Switch(fetching@0) CloseOrigin", others=2)]  # waits 1 s, asks every 0.5 s
+GONE_LAST = "StopSwarm Account(100000) HandOver(0,done,True) D(s,1696) Finish"
+
+
+def vector(*steps, settings=PARK, **fields) -> Vector:
+    flat = []
+    for step in steps:
+        flat.extend(step if isinstance(step, list) else [step])
+    return Vector(flat, settings=settings, **fields)
+
+
+VECTORS = [
+    pytest.param(vector(PARKED, DEADLINE(0.65), TIMER("StartLookup"),
+                        LOOK(FOUND, 0.7, "StartSwarm(0-100000)"), BLOCKS(0, 98304, 0.8), S(None, 0.9, GONE_LAST)),
+                 id="parks-at-the-head-and-finishes-from-peers"),
+    pytest.param(vector(
+        PARKED, TIMER("StartLookup"), LOOK(None, 0.7, "", others=2), DEADLINE(1.15), TIMER("StartLookup"),
+        LOOK(None, 1.2, 'Note ReopenOrigin(0-100000,"v1")', others=2),
+        HEAD(head(206, start=0, end=SIZE, ranges=True), 1.3, ""),
+        O(100_000, 1.4, "D(o,100000) OriginComplete(True) Finish")), id="waits-at-most-the-timeout-then-the-origin"),
+    pytest.param(vector(
+        PARKED, TIMER("StartLookup"), LOOK(None, 1.2, 'Note ReopenOrigin(0-100000,"v1")'),
+        HEAD(head(206, start=0, end=SIZE, ranges=True), 1.3, ""), O(30_000, 1.4, "D(o,30000)"),
+        DEADLINE(2.2), TIMER("StartLookup"),  # after the wait, the lookups go on as after any switch
+        LOOK(FOUND, 2.3, "StartSwarm(16384-100000)"), S(None, 2.4, "D(s,2768)"), BLOCKS(32768, 98304, 2.5),
+        S(None, 2.6, "CloseOrigin StopSwarm Account(70000) HandOver(16384,done,True) D(s,1696) Finish")),
+        id="back-on-the-origin-found-later"),
+    pytest.param(vector(
+        PARKED, TIMER("StartLookup"), LOOK(None, 1.2, 'Note ReopenOrigin(0-100000,"v1")'),
+        HEAD(head(206, start=0, end=SIZE, validator='"v2"'), 1.3, "CloseOrigin"), DEADLINE(2.2), TIMER("StartLookup"),
+        LOOK(None, 2.3, "Cut(broke_off)"), ends="Cut"), id="back-on-the-origin-another-version-cut"),
+    pytest.param(vector(
+        AT_HEAD, O(4000, 0.3, "D(o,4000)"), LOOK(None, 0.35, "Switch(fetching@4000) CloseOrigin", others=3),
+        TIMER("StartLookup"), LOOK(FOUND, 0.9, "StartSwarm(0-100000)"), S(None, 1.0, "D(s,12384)"),
+        BLOCKS(16384, 98304, 1.1), S(None, 1.2, "StopSwarm Account(96000) HandOver(0,done,True) D(s,1696) Finish")),
+        id="parks-mid-body-first-block-checked"),
+    pytest.param(vector(
+        AT_HEAD, O(4000, 0.3, "D(o,4000)"), LOOK(None, 0.35, "Switch(fetching@4000) CloseOrigin", others=2),
+        TIMER("StartLookup"), LOOK(FOUND, 0.9, "StartSwarm(0-100000)"),
+        S(None, 1.0, 'RejectManifest(self) StopSwarm SwarmError(manifest_mismatch) ReopenOrigin(4000-100000,"v1")'),
+        HEAD(head(206, start=4000, end=SIZE), 1.1, ""),
+        O(96_000, 1.2, "CloseOrigin StopSwarm Account(0) HandOver(0,partial,True) D(o,96000) Finish"), swarm=BAD),
+        id="liars-manifest-after-parking-never-delivered"),
+    pytest.param(vector(
+        PARKED, TIMER("StartLookup"), LOOK(FOUND, 0.7, "StartSwarm(0-100000)"), S(None, 0.8, "D(s,16384)"),
+        SFAIL(0.9, 'Note SwarmError(swarm_failed) ReopenOrigin(16384-100000,"v1")'),
+        HEAD(head(206, start=16384, end=SIZE), 1.0, ""),
+        O(83_616, 1.1, "CloseOrigin StopSwarm Account(16384) HandOver(0,partial,True) D(o,83616) Finish")),
+        id="parked-swarm-fails-origin-reopened"),
+    pytest.param(vector(
+        AT_HEAD, LOOK(None, 0.15, "", others=1), EARLY, LOOK(None, 0.7, "ClaimFetching", others=1),
+        O(100_000, 0.9, "D(o,100000) OriginComplete(True) Finish")), id="one-other-claims-and-stays"),
+    pytest.param(vector(
+        AT_HEAD, TIMER("", 0.6), LOOK(None, 0.7, "ClaimFetching"),  # the head's lookup answers after the early point
+        O(100_000, 0.9, "D(o,100000) OriginComplete(True) Finish")), id="slow-lookup-at-the-head-counts-as-early"),
+    pytest.param(vector(
+        AT_HEAD, O(50_000, 0.3, "D(o,50000)"), LOOK(None, 0.35, ""), TIMER("", 0.6),  # fast so far: no claim
+        O(50_000, 0.9, "D(o,50000) OriginComplete(True) Finish")), id="fast-so-far-no-early-lookup-no-claim"),
+    pytest.param(vector(
+        HEAD(H200, 0.1, "RelayHead OpenSpool(100000,None)"), EARLY, LOOK(None, 0.7, "ClaimFetching", others=5),
+        O(100_000, 0.9, "D(o,100000) OriginComplete(True) Finish")), id="no-ranges-never-parks-but-claims"),
+    pytest.param(vector(
+        AT_HEAD, LOOK(None, 0.15, ""), EARLY, LOOK(None, 0.7, "ClaimFetching"), DEADLINE(2.1),
+        TIMER("Switch(R@0) StartLookup"), LOOK(None, 2.2, "Note", others=4),  # a claimed fetcher never parks
+        O(100_000, 2.3, "D(o,100000) OriginComplete(True) Finish")), id="a-fetcher-stays-a-fetcher"),
+    pytest.param(vector(
+        HEAD(head(ranges=True, validator=None), 0.1, "RelayHead OpenSpool(100000,None)"), EARLY,
+        LOOK(None, 0.7, "", others=5),  # no validator: no version to wait for, nothing to vouch for
+        O(100_000, 0.9, "D(o,100000) OriginComplete(True) Finish")), id="no-validator-neither-parks-nor-claims"),
+    pytest.param(vector(HEAD(RANGES, 0.1, "RelayHead OpenSpool(100000,None)"), EARLY, LOOK(None, 0.7, "", others=5),
+                        O(100_000, 0.9, "D(o,100000) OriginComplete(True) Finish"), settings=SETTINGS),
+                 id="parking-off-neither-parks-nor-claims"),
+    pytest.param(vector(
+        HEAD(head(206, start=50_000, end=SIZE, ranges=True), 0.1, "RelayHead StartLookup"),
+        LOOK(None, 0.15, "Switch(fetching@50000) CloseOrigin", others=2), TIMER("StartLookup"),
+        LOOK(FOUND, 0.7, "StartSwarm(49152-100000)"), S(None, 0.8, "D(s,15536)"), BLOCKS(65536, 98304, 0.9),
+        S(None, 1.0, "StopSwarm Account(50000) HandOver(49152,done,True) D(s,1696) Finish")),
+        id="a-range-request-parks-too"),
+    pytest.param(vector(
+        HEAD(RANGES, 0.1, "RelayHead OpenSpool(100000,None)"), O(5000, 0.2, "D(o,5000)"), DEADLINE(2.1),
+        TIMER("Switch(R@5000) StartLookup"), LOOK(None, 2.2, "CloseOrigin", others=2), DEADLINE(2.7),
+        TIMER("StartLookup"), LOOK(FOUND, 2.8, "StartSwarm(0-100000)"), S(None, 2.9, "D(s,11384)"),
+        BLOCKS(16384, 98304, 3.0), S(None, 3.1, "StopSwarm Account(95000) HandOver(0,done,True) D(s,1696) Finish"),
+        settings=dataclasses.replace(PARK, transition=NO_EARLY.transition)), id="switched-by-R-then-parks"),
+    pytest.param(vector(
+        PARKED, TIMER("StartLookup"), LOOK(None, 1.2, 'Note ReopenOrigin(0-100000,"v1")'),
+        HEAD(head(206, start=0, end=SIZE, ranges=True), 1.3, ""), O(30_000, 1.4, "D(o,30000)"), DEADLINE(2.2),
+        TIMER("StartLookup"), LOOK(None, 2.3, "Note", others=3),  # parks once: the origin goes on
+        O(70_000, 2.4, "D(o,70000) OriginComplete(True) Finish")), id="parks-only-once"),
+    pytest.param(vector(
+        HEAD(head(ranges=True, size=4000), 0.1, "RelayHead OpenSpool(4000,None)"),
+        O(4000, 0.2, "D(o,4000) OriginComplete(True) Finish")), id="small-body-no-lookup-at-the-head"),
+]
+
+
+@pytest.mark.parametrize("vector", VECTORS)
+def test_vector(vector: Vector) -> None:
+    Driver(vector).run()
+
+
+def test_the_claim_names_the_version_and_the_spools_block_size() -> None:
+    core = DownloadCore(dataclasses.replace(PARK, block_size=32 * 1024))
+    core.start(0.0)
+    core.origin_head(RANGES, 0.1)
+    core.timer(0.6)
+    claims = [a for a in core.lookup_done(None, 0.7) if isinstance(a, ClaimFetching)]
+    assert claims == [ClaimFetching(SIZE, 32 * 1024, '"v1"')] and core.claimed
+
+
+def test_a_party_in_one_network_cannot_park_anyone_by_itself() -> None:
+    """`others` is a weight: keys in one network count once, so under quorum:2 one party never parks a download."""
+    core = DownloadCore(PARK)
+    core.start(0.0)
+    core.origin_head(RANGES, 0.1)
+    core.timer(0.6)
+    actions = core.lookup_done(None, 0.7, others=1)
+    assert [type(a) for a in actions] == [ClaimFetching] and core.wants_origin
+
+
+@pytest.mark.parametrize("origin_bytes,park_max,until", [
+    (4000, 10.0, 10.65),  # the origin would take 13.2 s more at 4000 B in 0.55 s: capped at park_max
+    (4000, 60.0, 0.65 + 96_000 / (4000 / 0.55)),  # as long as the origin would still take
+    (0, 60.0, 60.65),  # nothing from the origin yet: park_max
+])
+def test_a_parked_download_waits_as_long_as_the_origin_would_still_take(origin_bytes, park_max, until) -> None:
+    core = DownloadCore(dataclasses.replace(PARK, parking=dataclasses.replace(PARK.parking, longest=park_max)))
+    core.start(0.0)
+    core.origin_head(RANGES, 0.1)
+    if origin_bytes:
+        core.origin_data(CONTENT[:origin_bytes], 0.3)
+    core.timer(0.6)
+    assert core.looking
+    core.lookup_done(None, 0.65, others=2)
+    assert core.parked_until == pytest.approx(until)

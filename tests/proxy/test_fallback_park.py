@@ -1,0 +1,99 @@
+"""Parking end to end in one process: with an origin that gives no help, the first slow downloads of a file say
+they fetch it from the origin; a newcomer that sees two independent fetchers leaves the origin to them, waits for
+their vouches, and finishes from them; one party with many keys cannot make it leave (docs/ARCHITECTURE.md,
+"Transition"; `proxy.download_core`, "Parking")."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+
+import pytest_asyncio
+
+from proxy.demo.local_swarm import Cluster
+from proxy.engine import url_key
+from proxy.server import ProxyServer
+
+DATA = (hashlib.sha256(b"park").digest() * 12_500)[:400_000]
+# W = 30 s: only the early lookup (0.3 s after the first byte) can move a download off the origin here.
+SETTINGS = {"first_byte_timeout": "5", "min_rate": "160k", "rate_window": "30", "early_lookup": "0.3"}
+
+
+@pytest_asyncio.fixture
+async def cluster(tmp_path):
+    group = Cluster(tmp_path, **SETTINGS)
+    yield group
+    await group.close()
+
+
+def on_claim(node: ProxyServer) -> asyncio.Event:
+    """Set once `node` has said in the DHT that it fetches from the origin (its put is done)."""
+    event, real = asyncio.Event(), node.engine.fetching
+
+    def fetching(url: str, **kwargs) -> None:
+        real(url, **kwargs)
+        asyncio.ensure_future(node.engine.service.settled()).add_done_callback(lambda _: event.set())
+
+    node.engine.fetching = fetching
+    return event
+
+
+def on_transition(node: ProxyServer, cause: str) -> asyncio.Event:
+    event, real = asyncio.Event(), node.stats.transition
+
+    def transition(got: str) -> None:
+        real(got)
+        if got == cause:
+            event.set()
+
+    node.stats.transition = transition
+    return event
+
+
+async def test_a_newcomer_leaves_the_origin_to_two_fetchers_and_finishes_from_them(cluster, slow_origin):
+    url = slow_origin.add("/crowd.bin", DATA)
+    slow_origin.set_rate(60_000)  # under R for everyone
+    first, second, newcomer = await cluster.grow(3)
+    downloads = []
+    for fetcher in (first, second):  # one after the other: each sees fewer than two others, so each claims
+        claimed = on_claim(fetcher)
+        downloads.append(asyncio.ensure_future(cluster.get(fetcher, url)))
+        await claimed.wait()
+    parked = on_transition(newcomer, "fetching")
+    late = asyncio.ensure_future(cluster.get(newcomer, url))
+    await parked.wait()
+    origin_bytes_when_parked = slow_origin.bytes_sent
+    slow_origin.set_rate(None)  # the fetchers finish and vouch; the newcomer finds their quorum
+
+    for task in (*downloads, late):
+        status, _, body = await task
+        assert status == 200 and body == DATA
+    for fetcher in (first, second):
+        assert cluster.last_record(fetcher)["transition"] is None and fetcher.engine.counters.published == 1
+    record = cluster.last_record(newcomer)
+    assert record["transition"] == "fetching" and record["manifest_source"] == "quorum"
+    assert record["bytes_peers"] > 0 and record["error"] is None
+    assert record["bytes_origin"] + record["bytes_peers"] == len(DATA)
+    assert newcomer.engine.counters.published == 0  # got it from peers: never vouches
+    assert origin_bytes_when_parked < 3 * len(DATA)
+
+
+async def test_one_fetcher_is_not_enough_to_leave_the_origin_for(cluster, slow_origin):
+    """Under quorum:2 one fetcher could not make a quorum with anyone but the newcomer's own vouch: the newcomer
+    stays on the origin and says it fetches too (the pair then vouches for the next ones)."""
+    url = slow_origin.add("/pair.bin", DATA)
+    slow_origin.set_rate(100_000)
+    first, second = await cluster.grow(2)
+    claimed = on_claim(first)
+    download = asyncio.ensure_future(cluster.get(first, url))
+    await claimed.wait()
+    claimed_too = on_claim(second)
+    status, _, body = await cluster.get(second, url)
+    assert status == 200 and body == DATA and claimed_too.is_set()
+    assert (await download)[2] == DATA
+    for node in (first, second):
+        record = cluster.last_record(node)
+        assert record["transition"] is None and record["bytes_origin"] == len(DATA)
+        assert node.engine.counters.published == 1
+    claims = await second.engine.discovery.get_manifests(url_key(url))
+    assert len(claims) == 2 and all(c.content_root != bytes(32) for c in claims)  # claims replaced by vouches
