@@ -4,6 +4,7 @@ GET /_swarm/status                 version, uptime, listen addresses, counters (
 GET /_swarm/requests               the last N requests, newest last (JSON list)
 GET /_swarm/dht                    the DHT node: id, routing table size, stored records, dropped datagrams
 GET /_swarm/dht/providers/<root>   runs a lookup for a content root (64 hex digits), lists its providers
+GET /_swarm/fetch?url=URL          the explicit fetch: swarmproxy downloads URL (https too) itself
 GET /metrics                       Prometheus text format
 
 Only to loopback clients that asked for this machine by name (Host: localhost, 127.x.x.x or [::1], with or
@@ -17,13 +18,13 @@ import contextlib
 import json
 import time
 from collections.abc import Awaitable, Callable
-
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from . import __version__
 from .edge import admin_refusal
+from .fetch_endpoint import PATH as FETCH_PATH
 from .responses import OwnResponse
 from .stats import Stats
 
@@ -44,7 +45,8 @@ MAX_PROVIDERS = 50
 class Admin:
     def __init__(self, stats: Stats, addresses: Callable[[], dict[str, str]],
                  dht: Callable[[], DhtNode | None] = lambda: None, engine: Callable[[], object] = lambda: None,
-                 listen_port: Callable[[], int | None] = lambda: None) -> None:
+                 listen_port: Callable[[], int | None] = lambda: None,
+                 fetch: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]] | None = None) -> None:
         self.stats = stats
         self.listen_port = listen_port
         self.engine = engine
@@ -56,6 +58,8 @@ class Admin:
             "/_swarm/dht": self.dht_status,
             "/metrics": self.metrics,
         }
+        if fetch is not None:
+            self.routes[FETCH_PATH] = fetch
 
     async def handle(self, request: web.BaseRequest, *, loopback: bool) -> web.StreamResponse:
         if not loopback:

@@ -11,6 +11,7 @@ import ipaddress
 import math
 import os
 import pathlib
+import ssl
 import tomllib
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -199,6 +200,19 @@ def _positive_int(text: str | int) -> int:
     return int(_number(text, int, zero_ok=False))
 
 
+def _ca_file(text: str | os.PathLike) -> pathlib.Path:
+    """A PEM file of CA certificates to trust for HTTPS origins, besides the system's: read now, so that a wrong
+    path or a file without a certificate is one clear line at start, not a TLS failure on the first download."""
+    path = pathlib.Path(text).expanduser()
+    try:
+        ssl.create_default_context().load_verify_locations(cafile=str(path))
+    except FileNotFoundError:
+        raise ConfigError(f"{path} does not exist") from None
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"{path} holds no PEM CA certificate we can load: {exc}") from None
+    return path
+
+
 def _log_level(text: str) -> str:
     value = str(text).strip().upper()
     if value not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
@@ -258,6 +272,9 @@ OPTIONS: tuple[Option, ...] = (
     # connecting; 10 s leaves room for a slow remote link (--allow-remote) yet frees a slot a slowloris
     # client holds within seconds, not minutes (nginx allows 60 s, Apache's mod_reqtimeout 20-40 s, for
     # servers on the open internet).
+    Option("ca-file", _ca_file, None,
+           "PEM file of CA certificates to trust for HTTPS origins besides the system's (SSL_CERT_FILE works "
+           "too); a certificate failure is an error, never a fallback", "FILE"),
     Option("header-timeout", _positive_float, 10.0,
            "seconds a client has to send a whole request head (request line and header fields), counted from "
            "the connection's accept and, between kept-alive requests, from the head's first byte; a head that "
@@ -336,6 +353,7 @@ class Config:
     max_connections: int
     connect_timeout: float
     read_timeout: float
+    ca_file: pathlib.Path | None
     header_timeout: float
     idle_timeout: float
     max_header_size: int

@@ -7,6 +7,7 @@ User-Agent/Accept/Accept-Encoding/Content-Type, URLs sent exactly as received.
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import ssl
 
@@ -23,8 +24,15 @@ SKIP_AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
 READ_BUFSIZE = 1 << 20
 
 
-def make_session(*, connect_timeout: float, read_timeout: float, max_connections: int) -> aiohttp.ClientSession:
+def make_session(*, connect_timeout: float, read_timeout: float, max_connections: int,
+                 ca_file: os.PathLike | str | None = None) -> aiohttp.ClientSession:
+    """The one client session to origins. HTTPS origins are verified as a browser would: the system's trust
+    store (OpenSSL's default paths, which SSL_CERT_FILE and SSL_CERT_DIR change) plus `ca_file`."""
+    context = ssl.create_default_context()
+    if ca_file is not None:
+        context.load_verify_locations(cafile=str(ca_file))
     connector = aiohttp.TCPConnector(
+        ssl=context,
         limit=max_connections,
         limit_per_host=0,
         ttl_dns_cache=30,

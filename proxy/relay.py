@@ -80,13 +80,16 @@ class SwarmHook(Protocol):
 
 
 async def relay(request: web.BaseRequest, session: aiohttp.ClientSession, record: RequestRecord, *,
-                local_client: bool, connect_timeout: float, swarm: SwarmHook | None = None) -> web.StreamResponse:
+                local_client: bool, connect_timeout: float, swarm: SwarmHook | None = None,
+                target: URL | None = None, forward: list[tuple[str, str]] | None = None) -> web.StreamResponse:
     """Answer `request` from its origin. Raises OriginError before a response started, ClientGone after.
 
     A GET without a body goes to `swarm` first (the fallback download, `proxy.fallback`), which answers it
-    when the publish gate lets it switch to peers; everything else is relayed here as is.
+    when the publish gate lets it switch to peers; everything else is relayed here as is. `target` and
+    `forward`: the URL and request fields to use instead of the request's own (the explicit fetch,
+    `proxy.fetch_endpoint`).
     """
-    url = origin_url(request.raw_path)
+    url = origin_url(request.raw_path) if target is None else target
     if not local_client:
         try:
             async with asyncio.timeout(connect_timeout):
@@ -95,12 +98,12 @@ async def relay(request: web.BaseRequest, session: aiohttp.ClientSession, record
             raise
         except Exception as exc:
             raise describe_failure(exc, url.raw_host or "", url.explicit_port) from None
-    upgrade = hdr.wants_upgrade(request.headers.items())
+    upgrade = hdr.wants_upgrade(request.headers.items()) if forward is None else None
     out_headers = hdr.add_via(
         hdr.end_to_end(request.headers.items(), drop=DROP_FROM_REQUEST, upgrade=upgrade is not None),
         request.version,
     )
-    out_headers = [(name, _sanitize(value)) for name, value in out_headers]
+    out_headers = [(name, _sanitize(value)) for name, value in (out_headers if forward is None else forward)]
     body = request.content if request.body_exists else None
     if body is not None and request.headers.get("Expect", "").lower() == "100-continue" and request.version >= (1, 1):
         await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")

@@ -25,6 +25,7 @@ from typing import Any, cast
 
 from aiohttp import HttpVersion11, http_exceptions, web, web_protocol
 from aiohttp.http_parser import RawRequestMessage
+from yarl import URL
 
 from dht.errors import LocalError as DhtLocalError
 from dht.node import DhtConfig, DhtNode
@@ -34,6 +35,7 @@ from .admin import Admin
 from .config import Config
 from .errors import ClientGone, ListenError, OriginError
 from .fallback import Fallback
+from .fetch_endpoint import fetch_target, forwarded_fields
 from .origin import make_session
 from .relay import origin_url, relay
 from .responses import OwnResponse
@@ -254,7 +256,7 @@ class ProxyServer:
         self.addresses: dict[str, str] = {}
         self._listen: tuple[str, int] | None = None  # the proxy listener's bound host and port
         self.admin = Admin(self.stats, lambda: self.addresses, lambda: self.dht, lambda: self.engine,
-                           listen_port=lambda: self._listen[1] if self._listen else None)
+                           listen_port=lambda: self._listen[1] if self._listen else None, fetch=self._fetch)
         self._session = None
         self._runner: web.BaseRunner | None = None
         self._bootstrap_task: asyncio.Task | None = None
@@ -265,7 +267,7 @@ class ProxyServer:
         _raise_fd_limit()
         cfg = self.config
         self._session = make_session(connect_timeout=cfg.connect_timeout, read_timeout=cfg.read_timeout,
-                                     max_connections=cfg.max_connections)
+                                     max_connections=cfg.max_connections, ca_file=cfg.ca_file)
         server = _LimitedServer(
             self._handle,
             stats=self.stats,
@@ -393,7 +395,6 @@ class ProxyServer:
             self._handling.discard(task)
 
     async def _answer(self, request: web.BaseRequest) -> web.StreamResponse:
-        started = time.monotonic()
         peer = request.transport.get_extra_info("peername") if request.transport else None
         loopback = is_loopback_peer(peer)
         target = request.raw_path
@@ -402,12 +403,28 @@ class ProxyServer:
             return self._refuse_version(unsupported, peer)
         if request.method != "CONNECT" and target.startswith("/"):
             return await self.admin.handle(request, loopback=loopback)
+        return await self._served(request, target, peer, loopback)
 
+    async def _fetch(self, request: web.BaseRequest) -> web.StreamResponse:
+        """`/_swarm/fetch?url=URL` (the admin API checked that the client is local): the URL fetched as if the
+        client had sent it through the proxy, https too (proxy.fetch_endpoint)."""
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        try:
+            url = fetch_target(request.query.getall("url", []))
+        except OriginError as exc:
+            return _text(exc.status, f"{exc.status} {edge.phrase(exc.status)}: {exc.message}")
+        return await self._served(request, str(url), peer, True, target=url,
+                                  forward=forwarded_fields(request.headers))
+
+    async def _served(self, request: web.BaseRequest, shown: str, peer: Any, loopback: bool, *,
+                      target: URL | None = None, forward: list[tuple[str, str]] | None = None) -> web.StreamResponse:
+        """Relay (or tunnel) one request, with its record from start to finish however it ends."""
+        started = time.monotonic()
         client = str(peer[0]) if peer else "-"
-        record = self.stats.begin(request.method, target, client)
+        record = self.stats.begin(request.method, shown, client)
         response: web.StreamResponse | None = None
         try:
-            self._refuse_self(request)
+            self._refuse_self(request, target)
             if request.method == "CONNECT":
                 self.stats.counters["tunnels"] += 1
                 response = await connect(request, record, allowed=self.config.connect_ports,
@@ -415,7 +432,7 @@ class ProxyServer:
             else:
                 response = await relay(request, self._session, record,  # type: ignore[arg-type]
                                        local_client=loopback, connect_timeout=self.config.connect_timeout,
-                                       swarm=self.fallback)
+                                       swarm=self.fallback, target=target, forward=forward)
             self.stats.finish(record, response.status, record.bytes_origin + record.bytes_peers,
                               time.monotonic() - started, record.error)
             return response
@@ -441,14 +458,14 @@ class ProxyServer:
         response.force_close()
         return response
 
-    def _refuse_self(self, request: web.BaseRequest) -> None:
+    def _refuse_self(self, request: web.BaseRequest, target: URL | None = None) -> None:
         """OriginError(403) when the request's target is this proxy's own listener (see proxy.edge)."""
         if self._listen is None:
             return
         if request.method == "CONNECT":
             host, port = parse_authority(request.raw_path)
         else:
-            url = origin_url(request.raw_path)
+            url = origin_url(request.raw_path) if target is None else target
             host, port = url.raw_host or "", url.port
         if edge.reaches_listener(host, port, *self._listen):
             raise OriginError(403, edge.self_refusal(host, port, self.addresses["proxy"]))

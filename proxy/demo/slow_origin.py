@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import hashlib
+import ssl
 import time
 from collections.abc import Callable
 
@@ -82,7 +83,8 @@ class SlowOrigin:
         self.bucket.burst = max(CHUNK, (rate or 0) / 10)
         self.bucket.tokens = min(self.bucket.tokens, self.bucket.burst)
 
-    async def start(self, port: int = 0) -> str:
+    async def start(self, port: int = 0, *, ssl_context: ssl.SSLContext | None = None) -> str:
+        """Serve on `port` (0: any free one); over TLS with `ssl_context` (the tests' HTTPS origin)."""
         app = web.Application()
         app.router.add_route("GET", "/{path:.*}", self._serve)
         app.router.add_route("HEAD", "/{path:.*}", self._serve)
@@ -92,10 +94,10 @@ class SlowOrigin:
         # at once instead of holding it through the first-byte delay.
         self._runner = web.AppRunner(app, access_log=None, handler_cancellation=True, shutdown_timeout=1.0)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, port)
+        site = web.TCPSite(self._runner, self.host, port, ssl_context=ssl_context)
         await site.start()
         bound = site._server.sockets[0].getsockname()  # type: ignore[union-attr]
-        self.url = f"http://{self.host}:{bound[1]}"
+        self.url = f"{'https' if ssl_context else 'http'}://{self.host}:{bound[1]}"
         return self.url
 
     async def stop(self) -> None:

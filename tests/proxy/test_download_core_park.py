@@ -1,8 +1,9 @@
 """Table-driven tests of parking in the download's core (`proxy.download_core`): a download that sees enough
 independent others fetch the same version from the origin leaves the origin at its head (or at a later lookup) and
-waits for their vouches; a slow one that sees fewer at its early lookup says it fetches. Same driver as the other core tests (`download_vectors.py`): T = 1 s,
-R = 10 000 B/s, W = 2 s, early lookup 0.5 s; 100 000 bytes in 16 KiB blocks; the origin's head at 0.1. Here a
-download parks for two others, asks again every 0.5 s and waits 1 s (the test of the wait's length is below).
+waits for their vouches; a slow one that sees fewer at its early lookup says it fetches. Same driver as the other
+core tests (`download_vectors.py`): T = 1 s, R = 10 000 B/s, W = 2 s, early lookup 0.5 s; 100 000 bytes in 16 KiB
+blocks; the origin's head at 0.1. Here a download parks for two others, asks again every 0.5 s and waits 1 s (the
+test of the wait's length is below).
 """
 
 from __future__ import annotations
