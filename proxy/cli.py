@@ -3,6 +3,7 @@
     swarmproxy run      run the proxy (defaults: 127.0.0.1:8080)
     swarmproxy status   ask a running proxy how it is doing
     swarmproxy get      download a URL (https too) through a running proxy (see proxy/get_command.py)
+    swarmproxy ca       print or renew the local CA of --mitm-hosts (see proxy/ca_command.py)
     swarmproxy demo     a slow download made fast, on this machine, with no setup
     swarmproxy swarm    block engine commands (see swarm/cli.py)
 
@@ -26,7 +27,7 @@ from importlib import metadata
 
 from swarm import cli as swarm_cli
 
-from . import __version__, demo, get_command
+from . import __version__, ca_command, demo, get_command
 from .config import OPTIONS, Config, HostPort, parse_host_port
 from .errors import ConfigError, ListenError
 
@@ -35,7 +36,7 @@ log = logging.getLogger("swarmproxy")
 # Entry points in this group are commands `swarmproxy NAME ARGS...`: each names a function main(argv) -> int
 # that parses ARGS itself, and whose docstring's first line is NAME's line in `swarmproxy --help`.
 COMMAND_GROUP = "swarmproxy.commands"
-CORE_COMMANDS = ("run", "status", "get", "demo", "swarm")  # a plugin cannot take these names
+CORE_COMMANDS = ("run", "status", "get", "ca", "demo", "swarm")  # a plugin cannot take these names
 
 
 def _default_text(option) -> str:
@@ -125,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--timeout", type=float, default=5.0, metavar="SECONDS",
                         help="how long to wait for an answer (default: 5)")
     get_command.add_command(commands)
+    ca_command.add_command(commands)
     demo.add_command(commands)
     swarm_cli.add_commands(commands)
     for name, entry in plugin_commands().items():
@@ -147,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
             return _status(args)
         if args.command == "get":
             return get_command.run(args)
+        if args.command == "ca":
+            return ca_command.run(args)
         if args.command == "demo":
             return demo.run(args)
         if args.command == "swarm":

@@ -213,6 +213,12 @@ def _ca_file(text: str | os.PathLike) -> pathlib.Path:
     return path
 
 
+def _mitm_hosts(text: str | list | tuple) -> tuple[str, ...]:
+    from .local_ca import parse_mitm_hosts  # cryptography's import is slow; only a listed host needs it
+
+    return parse_mitm_hosts(text)
+
+
 def _log_level(text: str) -> str:
     value = str(text).strip().upper()
     if value not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
@@ -275,6 +281,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("ca-file", _ca_file, None,
            "PEM file of CA certificates to trust for HTTPS origins besides the system's (SSL_CERT_FILE works "
            "too); a certificate failure is an error, never a fallback", "FILE"),
+    Option("mitm-hosts", _mitm_hosts, (),
+           "hosts whose CONNECTs are terminated with a leaf of this install's local CA so that their HTTPS "
+           "downloads swarm, e.g. '*.debian.org,downloads.example.com' (trust the CA: swarmproxy ca export); "
+           "every other CONNECT stays a blind tunnel", "LIST"),
     Option("header-timeout", _positive_float, 10.0,
            "seconds a client has to send a whole request head (request line and header fields), counted from "
            "the connection's accept and, between kept-alive requests, from the head's first byte; a head that "
@@ -354,6 +364,7 @@ class Config:
     connect_timeout: float
     read_timeout: float
     ca_file: pathlib.Path | None
+    mitm_hosts: tuple[str, ...]
     header_timeout: float
     idle_timeout: float
     max_header_size: int

@@ -21,7 +21,7 @@ import logging
 import os
 import resource
 import time
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from aiohttp import HttpVersion11, http_exceptions, web, web_protocol
 from aiohttp.http_parser import RawRequestMessage
@@ -42,6 +42,9 @@ from .responses import OwnResponse
 from .startup_log import log_startup
 from .stats import Stats
 from .tunnel import connect, parse_authority
+
+if TYPE_CHECKING:
+    from .mitm import Interceptor
 
 log = logging.getLogger("swarmproxy")
 
@@ -253,6 +256,7 @@ class ProxyServer:
         self.dht: DhtNode | None = None
         self.engine = None  # proxy.engine.SwarmEngine once started, unless --peer-listen off
         self.fallback: Fallback | None = None
+        self.interceptor: Interceptor | None = None
         self.addresses: dict[str, str] = {}
         self._listen: tuple[str, int] | None = None  # the proxy listener's bound host and port
         self.admin = Admin(self.stats, lambda: self.addresses, lambda: self.dht, lambda: self.engine,
@@ -291,10 +295,28 @@ class ProxyServer:
             await self._start_dht()
         if cfg.peer_listen is not None:
             await self._start_engine()
+        if cfg.mitm_hosts:
+            await self._start_interceptor()
         log_startup(log, cfg, self.addresses, self.dht.node_id.hex()[:16] if self.dht is not None else None)
         if cfg.ready_file:
             _write_atomically(cfg.ready_file, json.dumps(self.addresses) + "\n")
         return self.addresses
+
+    async def _start_interceptor(self) -> None:
+        """--mitm-hosts: the local CA (made on first use) and the TLS listener CONNECTs to listed hosts reach."""
+        from .local_ca import LocalCA  # cryptography's import is slow: only when hosts are listed
+        from .mitm import Interceptor
+
+        cfg = self.config
+        ca = LocalCA(cfg.data_dir / "ca", cfg.mitm_hosts)
+
+        async def serve(request: web.BaseRequest, url: URL, forward: list[tuple[str, str]]) -> web.StreamResponse:
+            peer = request.transport.get_extra_info("peername") if request.transport else None
+            return await self._served(request, str(url), peer, True, target=url, forward=forward)
+
+        self.interceptor = Interceptor(ca, serve, max_field_size=cfg.max_header_size)
+        await self.interceptor.start()
+        self.addresses["mitm"] = f"127.0.0.1:{self.interceptor.port}"
 
     async def _start_dht(self) -> None:
         cfg = self.config
@@ -369,6 +391,8 @@ class ProxyServer:
         for task in handling:
             task.cancel()
         await asyncio.gather(*handling, return_exceptions=True)
+        if self.interceptor is not None:
+            await self.interceptor.stop()
         if self.fallback is not None:
             await self.fallback.close()
         if self.engine is not None:
@@ -428,7 +452,8 @@ class ProxyServer:
             if request.method == "CONNECT":
                 self.stats.counters["tunnels"] += 1
                 response = await connect(request, record, allowed=self.config.connect_ports,
-                                         timeout=self.config.connect_timeout, local_client=loopback)
+                                         timeout=self.config.connect_timeout, local_client=loopback,
+                                         divert=self.interceptor)
             else:
                 response = await relay(request, self._session, record,  # type: ignore[arg-type]
                                        local_client=loopback, connect_timeout=self.config.connect_timeout,

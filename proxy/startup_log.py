@@ -41,6 +41,9 @@ def startup_lines(cfg: Config, addresses: dict[str, str], dht_node_id: str | Non
                      f"(or after {cfg.early_lookup:g}s when the swarm has it)")
     else:
         lines.append("  peer port off (--peer-listen off): nothing is shared with peers")
+    if cfg.mitm_hosts:
+        lines.append(f"  HTTPS to {', '.join(cfg.mitm_hosts)} is decrypted with this install's local CA "
+                     f"({cfg.data_dir / 'ca' / 'ca.pem'}; swarmproxy ca export); other CONNECTs stay tunnels")
     if "peer" in addresses:
         lines.append(f"  block store up to {_size(cfg.store_size)} (--store-size); data dir {cfg.data_dir}")
     else:

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 import aiohttp
 from aiohttp import streams, web
@@ -26,6 +27,15 @@ from .stats import RequestRecord
 log = logging.getLogger("swarmproxy.tunnel")
 
 CHUNK = 256 * 1024
+
+
+class Divert(Protocol):
+    """Where some CONNECTs go instead of their target (`proxy.mitm.Interceptor`)."""
+
+    def wants(self, host: str, port: int) -> bool: ...
+
+    async def open(self, host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter,
+                                                         Callable[[], object]]: ...
 
 
 def parse_authority(target: str) -> tuple[str, int]:
@@ -69,12 +79,30 @@ async def open_tunnel(host: str, port: int, *, timeout: float, local_client: boo
 
 
 async def connect(request: web.BaseRequest, record: RequestRecord, *, allowed: frozenset[int] | None,
-                  timeout: float, local_client: bool) -> web.StreamResponse:
+                  timeout: float, local_client: bool, divert: Divert | None = None) -> web.StreamResponse:
+    """Answer a CONNECT: a byte tunnel to its target, or to `divert`'s connection when it wants the target (the
+    `--mitm-hosts` listener, `proxy.mitm`)."""
     host, port = parse_authority(request.raw_path)
     refusal = port_refusal(port, allowed)
     if refusal:
         raise OriginError(403, refusal)
-    reader, writer = await open_tunnel(host, port, timeout=timeout, local_client=local_client)
+    release: Callable[[], object] = _nothing_to_release
+    if divert is not None and divert.wants(host, port):
+        reader, writer, release = await divert.open(host, port)
+    else:
+        reader, writer = await open_tunnel(host, port, timeout=timeout, local_client=local_client)
+    try:
+        return await _tunnel(request, record, reader, writer)
+    finally:
+        release()
+
+
+def _nothing_to_release() -> None:
+    """A plain tunnel holds nothing beyond its sockets."""
+
+
+async def _tunnel(request: web.BaseRequest, record: RequestRecord, reader: asyncio.StreamReader,
+                  writer: asyncio.StreamWriter) -> web.StreamResponse:
     response = OwnStreamResponse(status=200, reason="Connection Established")
     from_client, to_client = await _take_over(request, response, record)
 
