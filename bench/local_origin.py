@@ -1,10 +1,11 @@
 """A fast local origin for benchmarks, run as its own process.
 
-    python bench/local_origin.py --ready-file F
+    python bench/local_origin.py --ready-file F [--tls-cert PEM --tls-key PEM]
 
 Routes: /mem/SIZE (SIZE bytes from a 1 MiB buffer in memory), /file/SIZE (the same bytes from a file
-via sendfile, so the origin costs almost no CPU), /small (1 KiB). Writes {"origin": "127.0.0.1:PORT"}
-to the ready file once listening.
+via sendfile, so the origin costs almost no CPU; with an ETag, so a proxy may swarm it), /small (1 KiB). Over
+TLS with --tls-cert/--tls-key (bench/https_fetch.py). Writes {"origin": "127.0.0.1:PORT"} to the ready file once
+listening.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 import os
 import pathlib
 import resource
+import ssl
 import tempfile
 
 from aiohttp import web
@@ -58,7 +60,13 @@ async def small(request: web.Request) -> web.StreamResponse:
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--ready-file", required=True)
+    parser.add_argument("--tls-cert", default=None, help="PEM certificate chain: serve HTTPS")
+    parser.add_argument("--tls-key", default=None, help="PEM private key of --tls-cert")
     args = parser.parse_args()
+    context = None
+    if args.tls_cert:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(args.tls_cert, args.tls_key)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     directory = pathlib.Path(tempfile.mkdtemp(prefix="swarmproxy-bench-"))
@@ -68,7 +76,7 @@ async def main() -> None:
     app.router.add_get("/small", small)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0, backlog=2048)
+    site = web.TCPSite(runner, "127.0.0.1", 0, backlog=2048, ssl_context=context)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]
     tmp = args.ready_file + ".tmp"
