@@ -109,7 +109,8 @@ class DownloadCore:
         self.looking = False
         self.lookup_at: float | None = None
         self.polls = 0
-        self.looked_early = self.claimed = self.parked_once = False  # claimed: ClaimFetching was said
+        self.looked_early = self.claimed = False  # claimed: ClaimFetching was said
+        self.parked_at: float | None = None  # when it parked (it parks once at most)
         self.spool_block: int | None = None  # the block size of the spool, when one is kept (it can be vouched)
         self.parked_until: float | None = None  # parked: when to stop waiting for the fetchers and reopen
         self.head_pending = False
@@ -274,7 +275,8 @@ class DownloadCore:
             return self._merge()
         if self.parked_until is not None:
             if now < self.parked_until:
-                self.lookup_at = min(now + self.settings.parking.poll, self.parked_until)
+                assert self.parked_at is not None
+                self.lookup_at = min(now + self.settings.parking.next_poll(now - self.parked_at), self.parked_until)
                 return []
             return self._unpark(now)
         if others >= self.settings.parking.after and self._may_park():  # switched, still reading the origin
@@ -489,7 +491,7 @@ class DownloadCore:
         """Can this download leave the origin for the fetchers, and come back to where it is if they fail it?"""
         return (self.settings.parking.after > 0 and self.phase in (Phase.STREAM, Phase.SWITCHED) and self.ranges
                 and self.origin is _Producer.RUNNING and bool(self.validator) and not self.claimed
-                and not self.parked_once and self.position < self.end)
+                and self.parked_at is None and self.position < self.end)
 
     def _park(self, others: int, now: float) -> list[Action]:
         parking, first = self.settings.parking, self.policy.first_byte_at
@@ -498,14 +500,13 @@ class DownloadCore:
         why = f"{others} independent other{'s' if others != 1 else ''} fetch it from the origin"
         actions: list[Action] = [] if self.phase is Phase.SWITCHED else [
             Switch(FETCHING_CAUSE, self.position, f"{why}; waiting for their vouches")]
-        self.phase, self.parked_once = Phase.SWITCHED, True
+        self.phase, self.parked_at = Phase.SWITCHED, now
         self.origin, self.reopen = _Producer.GONE, True
         self.parked_until, self.lookup_at = now + wait, now + parking.poll
         return actions + [CloseOrigin(f"{why}: leaving the origin to them for up to {wait:.3g} s")]
 
     def _unpark(self, now: float) -> list[Action]:
-        """The fetchers did not deliver a manifest in time: the origin again from the delivery point, and the
-        lookups go on as after any switch."""
+        """No vouched manifest in time: the origin again from the delivery point; lookups go on as after a switch."""
         assert self.validator is not None
         self.parked_until, self.reopen = None, False
         self.origin, self.promised_start = _Producer.HEAD_PENDING, self.position
