@@ -14,5 +14,10 @@ for tool in curl wget openssl; do command -v "$tool" >/dev/null || missing+=("$t
 if ! command -v nginx >/dev/null && [ ! -x /usr/sbin/nginx ]; then
   apt_install nginx || echo "swarmproxy: the nginx tests will be skipped" >&2
 fi
+# redis-server: the coordination store of the cluster mode, which tests/cluster/test_cluster_processes.py starts
+# on a free port (skipped, saying why, where it cannot be installed).
+if ! command -v redis-server >/dev/null && [ ! -x /usr/bin/redis-server ]; then
+  apt_install redis-server || echo "swarmproxy: the cluster end-to-end tests will be skipped" >&2
+fi
 cd "$root"
 exec python -m pytest -q -p no:cacheprovider "$@"

@@ -7,7 +7,7 @@ import pathlib
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-PRODUCT = ("proxy", "swarm", "dht", "server_plugin")
+PRODUCT = ("proxy", "swarm", "dht", "server_plugin", "cluster")
 OURS = PRODUCT + ("bench",)
 MAX_MODULE_LINES = 600
 
@@ -26,6 +26,7 @@ ALLOWED = {
     "server_plugin": ("server_plugin", "swarm.content"),
     "proxy": ("proxy", "swarm", "dht"),
     "proxy.demo": ("proxy", "swarm", "dht", "server_plugin"),  # the demo's origin runs the plugin
+    "cluster": ("cluster", "swarm"),  # the cluster mode runs the block engine over its own discovery
     "bench": OURS,
 }
 
@@ -36,6 +37,7 @@ CORE_MODULES = (
     "proxy.transition", "proxy.parking", "proxy.download_core", "proxy.download_actions", "proxy.origin_head",
     "proxy.publish_gate", "proxy.url_privacy", "proxy.ranges",
     "dht.attestation", "dht.announcements", "dht.routing", "dht.records", "dht.networks",
+    "cluster.overlay", "cluster.throttle", "cluster.division", "cluster.records",
 )
 IO_MODULES = {"asyncio", "aiohttp", "socket", "selectors", "threading", "time", "uvloop", "aioquic", "redis"}
 PURE_USES = {("dht.wire", "socket")}  # socket.inet_pton / inet_ntop: address packing, no socket is opened

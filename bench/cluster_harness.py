@@ -1,0 +1,210 @@
+"""A cluster on one machine, for tests and `bench/cluster_sim.py`: a real `redis-server` on a free port in a
+scratch directory, agents and pushers as real processes (`python -m cluster ...`) on 127.0.0.x addresses.
+
+Nothing here sleeps to synchronise: `wait_until` polls a condition (redis state, a process's exit) with a deadline,
+and redis is known ready when it prints that it accepts connections.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import redis
+
+from cluster.records import NAMESPACE, AgentRecord, Keys, MemberRecord, TransferRecord
+
+REDIS_BINARY = "redis-server"
+READY = b"Ready to accept connections"
+POLL = 0.1  # s between two looks at a condition in `wait_until`
+
+
+def redis_missing() -> str | None:
+    """Why the cluster cannot run here, or None."""
+    if shutil.which(REDIS_BINARY) is None:
+        return "redis-server is not installed (apt-get install redis-server; scripts/test.sh installs it)"
+    return None
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
+
+
+def wait_until(condition: Callable[[], object], timeout: float, what: str) -> object:
+    """`condition()`'s first truthy value, looked at every POLL s; TimeoutError naming `what` after `timeout` s."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not within {timeout:g} s")
+        time.sleep(POLL)  # the poll interval of a condition with a deadline
+
+
+class RedisServer:
+    """`redis-server` without persistence (a restart loses everything, as `SHUTDOWN NOSAVE` would)."""
+
+    def __init__(self, directory: pathlib.Path, port: int | None = None) -> None:
+        self.directory = directory
+        self.port = port or free_port()
+        self.process: subprocess.Popen | None = None
+        self.log = directory / "redis.log"
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout: float = 15.0) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.process = subprocess.Popen(
+            [REDIS_BINARY, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", str(self.directory), "--protected-mode", "no"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        ready = threading.Event()
+
+        def watch(stream) -> None:
+            with open(self.log, "ab") as log:
+                for line in stream:
+                    log.write(line)
+                    log.flush()
+                    if READY in line:
+                        ready.set()
+
+        threading.Thread(target=watch, args=(self.process.stdout,), daemon=True).start()
+        if not ready.wait(timeout):
+            raise TimeoutError(f"redis-server did not start on port {self.port}: see {self.log}")
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(port=self.port, socket_timeout=5)
+
+    def shutdown_nosave(self) -> None:
+        with self.client() as client:
+            try:
+                client.shutdown(nosave=True)
+            except redis.exceptions.ConnectionError:
+                pass  # the server closes the connection as it goes: that is the answer
+        assert self.process is not None
+        self.process.wait(timeout=15)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=15)
+
+
+@dataclass
+class AgentProc:
+    name: str
+    host: str
+    dc: str
+    rack: str
+    data_dir: pathlib.Path
+    args: list[str] = field(default_factory=list)
+    process: subprocess.Popen | None = None
+
+    @property
+    def node(self) -> str | None:
+        path = self.data_dir / "node_id"
+        return path.read_text().strip() if path.exists() else None
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+
+def python_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "cluster", *args]
+
+
+class Cluster:
+    """Agents and pushes on one redis; read their state as the agents wrote it."""
+
+    def __init__(self, directory: pathlib.Path, redis_server: RedisServer, *, reconcile: float = 0.5,
+                 extra_agent_args: tuple[str, ...] = ()) -> None:
+        self.directory = directory
+        self.redis = redis_server
+        self.reconcile = reconcile
+        self.extra_agent_args = extra_agent_args
+        self.agents: dict[str, AgentProc] = {}
+        self.keys = Keys(NAMESPACE)
+        self.env = dict(os.environ, PYTHONPATH=str(pathlib.Path(__file__).resolve().parent.parent))
+
+    def add_agent(self, name: str, host: str, dc: str, rack: str, start: bool = True) -> AgentProc:
+        data_dir = self.directory / name
+        agent = AgentProc(name, host, dc, rack, data_dir, [
+            "agent", "--redis", self.redis.url, "--dc", dc, "--rack", rack, "--listen", f"{host}:0",
+            "--data-dir", str(data_dir), "--name", name, "--reconcile", str(self.reconcile),
+            *self.extra_agent_args])
+        self.agents[name] = agent
+        if start:
+            self.start(agent)
+        return agent
+
+    def start(self, agent: AgentProc) -> None:
+        agent.data_dir.mkdir(parents=True, exist_ok=True)
+        log = open(agent.data_dir / "agent.log", "ab")
+        agent.process = subprocess.Popen(python_command(*agent.args), stdout=log, stderr=log, env=self.env)
+        log.close()
+
+    def kill9(self, agent: AgentProc) -> None:
+        assert agent.process is not None
+        agent.process.send_signal(signal.SIGKILL)
+        agent.process.wait(timeout=15)
+
+    def stop_all(self) -> None:
+        for agent in self.agents.values():
+            if agent.alive():
+                agent.process.terminate()
+        for agent in self.agents.values():
+            if agent.process is not None:
+                try:
+                    agent.process.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    agent.process.kill()
+                    agent.process.wait()
+
+    def push(self, path: pathlib.Path, *extra: str, host: str = "127.0.0.2") -> subprocess.Popen:
+        return subprocess.Popen(
+            python_command("push", str(path), "--redis", self.redis.url, "--listen", f"{host}:0", "--quiet",
+                           "--reconcile", str(self.reconcile), "--data-dir", str(self.directory / "seeder"),
+                           *extra),
+            stdout=subprocess.PIPE, stderr=open(self.directory / "push.log", "ab"), env=self.env)
+
+    # -- what redis says -----------------------------------------------------------------------------------------
+
+    def registered(self) -> dict[str, AgentRecord]:
+        with self.redis.client() as client:
+            nodes = [n.decode() for n in client.smembers(self.keys.agents)]
+            values = client.mget([self.keys.agent(n) for n in nodes]) if nodes else []
+        return {n: AgentRecord.load(v) for n, v in zip(nodes, values) if v is not None}
+
+    def transfers(self) -> dict[str, TransferRecord]:
+        with self.redis.client() as client:
+            tids = [t.decode() for t in client.smembers(self.keys.transfers)]
+            values = client.mget([self.keys.transfer(t) for t in tids]) if tids else []
+        return {t: TransferRecord.load(v) for t, v in zip(tids, values) if v is not None}
+
+    def members(self, tid: str) -> dict[str, MemberRecord]:
+        with self.redis.client() as client:
+            nodes = [n.decode() for n in client.smembers(self.keys.members(tid))]
+            values = client.mget([self.keys.member(tid, n) for n in nodes]) if nodes else []
+        return {n: MemberRecord.load(v) for n, v in zip(nodes, values) if v is not None}
+
+    def member_of(self, tid: str, agent: AgentProc) -> MemberRecord | None:
+        return self.members(tid).get(agent.node or "")
+
+    def all_finished(self, tid: str, agents=None) -> bool:
+        members = self.members(tid)
+        return all((m := members.get(a.node or "")) is not None and m.state == "FINISHED"
+                   for a in (agents or self.agents.values()))

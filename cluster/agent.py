@@ -1,0 +1,307 @@
+"""The cluster agent: one per host, taking part in every transfer it is asked to (`swarmproxy cluster agent`).
+
+It is a `SwarmService` (the block engine the proxy uses) over `RedisDiscovery` and a `LeveledTransport`, plus a
+reconcile loop. Every `reconcile` seconds, or at once when a wake-up arrives on the pub/sub channel, it:
+
+1. reads the redis server's run id (a change means redis restarted, perhaps empty: the overlay core then gives
+   the slot holders a head start of one slot TTL of server uptime, `cluster.overlay`);
+2. rewrites its agent record and its provider announcements (TTL keys: a restarted redis is refilled here);
+3. reads the transfers, restores any that redis lost (it has their manifest), starts a `TransferRun` for each new
+   one it is targeted by, stops the cancelled ones;
+4. reconciles each run: member record, overlay role, slots.
+
+If redis cannot be reached it says so once (then every minute) and retries every period; the fetches under way
+go on with the peers they have, and nothing is lost when redis comes back: every key is rewritten by its owner.
+
+Transfers are fetched one at a time, highest priority first (older first among equals); a higher-priority push
+preempts a running fetch, whose verified blocks stay in the store for later. The agent keeps serving everything
+it holds complete.
+
+The node id (the cluster identity in redis) is kept in the data dir, so a restarted agent re-reads its role: its
+slots are still under its id. The block store is re-verified on start (`swarm.store.disk`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fnmatch
+import logging
+import os
+import pathlib
+import secrets
+import time
+from dataclasses import dataclass, field
+
+from cluster.coord import Coord
+from cluster.discovery import RedisDiscovery
+from cluster.errors import BadRecord, RedisUnavailable
+from cluster.overlay import Level, Location
+from cluster.records import KEY_TTL, NAMESPACE, RECONCILE_EVERY, SLOT_TTL, AgentRecord, TransferRecord
+from cluster.run import STALL_TIMEOUT, TransferRun
+from cluster.throttle import RESERVE, Capacities, Planner, cpu_idle_between, parse_proc_stat
+from cluster.transport import LeveledTransport
+from swarm.service.swarm_service import SwarmService
+from swarm.store.disk import DiskBlockStore
+
+__all__ = ["Agent", "AgentConfig"]
+
+log = logging.getLogger("swarmproxy.cluster")
+
+LINGER = 30 * 86400.0  # s a complete transfer stays shared: the cluster's content is wanted until cancelled
+PROVIDER_WAIT = 1.0  # s to collect providers from redis (one round trip; the default is for the DHT)
+UNREACHABLE_REPEAT = 60.0  # s between repeated "redis unreachable" warnings
+
+
+@dataclass
+class AgentConfig:
+    redis_url: str
+    dc: str
+    rack: str
+    host: str = "127.0.0.1"
+    port: int = 0
+    data_dir: pathlib.Path = field(default_factory=lambda: pathlib.Path("."))
+    name: str = ""
+    namespace: str = NAMESPACE
+    reconcile: float = RECONCILE_EVERY
+    key_ttl: float = KEY_TTL
+    slot_ttl: float = SLOT_TTL
+    capacities: Capacities = field(default_factory=Capacities)
+    reserve: float = RESERVE
+    stall_timeout: float = STALL_TIMEOUT
+
+
+def load_node_id(data_dir: pathlib.Path) -> bytes:
+    """This agent's id, made once and kept in the data dir: a restarted agent is the same member."""
+    path = data_dir / "node_id"
+    with contextlib.suppress(OSError, ValueError):
+        node_id = bytes.fromhex(path.read_text().strip())
+        if len(node_id) == 32:
+            return node_id
+    node_id = secrets.token_bytes(32)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"node_id.{os.getpid()}")
+    tmp.write_text(node_id.hex() + "\n")
+    os.replace(tmp, path)
+    return node_id
+
+
+class Agent:
+    def __init__(self, config: AgentConfig) -> None:
+        self.config = config
+        self.data_dir = pathlib.Path(config.data_dir)
+        self.location = Location(config.dc, config.rack)
+        self.name = config.name or f"{config.host}"
+        self.node_id = load_node_id(self.data_dir)
+        self.node = self.node_id.hex()
+        # After redis restarted, non-holders leave free slots to their holders for as long as a slot outlives its
+        # holder's last refresh anyway: a holder whose loop is slow (a busy host) still gets its slot back.
+        self.grace = config.slot_ttl
+        self.stall_timeout = config.stall_timeout
+        self.coord = Coord(config.redis_url, config.namespace, key_ttl=config.key_ttl, slot_ttl=config.slot_ttl)
+        self.store = DiskBlockStore(self.data_dir / "blocks")
+        self.planner = Planner(config.capacities, reserve=config.reserve)
+        self.transport = LeveledTransport(self.location, self.location_of_host, self.planner.meter.on_bytes,
+                                          shown=self._shown)
+        self.discovery = RedisDiscovery(self.coord, self.node_id, config.host, allowed=self._allowed)
+        self.service = SwarmService(self.store, {"tcp": self.transport}, self.discovery, linger=LINGER,
+                                    provider_wait=PROVIDER_WAIT)
+        self.agents: dict[str, AgentRecord] = {}
+        self.by_host: dict[str, Location] = {}
+        self.node_at: dict[str, str] = {}  # host -> node id (one agent per host address)
+        self.runs: dict[str, TransferRun] = {}
+        self.changed = asyncio.Event()
+        self.woken = asyncio.Event()
+        self.address: tuple[str, int] | None = None
+        self.server_id: str | None = None
+        self.unreachable_since: float | None = None
+        self._warned_at = 0.0
+        self._cpu: tuple[int, int] | None = None
+        self._rate_mark: tuple[float, int] = (time.monotonic(), 0)
+        self._rate = 0.0
+        self._tasks: set[asyncio.Task] = set()
+
+    # -- lookups for the transport and discovery ----------------------------------------------------------------
+
+    def location_of_host(self, host: str) -> Location | None:
+        return self.by_host.get(host)
+
+    def location_of_node(self, node: str) -> Location | None:
+        if node == self.node:
+            return self.location
+        record = self.agents.get(node)
+        return None if record is None else record.location
+
+    def _shown(self, root: bytes, host: str) -> frozenset[int] | None:
+        run = next((r for r in self.runs.values() if r.root == root), None)
+        return None if run is None else run.shown(self.node_at.get(host))
+
+    def _allowed(self, root: bytes, node: str) -> bool:
+        run = next((r for r in self.runs.values() if r.root == root), None)
+        return run is not None and run.may_talk(node)
+
+    def receive_rate(self) -> float:
+        return self._rate
+
+    # -- life -----------------------------------------------------------------------------------------------------
+
+    async def start(self) -> tuple[str, int]:
+        node = self.service.nodes["tcp"]
+        # Cluster fetches want rarest first over the whole file, not a streaming window at the delivery point
+        # (every member would ask the level above for the same first blocks), and their blocks in the store
+        # rather than held in memory until delivered in order: what `swarmproxy swarm get` asks of the node.
+        fetch = node.fetch
+
+        def cluster_fetch(*args, **kwargs):
+            kwargs.setdefault("window", 0)
+            kwargs.setdefault("into_store", True)
+            return fetch(*args, **kwargs)
+
+        node.fetch = cluster_fetch  # type: ignore[method-assign]
+        self.address = await self.service.start(self.config.host, self.config.port)
+        log.info("cluster agent %s (%s) on %s:%d, node %s", self.name, self.location, *self.address, self.node[:16])
+        return self.address
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await self.start()
+        self._spawn(self.coord.listen_wake(self.woken))
+        self._spawn(self._throttle_loop())
+        try:
+            while not stop.is_set():
+                await self.reconcile()
+                self.woken.clear()
+                waits = [asyncio.ensure_future(e.wait()) for e in (stop, self.woken)]
+                await asyncio.wait(waits, timeout=self.config.reconcile, return_when=asyncio.FIRST_COMPLETED)
+                for waiter in waits:
+                    waiter.cancel()
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.service.stop()
+        await self.coord.close()
+        self.store.close()
+
+    def _spawn(self, coro) -> asyncio.Task:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # -- reconcile ------------------------------------------------------------------------------------------------
+
+    async def reconcile(self) -> None:
+        self._update_rate()
+        try:
+            server_id = await self.coord.server_id()
+            await self._reconcile(server_id)
+        except RedisUnavailable as exc:
+            if self.unreachable_since is None or time.monotonic() - self._warned_at > UNREACHABLE_REPEAT:
+                log.warning("%s; retrying every %g s (transfers under way go on with the peers they have)",
+                            exc, self.config.reconcile)
+                self._warned_at = time.monotonic()
+            self.unreachable_since = self.unreachable_since or time.monotonic()
+            return
+        if self.unreachable_since is not None:
+            log.warning("redis is reachable again after %.1f s; state rewritten",
+                        time.monotonic() - self.unreachable_since)
+            self.unreachable_since = None
+        self.changed.set()
+
+    async def _reconcile(self, server_id: str) -> None:
+        assert self.address is not None
+        record = AgentRecord(self.address[0], self.address[1], self.location.dc, self.location.rack, self.name)
+        await self.coord.put_agent(self.node, record)
+        # Merged, never shrunk: an agent's location does not change, and after redis restarted empty the agents
+        # that have not rewritten their record yet would otherwise count as "outside" for a period.
+        self.agents.update(await self.coord.agents())
+        self.by_host.update({r.host: r.location for r in self.agents.values()})
+        self.node_at.update({r.host: n for n, r in self.agents.items()})
+        await self.discovery.refresh()
+        transfers = await self.coord.transfers()
+        restarted = self.server_id not in (None, server_id)
+        for tid, run in self.runs.items():
+            # Redis restarted and lost it: we have its manifest, put it back (else it expired: let it go).
+            if tid not in transfers and restarted and not run.cancelled:
+                await self.coord.put_transfer(run.record, only_if_missing=True)
+                transfers[tid] = run.record
+        cancelled = await self.coord.cancelled(set(transfers) | set(self.runs))
+        for tid in cancelled & set(self.runs):
+            self._cancel(self.runs[tid])
+        for tid, transfer in transfers.items():
+            if tid not in self.runs and tid not in cancelled and self._targeted(transfer):
+                self._begin(transfer)
+        for run in list(self.runs.values()):
+            if not run.cancelled:
+                await run.reconcile(self.coord)
+        self.server_id = server_id  # only now: a reconcile cut short by redis going away again is redone whole
+        self.transport.reveal()
+
+    def _targeted(self, transfer: TransferRecord) -> bool:
+        return fnmatch.fnmatchcase(f"{self.location.dc}/{self.location.rack}/{self.name}", transfer.hosts)
+
+    def _begin(self, transfer: TransferRecord) -> None:
+        try:
+            run = TransferRun(self, transfer)
+        except BadRecord as exc:
+            log.warning("ignoring %s", exc)
+            return
+        self.runs[transfer.tid] = run
+        log.info("transfer %s: %s, %d bytes, priority %d", run.tid, transfer.name, run.manifest.size,
+                 transfer.priority)
+        run.fetch_task = self._spawn(run.fetch_loop(self.may_fetch, self.changed))
+
+    def _cancel(self, run: TransferRun) -> None:
+        if run.cancelled:
+            return
+        run.cancelled = True
+        self.changed.set()  # its fetch loop sees `cancelled` and stops
+        if run.done.is_set():
+            log.info("transfer %s: cancelled; the complete copy stays in files/", run.tid)
+        else:
+            self._spawn(self._drop(run))
+
+    async def _drop(self, run: TransferRun) -> None:
+        if run.fetch_task is not None:  # the store entry goes only once the fetch writing into it has stopped
+            await asyncio.gather(run.fetch_task, return_exceptions=True)
+        log.info("transfer %s: cancelled; dropping what was fetched", run.tid)
+        self.service.abandon(run.root)  # unserved and dropped from the store ...
+        self.service.withdraw(run.root, "transfer cancelled")  # ... and no longer announced in redis
+
+    def may_fetch(self, run: TransferRun) -> bool:
+        """One fetch at a time, highest priority first: `run` may go if no unfinished run is ahead of it."""
+        waiting = [r for r in self.runs.values() if not r.cancelled and not r.done.is_set()]
+        return bool(waiting) and min(waiting, key=lambda r: r.record.sort_key()) is run
+
+    # -- measured rates, CPU, throttle ----------------------------------------------------------------------------
+
+    def _update_rate(self) -> None:
+        received = sum(self.transport.received.values())
+        then, before = self._rate_mark
+        now = time.monotonic()
+        if now > then:
+            self._rate = (received - before) / (now - then)
+        self._rate_mark = (now, received)
+
+    def _cpu_idle(self) -> float | None:
+        try:
+            sample = parse_proc_stat(pathlib.Path("/proc/stat").read_text())
+        except OSError:
+            return None
+        if sample is None:
+            return None
+        before, self._cpu = self._cpu, sample
+        return None if before is None else cpu_idle_between(before, sample)
+
+    async def _throttle_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            limits = self.planner.plan(loop.time(), self._cpu_idle())
+            self.transport.set_limits(limits, loop.time())
+            await asyncio.sleep(self.planner.every)  # the plan's period: nothing to wait for but time
+
+    def limits(self) -> dict[Level, float | None]:
+        return dict(self.planner.limits)

@@ -1,0 +1,317 @@
+"""cluster overlay mode: push files to many hosts, topology-aware, coordinated through redis
+
+    swarmproxy cluster agent --redis URL --rack R --dc D [--listen HOST:PORT] [--data-dir DIR]
+    swarmproxy cluster push FILE --redis URL [--priority N] [--hosts PATTERN]
+    swarmproxy cluster status [--json] [--watch]
+    swarmproxy cluster cancel ID
+
+Found by `swarmproxy` through the `swarmproxy.commands` entry point (pyproject.toml). Every error is one line on
+stderr and an exit status, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import pathlib
+import re
+import signal
+import socket
+import sys
+import urllib.parse
+
+from cluster.errors import ClusterError, ConfigError
+from cluster.records import NAMESPACE, RECONCILE_EVERY, check_name
+from cluster.throttle import RESERVE, Capacities
+
+__all__ = ["main"]
+
+DEFAULT_REDIS = "redis://127.0.0.1:6379/0"
+REDIS_ENV = "SWARMPROXY_REDIS"
+_RATE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kKmMgG]?)(i?)(?:B/s|b/s|bit/s)?\s*$")
+
+
+def parse_rate(text: str) -> float | None:
+    """A rate in bytes/s: 125000000, 125M, 1.5G, 100Mi ("0" or "none": unlimited); "bit/s" or "b/s" reads bits."""
+    if text.strip().lower() in ("0", "none", "unlimited"):
+        return None
+    match = _RATE.match(text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a rate (e.g. 125M, 1G, 100Mi)")
+    number, prefix, binary = float(match.group(1)), match.group(2).lower(), match.group(3)
+    scale = (1024 if binary else 1000) ** {"": 0, "k": 1, "m": 2, "g": 3}[prefix]
+    value = number * scale
+    if text.strip().endswith(("b/s", "bit/s")) and not text.strip().endswith("B/s"):
+        value /= 8
+    return value or None
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT")
+    return host.strip("[]") or "0.0.0.0", int(port)
+
+
+def _name(kind: str):
+    def parse(text: str) -> str:
+        try:
+            return check_name(kind, text)
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return parse
+
+
+def _default_data_dir() -> pathlib.Path:
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return pathlib.Path(base) / "swarmproxy" / "cluster"
+
+
+def reachable_host(redis_url: str) -> str:
+    """The address other hosts reach us at: the one our traffic to redis leaves from (no packet is sent)."""
+    target = urllib.parse.urlsplit(redis_url).hostname or "127.0.0.1"
+    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect((target, 9))
+        return probe.getsockname()[0]
+    return "127.0.0.1"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="swarmproxy cluster",
+        description="Push a file from one host to many inside a datacenter. An agent runs on every host "
+                    "('cluster agent'); 'cluster push' publishes a file's manifest in redis and seeds it; agents "
+                    "fetch verified blocks from each other along the overlay (rack, then datacenter, then the "
+                    "root group where the seeder sits: only two representants per rack and five per "
+                    "datacenter cross a level). See docs/cluster.md.",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def common(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--redis", default=os.environ.get(REDIS_ENV, DEFAULT_REDIS), metavar="URL",
+                         help=f"the coordination redis, e.g. redis://host:6379/0 (default: ${REDIS_ENV} or "
+                              f"{DEFAULT_REDIS})")
+        sub.add_argument("--namespace", default=NAMESPACE, metavar="PREFIX",
+                         help=f"prefix of every redis key, to run several clusters on one redis "
+                              f"(default: {NAMESPACE})")
+        sub.add_argument("-v", "--verbose", action="store_true", help="log more (debug)")
+
+    agent = commands.add_parser(
+        "agent", help="run the agent of this host (long-running; one per host)",
+        description="Join the overlay for every transfer pushed to this host: fetch its blocks from the "
+                    "peers the overlay allows (every block verified against the pushed manifest before it is "
+                    "stored), serve them to others, write the finished file to DATA_DIR/files/. Keeps going when "
+                    "redis is away (retrying every period) and resumes after a restart from the block store.")
+    common(agent)
+    agent.add_argument("--rack", required=True, type=_name("rack"), help="this host's rack (letters, digits, .-_)")
+    agent.add_argument("--dc", required=True, type=_name("dc"), help="this host's datacenter")
+    agent.add_argument("--listen", type=_address, default=None, metavar="HOST:PORT",
+                       help="peer port; other hosts connect to HOST (default: the address we reach redis from, "
+                            "port 0: any free port)")
+    agent.add_argument("--name", default=None, help="this host's name in 'status' and --hosts (default: HOST)")
+    agent.add_argument("--data-dir", type=pathlib.Path, default=None, metavar="DIR",
+                       help="block store, node id and finished files (default: $XDG_DATA_HOME/swarmproxy/cluster)")
+    agent.add_argument("--reconcile", type=float, default=RECONCILE_EVERY, metavar="SECONDS",
+                       help=f"how often state is rewritten and re-read from redis (default: {RECONCILE_EVERY:g})")
+    for level, what in (("rack", "to peers in this rack"), ("dc", "to other racks of this DC"),
+                        ("outside", "to other DCs and the seeder"), ("host", "of this host, all levels")):
+        agent.add_argument(f"--{level}-capacity", type=parse_rate, default=None, metavar="RATE",
+                           help=f"upload capacity {what}, bytes/s (125M, 1G, 800Mbit/s; default: unlimited)")
+    agent.add_argument("--topology", type=pathlib.Path, default=None, metavar="FILE",
+                       help='capacities from a JSON file: {"rack": "1G", "dc": "500M", "outside": "100M", '
+                            '"host": "1G"}; flags override it')
+    agent.add_argument("--metrics", type=_address, default=None, metavar="HOST:PORT",
+                       help="serve Prometheus metrics there: bytes by level, throttle limits, role, pieces "
+                            "(default: none)")
+    agent.add_argument("--reserve", type=float, default=RESERVE, metavar="FRACTION",
+                       help=f"part of each capacity left for other traffic (default: {RESERVE:g})")
+
+    push = commands.add_parser(
+        "push", help="publish a file and seed it until every agent has it",
+        description="Hash FILE, publish its manifest (root and hash layer) in redis as a transfer, and seed it "
+                    "until every targeted agent alive has FINISHED (agents that join meanwhile included). "
+                    "Prints a JSON summary on stdout: transfer id, seconds, and the seeder's upload ratio.")
+    common(push)
+    push.add_argument("file", type=pathlib.Path, metavar="FILE")
+    push.add_argument("--priority", type=int, default=0, metavar="N",
+                      help="higher first: agents fetch one transfer at a time (default: 0)")
+    target = push.add_mutually_exclusive_group()
+    target.add_argument("--hosts", default="*", metavar="PATTERN",
+                        help="agents taking part: a glob on DC/RACK/NAME, e.g. 'dc1/*/*' (default: all)")
+    target.add_argument("--all", dest="hosts", action="store_const", const="*", help="every agent (the default)")
+    push.add_argument("--listen", type=_address, default=None, metavar="HOST:PORT",
+                      help="where agents connect to the seeder (default: the address we reach redis from)")
+    push.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                      help="give up (exit 1) if not every agent finished by then (default: wait)")
+    push.add_argument("--no-wait", dest="wait", action="store_false",
+                      help="return once published (only for content agents already hold)")
+    push.add_argument("--reconcile", type=float, default=RECONCILE_EVERY, metavar="SECONDS",
+                      help=f"how often the transfer is rewritten in redis and progress read (default: "
+                           f"{RECONCILE_EVERY:g})")
+    push.add_argument("--upload-rate", type=parse_rate, default=None, metavar="RATE",
+                      help="the seeder's upload limit, all agents together, bytes/s (default: unlimited)")
+    push.add_argument("--data-dir", type=pathlib.Path, default=None, metavar="DIR",
+                      help="where the seeder's block store links FILE (default: a temporary directory; "
+                           "use one on FILE's filesystem so the file is linked, not copied)")
+    push.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+
+    status = commands.add_parser("status", help="show transfers: progress per location, representants, ETA",
+                                 description="Per transfer and per location (DC/rack): progress, rates, "
+                                             "representants, ETA, who is PENDING or FINISHED.")
+    common(status)
+    status.add_argument("--json", action="store_true", help="print the snapshot as JSON, for scripts")
+    status.add_argument("--watch", action="store_true", help="redraw every second until interrupted")
+
+    cancel = commands.add_parser("cancel", help="cancel a transfer",
+                                 description="Agents stop fetching transfer ID and drop what they fetched of it "
+                                             "(finished copies stay in their files/).")
+    common(cancel)
+    cancel.add_argument("transfer", metavar="ID", help="the transfer id (or a unique prefix), from 'status'")
+    return parser
+
+
+def _loop_factory():
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
+def _run(coro_fn) -> int:
+    async def guarded() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, stop.set)
+        return await coro_fn(stop)
+
+    with asyncio.Runner(loop_factory=_loop_factory()) as runner:
+        return runner.run(guarded())
+
+
+def _capacities(args: argparse.Namespace) -> Capacities:
+    values: dict[str, float | None] = {}
+    if args.topology is not None:
+        try:
+            data = json.loads(args.topology.read_text())
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"cannot read the topology file {args.topology}: {exc}") from None
+        for key in ("rack", "dc", "outside", "host"):
+            if key in data:
+                try:
+                    values[key] = parse_rate(str(data[key]))
+                except argparse.ArgumentTypeError as exc:
+                    raise ConfigError(f"{args.topology}: {key}: {exc}") from None
+    for key in ("rack", "dc", "outside", "host"):
+        flag = getattr(args, f"{key}_capacity")
+        if flag is not None:
+            values[key] = flag
+    return Capacities(**values)
+
+
+async def _agent(args: argparse.Namespace, stop: asyncio.Event) -> int:
+    from cluster.agent import Agent, AgentConfig
+
+    host, port = args.listen or (reachable_host(args.redis), 0)
+    if not 0 <= args.reserve < 1:
+        raise ConfigError("--reserve must be in [0, 1)")
+    config = AgentConfig(args.redis, args.dc, args.rack, host, port, args.data_dir or _default_data_dir(),
+                         args.name or "", args.namespace, args.reconcile, capacities=_capacities(args),
+                         reserve=args.reserve)
+    agent = Agent(config)
+    if args.metrics is not None:
+        from cluster.metrics import serve_metrics
+        try:
+            serve_metrics(agent, *args.metrics)
+        except OSError as exc:
+            raise ConfigError(f"cannot serve metrics on {args.metrics[0]}:{args.metrics[1]}: "
+                              f"{exc.strerror or exc}") from None
+    try:
+        await agent.run(stop)
+    except OSError as exc:
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    return 0
+
+
+async def _push(args: argparse.Namespace, stop: asyncio.Event) -> int:
+    from cluster.push import PushConfig, push, result_json
+
+    if not args.file.is_file():
+        raise ConfigError(f"{args.file}: not a readable file")
+    host, port = args.listen or (reachable_host(args.redis), 0)
+    config = PushConfig(args.file, args.redis, args.priority, args.hosts, host, port, data_dir=args.data_dir,
+                        namespace=args.namespace, wait=args.wait, timeout=args.timeout, quiet=args.quiet,
+                        upload_rate=args.upload_rate, reconcile=args.reconcile)
+    try:
+        result = await push(config, stop)
+    except TimeoutError as exc:
+        raise ClusterError(str(exc)) from None
+    print(result_json(result), flush=True)
+    return 0
+
+
+async def _status(args: argparse.Namespace, stop: asyncio.Event) -> int:
+    from cluster.coord import Coord
+    from cluster.status import render, snapshot
+
+    coord = Coord(args.redis, args.namespace)
+    try:
+        while True:
+            snap = await snapshot(coord)
+            if args.json:
+                print(json.dumps(snap, indent=2, sort_keys=True), flush=True)
+            else:
+                if args.watch:
+                    print("\x1b[H\x1b[2J", end="")
+                print(render(snap), flush=True)
+            if not args.watch:
+                return 0
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), 1.0)
+            if stop.is_set():
+                return 0
+    finally:
+        await coord.close()
+
+
+async def _cancel(args: argparse.Namespace, stop: asyncio.Event) -> int:
+    from cluster.coord import Coord
+    from cluster.errors import NoSuchTransfer
+
+    coord = Coord(args.redis, args.namespace)
+    try:
+        transfers = await coord.transfers()
+        matches = [t for t in transfers if t.startswith(args.transfer.lower())]
+        if len(matches) != 1:
+            raise NoSuchTransfer(f"no transfer {args.transfer!r}" if not matches else
+                                 f"{args.transfer!r} names {len(matches)} transfers: {', '.join(matches)}")
+        await coord.cancel(matches[0])
+        print(f"cancelled transfer {matches[0]}", file=sys.stderr)
+        return 0
+    finally:
+        await coord.close()
+
+
+HANDLERS = {"agent": _agent, "push": _push, "status": _status, "cancel": _cancel}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """cluster overlay mode: agents, push, status, cancel (coordinated through redis)"""
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("swarmproxy.swarm").setLevel(logging.DEBUG if args.verbose else logging.WARNING)
+    handler = HANDLERS[args.command]
+    try:
+        return _run(lambda stop: handler(args, stop))
+    except ClusterError as exc:
+        print(f"swarmproxy cluster: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130

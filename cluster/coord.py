@@ -1,0 +1,242 @@
+"""The redis shell: every read and write of the coordination state (`cluster.records` says what is where).
+
+Each call either succeeds or raises `RedisUnavailable` with one line saying why (the server is down, refused the
+command, timed out): callers in a loop log it and retry next period, commands print it and exit. A record that
+does not parse is skipped (`BadRecord`), never trusted.
+
+Indexes (sets of ids) are pruned as their keys expire: a set member whose key is gone is removed when read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import urllib.parse
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TypeVar
+
+import redis.asyncio as aioredis
+import redis.exceptions
+
+from cluster.errors import BadRecord, RedisUnavailable
+from cluster.overlay import Slot
+from cluster.records import (KEY_TTL, NAMESPACE, SLOT_TTL, TRANSFER_TTL, AgentRecord, Keys, MemberRecord,
+                             ProviderRecord, TransferRecord)
+
+__all__ = ["Coord", "redacted"]
+
+log = logging.getLogger("swarmproxy.cluster")
+
+T = TypeVar("T")
+
+CALL_TIMEOUT = 3.0  # seconds for one redis call, connecting included: a dead server is noticed this fast
+WAKE_RETRY = 1.0  # seconds between attempts to resubscribe to the wake-up channel
+WAKE_POLL = 1.0  # seconds one read of the channel waits (below the socket timeout, which would drop it)
+
+# Refresh a slot's TTL only if we still hold it: a GET then PEXPIRE would refresh a slot another took in between.
+_REFRESH = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end
+"""
+# Delete a provider key only if it is ours (withdraw), likewise.
+_DELETE_IF = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end
+"""
+
+
+def redacted(url: str) -> str:
+    """The URL without its password, for messages."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+def _ms(seconds: float) -> int:
+    return max(1, int(seconds * 1000))
+
+
+def _text(value: bytes | str | None) -> str | None:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+class Coord:
+    def __init__(self, url: str, namespace: str = NAMESPACE, *, timeout: float = CALL_TIMEOUT,
+                 key_ttl: float = KEY_TTL, slot_ttl: float = SLOT_TTL) -> None:
+        self.url = url
+        self.keys = Keys(namespace)
+        self.key_ttl, self.slot_ttl = key_ttl, slot_ttl
+        try:
+            self.redis = aioredis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout,
+                                                 retry_on_timeout=False)
+        except ValueError as exc:  # a URL redis-py cannot parse
+            raise RedisUnavailable(f"bad redis URL {redacted(url)!r}: {exc}") from None
+        self.timeout = timeout
+
+    async def close(self) -> None:
+        with contextlib.suppress(redis.exceptions.RedisError, OSError):
+            await self.redis.aclose()
+
+    async def _guard(self, call: Callable[[], Awaitable[T]]) -> T:
+        try:
+            async with asyncio.timeout(self.timeout * 2):
+                return await call()
+        except (redis.exceptions.RedisError, OSError, asyncio.TimeoutError) as exc:
+            detail = str(exc) or type(exc).__name__
+            raise RedisUnavailable(f"redis at {redacted(self.url)}: {detail}") from None
+
+    # -- the server ---------------------------------------------------------------------------------------------
+
+    async def server_id(self) -> str:
+        """The server's run id: it changes whenever redis restarts."""
+        return (await self.server())[0]
+
+    async def server(self) -> tuple[str, float]:
+        """The server's run id and its uptime in seconds."""
+        info = await self._guard(lambda: self.redis.info("server"))
+        return str(info.get("run_id", "")), float(info.get("uptime_in_seconds", 0))
+
+    async def ping(self) -> None:
+        await self._guard(self.redis.ping)
+
+    # -- agents -------------------------------------------------------------------------------------------------
+
+    async def put_agent(self, node: str, record: AgentRecord) -> None:
+        async def go():
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.set(self.keys.agent(node), record.dump(), px=_ms(self.key_ttl))
+                pipe.sadd(self.keys.agents, node)
+                await pipe.execute()
+        await self._guard(go)
+
+    async def agents(self) -> dict[str, AgentRecord]:
+        return await self._indexed(self.keys.agents, self.keys.agent, AgentRecord.load)
+
+    async def _indexed(self, index: str, key: Callable[[str], str], load: Callable) -> dict:
+        async def go():
+            ids = sorted(i.decode() for i in await self.redis.smembers(index))
+            values = await self.redis.mget([key(i) for i in ids]) if ids else []
+            gone = [i for i, v in zip(ids, values) if v is None]
+            if gone:
+                await self.redis.srem(index, *gone)
+            return ids, values
+        ids, values = await self._guard(go)
+        found = {}
+        for ident, value in zip(ids, values):
+            if value is None:
+                continue
+            try:
+                found[ident] = load(value)
+            except BadRecord as exc:
+                log.warning("skipping %s: %s", key(ident), exc)
+        return found
+
+    # -- transfers ----------------------------------------------------------------------------------------------
+
+    async def put_transfer(self, record: TransferRecord, *, only_if_missing: bool = False) -> bool:
+        """Write (or, with `only_if_missing`, restore after a redis restart) a transfer; refreshes its TTL."""
+        async def go():
+            async with self.redis.pipeline(transaction=False) as pipe:
+                key = self.keys.transfer(record.tid)
+                if only_if_missing:
+                    pipe.set(key, record.dump(), px=_ms(TRANSFER_TTL), nx=True)
+                else:
+                    pipe.set(key, record.dump(), px=_ms(TRANSFER_TTL))
+                pipe.sadd(self.keys.transfers, record.tid)
+                written, _ = await pipe.execute()
+                return bool(written)
+        return await self._guard(go)
+
+    async def transfers(self) -> dict[str, TransferRecord]:
+        return await self._indexed(self.keys.transfers, self.keys.transfer, TransferRecord.load)
+
+    async def cancel(self, tid: str) -> None:
+        await self._guard(lambda: self.redis.set(self.keys.cancel(tid), b"1", px=_ms(TRANSFER_TTL)))
+        await self.wake_up()
+
+    async def cancelled(self, tids: Iterable[str]) -> set[str]:
+        tids = list(tids)
+        if not tids:
+            return set()
+        values = await self._guard(lambda: self.redis.mget([self.keys.cancel(t) for t in tids]))
+        return {t for t, v in zip(tids, values) if v is not None}
+
+    async def forget_transfer(self, tid: str) -> None:
+        async def go():
+            await self.redis.delete(self.keys.transfer(tid))
+            await self.redis.srem(self.keys.transfers, tid)
+        await self._guard(go)
+
+    # -- members and slots --------------------------------------------------------------------------------------
+
+    async def put_member(self, tid: str, record: MemberRecord) -> None:
+        async def go():
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.set(self.keys.member(tid, record.node), record.dump(), px=_ms(self.key_ttl))
+                pipe.sadd(self.keys.members(tid), record.node)
+                await pipe.execute()
+        await self._guard(go)
+
+    async def members(self, tid: str) -> dict[str, MemberRecord]:
+        return await self._indexed(self.keys.members(tid), lambda n: self.keys.member(tid, n), MemberRecord.load)
+
+    async def holders(self, tid: str, slots: list[Slot]) -> dict[Slot, str]:
+        if not slots:
+            return {}
+        values = await self._guard(lambda: self.redis.mget([self.keys.slot(tid, s) for s in slots]))
+        return {s: v for s, v in zip(slots, map(_text, values)) if v is not None}
+
+    async def claim(self, tid: str, slot: Slot, node: str) -> bool:
+        """Take `slot` if free (SET NX): first come, first served, atomic in redis."""
+        done = await self._guard(lambda: self.redis.set(self.keys.slot(tid, slot), node, nx=True,
+                                                        px=_ms(self.slot_ttl)))
+        return bool(done)
+
+    async def refresh(self, tid: str, slot: Slot, node: str) -> bool:
+        """Extend our hold on `slot`; False if it is not ours (any more)."""
+        done = await self._guard(lambda: self.redis.eval(_REFRESH, 1, self.keys.slot(tid, slot), node,
+                                                         _ms(self.slot_ttl)))
+        return bool(done)
+
+    # -- providers (the Discovery of cluster.discovery) ----------------------------------------------------------
+
+    async def announce(self, root: bytes, node: str, record: ProviderRecord) -> None:
+        async def go():
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.set(self.keys.provider(root, node), record.dump(), px=_ms(self.key_ttl))
+                pipe.sadd(self.keys.providers(root), node)
+                await pipe.execute()
+        await self._guard(go)
+
+    async def withdraw(self, root: bytes, node: str, record: ProviderRecord) -> None:
+        await self._guard(lambda: self.redis.eval(_DELETE_IF, 1, self.keys.provider(root, node), record.dump()))
+
+    async def providers(self, root: bytes) -> dict[str, ProviderRecord]:
+        return await self._indexed(self.keys.providers(root), lambda n: self.keys.provider(root, n),
+                                   ProviderRecord.load)
+
+    # -- wake-ups -----------------------------------------------------------------------------------------------
+
+    async def wake_up(self) -> None:
+        """Tell agents to reconcile now (at most once: an agent that misses it reconciles next period)."""
+        with contextlib.suppress(RedisUnavailable):
+            await self._guard(lambda: self.redis.publish(self.keys.wake, b"1"))
+
+    async def listen_wake(self, woken: asyncio.Event) -> None:
+        """Set `woken` on every wake-up message, resubscribing whenever the connection drops; runs until
+        cancelled."""
+        while True:
+            pubsub = self.redis.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(self.keys.wake)
+                while True:
+                    message = await pubsub.get_message(timeout=WAKE_POLL)
+                    if message is not None:
+                        woken.set()
+            except (redis.exceptions.RedisError, OSError) as exc:
+                log.debug("wake-up channel lost: %s", exc)
+            finally:
+                with contextlib.suppress(redis.exceptions.RedisError, OSError):
+                    await pubsub.aclose()
+            await asyncio.sleep(WAKE_RETRY)  # a retry interval: nothing to wait for but time

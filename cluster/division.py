@@ -1,0 +1,157 @@
+"""Work division (sans-I/O): each member of a group prefers its own slice of the blocks.
+
+Tekel's work division: the members of a group that fetch from the level above split the blocks between them, so
+the level above sends each block once and the members trade the rest among themselves. Here a member's slice is
+a contiguous run of the blocks (`slice_of`), the members ordered by node id so that every member computes the
+same split without talking; a member asks for its slice first, then the rest.
+
+The block engine's piece picker (`swarm.core.picker`) already orders the blocks a source offers by availability
+and, for ties, by one permutation drawn from an injected `random.Random` (`rng.shuffle`); `SliceFirst` is such an
+rng whose shuffle puts the slice first. With rarest first on top, a block another member already holds is
+"less rare" and is taken from that member, not from above: the slice only breaks the ties that would otherwise be
+random. The engine does not take an rng through `SwarmService.fetch` yet, so the agent relies on the entry plan
+below; `SliceFirst` is the picker-side half, ready for that hook (tests/cluster/test_division.py drives the real
+picker with it).
+
+**Entry points** (`EntryPlan`, the division this engine version can apply without a picker hook): every block
+enters each unit of the topology through one designated member, and a node serving a peer across a level shows
+it (BITFIELD, HAVE) only the blocks that peer is the entry point of; inside a rack everything is shown. So:
+
+* the seeder shows each root member (the DC representants, all DCs) its contiguous slice: it sends each block
+  once (seeder upload ratio ~1, Tekel's 1.12 with work stealing);
+* into a DC, a block enters through the DC representant that got it from the seeder if that one is in this DC,
+  else the DC's representants split the remaining blocks: each DC uplink carries about one copy;
+* into a rack likewise, nested in the DC's choice: each rack uplink carries about one copy, the two rack
+  representants each bringing in half and trading the rest inside the rack.
+
+The plan is a pure function of the overlay `View`, so every node computes the same one. When a member leaves
+(its record expires), the plan is recomputed without it and the serving nodes reveal (HAVE) what they hid from the
+others; a slice is never taken back, since a peer never forgets a HAVE.
+
+**Work stealing**: an entry point that stalls (a slow host, a throttled link) would hold its blocks back from its
+unit. `StallWatch` notes, from the member records, when each member last made progress; a member still
+incomplete that made none for `STEAL_AFTER` seconds is shown everything across the level (`EntryPlan.shown`), so it
+takes the missing blocks from whoever has them. It costs at most the stalled share in extra uplink copies, and
+only when something is wrong.
+
+Late members (a rack that joins late, Kraken's issue #244) get their share as soon as they are representants:
+what they are shown comes from every rack of the DC that holds it, never from a seeder slot the first racks hold.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, MutableSequence
+
+from cluster.overlay import Level, Location, View
+
+__all__ = ["EntryPlan", "STEAL_AFTER", "SliceFirst", "StallWatch", "slice_of"]
+
+STEAL_AFTER = 10.0  # seconds without progress before a member is shown everything across a level
+
+
+def slice_of(node: str, members: Iterable[str], num_blocks: int) -> range:
+    """The blocks `node` prefers among `members` (it need not be one: then the whole range)."""
+    ordered = sorted(set(members))
+    if node not in ordered or num_blocks <= 0:
+        return range(0, max(0, num_blocks))
+    index, count = ordered.index(node), len(ordered)
+    return range(index * num_blocks // count, (index + 1) * num_blocks // count)
+
+
+class SliceFirst(random.Random):
+    """An rng for the picker whose `shuffle` puts the blocks of `preferred` first, each part shuffled."""
+
+    def __init__(self, preferred: range, seed: int | None = None) -> None:
+        super().__init__(seed)
+        self.preferred = preferred
+
+    def shuffle(self, x: MutableSequence) -> None:  # type: ignore[override]
+        mine = [b for b in x if b in self.preferred]
+        rest = [b for b in x if b not in self.preferred]
+        super().shuffle(mine)
+        super().shuffle(rest)
+        x[:] = mine + rest
+
+
+def _nest(higher: list[str] | None, candidates: list[str], num_blocks: int) -> list[str] | None:
+    """Owners of every block for a unit whose entry `candidates` are these: the higher level's owner where it is
+    one of them, the rest split in contiguous runs."""
+    if not candidates:
+        return None
+    owners: list[str] = list(higher) if higher is not None else [""] * num_blocks
+    chosen = set(candidates)
+    remaining = [b for b in range(num_blocks) if higher is None or higher[b] not in chosen]
+    for i, block in enumerate(remaining):
+        owners[block] = candidates[i * len(candidates) // len(remaining)]
+    return owners
+
+
+class EntryPlan:
+    """Which member each block enters each unit (the root, a DC, a rack) through, for one `View`."""
+
+    def __init__(self, view: View, num_blocks: int) -> None:
+        self.view = view
+        self.num_blocks = num_blocks
+        members = [m for m in view.members.values() if not m.seeder and m.location is not None]
+        root = sorted(m.node for m in members if view.is_dc_rep(m.node))
+        self.root = _nest(None, root, num_blocks)
+        dcs = sorted({m.location.dc for m in members})  # type: ignore[union-attr]
+        self.dc = {dc: _nest(self.root, sorted(view.dc_reps_of(dc)), num_blocks) for dc in dcs}
+        racks = sorted({m.location for m in members}, key=str)  # type: ignore[arg-type]
+        self.rack = {loc: _nest(self.dc.get(loc.dc), sorted(view.rack_reps_of(loc)), num_blocks)
+                     for loc in racks}
+        self._cache: dict[tuple[str, str], frozenset[int] | None] = {}
+        self.signature: tuple = ()  # what the shell built it from, to tell a new view from the same one
+        self.stalled: frozenset[str] = frozenset()  # members shown everything (`StallWatch`)
+
+    def owners_for(self, server: str, receiver: str) -> list[str] | None:
+        view = self.view
+        sender, taker = view.members.get(server), view.members.get(receiver)
+        if taker is None or taker.location is None:
+            return None
+        if sender is not None and sender.seeder:
+            return self.root
+        level = view.level(server, receiver)
+        if level is Level.RACK:
+            return None
+        if level is Level.DC:
+            return self.rack.get(taker.location)
+        return self.dc.get(taker.location.dc)
+
+    def shown(self, server: str, receiver: str) -> frozenset[int] | None:
+        """The blocks `server` shows `receiver` (None: all of them, as to a stalled member)."""
+        if receiver in self.stalled:
+            return None
+        if receiver not in self.view.members:  # not in this plan: nothing until a plan that has it
+            return frozenset()
+        key = (server, receiver)
+        if key not in self._cache:
+            owners = self.owners_for(server, receiver)
+            self._cache[key] = None if owners is None else frozenset(
+                b for b, owner in enumerate(owners) if owner == receiver)
+        return self._cache[key]
+
+    def uplink_copies(self, location: Location) -> float:
+        """Copies of the content this plan brings into a rack from outside it (1.0 when every block enters once)."""
+        owners = self.rack.get(location)
+        return 0.0 if owners is None or not self.num_blocks else sum(1 for o in owners if o) / self.num_blocks
+
+
+class StallWatch:
+    """When each member last made progress (its verified count grew), from the records read each period."""
+
+    def __init__(self, after: float = STEAL_AFTER) -> None:
+        self.after = after
+        self._last: dict[str, tuple[int, float]] = {}  # node -> (verified, when it last grew)
+
+    def observe(self, node: str, verified: int, blocks: int, now: float, fetching: bool = True) -> None:
+        """A member's record: `fetching` False while it waits its turn (priority): that is no stall."""
+        before = self._last.get(node)
+        if verified >= blocks:
+            self._last.pop(node, None)
+        elif before is None or verified > before[0] or not fetching:
+            self._last[node] = (verified, now)
+
+    def stalled(self, now: float) -> frozenset[str]:
+        return frozenset(node for node, (_, since) in self._last.items() if now - since >= self.after)

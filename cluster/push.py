@@ -1,0 +1,187 @@
+"""The initial seeder (`swarmproxy cluster push FILE`): publish a transfer in redis, seed it, wait for the agents.
+
+The pusher hashes FILE (the block engine's manifest: merkle root over 16 KiB leaves and the block hash layer),
+stores it by hard link where it can (`DiskBlockStore.adopt`: no copy), starts a `SwarmService` that serves it,
+and publishes the transfer record (manifest + layer + priority + which hosts) with its own member record as the
+seeder, which sits in the root group of the overlay. Then, every period, it rewrites both (a redis restart loses
+nothing) and its announcement, and waits until every agent it targets is FINISHED — the agents alive then, and
+those that join while it runs (a late rack). With `--no-wait` it returns once the transfer is published: the agents
+then have only each other, so use it only for content some agent already holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fnmatch
+import json
+import logging
+import pathlib
+import secrets
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+from cluster.coord import Coord
+from cluster.discovery import RedisDiscovery
+from cluster.division import EntryPlan, StallWatch
+from cluster.errors import RedisUnavailable
+from cluster.overlay import Level, View, merged, recovering
+from cluster.records import (FINISHED, NAMESPACE, RECONCILE_EVERY, SLOT_TTL, MemberRecord, TransferRecord,
+                             transfer_id)
+from cluster.run import read_view
+from cluster.transport import LeveledTransport
+from swarm.service.swarm_service import SwarmService
+from swarm.store.disk import DiskBlockStore
+
+__all__ = ["PushConfig", "push"]
+
+log = logging.getLogger("swarmproxy.cluster")
+
+
+@dataclass
+class PushConfig:
+    file: pathlib.Path
+    redis_url: str
+    priority: int = 0
+    hosts: str = "*"
+    host: str = "127.0.0.1"
+    port: int = 0
+    data_dir: pathlib.Path | None = None
+    namespace: str = NAMESPACE
+    reconcile: float = RECONCILE_EVERY
+    wait: bool = True
+    timeout: float | None = None
+    quiet: bool = False
+    upload_rate: float | None = None
+
+
+@dataclass
+class PushResult:
+    tid: str
+    root: str
+    size: int
+    seconds: float
+    seeder_sent: int
+    agents: int
+
+    @property
+    def seeder_ratio(self) -> float:
+        return self.seeder_sent / self.size if self.size else 0.0
+
+
+def targeted(records: dict, pattern: str) -> set[str]:
+    return {node for node, r in records.items() if fnmatch.fnmatchcase(f"{r.dc}/{r.rack}/{r.name}", pattern)}
+
+
+async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushResult:
+    stop = stop or asyncio.Event()
+    coord = Coord(config.redis_url, config.namespace)
+    await coord.ping()  # a clear error now rather than a seeder nobody can find
+    with tempfile.TemporaryDirectory(prefix="swarmproxy-push-") as scratch:
+        store = DiskBlockStore(pathlib.Path(config.data_dir or scratch) / "blocks")
+        node_id = secrets.token_bytes(32)
+        node = node_id.hex()
+        by_host: dict = {}
+        node_at: dict[str, str] = {}
+        plan: list[EntryPlan] = []  # the latest entry plan, once read
+
+        def shown(root: bytes, host: str) -> frozenset[int] | None:
+            peer = node_at.get(host)
+            if not plan or peer is None or peer not in plan[0].view.members:
+                return frozenset()  # not known yet: shown at the next period (`reveal`)
+            return plan[0].shown(node, peer)
+
+        transport = LeveledTransport(None, by_host.get, shown=shown)
+        discovery = RedisDiscovery(coord, node_id, config.host)
+        service = SwarmService(store, {"tcp": transport}, discovery,
+                               node_kwargs={"upload_rate": config.upload_rate})
+        try:
+            manifest = await service.nodes["tcp"].seed_file(config.file)
+            layer = list(store.hash_layer(manifest.root))
+            await service.start(config.host, config.port)
+            tid = transfer_id(manifest.root)
+            record = TransferRecord(tid, config.file.name, TransferRecord.pack(manifest.encode()),
+                                    TransferRecord.pack(b"".join(layer)), config.priority, time.time(), node,
+                                    config.hosts, await coord.server_id())
+            me = MemberRecord(node, FINISHED, manifest.num_blocks, manifest.num_blocks, seeder=True, role="seeder",
+                              started=time.time())
+            await coord.put_transfer(record)
+            await coord.put_member(tid, me)
+            service.share(manifest)
+            await service.settled()
+            await coord.wake_up()
+            _say(config, f"pushing {config.file} ({manifest.size} bytes) as transfer {tid} "
+                         f"from {service.address[0]}:{service.address[1]}")
+            started = time.monotonic()
+            seen: set[str] = set()
+            last_signature: tuple = ()
+            view = View()
+            stalls = StallWatch()
+            while config.wait:
+                try:
+                    await coord.put_transfer(record)
+                    await coord.put_member(tid, me)
+                    await discovery.refresh()
+                    agents = await coord.agents()
+                    by_host.clear()
+                    by_host.update({r.host: r.location for r in agents.values()})
+                    node_at.clear()
+                    node_at.update({r.host: n for n, r in agents.items()})
+                    fresh, members = await read_view(coord, tid,
+                                                     lambda n: agents[n].location if n in agents else None)
+                    now = asyncio.get_running_loop().time()
+                    for peer, state in members.items():
+                        stalls.observe(peer, state.verified, state.blocks, now, state.fetching)
+                    server_id, uptime = await coord.server()
+                    # As the agents do (`cluster.run`): after redis came back empty, absence is no departure.
+                    view = merged(view, fresh) if recovering(server_id, uptime, record.server, SLOT_TTL) else fresh
+                    signature = (frozenset(view.members), frozenset(view.holders.items()))
+                    # A slice once shown is never taken back: show slices only once the root group has stood
+                    # still for a period, not while the representants are still taking their slots.
+                    if signature == last_signature and (not plan or plan[0].signature != signature):
+                        plan[:] = [EntryPlan(view, manifest.num_blocks)]
+                        plan[0].signature = signature
+                    last_signature = signature
+                    if plan:
+                        plan[0].stalled = stalls.stalled(now)  # work stealing: a stalled member is shown all
+                        transport.reveal()
+                    if tid in await coord.cancelled([tid]):
+                        _say(config, f"transfer {tid} was cancelled")
+                        break
+                except RedisUnavailable as exc:
+                    log.warning("%s; retrying every %g s", exc, config.reconcile)
+                else:
+                    alive = targeted(agents, config.hosts)
+                    seen |= alive
+                    done = {n for n, m in members.items() if m.state == FINISHED and not m.seeder}
+                    if alive and alive <= done:  # an agent that died and stays away is not waited for
+                        break
+                    _say(config, f"{len(done & seen)}/{len(seen)} agents finished, "
+                                 f"seeder sent {service.bytes_uploaded / max(1, manifest.size):.3f} x the file")
+                if config.timeout is not None and time.monotonic() - started > config.timeout:
+                    raise TimeoutError(f"not every agent finished within {config.timeout:g} s")
+                try:
+                    await asyncio.wait_for(stop.wait(), config.reconcile)
+                    break
+                except asyncio.TimeoutError:
+                    pass
+            result = PushResult(tid, manifest.root.hex(), manifest.size, time.monotonic() - started,
+                                transport.sent[Level.OUTSIDE] + transport.sent[Level.DC] + transport.sent[Level.RACK],
+                                len(seen))
+            return result
+        finally:
+            await service.stop()
+            store.close()
+            await coord.close()
+
+
+def _say(config: PushConfig, text: str) -> None:
+    if not config.quiet:
+        print(text, file=sys.stderr, flush=True)
+
+
+def result_json(result: PushResult) -> str:
+    return json.dumps({"transfer": result.tid, "root": result.root, "size": result.size,
+                       "seconds": round(result.seconds, 3), "seeder_sent": result.seeder_sent,
+                       "seeder_ratio": round(result.seeder_ratio, 4), "agents": result.agents})

@@ -1,0 +1,277 @@
+"""`TransferRun`: one agent's part in one transfer — its overlay role, its member record, and its fetch.
+
+Every reconcile period (`reconcile`): write this member's record (PENDING or FINISHED, progress, bytes by level,
+role), read the members and the slot holders, let the overlay core (`cluster.overlay.Representation`) decide which
+slots to refresh, take back or claim, and do it with `SET NX` / a guarded refresh.
+
+The fetch (`fetch_loop`) runs `SwarmService.fetch` with the providers the overlay allows, whenever the agent's
+scheduler lets this transfer go (higher priority first); it stops early when preempted or cancelled (what it
+verified stays in the store) and starts again, from the store, when allowed. Every block is verified against the
+manifest's layer, itself checked against the root the pusher published, before it is stored as valid.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import pathlib
+import time
+from collections.abc import Callable
+
+from cluster.coord import Coord
+from cluster.division import EntryPlan, StallWatch
+from cluster.errors import BadRecord, RedisUnavailable
+from cluster.overlay import Level, Location, Member, Representation, Slot, View, merged
+from cluster.records import FINISHED, PENDING, MemberRecord, TransferRecord
+from swarm.content.manifest import Manifest, decode
+from swarm.errors import FetchFailed, HashMismatch, StoreError, SwarmError
+from swarm.service.swarm_service import SwarmService
+
+__all__ = ["TransferRun"]
+
+log = logging.getLogger("swarmproxy.cluster")
+
+STALL_TIMEOUT = 60.0  # s without a verified block before a fetch is restarted with fresh providers
+
+
+def manifest_of(record: TransferRecord) -> tuple[Manifest, list[bytes]]:
+    """The manifest and layer a pusher published, the layer checked against the manifest's root."""
+    try:
+        manifest = decode(record.unpack(record.manifest))
+        layer = record.layer_hashes()
+        manifest.verify_layer(layer)
+    except (SwarmError, ValueError) as exc:  # ManifestError, HashMismatch
+        raise BadRecord(f"transfer {record.tid}: {exc}") from None
+    return manifest, layer
+
+
+class TransferRun:
+    def __init__(self, agent, record: TransferRecord) -> None:
+        self.agent = agent
+        self.record = record
+        self.tid = record.tid
+        self.manifest, self.layer = manifest_of(record)
+        self.root = self.manifest.root
+        self.node: str = agent.node
+        self.rep = Representation(self.node, grace=agent.grace)
+        self.view = View()
+        self.plan = EntryPlan(self.view, self.manifest.num_blocks)
+        self._plan_of: tuple = ()
+        self._last_signature: tuple = ()
+        self.stalls = StallWatch()
+        self.cancelled = False
+        self.done = asyncio.Event()
+        self.started = time.time()
+        self.finished_at = 0.0
+        self.resumed_with = self.verified()  # blocks already verified in the store when this run began
+        # Bytes still missing then: whatever is received beyond them was fetched twice (endgame duplicates, or
+        # blocks received but not yet stored when a killed agent died).
+        self.missing_at_start = self.manifest.size - sum(
+            self.manifest.block_span(b)[1] for b in self._held_blocks())
+        self.fetch_task: asyncio.Task | None = None
+        if self.resumed_with:
+            log.info("transfer %s: resuming with %d of %d blocks verified in the store", self.tid,
+                     self.resumed_with, self.manifest.num_blocks)
+
+    @property
+    def service(self) -> SwarmService:
+        return self.agent.service
+
+    def verified(self) -> int:
+        store = self.agent.store
+        with contextlib.suppress(StoreError, KeyError):
+            if self.root in store:
+                return store.info(self.root).verified
+        return 0
+
+    def _held_blocks(self) -> list[int]:
+        store = self.agent.store
+        with contextlib.suppress(StoreError, KeyError):
+            if self.root in store:
+                return list(store.have(self.root).blocks())
+        return []
+
+    def complete(self) -> bool:
+        with contextlib.suppress(StoreError):
+            return self.root in self.agent.store and self.agent.store.complete(self.root)
+        return False
+
+    # -- the overlay --------------------------------------------------------------------------------------------
+
+    def role(self) -> str:
+        if self.view.is_dc_rep(self.node):
+            return "dc"
+        return "rack" if self.view.is_rack_rep(self.node) else "peer"
+
+    def member_record(self) -> MemberRecord:
+        transport = self.agent.transport
+        verified = self.verified()
+        return MemberRecord(
+            node=self.node, state=FINISHED if self.done.is_set() else PENDING, verified=verified,
+            blocks=self.manifest.num_blocks, role=self.role(), rate=self.agent.receive_rate(),
+            fetching=self.agent.may_fetch(self),
+            received={level.label: n for level, n in transport.received.items()},
+            sent={level.label: n for level, n in transport.sent.items()},
+            extra_bytes=max(0, sum(transport.received.values()) - self.missing_at_start),
+            hash_failures=self.agent.service.nodes["tcp"].fetch_totals.hash_failures,
+            banned=self.agent.service.nodes["tcp"].fetch_totals.banned,
+            started=self.started, finished=self.finished_at, resumed=self.resumed_with)
+
+    async def reconcile(self, coord: Coord) -> None:
+        await coord.put_member(self.tid, self.member_record())
+        view, records = await read_view(coord, self.tid, self.agent.location_of_node)
+        now = asyncio.get_running_loop().time()
+        for node, record in records.items():
+            self.stalls.observe(node, record.verified, record.blocks, now, record.fetching)
+        # The server read *after* the view: had redis restarted empty between an earlier read of it and the view,
+        # the empty slots would look free to claim before their holders could take them back.
+        server_id, uptime = await coord.server()
+        self.rep.on_server(server_id, uptime, self.record.server)
+        if self.rep.recovering:
+            # Redis came back empty: who has not rewritten its keys yet is still there. Dropping it would redraw
+            # the entry plan (and what was revealed is never taken back) and cut peers off for nothing. Our own
+            # slots excepted: we see them as they are, to take them back.
+            view = merged(self.view, view, keep_own=self.node)
+        plan = self.rep.plan(view)
+        for slot in plan.refresh:
+            if not await coord.refresh(self.tid, slot, self.node):
+                log.warning("transfer %s: lost the %s slot while refreshing it", self.tid, _name(slot))
+        for slot in plan.retake:
+            if await coord.claim(self.tid, slot, self.node):
+                view.holders[slot] = self.node
+        for slot in plan.lost:
+            log.warning("transfer %s: another node holds our %s slot since redis restarted; stepping aside",
+                        self.tid, _name(slot))
+        claims = plan.claim
+        while claims:
+            for slot in claims:
+                if await coord.claim(self.tid, slot, self.node):
+                    self.rep.on_claimed(slot)
+                    view.holders[slot] = self.node
+                    log.info("transfer %s: representant of %s", self.tid, _name(slot))
+                    break
+                holder = (await coord.holders(self.tid, [slot])).get(slot)
+                if holder is not None:
+                    view.holders[slot] = holder
+            else:
+                break
+            claims = self.rep.plan(view).claim  # a rack representant may stand for its DC next
+        before = self.role()
+        self.set_view(view)
+        stalled = self.stalls.stalled(now)  # work stealing (`cluster.division`): shown everything
+        if stalled - self.plan.stalled:
+            log.info("transfer %s: no progress for %g s from %s: shown every block", self.tid, self.stalls.after,
+                     ", ".join(sorted(n[:12] for n in stalled - self.plan.stalled)))
+        self.plan.stalled = stalled
+        if self.role() != before:
+            await coord.put_member(self.tid, self.member_record())
+
+    def set_view(self, view: View) -> None:
+        self.view = view
+        # The entry plan depends on who is there and who holds which slot only. A block once shown is never taken
+        # back, so a new plan is drawn only from a view that stood still for a period: not while a rack's
+        # representants are still taking their slots one after the other (every node then agrees on the plan).
+        signature = (frozenset(view.members), frozenset(view.holders.items()))
+        if signature == self._last_signature and signature != self._plan_of:
+            self._plan_of = signature
+            self.plan = EntryPlan(view, self.manifest.num_blocks)
+        self._last_signature = signature
+
+    def shown(self, node: str | None) -> frozenset[int] | None:
+        """The blocks this node shows `node` when serving it (`cluster.division.EntryPlan`); nothing to a peer
+        not in the view yet: the next reconcile reveals what it may see."""
+        if node is None or node not in self.view.members:
+            return frozenset()
+        return self.plan.shown(self.node, node)
+
+    def may_talk(self, node: str) -> bool:
+        return self.view.may_talk(self.node, node)
+
+    # -- fetching -----------------------------------------------------------------------------------------------
+
+    async def fetch_loop(self, allowed: Callable[[TransferRun], bool], changed: asyncio.Event) -> None:
+        """Fetch until complete (or cancelled), whenever `allowed(self)`. Between attempts it waits for `changed`
+        (set after every reconcile) or one period, whichever comes first: redis may be away."""
+        while not self.complete():
+            if self.cancelled:
+                return
+            if not allowed(self):
+                await self._wait(changed)
+                continue
+            providers = await self.service.providers(self.root)
+            if not providers:
+                await self._wait(changed)  # the next reconcile, or a wake-up, may bring some
+                continue
+            try:
+                chunks = self.service.fetch(self.manifest, self.service.pick(providers, self.manifest),
+                                            layer=self.layer, stall_timeout=self.agent.stall_timeout)
+                async with contextlib.aclosing(chunks):
+                    async for _ in chunks:
+                        if self.cancelled or not allowed(self):  # preempted: what it verified stays stored
+                            break
+            except FetchFailed as exc:
+                log.info("transfer %s: fetch stopped (%s); starting again with fresh providers", self.tid, exc)
+                await self._wait(changed)
+        if not self.cancelled:
+            await self._finish()
+
+    async def _wait(self, changed: asyncio.Event) -> None:
+        changed.clear()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(changed.wait(), self.agent.config.reconcile)
+
+    async def _finish(self) -> None:
+        self.service.completed(self.manifest)
+        self.finished_at = time.time()
+        with contextlib.suppress(OSError, StoreError, HashMismatch):
+            await asyncio.to_thread(self.export)
+        self.done.set()
+        log.info("transfer %s: complete (%d bytes, %s)", self.tid, self.manifest.size, self.record.name)
+        with contextlib.suppress(RedisUnavailable):
+            await self.agent.coord.put_member(self.tid, self.member_record())
+            await self.agent.coord.wake_up()
+
+    def export(self) -> pathlib.Path:
+        """The content as a file in the data dir's `files/`: a hard link to the store's verified data file (no
+        copy), else a copy of every block read back verified."""
+        files = self.agent.data_dir / "files"
+        files.mkdir(parents=True, exist_ok=True)
+        target = files / (pathlib.Path(self.record.name).name or self.tid)
+        if target.exists():
+            return target
+        store = self.agent.store
+        tmp = target.with_name(f".{target.name}.{os.getpid()}")
+        location = store.block_location(self.root, 0) if self.manifest.size else None
+        try:
+            if location is not None:
+                os.link(location.path, tmp)
+            else:
+                raise OSError("no data file")
+        except OSError:
+            with open(tmp, "wb") as out:
+                for block in range(self.manifest.num_blocks):
+                    out.write(store.read_block(self.root, block, verify=True))
+        os.replace(tmp, target)
+        return target
+
+
+async def read_view(coord: Coord, tid: str, location_of_node: Callable[[str], Location | None]
+                    ) -> tuple[View, dict[str, MemberRecord]]:
+    """A transfer's members (those whose agent record is known) and slot holders, as redis has them now; and the
+    member records they come from."""
+    members = []
+    records = await coord.members(tid)
+    for node, record in records.items():
+        if record.seeder:
+            members.append(Member(node, None, 1.0, seeder=True))
+        elif (location := location_of_node(node)) is not None:  # else: it takes part from the next period
+            members.append(Member(node, location, record.progress))
+    view = View.of(members)
+    view.holders = await coord.holders(tid, view.slots())
+    return view, records
+
+
+def _name(slot: Slot) -> str:
+    return f"rack {slot.dc}/{slot.rack}" if slot.level is Level.RACK else f"DC {slot.dc}"

@@ -1,0 +1,156 @@
+"""`LeveledTransport`: swarm's TCP transport, with bytes counted and uploads throttled per level.
+
+The block engine's `SwarmNode` takes any `swarm.net.transport.Transport`; this one is `TcpTransport` whose
+connections, once made or accepted, also:
+
+* count the BLOCK bytes received from and sent to each level (rack, DC, outside: the peer's location, looked up by
+  its address through `locate`, which the agent keeps from the agents' records): the per-level counters that the
+  member records, the metrics and the tests read;
+* take every block they send from the level's `swarm.core.throttle.ThrottleGroup` (myRack / myDC / outside),
+  whose rates the agent sets from `cluster.throttle.Planner` every few seconds;
+* on the serving side (accepted connections), show the peer only the blocks it is the entry point of when it is
+  across a level (`cluster.division.EntryPlan`, through `shown(root, host)`): the BITFIELD is cut down and a
+  HAVE of a hidden block held back, until `reveal()` finds the plan now shows it (a member left).
+
+It hooks the two methods on each connection object (`receive`, `send_block`) rather than subclassing the
+connection: the TCP transport makes the connections itself, and the engine needs nothing else to change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from cluster.overlay import Level, Location, level_between
+from swarm.core.throttle import ThrottleGroup
+from swarm.net import wire
+from swarm.net.tcp import TcpTransport
+from swarm.errors import TransportError
+from swarm.net.transport import CONNECT_TIMEOUT, Address, Connection, payload_length
+
+__all__ = ["LeveledTransport"]
+
+
+class _Shown:
+    """What one served peer was not shown yet (blocks we hold that the entry plan keeps for others)."""
+
+    def __init__(self, send) -> None:
+        self.send = send
+        self.root: bytes | None = None
+        self.hidden: set[int] = set()
+
+
+class LeveledTransport(TcpTransport):
+    def __init__(self, me: Location | None, locate: Callable[[str], Location | None],
+                 on_bytes: Callable[[Level, int], None] | None = None,
+                 shown: Callable[[bytes, str], frozenset[int] | None] | None = None) -> None:
+        super().__init__()
+        self.shown = shown
+        self.serving: dict[Connection, _Shown] = {}
+        self.me = me
+        self.locate = locate
+        self.on_bytes = on_bytes  # each sent block's bytes, for the throttle planner's measured rates
+        self.groups = {level: ThrottleGroup(None, name=level.label) for level in Level}
+        self.received = {level: 0 for level in Level}
+        self.sent = {level: 0 for level in Level}
+
+    def level_of(self, host: str) -> Level:
+        return level_between(self.me, self.locate(host))
+
+    def set_limits(self, limits: dict[Level, float | None], now: float) -> None:
+        for level, rate in limits.items():
+            self.groups[level].set_capacity(rate, now, reserve=0.0)  # the plan already left the reserve
+
+    async def listen(self, host: str, port: int = 0):
+        listener = await super().listen(host, port)
+        accept = listener.accept
+
+        async def accept_leveled() -> Connection:
+            connection = await accept()
+            self._hook(connection)
+            if self.shown is not None:
+                self._hook_serving(connection)
+            return connection
+
+        listener.accept = accept_leveled  # type: ignore[method-assign]
+        return listener
+
+    async def connect(self, address: Address, *, timeout: float = CONNECT_TIMEOUT):
+        connection = await super().connect(address, timeout=timeout)
+        self._hook(connection)
+        return connection
+
+    def _hook_serving(self, connection: Connection) -> None:
+        host = connection.remote_address[0]
+        state = self.serving[connection] = _Shown(connection.send_nowait)
+        receive = connection.receive
+
+        async def receive_noting_root():
+            message = await receive()
+            if type(message) is wire.Handshake:
+                state.root = message.root
+            return message
+
+        def send_shown(message) -> None:
+            shown = None if state.root is None or self.shown is None else self.shown(state.root, host)
+            if shown is not None:
+                if type(message) is wire.Bitfield:
+                    held = list(message.blocks())
+                    state.hidden.update(b for b in held if b not in shown)
+                    message = wire.Bitfield.from_blocks(message.count, (b for b in held if b in shown))
+                elif type(message) is wire.Have and message.block not in shown:
+                    state.hidden.add(message.block)
+                    return
+            state.send(message)
+
+        connection.receive = receive_noting_root  # type: ignore[method-assign]
+        connection.send_nowait = send_shown  # type: ignore[method-assign]
+        connection.closed.add_done_callback(lambda _f: self.serving.pop(connection, None))
+
+    def reveal(self) -> int:
+        """Send HAVE for hidden blocks the plan shows now; the number sent."""
+        sent = 0
+        for connection, state in list(self.serving.items()):
+            if not state.hidden or state.root is None or connection.close_reason is not None:
+                continue
+            shown = None if self.shown is None else self.shown(state.root, connection.remote_address[0])
+            now_shown = sorted(state.hidden if shown is None else state.hidden & shown)
+            for block in now_shown:
+                state.hidden.discard(block)
+                try:
+                    state.send(wire.Have(block))
+                    sent += 1
+                except TransportError:
+                    break
+        return sent
+
+    def _hook(self, connection: Connection) -> None:
+        host = connection.remote_address[0]
+        receive, send_block = connection.receive, connection.send_block
+        throttles = {}
+
+        async def receive_counted():
+            message = await receive()
+            if type(message) is wire.Block:
+                self.received[self.level_of(host)] += len(message.data)
+            return message
+
+        async def send_block_throttled(block: int, offset: int, payload) -> None:
+            level = self.level_of(host)  # looked up per block: an address's location may be learnt late
+            size = payload_length(payload)
+            throttle = throttles.get(level) or throttles.setdefault(level, self.groups[level].join(connection))
+            loop = asyncio.get_running_loop()
+            while not throttle.consume(size, loop.time()):
+                await asyncio.sleep(throttle.delay_for(size, loop.time()))  # the throttle's own wait
+            await send_block(block, offset, payload)
+            self.sent[level] += size
+            if self.on_bytes is not None:
+                self.on_bytes(level, size)
+
+        def leave(_future) -> None:
+            for level in throttles:
+                self.groups[level].leave(connection)
+
+        connection.receive = receive_counted  # type: ignore[method-assign]
+        connection.send_block = send_block_throttled  # type: ignore[method-assign]
+        connection.closed.add_done_callback(leave)

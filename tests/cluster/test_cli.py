@@ -1,0 +1,104 @@
+"""`swarmproxy cluster`: help, flags, one-line errors (never a traceback), status and cancel, an agent that
+starts before redis."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from bench.cluster_harness import Cluster, RedisServer, free_port, python_command, redis_missing, wait_until
+from cluster.cli import build_parser, main, parse_rate
+
+needs_redis = pytest.mark.skipif(redis_missing() is not None, reason=str(redis_missing()))
+
+
+@pytest.mark.parametrize("text, value", [
+    ("125000000", 125e6), ("125M", 125e6), ("1.5G", 1.5e9), ("100Mi", 100 * 2**20), ("800Mbit/s", 100e6),
+    ("10kB/s", 10e3), ("0", None), ("none", None),
+])
+def test_parse_rate(text, value):
+    assert parse_rate(text) == value
+
+
+@pytest.mark.parametrize("text", ["fast", "-1", "1T", ""])
+def test_parse_rate_refuses(text):
+    with pytest.raises(Exception):
+        parse_rate(text)
+
+
+@pytest.mark.parametrize("command", ["agent", "push", "status", "cancel"])
+def test_every_command_explains_itself(command, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main([command, "--help"])
+    assert exit_.value.code == 0
+    text = capsys.readouterr().out
+    assert "--redis" in text and len(text) > 300
+
+
+def test_names_must_fit_in_keys(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["agent", "--rack", "a:b", "--dc", "d"])
+    assert "rack 'a:b'" in capsys.readouterr().err
+
+
+def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(python_command(*args), capture_output=True, text=True, timeout=timeout)
+
+
+def test_dead_redis_is_one_line_not_a_traceback(tmp_path):
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    for args in (("status", "--redis", url), ("cancel", "abc", "--redis", url)):
+        done = run(*args)
+        assert done.returncode == 1
+        assert "Traceback" not in done.stderr
+        assert done.stderr.startswith("swarmproxy cluster: redis at ") and done.stderr.count("\n") == 1
+    missing = run("push", str(tmp_path / "nothing"), "--redis", url)
+    assert missing.returncode == 1 and "not a readable file" in missing.stderr
+
+
+@needs_redis
+def test_agent_waits_for_redis_then_joins(tmp_path):
+    """Started before redis, the agent says why it waits and retries; once redis is up it registers."""
+    server = RedisServer(tmp_path / "redis")
+    cluster = Cluster(tmp_path, server, reconcile=0.2)
+    agent = cluster.add_agent("early", "127.0.9.1", "d", "r")
+    try:
+        log = agent.data_dir / "agent.log"
+        wait_until(lambda: log.exists() and "retrying every" in log.read_text(), 30, "the agent saying it retries")
+        assert agent.alive()
+        server.start()
+        wait_until(lambda: len(cluster.registered()) == 1, 30, "the agent registered")
+        assert "Traceback" not in log.read_text()
+        assert "reachable again" in log.read_text()
+    finally:
+        cluster.stop_all()
+        server.stop()
+
+
+@needs_redis
+def test_status_and_cancel(tmp_path):
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    try:
+        payload = tmp_path / "data.bin"
+        payload.write_bytes(b"x" * 100_000)
+        published = run("push", str(payload), "--redis", server.url, "--listen", "127.0.0.1:0", "--no-wait",
+                        "--priority", "7", "--quiet")
+        assert published.returncode == 0, published.stderr
+        tid = json.loads(published.stdout)["transfer"]
+        status = run("status", "--json", "--redis", server.url)
+        assert status.returncode == 0, status.stderr
+        snap = json.loads(status.stdout)
+        (transfer,) = snap["transfers"]
+        assert transfer["id"] == tid and transfer["priority"] == 7 and transfer["size"] == 100_000
+        assert not transfer["cancelled"]
+        text = run("status", "--redis", server.url).stdout
+        assert tid in text and "data.bin" in text
+        assert run("cancel", "ffff", "--redis", server.url).returncode == 1
+        cancelled = run("cancel", tid[:6], "--redis", server.url)
+        assert cancelled.returncode == 0 and tid in cancelled.stderr
+        assert json.loads(run("status", "--json", "--redis", server.url).stdout)["transfers"][0]["cancelled"]
+    finally:
+        server.stop()

@@ -1,0 +1,134 @@
+"""Work division: slices, the picker's rng, and the entry plan (each block into each unit once)."""
+
+import random
+
+import pytest
+
+from cluster.division import EntryPlan, SliceFirst, StallWatch, slice_of
+from cluster.overlay import Level, Location, Member, Slot, View
+from swarm.core.picker import Mode, Picker
+
+R1, R2, R3 = Location("d", "r1"), Location("d", "r2"), Location("d", "r3")
+
+
+@pytest.mark.parametrize("node, members, blocks, expected", [
+    ("a", ["a", "b"], 10, range(0, 5)),
+    ("b", ["b", "a"], 10, range(5, 10)),
+    ("c", ["a", "b", "c"], 10, range(6, 10)),
+    ("x", ["a", "b"], 10, range(0, 10)),  # not a member: everything
+    ("a", ["a"], 0, range(0, 0)),
+])
+def test_slice_of(node, members, blocks, expected):
+    assert slice_of(node, members, blocks) == expected
+
+
+def test_slices_cover_without_overlap():
+    members = [f"n{i}" for i in range(7)]
+    blocks = [b for m in members for b in slice_of(m, members, 100)]
+    assert sorted(blocks) == list(range(100))
+
+
+def test_slice_first_rng_orders_the_pickers_ties():
+    picker = Picker(20, mode=Mode.RAREST_FIRST, window=0, rng=SliceFirst(range(10, 15), seed=1))
+    picker.add_source("peer", [1] * 19 + [0])  # a partial source: its blocks are ranked by the rng's order
+    assert set(picker.pick("peer", 5)) == set(range(10, 15))
+
+
+def topology(per_rack=4, dc_order=("r1a0", "r1a1", "r2a0", "r2a1", "r3a0")):
+    members = [Member("seed", None, 1.0, seeder=True)]
+    holders = {}
+    for loc in (R1, R2, R3):
+        for i in range(per_rack):
+            members.append(Member(f"{loc.rack}a{i}", loc))
+        for i in range(min(2, per_rack)):
+            holders[Slot(Level.RACK, loc.dc, loc.rack, i)] = f"{loc.rack}a{i}"
+    for i, node in enumerate(dc_order):
+        holders[Slot(Level.DC, "d", "", i)] = node
+    return View.of(members, holders)
+
+
+@pytest.mark.parametrize("blocks", [1, 7, 64, 1000])
+def test_seeder_shows_each_block_to_one_root_member(blocks):
+    view = topology()
+    plan = EntryPlan(view, blocks)
+    root = [n for n in view.members if view.is_dc_rep(n)]
+    shown = [b for n in root for b in plan.shown("seed", n)]
+    assert sorted(shown) == list(range(blocks))
+
+
+@pytest.mark.parametrize("blocks", [5, 64, 999])
+def test_each_block_enters_each_rack_once_nested_in_the_seeders_choice(blocks):
+    view = topology()
+    plan = EntryPlan(view, blocks)
+    for loc in (R1, R2, R3):
+        assert plan.uplink_copies(loc) == 1.0
+        owners = plan.rack[loc]
+        for block, owner in enumerate(owners):
+            assert owner in view.rack_reps_of(loc)
+            if plan.root[block] in view.rack_reps_of(loc):
+                assert owner == plan.root[block]  # it came from the seeder into this rack: no second copy
+
+
+def test_across_racks_a_peer_sees_only_its_entries_within_everything():
+    view = topology()
+    plan = EntryPlan(view, 60)
+    assert plan.shown("r1a2", "r1a3") is None  # inside a rack: everything
+    half = plan.shown("r1a0", "r3a1")
+    assert half == frozenset(b for b, o in enumerate(plan.rack[R3]) if o == "r3a1")
+    assert plan.shown("r1a0", "r3a0") | half == frozenset(range(60))
+
+
+def test_a_member_leaving_moves_its_blocks_to_the_others():
+    view = topology()
+    before = EntryPlan(view, 50)
+    gone = "r2a0"
+    del view.members[gone]
+    view.holders = {s: n for s, n in view.holders.items() if n != gone}
+    after = EntryPlan(view, 50)
+    for block, owner in enumerate(before.root):
+        if owner == gone:
+            assert after.root[block] not in (gone, None)
+    root = [n for n in after.view.members if after.view.is_dc_rep(n)]
+    assert sorted(b for n in root for b in after.shown("seed", n)) == list(range(50))
+
+
+def test_no_representants_no_restriction():
+    view = View.of([Member("a", R1), Member("b", R1)])
+    assert EntryPlan(view, 10).shown("a", "b") is None
+
+
+def test_plan_is_the_same_everywhere():
+    view = topology()
+    shuffled = View.of(random.Random(3).sample(list(view.members.values()), len(view.members)), view.holders)
+    assert EntryPlan(view, 100).rack == EntryPlan(shuffled, 100).rack
+
+
+def test_stall_watch():
+    watch = StallWatch(after=10.0)
+    watch.observe("a", 5, 100, 0.0)
+    watch.observe("b", 5, 100, 0.0)
+    watch.observe("done", 100, 100, 0.0)
+    watch.observe("a", 6, 100, 8.0)  # progress
+    watch.observe("b", 5, 100, 8.0)  # none
+    assert watch.stalled(9.9) == frozenset()
+    assert watch.stalled(10.0) == {"b"}
+    assert watch.stalled(18.0) == {"a", "b"}
+    watch.observe("b", 100, 100, 19.0)  # finished: never stalled
+    assert watch.stalled(30.0) == {"a"}
+
+
+def test_a_stalled_member_is_shown_everything():
+    view = topology()
+    plan = EntryPlan(view, 40)
+    assert plan.shown("seed", "r1a0") != frozenset(range(40))
+    plan.stalled = frozenset({"r1a0"})
+    assert plan.shown("seed", "r1a0") is None and plan.shown("r2a0", "r1a0") is None
+    assert plan.shown("seed", "r1a1") is not None  # the others keep their share
+
+
+def test_waiting_for_priority_is_no_stall():
+    watch = StallWatch(after=10.0)
+    watch.observe("a", 5, 100, 0.0)
+    watch.observe("a", 5, 100, 9.0, fetching=False)
+    assert watch.stalled(15.0) == frozenset()
+    assert watch.stalled(19.0) == {"a"}

@@ -1,0 +1,97 @@
+"""LeveledTransport: bytes counted and throttled by level, and what a peer across a level is shown."""
+
+from __future__ import annotations
+
+import asyncio
+
+from cluster.overlay import Level, Location
+from cluster.transport import LeveledTransport
+from swarm.net import wire
+
+ROOT = bytes(range(32))
+HERE, OTHER_RACK = Location("d", "r1"), Location("d", "r2")
+
+
+async def pair(server: LeveledTransport, client: LeveledTransport):
+    listener = await server.listen("127.0.0.1", 0)
+    outgoing = await client.connect(listener.address)
+    incoming = await listener.accept()
+    return listener, outgoing, incoming
+
+
+async def next_message(connection, kind):
+    async with asyncio.timeout(5):
+        while True:
+            message = await connection.receive()
+            if isinstance(message, kind):
+                return message
+
+
+async def test_blocks_counted_by_level_on_both_sides():
+    server = LeveledTransport(HERE, lambda host: OTHER_RACK)
+    client = LeveledTransport(OTHER_RACK, lambda host: OTHER_RACK)
+    listener, outgoing, incoming = await pair(server, client)
+    try:
+        outgoing.send_nowait(wire.Request(0, 0, 1000))
+        await next_message(incoming, wire.Request)
+        await incoming.send_block(0, 0, b"x" * 1000)
+        block = await next_message(outgoing, wire.Block)
+        assert len(block.data) == 1000
+        assert server.sent == {Level.RACK: 0, Level.DC: 1000, Level.OUTSIDE: 0}
+        assert client.received == {Level.RACK: 1000, Level.DC: 0, Level.OUTSIDE: 0}  # same rack, as it sees it
+    finally:
+        outgoing.abort()
+        incoming.abort()
+        await listener.aclose()
+
+
+async def test_unknown_host_counts_as_outside():
+    transport = LeveledTransport(HERE, lambda host: None)
+    assert transport.level_of("10.9.9.9") is Level.OUTSIDE
+
+
+async def test_peer_across_a_level_is_shown_only_its_blocks_until_revealed():
+    shown = {ROOT: frozenset({1, 3})}
+    server = LeveledTransport(HERE, lambda host: OTHER_RACK, shown=lambda root, host: shown.get(root))
+    client = LeveledTransport(OTHER_RACK, lambda host: HERE)
+    listener, outgoing, incoming = await pair(server, client)
+    try:
+        outgoing.send_nowait(wire.Handshake(wire.PROTOCOL_VERSION, b"\x01" * 32, ROOT))
+        await next_message(incoming, wire.Handshake)
+        incoming.send_nowait(wire.Bitfield.from_blocks(8, range(8)))
+        incoming.send_nowait(wire.Have(5))  # held back
+        incoming.send_nowait(wire.Have(3))
+        bitfield = await next_message(outgoing, wire.Bitfield)
+        assert list(bitfield.blocks()) == [1, 3]
+        assert (await next_message(outgoing, wire.Have)).block == 3
+        assert server.reveal() == 0  # the plan has not changed
+        shown[ROOT] = frozenset({1, 3, 5, 6})  # a member left: its blocks are ours to show now
+        assert server.reveal() == 2
+        revealed = {(await next_message(outgoing, wire.Have)).block for _ in range(2)}
+        assert revealed == {5, 6}
+        shown[ROOT] = None  # no restriction (inside a rack): everything hidden goes out
+        assert server.reveal() == 4  # 0, 2, 4 and 7: all that was still held back
+    finally:
+        outgoing.abort()
+        incoming.abort()
+        await listener.aclose()
+
+
+async def test_upload_throttled_per_level():
+    server = LeveledTransport(HERE, lambda host: OTHER_RACK)
+    client = LeveledTransport(OTHER_RACK, lambda host: HERE)
+    loop = asyncio.get_running_loop()
+    server.set_limits({Level.RACK: None, Level.DC: 100_000.0, Level.OUTSIDE: None}, loop.time())
+    listener, outgoing, incoming = await pair(server, client)
+    try:
+        for block in range(3):
+            outgoing.send_nowait(wire.Request(block, 0, 100_000))
+        started = loop.time()
+        for block in range(3):
+            await incoming.send_block(block, 0, b"y" * 100_000)  # a burst of one second's worth, then 100 kB/s
+        assert loop.time() - started >= 1.5
+        assert server.sent[Level.DC] == 300_000
+    finally:
+        outgoing.abort()
+        incoming.abort()
+        await listener.aclose()
