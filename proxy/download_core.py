@@ -12,8 +12,8 @@ both produce, whichever is ahead delivers; the first swarm bytes are checked aga
 
 Parking (`proxy.parking`): a download that would still run at its early lookup looks the URL up at its head. If
 enough independent others already fetch it from the origin, it leaves the origin to them at once (or when a later
-lookup finds them), asks for their vouches, and reopens the origin at a Range if they do not come; a slow one
-that finds fewer at its early lookup says it fetches too (`ClaimFetching`).
+lookup finds them), asks for their vouches, and reopens the origin at a Range if they do not come; if fewer do,
+it says it fetches too (`ClaimFetching`), so that the next ones wait for it.
 
 Guarantees the tests check: swarming never makes a download fail that the origin alone would finish (with the
 origin's Range stream reopened if we had closed it ourselves); a response that cannot be completed is cut, never
@@ -261,9 +261,8 @@ class DownloadCore:
                 self.found = found  # the policy now says `crowd` (or a cause due before): _tick switches
             elif found is None and others >= self.settings.parking.after and self._may_park():
                 return self._park(others, now)
-            elif found is None and self.looked_early and not self.claimed and self.spool_block is not None \
-                    and self.settings.parking.after and self.policy.slow_so_far(now):
-                self.claimed = True  # slow, nobody else at it: this node fetches it and will vouch
+            elif found is None and not self.claimed and self.spool_block is not None and self.settings.parking.after:
+                self.claimed = True  # too few others at it: this node fetches it, and will vouch
                 assert self.size is not None and self.validator is not None
                 return [ClaimFetching(self.size, self.spool_block, self.validator)] + self._tick(now)
             return self._tick(now)

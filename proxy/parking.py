@@ -1,9 +1,9 @@
 """Parking: a download leaves a slow origin to the others who already fetch it, and waits for their vouches.
 
 Without help from the origin, a flash crowd's first copies are vouched for only once quorum nodes got every byte
-from the origin, and every newcomer that also reads the origin divides its bandwidth among more readers. So a slow
-download whose early lookup finds fewer than `after` independent others fetching the same version says it fetches
-it (and will vouch), and one that finds at least that many leaves the origin to them: it closes its stream (only
+from the origin, and every newcomer that also reads the origin divides its bandwidth among more readers. So a
+download whose lookup at its head finds fewer than `after` independent others fetching the same version says it
+fetches it (and will vouch), and one that finds at least that many leaves the origin to them: it closes its stream (only
 if the origin serves ranges to come back to), asks for their vouches every `poll` s, and after `wait(...)` s
 without them reopens the origin at a Range where it left off. Others are counted by network, like a quorum
 (`proxy.manifest_trust.working`), so one party with many keys in one network counts once; and a party that only
