@@ -22,46 +22,24 @@ ended short; the request's bookkeeping (`Account`, `HandOver`) happens once, bef
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 from typing import TYPE_CHECKING
 
-from swarm.content.manifest import MAX_BLOCK_SIZE, MAX_BLOCKS, choose_block_size
+from swarm.content.manifest import MAX_BLOCK_SIZE, choose_block_size
 
 from .download_actions import (Account, Action, ClaimFetching, CloseOrigin, Cut, Deliver, Fail, Finish, HandOver, Note,
                                OpenSpool, OriginComplete, RejectManifest, RelayAsIs, RelayHead, ReopenOrigin, Respond,
                                Source, StartHead, StartLookup, StartSwarm, StopHead, StopLookup, StopSwarm, SwarmError,
                                Switch)
+from .download_settings import DownloadSettings
 from .origin_head import UNVOUCHED_TYPE, BodyDigest, OriginHead, client_range, late_start, resumed_start, same_version
-from .parking import ParkingSettings
-from .transition import CROWD_CAUSE, DIED_CAUSE, FETCHING_CAUSE, T_CAUSE, TransitionPolicy, TransitionSettings
+from .transition import CROWD_CAUSE, DIED_CAUSE, FETCHING_CAUSE, T_CAUSE, TransitionPolicy
 
 if TYPE_CHECKING:
     from .engine import Found
 
 # The origin bytes kept to check the first swarm block against: one block of the largest size.
 TAIL_LIMIT = MAX_BLOCK_SIZE
-# Seconds between lookups while a switched download still crawls from the origin (the last one repeats): in a
-# flash crowd the first copies complete and are vouched for a few seconds after the crowd arrived (Pack polled
-# every 5 s).
-REPOLL_SECONDS = (1.0, 2.0, 3.0, 5.0)
-
-
-@dataclasses.dataclass(frozen=True)
-class DownloadSettings:
-    transition: TransitionSettings = TransitionSettings()
-    max_spool: int = 0  # the largest origin body kept (and hashed) to be shared; 0: none
-    sharing: bool = True
-    repoll: tuple[float, ...] = REPOLL_SECONDS
-    block_size: int | None = None  # of the manifests made from origin bytes (--block-size); None: by size
-    parking: ParkingSettings = ParkingSettings()
-
-    def spool_block_size(self, size: int, published: int | None) -> int | None:
-        """The block size to hash `size` origin bytes in: a published manifest's, else --block-size, else (None)
-        the size rule, which is also used where --block-size would make more blocks than a manifest may have."""
-        if published is None and self.block_size and -(-size // self.block_size) <= MAX_BLOCKS:
-            return self.block_size
-        return published
 
 
 class Phase(enum.Enum):
@@ -116,6 +94,8 @@ class DownloadCore:
         self.head_pending = False
         self.head_answer: OriginHead | None = None
         self.found: Found | None = None
+        self.held: Found | None = None  # a headless lookup's manifest, held `head_grace` s for the racing HEAD
+        self.held_until: float | None = None
         # The merge.
         self.tail = bytearray()  # the last origin bytes delivered, up to TAIL_LIMIT (for the manifest check)
         self.tail_end = 0
@@ -151,7 +131,7 @@ class DownloadCore:
             return min((d for d in deadlines if d is not None), default=None)
         if self.phase is Phase.SWITCHED:
             return self.lookup_at
-        return None
+        return self.held_until if self.phase is Phase.HEADLESS else None
 
     # -- events --------------------------------------------------------------------------------------------------
 
@@ -246,6 +226,8 @@ class DownloadCore:
         self.head_pending = False
         if self.phase is Phase.HEADLESS:
             self.head_answer = head
+            if self.held is not None:
+                return self._release_held()
         return []
 
     def lookup_done(self, found: Found | None, now: float, others: int = 0) -> list[Action]:
@@ -255,6 +237,9 @@ class DownloadCore:
             return []
         self.looking = False
         if self.phase is Phase.HEADLESS:
+            if found is not None and self.head_pending and self.settings.head_grace > 0:
+                self.held, self.held_until = found, now + self.settings.head_grace  # the HEAD may say another version
+                return []
             return self._headless_found(found)
         if self.phase is Phase.STREAM:  # at the head, or the early lookup
             if found is not None and self.policy.crowd(now) is not None:
@@ -370,6 +355,8 @@ class DownloadCore:
 
     def _tick(self, now: float) -> list[Action]:
         """What is due at `now` without any new byte."""
+        if self.phase is Phase.HEADLESS and self.held_until is not None and now >= self.held_until:
+            return self._release_held()
         if self.phase is Phase.HEAD:
             if self.policy.check(now) is None:
                 return []
@@ -420,6 +407,10 @@ class DownloadCore:
         if self.phase is Phase.MERGE:
             return [Note(f"origin stream gone during the swarm download: {reason}")] + self._starved()
         return []
+
+    def _release_held(self) -> list[Action]:
+        found, self.held, self.held_until = self.held, None, None
+        return self._headless_found(found)
 
     def _headless_found(self, found: Found | None) -> list[Action]:
         """The lookup after a `T` switch before any origin byte answered."""
@@ -591,7 +582,7 @@ class DownloadCore:
         if self.head_pending:
             actions.append(StopHead())
         self.looking = self.head_pending = False
-        self.lookup_at = None
+        self.lookup_at = self.held = self.held_until = None
         return actions
 
     def _cut(self, reason: str) -> list[Action]:

@@ -25,6 +25,7 @@ RESPOND = "Respond(200,0-100000,text/html|None) OpenSpool(100000,16384) StartSwa
 # The last swarm block while the origin's GET is still pending (headless): it is closed, the swarm handed over.
 HEADLESS_LAST = "CloseOrigin StopSwarm Account(100000) HandOver(0,done,False) D(s,1696) Finish"
 SWARM_ALL = [*BLOCKS(0, 98304, 1.3), S(None, 1.4, HEADLESS_LAST)]
+GRACE_SWARM_ALL = [*BLOCKS(0, 98304, 1.5), S(None, 1.6, HEADLESS_LAST)]  # after the HEAD's 0.25 s of grace
 
 
 def vector(*steps, **fields) -> Vector:
@@ -114,9 +115,15 @@ HEADLESS = [
         LOOK(FOUND, 1.2, RESPOND.replace("text/html|None", "text/plain|gzip")), SWARM_ALL),
         id="3a-described-by-the-HEAD-not-the-manifest"),
     pytest.param(vector(
-        TIMER(T_SWITCH),
-        LOOK(FOUND, 1.2, "StopHead " + RESPOND.replace(",text/html|None", "")), SWARM_ALL),
+        TIMER(T_SWITCH), LOOK(FOUND, 1.2, ""), DEADLINE(1.45),  # the HEAD gets 0.25 s more to say its version
+        TIMER("StopHead " + RESPOND.replace(",text/html|None", "")), GRACE_SWARM_ALL),
         id="3a-self-without-a-HEAD-answer-described-by-the-manifest"),
+    pytest.param(vector(TIMER(T_SWITCH), LOOK(FOUND, 1.2, ""), ANSWER(H200, RESPOND), SWARM_ALL),
+                 id="3h-lookup-first-the-HEAD-agrees-within-the-grace"),
+    pytest.param(vector(
+        TIMER(T_SWITCH), LOOK(FOUND, 1.2, ""), ANSWER(OTHER, "Note Note"),  # never the older version
+        HEAD(OTHER, 1.5, "RelayHead OpenSpool(60000,None)"), O(60_000, 1.6, "D(o,60000) OriginComplete(True) Finish"),
+        origin=V2), id="3h-lookup-first-the-HEAD-shows-a-new-version-within-the-grace"),
     pytest.param(vector(
         TIMER(T_SWITCH), ANSWER(head(size=None, validator=None)), LOOK(FOUND, 1.2, RESPOND), SWARM_ALL),
         id="3a-HEAD-saying-nothing-against-it"),
@@ -147,8 +154,8 @@ HEADLESS = [
         S(None, 4.9, "CloseOrigin StopSwarm Account(95000) HandOver(0,done,True) D(s,1696) Finish"),
         settings=NO_EARLY), id="3c-wait-then-crawling-origin-switches-at-R"),
     pytest.param(vector(
-        TIMER(T_SWITCH), LOOK(Found(MANIFEST, "quorum"), 1.2, "StopHead " + RESPOND.replace(
-            "text/html", "application/octet-stream")), SWARM_ALL), id="3d-quorum-without-HEAD-unvouched"),
+        TIMER(T_SWITCH), LOOK(Found(MANIFEST, "quorum"), 1.2, ""), TIMER("StopHead " + RESPOND.replace(
+            "text/html", "application/octet-stream")), GRACE_SWARM_ALL), id="3d-quorum-without-HEAD-unvouched"),
     pytest.param(vector(
         TIMER(T_SWITCH), ANSWER(None), LOOK(Found(MANIFEST, "any"), 1.2, RESPOND.replace(
             "text/html", "application/octet-stream")), SWARM_ALL), id="3d-any-HEAD-failed-unvouched"),
@@ -199,8 +206,9 @@ HEADLESS = [
         TIMER(T_SWITCH), LOOK(None, 1.2, "StopHead Note"), HFAIL(5.0, "Fail(refused)"), ends="none"),
         id="3g-head-fails-in-wait"),
     pytest.param(vector(
-        TIMER(T_SWITCH), HFAIL(1.1, ""), LOOK(FOUND, 1.2, "StopHead " + RESPOND.replace(",text/html|None", "")),
-        BLOCKS(0, 98304, 1.3), S(None, 1.4, "StopSwarm Account(100000) HandOver(0,done,False) D(s,1696) Finish")),
+        TIMER(T_SWITCH), HFAIL(1.1, ""), LOOK(FOUND, 1.2, ""),
+        TIMER("StopHead " + RESPOND.replace(",text/html|None", "")),
+        BLOCKS(0, 98304, 1.5), S(None, 1.6, "StopSwarm Account(100000) HandOver(0,done,False) D(s,1696) Finish")),
         id="3g-head-fails-swarm-answers-alone"),
     pytest.param(vector(
         TIMER(T_SWITCH), ANSWER(H200), LOOK(FOUND, 1.2, RESPOND),

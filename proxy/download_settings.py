@@ -1,0 +1,41 @@
+"""The settings of one fallback download (`proxy.download_core`), and the defaults they start from.
+
+One frozen object per proxy (`proxy.fallback` builds it from the command line; the adaptive T/R/W give each
+download its own `transition`), so the core reads every knob from one place and tests pass their own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from swarm.content.manifest import MAX_BLOCKS
+
+from .parking import ParkingSettings
+from .transition import TransitionSettings
+
+# Seconds between lookups while a switched download still crawls from the origin (the last one repeats): in a
+# flash crowd the first copies complete and are vouched for a few seconds after the crowd arrived (Pack polled
+# every 5 s).
+REPOLL_SECONDS = (1.0, 2.0, 3.0, 5.0)
+# After a `T` switch a lookup races a HEAD to the origin. When the lookup finds a manifest first, the HEAD gets
+# this much longer to say which version the origin serves now: a lookup of a few milliseconds must not answer with
+# an older version the origin's HEAD, a moment later, would have shown.
+HEAD_GRACE_SECONDS = 0.25
+
+
+@dataclasses.dataclass(frozen=True)
+class DownloadSettings:
+    transition: TransitionSettings = TransitionSettings()
+    max_spool: int = 0  # the largest origin body kept (and hashed) to be shared; 0: none
+    sharing: bool = True
+    repoll: tuple[float, ...] = REPOLL_SECONDS
+    block_size: int | None = None  # of the manifests made from origin bytes (--block-size); None: by size
+    parking: ParkingSettings = ParkingSettings()
+    head_grace: float = HEAD_GRACE_SECONDS
+
+    def spool_block_size(self, size: int, published: int | None) -> int | None:
+        """The block size to hash `size` origin bytes in: a published manifest's, else --block-size, else (None)
+        the size rule, which is also used where --block-size would make more blocks than a manifest may have."""
+        if published is None and self.block_size and -(-size // self.block_size) <= MAX_BLOCKS:
+            return self.block_size
+        return published
