@@ -19,5 +19,16 @@ fi
 if ! command -v redis-server >/dev/null && [ ! -x /usr/bin/redis-server ]; then
   apt_install redis-server || echo "swarmproxy: the cluster end-to-end tests will be skipped" >&2
 fi
+# chromium, firefox-esr and nodejs: the browser extension's tests (tests/extension/) drive Debian's Chromium with
+# Playwright and Firefox ESR over WebDriver BiDi (never a downloaded browser build: `playwright install` fails on
+# these machines), and run the extension's rules module under Node's own test runner; each is skipped, saying
+# why, where it cannot be installed.
+extension_missing=()
+[ -x /usr/bin/chromium ] || extension_missing+=(chromium)
+[ -x /usr/bin/firefox-esr ] || extension_missing+=(firefox-esr)
+command -v node >/dev/null || extension_missing+=(nodejs)
+if [ ${#extension_missing[@]} -gt 0 ]; then
+  apt_install "${extension_missing[@]}" || echo "swarmproxy: the browser extension tests will be skipped" >&2
+fi
 cd "$root"
 exec python -m pytest -q -p no:cacheprovider "$@"

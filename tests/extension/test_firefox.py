@@ -1,0 +1,167 @@
+"""The extension in a real Firefox ESR (Debian's), driven over WebDriver BiDi (tests/extension/firefox_bidi.py; no
+geckodriver), against a real `swarmproxy run` and a local origin: proxy.onRequest sends a listed site through
+the proxy, an unlisted one direct, switching off restores direct, a stopped proxy falls back to direct with the
+badge on ERR. Waits are on conditions (polled in the page, with timeouts). Screenshots of the popup and the
+options page go to extension/screenshots/firefox-*.png."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from .conftest import DOWNLOAD, EXTENSION, SCREENSHOTS, Origin, ProxyProcess
+from .firefox_bidi import EXTENSION_UUID, FIREFOX, Firefox
+
+pytestmark = pytest.mark.e2e
+PAGES = f"moz-extension://{EXTENSION_UUID}/src"
+
+
+@pytest.fixture(scope="session")
+def firefox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Firefox]:
+    if not (os.path.exists(FIREFOX) and os.access(FIREFOX, os.X_OK)):
+        pytest.skip(f"{FIREFOX} is missing (Debian: apt-get install firefox-esr; scripts/test.sh does it)")
+    browser = Firefox(tmp_path_factory.mktemp("firefox-profile"), tmp_path_factory.mktemp("firefox-downloads"))
+    try:
+        assert browser.install_extension(EXTENSION) == "extension@swarmproxy.invalid"
+        yield browser
+    finally:
+        browser.close()
+
+
+@pytest.fixture
+def popup(firefox: Firefox) -> Iterator[str]:
+    context = firefox.new_tab()
+    firefox.navigate(context, f"{PAGES}/popup.html")
+    yield context
+    firefox.send("browsingContext.close", {"context": context})
+
+
+def configure(firefox: Firefox, context: str, **config) -> dict:
+    answer = firefox.evaluate(context, f"browser.runtime.sendMessage({{type: 'set', config: {json.dumps(config)}}})")
+    assert "failure" not in answer, answer
+    return answer
+
+
+def visit(firefox: Firefox, origin: Origin) -> tuple[str, str]:
+    path = f"/page/{uuid.uuid4().hex}"
+    context = firefox.new_tab()
+    try:
+        firefox.navigate(context, origin.url(path))
+        return path, firefox.evaluate(context, "document.getElementById('via').textContent")
+    finally:
+        firefox.send("browsingContext.close", {"context": context})
+
+
+def badge_is(firefox: Firefox, context: str, text: str) -> None:
+    firefox.wait_for(context, f"() => browser.action.getBadgeText({{}}).then(t => t === {json.dumps(text)})")
+
+
+def test_firefox_listed_site_through_the_proxy_unlisted_direct_off(firefox: Firefox, popup: str, origin: Origin,
+                                                                  swarmproxy: ProxyProcess) -> None:
+    state = configure(firefox, popup, mode="listed", proxy=swarmproxy.address, rules=[origin.host], exclude=[])
+    assert state["ok"] is True and state["badge"] == "ON" and state["firefox"] is True, state
+    badge_is(firefox, popup, "ON")
+
+    path, via = visit(firefox, origin)
+    assert "swarmproxy" in via, via
+    assert origin.url(path) in swarmproxy.requests()
+
+    configure(firefox, popup, rules=["downloads.example.org"])
+    path, via = visit(firefox, origin)
+    assert via == "direct" and origin.via_of(path) == [None]
+    assert origin.url(path) not in swarmproxy.requests()
+
+    configure(firefox, popup, mode="all", exclude=[origin.host])
+    assert visit(firefox, origin)[1] == "direct"
+    configure(firefox, popup, exclude=[])
+    assert "swarmproxy" in visit(firefox, origin)[1]
+
+    # Off, by the popup's own switch.
+    firefox.navigate(popup, f"{PAGES}/popup.html")
+    firefox.wait_for(popup, "() => document.querySelector('input[value=all]').checked")
+    firefox.evaluate(popup, "document.querySelector('input[value=off]').click()")
+    firefox.wait_for(popup, "() => document.getElementById('modes').dataset.applied === 'off'")
+    badge_is(firefox, popup, "OFF")
+    path, via = visit(firefox, origin)
+    assert via == "direct" and origin.url(path) not in swarmproxy.requests()
+
+
+def test_firefox_stopped_proxy_falls_back_to_direct_with_badge_err(firefox: Firefox, popup: str, origin: Origin,
+                                                                   swarmproxy: ProxyProcess) -> None:
+    configure(firefox, popup, mode="listed", proxy=swarmproxy.address, rules=[origin.host], exclude=[])
+    badge_is(firefox, popup, "ON")
+    assert "swarmproxy" in visit(firefox, origin)[1]
+
+    swarmproxy.stop()
+    path, via = visit(firefox, origin)
+    assert via == "direct" and origin.via_of(path) == [None]
+    badge_is(firefox, popup, "ERR")
+    firefox.navigate(popup, f"{PAGES}/popup.html")
+    firefox.wait_for(popup, "() => document.getElementById('running').textContent === 'not answering'")
+
+
+def test_firefox_screenshots_of_popup_and_options(firefox: Firefox, popup: str, origin: Origin,
+                                                  swarmproxy: ProxyProcess) -> None:
+    SCREENSHOTS.mkdir(exist_ok=True)
+    configure(firefox, popup, mode="listed", proxy=swarmproxy.address,
+              rules=[origin.host, "*.mirrors.example.org", "downloads.example.com"], exclude=["*.bank.example"])
+    firefox.set_viewport(popup, 354, 300)
+    firefox.navigate(popup, f"{PAGES}/popup.html")
+    firefox.wait_for(popup, "() => document.getElementById('running').textContent === 'running'")
+    firefox.screenshot(popup, SCREENSHOTS / "firefox-popup.png", origin="viewport")
+
+    firefox.set_viewport(popup, 800, 640)
+    firefox.navigate(popup, f"{PAGES}/options.html")
+    firefox.wait_for(popup, f"() => document.getElementById('proxy').value === {json.dumps(swarmproxy.address)}")
+    firefox.evaluate(popup, "document.getElementById('save').click()")
+    firefox.wait_for(popup, "() => document.getElementById('saved').dataset.state === 'saved'")
+    firefox.screenshot(popup, SCREENSHOTS / "firefox-options.png", origin="viewport")
+
+
+def test_firefox_https_download_on_listed_site_goes_through_the_fetch_endpoint(firefox: Firefox, popup: str,
+                                                                              origin: Origin,
+                                                                              swarmproxy: ProxyProcess) -> None:
+    configure(firefox, popup, mode="listed", proxy=swarmproxy.address, rules=[origin.host], exclude=[])
+    name = f"data-{uuid.uuid4().hex[:8]}.bin"
+    file_url = origin.tls_url(f"/files/{name}")
+    fetch = f"http://{swarmproxy.address}/_swarm/fetch?url={quote(file_url, safe='')}"
+    page = firefox.new_tab()
+    try:
+        firefox.navigate(page, origin.url(f"/links/x?to={file_url}"))
+        firefox.evaluate(page, "document.getElementById('link').click()")
+        item = firefox.wait_for(popup, f"""() => browser.downloads.search({{url: {json.dumps(fetch)}}})
+            .then(items => items.length === 1 && items[0].state !== "in_progress" ? items[0] : false)""")
+    finally:
+        firefox.send("browsingContext.close", {"context": page})
+    assert item["state"] == "complete", item
+    assert Path(item["filename"]) == firefox.downloads / name
+    assert hashlib.sha256(Path(item["filename"]).read_bytes()).digest() == hashlib.sha256(DOWNLOAD).digest()
+    assert firefox.evaluate(popup, f"browser.downloads.search({{url: {json.dumps(file_url)}}})") == []
+    assert file_url in swarmproxy.requests()
+
+
+def test_firefox_tab_badge_shows_the_transition_cause_of_a_slow_page(firefox: Firefox, popup: str, origin: Origin,
+                                                                     swarmproxy: ProxyProcess) -> None:
+    configure(firefox, popup, mode="listed", proxy=swarmproxy.address, rules=[origin.host], exclude=[])
+    url = origin.url(f"/slow/{uuid.uuid4().hex}.html")
+    page = firefox.new_tab()
+    try:
+        firefox.navigate(page, url)
+        assert "swarmproxy" in firefox.evaluate(page, "document.getElementById('via').textContent")
+        # (Firefox's match patterns have no port: query every tab and compare.)
+        tab_id = firefox.evaluate(popup, f"browser.tabs.query({{}}).then(ts => ts.find(t => t.url === {json.dumps(url)}).id)")
+        firefox.wait_for(popup, f"() => browser.action.getBadgeText({{tabId: {tab_id}}}).then(t => t === 'T')")
+        title = firefox.evaluate(popup, f"browser.action.getTitle({{tabId: {tab_id}}})")
+        assert "switched, T; no peer data (dht-off)" in title, title
+        assert firefox.evaluate(popup, "browser.action.getBadgeText({})") == "ON"
+        configure(firefox, popup, mode="off")
+        firefox.wait_for(popup, f"() => browser.action.getBadgeText({{tabId: {tab_id}}}).then(t => t === 'OFF')")
+    finally:
+        firefox.send("browsingContext.close", {"context": page})

@@ -1,0 +1,52 @@
+// Table-driven tests of extension/src/transfers.js (the per-tab badge), run by Node's own test runner.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { addTransfer, matchRecord, tabBadge, transferOf, KEPT } from "../../extension/src/transfers.js";
+
+const rec = (url, started, extra = {}) => ({ url, started, bytes: 1000, transition: null, bytes_peers: 0, swarm_skipped: null, ...extra });
+
+test("matchRecord", async (t) => {
+  const records = [
+    rec("http://a.example/f", 100),
+    rec("http://a.example/f", 200, { transition: "T" }),
+    rec("http://b.example/g", 300),
+    rec("http://REDACTED.example/", 300),
+  ];
+  const rows = [
+    ["the newest of a URL", "http://a.example/f", 150_000, 200],
+    ["none started after the browser's request", "http://a.example/f", 250_000, null],
+    ["the clock slack", "http://a.example/f", 201_500, 200],
+    ["another URL", "http://c.example/", 0, null],
+  ];
+  for (const [name, url, since, started] of rows) {
+    await t.test(name, () => assert.equal(matchRecord(records, url, since)?.started ?? null, started));
+  }
+  assert.equal(matchRecord(undefined, "http://a.example/f", 0), null);
+});
+
+test("addTransfer keeps one per URL, the largest first, at most KEPT", () => {
+  let list = [];
+  for (let i = 0; i < KEPT + 5; i++) list = addTransfer(list, { url: `http://x/${i}`, bytes: i, transition: null });
+  assert.equal(list.length, KEPT);
+  assert.equal(list[0].bytes, KEPT + 4);
+  list = addTransfer(list, { url: `http://x/${KEPT + 4}`, bytes: 1, transition: "T" });
+  assert.equal(list.filter((t) => t.url === `http://x/${KEPT + 4}`).length, 1);
+});
+
+test("tabBadge", async (t) => {
+  const big = (n, extra) => transferOf(`http://s.example/file${n}.iso`, rec("", 0, { bytes: n * 1e6, ...extra }));
+  const rows = [
+    ["nothing", [], null],
+    ["no switch", [big(5), big(3)], null],
+    ["the largest switched, by R", [big(5, { transition: "R", bytes_peers: 4e6 }), big(3)], "R"],
+    ["a smaller one switched", [big(5), big(3, { transition: "T" })], "T"],
+    ["the largest switched decides", [big(2, { transition: "hint" }), big(9, { transition: "crowd" })], "crowd"],
+    ["beyond the 5 largest: ignored", [big(9), big(8), big(7), big(6), big(5), big(1, { transition: "T" })], null],
+  ];
+  for (const [name, list, text] of rows) {
+    await t.test(name, () => assert.equal(tabBadge(list)?.text ?? null, text));
+  }
+  const badge = tabBadge([big(5, { transition: "T", swarm_skipped: "dht-off" })]);
+  assert.match(badge.title, /file5\.iso \(4\.8 MiB\): switched, T; no peer data \(dht-off\)/);
+  assert.match(tabBadge([big(5, { transition: "R", bytes_peers: 2 * 1024 * 1024 })]).title, /2\.0 MiB from peers/);
+});
