@@ -203,7 +203,9 @@ class Browser:
         return answer
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: Playwright's sync API keeps an event loop running in this thread while it is open,
+# and every pytest-asyncio test after it would fail ("Runner.run() cannot be called from a running event loop").
+@pytest.fixture(scope="module")
 def chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
     if not (os.path.exists(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
         pytest.skip(f"{CHROMIUM} is missing (Debian: apt-get install chromium; scripts/test.sh does it)")

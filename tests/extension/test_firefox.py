@@ -23,7 +23,7 @@ pytestmark = pytest.mark.e2e
 PAGES = f"moz-extension://{EXTENSION_UUID}/src"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")  # closed before the next module, like the Chromium fixture (conftest.py)
 def firefox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Firefox]:
     if not (os.path.exists(FIREFOX) and os.access(FIREFOX, os.X_OK)):
         pytest.skip(f"{FIREFOX} is missing (Debian: apt-get install firefox-esr; scripts/test.sh does it)")
