@@ -330,6 +330,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("early-lookup", _non_negative_float, DEFAULT_EARLY_LOOKUP,
            "when the origin is under --min-rate this many seconds after its first byte, look for peers "
            "already, and leave the origin at once if the swarm has a trusted copy; 0 waits for W", "SECONDS"),
+    Option("no-adaptive", _parse_bool, False,
+           "use --first-byte-timeout, --min-rate and --rate-window as they are for every origin; without it they "
+           "are where each origin host starts and the bounds of what its downloads teach (T within [T/4, 4T], R "
+           "within [R/4, R], W within [W/8, 4W]; /_swarm/requests shows the values used)", "BOOL"),
     Option("linger", _non_negative_float, LINGER,
            "seconds to keep serving a file to peers after downloading it; 0 serves until it is evicted",
            "SECONDS"),
@@ -379,6 +383,7 @@ class Config:
     min_rate: float
     rate_window: float
     early_lookup: float
+    no_adaptive: bool
     linger: float
     no_share: bool
     store_size: int

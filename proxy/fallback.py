@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 
 import aiohttp
@@ -17,6 +18,7 @@ from aiohttp import web
 from yarl import URL
 
 from . import download_actions as act
+from .adaptive import Adaptive, Outcome, Probe, ProbedSettings
 from .download_core import DownloadCore, DownloadSettings
 from .download_ledger import Ledger
 from .engine import Miss, SwarmEngine
@@ -46,12 +48,16 @@ class Fallback:
 
     def __init__(self, engine: SwarmEngine, session: aiohttp.ClientSession, stats: Stats, *,
                  first_byte_timeout: float, min_rate: float, rate_window: float, max_spool: int,
-                 early_lookup: float = 0.5, block_size: int | None = None) -> None:
+                 early_lookup: float = 0.5, block_size: int | None = None, adaptive: bool = True) -> None:
         self.engine, self.session, self.stats = engine, session, stats
         self.settings = DownloadSettings(
             TransitionSettings(first_byte_timeout, min_rate, rate_window, early_lookup),
             max_spool=max_spool, sharing=engine.sharing, block_size=block_size,
             parking=ParkingSettings(after=engine.trust.vouchers if engine.discovery is not None else 0))
+        # `settings` is what the next download is made with: its T/R/W are chosen per download (`_choose`), the
+        # rest stays as set here (or by a test).
+        self.flags = self.settings.transition
+        self.adaptive = Adaptive(self.flags) if adaptive else None  # --no-adaptive: the flags, always
         self.tasks: set[asyncio.Task] = set()
 
     async def get(self, request: web.BaseRequest, url: URL, headers: list[tuple[str, str]],
@@ -62,7 +68,41 @@ class Fallback:
         if not decision.swarmable or ranges:
             record.swarm_skipped = "ranges" if decision.swarmable else decision.reason
             return None
-        return await _Download(self, request, url, headers, record).run()
+        probe = self._choose(url, record)
+        # _Download reads `settings` in its constructor, with no await in between: each download gets its own.
+        download = _Download(self, request, url, headers, record)
+        complete = False
+        try:
+            response = await download.run()
+            complete = record.error is None
+            return response
+        finally:
+            if probe is not None:
+                self._learn(url, probe, record, complete)
+
+    def _choose(self, url: URL, record: RequestRecord) -> Probe | None:
+        """Set the next download's T/R/W (the adaptive core's for the URL's host, else the flags) and show them in
+        its record; returns the probe its policies will fill, when adaptive."""
+        probe = None
+        transition, record.trw_source = self.flags, "flags (--no-adaptive)"
+        if self.adaptive is not None:
+            choice = self.adaptive.choose(url.raw_host or "", asyncio.get_running_loop().time())
+            probe = Probe()
+            transition = ProbedSettings(**dataclasses.asdict(choice.settings), probe=probe)
+            record.trw_source = choice.why
+        record.first_byte_timeout = transition.first_byte_timeout
+        record.min_rate = transition.min_rate
+        record.rate_window = transition.rate_window
+        self.settings = dataclasses.replace(self.settings, transition=transition)
+        return probe
+
+    def _learn(self, url: URL, probe: Probe, record: RequestRecord, complete: bool) -> None:
+        """Tell the adaptive core how the download went, once it ended (however it ended)."""
+        assert self.adaptive is not None
+        now = asyncio.get_running_loop().time()
+        outcome = Outcome(probe, ended=now, cause=record.transition, size=record.bytes_origin + record.bytes_peers,
+                          from_peers=record.bytes_peers, complete=complete)
+        record.switch_verdict = self.adaptive.learn(url.raw_host or "", outcome, now)
 
     def spawn(self, coro) -> None:
         task = asyncio.ensure_future(coro)
@@ -272,8 +312,9 @@ class _Download:
 
     # -- what is awaited -----------------------------------------------------------------------------------------
 
-    async def _find(self, headless: bool):
-        """A trusted manifest and its providers, or None (a failed lookup found nothing: the origin goes on)."""
+    async def _find(self, headless: bool) -> tuple[object, int]:
+        """A trusted manifest and its providers, or None (a failed lookup found nothing: the origin goes on); and
+        the weight of the others fetching the same version from the origin."""
         core = self.core
         try:
             found = await self.engine.find(str(self.url), known_size=core.size, known_validator=core.validator,

@@ -366,7 +366,8 @@ class ProxyServer:
         self.fallback = Fallback(self.engine, self._session, self.stats,  # type: ignore[arg-type]
                                  first_byte_timeout=cfg.first_byte_timeout, min_rate=cfg.min_rate,
                                  rate_window=cfg.rate_window, early_lookup=cfg.early_lookup,
-                                 max_spool=cfg.store_size, block_size=cfg.block_size)
+                                 max_spool=cfg.store_size, block_size=cfg.block_size,
+                                 adaptive=not cfg.no_adaptive)
 
     async def _bootstrap(self) -> None:
         assert self.dht is not None

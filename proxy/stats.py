@@ -46,6 +46,14 @@ class RequestRecord:
     # `no-validator`, ...) or, after a switch, why no lookup found a usable manifest (`below-quorum (1
     # publisher)`, `no-record`, `no-provider`, `dht-off`, ...). None when the swarm was used or not needed.
     swarm_skipped: str | None = None
+    # The T, R and W this GET was watched with: the flags, or what the adaptive core (`proxy.adaptive`) chose for
+    # its host, as `trw_source` says. After a T, R or crowd switch, `switch_verdict` is the core's judgement:
+    # `helped` (peers delivered, and it ended sooner than the origin's rate promised) or `needless`.
+    first_byte_timeout: float | None = None
+    min_rate: float | None = None
+    rate_window: float | None = None
+    trw_source: str | None = None
+    switch_verdict: str | None = None
 
     def as_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

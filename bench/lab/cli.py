@@ -6,6 +6,8 @@ Scenarios (each writes report.json, summary.txt and figure.png into --out):
               or ours: early (the crowd rule's delay), trust (quorum:2 against Pack's 'any')
   page        one 100 KB object, then ten 10 KB objects in parallel (figs. 4.6/4.7)
   largefile   30 MB, 100 clients at 1/s: swarmproxy vs libtorrent with the origin as web seed (table 4.1)
+  mixed       Pack's future work: adaptive T/R/W vs the best fixed T/R/W of `sweep` (and the defaults) in one run,
+              on far-but-fast, overloaded and flapping origins: median time and needless switches
 
 Every client is a full node (proxy + block engine + DHT) on its own 127.x.y.z address, in this process or
 spread over --workers processes that share one emulated network; the origin is throttled like Pack's
@@ -37,7 +39,7 @@ from .. import extra
 if TYPE_CHECKING:
     from .scenarios import Plan
 
-SCENARIOS = ("flashcrowd", "sweep", "page", "largefile")
+SCENARIOS = ("flashcrowd", "sweep", "page", "largefile", "mixed")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,7 +75,8 @@ def build_parser(prog: str = "swarmproxy lab") -> argparse.ArgumentParser:
     lab.add_argument("--duration", type=float, metavar="S",
                      help="seconds of arrivals per load: clients = load x duration (default 10, page 4; Pack's "
                           "50: 1,000 clients at 20/s)")
-    lab.add_argument("--clients", type=int, metavar="N", help="clients per run, overriding --duration")
+    lab.add_argument("--clients", type=int, metavar="N",
+                     help="clients per run, overriding --duration (mixed: users per arm, 6)")
     lab.add_argument("--size", metavar="BYTES", help="file size (default 100k; largefile 30M)")
     lab.add_argument("--delay", type=float, default=25.0, metavar="MS", help="one-way delay between hosts (25)")
     lab.add_argument("--node-rate", default="1.25M", metavar="BYTES",
@@ -170,6 +173,13 @@ def run(args: argparse.Namespace) -> int:
     from .scenarios import draw, execute, text
     from .workers import WorkerError, raise_file_limit
 
+    if args.scenario == "mixed":  # its own runner: arms side by side, not a list of crowd runs
+        from . import mixed
+
+        logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+        logging.getLogger("swarmproxy").setLevel(logging.ERROR)
+        raise_file_limit()
+        return mixed.run(args, lambda line: print(line, flush=True))
     try:
         the_plan = plan(args)
     except ConfigError as exc:
