@@ -9,7 +9,6 @@ import asyncio
 import datetime
 import hashlib
 import socket
-import ssl
 import urllib.parse
 
 import aiohttp
@@ -19,9 +18,10 @@ import trustme
 
 from proxy import cli
 from proxy.demo.local_swarm import Cluster
-from proxy.demo.slow_origin import SlowOrigin
 from proxy.get_command import INCOMPLETE, NO_PROXY, OK, ORIGIN_UNREACHABLE
 from proxy.server import ProxyServer
+
+from .tls_origin import tls_origin, trusting_cluster
 
 DATA = (hashlib.sha256(b"https").digest() * 40_000)[:1_200_000]
 # W = 30 s: a crawling origin is left by the crowd rule, 0.3 s after its first byte, once peers hold the file.
@@ -33,14 +33,6 @@ def ca() -> trustme.CA:
     return trustme.CA()
 
 
-async def tls_origin(ca: trustme.CA, *identities: str, **validity) -> SlowOrigin:
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ca.issue_cert(*identities, **validity).configure_cert(context)
-    origin = SlowOrigin()
-    await origin.start(ssl_context=context)
-    return origin
-
-
 @pytest_asyncio.fixture
 async def origin(ca):
     server = await tls_origin(ca, "127.0.0.1")
@@ -50,9 +42,7 @@ async def origin(ca):
 
 @pytest_asyncio.fixture
 async def cluster(tmp_path, ca):
-    ca_file = tmp_path / "ca.pem"
-    ca.cert_pem.write_to_path(str(ca_file))
-    group = Cluster(tmp_path, ca_file=str(ca_file), **SETTINGS)
+    group = trusting_cluster(tmp_path, ca, **SETTINGS)
     yield group
     await group.close()
 

@@ -9,7 +9,6 @@ import datetime
 import hashlib
 import os
 import shutil
-import ssl
 import stat
 
 import pytest
@@ -18,13 +17,13 @@ import trustme
 from cryptography import x509
 
 from proxy import cli
-from proxy.demo.local_swarm import Cluster
-from proxy.demo.slow_origin import SlowOrigin
 from proxy.errors import ConfigError
 from proxy.get_command import OK
 from proxy.local_ca import LocalCA, matches, parse_mitm_hosts
 
 pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed (apt-get install curl)")
+
+from .tls_origin import tls_origin, trusting_cluster
 
 DATA = (hashlib.sha256(b"mitm").digest() * 40_000)[:1_000_000]
 SETTINGS = {"first_byte_timeout": "5", "min_rate": "160k", "rate_window": "30", "early_lookup": "0.3",
@@ -36,14 +35,6 @@ def origin_ca() -> trustme.CA:
     return trustme.CA()
 
 
-async def tls_origin(ca: trustme.CA, *names: str) -> SlowOrigin:
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ca.issue_cert(*names).configure_cert(context)
-    origin = SlowOrigin()
-    await origin.start(ssl_context=context)
-    return origin
-
-
 @pytest_asyncio.fixture
 async def origin(origin_ca):
     server = await tls_origin(origin_ca, "localhost", "127.0.0.1")
@@ -53,9 +44,7 @@ async def origin(origin_ca):
 
 @pytest_asyncio.fixture
 async def cluster(tmp_path, origin_ca):
-    ca_file = tmp_path / "origin-ca.pem"
-    origin_ca.cert_pem.write_to_path(str(ca_file))
-    group = Cluster(tmp_path, ca_file=str(ca_file), **SETTINGS)
+    group = trusting_cluster(tmp_path, origin_ca, **SETTINGS)
     yield group
     await group.close()
 
