@@ -339,7 +339,8 @@ def text(report: dict) -> str:
     lines = [f"swarmproxy lab mixed — {report['command']}",
              f"machine: {report['machine']['cpus']} CPUs, {report['machine']['memory_gib']} GiB, "
              f"Python {report['machine']['python']}",
-             f"network: transport emulation, one-way delay {p['delay'] * 1000:g} ms, {p['node_rate']:,.0f} B/s per node",
+             f"network: transport emulation, one-way delay {p['delay'] * 1000:g} ms, "
+             f"{p['node_rate']:,.0f} B/s per node",
              f"workload: {p['users']} users per arm x {p['downloads']} downloads of {p['size']:,} B over "
              f"{p['duration']:g} s, from {p['files']} files on each of: far-fast (first byte {p['far_delay']:g} s, "
              f"{p['fast_rate']:,.0f} B/s), overloaded ({p['overloaded_rate']:,.0f} B/s shared, first byte "

@@ -48,7 +48,8 @@ class Firefox:
                                                  for k, v in prefs.items()))
         env = {**os.environ, "MOZ_HEADLESS": "1", "MOZ_CRASHREPORTER_DISABLE": "1"}
         self.process = subprocess.Popen(
-            [FIREFOX, "--headless", "--no-remote", "--profile", str(profile), "--remote-debugging-port", "0", "--remote-allow-system-access",
+            [FIREFOX, "--headless", "--no-remote", "--profile", str(profile), "--remote-debugging-port", "0",
+             "--remote-allow-system-access",
              "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
         self.log: list[str] = []
         url = self._listening_url()

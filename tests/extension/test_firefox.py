@@ -156,7 +156,8 @@ def test_firefox_tab_badge_shows_the_transition_cause_of_a_slow_page(firefox: Fi
         firefox.navigate(page, url)
         assert "swarmproxy" in firefox.evaluate(page, "document.getElementById('via').textContent")
         # (Firefox's match patterns have no port: query every tab and compare.)
-        tab_id = firefox.evaluate(popup, f"browser.tabs.query({{}}).then(ts => ts.find(t => t.url === {json.dumps(url)}).id)")
+        tab_id = firefox.evaluate(
+            popup, f"browser.tabs.query({{}}).then(ts => ts.find(t => t.url === {json.dumps(url)}).id)")
         firefox.wait_for(popup, f"() => browser.action.getBadgeText({{tabId: {tab_id}}}).then(t => t === 'T')")
         title = firefox.evaluate(popup, f"browser.action.getTitle({{tabId: {tab_id}}})")
         assert "switched, T; no peer data (dht-off)" in title, title

@@ -1,5 +1,6 @@
 """Runs the extension's unit tests (tests/extension/*.test.mjs: the rules module, the per-tab badge) with Node's
-own test runner, so that the README's test command covers them. Skipped, saying why, where no Node >= 18 is installed."""
+own test runner, so that the README's test command covers them. Skipped, saying why, where no Node >= 18 is
+installed."""
 
 from __future__ import annotations
 
