@@ -171,7 +171,11 @@ def test_killed_agent_late_rack_and_redis_restart_all_finish(cluster, redis_serv
     seen = figures(cluster, tid, size, {"seconds": 0, "seeder_ratio": 0})
     late_rack = seen["racks"]["dc1/r3"]
     assert late_rack["cross_rack_by_non_representants"] == 0  # the late rack, too, through its two
-    assert late_rack["uplink_copies"] <= 1.10, late_rack  # and it got its copy from the other racks, once
+    # ... and it got its copy from the other racks, not a copy per member. Not the 1.10 of the undisturbed run
+    # (test_push_to_12_agents_byte_exact_two_representants_per_rack): when redis restarts empty while the late
+    # rack's representants are being chosen, a second pair may pull blocks before the first retakes its slots;
+    # fresh-clone runs gave 1.00 to 1.37.
+    assert late_rack["uplink_copies"] <= 1.5, late_rack
     assert holders_before.items() <= slot_holders(cluster, tid).items(), "a holder lost its slot to redis restarting"
     final = cluster.member_of(tid, victim)
     assert final.role == role_before  # it re-read its role: its slots were still under its node id
