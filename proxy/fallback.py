@@ -19,7 +19,8 @@ from yarl import URL
 
 from . import download_actions as act
 from .adaptive import Adaptive, Outcome, Probe, ProbedSettings
-from .download_core import DownloadCore, DownloadSettings
+from .download_core import DownloadCore
+from .download_settings import DownloadSettings
 from .download_ledger import Ledger
 from .engine import Miss, SwarmEngine
 from .errors import ClientGone
@@ -54,8 +55,7 @@ class Fallback:
             TransitionSettings(first_byte_timeout, min_rate, rate_window, early_lookup),
             max_spool=max_spool, sharing=engine.sharing, block_size=block_size,
             parking=ParkingSettings(after=engine.trust.vouchers if engine.discovery is not None else 0))
-        # `settings` is what the next download is made with: its T/R/W are chosen per download (`_choose`), the
-        # rest stays as set here (or by a test).
+        # Every download is made with `settings`, except its T/R/W: those are chosen per download (`_choose`).
         self.flags = self.settings.transition
         self.adaptive = Adaptive(self.flags) if adaptive else None  # --no-adaptive: the flags, always
         self.tasks: set[asyncio.Task] = set()
@@ -68,9 +68,8 @@ class Fallback:
         if not decision.swarmable or ranges:
             record.swarm_skipped = "ranges" if decision.swarmable else decision.reason
             return None
-        probe = self._choose(url, record)
-        # _Download reads `settings` in its constructor, with no await in between: each download gets its own.
-        download = _Download(self, request, url, headers, record)
+        settings, probe = self._choose(url, record)
+        download = _Download(self, request, url, headers, record, settings)
         complete = False
         try:
             response = await download.run()
@@ -80,9 +79,9 @@ class Fallback:
             if probe is not None:
                 self._learn(url, probe, record, complete)
 
-    def _choose(self, url: URL, record: RequestRecord) -> Probe | None:
-        """Set the next download's T/R/W (the adaptive core's for the URL's host, else the flags) and show them in
-        its record; returns the probe its policies will fill, when adaptive."""
+    def _choose(self, url: URL, record: RequestRecord) -> tuple[DownloadSettings, Probe | None]:
+        """The next download's settings, with the T/R/W of the adaptive core for the URL's host (else the flags),
+        shown in its record; and the probe its policies will fill, when adaptive."""
         probe = None
         transition, record.trw_source = self.flags, "flags (--no-adaptive)"
         if self.adaptive is not None:
@@ -93,8 +92,7 @@ class Fallback:
         record.first_byte_timeout = transition.first_byte_timeout
         record.min_rate = transition.min_rate
         record.rate_window = transition.rate_window
-        self.settings = dataclasses.replace(self.settings, transition=transition)
-        return probe
+        return dataclasses.replace(self.settings, transition=transition), probe
 
     def _learn(self, url: URL, probe: Probe, record: RequestRecord, complete: bool) -> None:
         """Tell the adaptive core how the download went, once it ended (however it ended)."""
@@ -125,11 +123,11 @@ class _Download:
     """The waits and the I/O of one download; every decision is its `DownloadCore`'s."""
 
     def __init__(self, owner: Fallback, request: web.BaseRequest, url: URL, headers: list[tuple[str, str]],
-                 record: RequestRecord) -> None:
+                 record: RequestRecord, settings: DownloadSettings) -> None:
         self.owner, self.request, self.url, self.headers, self.record = owner, request, url, headers, record
         self.engine = owner.engine
         self.loop = asyncio.get_running_loop()
-        self.core = DownloadCore(owner.settings, range_header=request.headers.get("Range"),
+        self.core = DownloadCore(settings, range_header=request.headers.get("Range"),
                                  if_range=request.headers.get("If-Range"))
         self.origin: OriginStream | None = None
         self.response: web.StreamResponse | None = None

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from bench.cluster_harness import Cluster, RedisServer, redis_missing, wait_until
+from bench.cluster_harness import Cluster, redis_missing, wait_until
 from bench.cluster_sim import figures
 from cluster.overlay import Level
 from cluster.run import manifest_of
@@ -24,14 +24,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.skipif(redis_missing() is not None, r
 
 MiB = 1 << 20
 LATE = 5.0  # s after the push that rack 3 joins (issue 22)
-
-
-@pytest.fixture
-def redis_server(tmp_path):
-    server = RedisServer(tmp_path / "redis")
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from bench.cluster_harness import RedisServer, free_port, redis_missing
+from bench.cluster_harness import free_port, redis_missing
 from cluster.coord import Coord, redacted
 from cluster.discovery import RedisDiscovery
 from cluster.errors import RedisUnavailable
@@ -17,14 +17,6 @@ from swarm.service.discovery import Discovery, Provider
 needs_redis = pytest.mark.skipif(redis_missing() is not None, reason=str(redis_missing()))
 
 SLOT = Slot(Level.RACK, "d", "r", 0)
-
-
-@pytest.fixture
-def redis_server(tmp_path):
-    server = RedisServer(tmp_path / "redis")
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

@@ -18,7 +18,8 @@ import hashlib
 from types import SimpleNamespace
 
 from proxy import download_actions as act
-from proxy.download_core import DownloadCore, DownloadSettings
+from proxy.download_core import DownloadCore
+from proxy.download_settings import DownloadSettings
 from proxy.origin_head import OriginHead
 from proxy.transition import TransitionSettings
 from swarm.content.manifest import build_manifest
