@@ -2,6 +2,7 @@
 
 GET /_swarm/status                 version, uptime, listen addresses, counters (JSON)
 GET /_swarm/requests               the last N requests, newest last (JSON list)
+GET /_swarm/requests/<id>          one of them, by the id a relayed response named in its Swarm-Request field
 GET /_swarm/dht                    the DHT node: id, routing table size, stored records, dropped datagrams
 GET /_swarm/dht/providers/<root>   runs a lookup for a content root (64 hex digits), lists its providers
 GET /_swarm/fetch?url=URL          the explicit fetch: swarmproxy downloads URL (https too) itself
@@ -40,6 +41,7 @@ def _json(data: object, status: int = 200) -> web.Response:
 
 PROVIDERS = "/_swarm/dht/providers/"
 MAX_PROVIDERS = 50
+RECORD = "/_swarm/requests/"
 
 
 class Admin:
@@ -71,6 +73,8 @@ class Admin:
         route = self.routes.get(request.path)
         if route is None and request.path.startswith(PROVIDERS):
             route = self.providers
+        if route is None and request.path.startswith(RECORD):
+            route = self.request_record
         if route is None:
             return _json({
                 "error": f"no such path {request.path!r}. This is swarmproxy, an HTTP forward proxy: "
@@ -96,6 +100,14 @@ class Admin:
         if limit.isdigit():
             records = records[-int(limit):] if int(limit) else []
         return _json(records)
+
+    async def request_record(self, request: web.BaseRequest) -> web.StreamResponse:
+        record_id = request.path[len(RECORD):]
+        record = self.stats.find(record_id)
+        if record is None:
+            return _json({"error": f"no request {record_id[:80]!r} among the last {self.stats.history.maxlen} "
+                                   "(--request-history) since swarmproxy started"}, 404)
+        return _json(record.shown())
 
     async def dht_status(self, _request: web.BaseRequest) -> web.StreamResponse:
         node = self.dht()

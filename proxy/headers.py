@@ -29,6 +29,11 @@ HOP_BY_HOP = frozenset(
 
 VIA_PSEUDONYM = "swarmproxy"
 
+# Added to every response the proxy relays (never to a CONNECT tunnel, nor to an answer of its own): the id of
+# the request's record, which the admin API serves at /_swarm/requests/<id>, so that a client (the browser
+# extension) can learn how its own request went (switched to peers or not, why) without matching URLs and times.
+REQUEST_ID = "Swarm-Request"
+
 Headers = list[tuple[str, str]]
 
 

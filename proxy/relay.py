@@ -30,13 +30,29 @@ DROP_FROM_REQUEST = ("host", "expect")
 
 SCHEMES = {"http": "http", "https": "https", "ws": "http", "wss": "https"}
 
+# The id of the request's record (`Stats.begin`), put on the request by the server before relaying it: response
+# heads are made in more than one place (here, and in the fallback download), each given the request, not always
+# the record.
+RECORD_ID = web.RequestKey("swarmproxy.record_id", str)
+
 
 class RelayedResponse(web.StreamResponse):
-    """A StreamResponse that adds no Content-Type or Server field the origin did not send.
+    """A StreamResponse that adds no Content-Type or Server field the origin did not send, and names the request's
+    record in `Swarm-Request` (`headers.REQUEST_ID`).
 
     aiohttp's server fills both in by default; for a proxy that would change what the client
     sniffs and who it thinks answered.
     """
+
+    async def prepare(self, request: web.BaseRequest):  # type: ignore[override]
+        if not self.prepared:
+            # Ours replaces any the origin sent: that one would name a record of some other proxy, or be forged.
+            record_id = request.get(RECORD_ID)
+            if record_id:
+                self.headers[hdr.REQUEST_ID] = record_id
+            else:
+                self.headers.popall(hdr.REQUEST_ID, None)
+        return await super().prepare(request)
 
     async def _prepare_headers(self) -> None:
         had = {name for name in ("Content-Type", "Server") if name in self.headers}

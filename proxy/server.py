@@ -37,7 +37,7 @@ from .errors import ClientGone, ListenError, OriginError
 from .fallback import Fallback
 from .fetch_endpoint import fetch_target, forwarded_fields
 from .origin import make_session
-from .relay import origin_url, relay
+from .relay import RECORD_ID, origin_url, relay
 from .responses import OwnResponse
 from .startup_log import log_startup
 from .stats import Stats
@@ -456,6 +456,7 @@ class ProxyServer:
                                          timeout=self.config.connect_timeout, local_client=loopback,
                                          divert=self.interceptor)
             else:
+                request[RECORD_ID] = record.id  # named in the response's Swarm-Request field (proxy.relay)
                 response = await relay(request, self._session, record,  # type: ignore[arg-type]
                                        local_client=loopback, connect_timeout=self.config.connect_timeout,
                                        swarm=self.fallback, target=target, forward=forward)

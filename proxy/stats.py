@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import itertools
 import logging
+import secrets
 import time
 from typing import Any
 
@@ -54,6 +56,8 @@ class RequestRecord:
     rate_window: float | None = None
     trw_source: str | None = None
     switch_verdict: str | None = None
+    # The record's name in the `Swarm-Request` response field and at /_swarm/requests/<id> (`Stats.begin`).
+    id: str = ""
 
     def as_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -67,6 +71,11 @@ class Stats:
     def __init__(self, history: int) -> None:
         self.started_monotonic = time.monotonic()
         self.history: collections.deque[RequestRecord] = collections.deque(maxlen=history)
+        # Record ids are this run's tag and a sequence number: the tag (random per start) keeps an id handed out
+        # before a restart from naming another request's record after it; the ids are no secret (the admin API
+        # that serves them answers this machine only), so a counter is enough after it.
+        self._run_tag = secrets.token_hex(3)
+        self._sequence = itertools.count(1)
         self.counters: collections.Counter[str] = collections.Counter()
         self.connections_open = 0
         self._waiters: list[asyncio.Future] = []
@@ -138,9 +147,14 @@ class Stats:
         return time.monotonic() - self.started_monotonic
 
     def begin(self, method: str, url: str, client: str) -> RequestRecord:
-        record = RequestRecord(method=method, url=url, client=client, started=time.time())
+        record = RequestRecord(method=method, url=url, client=client, started=time.time(),
+                               id=f"{self._run_tag}-{next(self._sequence)}")
         self.history.append(record)
         return record
+
+    def find(self, record_id: str) -> RequestRecord | None:
+        """The record named `record_id`, while the history still holds it (the newest are the likeliest asked)."""
+        return next((record for record in reversed(self.history) if record.id == record_id), None)
 
     def finish(self, record: RequestRecord, status: int | None, sent: int, duration: float,
                error: str | None = None) -> None:

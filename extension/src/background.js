@@ -6,7 +6,7 @@ import {
   decide, downloadFileName, fetchUrl, firefoxProxyInfo, generatePac, isLocalHost, normaliseConfig,
   shouldFetchDownload,
 } from "./rules.js";
-import { addTransfer, matchRecord, tabBadge, transferOf } from "./transfers.js";
+import { addTransfer, recordClosed, recordId, recordPath, tabBadge, transferOf } from "./transfers.js";
 
 const api = globalThis.browser ?? globalThis.chrome;
 // Firefox has proxy.onRequest (and no PAC from an extension without private-browsing permission); Chromium
@@ -69,8 +69,9 @@ async function updateBadge() {
   } else if (conflict()) {
     [text, color, title] = ["ERR", "#c62828", "swarmproxy: another extension or a policy controls the proxy setting"];
   } else if (state.ok) {
-    [text, color, title] = ["ON", "#2e7d32",
-      `swarmproxy ${state.status?.version ?? ""} at ${state.config.proxy}: ${state.config.mode === "all" ? "every site" : "listed sites"}`];
+    const sites = state.config.mode === "all" ? "every site" : "listed sites";
+    const version = state.status?.version ?? "";
+    [text, color, title] = ["ON", "#2e7d32", `swarmproxy ${version} at ${state.config.proxy}: ${sites}`];
   } else {
     [text, color, title] = ["ERR", "#c62828",
       `swarmproxy at ${state.config.proxy} does not answer (${state.error}); browsing goes direct`];
@@ -181,18 +182,20 @@ api.webRequest?.onResponseStarted.addListener((details) => {
 }, { urls: ["http://*/*"] });
 
 // Per tab: whether its largest transfers through the proxy switched to peers, and why (T, R, crowd, hint), from
-// the proxy's /_swarm/requests record of each completed request (tabs[tabId] = transfers, largest first).
+// the proxy's record of each completed response, which the response names in its Swarm-Request field and the
+// admin API serves at /_swarm/requests/<id> (tabs[tabId] = transfers, largest first). A response without the
+// field did not come through the proxy (the browser went direct) and is not shown.
 const tabs = new Map();
 
-const started = new Map(); // requestId → when the browser started it (onCompleted's timeStamp is the end)
+const RECORD_LOOKUPS = 4; // at once: a page of many small files must not flood the proxy's admin API
+const RECORD_TRIES = 3;   // a record still open (the browser was told first) is asked for again, this often
 
-// Completed requests wait here a moment, so that a page's many requests cost one look at /_swarm/requests.
+// Completed responses wait here a moment, so that a page's many requests are looked up together.
 let queued = [];
 let flushTimer = null;
 
-function noteTransfer(details, startedAt) {
-  if (details.type === "main_frame") tabs.delete(details.tabId); // a new page: a new list
-  queued.push({ details, startedAt });
+function noteTransfer(details, id, tries = 0) {
+  queued.push({ details, id, tries });
   flushTimer ??= setTimeout(flushTransfers, 250);
 }
 
@@ -200,19 +203,26 @@ async function flushTransfers() {
   const batch = queued;
   queued = [];
   flushTimer = null;
-  let records;
-  try {
-    records = await getJson("/_swarm/requests?limit=200");
-  } catch {
-    return; // the proxy went away: the global badge says so
-  }
   const touched = new Set();
-  for (const { details, startedAt } of batch) {
-    const record = matchRecord(records, details.url, startedAt);
-    if (!record) continue;
-    tabs.set(details.tabId, addTransfer(tabs.get(details.tabId), transferOf(details.url, record)));
-    touched.add(details.tabId);
+  let next = 0;
+  async function worker() {
+    while (next < batch.length) {
+      const { details, id, tries } = batch[next++];
+      let record;
+      try {
+        record = await getJson(recordPath(id));
+      } catch {
+        continue; // gone from the proxy's history (404), or the proxy went away: the global badge says so
+      }
+      if (!recordClosed(record) && tries + 1 < RECORD_TRIES) {
+        noteTransfer(details, id, tries + 1);
+        continue;
+      }
+      tabs.set(details.tabId, addTransfer(tabs.get(details.tabId), transferOf(details.url, record)));
+      touched.add(details.tabId);
+    }
   }
+  await Promise.all(Array.from({ length: Math.min(RECORD_LOOKUPS, batch.length) }, worker));
   await Promise.all([...touched].map(showTabBadge));
 }
 
@@ -238,23 +248,13 @@ async function showTabBadge(tabId) {
   }
 }
 
-api.webRequest?.onBeforeRequest.addListener((details) => {
-  if (details.tabId < 0) return;
-  if (started.size > 2000) started.delete(started.keys().next().value); // requests that never ended
-  started.set(details.requestId, details.timeStamp);
-}, { urls: ["http://*/*"] });
-api.webRequest?.onErrorOccurred.addListener((details) => started.delete(details.requestId), { urls: ["http://*/*"] });
-
 api.webRequest?.onCompleted.addListener((details) => {
-  const startedAt = started.get(details.requestId) ?? details.timeStamp - 60_000;
-  started.delete(details.requestId);
   if (details.tabId < 0) return;
-  ready.then(() => {
-    if (decide(details.url, state.config) === "proxy" && !details.fromCache) return noteTransfer(details, startedAt);
-    if (details.type === "main_frame" && tabs.delete(details.tabId)) return showTabBadge(details.tabId);
-    return undefined;
-  });
-}, { urls: ["http://*/*"] });
+  // A new page: a new list (its own transfers come after its main frame's response).
+  if (details.type === "main_frame" && tabs.delete(details.tabId)) ready.then(() => showTabBadge(details.tabId));
+  const id = details.fromCache ? null : recordId(details.responseHeaders);
+  if (id) ready.then(() => noteTransfer(details, id));
+}, { urls: ["http://*/*"] }, ["responseHeaders"]);
 
 api.tabs?.onRemoved.addListener((tabId) => tabs.delete(tabId));
 

@@ -55,7 +55,9 @@ function show(s) {
     $("add-site").hidden = listed;
     const route = decide(siteUrl, c);
     $("site-state").textContent = listed ? "listed" : "";
-    if (siteUrl.startsWith("http:")) $("site-state").textContent += ` · ${route === "proxy" ? "through swarmproxy" : "direct"}`;
+    if (siteUrl.startsWith("http:")) {
+      $("site-state").textContent += ` · ${route === "proxy" ? "through swarmproxy" : "direct"}`;
+    }
   }
 }
 

@@ -98,8 +98,12 @@ export function normalisePattern(text) {
       throw new Error(`${JSON.stringify(t)}: not a host name`);
     }
   }
-  if (!validHost(host)) throw new Error(`${JSON.stringify(String(text).trim())}: not a host name, IP address or *.domain`);
-  if (wildcard && (host.includes(":") || IPV4.test(host))) throw new Error(`${JSON.stringify(t)}: "*." needs a domain name`);
+  if (!validHost(host)) {
+    throw new Error(`${JSON.stringify(String(text).trim())}: not a host name, IP address or *.domain`);
+  }
+  if (wildcard && (host.includes(":") || IPV4.test(host))) {
+    throw new Error(`${JSON.stringify(t)}: "*." needs a domain name`);
+  }
   return wildcard ? `*.${host}` : host;
 }
 
@@ -204,7 +208,8 @@ export function isFetchUrl(proxy, url) {
   try {
     const u = new URL(url);
     const { host, port } = parseProxyAddress(proxy);
-    return u.protocol === "http:" && bareHost(u.hostname) === host && Number(u.port || 80) === port && u.pathname === FETCH_PATH;
+    return u.protocol === "http:" && bareHost(u.hostname) === host && Number(u.port || 80) === port
+      && u.pathname === FETCH_PATH;
   } catch {
     return false;
   }

@@ -1,21 +1,34 @@
 // What the per-tab badge says: whether the tab's largest transfers through the proxy switched to peers and why.
 // Pure functions (no browser API), tested under Node (tests/extension/transfers.test.mjs); background.js feeds
-// them the tab's completed requests and the proxy's /_swarm/requests records.
+// them the tab's completed requests and the proxy's record of each (/_swarm/requests/<id>, the id from the
+// response's Swarm-Request field).
 
 export const LARGEST = 5; // transfers a tab's badge looks at, by size
 export const KEPT = 20;   // transfers kept per tab
 
-// The proxy's record of a request the browser completed: the newest record of that URL that started no earlier
-// than `startedMs` (the browser's own start time, less `slackMs` for clocks read at different moments), or null.
-// A URL the proxy shows redacted (credentials) matches nothing: such a URL is never swarmed anyway.
-export function matchRecord(records, url, startedMs, slackMs = 2000) {
-  let found = null;
-  for (const record of Array.isArray(records) ? records : []) {
-    if (!record || record.url !== url) continue;
-    if (typeof record.started === "number" && record.started * 1000 < startedMs - slackMs) continue;
-    if (!found || record.started > found.started) found = record;
+// The id of the proxy's record of a response (its `Swarm-Request` field, which the proxy adds to every response
+// it relays), from webRequest's responseHeaders; null when there is none (the response did not come through
+// the proxy) or it is not of the proxy's form (`tag-sequence`), so that nothing odd is put into an admin path.
+export const RECORD_FIELD = "swarm-request";
+
+export function recordId(responseHeaders) {
+  for (const header of Array.isArray(responseHeaders) ? responseHeaders : []) {
+    if (String(header?.name).toLowerCase() !== RECORD_FIELD) continue;
+    const value = String(header.value ?? "").trim();
+    return /^[0-9a-f]{1,16}-[0-9]{1,16}$/.test(value) ? value : null;
   }
-  return found;
+  return null;
+}
+
+// Where the proxy's admin API serves that record.
+export function recordPath(id) {
+  return `/_swarm/requests/${id}`;
+}
+
+// Whether the proxy has closed the record: it closes it just after the response's last byte, which the browser
+// may report complete a moment before.
+export function recordClosed(record) {
+  return typeof record?.duration_s === "number";
 }
 
 // A tab's transfer, from the browser's completed request and the proxy's record of it.
@@ -64,7 +77,8 @@ export function tabBadge(list) {
   const switched = largest.filter((t) => t.transition);
   if (!switched.length) return null;
   const lines = switched.map((t) => {
-    const peers = t.bytesPeers ? `${size(t.bytesPeers)} from peers` : `no peer data${t.swarmSkipped ? ` (${t.swarmSkipped})` : ""}`;
+    const why = t.swarmSkipped ? ` (${t.swarmSkipped})` : "";
+    const peers = t.bytesPeers ? `${size(t.bytesPeers)} from peers` : `no peer data${why}`;
     return `${shortName(t.url)} (${size(t.bytes)}): switched, ${t.transition}; ${peers}`;
   });
   return {

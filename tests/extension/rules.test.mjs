@@ -46,7 +46,8 @@ test("normalisePattern", async (t) => {
 });
 
 test("parsePatterns: text with comments, duplicates, errors", () => {
-  const { patterns, errors } = parsePatterns("# mirrors\nb.example, a.example  a.example\n*.cdn.example # all of it\nbad^host\n");
+  const { patterns, errors } = parsePatterns(
+    "# mirrors\nb.example, a.example  a.example\n*.cdn.example # all of it\nbad^host\n");
   assert.deepEqual(patterns, ["*.cdn.example", "a.example", "b.example"]);
   assert.equal(errors.length, 1);
   assert.match(errors[0], /bad\^host/);
@@ -75,12 +76,16 @@ test("parseProxyAddress", async (t) => {
 
 test("normaliseConfig fills defaults and drops what is invalid", () => {
   assert.deepEqual(normaliseConfig(undefined), { mode: "listed", proxy: "127.0.0.1:8080", rules: [], exclude: [] });
-  assert.deepEqual(normaliseConfig({ mode: "bogus", proxy: "nope", rules: ["B.example", "bad host"], exclude: "x.example" }),
+  assert.deepEqual(
+    normaliseConfig({ mode: "bogus", proxy: "nope", rules: ["B.example", "bad host"], exclude: "x.example" }),
     { mode: "listed", proxy: "127.0.0.1:8080", rules: ["b.example"], exclude: ["x.example"] });
   assert.equal(normaliseConfig({ proxy: "[::1]:9" }).proxy, "[::1]:9");
 });
 
-const LISTED = { mode: "listed", proxy: "127.0.0.1:8080", rules: ["example.com", "*.cdn.example", "192.0.2.7", "[2001:db8::1]"], exclude: ["private.cdn.example"] };
+const LISTED = {
+  mode: "listed", proxy: "127.0.0.1:8080", rules: ["example.com", "*.cdn.example", "192.0.2.7", "[2001:db8::1]"],
+  exclude: ["private.cdn.example"],
+};
 const ALL = { mode: "all", proxy: "127.0.0.1:8080", rules: [], exclude: ["*.bank.example", "intranet"] };
 const OFF = { ...LISTED, mode: "off" };
 
@@ -136,7 +141,9 @@ test("decide, the PAC script and Firefox's ProxyInfo agree", async (t) => {
       assert.equal(decide(url, config), expected);
       const info = firefoxProxyInfo(url, config);
       if (expected === "proxy") {
-        assert.deepEqual(info, [{ type: "http", host: "127.0.0.1", port: 8080, failoverTimeout: 2 }, { type: "direct" }]);
+        assert.deepEqual(info, [
+          { type: "http", host: "127.0.0.1", port: 8080, failoverTimeout: 2 }, { type: "direct" },
+        ]);
       } else {
         assert.deepEqual(info, { type: "direct" });
       }
@@ -154,14 +161,16 @@ test("decide, the PAC script and Firefox's ProxyInfo agree", async (t) => {
 test("the PAC falls back to DIRECT and names the configured proxy", () => {
   const pac = generatePac({ ...LISTED, proxy: "127.0.0.1:38123" });
   assert.match(pac, /PROXY 127\.0\.0\.1:38123; DIRECT/);
-  assert.equal(pacFor({ ...LISTED, proxy: "[::1]:9000" })("http://example.com/", "example.com"), "PROXY [::1]:9000; DIRECT");
+  assert.equal(pacFor({ ...LISTED, proxy: "[::1]:9000" })("http://example.com/", "example.com"),
+    "PROXY [::1]:9000; DIRECT");
   // A hostile pattern cannot break out of the PAC's JSON (it is rejected before it gets there anyway).
   assert.doesNotThrow(() => pacFor({ mode: "listed", rules: ["x.example\"; alert(1); //"] }));
 });
 
 test("fetchUrl, isFetchUrl", () => {
   const f = fetchUrl("127.0.0.1:8080", "https://example.com/a b/file.iso?x=1&y=2");
-  assert.equal(f, "http://127.0.0.1:8080/_swarm/fetch?url=https%3A%2F%2Fexample.com%2Fa%20b%2Ffile.iso%3Fx%3D1%26y%3D2");
+  assert.equal(f,
+    "http://127.0.0.1:8080/_swarm/fetch?url=https%3A%2F%2Fexample.com%2Fa%20b%2Ffile.iso%3Fx%3D1%26y%3D2");
   assert.equal(new URL(f).searchParams.get("url"), "https://example.com/a b/file.iso?x=1&y=2");
   assert.ok(isFetchUrl("127.0.0.1:8080", f));
   assert.ok(!isFetchUrl("127.0.0.1:9090", f));

@@ -1,27 +1,37 @@
 // Table-driven tests of extension/src/transfers.js (the per-tab badge), run by Node's own test runner.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { addTransfer, matchRecord, tabBadge, transferOf, KEPT } from "../../extension/src/transfers.js";
+import {
+  addTransfer, recordClosed, recordId, recordPath, tabBadge, transferOf, KEPT,
+} from "../../extension/src/transfers.js";
 
-const rec = (url, started, extra = {}) => ({ url, started, bytes: 1000, transition: null, bytes_peers: 0, swarm_skipped: null, ...extra });
+const rec = (url, started, extra = {}) => ({
+  url, started, bytes: 1000, transition: null, bytes_peers: 0, swarm_skipped: null, ...extra,
+});
 
-test("matchRecord", async (t) => {
-  const records = [
-    rec("http://a.example/f", 100),
-    rec("http://a.example/f", 200, { transition: "T" }),
-    rec("http://b.example/g", 300),
-    rec("http://REDACTED.example/", 300),
-  ];
+test("recordId: the proxy's Swarm-Request field, or null", async (t) => {
+  const h = (name, value) => [{ name: "Content-Type", value: "text/html" }, { name, value }];
   const rows = [
-    ["the newest of a URL", "http://a.example/f", 150_000, 200],
-    ["none started after the browser's request", "http://a.example/f", 250_000, null],
-    ["the clock slack", "http://a.example/f", 201_500, 200],
-    ["another URL", "http://c.example/", 0, null],
+    ["the proxy's form", h("Swarm-Request", "a1b2c3-17"), "a1b2c3-17"],
+    ["any case, spaces around", h("swarm-request", " a1b2c3-1 "), "a1b2c3-1"],
+    ["absent (went direct)", h("Via", "1.1 swarmproxy"), null],
+    ["a path in it", h("Swarm-Request", "../status"), null],
+    ["a query in it", h("Swarm-Request", "a1b2c3-1?limit=0"), null],
+    ["empty", h("Swarm-Request", ""), null],
+    ["too long", h("Swarm-Request", `a-${"1".repeat(40)}`), null],
+    ["no headers", undefined, null],
   ];
-  for (const [name, url, since, started] of rows) {
-    await t.test(name, () => assert.equal(matchRecord(records, url, since)?.started ?? null, started));
+  for (const [name, headers, id] of rows) {
+    await t.test(name, () => assert.equal(recordId(headers), id));
   }
-  assert.equal(matchRecord(undefined, "http://a.example/f", 0), null);
+  assert.equal(recordPath("a1b2c3-17"), "/_swarm/requests/a1b2c3-17");
+});
+
+test("recordClosed: the proxy has finished the record", () => {
+  assert.equal(recordClosed(rec("http://a/", 1, { duration_s: 0.25 })), true);
+  assert.equal(recordClosed(rec("http://a/", 1, { duration_s: 0 })), true);
+  assert.equal(recordClosed(rec("http://a/", 1, { duration_s: null })), false);
+  assert.equal(recordClosed(null), false);
 });
 
 test("addTransfer keeps one per URL, the largest first, at most KEPT", () => {
