@@ -1,6 +1,6 @@
 """The admin API: origin-form requests to the proxy itself, answered to loopback clients only.
 
-GET /_swarm/status                 version, uptime, listen addresses, counters (JSON)
+GET /_swarm/status                 version, uptime, listen addresses, counters since start and today (JSON)
 GET /_swarm/requests               the last N requests, newest last (JSON list)
 GET /_swarm/requests/<id>          one of them, by the id a relayed response named in its Swarm-Request field
 GET /_swarm/dht                    the DHT node: id, routing table size, stored records, dropped datagrams
@@ -91,6 +91,7 @@ class Admin:
             "uptime_s": round(self.stats.uptime(), 3),
             "listen": self.addresses(),
             "counters": self.stats.snapshot(),
+            "today": dict(self.stats.today()),
             "swarm": engine.status() if (engine := self.engine()) is not None else None,
         })
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import datetime
 import itertools
 import logging
 import secrets
 import time
+from collections.abc import Callable
 from typing import Any
 
 import prometheus_client as prom
@@ -67,9 +69,17 @@ class RequestRecord:
         return {**self.as_json(), "url": redact_url(self.url)}
 
 
+# What `Stats.today` counts: the day's requests, those that got bytes from peers (swarmed), the switches to the
+# swarm, and the bytes peers delivered.
+TODAY_COUNTERS = ("requests", "requests_swarmed", "transitions", "bytes_peers")
+
+
 class Stats:
-    def __init__(self, history: int) -> None:
+    def __init__(self, history: int, clock: Callable[[], float] = time.time) -> None:
         self.started_monotonic = time.monotonic()
+        self._clock = clock  # wall clock, seconds since the epoch: what "today" is judged by
+        self.started_wall = clock()
+        self._today: dict[str, Any] = {"date": None}
         self.history: collections.deque[RequestRecord] = collections.deque(maxlen=history)
         # Record ids are this run's tag and a sequence number: the tag (random per start) keeps an id handed out
         # before a restart from naming another request's record after it; the ids are no secret (the admin API
@@ -134,6 +144,7 @@ class Stats:
 
     def transition(self, cause: str) -> None:
         self.counters["transitions"] += 1
+        self.today()["transitions"] += 1
         self._transitions.labels(cause).inc()
 
     async def wait_for_requests(self, count: int) -> None:
@@ -145,6 +156,18 @@ class Stats:
 
     def uptime(self) -> float:
         return time.monotonic() - self.started_monotonic
+
+    def today(self) -> dict[str, Any]:
+        """The counters of the current local day (TODAY_COUNTERS), since midnight or since this proxy started,
+        whichever is later (`since`, seconds since the epoch): a user asks how much swarmed today, and nothing is
+        kept across restarts. Started afresh at the first call of a new day."""
+        now = self._clock()
+        date = datetime.date.fromtimestamp(now)  # local: the user's day, not UTC's
+        if self._today["date"] != date.isoformat():
+            midnight = datetime.datetime.combine(date, datetime.time()).timestamp()
+            self._today = {"date": date.isoformat(), "since": round(max(midnight, self.started_wall), 3),
+                           **dict.fromkeys(TODAY_COUNTERS, 0)}
+        return self._today
 
     def begin(self, method: str, url: str, client: str) -> RequestRecord:
         record = RequestRecord(method=method, url=url, client=client, started=time.time(),
@@ -169,6 +192,14 @@ class Stats:
             if not waiter.done():
                 waiter.set_result(None)
         self.counters["bytes_sent"] += sent
+        self.counters["bytes_origin"] += record.bytes_origin
+        self.counters["bytes_peers"] += record.bytes_peers
+        today = self.today()
+        today["requests"] += 1
+        today["bytes_peers"] += record.bytes_peers
+        if record.bytes_peers:  # swarmed: peers delivered some of it (a switch alone may have found none)
+            self.counters["requests_swarmed"] += 1
+            today["requests_swarmed"] += 1
         status_class = f"{status // 100}xx" if status else "none"
         self._requests.labels(record.method, status_class).inc()
         self._bytes.labels("origin").inc(record.bytes_origin)
@@ -214,6 +245,9 @@ class Stats:
             "connections_open": self.connections_open,
             "connections_refused": self.counters["connections_refused"],
             "transitions": self.counters["transitions"],
+            "requests_swarmed": self.counters["requests_swarmed"],
+            "bytes_origin": self.counters["bytes_origin"],
+            "bytes_peers": self.counters["bytes_peers"],
             "hash_failures": self.counters["hash_failures"],
             "peer_bans": self.counters["peer_bans"],
         }

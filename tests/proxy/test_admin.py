@@ -14,18 +14,21 @@ from .rawhttp import request
 
 
 async def admin_get(proxy, path: str):
-    return await request(proxy.addresses["proxy"], f"GET {path} HTTP/1.1\r\nHost: {proxy.addresses['proxy']}\r\n\r\n".encode())
+    address = proxy.addresses["proxy"]
+    return await request(address, f"GET {path} HTTP/1.1\r\nHost: {address}\r\n\r\n".encode())
 
 
 async def test_status_shape(proxy):
     response = await admin_get(proxy, "/_swarm/status")
     assert response.status == 200 and response.header("Content-Type").startswith("application/json")
     status = json.loads(response.body)
-    assert set(status) == {"version", "uptime_s", "listen", "counters", "swarm"}
+    assert set(status) == {"version", "uptime_s", "listen", "counters", "today", "swarm"}
     assert status["swarm"] is None  # --peer-listen off: no block engine
     assert status["listen"] == {"proxy": proxy.addresses["proxy"]}
     assert status["uptime_s"] >= 0
-    assert {"requests", "bytes_sent", "errors", "tunnels", "connections_open"} <= set(status["counters"])
+    assert {"requests", "bytes_sent", "errors", "tunnels", "connections_open", "requests_swarmed", "bytes_peers",
+            "bytes_origin"} <= set(status["counters"])
+    assert set(status["today"]) == {"date", "since", "requests", "requests_swarmed", "transitions", "bytes_peers"}
 
 
 async def test_requests_lists_recent_requests_with_swarm_fields(proxy, origin):
