@@ -19,8 +19,7 @@ const state = {
   config: normaliseConfig({}),
   applied: null,      // the configuration (JSON) last put into effect
   ok: null,           // the proxy answered /_swarm/status at the last check
-  status: null,       // its answer
-  bytesPeers: null,   // bytes from peers over the requests /_swarm/requests still shows
+  status: null,       // its answer (counters since it started, and today's)
   error: null,        // why the last check failed
   checkedAt: null,
   control: null,      // proxy.settings' levelOfControl (Chromium; Firefox where it can be read)
@@ -94,7 +93,7 @@ async function getJson(path) {
 
 let checking = null;
 
-// Asks the proxy how it is (/_swarm/status, and /_swarm/requests for the bytes from peers), then sets the badge.
+// Asks the proxy how it is (/_swarm/status), then sets the badge.
 // One check at a time: a caller that comes while one runs gets its result, unless `fresh` (the configuration
 // changed: that check may have asked the old address), which waits for it and checks again.
 async function refreshStatus(fresh = false) {
@@ -105,12 +104,6 @@ async function refreshStatus(fresh = false) {
   checking = (async () => {
     try {
       state.status = await getJson("/_swarm/status");
-      try {
-        const records = await getJson("/_swarm/requests");
-        state.bytesPeers = records.reduce((sum, r) => sum + (r.bytes_peers || 0), 0);
-      } catch {
-        state.bytesPeers = null;
-      }
       state.ok = true;
       state.error = null;
     } catch (err) {
@@ -304,9 +297,16 @@ async function downloadThroughProxy(url, suggested) {
   });
 }
 
+// "Download with swarmproxy" on a link: whatever the mode and the lists say (the user asked for it), the link's
+// file through the proxy's explicit fetch. Resolves to the download's id (undefined for another menu item).
+async function menuClicked(info) {
+  if (info?.menuItemId !== MENU_ID || !info.linkUrl) return undefined;
+  await ready;
+  return downloadThroughProxy(info.linkUrl);
+}
+
 api.contextMenus.onClicked.addListener((info) => {
-  if (info.menuItemId !== MENU_ID || !info.linkUrl) return;
-  ready.then(() => downloadThroughProxy(info.linkUrl));
+  menuClicked(info);
 });
 
 // An https:// download on a site that goes through the proxy: cancel the browser's own, ask the proxy's
@@ -325,5 +325,8 @@ api.downloads.onCreated.addListener((item) => {
   });
 });
 
-// For debugging from the background console (and for the browser tests): the same operations the popup uses.
-globalThis.swarmproxy = { state, ready, refreshStatus, setConfig, decide: (url) => decide(url, state.config) };
+// For debugging from the background console (and for the browser tests): the same operations the popup uses, and
+// what a click on the context menu's item does (no browser lets a test open its native menu).
+globalThis.swarmproxy = {
+  state, ready, refreshStatus, setConfig, menuClicked, MENU_ID, decide: (url) => decide(url, state.config),
+};

@@ -40,24 +40,35 @@ function show(s) {
     $("running").className = "running";
     $("running").title = "";
     $("version").textContent = s.status?.version ?? "–";
-    $("swarmed").textContent = `${s.status?.counters?.transitions ?? 0} requests`;
-    $("peers").textContent = `${bytes(s.bytesPeers)} (recent requests)`;
+    // Today's (since midnight, or since the proxy started if later), and since it started in the tooltip.
+    const today = s.status?.today;
+    const counters = s.status?.counters;
+    $("swarmed").textContent = today ? `${today.requests_swarmed} of ${today.requests} requests today` : "–";
+    $("peers").textContent = today ? `${bytes(today.bytes_peers)} today` : "–";
+    const from = new Date((today?.since ?? 0) * 1000);
+    const since = from.getHours() + from.getMinutes() + from.getSeconds() === 0 ? "since midnight"
+      : `since ${from.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })}, when the proxy started`;
+    const total = counters ? `; since the proxy started: ${counters.requests_swarmed} requests swarmed, `
+      + `${bytes(counters.bytes_peers)} from peers` : "";
+    $("swarmed").title = $("peers").title = `Today (${since})${total}`;
   } else {
     $("running").textContent = "not answering";
     $("running").className = "down";
     $("running").title = s.error ?? "";
-    for (const id of ["version", "swarmed", "peers"]) $(id).textContent = "–";
+    for (const id of ["version", "swarmed", "peers"]) {
+      $(id).textContent = "–";
+      $(id).title = "";
+    }
   }
   if (siteHost) {
     $("site").hidden = false;
     $("site-host").textContent = siteHost;
     const listed = c.rules.includes(siteHost);
     $("add-site").hidden = listed;
-    const route = decide(siteUrl, c);
-    $("site-state").textContent = listed ? "listed" : "";
-    if (siteUrl.startsWith("http:")) {
-      $("site-state").textContent += ` · ${route === "proxy" ? "through swarmproxy" : "direct"}`;
-    }
+    const state = [listed ? "listed" : "not listed"];
+    // (https:// pages never go through the proxy; their downloads may, which the popup does not predict.)
+    if (siteUrl.startsWith("http:")) state.push(decide(siteUrl, c) === "proxy" ? "through swarmproxy" : "direct");
+    $("site-state").textContent = state.join(" · ");
   }
 }
 
@@ -66,9 +77,19 @@ function fail(err) {
   $("message").textContent = String(err?.message ?? err);
 }
 
+// The tab whose site "Add this site" adds. As the toolbar button's popup: the active tab of its window. Opened
+// as a page in a tab of its own (a user can open src/popup.html so; the browser tests do, as no automation
+// opens the toolbar popup), the active tab is this page itself: then the tab looked at last before it.
+async function currentTab() {
+  const own = await api.tabs.getCurrent(); // undefined in the toolbar popup
+  if (!own) return (await api.tabs.query({ active: true, currentWindow: true }))[0];
+  const others = (await api.tabs.query({ windowType: "normal" })).filter((t) => t.id !== own.id);
+  return others.sort((a, b) => (b.lastAccessed ?? 0) - (a.lastAccessed ?? 0))[0];
+}
+
 async function findSite() {
   try {
-    const [tab] = await api.tabs.query({ active: true, currentWindow: true });
+    const tab = await currentTab();
     const url = new URL(tab?.url ?? "");
     if (url.protocol === "http:" || url.protocol === "https:") {
       siteHost = normalisePattern(url.hostname);

@@ -7,6 +7,7 @@ the options page are photographed into extension/screenshots/."""
 from __future__ import annotations
 
 import hashlib
+import re
 import uuid
 from pathlib import Path
 from urllib.parse import quote
@@ -114,25 +115,35 @@ def test_screenshots_of_popup_and_options(chromium: Browser, origin: Origin, swa
     from playwright.sync_api import expect
 
     SCREENSHOTS.mkdir(exist_ok=True)
+    rules = ["*.mirrors.example.org", "downloads.example.com"]
+    # Two pages through the proxy (today's counters), then the site unlisted and open in the tab before the
+    # popup: the popup offers "Add this site" for it.
+    chromium.worker.evaluate("config => swarmproxy.setConfig(config).then(() => true)", {
+        "mode": "listed", "proxy": swarmproxy.address, "rules": [origin.host], "exclude": ["*.bank.example"]})
+    assert all("swarmproxy" in visit(chromium, origin)[1] for _ in range(2))
+    chromium.worker.evaluate("rules => swarmproxy.setConfig({rules}).then(() => true)", rules)
+    site = chromium.context.new_page()
+    site.goto(origin.url("/page/home"))
+    site.bring_to_front()
     popup = chromium.page("src/popup.html")
     try:
-        chromium.configure(popup, mode="listed", proxy=swarmproxy.address,
-                           rules=[origin.host, "*.mirrors.example.org", "downloads.example.com"],
-                           exclude=["*.bank.example"])
-        visit(chromium, origin)
-        popup.set_viewport_size({"width": 354, "height": 300})
-        popup.reload()
+        popup.set_viewport_size({"width": 354, "height": 330})
         expect(popup.locator("#running")).to_have_text("running")
         expect(popup.locator("#version")).to_have_text(swarmproxy.get("/_swarm/status")["version"])
+        # (2 pages, and whatever else the browser asked the site for through the proxy, e.g. /favicon.ico)
+        expect(popup.locator("#swarmed")).to_have_text(re.compile(r"^0 of ([2-9]|\d\d+) requests today$"))
+        expect(popup.locator("#peers")).to_have_text("0 B today")
+        expect(popup.locator("#site-state")).to_have_text("not listed · direct")
         popup.locator("body").screenshot(path=str(SCREENSHOTS / "chromium-popup.png"))
     finally:
         popup.close()
+        site.close()
 
     options = chromium.page("src/options.html")
     try:
         options.set_viewport_size({"width": 800, "height": 640})
         expect(options.locator("#proxy")).to_have_value(swarmproxy.address)
-        expect(options.locator("#rules")).to_have_value(f"*.mirrors.example.org\n{origin.host}\ndownloads.example.com")
+        expect(options.locator("#rules")).to_have_value("\n".join(rules))
         # A bad pattern is reported and nothing is saved.
         options.locator("#exclude").fill("*.bank.example\nnot a^host")
         options.get_by_role("button", name="Save").click()
@@ -210,4 +221,67 @@ def test_tab_badge_shows_the_transition_cause_of_a_slow_page(chromium: Browser, 
         wait_for_async(popup, "tabId => chrome.action.getBadgeText({tabId}).then(t => t === 'OFF')", tab_id)
     finally:
         page.close()
+        popup.close()
+
+
+def test_add_this_site_from_the_popup(chromium: Browser, origin: Origin, swarmproxy: ProxyProcess) -> None:
+    """The popup opened (as a page: no automation opens the toolbar popup) right after a site's tab takes that tab
+    for the current site; "Add this site" lists it, and the site's next page goes through the proxy."""
+    from playwright.sync_api import expect
+
+    site = chromium.context.new_page()
+    popup = None
+    try:
+        chromium.worker.evaluate("config => swarmproxy.setConfig(config).then(() => true)", {
+            "mode": "listed", "proxy": swarmproxy.address, "rules": ["downloads.example.org"], "exclude": []})
+        site.goto(origin.url(f"/page/{uuid.uuid4().hex}"))
+        assert site.locator("#via").inner_text() == "direct"
+        site.bring_to_front()
+        popup = chromium.page("src/popup.html")
+        expect(popup.locator("#site-host")).to_have_text(origin.host)
+        expect(popup.locator("#site-state")).to_have_text("not listed · direct")
+        popup.get_by_role("button", name="Add this site").click()
+        expect(popup.locator("#site-state")).to_have_text("listed · through swarmproxy")
+        expect(popup.locator("#add-site")).to_be_hidden()
+        assert sorted(chromium.worker.evaluate("swarmproxy.state.config.rules")) == sorted(
+            ["downloads.example.org", origin.host])
+        path, via = visit(chromium, origin)
+        assert "swarmproxy" in via and origin.url(path) in swarmproxy.requests()
+    finally:
+        site.close()
+        if popup is not None:
+            popup.close()
+
+
+def test_download_with_swarmproxy_from_the_context_menu(chromium: Browser, origin: Origin,
+                                                        swarmproxy: ProxyProcess, tmp_path: Path) -> None:
+    """The menu item exists on links; its click handler (driven through the service worker: no automation opens
+    the browser's native context menu) downloads the link, an https:// file of a site not listed, through
+    /_swarm/fetch, byte-exact under its own name."""
+    popup = chromium.page("src/popup.html")
+    cdp = chromium.context.new_cdp_session(popup)
+    cdp.send("Browser.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(tmp_path)})
+    try:
+        chromium.configure(popup, mode="listed", proxy=swarmproxy.address, rules=[], exclude=[])
+        # update() fails for an item that does not exist: this is the one the handler answers to.
+        menu = chromium.worker.evaluate("""() => chrome.contextMenus.update(swarmproxy.MENU_ID, {})
+            .then(() => swarmproxy.MENU_ID)""")
+        name = f"menu-{uuid.uuid4().hex[:8]}.bin"
+        file_url = origin.tls_url(f"/files/{name}")
+        download_id = chromium.worker.evaluate(
+            "info => swarmproxy.menuClicked(info)",
+            {"menuItemId": menu, "linkUrl": file_url, "pageUrl": origin.url("/links/x"), "editable": False})
+        item = wait_for_async(popup, """async id => {
+            const [item] = await chrome.downloads.search({id});
+            return item && item.state !== "in_progress" ? item : false;
+        }""", download_id)
+        assert item["state"] == "complete", item
+        assert item["url"] == fetch_url(swarmproxy.address, file_url)
+        assert Path(item["filename"]) == tmp_path / name
+        assert hashlib.sha256(Path(item["filename"]).read_bytes()).digest() == hashlib.sha256(DOWNLOAD).digest()
+        assert file_url in swarmproxy.requests()
+        # Another menu's click (or one without a link) does nothing.
+        assert chromium.worker.evaluate("swarmproxy.menuClicked({menuItemId: 'other', linkUrl: 'http://x/'})") is None
+    finally:
+        cdp.detach()
         popup.close()

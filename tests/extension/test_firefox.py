@@ -109,17 +109,36 @@ def test_firefox_stopped_proxy_falls_back_to_direct_with_badge_err(firefox: Fire
 
 def test_firefox_screenshots_of_popup_and_options(firefox: Firefox, popup: str, origin: Origin,
                                                   swarmproxy: ProxyProcess) -> None:
+    """As in Chromium: two pages through the proxy, then the site unlisted and open in the tab before the popup."""
     SCREENSHOTS.mkdir(exist_ok=True)
-    configure(firefox, popup, mode="listed", proxy=swarmproxy.address,
-              rules=[origin.host, "*.mirrors.example.org", "downloads.example.com"], exclude=["*.bank.example"])
-    firefox.set_viewport(popup, 354, 300)
-    firefox.navigate(popup, f"{PAGES}/popup.html")
-    firefox.wait_for(popup, "() => document.getElementById('running').textContent === 'running'")
-    firefox.screenshot(popup, SCREENSHOTS / "firefox-popup.png", origin="viewport")
+    rules = ["*.mirrors.example.org", "downloads.example.com"]
+    configure(firefox, popup, mode="listed", proxy=swarmproxy.address, rules=[origin.host],
+              exclude=["*.bank.example"])
+    assert all("swarmproxy" in visit(firefox, origin)[1] for _ in range(2))
+    configure(firefox, popup, rules=rules)
+    site = firefox.new_tab()
+    page = None
+    try:
+        firefox.navigate(site, origin.url("/page/home"))
+        firefox.send("browsingContext.activate", {"context": site})
+        page = firefox.new_tab()
+        firefox.set_viewport(page, 354, 330)
+        firefox.navigate(page, f"{PAGES}/popup.html")
+        firefox.wait_for(page, "() => document.getElementById('running').textContent === 'running'")
+        firefox.wait_for(page, r"""() => /^0 of ([2-9]|\d\d+) requests today$/
+            .test(document.getElementById('swarmed').textContent)""")
+        firefox.wait_for(page, "() => document.getElementById('site-state').textContent === 'not listed · direct'")
+        assert firefox.evaluate(page, "document.getElementById('peers').textContent") == "0 B today"
+        firefox.screenshot(page, SCREENSHOTS / "firefox-popup.png", origin="viewport")
+    finally:
+        for context in (site, page):
+            if context is not None:
+                firefox.send("browsingContext.close", {"context": context})
 
     firefox.set_viewport(popup, 800, 640)
     firefox.navigate(popup, f"{PAGES}/options.html")
     firefox.wait_for(popup, f"() => document.getElementById('proxy').value === {json.dumps(swarmproxy.address)}")
+    assert firefox.evaluate(popup, "document.getElementById('rules').value") == "\n".join(rules)
     firefox.evaluate(popup, "document.getElementById('save').click()")
     firefox.wait_for(popup, "() => document.getElementById('saved').dataset.state === 'saved'")
     firefox.screenshot(popup, SCREENSHOTS / "firefox-options.png", origin="viewport")
@@ -166,3 +185,51 @@ def test_firefox_tab_badge_shows_the_transition_cause_of_a_slow_page(firefox: Fi
         firefox.wait_for(popup, f"() => browser.action.getBadgeText({{tabId: {tab_id}}}).then(t => t === 'OFF')")
     finally:
         firefox.send("browsingContext.close", {"context": page})
+
+
+def test_firefox_add_this_site_from_the_popup(firefox: Firefox, popup: str, origin: Origin,
+                                              swarmproxy: ProxyProcess) -> None:
+    """As in Chromium: the popup page opened right after a site's tab takes that tab for the current site."""
+    configure(firefox, popup, mode="listed", proxy=swarmproxy.address, rules=["downloads.example.org"], exclude=[])
+    site = firefox.new_tab()
+    page = None
+    try:
+        firefox.navigate(site, origin.url(f"/page/{uuid.uuid4().hex}"))
+        assert firefox.evaluate(site, "document.getElementById('via').textContent") == "direct"
+        firefox.send("browsingContext.activate", {"context": site})
+        page = firefox.new_tab()
+        firefox.navigate(page, f"{PAGES}/popup.html")
+        firefox.wait_for(page, f"() => document.getElementById('site-host').textContent === {json.dumps(origin.host)}")
+        firefox.wait_for(page, "() => document.getElementById('site-state').textContent === 'not listed · direct'")
+        firefox.evaluate(page, "document.getElementById('add-site').click()")
+        firefox.wait_for(
+            page, "() => document.getElementById('site-state').textContent === 'listed · through swarmproxy'")
+        rules = firefox.evaluate(page, "browser.runtime.sendMessage({type: 'get'}).then(s => s.config.rules)")
+        assert sorted(rules) == sorted(["downloads.example.org", origin.host])
+        path, via = visit(firefox, origin)
+        assert "swarmproxy" in via and origin.url(path) in swarmproxy.requests()
+    finally:
+        for context in (site, page):
+            if context is not None:
+                firefox.send("browsingContext.close", {"context": context})
+
+
+def test_firefox_download_with_swarmproxy_from_the_context_menu(firefox: Firefox, popup: str, origin: Origin,
+                                                                swarmproxy: ProxyProcess) -> None:
+    """The menu item exists; its click handler, called in the background page (runtime.getBackgroundPage: BiDi
+    cannot open the native context menu either), downloads an https:// link of an unlisted site through
+    /_swarm/fetch, byte-exact under its own name."""
+    configure(firefox, popup, mode="listed", proxy=swarmproxy.address, rules=[], exclude=[])
+    assert firefox.evaluate(popup, "browser.contextMenus.update('swarmproxy-download', {}).then(() => true)")
+    name = f"menu-{uuid.uuid4().hex[:8]}.bin"
+    file_url = origin.tls_url(f"/files/{name}")
+    info = {"menuItemId": "swarmproxy-download", "linkUrl": file_url, "pageUrl": origin.url("/links/x")}
+    download_id = firefox.evaluate(
+        popup, f"browser.runtime.getBackgroundPage().then(bg => bg.swarmproxy.menuClicked({json.dumps(info)}))")
+    item = firefox.wait_for(popup, f"""() => browser.downloads.search({{id: {int(download_id)}}})
+        .then(items => items.length === 1 && items[0].state !== "in_progress" ? items[0] : false)""")
+    assert item["state"] == "complete", item
+    assert item["url"] == f"http://{swarmproxy.address}/_swarm/fetch?url={quote(file_url, safe='')}"
+    assert Path(item["filename"]) == firefox.downloads / name
+    assert hashlib.sha256(Path(item["filename"]).read_bytes()).digest() == hashlib.sha256(DOWNLOAD).digest()
+    assert file_url in swarmproxy.requests()
