@@ -56,20 +56,21 @@ def wait_until(condition: Callable[[], object], timeout: float, what: str) -> ob
 class RedisServer:
     """`redis-server` without persistence (a restart loses everything, as `SHUTDOWN NOSAVE` would)."""
 
-    def __init__(self, directory: pathlib.Path, port: int | None = None) -> None:
+    def __init__(self, directory: pathlib.Path, port: int | None = None, host: str = "127.0.0.1") -> None:
         self.directory = directory
-        self.port = port or free_port()
+        self.host = host  # the address it binds: a network namespace test's redis is on the test's veth
+        self.port = port or free_port(host)
         self.process: subprocess.Popen | None = None
         self.log = directory / "redis.log"
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        return f"redis://{self.host}:{self.port}/0"
 
     def start(self, timeout: float = 15.0) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
-            [REDIS_BINARY, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+            [REDIS_BINARY, "--port", str(self.port), "--bind", self.host, "--save", "", "--appendonly", "no",
              "--dir", str(self.directory), "--protected-mode", "no"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         ready = threading.Event()
@@ -87,7 +88,7 @@ class RedisServer:
             raise TimeoutError(f"redis-server did not start on port {self.port}: see {self.log}")
 
     def client(self) -> redis.Redis:
-        return redis.Redis(port=self.port, socket_timeout=5)
+        return redis.Redis(host=self.host, port=self.port, socket_timeout=5)
 
     def shutdown_nosave(self) -> None:
         with self.client() as client:
@@ -113,6 +114,7 @@ class AgentProc:
     data_dir: pathlib.Path
     args: list[str] = field(default_factory=list)
     process: subprocess.Popen | None = None
+    prefix: list[str] = field(default_factory=list)  # run it through this (`ip netns exec NS`), else directly
 
     @property
     def node(self) -> str | None:
@@ -154,7 +156,8 @@ class Cluster:
     def start(self, agent: AgentProc) -> None:
         agent.data_dir.mkdir(parents=True, exist_ok=True)
         log = open(agent.data_dir / "agent.log", "ab")
-        agent.process = subprocess.Popen(python_command(*agent.args), stdout=log, stderr=log, env=self.env)
+        agent.process = subprocess.Popen([*agent.prefix, *python_command(*agent.args)], stdout=log, stderr=log,
+                                         env=self.env)
         log.close()
 
     def kill9(self, agent: AgentProc) -> None:
@@ -174,11 +177,12 @@ class Cluster:
                     agent.process.kill()
                     agent.process.wait()
 
-    def push(self, path: pathlib.Path, *extra: str, host: str = "127.0.0.2") -> subprocess.Popen:
+    def push(self, path: pathlib.Path, *extra: str, host: str = "127.0.0.2",
+             prefix: tuple[str, ...] = ()) -> subprocess.Popen:
         return subprocess.Popen(
-            python_command("push", str(path), "--redis", self.redis.url, "--listen", f"{host}:0", "--quiet",
+            [*prefix, *python_command("push", str(path), "--redis", self.redis.url, "--listen", f"{host}:0", "--quiet",
                            "--reconcile", str(self.reconcile), "--data-dir", str(self.directory / "seeder"),
-                           *extra),
+                           *extra)],
             stdout=subprocess.PIPE, stderr=open(self.directory / "push.log", "ab"), env=self.env)
 
     # -- what redis says -----------------------------------------------------------------------------------------

@@ -110,6 +110,7 @@ class Agent:
         self.by_host: dict[str, Location] = {}
         self.node_at: dict[str, str] = {}  # host -> node id (one agent per host address)
         self.runs: dict[str, TransferRun] = {}
+        self.known_transfers: dict[str, TransferRecord] = {}
         self.changed = asyncio.Event()
         self.woken = asyncio.Event()
         self.address: tuple[str, int] | None = None
@@ -221,7 +222,8 @@ class Agent:
         self.by_host.update({r.host: r.location for r in self.agents.values()})
         self.node_at.update({r.host: n for n, r in self.agents.items()})
         await self.discovery.refresh()
-        transfers = await self.coord.transfers()
+        transfers = await self.coord.transfers(self.known_transfers)  # a known record is not read again
+        self.known_transfers = dict(transfers)
         restarted = self.server_id not in (None, server_id)
         for tid, run in self.runs.items():
             # Redis restarted and lost it: we have its manifest, put it back (else it expired: let it go).

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import logging
 import urllib.parse
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TypeVar
 
 import redis.asyncio as aioredis
@@ -148,8 +148,36 @@ class Coord:
                 return bool(written)
         return await self._guard(go)
 
-    async def transfers(self) -> dict[str, TransferRecord]:
-        return await self._indexed(self.keys.transfers, self.keys.transfer, TransferRecord.load)
+    async def transfers(self, known: Mapping[str, TransferRecord] | None = None) -> dict[str, TransferRecord]:
+        """The transfers in redis. Those in `known` are only checked to be still there, not read again: a record
+        never changes, and it carries the whole hash layer (tens of KiB to MiB), which every agent reading every
+        period would pull across every rack uplink."""
+        if not known:
+            return await self._indexed(self.keys.transfers, self.keys.transfer, TransferRecord.load)
+
+        async def go():
+            ids = sorted(i.decode() for i in await self.redis.smembers(self.keys.transfers))
+            old = [i for i in ids if i in known]
+            new = [i for i in ids if i not in known]
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for ident in old:
+                    pipe.exists(self.keys.transfer(ident))
+                there = await pipe.execute() if old else []
+            values = await self.redis.mget([self.keys.transfer(i) for i in new]) if new else []
+            gone = [i for i, n in zip(old, there) if not n] + [i for i, v in zip(new, values) if v is None]
+            if gone:
+                await self.redis.srem(self.keys.transfers, *gone)
+            return [i for i, n in zip(old, there) if n], new, values
+        still, new, values = await self._guard(go)
+        found = {ident: known[ident] for ident in still}
+        for ident, value in zip(new, values):
+            if value is None:
+                continue
+            try:
+                found[ident] = TransferRecord.load(value)
+            except BadRecord as exc:
+                log.warning("skipping %s: %s", self.keys.transfer(ident), exc)
+        return found
 
     async def cancel(self, tid: str) -> None:
         await self._guard(lambda: self.redis.set(self.keys.cancel(tid), b"1", px=_ms(TRANSFER_TTL)))

@@ -19,6 +19,12 @@ fi
 if ! command -v redis-server >/dev/null && [ ! -x /usr/bin/redis-server ]; then
   apt_install redis-server || echo "swarmproxy: the cluster end-to-end tests will be skipped" >&2
 fi
+# ip and tc (iproute2, in /usr/sbin): tests/cluster/test_netns.py builds network namespaces with a `tc tbf` shaped
+# link (as root; skipped, saying why, where it cannot).
+sbin_tool() { command -v "$1" >/dev/null || [ -x "/usr/sbin/$1" ] || [ -x "/sbin/$1" ]; }
+if ! sbin_tool ip || ! sbin_tool tc; then
+  apt_install iproute2 || echo "swarmproxy: the cluster network namespace test will be skipped" >&2
+fi
 # chromium, firefox-esr and nodejs: the browser extension's tests (tests/extension/) drive Debian's Chromium with
 # Playwright and Firefox ESR over WebDriver BiDi (never a downloaded browser build: `playwright install` fails on
 # these machines), and run the extension's rules module under Node's own test runner; each is skipped, saying
@@ -27,8 +33,16 @@ extension_missing=()
 [ -x /usr/bin/chromium ] || extension_missing+=(chromium)
 [ -x /usr/bin/firefox-esr ] || extension_missing+=(firefox-esr)
 command -v node >/dev/null || extension_missing+=(nodejs)
+command -v npm >/dev/null || extension_missing+=(npm)
 if [ ${#extension_missing[@]} -gt 0 ]; then
   apt_install "${extension_missing[@]}" || echo "swarmproxy: the browser extension tests will be skipped" >&2
+fi
+# web-ext, pinned in build-extension.sh, from the npm registry into a cache dir on first use (the tests themselves
+# never go online): tests/extension/test_build.py lints the Firefox build with it, and is skipped, saying why,
+# only where npm cannot install it.
+if command -v npm >/dev/null; then
+  bash "$root/scripts/build-extension.sh" --install-web-ext \
+    || echo "swarmproxy: web-ext could not be installed from npm; its lint test will be skipped" >&2
 fi
 cd "$root"
 exec python -m pytest -q -p no:cacheprovider "$@"

@@ -1,0 +1,428 @@
+"""The cluster overlay on a shaped network: hosts in network namespaces, rack bridges, a core, `tc tbf` uplinks.
+
+    .venv/bin/python -m bench.cluster_netns [--size 32Mi] [--racks 2] [--per-rack 3] [--uplink 2M] [--json]
+
+Topology (one flat /24 in a random 10.x.y.0 so that parallel runs never collide; every name carries a random
+prefix and is deleted at the end, also on failure):
+
+```
+ root namespace: the test (redis-server, reads counters) ── veth ──┐
+ seeder namespace ──────────────────────────────────────── veth ──┤ core namespace: bridge br0
+ background sender namespace ────────────────────────────── veth ──┤
+                                  ┌── dn1 ═ tbf ═ uplink ─ rack 1 namespace: bridge br0 ── veth ── host namespaces
+                                  └── dn2 ═ tbf ═ uplink ─ rack 2 namespace: bridge br0 ── veth ── host namespaces
+```
+
+A rack's uplink is the veth pair `dn{r}` (core side) / `uplink` (rack side); `--uplink RATE` shapes it with a token
+bucket filter on both ends' egress (downlink = `dn{r}`'s transmit, uplink = `uplink`'s), for the racks listed in
+`--shaped` (default: rack 1 only, the bottleneck). The kernel has TBF and HTB but no netem: links have
+rate, not delay. Host links are unshaped veths.
+
+The bench command runs one push through it and prints the makespan against the lower bound of
+`bench.cluster_bound` (Babenhauserheide §3.0.2) for this topology; `tests/cluster/test_netns.py` runs the same
+topology with a competing background TCP flow and checks the copies per rack downlink and the flow's reserve.
+
+Needs root, `ip`, `tc`, network namespaces and `sch_tbf` (`netns_missing()` says which is lacking); redis-server
+runs in the root namespace on the test's own veth address.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+
+from bench.cluster_bound import Link, makespan_bound
+from bench.cluster_harness import Cluster, RedisServer, redis_missing, wait_until
+from bench.cluster_sim import figures, parse_size
+from cluster.run import manifest_of
+from cluster.throttle import RESERVE
+
+MiB = 1 << 20
+BURST = 64 * 1024  # tbf bucket, bytes: at least one GSO super-packet, else tbf would drop it
+# The most a packet waits in the tbf queue: a datacenter switch's shallow buffer. A deep one (100 ms) lets a bulk
+# TCP flow bloat every round trip, and the push, whose requests are paced by round trips, then takes less than
+# the throttle allows it: the reserve would be kept with or without the throttle, and the test prove nothing.
+TBF_LATENCY = "20ms"
+SAMPLE_EVERY = 0.2  # s between two readings of the link counters (a rate measurement, not a wait)
+READ_TIMEOUT = 10.0  # s for one `ip`/`tc` command
+
+# A receiver that prints "monotonic-time bytes-so-far" as bytes arrive (CLOCK_MONOTONIC is one clock for every
+# network namespace), and a sender that sends as fast as TCP lets it: the competing background flow.
+RECEIVER = """
+import socket, sys, time
+s = socket.socket(); s.bind((sys.argv[1], 0)); s.listen(1); print(s.getsockname()[1], flush=True)
+c, _ = s.accept(); n = 0; mark = 0.0; buf = bytearray(1 << 16)
+while True:
+    k = c.recv_into(buf)
+    if not k:
+        break
+    n += k; now = time.monotonic()
+    if now - mark >= 0.05:
+        print(f"{now:.4f} {n}", flush=True); mark = now
+"""
+SENDER = """
+import socket, sys
+c = socket.create_connection((sys.argv[1], int(sys.argv[2]))); data = bytes(1 << 16)
+while True:
+    c.sendall(data)
+"""
+
+
+def _tool(name: str) -> str | None:
+    """`ip` and `tc` live in /usr/sbin, which a user's PATH may lack."""
+    return shutil.which(name, path=os.pathsep.join((os.environ.get("PATH", ""), "/usr/sbin", "/sbin")))
+
+
+def _run(*argv: str) -> str:
+    argv = (_tool(argv[0]) or argv[0], *argv[1:])
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=READ_TIMEOUT)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)}: {done.stderr.strip() or done.returncode}")
+    return done.stdout
+
+
+def netns_missing() -> str | None:
+    """Why the namespace topology cannot be built here, or None."""
+    if (why := redis_missing()) is not None:
+        return why
+    if os.geteuid() != 0:
+        return "network namespaces and tc need root"
+    for tool in ("ip", "tc"):
+        if _tool(tool) is None:
+            return f"`{tool}` is not installed (apt-get install iproute2; scripts/test.sh installs it)"
+    probe = f"spprobe{secrets.token_hex(3)}"
+    try:
+        _run("ip", "netns", "add", probe)
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+        return f"network namespaces are not permitted here: {exc}"
+    try:
+        _run("ip", "-n", probe, "link", "add", "probe0", "type", "veth", "peer", "name", "probe1")
+        _run("tc", "-n", probe, "qdisc", "add", "dev", "probe0", "root", "tbf", "rate", "8mbit", "burst", "64kb",
+             "latency", TBF_LATENCY)
+    except (RuntimeError, OSError, subprocess.TimeoutExpired) as exc:
+        return f"veth or the tbf qdisc is not available: {exc}"
+    finally:
+        subprocess.run([_tool("ip") or "ip", "netns", "del", probe], capture_output=True, timeout=READ_TIMEOUT)
+    return None
+
+
+def _free_subnet() -> str:
+    """A 10.x.y /24 that no address or route of the root namespace uses."""
+    taken = _run("ip", "-4", "-o", "addr") + _run("ip", "-4", "route")
+    for _ in range(100):
+        subnet = f"10.{secrets.randbelow(50) + 200}.{secrets.randbelow(256)}"
+        if f"{subnet}." not in taken:
+            return subnet
+    raise RuntimeError("no free 10.x.y.0/24 subnet")
+
+
+@dataclass
+class Host:
+    name: str
+    ns: str
+    address: str
+    rack: int | None  # None: attached to the core
+
+    @property
+    def prefix(self) -> list[str]:
+        return [_tool("ip") or "ip", "netns", "exec", self.ns]
+
+
+@dataclass
+class Topology:
+    """Namespaces, bridges and shaped uplinks; `close()` deletes all of them (and ends what runs inside)."""
+
+    racks: int
+    per_rack: int
+    uplink: float  # bytes/s of a shaped rack uplink, each direction
+    shaped: tuple[int, ...] = (1,)
+    tag: str = field(default_factory=lambda: f"sp{secrets.token_hex(3)}")
+    subnet: str = ""
+    namespaces: list[str] = field(default_factory=list)
+    hosts: dict[str, Host] = field(default_factory=dict)
+    processes: list[subprocess.Popen] = field(default_factory=list)
+
+    @property
+    def core(self) -> str:
+        return f"{self.tag}-core"
+
+    @property
+    def test_address(self) -> str:
+        return f"{self.subnet}.1"
+
+    def build(self) -> Topology:
+        self.subnet = _free_subnet()
+        self._ns(self.core)
+        self._bridge(self.core)
+        # The test's own veth: redis listens on it, and the test reads redis and the counters through it.
+        _run("ip", "link", "add", "name", f"{self.tag}t", "type", "veth", "peer", "name", "test", "netns", self.core)
+        _run("ip", "addr", "add", f"{self.test_address}/24", "dev", f"{self.tag}t")
+        _run("ip", "link", "set", f"{self.tag}t", "up")
+        self._port(self.core, "test")
+        for rack in range(1, self.racks + 1):
+            ns = self._ns(f"{self.tag}-r{rack}")
+            self._bridge(ns)
+            _run("ip", "link", "add", "name", "uplink", "netns", ns, "type", "veth", "peer", "name", f"dn{rack}",
+                 "netns", self.core)
+            self._port(ns, "uplink")
+            self._port(self.core, f"dn{rack}")
+            if rack in self.shaped:
+                for side, dev in ((self.core, f"dn{rack}"), (ns, "uplink")):
+                    _run("tc", "-n", side, "qdisc", "add", "dev", dev, "root", "tbf", "rate",
+                         f"{int(self.uplink * 8)}bit", "burst", str(BURST), "latency", TBF_LATENCY)
+        self._host("seeder", None, 2)
+        self._host("bgsend", None, 3)
+        for rack in range(1, self.racks + 1):
+            for i in range(1, self.per_rack + 1):
+                self._host(f"r{rack}h{i}", rack, 10 * rack + i)
+            self._host(f"r{rack}bg", rack, 10 * rack + 9)
+        return self
+
+    def _ns(self, name: str) -> str:
+        _run("ip", "netns", "add", name)
+        self.namespaces.append(name)
+        _run("ip", "-n", name, "link", "set", "lo", "up")
+        return name
+
+    @staticmethod
+    def _bridge(ns: str) -> None:
+        _run("ip", "-n", ns, "link", "add", "br0", "type", "bridge")
+        _run("ip", "-n", ns, "link", "set", "br0", "up")
+
+    @staticmethod
+    def _port(ns: str, dev: str) -> None:
+        _run("ip", "-n", ns, "link", "set", "dev", dev, "master", "br0")
+        _run("ip", "-n", ns, "link", "set", "dev", dev, "up")
+
+    def _host(self, name: str, rack: int | None, last: int) -> Host:
+        ns = self._ns(f"{self.tag}-{name}")
+        bridge_ns = self.core if rack is None else f"{self.tag}-r{rack}"
+        _run("ip", "link", "add", "name", "eth0", "netns", ns, "type", "veth", "peer", "name", name, "netns", bridge_ns)
+        self._port(bridge_ns, name)
+        host = Host(name, ns, f"{self.subnet}.{last}", rack)
+        _run("ip", "-n", ns, "addr", "add", f"{host.address}/24", "dev", "eth0")
+        _run("ip", "-n", ns, "link", "set", "eth0", "up")
+        self.hosts[name] = host
+        return host
+
+    def rack_hosts(self, rack: int) -> list[Host]:
+        return [self.hosts[f"r{rack}h{i}"] for i in range(1, self.per_rack + 1)]
+
+    def downlink_bytes(self, rack: int) -> int:
+        """Bytes the core sent into rack `rack` (its uplink's downward direction), headers included."""
+        return self._tx(self.core, f"dn{rack}")
+
+    def uplink_bytes(self, rack: int) -> int:
+        return self._tx(f"{self.tag}-r{rack}", "uplink")
+
+    @staticmethod
+    def _tx(ns: str, dev: str) -> int:
+        return json.loads(_run("ip", "-n", ns, "-s", "-j", "link", "show", "dev", dev))[0]["stats64"]["tx"]["bytes"]
+
+    def spawn(self, host: Host, argv: list[str], **popen) -> subprocess.Popen:
+        process = subprocess.Popen([*host.prefix, *argv], **popen)
+        self.processes.append(process)
+        return process
+
+    def close(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.kill()
+        for process in self.processes:
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                pass
+        # A namespace outlives its name while a process is in it: the callers stop theirs before this.
+        for ns in reversed(self.namespaces):
+            subprocess.run([_tool("ip") or "ip", "netns", "del", ns], capture_output=True, timeout=READ_TIMEOUT)
+        subprocess.run([_tool("ip") or "ip", "link", "del", f"{self.tag}t"], capture_output=True,
+                       timeout=READ_TIMEOUT)
+        self.namespaces.clear()
+
+
+class BackgroundFlow:
+    """A plain TCP sender (in the core) to a receiver in a rack, across that rack's downlink; `received_at(t)`
+    says how many bytes had arrived by monotonic time t."""
+
+    def __init__(self, topology: Topology, rack: int) -> None:
+        receiver = topology.hosts[f"r{rack}bg"]
+        self.receiver = topology.spawn(receiver, [sys.executable, "-c", RECEIVER, receiver.address],
+                                       stdout=subprocess.PIPE, text=True)
+        assert self.receiver.stdout is not None
+        port = int(self.receiver.stdout.readline())
+        self.samples: list[tuple[float, int]] = [(time.monotonic(), 0)]
+        threading.Thread(target=self._read, daemon=True).start()
+        self.sender = topology.spawn(topology.hosts["bgsend"],
+                                     [sys.executable, "-c", SENDER, receiver.address, str(port)],
+                                     stderr=subprocess.DEVNULL)
+
+    def _read(self) -> None:
+        assert self.receiver.stdout is not None
+        for line in self.receiver.stdout:
+            at, total = line.split()
+            self.samples.append((float(at), int(total)))
+
+    def received_at(self, at: float) -> int:
+        return max((n for t, n in list(self.samples) if t <= at), default=0)
+
+
+class LinkSampler:
+    """Readings (monotonic time, bytes sent into a rack) every SAMPLE_EVERY s, in a thread, until `stop()`."""
+
+    def __init__(self, topology: Topology, rack: int) -> None:
+        self.topology, self.rack = topology, rack
+        self.samples: list[tuple[float, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append((time.monotonic(), self.topology.downlink_bytes(self.rack)))
+            self._stop.wait(SAMPLE_EVERY)  # the sampling period of a rate measurement
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=READ_TIMEOUT)
+
+
+def share_between(samples: list[tuple[float, int]], start: float, end: float) -> tuple[int, float]:
+    """Bytes and seconds between the first reading at or after `start` and the last at or before `end`."""
+    inside = [(t, n) for t, n in samples if start <= t <= end]
+    if len(inside) < 2:
+        return 0, 0.0
+    return inside[-1][1] - inside[0][1], inside[-1][0] - inside[0][0]
+
+
+@dataclass
+class NetnsRun:
+    """One push through a built `Topology`: agents in every rack host, the seeder in the core."""
+
+    topology: Topology
+    directory: pathlib.Path
+    agent_args: dict[int, list[str]] = field(default_factory=dict)  # per rack: extra agent flags
+    push_args: list[str] = field(default_factory=list)
+    redis: RedisServer | None = None
+    cluster: Cluster | None = None
+
+    def start(self) -> Cluster:
+        self.redis = RedisServer(self.directory / "redis", host=self.topology.test_address)
+        self.redis.start()
+        self.cluster = Cluster(self.directory, self.redis)
+        for rack in range(1, self.topology.racks + 1):
+            for host in self.topology.rack_hosts(rack):
+                agent = self.cluster.add_agent(host.name, host.address, "dc1", f"r{rack}", start=False)
+                agent.args += self.agent_args.get(rack, [])
+                agent.prefix = host.prefix
+                self.cluster.start(agent)
+        count = self.topology.racks * self.topology.per_rack
+        wait_until(lambda: len(self.cluster.registered()) == count, 60, f"{count} agents registered")
+        return self.cluster
+
+    def push(self, payload: pathlib.Path) -> subprocess.Popen:
+        assert self.cluster is not None
+        seeder = self.topology.hosts["seeder"]
+        return self.cluster.push(payload, *self.push_args, host=seeder.address, prefix=tuple(seeder.prefix))
+
+    def stop(self) -> None:
+        if self.cluster is not None:
+            self.cluster.stop_all()
+        if self.redis is not None:
+            self.redis.stop()
+
+
+def write_payload(path: pathlib.Path, size: int) -> None:
+    with open(path, "wb") as out:
+        left = size
+        while left:
+            chunk = os.urandom(min(left, MiB))
+            out.write(chunk)
+            left -= len(chunk)
+
+
+def bound_for(topology: Topology, size: int, block_size: int) -> dict:
+    """Babenhauserheide's bound for this topology: the hosts' own links are not shaped (the machine's CPU is
+    their only limit, counted as unlimited), so the shaped rack downlinks, each of which every byte of the file
+    must cross once, are the bottleneck; the start-up pipeline is one block over such a link."""
+    links = [Link(f"rack {r} downlink", size, topology.uplink) for r in topology.shaped]
+    receivers = topology.racks * topology.per_rack
+    return makespan_bound(size, receivers, links=links, block_size=block_size)
+
+
+def bench(size: int, racks: int, per_rack: int, uplink: float, directory: pathlib.Path) -> dict:
+    topology = Topology(racks, per_rack, uplink)
+    run = NetnsRun(topology, directory)
+    try:
+        topology.build()
+        run.start()
+        payload = directory / "payload.bin"
+        write_payload(payload, size)
+        before = {r: topology.downlink_bytes(r) for r in range(1, racks + 1)}
+        push = run.push(payload)
+        out, _ = push.communicate(timeout=1800)
+        if push.returncode != 0:
+            raise RuntimeError(f"push failed ({push.returncode}): see {directory / 'push.log'}")
+        result = json.loads(out)
+        tid = result["transfer"]
+        assert run.cluster is not None
+        wait_until(lambda: run.cluster.all_finished(tid), 60, "every agent FINISHED")
+        seen = figures(run.cluster, tid, size, result)
+        manifest = manifest_of(run.cluster.transfers()[tid])[0]
+        bound = bound_for(topology, size, manifest.block_size)
+        seen["downlink_iface_copies"] = {f"r{r}": round((topology.downlink_bytes(r) - before[r]) / size, 4)
+                                         for r in range(1, racks + 1)}
+        seen["uplink_bytes_per_s"] = uplink
+        seen["shaped_racks"] = list(topology.shaped)
+        seen["bound"] = bound
+        seen["makespan_over_bound"] = round(result["seconds"] / bound["seconds"], 4)
+        return seen
+    finally:
+        run.stop()
+        topology.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", type=parse_size, default=32 * MiB, help="file size (default: 32Mi)")
+    parser.add_argument("--racks", type=int, default=2, help="racks (default: 2)")
+    parser.add_argument("--per-rack", type=int, default=3, help="agents per rack (default: 3)")
+    parser.add_argument("--uplink", type=parse_size, default=2_000_000,
+                        help="rack 1's uplink rate in bytes/s, each direction (default: 2M = 2 000 000)")
+    parser.add_argument("--json", action="store_true", help="print only the JSON")
+    parser.add_argument("--out", type=pathlib.Path, default=None, help="also write the JSON to this file")
+    args = parser.parse_args(argv)
+    if (why := netns_missing()) is not None:
+        print(f"cluster_netns: {why}", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="cluster-netns-") as scratch:
+        result = bench(args.size, args.racks, args.per_rack, args.uplink, pathlib.Path(scratch))
+    result["command"] = "python -m bench.cluster_netns " + " ".join(argv if argv is not None else sys.argv[1:])
+    result["reserve_default"] = RESERVE
+    text = json.dumps(result, indent=2)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text + "\n")
+    if args.json:
+        print(text)
+    else:
+        print(f"{result['agents']} agents, {result['size']} bytes, rack 1 uplink {args.uplink:.0f} B/s: makespan "
+              f"{result['makespan_s']:.2f} s, bound {result['bound']['seconds']:.2f} s "
+              f"({result['bound']['limit']}), ratio {result['makespan_over_bound']:.3f}; seeder ratio "
+              f"{result['seeder_ratio']:.3f}; copies per rack downlink (agents) <= {result['max_uplink_copies']:.3f}, "
+              f"(interface, headers included) {result['downlink_iface_copies']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

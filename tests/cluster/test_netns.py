@@ -1,0 +1,113 @@
+"""The cluster on a shaped network: hosts in network namespaces behind rack bridges and a core, rack 1's uplink a
+`tc tbf` bottleneck (`bench.cluster_netns`), real agents in every host namespace, the pusher in its own, a real
+redis-server on the test's veth, and a plain TCP flow competing for rack 1's downlink.
+
+Skipped, saying why, unless we are root with `ip`, `tc`, network namespaces, veth and tbf (scripts/test.sh
+installs iproute2 where it is missing). Every name carries a random tag; the namespaces are deleted however the
+test ends.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from bench.cluster_harness import wait_until
+from bench.cluster_netns import BackgroundFlow, LinkSampler, MiB, NetnsRun, Topology, netns_missing, write_payload
+from bench.cluster_sim import figures
+from cluster.overlay import Level
+from cluster.throttle import RESERVE
+
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(netns_missing() is not None, reason=str(netns_missing()))]
+
+UPLINK = 4_000_000  # bytes/s of rack 1's uplink, each way: 8 MiB take >= 2.6 s through it at the overlay's share
+SIZE = 8 * MiB
+# What crosses an interface beyond the block bytes the agents count: TCP/IP headers (66 bytes a 1448-byte
+# segment, 4.6 %) and the agents' redis traffic (member records every period): 6-11 % of an 8 MiB file.
+WIRE_OVERHEAD = 0.08
+
+
+@pytest.fixture
+def shaped(tmp_path):
+    topology = Topology(racks=2, per_rack=3, uplink=UPLINK, shaped=(1,))
+    # Three hosts send into rack 1 across its uplink: the pusher and rack 2's two representants (only they cross
+    # racks). Each is given its share of that link as its capacity, the operator's job: the pusher half of it,
+    # rack 2's agents a quarter each for their DC level; the throttle then keeps RESERVE of every share free.
+    run = NetnsRun(topology, tmp_path, agent_args={2: ["--dc-capacity", str(UPLINK // 4)]},
+                   push_args=["--upload-rate", str(int(UPLINK / 2 * (1 - RESERVE)))])
+    try:
+        topology.build()
+        run.start()
+        yield topology, run
+    finally:
+        run.stop()
+        topology.close()
+
+
+def sha256(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def busy_window(link: list[tuple[float, int]], flow: BackgroundFlow, floor: float) -> list[tuple[float, int, int]]:
+    """(seconds, link bytes, background bytes) of each sampling interval in which the overlay (the link's bytes
+    less the background flow's) sent at least `floor` bytes/s into the rack: the push's share of the run."""
+    intervals = []
+    for (t0, n0), (t1, n1) in zip(link, link[1:]):
+        background = flow.received_at(t1) - flow.received_at(t0)
+        if t1 > t0 and (n1 - n0 - background) / (t1 - t0) >= floor:
+            intervals.append((t1 - t0, n1 - n0, background))
+    return intervals
+
+
+def test_shaped_uplink_carries_one_copy_and_the_background_flow_keeps_its_reserve(shaped, tmp_path):
+    topology, run = shaped
+    cluster = run.cluster
+    payload = tmp_path / "payload.bin"
+    write_payload(payload, SIZE)
+    digest = sha256(payload)
+    flow = BackgroundFlow(topology, rack=1)
+    wait_until(lambda: flow.received_at(float("inf")) > 0, 30, "the background flow under way")
+    before = {rack: topology.downlink_bytes(rack) for rack in (1, 2)}
+    sampler = LinkSampler(topology, rack=1)
+    flow_before = flow.received_at(float("inf"))
+    try:
+        push = run.push(payload)
+        out, _ = push.communicate(timeout=240)
+        assert push.returncode == 0, (tmp_path / "push.log").read_text()[-2000:]
+        tid = json.loads(out)["transfer"]
+        wait_until(lambda: cluster.all_finished(tid), 60, "every agent FINISHED")
+    finally:
+        sampler.stop()
+    through = {rack: topology.downlink_bytes(rack) - before[rack] for rack in (1, 2)}
+    flow_bytes = flow.received_at(float("inf")) - flow_before
+
+    for agent in cluster.agents.values():
+        assert sha256(agent.data_dir / "files" / "payload.bin") == digest, agent.name
+
+    # The agents' per-level counters: one copy into each rack, only representants crossing.
+    seen = figures(cluster, tid, SIZE, json.loads(out))
+    for name, rack in seen["racks"].items():
+        assert rack["uplink_copies"] <= 1.10, (name, rack)
+        assert rack["cross_rack_by_non_representants"] == 0, (name, rack)
+        assert rack["representants"] == 2, (name, rack)
+    members = cluster.members(tid)
+    rack2_to_rack1 = sum(members[a.node].sent[Level.DC.label] for a in cluster.agents.values() if a.rack == "r2")
+    assert rack2_to_rack1 > 0  # rack 1 got part of its copy from rack 2, through the shaped link
+
+    # The interfaces agree: what the core sent down each rack's uplink, less the background flow's bytes.
+    copies = {rack: (through[rack] - (flow_bytes if rack == 1 else 0)) / SIZE for rack in (1, 2)}
+    assert all(c <= 1.10 + WIRE_OVERHEAD for c in copies.values()), copies
+
+    # The reserve: while the push was sending into rack 1, the background flow kept at least its share of the
+    # link (RESERVE of it, less a tenth for the token buckets' bursts), and the push took no more than the rest.
+    busy = busy_window(sampler.samples, flow, floor=0.25 * UPLINK)
+    seconds = sum(s for s, _, _ in busy)
+    assert seconds > 0, "the push never sent into rack 1 while it was sampled"
+    flow_share = sum(b for _, _, b in busy) / (UPLINK * seconds)
+    push_share = sum(n - b for _, n, b in busy) / (UPLINK * seconds)
+    print(f"rack downlink copies {copies}; busy {seconds:.1f} s: background {flow_share:.3f} of the link, "
+          f"push {push_share:.3f}")
+    assert flow_share >= 0.9 * RESERVE, (flow_share, push_share)
+    assert push_share <= (1 - RESERVE) * 1.1 + WIRE_OVERHEAD, (flow_share, push_share)
