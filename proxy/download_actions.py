@@ -94,6 +94,18 @@ class StartSwarm:
 
 
 @dataclasses.dataclass(frozen=True)
+class StartSegments:
+    """Take bytes `start..end-1` segment by segment (`proxy.segment_swarm`): from the peers who hold a vouched
+    segment, else from the origin by Range; the origin's own stream is closed. `block_size` cuts the segments;
+    `origin_bytes` in `origin_seconds` is the rate the origin gave so far (how long to wait for vouches)."""
+    start: int
+    end: int
+    block_size: int
+    origin_bytes: int
+    origin_seconds: float
+
+
+@dataclasses.dataclass(frozen=True)
 class StopSwarm:
     pass
 
@@ -149,8 +161,9 @@ class Account:
 
 @dataclasses.dataclass(frozen=True)
 class HandOver:
-    """Store and share what is complete, stop sharing what is not (once per merged download)."""
-    manifest: Manifest
+    """Store and share what is complete, stop sharing what is not (once per merged download). No manifest:
+    a segmented download, whose segments were shared as they came."""
+    manifest: Manifest | None
     fetch_start: int
     swarm_done: bool
     publishable: bool
@@ -174,5 +187,5 @@ class Fail:
 
 
 Action = (RelayAsIs | RelayHead | Respond | OpenSpool | ClaimFetching | StartLookup | StopLookup | StartHead
-          | StopHead | Switch | StartSwarm | StopSwarm | CloseOrigin | ReopenOrigin | Deliver | RejectManifest
-          | SwarmError | Note | OriginComplete | Account | HandOver | Finish | Cut | Fail)
+          | StopHead | Switch | StartSwarm | StartSegments | StopSwarm | CloseOrigin | ReopenOrigin | Deliver
+          | RejectManifest | SwarmError | Note | OriginComplete | Account | HandOver | Finish | Cut | Fail)

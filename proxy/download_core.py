@@ -13,7 +13,8 @@ both produce, whichever is ahead delivers; the first swarm bytes are checked aga
 Parking (`proxy.parking`): a download that would still run at its early lookup looks the URL up at its head. If
 enough independent others already fetch it from the origin, it leaves the origin to them at once (or when a later
 lookup finds them), asks for their vouches, and reopens the origin at a Range if they do not come; if fewer do,
-it says it fetches too (`ClaimFetching`), so that the next ones wait for it.
+it says it fetches too (`ClaimFetching`), so that the next ones wait for it. A file of several segments is not
+parked but taken segment by segment (`StartSegments`, `proxy.segment_swarm`), each from its vouchers or the origin.
 
 Guarantees the tests check: swarming never makes a download fail that the origin alone would finish (with the
 origin's Range stream reopened if we had closed it ourselves); a response that cannot be completed is cut, never
@@ -26,11 +27,12 @@ import enum
 from typing import TYPE_CHECKING
 
 from swarm.content.manifest import MAX_BLOCK_SIZE, choose_block_size
+from swarm.content.segments import segmented
 
 from .download_actions import (Account, Action, ClaimFetching, CloseOrigin, Cut, Deliver, Fail, Finish, HandOver, Note,
                                OpenSpool, OriginComplete, RejectManifest, RelayAsIs, RelayHead, ReopenOrigin, Respond,
-                               Source, StartHead, StartLookup, StartSwarm, StopHead, StopLookup, StopSwarm, SwarmError,
-                               Switch)
+                               Source, StartHead, StartLookup, StartSegments, StartSwarm, StopHead, StopLookup,
+                               StopSwarm, SwarmError, Switch)
 from .download_settings import DownloadSettings
 from .origin_head import UNVOUCHED_TYPE, BodyDigest, OriginHead, client_range, late_start, resumed_start, same_version
 from .transition import CROWD_CAUSE, DIED_CAUSE, FETCHING_CAUSE, T_CAUSE, TransitionPolicy
@@ -165,10 +167,10 @@ class DownloadCore:
             self.origin, self.origin_offset = _Producer.RUNNING, start
             return []
         if self.phase is Phase.MERGE:  # a late answer, used only if it is the representation we serve
-            assert self.found is not None
             if head.status in (200, 206):
                 self.publishable = head.swarmable
-            start = late_start(head, self.found.manifest, self.promised_start)
+            start = late_start(head, self.found.manifest, self.promised_start) if self.found else \
+                resumed_start(head, self.size, self.validator, self.promised_start)
             if isinstance(start, str):
                 self.origin = _Producer.GONE
                 return [CloseOrigin(f"origin stream gone during the swarm download: {start}")] + self._starved()
@@ -492,6 +494,15 @@ class DownloadCore:
             Switch(FETCHING_CAUSE, self.position, f"{why}; waiting for their vouches")]
         self.phase, self.parked_at = Phase.SWITCHED, now
         self.origin, self.reopen = _Producer.GONE, True
+        if self.spool_block and self.size and segmented(self.size, self.spool_block):
+            # Segment by segment: vouched ones from peers before anyone has the whole file; the rest from the
+            # origin by Range, or from the fetchers once they vouch (`proxy.segment_swarm`).
+            self.phase, self.swarm, self.swarm_position = Phase.MERGE, _Producer.RUNNING, self.position
+            self.fetch_start = self.position
+            spent = now - first if first is not None else 0.0
+            return actions + self._stop_lookups() + [
+                CloseOrigin(f"{why}: taking it segment by segment, from their vouches or the origin's ranges"),
+                StartSegments(self.position, self.end, self.spool_block, self.delivered[Source.ORIGIN], spent)]
         self.parked_until, self.lookup_at = now + wait, now + parking.poll
         return actions + [CloseOrigin(f"{why}: leaving the origin to them for up to {wait:.3g} s")]
 
@@ -510,10 +521,10 @@ class DownloadCore:
         """After a swarm failure: the origin again from the delivery point, if we had closed it ourselves."""
         if not self.reopen or self.origin is not _Producer.GONE:
             return []
-        assert self.found is not None
+        assert self.validator is not None
         self.reopen = False
         self.origin, self.promised_start = _Producer.HEAD_PENDING, self.position
-        return [ReopenOrigin(self.position, self.end, self.found.manifest.validator)]
+        return [ReopenOrigin(self.position, self.end, self.validator)]
 
     def _starved(self) -> list[Action]:
         """Neither producer can go on: the response cannot be completed."""
@@ -530,24 +541,23 @@ class DownloadCore:
             self.origin = _Producer.GONE
             actions.append(CloseOrigin())
         if self.digest and self.digest.disagrees():  # the manifest's bytes are not what the origin serves
-            assert self.found is not None
             self.publishable, self.swarm_position = False, -1  # nothing of it is kept or shared
             if self.delivered[Source.SWARM]:
                 self.swarm_error = f"digest_mismatch: the body does not match the origin's Repr-Digest " \
                                    f"({self.digest.algorithm})"
-                actions += [RejectManifest(self.found.source), SwarmError(self.swarm_error)]
+                actions += [RejectManifest(self.found.source if self.found else "segments"),
+                            SwarmError(self.swarm_error)]
                 return actions + self._hand_over(swarm_done=False) + self._cut(self.swarm_error)
         actions += self._hand_over(swarm_done=self.swarm_position >= self.end)
         self.phase = Phase.DONE
         return actions + [last, Finish()]
 
     def _hand_over(self, *, swarm_done: bool) -> list[Action]:
-        assert self.found is not None
         self.handed_over = True
         self.swarm = _Producer.GONE
         # The swarm is stopped first: stopping fills its report, which Account reads.
         return [StopSwarm(), Account(self.delivered[Source.SWARM]),
-                HandOver(self.found.manifest, self.fetch_start, swarm_done, self.publishable)]
+                HandOver(self.found.manifest if self.found else None, self.fetch_start, swarm_done, self.publishable)]
 
     def _origin_finished(self) -> list[Action]:
         """The origin delivered the last byte (the response's `end`)."""

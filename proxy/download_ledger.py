@@ -81,9 +81,12 @@ class Ledger:
         elif spool is not None:
             spool.close()
 
-    def hand_over(self, manifest: Manifest, fetch_start: int, swarm_done: bool, spool: Spool | None,
+    def hand_over(self, manifest: Manifest | None, fetch_start: int, swarm_done: bool, spool: Spool | None,
                   publishable: bool, response) -> bool:
-        """After a merge: store and share what is complete, stop sharing what is not. True: the spool is ours."""
+        """After a merge: store and share what is complete, stop sharing what is not. True: the spool is ours.
+        No manifest (a segmented download): each segment was shared, or dropped, when its fetch ended."""
+        if manifest is None:
+            return False
         if swarm_done or (spool is not None and spool.complete):
             self.vouching = spool is not None and spool.complete and publishable
             self.owner.spawn(self._after_swarm(manifest, fetch_start, swarm_done, spool, publishable, response))

@@ -17,19 +17,22 @@ import aiohttp
 from aiohttp import web
 from yarl import URL
 
+from swarm.content.segments import Segments
+
 from . import download_actions as act
 from .adaptive import Adaptive, Outcome, Probe, ProbedSettings
 from .download_core import DownloadCore
-from .download_settings import DownloadSettings
 from .download_ledger import Ledger
-from .engine import Miss, SwarmEngine
+from .download_settings import DownloadSettings
+from .engine import Miss, SwarmEngine, url_key
 from .errors import ClientGone
 from .origin import OriginStream, describe_failure, head
-from .parking import ParkingSettings
 from .origin_head import describe, range_request, synthesized_headers
+from .parking import ParkingSettings
 from .publish_gate import request_gate
 from .ranges import parse_range
 from .relay import RelayedResponse, _copy_body, response_for
+from .segment_swarm import SegmentedFetch, SegmentTrust, SpoolVouches
 from .spool import Spool
 from .stats import RequestRecord, Stats
 from .transition import TransitionSettings
@@ -133,6 +136,7 @@ class _Download:
         self.response: web.StreamResponse | None = None
         self.spool: Spool | None = None
         self.chunks = None  # the block engine's verified chunks, once the swarm runs
+        self.vouches: SpoolVouches | None = None  # said it fetches from the origin: vouches segment by segment
         self.ledger = Ledger(owner, str(url), record, self.core)
         # What is awaited, in the order the events are fed when several are ready at once: a HEAD's answer before
         # the lookup it qualifies, the origin before the lookup (its own answer beats a manifest's) and before
@@ -204,6 +208,8 @@ class _Download:
         if kind == "data":
             if self.spool is not None and core.origin_offset == self.spool.received:
                 self.spool.feed(value)
+                if self.vouches is not None:
+                    self.vouches.fed(self.spool)
             return core.origin_data(value, now)
         return core.origin_end(now) if kind == "end" else core.origin_failed(value, now)
 
@@ -249,6 +255,8 @@ class _Download:
                 self.spool = Spool(self.engine.spool_dir, size, block_size=block_size)
             case act.ClaimFetching(size, block_size, validator):
                 self.engine.fetching(str(self.url), size=size, block_size=block_size, validator=validator)
+                self.vouches = SpoolVouches(SegmentTrust(self.engine), url_key(str(self.url)), validator,
+                                            self.engine.service.spawn)
             case act.StartLookup(headless):
                 self.waits["lookup"] = asyncio.ensure_future(self._find(headless))
             case act.StartHead():
@@ -268,6 +276,15 @@ class _Download:
                 origin = self.engine.origin_source(str(self.url), found.manifest)
                 self.chunks = self.engine.fetch(found, origin=origin, start=start, end=end,
                                                 report=self.ledger.report)
+            case act.StartSegments(start, end, block_size, origin_bytes, origin_seconds):
+                self.ledger.skipped(None)
+                self.record.manifest_source = "segments"
+                assert self.core.size is not None and self.core.validator is not None
+                fetch = SegmentedFetch(self.engine, str(self.url), url_key(str(self.url)),
+                                       Segments(self.core.size, block_size), validator=self.core.validator,
+                                       parking=self.core.settings.parking,
+                                       origin_rate=(origin_bytes, origin_seconds), report=self.ledger.report)
+                self.chunks = fetch.chunks(start, end)
             case act.StopSwarm():
                 await self._stop("swarm")
                 if self.chunks is not None:

@@ -44,3 +44,13 @@ class ParkingSettings:
         rate = origin_bytes / since_first_byte if since_first_byte > 0 else 0.0
         origin_eta = remaining / rate if rate > 0 else self.longest
         return max(self.shortest, min(origin_eta, self.longest))
+
+    def segment_source(self, *, trusted: bool, others: int, waited: float, limit: float) -> str:
+        """Where a segmented download takes its next segment (`proxy.segment_swarm`): "peers" once a quorum
+        vouched for it; "wait" while at least `after` independent others vouched for it or fetch it from the
+        origin, for up to `limit` s; else "origin" (it then vouches for the segment itself)."""
+        if trusted:
+            return "peers"
+        if others >= self.after > 0 and waited < limit:
+            return "wait"
+        return "origin"

@@ -62,6 +62,8 @@ class SlowOrigin:
         self.down_after_cut = False  # True: once a response was cut, every request gets 503 (an outage)
         self.down = False
         self.bytes_sent = 0
+        self.flowing = asyncio.Event()  # cleared by `pause`: bodies stop between chunks until `resume`
+        self.flowing.set()
         self.requests: list[tuple[str, str, str | None]] = []  # (method, path, Range)
         self.last_modified = email.utils.formatdate(time.time() - 86400, usegmt=True)
         self._runner: web.AppRunner | None = None
@@ -82,6 +84,13 @@ class SlowOrigin:
         self.bucket.rate = rate
         self.bucket.burst = max(CHUNK, (rate or 0) / 10)
         self.bucket.tokens = min(self.bucket.tokens, self.bucket.burst)
+
+    def pause(self) -> None:
+        """Hold every body where it is (heads still go out): a test's way to freeze the crowd mid-file."""
+        self.flowing.clear()
+
+    def resume(self) -> None:
+        self.flowing.set()
 
     async def start(self, port: int = 0, *, ssl_context: ssl.SSLContext | None = None) -> str:
         """Serve on `port` (0: any free one); over TLS with `ssl_context` (the tests' HTTPS origin)."""
@@ -147,6 +156,7 @@ class SlowOrigin:
                         if request.transport is not None:
                             request.transport.close()  # break off mid-body: the client sees a cut response
                         return response
+                    await self.flowing.wait()
                     await self.bucket.take(len(piece))
                     await response.write(piece)
                     self.bytes_sent += len(piece)

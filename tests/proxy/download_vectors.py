@@ -155,6 +155,8 @@ def sig(a) -> str:  # noqa: C901 - one arm per action
             return f"Switch({cause}@{position})"
         case act.StartSwarm(_, start, end):
             return f"StartSwarm({start}-{end})"
+        case act.StartSegments(start, end, block_size, _, _):
+            return f"StartSegments({start}-{end},{block_size})"
         case act.ReopenOrigin(start, end, validator):
             return f"ReopenOrigin({start}-{end},{validator})"
         case act.Deliver(source, data):
@@ -269,7 +271,7 @@ class Driver:
         assert core.wants_swarm and self.swarm_at is not None, "the shell does not read the swarm here"
         if kind == "s":
             n = arg if arg is not None else BLOCK - self.swarm_at % BLOCK
-            end = min(self.swarm_at + n, self.found.manifest.size, self.swarm_end)
+            end = min(self.swarm_at + n, self.swarm_end)
             data, self.swarm_at = self.v.swarm[self.swarm_at:end], end
             assert data, "the swarm has no more bytes"
             return core.swarm_data(data, t)
@@ -298,6 +300,9 @@ class Driver:
                 self.head_request = False
             case act.StartSwarm(found, start, end):
                 assert found is self.found and start % BLOCK == 0 and self.swarm_at is None
+                self.swarm_at, self.swarm_end = start, end
+            case act.StartSegments(start, end):
+                assert self.swarm_at is None
                 self.swarm_at, self.swarm_end = start, end
             case act.StopSwarm():
                 self.swarm_at = None
@@ -347,9 +352,10 @@ class Driver:
         if ends:
             assert not any(n == "Deliver" for n in names[ends[0]:]), "a Deliver after Finish/Cut"
             assert all(kind == "abort" for kind, _ in self.log[ends[0] + 1:]), "actions after the end"
-        if "StartSwarm" in names:  # the block engine's fetch is always stopped, counted and handed over, once
+        if "StartSwarm" in names or "StartSegments" in names:  # the fetch is stopped, counted, handed over, once
             i = names.index("HandOver")
-            assert names[i - 2:i] == ["StopSwarm", "Account"] and actions[i].manifest is self.found.manifest
+            assert names[i - 2:i] == ["StopSwarm", "Account"]
+            assert actions[i].manifest is (self.found.manifest if "StartSwarm" in names else None)
             if "Finish" in names:
                 assert i < max(j for j, n in enumerate(names) if n == "Deliver")
         else:

@@ -15,6 +15,7 @@ import pytest
 from proxy.download_actions import ClaimFetching
 from proxy.download_core import DownloadCore
 from proxy.parking import ParkingSettings
+from swarm.content import segments
 
 from .download_vectors import (BAD, BLOCKS, CONTENT, DEADLINE, FOUND, H200, HEAD, LOOK, NO_EARLY, SETTINGS, SFAIL, SIZE,
                                TIMER, Driver, O, S, Vector, head)
@@ -123,6 +124,16 @@ def test_vector(vector: Vector) -> None:
     Driver(vector).run()
 
 
+def test_a_file_of_several_segments_is_taken_segment_by_segment(monkeypatch) -> None:
+    """Instead of parking, a file of several segments is taken segment by segment from the vouchers or the origin's
+    ranges (`proxy.segment_swarm`): one producer, from the delivery point, in the spool's blocks."""
+    monkeypatch.setattr(segments, "SEGMENT_TARGET", 32 * 1024)  # 100 000 bytes: 4 segments of 2 blocks
+    Driver(vector(AT_HEAD, O(20_000, 0.3, "D(o,20000)"),
+                  LOOK(None, 0.35, "Switch(fetching@20000) CloseOrigin StartSegments(20000-100000,16384)", others=2),
+                  S(12_768, 0.4, "D(s,12768)"), BLOCKS(32768, 98304, 0.5),
+                  S(None, 0.6, "StopSwarm Account(80000) HandOver(20000,done,True) D(s,1696) Finish"))).run()
+
+
 def test_the_claim_names_the_version_and_the_spools_block_size() -> None:
     core = DownloadCore(dataclasses.replace(PARK, block_size=32 * 1024))
     core.start(0.0)
@@ -162,3 +173,18 @@ def test_a_parked_download_waits_as_long_as_the_origin_would_still_take(origin_b
 @pytest.mark.parametrize("parked_for,poll", [(0.0, 0.5), (3.9, 0.5), (8.0, 1.0), (120.0, 15.0)])
 def test_a_long_wait_asks_the_dht_less_often(parked_for, poll) -> None:
     assert ParkingSettings(after=2).next_poll(parked_for) == poll
+
+
+@pytest.mark.parametrize("trusted, others, waited, source", [
+    (True, 0, 0.0, "peers"),
+    (True, 5, 99.0, "peers"),
+    (False, 2, 0.0, "wait"),  # two independent others vouched for it or fetch it: their vouches will come
+    (False, 2, 4.9, "wait"),
+    (False, 2, 5.0, "origin"),  # they did not come in time: from the origin, and vouch for it
+    (False, 1, 0.0, "origin"),  # one other could not make a quorum without us
+    (False, 0, 0.0, "origin"),
+])
+def test_where_a_segment_comes_from(trusted, others, waited, source) -> None:
+    parking = ParkingSettings(after=2)
+    assert parking.segment_source(trusted=trusted, others=others, waited=waited, limit=5.0) == source
+    assert ParkingSettings(after=0).segment_source(trusted=False, others=9, waited=0.0, limit=5.0) == "origin"

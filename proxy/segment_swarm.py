@@ -1,0 +1,258 @@
+"""Trust before a complete copy: a file swarmed by its segments while its first fetchers still read the origin.
+
+Without the origin's help a manifest needs every byte (`proxy.manifest_trust`), so a crowd would wait for two
+whole copies before anyone swarms. A file of several segments (`swarm.content.segments`) is also shared as its
+segments, each a content of its own:
+
+* a node that received a whole segment *from the origin* stores it, serves and announces its root, and vouches for
+  it under `segment_key(url, size, index)`, a small signed DHT record like a manifest's (`vouch_segment`). The
+  first fetchers of a crowd do so as their stream passes each segment's end (`SpoolVouches`);
+* a newcomer that would park (`proxy.download_core`) takes the file segment by segment instead
+  (`SegmentedFetch`): a segment that a quorum of independent vouchers agree on (`manifest_trust.decide`, exactly
+  as for a whole manifest: one party with many keys in one network weighs one) is fetched from its providers,
+  verified block by block against that root; while enough independent others vouched for it or are fetching it
+  from the origin (the file's or the segment's in-progress claims), it waits for them, as parking does; else it
+  takes the segment from the origin with Range requests, claiming it first, and then vouches for it itself.
+  So the crowd splits the origin's segments among itself and the origin sends each about quorum times.
+
+A liar's vouch is outvoted (it weighs one network) and a block that disagrees with the trusted root is never
+delivered: the block engine drops it and bans its sender. A node that got a segment from peers serves it but
+never vouches for it. Once every segment is trusted, `Segments.file_root` gives the file's root.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import hashlib
+import logging
+import struct
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING
+
+from swarm.content.manifest import Manifest
+from swarm.content.merkle import MerkleHasher
+from swarm.content.segments import Segments, segmented
+from swarm.errors import OriginSourceError, StoreError
+from swarm.service.discovery import IN_PROGRESS_ROOT, validator_bytes
+from swarm.service.origin_source import OriginRangeSource
+from swarm.service.report import FetchReport
+from swarm.service.store_work import fill_entry
+
+from .manifest_trust import Vouch, decide, working
+from .parking import ParkingSettings
+
+if TYPE_CHECKING:
+    from .engine import Found, SwarmEngine
+    from .spool import Spool
+
+log = logging.getLogger("swarmproxy.segments")
+
+SEGMENT_KEY_PREFIX = b"swarmproxy/segment\x00"
+LOOKUP_TIMEOUT = 5.0  # seconds for one segment's claims: a lookup that takes longer counts as none
+
+
+def segment_key(url_key: bytes, size: int, index: int) -> bytes:
+    """The discovery key of segment `index` of the `size`-byte version of the URL whose key is `url_key`: a
+    hash, so the DHT never sees the URL, and one key per size, so versions of different sizes never mix."""
+    return hashlib.sha256(SEGMENT_KEY_PREFIX + url_key + struct.pack(">QI", size, index)).digest()
+
+
+@dataclasses.dataclass(frozen=True)
+class SegmentLookup:
+    found: Found | None  # a trusted segment manifest and its providers
+    others: int  # the weight of the independent others who vouched for it or fetch it (or the file) from the origin
+    reason: str  # why not found: `manifest_trust`'s reasons, "no-provider", "no-manifest", "lookup-failed"
+
+
+class _Bytes:
+    """A segment's bytes as a `store_work.Body`."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def read(self, offset: int, length: int) -> bytes:
+        return self.data[offset:offset + length]
+
+    def fileno(self) -> None:
+        return None
+
+
+class SegmentTrust:
+    """Looking segments up and vouching for them, over one engine (its service, trust policy and session)."""
+
+    def __init__(self, engine: SwarmEngine) -> None:
+        self.engine = engine
+
+    async def look_up(self, url_key: bytes, cut: Segments, index: int, validator: str) -> SegmentLookup:
+        from .engine import Found  # the engine imports this module's users; a cycle at import time otherwise
+        service, wanted = self.engine.service, validator_bytes(validator)
+        start, end = cut.span(index)
+        if service.discovery is None:
+            return SegmentLookup(None, 0, "dht-off")
+        segment, whole = await asyncio.gather(
+            service.claims(segment_key(url_key, cut.size, index), timeout=LOOKUP_TIMEOUT),
+            service.claims(url_key, timeout=LOOKUP_TIMEOUT))
+        if segment is None:
+            return SegmentLookup(None, 0, "lookup-failed")
+        summaries, providers_by_root = segment
+        vouches = [Vouch(s.publisher_id, s.content_root, s.size, s.block_size, s.validator, s.publisher_host)
+                   for s in summaries]
+        # Who will vouch for this segment soon: its vouchers and claimers, and the file's fetchers and vouchers.
+        helpers = [(v.publisher_id, v.publisher_host) for v in vouches if v.size == end - start]
+        helpers += [(s.publisher_id, s.publisher_host) for s in (whole[0] if whole else ()) if s.size == cut.size]
+        others = working([Vouch(pid, IN_PROGRESS_ROOT, 0, cut.block_size, wanted, host) for pid, host in helpers],
+                         size=0, validator=wanted, exclude=service.discovery.node_id)
+        decision = decide(vouches, self.engine.trust, known_size=end - start, known_validator=wanted)
+        if decision.accepted is None:
+            return SegmentLookup(None, others, decision.reason)
+        root = decision.accepted.content_root
+        providers = providers_by_root.get(root, [])
+        if not providers:
+            return SegmentLookup(None, others, "no-provider")
+        manifest = await service.full_manifest(root, providers)
+        if manifest is None or manifest.size != end - start or manifest.block_size != cut.block_size \
+                or validator_bytes(manifest.validator) != wanted:
+            return SegmentLookup(None, others, "no-manifest")
+        return SegmentLookup(Found(manifest, decision.source, service.pick(providers, manifest)), others, "ok")
+
+    def claim(self, url_key: bytes, cut: Segments, index: int, validator: str) -> None:
+        """Say that this node fetches the segment from the origin now (replaced by the vouch)."""
+        start, end = cut.span(index)
+        self.engine.service.claim_in_progress(segment_key(url_key, cut.size, index), end - start, cut.block_size,
+                                              validator_bytes(validator))
+
+    async def vouch(self, url_key: bytes, cut: Segments, index: int, data: bytes, validator: str) -> None:
+        """`data`, segment `index` as received from the origin: store it, serve it, and vouch for it."""
+        service, key = self.engine.service, segment_key(url_key, cut.size, index)
+        try:
+            root, layer = await asyncio.to_thread(_hashed, data, cut.block_size)
+            manifest, layer = service.stored_as(
+                Manifest(size=len(data), block_size=cut.block_size, root=root, validator=validator), layer)
+            await service.in_thread(root, lambda stop: fill_entry(self.engine.store, manifest, layer, _Bytes(data),
+                                                                  stop))
+        except (StoreError, OSError, ValueError) as exc:
+            log.warning("segment %d will not be shared: %s", index, exc)
+            service.end_in_progress(key)
+            return
+        service.share(manifest, vouch=key)
+
+
+def _hashed(data: bytes, block_size: int) -> tuple[bytes, list[bytes]]:
+    hasher = MerkleHasher(len(data), block_size)
+    hasher.update(data)
+    return hasher.finish()
+
+
+class SpoolVouches:
+    """A download that said it fetches the file from the origin vouches for each segment as its spool gets it."""
+
+    def __init__(self, trust: SegmentTrust, url_key: bytes, validator: str, spawn: Callable) -> None:
+        self.trust, self.url_key, self.validator, self.spawn = trust, url_key, validator, spawn
+        self.next = 0
+
+    def fed(self, spool: Spool) -> None:
+        cut = segmented(spool.size, spool.block_size)
+        if cut is None or not spool.usable:
+            return
+        while self.next < cut.count and cut.span(self.next)[1] <= spool.received:
+            start, end = cut.span(self.next)
+            with contextlib.suppress(OSError, ValueError):  # an unreadable spool shares nothing, as in `ingest`
+                self.spawn(self.trust.vouch(self.url_key, cut, self.next, spool.read(start, end - start),
+                                            self.validator))
+            self.next += 1
+
+
+class _Offset:
+    """The file's origin as a Range source of one segment's bytes."""
+
+    def __init__(self, source: OriginRangeSource, base: int) -> None:
+        self.source, self.base = source, base
+
+    async def fetch(self, offset: int, length: int) -> bytes:
+        return await self.source.fetch(self.base + offset, length)
+
+    def __getattr__(self, name: str):
+        return getattr(self.source, name)
+
+
+class SegmentedFetch:
+    """Bytes `start..end-1` of a file, in order, segment by segment (see the module docstring)."""
+
+    def __init__(self, engine: SwarmEngine, url: str, url_key: bytes, cut: Segments, *, validator: str,
+                 parking: ParkingSettings, origin_rate: tuple[int, float], report: FetchReport | None = None,
+                 clock: Callable[[], float] | None = None, sleep: Callable = asyncio.sleep) -> None:
+        self.engine, self.url, self.url_key, self.cut, self.validator = engine, url, url_key, cut, validator
+        self.parking, self.origin_rate, self.report = parking, origin_rate, report
+        self.trust = SegmentTrust(engine)
+        self.clock = clock or asyncio.get_running_loop().time
+        self.sleep = sleep
+        self.origin = OriginRangeSource(engine.session, url, size=cut.size, validator=validator,
+                                        max_concurrent=1)
+        self.sources: list[str] = []  # per segment taken: "peers" or "origin", for the request's record
+
+    async def chunks(self, start: int, end: int) -> AsyncIterator[bytes]:
+        for index in range(self.cut.index_of(start), self.cut.index_of(end - 1) + 1):
+            lo, hi = self.cut.span(index)
+            async for piece in self._segment(index, max(start, lo) - lo, min(end, hi) - lo):
+                yield piece
+
+    async def _segment(self, index: int, start: int, end: int) -> AsyncIterator[bytes]:
+        lo, hi = self.cut.span(index)
+        origin_bytes, origin_seconds = self.origin_rate
+        limit = self.parking.wait(remaining=hi - lo, origin_bytes=origin_bytes, since_first_byte=origin_seconds)
+        began = self.clock()
+        while True:
+            lookup = await self.trust.look_up(self.url_key, self.cut, index, self.validator)
+            waited = self.clock() - began
+            source = self.parking.segment_source(trusted=lookup.found is not None, others=lookup.others,
+                                                 waited=waited, limit=limit)
+            if source == "wait":
+                log.debug("%s: segment %d: %s, %d fetching; waiting", self.url, index, lookup.reason, lookup.others)
+                await self.sleep(self.parking.next_poll(waited))
+                continue
+            self.sources.append(source)
+            if source == "peers":
+                assert lookup.found is not None
+                log.info("%s: segment %d from %d peer(s)", self.url, index, len(lookup.found.providers))
+                pieces = self._from_peers(lookup.found, lo, start, end)
+            else:
+                log.info("%s: segment %d from the origin (%s, %d fetching)", self.url, index, lookup.reason,
+                         lookup.others)
+                pieces = self._from_origin(index, start, end)
+            async with contextlib.aclosing(pieces):
+                async for piece in pieces:
+                    yield piece
+            return
+
+    async def _from_peers(self, found: Found, base: int, start: int, end: int) -> AsyncIterator[bytes]:
+        engine, root = self.engine, found.manifest.root
+        chunks = engine.fetch(found, origin=_Offset(self.origin, base), start=start, end=end, report=self.report)
+        try:
+            async with contextlib.aclosing(chunks):
+                async for chunk in chunks:
+                    yield chunk
+            engine.completed_from_peers(found.manifest)
+        finally:
+            engine.fetch_over(root)
+
+    async def _from_origin(self, index: int, start: int, end: int) -> AsyncIterator[bytes]:
+        """The whole segment from the origin (it is vouched for whole), block by block; `start..end` of it out."""
+        lo, hi = self.cut.span(index)
+        self.trust.claim(self.url_key, self.cut, index, self.validator)
+        data = bytearray()
+        try:
+            for offset in range(lo, hi, self.cut.block_size):
+                chunk = await self.origin.fetch(offset, min(self.cut.block_size, hi - offset))
+                data += chunk
+                at = offset - lo
+                piece = chunk[max(start - at, 0):max(end - at, 0)]
+                if piece:
+                    if self.report is not None:
+                        self.report.add(FetchReport(bytes_origin=len(piece)))
+                    yield piece
+        except (OriginSourceError, asyncio.CancelledError, GeneratorExit):
+            self.engine.service.end_in_progress(segment_key(self.url_key, self.cut.size, index))
+            raise
+        self.engine.service.spawn(self.trust.vouch(self.url_key, self.cut, index, bytes(data), self.validator))

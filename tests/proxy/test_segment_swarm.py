@@ -1,0 +1,148 @@
+"""Trust before a complete copy, end to end in one process: the first two fetchers of a file vouch for each
+segment as their origin streams pass it; a newcomer takes the vouched segments from them while neither has the
+whole file, waits for the next ones, and one liar's vouches are outvoted (`proxy.segment_swarm`)."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import hashlib
+
+import pytest
+import pytest_asyncio
+
+from proxy import segment_swarm
+from proxy.demo.local_swarm import Cluster
+from proxy.engine import url_key
+from proxy.segment_swarm import SegmentedFetch, SegmentTrust, segment_key
+from proxy.server import ProxyServer
+from swarm.content import segments
+from swarm.content.merkle import merkle_root
+from swarm.content.segments import Segments
+
+from .test_fallback_park import SETTINGS, on_claim, on_transition
+
+SEGMENT = 64 * 1024  # 4 blocks of 16 KiB: a 448 KiB file is 7 segments
+DATA = (hashlib.sha256(b"segments").digest() * 14_336)[:7 * SEGMENT]
+CUT_BLOCK = 16 * 1024
+
+
+@pytest.fixture(autouse=True)
+def small_segments(monkeypatch):
+    monkeypatch.setattr(segments, "SEGMENT_TARGET", SEGMENT)
+
+
+@pytest_asyncio.fixture
+async def cluster(tmp_path):
+    group = Cluster(tmp_path, **SETTINGS)
+    yield group
+    await group.close()
+
+
+def count_vouches(monkeypatch) -> tuple[collections.Counter, asyncio.Event, list[int]]:
+    """Vouches made per segment index (their puts under way: `settled()` waits for them); the event is set once
+    `wanted[0]` segments have two."""
+    made, event, wanted = collections.Counter(), asyncio.Event(), [2]
+    real = SegmentTrust.vouch
+
+    async def vouch(self, key, cut, index, data, validator):
+        await real(self, key, cut, index, data, validator)
+        made[index] += 1
+        if sum(1 for n in made.values() if n >= 2) >= wanted[0]:
+            event.set()
+
+    monkeypatch.setattr(SegmentTrust, "vouch", vouch)
+    return made, event, wanted
+
+
+def count_peer_segments(monkeypatch, enough: int) -> asyncio.Event:
+    """Set once `enough` segments were delivered from peers by segmented downloads."""
+    event, done, real = asyncio.Event(), [0], SegmentedFetch._from_peers
+
+    async def from_peers(self, found, base, start, end):
+        async for chunk in real(self, found, base, start, end):
+            yield chunk
+        done[0] += 1
+        if done[0] >= enough:
+            event.set()
+
+    monkeypatch.setattr(SegmentedFetch, "_from_peers", from_peers)
+    return event
+
+
+async def start_fetchers(cluster, nodes: list[ProxyServer], url: str) -> list[asyncio.Future]:
+    downloads = []
+    for fetcher in nodes:  # one after the other: each sees fewer than two others, so each claims
+        claimed = on_claim(fetcher)
+        downloads.append(asyncio.ensure_future(cluster.get(fetcher, url)))
+        await claimed.wait()
+    return downloads
+
+
+async def test_a_newcomer_takes_vouched_segments_before_anyone_has_the_whole_file(cluster, slow_origin,
+                                                                                  monkeypatch):
+    made, two_vouched, _ = count_vouches(monkeypatch)
+    from_peers = count_peer_segments(monkeypatch, 2)
+    url = slow_origin.add("/big.bin", DATA)
+    slow_origin.set_rate(150_000)
+    first, second, newcomer = await cluster.grow(3)
+    downloads = await start_fetchers(cluster, [first, second], url)
+    await two_vouched.wait()  # segments 0 and 1 are vouched for by both fetchers
+    slow_origin.pause()  # nobody gets one more origin byte: the whole file is nowhere
+    await asyncio.gather(first.engine.settled(), second.engine.settled())
+    parked = on_transition(newcomer, "fetching")
+    late = asyncio.ensure_future(cluster.get(newcomer, url))
+    await parked.wait()
+    await from_peers.wait()
+
+    assert slow_origin.bytes_sent < 2 * len(DATA)
+    assert not any(task.done() for task in downloads)
+    whole = await newcomer.engine.discovery.get_manifests(url_key(url))
+    assert whole and all(claim.content_root == bytes(32) for claim in whole)  # nobody vouched for the file
+    slow_origin.resume()
+
+    for task in (*downloads, late):
+        status, _, body = await task
+        assert status == 200 and body == DATA
+    record = cluster.last_record(newcomer)
+    assert record["transition"] == "fetching" and record["manifest_source"] == "segments"
+    assert record["bytes_peers"] >= 2 * SEGMENT and record["error"] is None
+    assert record["bytes_origin"] + record["bytes_peers"] == len(DATA)
+    assert made[0] == 2  # the newcomer got segment 0 from peers: it never vouches for it
+    for fetcher in (first, second):
+        assert cluster.last_record(fetcher)["transition"] is None
+    # Every segment's vouched root is its bytes' own; together they give the file's root.
+    await asyncio.gather(*(node.engine.settled() for node in (first, second, newcomer)))
+    cut = Segments(len(DATA), CUT_BLOCK)
+    roots = []
+    for index in range(cut.count):
+        claims = await newcomer.engine.discovery.get_manifests(segment_key(url_key(url), len(DATA), index))
+        real = {claim.content_root for claim in claims} - {bytes(32)}
+        assert real == {merkle_root(DATA[slice(*cut.span(index))])}
+        roots.extend(real)
+    assert cut.file_root(roots) == merkle_root(DATA)
+
+
+async def test_a_liars_segment_vouches_are_outvoted_and_its_blocks_never_delivered(cluster, slow_origin,
+                                                                                   monkeypatch):
+    url = slow_origin.add("/lied.bin", DATA)
+    slow_origin.set_rate(400_000)
+    first, second, liar, newcomer = await cluster.grow(4)
+    cut, key = Segments(len(DATA), CUT_BLOCK), url_key(url)
+    lie = bytes(len(DATA))
+    etag = slow_origin.files["/lied.bin"][1]
+    for index in range(cut.count):  # the liar vouches for (and serves) other bytes for every segment
+        start, end = cut.span(index)
+        await segment_swarm.SegmentTrust.vouch(SegmentTrust(liar.engine), key, cut, index, lie[start:end], etag)
+    await liar.engine.settled()
+    downloads = await start_fetchers(cluster, [first, second], url)
+    slow_origin.set_rate(150_000)
+    late = asyncio.ensure_future(cluster.get(newcomer, url))
+    for task in (*downloads, late):
+        status, _, body = await task
+        assert status == 200 and body == DATA
+    record = cluster.last_record(newcomer)
+    assert record["manifest_source"] == "segments" and record["bytes_peers"] > 0
+    assert liar.engine.bytes_uploaded == 0  # nobody asked the liar for a block
+    claims = await newcomer.engine.discovery.get_manifests(segment_key(key, len(DATA), 0))
+    assert merkle_root(lie[:SEGMENT]) in {claim.content_root for claim in claims}  # its vouch was there, outvoted
