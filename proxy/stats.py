@@ -10,7 +10,6 @@ import asyncio
 import collections
 import dataclasses
 import datetime
-import itertools
 import logging
 import secrets
 import time
@@ -81,11 +80,6 @@ class Stats:
         self.started_wall = clock()
         self._today: dict[str, Any] = {"date": None}
         self.history: collections.deque[RequestRecord] = collections.deque(maxlen=history)
-        # Record ids are this run's tag and a sequence number: the tag (random per start) keeps an id handed out
-        # before a restart from naming another request's record after it; the ids are no secret (the admin API
-        # that serves them answers this machine only), so a counter is enough after it.
-        self._run_tag = secrets.token_hex(3)
-        self._sequence = itertools.count(1)
         self.counters: collections.Counter[str] = collections.Counter()
         self.connections_open = 0
         self._waiters: list[asyncio.Future] = []
@@ -170,8 +164,11 @@ class Stats:
         return self._today
 
     def begin(self, method: str, url: str, client: str) -> RequestRecord:
-        record = RequestRecord(method=method, url=url, client=client, started=time.time(),
-                               id=f"{self._run_tag}-{next(self._sequence)}")
+        # The id goes to the client in Swarm-Request, where a page's own scripts can read it: random, so that it
+        # tells no site how many requests the proxy answered, nor that two sites' visitors are one proxy's user
+        # (a per-run tag or a counter would); and an id from before a restart names nothing after it. It is no
+        # secret otherwise: only the admin API, which answers this machine alone, serves the record.
+        record = RequestRecord(method=method, url=url, client=client, started=time.time(), id=secrets.token_hex(8))
         self.history.append(record)
         return record
 

@@ -8,14 +8,14 @@ export const KEPT = 20;   // transfers kept per tab
 
 // The id of the proxy's record of a response (its `Swarm-Request` field, which the proxy adds to every response
 // it relays), from webRequest's responseHeaders; null when there is none (the response did not come through
-// the proxy) or it is not of the proxy's form (`tag-sequence`), so that nothing odd is put into an admin path.
+// the proxy) or it is not of the proxy's form (hex digits), so that nothing odd is put into an admin path.
 export const RECORD_FIELD = "swarm-request";
 
 export function recordId(responseHeaders) {
   for (const header of Array.isArray(responseHeaders) ? responseHeaders : []) {
     if (String(header?.name).toLowerCase() !== RECORD_FIELD) continue;
     const value = String(header.value ?? "").trim();
-    return /^[0-9a-f]{1,16}-[0-9]{1,16}$/.test(value) ? value : null;
+    return /^[0-9a-f]{1,64}$/.test(value) ? value : null;
   }
   return null;
 }

@@ -12,19 +12,20 @@ const rec = (url, started, extra = {}) => ({
 test("recordId: the proxy's Swarm-Request field, or null", async (t) => {
   const h = (name, value) => [{ name: "Content-Type", value: "text/html" }, { name, value }];
   const rows = [
-    ["the proxy's form", h("Swarm-Request", "a1b2c3-17"), "a1b2c3-17"],
-    ["any case, spaces around", h("swarm-request", " a1b2c3-1 "), "a1b2c3-1"],
+    ["the proxy's form", h("Swarm-Request", "9f86d081884c7d65"), "9f86d081884c7d65"],
+    ["any case, spaces around", h("swarm-request", " 9f86d081884c7d65 "), "9f86d081884c7d65"],
     ["absent (went direct)", h("Via", "1.1 swarmproxy"), null],
     ["a path in it", h("Swarm-Request", "../status"), null],
-    ["a query in it", h("Swarm-Request", "a1b2c3-1?limit=0"), null],
+    ["a query in it", h("Swarm-Request", "9f86d081?limit=0"), null],
+    ["not hex", h("Swarm-Request", "9f86d08z"), null],
     ["empty", h("Swarm-Request", ""), null],
-    ["too long", h("Swarm-Request", `a-${"1".repeat(40)}`), null],
+    ["too long", h("Swarm-Request", "1".repeat(65)), null],
     ["no headers", undefined, null],
   ];
   for (const [name, headers, id] of rows) {
     await t.test(name, () => assert.equal(recordId(headers), id));
   }
-  assert.equal(recordPath("a1b2c3-17"), "/_swarm/requests/a1b2c3-17");
+  assert.equal(recordPath("9f86d081884c7d65"), "/_swarm/requests/9f86d081884c7d65");
 });
 
 test("recordClosed: the proxy has finished the record", () => {

@@ -61,7 +61,7 @@ async def test_unknown_admin_path_is_404_listing_the_paths(proxy):
 async def test_admin_refuses_non_loopback_clients(proxy, peer):
     transport = mock.Mock()
     transport.get_extra_info.side_effect = lambda name, default=None: peer if name == "peername" else default
-    for path in ("/_swarm/status", "/_swarm/requests", "/_swarm/requests/000000-1", "/metrics"):
+    for path in ("/_swarm/status", "/_swarm/requests", "/_swarm/requests/0123456789abcdef", "/metrics"):
         response = await proxy._handle(make_mocked_request("GET", path, transport=transport))
         assert response.status == 403
         assert b"loopback" in response.body
