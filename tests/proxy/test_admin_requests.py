@@ -76,6 +76,19 @@ async def test_the_fallback_download_names_its_record(tmp_path, origin):
         await lone.close()
 
 
+async def test_a_websocket_upgrade_carries_it(proxy, origin):
+    connection = await RawConnection.open(proxy.addresses["proxy"])
+    try:
+        await connection.send(f"GET {origin.url}/ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+                              "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                              "Sec-WebSocket-Version: 13\r\n\r\n".encode())
+        switched = await connection.response(head_request=True)
+        assert switched.status == 101 and ID.fullmatch(switched.header(REQUEST_ID) or "")
+    finally:
+        await connection.close()
+    assert (await record_of(proxy, switched.header(REQUEST_ID)))["url"] == f"{origin.url}/ws"
+
+
 @pytest_asyncio.fixture
 async def forging_origin():
     """An origin that sends a Swarm-Request field of its own."""
