@@ -97,12 +97,11 @@ class StartSwarm:
 class StartSegments:
     """Take bytes `start..end-1` segment by segment (`proxy.segment_swarm`): from the peers who hold a vouched
     segment, else from the origin by Range; the origin's own stream is closed. `block_size` cuts the segments;
-    `origin_bytes` in `origin_seconds` is the rate the origin gave so far (how long to wait for vouches)."""
+    `origin_rate` (B/s, the origin's so far or R) says how long to wait for a segment's vouches."""
     start: int
     end: int
     block_size: int
-    origin_bytes: int
-    origin_seconds: float
+    origin_rate: float
 
 
 @dataclasses.dataclass(frozen=True)

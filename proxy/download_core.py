@@ -486,9 +486,9 @@ class DownloadCore:
                 and self.parked_at is None and self.position < self.end)
 
     def _park(self, others: int, now: float) -> list[Action]:
-        parking, first = self.settings.parking, self.policy.first_byte_at
-        wait = parking.wait(remaining=self.end - self.position, origin_bytes=self.delivered[Source.ORIGIN],
-                            since_first_byte=now - first if first is not None else 0.0)
+        parking, first, got = self.settings.parking, self.policy.first_byte_at, self.delivered[Source.ORIGIN]
+        rate = got / (now - first) if got and first is not None and now > first else self.policy.min_rate
+        wait = parking.wait(remaining=self.end - self.position, rate=rate)
         why = f"{others} independent other{'s' if others != 1 else ''} fetch it from the origin"
         actions: list[Action] = [] if self.phase is Phase.SWITCHED else [
             Switch(FETCHING_CAUSE, self.position, f"{why}; waiting for their vouches")]
@@ -499,10 +499,9 @@ class DownloadCore:
             # origin by Range, or from the fetchers once they vouch (`proxy.segment_swarm`).
             self.phase, self.swarm, self.swarm_position = Phase.MERGE, _Producer.RUNNING, self.position
             self.fetch_start = self.position
-            spent = now - first if first is not None else 0.0
             return actions + self._stop_lookups() + [
                 CloseOrigin(f"{why}: taking it segment by segment, from their vouches or the origin's ranges"),
-                StartSegments(self.position, self.end, self.spool_block, self.delivered[Source.ORIGIN], spent)]
+                StartSegments(self.position, self.end, self.spool_block, rate)]
         self.parked_until, self.lookup_at = now + wait, now + parking.poll
         return actions + [CloseOrigin(f"{why}: leaving the origin to them for up to {wait:.3g} s")]
 

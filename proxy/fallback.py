@@ -244,12 +244,12 @@ class _Download:
                 await _copy_body(upstream, self.response, self.request, self.record)
             case act.Respond(status, start, end, manifest, described):
                 fields = synthesized_headers(manifest, status, start, end, described)
-                if status == 416:
-                    self.response = web.Response(status=416, headers=fields)
-                    return
-                self.response = RelayedResponse(status=status)
+                self.response = RelayedResponse(status=status)  # names the request's record, a 416 too
                 for name, value in fields:
                     self.response.headers.add(name, value)
+                if status == 416:
+                    self.response.content_length = 0
+                    return  # no body: aiohttp's handler prepares and ends it
                 await self.response.prepare(self.request)
             case act.OpenSpool(size, block_size):
                 self.spool = Spool(self.engine.spool_dir, size, block_size=block_size)
@@ -276,14 +276,14 @@ class _Download:
                 origin = self.engine.origin_source(str(self.url), found.manifest)
                 self.chunks = self.engine.fetch(found, origin=origin, start=start, end=end,
                                                 report=self.ledger.report)
-            case act.StartSegments(start, end, block_size, origin_bytes, origin_seconds):
+            case act.StartSegments(start, end, block_size, origin_rate):
                 self.ledger.skipped(None)
                 self.record.manifest_source = "segments"
                 assert self.core.size is not None and self.core.validator is not None
                 fetch = SegmentedFetch(self.engine, str(self.url), url_key(str(self.url)),
                                        Segments(self.core.size, block_size), validator=self.core.validator,
                                        parking=self.core.settings.parking,
-                                       origin_rate=(origin_bytes, origin_seconds), report=self.ledger.report)
+                                       origin_rate=origin_rate, report=self.ledger.report)
                 self.chunks = fetch.chunks(start, end)
             case act.StopSwarm():
                 await self._stop("swarm")

@@ -19,7 +19,8 @@ import dataclasses
 PARK_POLL_SECONDS = 0.5
 # It waits for them at least PARK_SECONDS (in the lab's flash crowd of 100 KB at 256 KB/s the first copies are
 # vouched for 1-3 s after the crowd arrived), or as long as the origin would still have taken at the rate it gave so
-# far (30 MB at a crowd's share of 256 KB/s: minutes), but never more than PARK_MAX_SECONDS.
+# far (30 MB at a crowd's share of 256 KB/s: minutes; at R when it gave no body byte yet: a download parked at its
+# head once waited the whole PARK_MAX_SECONDS for fetchers that had left), but never more than PARK_MAX_SECONDS.
 PARK_SECONDS = 5.0
 PARK_MAX_SECONDS = 600.0
 
@@ -38,10 +39,9 @@ class ParkingSettings:
         from every parked download."""
         return max(self.poll, parked_for / 8)
 
-    def wait(self, *, remaining: int, origin_bytes: int, since_first_byte: float) -> float:
-        """How long to wait for the fetchers: as long as the origin would still take for `remaining` bytes at the
-        rate it gave so far (`origin_bytes` in `since_first_byte` s), within [shortest, longest]."""
-        rate = origin_bytes / since_first_byte if since_first_byte > 0 else 0.0
+    def wait(self, *, remaining: int, rate: float) -> float:
+        """How long to wait for the fetchers: as long as the origin would still take for `remaining` bytes at
+        `rate` (the rate it gave so far, or R when it gave none yet), within [shortest, longest]."""
         origin_eta = remaining / rate if rate > 0 else self.longest
         return max(self.shortest, min(origin_eta, self.longest))
 

@@ -35,16 +35,17 @@ from swarm.content.manifest import Manifest
 from swarm.content.merkle import MerkleHasher
 from swarm.content.segments import Segments, segmented
 from swarm.errors import OriginSourceError, StoreError
-from swarm.service.discovery import IN_PROGRESS_ROOT, validator_bytes
+from swarm.service.discovery import IN_PROGRESS_ROOT, IN_PROGRESS_TTL, ManifestClaim, validator_bytes
 from swarm.service.origin_source import OriginRangeSource
 from swarm.service.report import FetchReport
 from swarm.service.store_work import fill_entry
 
+from .engine import Found
 from .manifest_trust import Vouch, decide, working
 from .parking import ParkingSettings
 
 if TYPE_CHECKING:
-    from .engine import Found, SwarmEngine
+    from .engine import SwarmEngine
     from .spool import Spool
 
 log = logging.getLogger("swarmproxy.segments")
@@ -86,7 +87,6 @@ class SegmentTrust:
         self.engine = engine
 
     async def look_up(self, url_key: bytes, cut: Segments, index: int, validator: str) -> SegmentLookup:
-        from .engine import Found  # the engine imports this module's users; a cycle at import time otherwise
         service, wanted = self.engine.service, validator_bytes(validator)
         start, end = cut.span(index)
         if service.discovery is None:
@@ -100,8 +100,10 @@ class SegmentTrust:
         vouches = [Vouch(s.publisher_id, s.content_root, s.size, s.block_size, s.validator, s.publisher_host)
                    for s in summaries]
         # Who will vouch for this segment soon: its vouchers and claimers, and the file's fetchers and vouchers.
-        helpers = [(v.publisher_id, v.publisher_host) for v in vouches if v.size == end - start]
-        helpers += [(s.publisher_id, s.publisher_host) for s in (whole[0] if whole else ()) if s.size == cut.size]
+        helpers = [(v.publisher_id, v.publisher_host) for v in vouches
+                   if (v.size, v.validator) == (end - start, wanted)]
+        helpers += [(s.publisher_id, s.publisher_host) for s in (whole[0] if whole else ())
+                    if (s.size, s.validator) == (cut.size, wanted)]
         others = working([Vouch(pid, IN_PROGRESS_ROOT, 0, cut.block_size, wanted, host) for pid, host in helpers],
                          size=0, validator=wanted, exclude=service.discovery.node_id)
         decision = decide(vouches, self.engine.trust, known_size=end - start, known_validator=wanted)
@@ -117,14 +119,38 @@ class SegmentTrust:
             return SegmentLookup(None, others, "no-manifest")
         return SegmentLookup(Found(manifest, decision.source, service.pick(providers, manifest)), others, "ok")
 
-    def claim(self, url_key: bytes, cut: Segments, index: int, validator: str) -> None:
-        """Say that this node fetches the segment from the origin now (replaced by the vouch)."""
+    def claim(self, url_key: bytes, cut: Segments, index: int, validator: str) -> asyncio.Task | None:
+        """Say that this node fetches the segment from the origin now; the task puts the claim (None: no DHT).
+        `vouch` and `unclaim` wait for it, so that the claim never lands after what replaces it."""
+        service, key = self.engine.service, segment_key(url_key, cut.size, index)
+        discovery = service.discovery
+        if discovery is None or not service.sharing:
+            return None
         start, end = cut.span(index)
-        self.engine.service.claim_in_progress(segment_key(url_key, cut.size, index), end - start, cut.block_size,
-                                              validator_bytes(validator))
+        claim = ManifestClaim(IN_PROGRESS_ROOT, end - start, cut.block_size, validator_bytes(validator))
+        service.shares.forget_vouch(key)  # the claim takes our slot under `key`: the share must vouch again
 
-    async def vouch(self, url_key: bytes, cut: Segments, index: int, data: bytes, validator: str) -> None:
-        """`data`, segment `index` as received from the origin: store it, serve it, and vouch for it."""
+        async def put() -> None:
+            try:
+                await discovery.put_manifest(key, claim, ttl=IN_PROGRESS_TTL)
+            except discovery.errors as exc:
+                log.info("claiming segment %d failed: %s", index, exc)
+
+        return service.spawn(put())
+
+    async def unclaim(self, url_key: bytes, cut: Segments, index: int, claimed: asyncio.Task | None) -> None:
+        """This node will not vouch for the segment after all: withdraw its claim."""
+        discovery = self.engine.service.discovery
+        if claimed is None or discovery is None:
+            return
+        await asyncio.gather(claimed, return_exceptions=True)
+        with contextlib.suppress(*discovery.errors):
+            await discovery.withdraw_manifest(segment_key(url_key, cut.size, index))
+
+    async def vouch(self, url_key: bytes, cut: Segments, index: int, data: bytes, validator: str,
+                    claimed: asyncio.Task | None = None) -> None:
+        """`data`, segment `index` as received from the origin: store it, serve it, and vouch for it (after
+        `claimed`, this node's claim of it, is put)."""
         service, key = self.engine.service, segment_key(url_key, cut.size, index)
         try:
             root, layer = await asyncio.to_thread(_hashed, data, cut.block_size)
@@ -134,8 +160,10 @@ class SegmentTrust:
                                                                   stop))
         except (StoreError, OSError, ValueError) as exc:
             log.warning("segment %d will not be shared: %s", index, exc)
-            service.end_in_progress(key)
+            await self.unclaim(url_key, cut, index, claimed)
             return
+        if claimed is not None:
+            await asyncio.gather(claimed, return_exceptions=True)
         service.share(manifest, vouch=key)
 
 
@@ -181,7 +209,7 @@ class SegmentedFetch:
     """Bytes `start..end-1` of a file, in order, segment by segment (see the module docstring)."""
 
     def __init__(self, engine: SwarmEngine, url: str, url_key: bytes, cut: Segments, *, validator: str,
-                 parking: ParkingSettings, origin_rate: tuple[int, float], report: FetchReport | None = None,
+                 parking: ParkingSettings, origin_rate: float, report: FetchReport | None = None,
                  clock: Callable[[], float] | None = None, sleep: Callable = asyncio.sleep) -> None:
         self.engine, self.url, self.url_key, self.cut, self.validator = engine, url, url_key, cut, validator
         self.parking, self.origin_rate, self.report = parking, origin_rate, report
@@ -193,18 +221,34 @@ class SegmentedFetch:
         self.sources: list[str] = []  # per segment taken: "peers" or "origin", for the request's record
 
     async def chunks(self, start: int, end: int) -> AsyncIterator[bytes]:
-        for index in range(self.cut.index_of(start), self.cut.index_of(end - 1) + 1):
-            lo, hi = self.cut.span(index)
-            async for piece in self._segment(index, max(start, lo) - lo, min(end, hi) - lo):
-                yield piece
+        first, last = self.cut.index_of(start), self.cut.index_of(end - 1)
+        ahead: asyncio.Future | None = None  # the next segment's lookup, run while this one is fetched
+        try:
+            for index in range(first, last + 1):
+                lo, hi = self.cut.span(index)
+                current, ahead = ahead, None
+                async for piece in self._segment(index, max(start, lo) - lo, min(end, hi) - lo, current):
+                    if ahead is None and index < last:
+                        ahead = asyncio.ensure_future(self._look_up(index + 1))
+                    yield piece
+        finally:
+            if ahead is not None:
+                ahead.cancel()
+                ahead.add_done_callback(lambda done: done.cancelled() or done.exception())
 
-    async def _segment(self, index: int, start: int, end: int) -> AsyncIterator[bytes]:
+    async def _look_up(self, index: int) -> SegmentLookup:
+        return await self.trust.look_up(self.url_key, self.cut, index, self.validator)
+
+    async def _segment(self, index: int, start: int, end: int, ahead: asyncio.Future | None
+                       ) -> AsyncIterator[bytes]:
         lo, hi = self.cut.span(index)
-        origin_bytes, origin_seconds = self.origin_rate
-        limit = self.parking.wait(remaining=hi - lo, origin_bytes=origin_bytes, since_first_byte=origin_seconds)
+        limit = self.parking.wait(remaining=hi - lo, rate=self.origin_rate)
         began = self.clock()
         while True:
-            lookup = await self.trust.look_up(self.url_key, self.cut, index, self.validator)
+            lookup = await ahead if ahead is not None else None
+            if lookup is None or lookup.found is None:  # only a trusted answer is worth keeping: ask again now
+                lookup = await self._look_up(index)
+            ahead = None
             waited = self.clock() - began
             source = self.parking.segment_source(trusted=lookup.found is not None, others=lookup.others,
                                                  waited=waited, limit=limit)
@@ -230,22 +274,25 @@ class SegmentedFetch:
         engine, root = self.engine, found.manifest.root
         chunks = engine.fetch(found, origin=_Offset(self.origin, base), start=start, end=end, report=self.report)
         try:
-            async with contextlib.aclosing(chunks):
+            async with contextlib.aclosing(chunks):  # closed, the fetch has stored what it verified
                 async for chunk in chunks:
                     yield chunk
-            engine.completed_from_peers(found.manifest)
-        finally:
+        finally:  # also when the download closes us after the last piece
+            engine.completed_from_peers(found.manifest)  # complete in the store: served from now on
             engine.fetch_over(root)
 
     async def _from_origin(self, index: int, start: int, end: int) -> AsyncIterator[bytes]:
         """The whole segment from the origin (it is vouched for whole), block by block; `start..end` of it out."""
         lo, hi = self.cut.span(index)
-        self.trust.claim(self.url_key, self.cut, index, self.validator)
+        claimed = self.trust.claim(self.url_key, self.cut, index, self.validator)
         data = bytearray()
         try:
             for offset in range(lo, hi, self.cut.block_size):
                 chunk = await self.origin.fetch(offset, min(self.cut.block_size, hi - offset))
                 data += chunk
+                if len(data) == hi - lo:  # before the last piece goes out: the download may close us then
+                    self.engine.service.spawn(self.trust.vouch(self.url_key, self.cut, index, bytes(data),
+                                                               self.validator, claimed))
                 at = offset - lo
                 piece = chunk[max(start - at, 0):max(end - at, 0)]
                 if piece:
@@ -253,6 +300,6 @@ class SegmentedFetch:
                         self.report.add(FetchReport(bytes_origin=len(piece)))
                     yield piece
         except (OriginSourceError, asyncio.CancelledError, GeneratorExit):
-            self.engine.service.end_in_progress(segment_key(self.url_key, self.cut.size, index))
+            if len(data) < hi - lo:
+                self.engine.service.spawn(self.trust.unclaim(self.url_key, self.cut, index, claimed))
             raise
-        self.engine.service.spawn(self.trust.vouch(self.url_key, self.cut, index, bytes(data), self.validator))

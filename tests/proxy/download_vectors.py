@@ -155,7 +155,7 @@ def sig(a) -> str:  # noqa: C901 - one arm per action
             return f"Switch({cause}@{position})"
         case act.StartSwarm(_, start, end):
             return f"StartSwarm({start}-{end})"
-        case act.StartSegments(start, end, block_size, _, _):
+        case act.StartSegments(start, end, block_size, _):
             return f"StartSegments({start}-{end},{block_size})"
         case act.ReopenOrigin(start, end, validator):
             return f"ReopenOrigin({start}-{end},{validator})"

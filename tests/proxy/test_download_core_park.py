@@ -156,7 +156,8 @@ def test_a_party_in_one_network_cannot_park_anyone_by_itself() -> None:
 @pytest.mark.parametrize("origin_bytes,park_max,until", [
     (4000, 10.0, 10.65),  # the origin would take 13.2 s more at 4000 B in 0.55 s: capped at park_max
     (4000, 60.0, 0.65 + 96_000 / (4000 / 0.55)),  # as long as the origin would still take
-    (0, 60.0, 60.65),  # nothing from the origin yet: park_max
+    (0, 60.0, 10.65),  # no body byte from the origin yet: as long as it would take at R (10 000 B/s)
+    (0, 5.0, 5.65),
 ])
 def test_a_parked_download_waits_as_long_as_the_origin_would_still_take(origin_bytes, park_max, until) -> None:
     core = DownloadCore(dataclasses.replace(PARK, parking=dataclasses.replace(PARK.parking, longest=park_max)))

@@ -581,3 +581,14 @@ async def test_a_headless_answer_never_takes_its_content_type_from_a_peer(cluste
     assert cluster.last_record(node)["manifest_source"] == "quorum"
     assert headers["Content-Type"] == "application/octet-stream"
     assert headers["X-Content-Type-Options"] == "nosniff"
+
+
+async def test_a_headless_416_names_its_record_and_has_no_body(cluster, slow_origin):
+    url = await seeded(cluster, slow_origin, publishers=3)
+    slow_origin.first_byte_delay = 30.0
+    slow_origin.head_delay = 30.0
+    node = await cluster.add()
+    status, headers, body = await cluster.get(node, url, {"Range": f"bytes={SIZE + 10}-"})
+    assert status == 416 and body == b"" and headers["Content-Length"] == "0"
+    assert headers["Content-Range"] == f"bytes */{SIZE}"
+    assert headers["Swarm-Request"] == cluster.last_record(node)["id"]

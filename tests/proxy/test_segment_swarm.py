@@ -45,8 +45,8 @@ def count_vouches(monkeypatch) -> tuple[collections.Counter, asyncio.Event, list
     made, event, wanted = collections.Counter(), asyncio.Event(), [2]
     real = SegmentTrust.vouch
 
-    async def vouch(self, key, cut, index, data, validator):
-        await real(self, key, cut, index, data, validator)
+    async def vouch(self, key, cut, index, data, validator, claimed=None):
+        await real(self, key, cut, index, data, validator, claimed)
         made[index] += 1
         if sum(1 for n in made.values() if n >= 2) >= wanted[0]:
             event.set()
@@ -120,6 +120,7 @@ async def test_a_newcomer_takes_vouched_segments_before_anyone_has_the_whole_fil
         real = {claim.content_root for claim in claims} - {bytes(32)}
         assert real == {merkle_root(DATA[slice(*cut.span(index))])}
         roots.extend(real)
+        assert newcomer.engine.store.complete(roots[-1])  # it serves what it took from peers, the last one too
     assert cut.file_root(roots) == merkle_root(DATA)
 
 
@@ -146,3 +147,34 @@ async def test_a_liars_segment_vouches_are_outvoted_and_its_blocks_never_deliver
     assert liar.engine.bytes_uploaded == 0  # nobody asked the liar for a block
     claims = await newcomer.engine.discovery.get_manifests(segment_key(key, len(DATA), 0))
     assert merkle_root(lie[:SEGMENT]) in {claim.content_root for claim in claims}  # its vouch was there, outvoted
+
+
+async def test_segments_nobody_else_fetches_come_from_the_origin_and_are_vouched_for(cluster, slow_origin,
+                                                                                     monkeypatch):
+    """The two fetchers a newcomer waits for leave (their clients hang up, so their claims are withdrawn): it
+    takes every segment from the origin by Range, and vouches for each, as they came from the origin."""
+    made, _, _ = count_vouches(monkeypatch)
+    url = slow_origin.add("/left.bin", DATA)
+    slow_origin.set_rate(30_000)
+    first, second, newcomer = await cluster.grow(3)
+    downloads = await start_fetchers(cluster, [first, second], url)
+    parked = on_transition(newcomer, "fetching")
+    late = asyncio.ensure_future(cluster.get(newcomer, url))
+    await parked.wait()
+    for task in downloads:
+        task.cancel()
+    await asyncio.gather(*downloads, return_exceptions=True)
+    await asyncio.gather(first.engine.settled(), second.engine.settled())  # their claims are withdrawn
+    slow_origin.set_rate(None)
+
+    status, _, body = await late
+    assert status == 200 and body == DATA
+    record = cluster.last_record(newcomer)
+    assert record["manifest_source"] == "segments" and record["bytes_origin"] == len(DATA)
+    assert record["bytes_peers"] == 0 and record["error"] is None
+    await newcomer.engine.settled()
+    key = url_key(url)
+    for index in range(Segments(len(DATA), CUT_BLOCK).count):
+        claims = await first.engine.discovery.get_manifests(segment_key(key, len(DATA), index))
+        assert newcomer.engine.discovery.node_id in {c.publisher_id for c in claims if c.content_root != bytes(32)}
+    assert set(made) == set(range(7))
