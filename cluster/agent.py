@@ -105,10 +105,9 @@ class Agent:
                                           shown=self._shown)
         self.discovery = RedisDiscovery(self.coord, self.node_id, config.host, allowed=self._allowed)
         self.service = SwarmService(self.store, {"tcp": self.transport}, self.discovery, linger=LINGER,
-                                    provider_wait=PROVIDER_WAIT)
+                                    provider_wait=PROVIDER_WAIT, node_id=self.node_id)
         self.agents: dict[str, AgentRecord] = {}
         self.by_host: dict[str, Location] = {}
-        self.node_at: dict[str, str] = {}  # host -> node id (one agent per host address)
         self.runs: dict[str, TransferRun] = {}
         self.known_transfers: dict[str, TransferRecord] = {}
         self.changed = asyncio.Event()
@@ -133,13 +132,18 @@ class Agent:
         record = self.agents.get(node)
         return None if record is None else record.location
 
-    def _shown(self, root: bytes, host: str) -> frozenset[int] | None:
+    def _shown(self, root: bytes, node: str | None) -> frozenset[int] | None:
         run = next((r for r in self.runs.values() if r.root == root), None)
-        return None if run is None else run.shown(self.node_at.get(host))
+        return None if run is None else run.shown(node)
 
     def _allowed(self, root: bytes, node: str) -> bool:
         run = next((r for r in self.runs.values() if r.root == root), None)
         return run is not None and run.may_talk(node)
+
+    def distance(self, connection) -> int:
+        """How far a peer is (rack 0, DC 1, outside 2): the engine's work stealing by START leaves a block to a
+        nearer peer that fetches or holds it rather than ask a farther one (`swarm.core.starts`)."""
+        return int(self.transport.level_of(connection.remote_address[0]))
 
     def receive_rate(self) -> float:
         return self._rate
@@ -147,18 +151,6 @@ class Agent:
     # -- life -----------------------------------------------------------------------------------------------------
 
     async def start(self) -> tuple[str, int]:
-        node = self.service.nodes["tcp"]
-        # Cluster fetches want rarest first over the whole file, not a streaming window at the delivery point
-        # (every member would ask the level above for the same first blocks), and their blocks in the store
-        # rather than held in memory until delivered in order: what `swarmproxy swarm get` asks of the node.
-        fetch = node.fetch
-
-        def cluster_fetch(*args, **kwargs):
-            kwargs.setdefault("window", 0)
-            kwargs.setdefault("into_store", True)
-            return fetch(*args, **kwargs)
-
-        node.fetch = cluster_fetch  # type: ignore[method-assign]
         self.address = await self.service.start(self.config.host, self.config.port)
         log.info("cluster agent %s (%s) on %s:%d, node %s", self.name, self.location, *self.address, self.node[:16])
         return self.address
@@ -220,7 +212,6 @@ class Agent:
         # that have not rewritten their record yet would otherwise count as "outside" for a period.
         self.agents.update(await self.coord.agents())
         self.by_host.update({r.host: r.location for r in self.agents.values()})
-        self.node_at.update({r.host: n for n, r in self.agents.items()})
         await self.discovery.refresh()
         transfers = await self.coord.transfers(self.known_transfers)  # a known record is not read again
         self.known_transfers = dict(transfers)

@@ -31,8 +31,11 @@ others; a slice is never taken back, since a peer never forgets a HAVE.
 **Work stealing**: an entry point that stalls (a slow host, a throttled link) would hold its blocks back from its
 unit. `StallWatch` notes, from the member records, when each member last made progress; a member still
 incomplete that made none for `STEAL_AFTER` seconds is shown everything across the level (`EntryPlan.shown`), so it
-takes the missing blocks from whoever has them. It costs at most the stalled share in extra uplink copies, and
-only when something is wrong.
+takes the missing blocks from whoever has them. Tekel's START keeps that from costing copies: every agent's fetch
+runs with the engine's work stealing by distance (`swarm.core.starts`, `Agent.distance`), so before it asks a
+source across a level for a block it announces START to the peers it serves, and it never asks such a source for
+a block a nearer peer (its rack, then its DC) has STARTed or holds, unless that peer lets its requests time out.
+A member shown everything thus takes only what its group's other entry points are not already bringing in.
 
 Late members (a rack that joins late, Kraken's issue #244) get their share as soon as they are representants:
 what they are shown comes from every rack of the DC that holds it, never from a seeder slot the first racks hold.

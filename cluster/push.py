@@ -27,8 +27,7 @@ from cluster.discovery import RedisDiscovery
 from cluster.division import EntryPlan, StallWatch
 from cluster.errors import RedisUnavailable
 from cluster.overlay import Level, View, merged, recovering
-from cluster.records import (FINISHED, NAMESPACE, RECONCILE_EVERY, SLOT_TTL, MemberRecord, TransferRecord,
-                             transfer_id)
+from cluster.records import FINISHED, NAMESPACE, RECONCILE_EVERY, SLOT_TTL, MemberRecord, TransferRecord, transfer_id
 from cluster.run import read_view
 from cluster.transport import LeveledTransport
 from swarm.service.swarm_service import SwarmService
@@ -83,11 +82,9 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
         node_id = secrets.token_bytes(32)
         node = node_id.hex()
         by_host: dict = {}
-        node_at: dict[str, str] = {}
         plan: list[EntryPlan] = []  # the latest entry plan, once read
 
-        def shown(root: bytes, host: str) -> frozenset[int] | None:
-            peer = node_at.get(host)
+        def shown(root: bytes, peer: str | None) -> frozenset[int] | None:
             if not plan or peer is None or peer not in plan[0].view.members:
                 return frozenset()  # not known yet: shown at the next period (`reveal`)
             return plan[0].shown(node, peer)
@@ -95,7 +92,7 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
         transport = LeveledTransport(None, by_host.get, shown=shown)
         discovery = RedisDiscovery(coord, node_id, config.host)
         service = SwarmService(store, {"tcp": transport}, discovery,
-                               node_kwargs={"upload_rate": config.upload_rate})
+                               node_kwargs={"upload_rate": config.upload_rate}, node_id=node_id)
         try:
             manifest = await service.nodes["tcp"].seed_file(config.file)
             layer = list(store.hash_layer(manifest.root))
@@ -126,8 +123,6 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
                     agents = await coord.agents()
                     by_host.clear()
                     by_host.update({r.host: r.location for r in agents.values()})
-                    node_at.clear()
-                    node_at.update({r.host: n for n, r in agents.items()})
                     fresh, members = await read_view(coord, tid,
                                                      lambda n: agents[n].location if n in agents else None)
                     now = asyncio.get_running_loop().time()

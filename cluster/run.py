@@ -205,8 +205,12 @@ class TransferRun:
                 await self._wait(changed)  # the next reconcile, or a wake-up, may bring some
                 continue
             try:
+                # Rarest first over the whole file, not a streaming window at the delivery point (every member
+                # would ask the level above for the same first blocks), into the store rather than held in
+                # memory until delivered in order; and START across levels (`Agent.distance`).
                 chunks = self.service.fetch(self.manifest, self.service.pick(providers, self.manifest),
-                                            layer=self.layer, stall_timeout=self.agent.stall_timeout)
+                                            layer=self.layer, stall_timeout=self.agent.stall_timeout, window=0,
+                                            into_store=True, distance=self.agent.distance)
                 async with contextlib.aclosing(chunks):
                     async for _ in chunks:
                         if self.cancelled or not allowed(self):  # preempted: what it verified stays stored

@@ -9,7 +9,8 @@ connections, once made or accepted, also:
 * take every block they send from the level's `swarm.core.throttle.ThrottleGroup` (myRack / myDC / outside),
   whose rates the agent sets from `cluster.throttle.Planner` every few seconds;
 * on the serving side (accepted connections), show the peer only the blocks it is the entry point of when it is
-  across a level (`cluster.division.EntryPlan`, through `shown(root, host)`): the BITFIELD is cut down and a
+  across a level (`cluster.division.EntryPlan`, through `shown(root, node)`, the node id the peer gave in its
+  handshake, which is its cluster id: `SwarmService(node_id=)`): the BITFIELD is cut down and a
   HAVE of a hidden block held back, until `reveal()` finds the plan now shows it (a member left).
 
 It hooks the two methods on each connection object (`receive`, `send_block`) rather than subclassing the
@@ -23,9 +24,9 @@ from collections.abc import Callable
 
 from cluster.overlay import Level, Location, level_between
 from swarm.core.throttle import ThrottleGroup
+from swarm.errors import TransportError
 from swarm.net import wire
 from swarm.net.tcp import TcpTransport
-from swarm.errors import TransportError
 from swarm.net.transport import CONNECT_TIMEOUT, Address, Connection, payload_length
 
 __all__ = ["LeveledTransport"]
@@ -37,13 +38,14 @@ class _Shown:
     def __init__(self, send) -> None:
         self.send = send
         self.root: bytes | None = None
+        self.node: str | None = None  # the peer's node id (hex) from its handshake: the cluster's id for it
         self.hidden: set[int] = set()
 
 
 class LeveledTransport(TcpTransport):
     def __init__(self, me: Location | None, locate: Callable[[str], Location | None],
                  on_bytes: Callable[[Level, int], None] | None = None,
-                 shown: Callable[[bytes, str], frozenset[int] | None] | None = None) -> None:
+                 shown: Callable[[bytes, str | None], frozenset[int] | None] | None = None) -> None:
         super().__init__()
         self.shown = shown
         self.serving: dict[Connection, _Shown] = {}
@@ -81,18 +83,17 @@ class LeveledTransport(TcpTransport):
         return connection
 
     def _hook_serving(self, connection: Connection) -> None:
-        host = connection.remote_address[0]
         state = self.serving[connection] = _Shown(connection.send_nowait)
         receive = connection.receive
 
         async def receive_noting_root():
             message = await receive()
             if type(message) is wire.Handshake:
-                state.root = message.root
+                state.root, state.node = message.root, message.node_id.hex()
             return message
 
         def send_shown(message) -> None:
-            shown = None if state.root is None or self.shown is None else self.shown(state.root, host)
+            shown = None if state.root is None or self.shown is None else self.shown(state.root, state.node)
             if shown is not None:
                 if type(message) is wire.Bitfield:
                     held = list(message.blocks())
@@ -101,6 +102,8 @@ class LeveledTransport(TcpTransport):
                 elif type(message) is wire.Have and message.block not in shown:
                     state.hidden.add(message.block)
                     return
+                elif type(message) is wire.Start and message.block not in shown:
+                    return  # about a block it may not take from us: nothing to leave to us
             state.send(message)
 
         connection.receive = receive_noting_root  # type: ignore[method-assign]
@@ -113,7 +116,7 @@ class LeveledTransport(TcpTransport):
         for connection, state in list(self.serving.items()):
             if not state.hidden or state.root is None or connection.close_reason is not None:
                 continue
-            shown = None if self.shown is None else self.shown(state.root, connection.remote_address[0])
+            shown = None if self.shown is None else self.shown(state.root, state.node)
             now_shown = sorted(state.hidden if shown is None else state.hidden & shown)
             for block in now_shown:
                 state.hidden.discard(block)

@@ -8,7 +8,9 @@ Range request finished, a deadline passed — into actions for the asyncio shell
 * `Close(peer, reason)` — close that connection for good (banned, useless or misbehaving);
 * `Verified(block, data)` — these bytes passed their hash: store them (and keep them if the store fails);
 * `Deliver(block)` — the next block in order is ready for the consumer: hand it over now;
-* `Finished()` — every wanted block was delivered.
+* `Finished()` — every wanted block was delivered;
+* `Announce(block)` — about to ask a far source for `block` (only with a `distance` function): send START to the
+  peers this node serves, so that nearer ones leave it to us (`swarm.core.starts`).
 
 It owns the picker, request policy and trust (`swarm.core.picker`, `swarm.core.policy`, `swarm.core.trust`)
 and adds what they leave to it: learning the block hash layer from a peer (checked against the root; a peer with a bad
@@ -23,11 +25,12 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 
 from swarm.content.manifest import Manifest
 from swarm.core.picker import ORIGIN, Mode, Picker
 from swarm.core.policy import Cancel, Discard, Drop, PolicyConfig, Request, RequestPolicy
+from swarm.core.starts import START_TTL, StartBook
 from swarm.core.trust import Trust
 from swarm.errors import HashMismatch, PeerError
 from swarm.net import wire
@@ -37,7 +40,7 @@ from swarm.net import wire
 # one silent peer had no other way out than the 30 s stall watchdog.
 LAYER_TIMEOUT = 5.0
 
-__all__ = ["FetchCore", "Send", "OriginFetch", "OriginCancel", "Close", "Verified", "Deliver", "Finished",
+__all__ = ["Announce", "FetchCore", "Send", "OriginFetch", "OriginCancel", "Close", "Verified", "Deliver", "Finished",
            "FetchAction", "bitfield_to_bytes"]
 
 Peer = Hashable
@@ -79,11 +82,19 @@ class Deliver:
 
 
 @dataclasses.dataclass(frozen=True)
+class Announce:
+    """About to ask a far source for `block`: tell the peers this node serves (START), so nearer ones that
+    fetch it too ask their far sources for other blocks (`swarm.core.starts`)."""
+
+    block: int
+
+
+@dataclasses.dataclass(frozen=True)
 class Finished:
     pass
 
 
-FetchAction = Send | OriginFetch | OriginCancel | Close | Verified | Deliver | Finished
+FetchAction = Send | OriginFetch | OriginCancel | Close | Verified | Deliver | Finished | Announce
 
 # byte value -> its 8 bits as 8 bytes of 0/1, high bit first (wire order)
 _BITS = [bytes((value >> (7 - bit)) & 1 for bit in range(8)) for value in range(256)]
@@ -106,8 +117,14 @@ class FetchCore:
         config: PolicyConfig | None = None,
         window: int = 8,
         rng: random.Random | None = None,
+        distance: Callable[[Peer], int] | None = None,
+        start_ttl: float = START_TTL,
     ) -> None:
-        """Fetch blocks `first_block..last_block` (inclusive) of `manifest`; `held` are verified already."""
+        """Fetch blocks `first_block..last_block` (inclusive) of `manifest`; `held` are verified already.
+
+        `distance(peer)` (0 = nearest), if given, turns on work stealing by START (`swarm.core.starts`): a far
+        source is not asked for a block a nearer peer fetches or holds, and a request to a far source is
+        announced first (`Announce`)."""
         self.manifest = manifest
         count = manifest.num_blocks
         self.last_block = count - 1 if last_block is None else last_block
@@ -120,6 +137,11 @@ class FetchCore:
         self.picker = Picker(count, mode=Mode.RAREST_FIRST, window=window, rng=rng or random.Random())
         self.trust = Trust()
         self.policy = RequestPolicy(self.picker, self.trust, config)
+        self.distance = distance
+        self.starts: StartBook | None = None
+        if distance is not None:
+            self.starts = StartBook(start_ttl)
+            self.policy.held_back = self._held_back
         self._peers: dict[Peer, wire.Bitfield | None] = {}  # joined peers -> bitfield until the layer is known
         self._in_policy: set[Peer] = set()
         self._origin_wanted = False
@@ -144,6 +166,8 @@ class FetchCore:
 
     def next_deadline(self) -> float | None:
         deadline = self.policy.next_deadline()
+        if self.starts is not None and (expiry := self.starts.next_expiry()) is not None:
+            deadline = expiry if deadline is None else min(deadline, expiry)
         if self.layer is None and self._layer_asked is not None:
             layer_due = self._layer_asked_at + LAYER_TIMEOUT
             deadline = layer_due if deadline is None else min(deadline, layer_due)
@@ -184,6 +208,8 @@ class FetchCore:
         return self._translate(self.policy.on_source_lost(ORIGIN, now))
 
     def peer_lost(self, peer: Peer, now: float) -> list[FetchAction]:
+        if self.starts is not None:
+            self.starts.forget(peer)  # the policy refills below: what it held back is free now
         self._peers.pop(peer, None)
         self._no_layer.discard(peer)
         self._layer_slow.discard(peer)
@@ -225,6 +251,8 @@ class FetchCore:
                     self._layer_asked, self._layer_asked_at = peer, now
                     actions = [Send(peer, wire.HashRequest(0, count))]
                     return actions + self._on_message(peer, message, now)
+            if self.starts is not None:
+                self.starts.on_have(peer, self._distance(peer), message.block)
             if peer in self._in_policy:
                 return self._translate(self.policy.on_have(peer, message.block, now))
             bitfield = self._peers.get(peer)
@@ -239,6 +267,8 @@ class FetchCore:
                 raise PeerError(f"START for block {message.block} of {count}")
             if peer in self._in_policy:
                 self.picker.on_start(peer, message.block)
+            if self.starts is not None:
+                self.starts.on_start(peer, self._distance(peer), message.block, now)
             return []
         if isinstance(message, wire.Reject):
             if peer in self._in_policy:
@@ -279,9 +309,26 @@ class FetchCore:
             self._layer_slow.add(self._layer_asked)
             self._layer_asked = None
             actions += self._ask_for_layer(now)
-        return actions + self._translate(self.policy.on_timeout(now))
+        actions += self._translate(self.policy.on_timeout(now))
+        if self.starts is not None and self.starts.expire(now):  # stale STARTs: their blocks may go elsewhere
+            actions += self._translate(self.policy.refill(now))
+        return actions
 
     # -- internals --------------------------------------------------------------------------------------------
+
+    def _distance(self, peer: Peer) -> int:
+        assert self.distance is not None
+        return self.distance(peer)
+
+    def _held_back(self, source: object, now: float):
+        if self.starts is None or source is ORIGIN:
+            return None
+        distance = self._distance(source)
+        if distance <= 0:
+            return None
+        snubbed = frozenset(p for p in self._in_policy if self.policy.is_snubbed(p))
+        # The version the picker's memo keys on: a START let go, a holder forgotten, a holder snubbed.
+        return self.starts.blocked(distance, now, snubbed), (self.starts.version, len(snubbed))
 
     def _span(self, block: int) -> tuple[int, int]:
         if not 0 <= block < self.manifest.num_blocks:
@@ -358,6 +405,8 @@ class FetchCore:
         return actions
 
     def _join_policy(self, peer: Peer, bitfield: wire.Bitfield, now: float) -> list[FetchAction]:
+        if self.starts is not None:
+            self.starts.on_bitfield(peer, self._distance(peer), bitfield.blocks())
         self._peers[peer] = None
         self._in_policy.add(peer)
         return self._translate(self.policy.add_peer(peer, now, bitfield_to_bytes(bitfield)))
@@ -375,6 +424,8 @@ class FetchCore:
                 if action.source is ORIGIN:
                     actions.append(OriginFetch(action.block, offset, length))
                 else:
+                    if self.distance is not None and self._distance(action.source) > 0:
+                        actions.append(Announce(action.block))
                     actions.append(Send(action.source, wire.Request(action.block, 0, length)))
             elif isinstance(action, Cancel):
                 if action.source is ORIGIN:

@@ -285,10 +285,13 @@ class Picker:
 
     # -- picking ------------------------------------------------------------------------------------------
 
-    def pick(self, source: Source, n: int, skip: Container[int] = frozenset(), *, spread: bool = False) -> list[int]:
+    def pick(self, source: Source, n: int, skip: Container[int] = frozenset(), *, spread: bool = False,
+             skip_version: Hashable | None = None) -> list[int]:
         """Up to `n` blocks to request from `source` now, best first, marked as requested by it.
 
-        `skip` holds blocks not to ask this source for (the policy's "retry elsewhere" memory).
+        `skip` holds blocks not to ask this source for (the policy's "retry elsewhere" memory). A `skip` that
+        only grows between two changes of `skip_version` keeps the "nothing for this source" memo usable (the
+        fetch core's START book, `swarm.core.starts`): without a version, any `skip` turns the memo off.
 
         `spread` is for a source every downloader shares, the origin. Once peers are known it is asked only
         for blocks no peer has and no peer is fetching from it (START): the delivery-point block first, then
@@ -303,11 +306,11 @@ class Picker:
             return []
         if self._avail.stale:
             self._avail.rebuild()
-        memo = (self._returns, view.have_version)
+        memo = (self._returns, view.have_version, skip_version)
         chosen: list[int] = []
         # Spread picks depend on the other sources' blocks and STARTs, which the memo does not follow.
         spread = spread and len(self._sources) > (ORIGIN in self._sources)
-        no_skip = not skip and not spread
+        no_skip = (not skip or skip_version is not None) and not spread
         if self.pickable and not (no_skip and view.empty_memo == memo):
             if spread:
                 self._pick_spread(view, n, skip, chosen)

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Container, Hashable, Iterable
 from dataclasses import dataclass, field
 
 from swarm.core.picker import ORIGIN, Picker
@@ -125,6 +125,21 @@ class _SourceState:
     last_delivery: float = float("-inf")
 
 
+class _Either:
+    """A block to skip for either reason (non-empty, so the picker's "nothing to skip" memo is not used)."""
+
+    __slots__ = ("a", "b")
+
+    def __init__(self, a: Container[int], b: Container[int]) -> None:
+        self.a, self.b = a, b
+
+    def __contains__(self, block: object) -> bool:
+        return block in self.a or block in self.b
+
+    def __bool__(self) -> bool:
+        return True
+
+
 # kinds of timer entries in the heap
 _REQUEST, _AVOID = 0, 1
 
@@ -141,6 +156,10 @@ class RequestPolicy:
         # (time, seq, kind, source, block); stale entries are skipped when they surface
         self._timers: list[tuple[float, int, int, Source, int]] = []
         self._seq = itertools.count()
+        # Blocks not to ask a source for now, beyond its own retry bans (`swarm.core.starts`: left to a nearer
+        # peer that fetches or holds them), with a version that changes whenever one is let go (the picker's
+        # memo). None: every source may be asked for anything it has.
+        self.held_back: Callable[[Source, float], tuple[Container[int], Hashable] | None] | None = None
 
     # -- queries ------------------------------------------------------------------------------------------
 
@@ -305,6 +324,10 @@ class RequestPolicy:
         actions = self._strike(source, now)
         return actions + self._fill(self._ranked_sources(), now)
 
+    def refill(self, now: float) -> list[Action]:
+        """Hand out work again: something `held_back` kept from the sources may be free now."""
+        return self._fill(self._ranked_sources(), now)
+
     def on_timeout(self, now: float) -> list[Action]:
         """Expire the requests whose deadline is past, and lift the retry bans that ended."""
         expired: dict[Source, list[int]] = {}
@@ -402,7 +425,11 @@ class RequestPolicy:
                 continue
             deadline = now + state.timeout
             spread = source is ORIGIN and self.config.spread_origin
-            for block in self.picker.pick(source, free, skip=state.avoid, spread=spread):
+            skip: Container[int] = state.avoid
+            version = None
+            if self.held_back is not None and (held := self.held_back(source, now)) is not None:
+                skip, version = (held[0], held[1]) if not state.avoid else (_Either(state.avoid, held[0]), None)
+            for block in self.picker.pick(source, free, skip=skip, spread=spread, skip_version=version):
                 state.outstanding[block] = deadline
                 heapq.heappush(self._timers, (deadline, next(self._seq), _REQUEST, source, block))
                 requests.append(Request(source, block))

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from swarm.content.manifest import Manifest
-from swarm.core.fetch import Close, Deliver, FetchCore, Finished, OriginCancel, OriginFetch, Send, Verified
+from swarm.core.fetch import Announce, Close, Deliver, FetchCore, Finished, OriginCancel, OriginFetch, Send, Verified
 from swarm.errors import FetchFailed, OriginSourceError, PeerError, StoreError, TransportError
 from swarm.net.transport import Address, Connection
 from swarm.service.report import FetchReport
@@ -44,7 +44,8 @@ class _FetchRun:
     """One fetch: the FetchCore, its connections, origin requests, timer and delivery queue."""
 
     def __init__(self, node: _Node, manifest: Manifest, layer: list[bytes] | None, start: int, end: int,
-                 origin: OriginRangeSource | None, window: int, into_store: bool = False) -> None:
+                 origin: OriginRangeSource | None, window: int, into_store: bool = False, rng=None,
+                 distance=None) -> None:
         self.node, self.manifest, self.start, self.end, self.origin = node, manifest, start, end, origin
         self.root = manifest.root
         self.loop = asyncio.get_running_loop()
@@ -54,7 +55,7 @@ class _FetchRun:
         held = set(store.have(self.root).blocks()) if self.root in store.roots() else set()
         first, last = start // manifest.block_size, (end - 1) // manifest.block_size
         self.core = FetchCore(manifest, layer, first_block=first, last_block=last, held=held,
-                              config=node.policy, window=window)
+                              config=node.policy, window=window, rng=rng, distance=distance)
         self.entry = self.root in store.roots()
         if self.entry:
             store.pin(self.root)
@@ -194,6 +195,8 @@ class _FetchRun:
                 if action.block not in self.origin_tasks:
                     self.origin_tasks[action.block] = self.spawn(self.origin_fetch(action))
                     self.node._announce_origin_fetch(self.root, action.block)
+            elif isinstance(action, Announce):  # the same START a crowd's origin fetch sends
+                self.node._announce_origin_fetch(self.root, action.block)
             elif isinstance(action, OriginCancel):
                 task = self.origin_tasks.pop(action.block, None)
                 if task is not None:

@@ -41,8 +41,9 @@ import asyncio
 import contextlib
 import logging
 import os
+import random
 import secrets
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import TYPE_CHECKING
 
 from swarm.content.manifest import READ_SIZE, Manifest, build_manifest, decode
@@ -356,6 +357,8 @@ class SwarmNode:
         window: int = 8,
         into_store: bool = False,
         report: FetchReport | None = None,
+        rng: random.Random | None = None,
+        distance: Callable[[Connection], int] | None = None,
     ) -> AsyncIterator[bytes]:
         """Bytes `start..end-1` of `manifest`'s content, verified and in order, from `peers` and `origin`.
 
@@ -369,14 +372,16 @@ class SwarmNode:
         taken or refused it; one the store holds comes as `b""` (its bytes are not kept in memory, however
         far ahead of the delivery point it arrived), one it refused (disk full) as its bytes.
 
-        `report`, if given, gets the fetch's counts added when it stops (`FetchReport`).
+        `report`, if given, gets the fetch's counts added when it stops (`FetchReport`). `rng` orders the
+        picker's ties (random by default). `distance(connection)` (0 = nearest), if given, turns on work stealing
+        by START across distances (`swarm.core.starts`: the cluster mode's racks and datacenters).
         """
         end = manifest.size if end is None else end
         if not 0 <= start <= end <= manifest.size:
             raise ValueError(f"range {start}..{end} outside 0..{manifest.size}")
         if start == end:
             return
-        run = _FetchRun(self, manifest, layer, start, end, origin, window, into_store)
+        run = _FetchRun(self, manifest, layer, start, end, origin, window, into_store, rng, distance)
         run.report = report
         self._fetching.setdefault(manifest.root, run)
         run.begin(peers, connect_timeout, stall_timeout)

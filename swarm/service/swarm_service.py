@@ -100,7 +100,10 @@ class SwarmService:
         call_later: Callable[..., Any] | None = None,
         counters: ShareCounters | None = None,
         on_forget: Callable[[bytes], None] | None = None,
+        node_id: bytes | None = None,
     ) -> None:
+        """`node_id`: this node's id in every handshake (default: a random one), e.g. the cluster agent's id, so
+        that a peer is one identity for the engine and for its caller."""
         if not transports:
             raise ValueError("at least one transport is needed")
         self.store = store
@@ -111,7 +114,6 @@ class SwarmService:
         self.provider_topup = PROVIDER_TOPUP
         self.counters = counters if counters is not None else ShareCounters()
         self.on_forget = on_forget  # told of a root evicted or lost by the store, before it is withdrawn
-        node_id = None
         self.nodes: dict[str, SwarmNode] = {}
         for name, transport in transports.items():
             node = SwarmNode(store, transport, node_id=node_id, **(node_kwargs or {}))
@@ -299,9 +301,12 @@ class SwarmService:
 
     def fetch(self, manifest: Manifest, providers: list[Provider], *, layer: list[bytes] | None = None,
               origin: OriginRangeSource | None = None, start: int = 0, end: int | None = None,
-              stall_timeout: float = 30.0, report=None) -> AsyncIterator[bytes]:
+              stall_timeout: float = 30.0, report=None, window: int | None = None, into_store: bool = False,
+              rng: random.Random | None = None, distance=None) -> AsyncIterator[bytes]:
         """Verified bytes `start..end-1` of `manifest`'s content in order, from `providers` (over one
-        transport), more providers as they appear, and `origin` as a capped Range source."""
+        transport), more providers as they appear, and `origin` as a capped Range source.
+
+        `window`, `into_store`, `rng` and `distance` go to `SwarmNode.fetch` (its defaults when not given)."""
         by_transport: dict[str, list[Provider]] = {}
         for provider in providers:
             by_transport.setdefault(self.transport_for(provider), []).append(provider)
@@ -310,8 +315,10 @@ class SwarmService:
         peers = [p.address for p in by_transport.get(name, [])]
         node = self.nodes[name]
         self.shares.fetching(manifest)
+        engine = {} if window is None else {"window": window}
         chunks = node.fetch(manifest, peers, layer=layer, origin=origin, start=start, end=end,
-                            stall_timeout=stall_timeout, report=report)
+                            stall_timeout=stall_timeout, report=report, into_store=into_store, rng=rng,
+                            distance=distance, **engine)
         if self.discovery is None:
             return chunks
         return self._refreshed(chunks, node, name, manifest.root, set(peers), self.peers_for(manifest))

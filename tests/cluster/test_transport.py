@@ -52,11 +52,13 @@ async def test_unknown_host_counts_as_outside():
 
 async def test_peer_across_a_level_is_shown_only_its_blocks_until_revealed():
     shown = {ROOT: frozenset({1, 3})}
-    server = LeveledTransport(HERE, lambda host: OTHER_RACK, shown=lambda root, host: shown.get(root))
+    peer = b"\x01" * 32  # the id it gives in its handshake: what the plan is asked about (the cluster's id)
+    server = LeveledTransport(HERE, lambda host: OTHER_RACK,
+                              shown=lambda root, node: shown.get(root) if node == peer.hex() else frozenset())
     client = LeveledTransport(OTHER_RACK, lambda host: HERE)
     listener, outgoing, incoming = await pair(server, client)
     try:
-        outgoing.send_nowait(wire.Handshake(wire.PROTOCOL_VERSION, b"\x01" * 32, ROOT))
+        outgoing.send_nowait(wire.Handshake(wire.PROTOCOL_VERSION, peer, ROOT))
         await next_message(incoming, wire.Handshake)
         incoming.send_nowait(wire.Bitfield.from_blocks(8, range(8)))
         incoming.send_nowait(wire.Have(5))  # held back

@@ -8,8 +8,8 @@ import random
 import pytest
 
 from swarm.content.manifest import build_manifest
-from swarm.core.fetch import (LAYER_TIMEOUT, Close, Deliver, FetchCore, Finished, OriginCancel, OriginFetch, Send,
-                              Verified, bitfield_to_bytes)
+from swarm.core.fetch import (LAYER_TIMEOUT, Announce, Close, Deliver, FetchCore, Finished, OriginCancel, OriginFetch,
+                              Send, Verified, bitfield_to_bytes)
 from swarm.core.policy import PolicyConfig
 from swarm.net import wire
 
@@ -42,6 +42,7 @@ class Sim:
         self.origin_ok = True
         self.origin_pending: list[OriginFetch] = []
         self.requests: list[tuple[str, int]] = []
+        self.announced: list[int] = []
         self.queue: list = []
         for block in core_kwargs.get("held", ()):  # held blocks were verified before the core existed
             self.verified[block] = self.block_bytes(block)
@@ -103,6 +104,8 @@ class Sim:
                 self.origin_pending.append(action)
             elif isinstance(action, OriginCancel):
                 self.origin_pending = [f for f in self.origin_pending if f.block != action.block]
+            elif isinstance(action, Announce):
+                self.announced.append(action.block)
 
     def serve_origin(self) -> None:
         while self.origin_pending:

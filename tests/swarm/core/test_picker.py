@@ -403,6 +403,26 @@ def test_nothing_for_you_memo_forgets_when_blocks_return_or_arrive() -> None:
     assert picker.pick("a", 2) == [2]  # the source announced a block
 
 
+def test_a_versioned_skip_keeps_the_memo_until_its_version_changes() -> None:
+    picker, _ = build("a: 1100\nstate: ....")
+
+    class Counting(set):
+        looked = 0
+
+        def __contains__(self, block: object) -> bool:
+            Counting.looked += 1
+            return super().__contains__(block)
+
+    skip = Counting({0, 1})  # a nearer peer fetches both (swarm.core.starts)
+    assert picker.pick("a", 2, skip=skip, skip_version=1) == []
+    looked = Counting.looked
+    assert picker.pick("a", 2, skip=skip, skip_version=1) == [] and Counting.looked == looked  # memo taken
+    skip.discard(0)  # let go, and the version says so
+    assert picker.pick("a", 2, skip=skip, skip_version=2) == [0]
+    assert picker.pick("a", 2, skip=Counting({1})) == []  # no version: no memo, looked at again
+    assert Counting.looked > looked
+
+
 # -- oracle-checked random walk ------------------------------------------------------------------------------
 
 

@@ -1,0 +1,86 @@
+"""Work stealing by START across distances in the fetch core (`FetchCore(distance=...)`, `swarm.core.starts`),
+on a fake clock: a far source is not asked for what a nearer peer fetches or holds, requests to far sources are
+announced, a stale START or a snubbed holder lets the block go."""
+
+from __future__ import annotations
+
+from swarm.core.policy import PolicyConfig
+from swarm.core.starts import START_TTL
+from swarm.net import wire
+from tests.swarm.core.test_fetch import BLOCK, Sim, content
+
+DISTANCE = {"near": 0, "far": 1, "farther": 2}
+
+
+def sim(blocks: int = 6, **kwargs) -> Sim:
+    return Sim(content(blocks * BLOCK), window=0, distance=DISTANCE.__getitem__, **kwargs)
+
+
+def test_what_a_near_peer_holds_is_taken_from_it_and_far_requests_are_announced():
+    s = sim()
+    s.join("near", blocks={0, 1})
+    s.join("far")
+    assert s.finished
+    assert {b for p, b in s.requests if p == "far"} == {2, 3, 4, 5}
+    assert {b for p, b in s.requests if p == "near"} == {0, 1}
+    assert sorted(s.announced) == [2, 3, 4, 5]  # START went out before each far request, none for near ones
+
+
+def test_without_distances_nothing_is_announced_or_held_back():
+    s = Sim(content(4 * BLOCK), window=0)
+    s.join("near", blocks={0})
+    s.join("far")
+    assert s.finished and s.announced == []
+
+
+def test_a_near_start_holds_the_block_back_until_it_goes_stale():
+    s = sim(blocks=4)
+    s.join("near", blocks=set())
+    s.run(s.core.on_message("near", wire.Start(3), s.now))  # near fetches block 3 from further away
+    s.join("far")
+    assert {b for p, b in s.requests if p == "far"} == {0, 1, 2} and not s.finished
+    s.advance(START_TTL - 0.1)
+    assert not s.finished  # still near's to bring
+    s.advance(0.2)  # near never said HAVE: its START is stale, the block is stolen
+    assert s.finished and ("far", 3) in s.requests
+
+
+def test_a_start_followed_by_have_is_taken_from_the_near_peer():
+    s = sim(blocks=3)
+    s.join("near", blocks=set())
+    s.run(s.core.on_message("near", wire.Start(2), s.now))
+    s.join("far")
+    s.have["near"].add(2)
+    s.run(s.core.on_message("near", wire.Have(2), s.now))
+    assert s.finished and ("near", 2) in s.requests and ("far", 2) not in s.requests
+
+
+def test_a_start_holds_back_only_farther_sources():
+    s = sim(blocks=2)
+    s.join("far", behaviour="silent", blocks=set())  # at distance 1, fetching too
+    s.run(s.core.on_message("far", wire.Start(0), s.now))
+    s.join("farther")  # at distance 2: block 0 is left to "far"
+    assert {b for p, b in s.requests if p == "farther"} == {1}
+    s2 = sim(blocks=2)
+    s2.join("far", blocks=set())
+    s2.run(s2.core.on_message("far", wire.Start(0), s2.now))
+    s2.join("near")  # nearer than the starter: asked for anything
+    assert s2.finished and {b for p, b in s2.requests if p == "near"} == {0, 1}
+
+
+def test_a_snubbed_near_holder_holds_nothing_back():
+    s = sim(blocks=3, config=PolicyConfig(request_timeout=2.0))
+    s.join("near", behaviour="silent", blocks={0})  # holds block 0, never sends it
+    s.join("far")
+    assert not s.finished and ("far", 0) not in s.requests
+    s.advance(2.1)  # its request timed out: snubbed, and block 0 comes from far
+    assert s.finished and ("far", 0) in s.requests
+
+
+def test_a_lost_near_peer_lets_its_blocks_go():
+    s = sim(blocks=3)
+    s.join("near", behaviour="silent", blocks={0, 1})
+    s.join("far")
+    assert not s.finished
+    s.run(s.core.peer_lost("near", s.now))
+    assert s.finished and {("far", 0), ("far", 1)} <= set(s.requests)

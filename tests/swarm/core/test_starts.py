@@ -1,0 +1,58 @@
+"""`swarm.core.starts.StartBook` on a fake clock: who holds a block back from sources at which distance."""
+
+from __future__ import annotations
+
+import pytest
+
+from swarm.core.starts import StartBook
+
+
+def test_a_start_holds_back_farther_sources_for_its_ttl():
+    book = StartBook(ttl=5.0)
+    book.on_start("a", 1, 7, now=10.0)
+    assert 7 in book.blocked(2, 10.0) and 7 not in book.blocked(1, 10.0) and 7 not in book.blocked(0, 10.0)
+    assert 7 in book.blocked(2, 14.9) and 7 not in book.blocked(2, 15.0)
+    assert book.next_expiry() == 15.0
+    version = book.version
+    assert not book.expire(14.9) and book.expire(15.0)
+    assert book.version > version and book.next_expiry() is None
+
+
+def test_a_renewed_start_lasts_from_its_renewal():
+    book = StartBook(ttl=5.0)
+    book.on_start("a", 0, 1, now=0.0)
+    book.on_start("a", 0, 1, now=4.0)  # asked again after a timeout: announced again
+    assert book.next_expiry() == 9.0  # the first entry is stale and skipped
+    assert not book.expire(5.0) and 1 in book.blocked(1, 5.0)
+    assert book.expire(9.0) and 1 not in book.blocked(1, 9.0)
+
+
+def test_a_holder_holds_back_until_forgotten_and_fulfils_its_start():
+    book = StartBook(ttl=5.0)
+    book.on_start("a", 0, 3, now=0.0)
+    book.on_have("a", 0, 3)
+    assert book.next_expiry() is None  # fulfilled: no START left to expire
+    assert 3 in book.blocked(1, 100.0)  # held: for as long as "a" is a source
+    book.on_bitfield("b", 1, [4, 5])
+    assert 4 in book.blocked(2, 0.0) and 4 not in book.blocked(1, 0.0)
+    version = book.version
+    book.forget("a")
+    assert 3 not in book.blocked(1, 0.0) and book.version > version
+
+
+def test_ignored_peers_hold_nothing_back():
+    book = StartBook()
+    book.on_have("slow", 0, 1)
+    book.on_start("slow", 0, 2, now=0.0)
+    assert 1 in book.blocked(1, 0.0) and 2 in book.blocked(1, 0.0)
+    assert 1 not in book.blocked(1, 0.0, {"slow"}) and 2 not in book.blocked(1, 0.0, {"slow"})
+
+
+def test_a_start_for_a_block_the_peer_holds_is_ignored_and_nearest_sources_never_wait():
+    book = StartBook()
+    book.on_have("a", 1, 0)
+    book.on_start("a", 1, 0, now=0.0)
+    assert book.next_expiry() is None
+    assert not book.blocked(0, 0.0).__contains__(0)
+    with pytest.raises(ValueError):
+        StartBook(ttl=0)
