@@ -4,7 +4,9 @@ starts before redis."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
+import threading
 
 import pytest
 
@@ -12,6 +14,7 @@ from bench.cluster_harness import Cluster, RedisServer, free_port, python_comman
 from cluster.cli import build_parser, main, parse_rate
 
 needs_redis = pytest.mark.skipif(redis_missing() is not None, reason=str(redis_missing()))
+CLEAR = "\x1b[H\x1b[2J"  # what `status --watch` prints before each screen
 
 
 @pytest.mark.parametrize("text, value", [
@@ -101,4 +104,37 @@ def test_status_and_cancel(tmp_path):
         assert cancelled.returncode == 0 and tid in cancelled.stderr
         assert json.loads(run("status", "--json", "--redis", server.url).stdout)["transfers"][0]["cancelled"]
     finally:
+        server.stop()
+
+
+@needs_redis
+def test_status_watch_redraws_until_interrupted(tmp_path):
+    """`status --watch` redraws every second, picks up a transfer pushed while it runs, and ends cleanly (status
+    0, no traceback) on SIGINT."""
+    server = RedisServer(tmp_path / "redis")
+    server.start()
+    watch = subprocess.Popen(python_command("status", "--watch", "--redis", server.url), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    seen: list[str] = []
+    reader = threading.Thread(target=lambda: seen.extend(iter(lambda: watch.stdout.read(1), "")), daemon=True)
+    reader.start()
+    try:
+        wait_until(lambda: "".join(seen).count(CLEAR) >= 1, 30, "a first screen")
+        payload = tmp_path / "watched.bin"
+        payload.write_bytes(b"y" * 50_000)
+        published = run("push", str(payload), "--redis", server.url, "--listen", "127.0.0.1:0", "--no-wait",
+                        "--quiet")
+        assert published.returncode == 0, published.stderr
+        tid = json.loads(published.stdout)["transfer"]
+        # A later screen, not the first one, shows it: the command read redis again.
+        wait_until(lambda: tid in "".join(seen).split(CLEAR)[-1] and "".join(seen).count(CLEAR) >= 2, 30,
+                   "a redrawn screen with the new transfer")
+        assert watch.poll() is None  # still watching
+        watch.send_signal(signal.SIGINT)
+        assert watch.wait(timeout=30) == 0
+        assert "Traceback" not in watch.stderr.read()
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.wait()
         server.stop()
