@@ -161,6 +161,8 @@ class _Download:
                 if self.spool is not None:
                     self.spool.close()
                 self.ledger.finished(core.delivered[act.Source.ORIGIN])
+                if self.vouches is not None:
+                    self.vouches.release()
                 if core.claimed:
                     self.engine.fetch_ended(str(self.url), vouching=self.ledger.vouching)
 
@@ -284,6 +286,7 @@ class _Download:
                                        Segments(self.core.size, block_size), validator=self.core.validator,
                                        parking=self.core.settings.parking,
                                        origin_rate=origin_rate, report=self.ledger.report)
+                fetch.sources = self.record.segments  # filled as each segment starts
                 self.chunks = fetch.chunks(start, end)
             case act.StopSwarm():
                 await self._stop("swarm")

@@ -45,12 +45,14 @@ class ParkingSettings:
         origin_eta = remaining / rate if rate > 0 else self.longest
         return max(self.shortest, min(origin_eta, self.longest))
 
-    def segment_source(self, *, trusted: bool, others: int, waited: float, limit: float) -> str:
+    def segment_source(self, *, trusted: bool, others: int, waited: float, limit: float,
+                       enough: int | None = None) -> str:
         """Where a segmented download takes its next segment (`proxy.segment_swarm`): "peers" once a quorum
-        vouched for it; "wait" while at least `after` independent others vouched for it or fetch it from the
-        origin, for up to `limit` s; else "origin" (it then vouches for the segment itself)."""
+        vouched for it and someone holds it; "wait" while at least `enough` (default `after`) independent others
+        vouched for it or fetch it from the origin, as long as the download's waits (`waited`, since others last
+        delivered) stay under `limit`; else "origin" (it then vouches for the segment itself)."""
         if trusted:
             return "peers"
-        if others >= self.after > 0 and waited < limit:
+        if self.after > 0 and others >= (enough or self.after) and waited < limit:
             return "wait"
         return "origin"

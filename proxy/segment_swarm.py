@@ -65,6 +65,7 @@ class SegmentLookup:
     found: Found | None  # a trusted segment manifest and its providers
     others: int  # the weight of the independent others who vouched for it or fetch it (or the file) from the origin
     reason: str  # why not found: `manifest_trust`'s reasons, "no-provider", "no-manifest", "lookup-failed"
+    enough: int | None = None  # the weight of `others` worth waiting for: 1 when only a provider is missing
 
 
 class _Bytes:
@@ -85,6 +86,23 @@ class SegmentTrust:
 
     def __init__(self, engine: SwarmEngine) -> None:
         self.engine = engine
+        # Segments this download shares: held (no linger time) while it runs, so that a file's first segments
+        # are not withdrawn while its last are still fetched; `release` starts their linger time.
+        self.held: list[bytes] = []
+        self.released = False
+
+    def hold(self, manifest: Manifest, vouch: bytes | None = None) -> None:
+        """Share the complete segment (vouching under `vouch`) until `release`."""
+        self.engine.service.shares.share(manifest, vouch=vouch, hold=not self.released)
+        if not self.released:
+            self.held.append(manifest.root)
+
+    def release(self) -> None:
+        """The download is over: its segments linger as any content does."""
+        self.released = True
+        for root in self.held:
+            self.engine.service.shares.release(root)
+        self.held.clear()
 
     async def look_up(self, url_key: bytes, cut: Segments, index: int, validator: str) -> SegmentLookup:
         service, wanted = self.engine.service, validator_bytes(validator)
@@ -99,20 +117,24 @@ class SegmentTrust:
         summaries, providers_by_root = segment
         vouches = [Vouch(s.publisher_id, s.content_root, s.size, s.block_size, s.validator, s.publisher_host)
                    for s in summaries]
-        # Who will vouch for this segment soon: its vouchers and claimers, and the file's fetchers and vouchers.
-        helpers = [(v.publisher_id, v.publisher_host) for v in vouches
-                   if (v.size, v.validator) == (end - start, wanted)]
-        helpers += [(s.publisher_id, s.publisher_host) for s in (whole[0] if whole else ())
-                    if (s.size, s.validator) == (cut.size, wanted)]
+        # Who vouched for this segment, and who fetches it or the whole file from the origin now: together, whether
+        # waiting for them can end in a quorum.
+        ours = [v for v in vouches if (v.size, v.validator) == (end - start, wanted)]
+        fetching = [(v.publisher_id, v.publisher_host) for v in ours if v.content_root == IN_PROGRESS_ROOT]
+        fetching += [(s.publisher_id, s.publisher_host) for s in (whole[0] if whole else ())
+                     if (s.size, s.validator, s.content_root) == (cut.size, wanted, IN_PROGRESS_ROOT)]
+        vouched = [(v.publisher_id, v.publisher_host) for v in ours if v.content_root != IN_PROGRESS_ROOT]
+        decision = decide(vouches, self.engine.trust, known_size=end - start, known_validator=wanted)
+        root = decision.accepted.content_root if decision.accepted else None
+        providers = providers_by_root.get(root, []) if root else []
+        # Trusted but held by nobody (its vouchers left): only those still fetching can still bring it.
+        helpers = fetching if root else fetching + vouched
         others = working([Vouch(pid, IN_PROGRESS_ROOT, 0, cut.block_size, wanted, host) for pid, host in helpers],
                          size=0, validator=wanted, exclude=service.discovery.node_id)
-        decision = decide(vouches, self.engine.trust, known_size=end - start, known_validator=wanted)
-        if decision.accepted is None:
+        if root is None:
             return SegmentLookup(None, others, decision.reason)
-        root = decision.accepted.content_root
-        providers = providers_by_root.get(root, [])
         if not providers:
-            return SegmentLookup(None, others, "no-provider")
+            return SegmentLookup(None, others, "no-provider", enough=1)
         manifest = await service.full_manifest(root, providers)
         if manifest is None or manifest.size != end - start or manifest.block_size != cut.block_size \
                 or validator_bytes(manifest.validator) != wanted:
@@ -164,7 +186,7 @@ class SegmentTrust:
             return
         if claimed is not None:
             await asyncio.gather(claimed, return_exceptions=True)
-        service.share(manifest, vouch=key)
+        self.hold(manifest, vouch=key)
 
 
 def _hashed(data: bytes, block_size: int) -> tuple[bytes, list[bytes]]:
@@ -179,6 +201,10 @@ class SpoolVouches:
     def __init__(self, trust: SegmentTrust, url_key: bytes, validator: str, spawn: Callable) -> None:
         self.trust, self.url_key, self.validator, self.spawn = trust, url_key, validator, spawn
         self.next = 0
+
+    def release(self) -> None:
+        """The download is over: its segments linger as any content does."""
+        self.trust.release()
 
     def fed(self, spool: Spool) -> None:
         cut = segmented(spool.size, spool.block_size)
@@ -219,9 +245,15 @@ class SegmentedFetch:
         self.origin = OriginRangeSource(engine.session, url, size=cut.size, validator=validator,
                                         max_concurrent=1)
         self.sources: list[str] = []  # per segment taken: "peers" or "origin", for the request's record
+        # How long this download may wait for others' vouches since the last segment they delivered (or since it
+        # began): as long as parking would have waited for the whole rest (the bound a party that only pretends
+        # to fetch can impose), set by `chunks`.
+        self.budget = 0.0
+        self.waited = 0.0
 
     async def chunks(self, start: int, end: int) -> AsyncIterator[bytes]:
         first, last = self.cut.index_of(start), self.cut.index_of(end - 1)
+        self.budget = self.parking.wait(remaining=end - start, rate=self.origin_rate)
         ahead: asyncio.Future | None = None  # the next segment's lookup, run while this one is fetched
         try:
             for index in range(first, last + 1):
@@ -232,6 +264,7 @@ class SegmentedFetch:
                         ahead = asyncio.ensure_future(self._look_up(index + 1))
                     yield piece
         finally:
+            self.trust.release()
             if ahead is not None:
                 ahead.cancel()
                 ahead.add_done_callback(lambda done: done.cancelled() or done.exception())
@@ -242,20 +275,21 @@ class SegmentedFetch:
     async def _segment(self, index: int, start: int, end: int, ahead: asyncio.Future | None
                        ) -> AsyncIterator[bytes]:
         lo, hi = self.cut.span(index)
-        limit = self.parking.wait(remaining=hi - lo, rate=self.origin_rate)
         began = self.clock()
         while True:
             lookup = await ahead if ahead is not None else None
             if lookup is None or lookup.found is None:  # only a trusted answer is worth keeping: ask again now
                 lookup = await self._look_up(index)
             ahead = None
-            waited = self.clock() - began
+            waited = self.waited + self.clock() - began
             source = self.parking.segment_source(trusted=lookup.found is not None, others=lookup.others,
-                                                 waited=waited, limit=limit)
+                                                 waited=waited, limit=self.budget, enough=lookup.enough)
             if source == "wait":
                 log.debug("%s: segment %d: %s, %d fetching; waiting", self.url, index, lookup.reason, lookup.others)
-                await self.sleep(self.parking.next_poll(waited))
+                await self.sleep(self.parking.next_poll(self.clock() - began))
                 continue
+            # Waits count from the last segment others delivered: fetchers that deliver are no pretence.
+            self.waited = 0.0 if source == "peers" else waited
             self.sources.append(source)
             if source == "peers":
                 assert lookup.found is not None
@@ -278,7 +312,9 @@ class SegmentedFetch:
                 async for chunk in chunks:
                     yield chunk
         finally:  # also when the download closes us after the last piece
-            engine.completed_from_peers(found.manifest)  # complete in the store: served from now on
+            with contextlib.suppress(StoreError):
+                if engine.store.complete(root):  # served from now on (never vouched for: from peers)
+                    self.trust.hold(found.manifest)
             engine.fetch_over(root)
 
     async def _from_origin(self, index: int, start: int, end: int) -> AsyncIterator[bytes]:

@@ -49,6 +49,9 @@ class RequestRecord:
     # `no-validator`, ...) or, after a switch, why no lookup found a usable manifest (`below-quorum (1
     # publisher)`, `no-record`, `no-provider`, `dht-off`, ...). None when the swarm was used or not needed.
     swarm_skipped: str | None = None
+    # A download taken segment by segment (`manifest_source` "segments"): where each segment came from, in order
+    # (`peers` once a quorum vouched for it, `origin` by Range when nobody else had it in time).
+    segments: list[str] = dataclasses.field(default_factory=list)
     # The T, R and W this GET was watched with: the flags, or what the adaptive core (`proxy.adaptive`) chose for
     # its host, as `trw_source` says. After a T, R or crowd switch, `switch_verdict` is the core's judgement:
     # `helped` (peers delivered, and it ended sooner than the origin's rate promised) or `needless`.

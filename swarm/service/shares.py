@@ -32,6 +32,16 @@ from swarm.store.interface import BlockStore
 log = logging.getLogger("swarmproxy.swarm")
 
 
+class _Held:
+    """The linger "timer" of content shared with `hold`: none runs until `release`."""
+
+    def cancel(self) -> None:
+        pass
+
+
+_HELD = _Held()
+
+
 @dataclasses.dataclass
 class ShareCounters:
     announced: int = 0  # announcements made (a root announced again after a withdrawal counts again)
@@ -63,7 +73,7 @@ class Shares:
         self._call_later = call_later
         self._loop: asyncio.AbstractEventLoop | None = None
         self.port: int | None = None  # announced with our host as others see it, once listening
-        self.lingering: dict[bytes, Any] = {}  # root -> its linger timer's handle: shared complete
+        self.lingering: dict[bytes, Any] = {}  # root -> its linger timer's handle (or _HELD): shared complete
         self.fetch_announced: set[bytes] = set()  # roots announced while still being fetched
         # What discovery already keeps announced (it refreshes each on its own schedule until withdrawn), so
         # content shared again is not announced again: roots shared complete, and (key, root) vouched for.
@@ -92,9 +102,10 @@ class Shares:
             self.fetch_announced.add(root)
             self._spawn(self._announce(manifest, None, complete=False))
 
-    def share(self, manifest: Manifest, *, vouch: bytes | None = None) -> None:
+    def share(self, manifest: Manifest, *, vouch: bytes | None = None, hold: bool = False) -> None:
         """`manifest`'s content is complete in the store: serve it, announce it, vouch for it under the key
-        `vouch` if given, and (re)start its linger time."""
+        `vouch` if given, and (re)start its linger time; `hold`: no linger time until `release` (a segment of a
+        file still downloading: leaving when done means when the download is done)."""
         if not self.enabled:
             return
         root = manifest.root
@@ -103,12 +114,28 @@ class Shares:
             node.share(root)
         if self.discovery is not None and self.port is not None:
             self._spawn(self._announce(manifest, vouch if manifest.validator else None))
-        if self._loop is not None and self.linger > 0:
+        if hold:
             old = self.lingering.pop(root, None)
             if old is not None:
                 old.cancel()
-            call_later = self._call_later or self._loop.call_later
-            self.lingering[root] = call_later(self.linger, self.withdraw, root, "linger time over")
+            self.lingering[root] = _HELD
+        elif self._loop is not None and self.linger > 0:
+            self._linger(root)
+
+    def release(self, root: bytes) -> None:
+        """Start the linger time of `root`, shared with `hold`."""
+        if self.lingering.get(root) is _HELD:
+            del self.lingering[root]
+            if self._loop is not None and self.linger > 0:
+                self._linger(root)
+
+    def _linger(self, root: bytes) -> None:
+        assert self._loop is not None
+        old = self.lingering.pop(root, None)
+        if old is not None:
+            old.cancel()
+        call_later = self._call_later or self._loop.call_later
+        self.lingering[root] = call_later(self.linger, self.withdraw, root, "linger time over")
 
     def abandon(self, root: bytes) -> None:
         """A fetch ended incomplete: unless the content is shared complete, stop serving and announcing it,

@@ -189,3 +189,6 @@ def test_where_a_segment_comes_from(trusted, others, waited, source) -> None:
     parking = ParkingSettings(after=2)
     assert parking.segment_source(trusted=trusted, others=others, waited=waited, limit=5.0) == source
     assert ParkingSettings(after=0).segment_source(trusted=False, others=9, waited=0.0, limit=5.0) == "origin"
+    # Vouched for, but its holders left: one other fetching it is enough to wait for.
+    assert parking.segment_source(trusted=False, others=1, waited=0.0, limit=5.0, enough=1) == "wait"
+    assert parking.segment_source(trusted=False, others=0, waited=0.0, limit=5.0, enough=1) == "origin"

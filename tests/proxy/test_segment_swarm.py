@@ -106,6 +106,7 @@ async def test_a_newcomer_takes_vouched_segments_before_anyone_has_the_whole_fil
         assert status == 200 and body == DATA
     record = cluster.last_record(newcomer)
     assert record["transition"] == "fetching" and record["manifest_source"] == "segments"
+    assert record["segments"] == ["peers"] * 7
     assert record["bytes_peers"] >= 2 * SEGMENT and record["error"] is None
     assert record["bytes_origin"] + record["bytes_peers"] == len(DATA)
     assert made[0] == 2  # the newcomer got segment 0 from peers: it never vouches for it
@@ -171,10 +172,69 @@ async def test_segments_nobody_else_fetches_come_from_the_origin_and_are_vouched
     assert status == 200 and body == DATA
     record = cluster.last_record(newcomer)
     assert record["manifest_source"] == "segments" and record["bytes_origin"] == len(DATA)
-    assert record["bytes_peers"] == 0 and record["error"] is None
+    assert record["bytes_peers"] == 0 and record["error"] is None and record["segments"] == ["origin"] * 7
     await newcomer.engine.settled()
     key = url_key(url)
     for index in range(Segments(len(DATA), CUT_BLOCK).count):
         claims = await first.engine.discovery.get_manifests(segment_key(key, len(DATA), index))
         assert newcomer.engine.discovery.node_id in {c.publisher_id for c in claims if c.content_root != bytes(32)}
     assert set(made) == set(range(7))
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+
+async def test_the_wait_for_vouches_is_bounded_and_counts_from_the_last_segment_others_delivered():
+    """Segment 0 comes from peers after 4 s of waiting; segment 1's fetchers stop delivering: after the budget
+    (the whole rest at the origin's rate, here 5 s) since segment 0 it is taken from the origin."""
+    import aiohttp
+
+    from proxy.parking import ParkingSettings
+    from proxy.segment_swarm import SegmentLookup
+
+    clock = FakeClock()
+    cut = Segments(2 * SEGMENT, CUT_BLOCK)
+    found = type("Found", (), {"providers": []})()
+    answers = {0: iter([None, None, None, found]), 1: iter([None] * 1000)}
+    taken: list[tuple[int, str, float]] = []
+
+    class Trust:
+        async def look_up(self, url_key, cut, index, validator):
+            found = next(answers[index])
+            clock.now += 1.0  # a lookup takes a second
+            return SegmentLookup(found, 2, "ok" if found else "below-quorum")
+
+        def release(self):
+            pass
+
+    async with aiohttp.ClientSession(auto_decompress=False) as session:
+        engine = type("Engine", (), {"session": session})()
+        fetch = SegmentedFetch(engine, "http://127.0.0.1:9/f", b"k" * 32, cut, validator='"v"',
+                               parking=ParkingSettings(after=2, poll=0.5, shortest=5.0, longest=5.0),
+                               origin_rate=1e9, clock=clock, sleep=clock.sleep)
+        fetch.trust = Trust()
+
+        async def from_peers(found, base, start, end):
+            taken.append((base, "peers", clock.now))
+            yield b"p" * (end - start)
+
+        async def from_origin(index, start, end):
+            taken.append((cut.span(index)[0], "origin", clock.now))
+            yield b"o" * (end - start)
+
+        fetch._from_peers, fetch._from_origin = from_peers, from_origin
+        body = b"".join([piece async for piece in fetch.chunks(0, cut.size)])
+    assert body == b"p" * cut.span(0)[1] + b"o" * (cut.size - cut.span(0)[1])
+    (_, first, at0), (_, second, at1) = taken
+    assert (first, second) == ("peers", "origin")
+    assert at0 == pytest.approx(4 + 3 * 0.5)  # four lookups, three polls
+    assert 5.0 <= at1 - at0 <= 5.0 + 1.0 + 0.5  # the budget again, from segment 0 on (one lookup, one poll late)
+    assert fetch.sources == ["peers", "origin"]

@@ -129,6 +129,33 @@ async def test_sharing_again_restarts_the_linger_time(world):
         await service.stop()
 
 
+async def test_held_content_lingers_only_once_released_and_a_failed_fetch_does_not_drop_it(world):
+    """A segment of a file still downloading is shared with `hold`: no linger time runs (a withdrawal mid-download
+    would take it from the crowd) until `release`; meanwhile it is shared complete, so a fetch of the same root
+    that ends incomplete does not drop it."""
+    timers = FakeTimers()
+    service = await started(world, linger=600, call_later=timers.call_later)
+    try:
+        manifest = await shared(service)
+        root = manifest.root
+        service.shares.share(manifest, hold=True)  # the running timer is cancelled, none is started
+        assert timers.pending == []
+        service.abandon(root)
+        await service.settled()
+        assert service.store.complete(root) and await served(world, service, root)
+        assert list(world[1].providers[root]) == [service.discovery.node_id]
+        service.shares.release(root)
+        [timer] = timers.pending
+        assert timer.delay == 600
+        service.shares.release(root)  # twice: still one timer
+        assert len(timers.pending) == 1
+        timers.fire()
+        await service.settled()
+        assert world[1].providers[root] == {} and not await served(world, service, root)
+    finally:
+        await service.stop()
+
+
 async def test_evicted_content_is_forgotten_and_withdrawn(world):
     timers, forgotten = FakeTimers(), []
     store = MemoryBlockStore(capacity=int(len(DATA) * 1.5))  # room for one file
