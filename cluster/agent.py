@@ -142,7 +142,7 @@ class Agent:
 
     def distance(self, connection) -> int:
         """How far a peer is (rack 0, DC 1, outside 2): the engine's work stealing by START leaves a block to a
-        nearer peer that fetches or holds it rather than ask a farther one (`swarm.core.starts`)."""
+        nearer peer that is fetching it rather than ask a farther one (`swarm.core.starts`)."""
         return int(self.transport.level_of(connection.remote_address[0]))
 
     def receive_rate(self) -> float:

@@ -34,8 +34,9 @@ incomplete that made none for `STEAL_AFTER` seconds is shown everything across t
 takes the missing blocks from whoever has them. Tekel's START keeps that from costing copies: every agent's fetch
 runs with the engine's work stealing by distance (`swarm.core.starts`, `Agent.distance`), so before it asks a
 source across a level for a block it announces START to the peers it serves, and it never asks such a source for
-a block a nearer peer (its rack, then its DC) has STARTed or holds, unless that peer lets its requests time out.
-A member shown everything thus takes only what its group's other entry points are not already bringing in.
+a block a nearer peer (its rack, then its DC) has STARTed and not yet announced (HAVE), for at most 10 s and
+unless that peer lets its requests time out. A member shown everything thus takes only what its group's other
+entry points are not already bringing in.
 
 Late members (a rack that joins late, Kraken's issue #244) get their share as soon as they are representants:
 what they are shown comes from every rack of the DC that holds it, never from a seeder slot the first racks hold.

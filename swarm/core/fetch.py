@@ -123,7 +123,7 @@ class FetchCore:
         """Fetch blocks `first_block..last_block` (inclusive) of `manifest`; `held` are verified already.
 
         `distance(peer)` (0 = nearest), if given, turns on work stealing by START (`swarm.core.starts`): a far
-        source is not asked for a block a nearer peer fetches or holds, and a request to a far source is
+        source is not asked for a block a nearer peer is fetching (its START), and a request to a far source is
         announced first (`Announce`)."""
         self.manifest = manifest
         count = manifest.num_blocks
@@ -252,7 +252,7 @@ class FetchCore:
                     actions = [Send(peer, wire.HashRequest(0, count))]
                     return actions + self._on_message(peer, message, now)
             if self.starts is not None:
-                self.starts.on_have(peer, self._distance(peer), message.block)
+                self.starts.on_have(peer, message.block)
             if peer in self._in_policy:
                 return self._translate(self.policy.on_have(peer, message.block, now))
             bitfield = self._peers.get(peer)
@@ -405,8 +405,6 @@ class FetchCore:
         return actions
 
     def _join_policy(self, peer: Peer, bitfield: wire.Bitfield, now: float) -> list[FetchAction]:
-        if self.starts is not None:
-            self.starts.on_bitfield(peer, self._distance(peer), bitfield.blocks())
         self._peers[peer] = None
         self._in_policy.add(peer)
         return self._translate(self.policy.add_peer(peer, now, bitfield_to_bytes(bitfield)))

@@ -157,7 +157,7 @@ class RequestPolicy:
         self._timers: list[tuple[float, int, int, Source, int]] = []
         self._seq = itertools.count()
         # Blocks not to ask a source for now, beyond its own retry bans (`swarm.core.starts`: left to a nearer
-        # peer that fetches or holds them), with a version that changes whenever one is let go (the picker's
+        # peer that is fetching them), with a version that changes whenever one is let go (the picker's
         # memo). None: every source may be asked for anything it has.
         self.held_back: Callable[[Source, float], tuple[Container[int], Hashable] | None] | None = None
 

@@ -1,16 +1,13 @@
-"""Work stealing by START across distances (sans-I/O): leave a block to a nearer peer that fetches or holds it.
+"""Work stealing by START across distances (sans-I/O): leave a block to a nearer peer that is fetching it.
 
 For a fetch whose sources sit at different distances (the cluster mode: a peer in my rack is at distance 0, one
 in another rack of my DC at 1, anything further at 2), a block should cross a far link once per group, not once
 per member. Tekel's rule: before a member asks a far source for a block, it tells the peers it serves (START);
-they then ask far sources for other blocks and take that one from it once it has it (HAVE). So:
-
-* a peer at distance d that STARTed a block holds it back from my sources at distances > d, for `ttl` seconds
-  (a START not followed by a HAVE in that time is stale: the starter is slow or gave up, and the block is taken
-  elsewhere — the work stealing);
-* a peer at distance d that holds a block (BITFIELD, HAVE) holds it back from my sources at distances > d for as
-  long as it stays a source and delivers (a holder the request policy snubbed, its requests timed out, holds
-  nothing back; one that is dropped is forgotten).
+they then ask far sources for other blocks and take that one from it once it has it (HAVE). So a peer at
+distance d that STARTed a block holds it back from my sources at distances > d until its HAVE, for at most `ttl`
+seconds: a START not followed by a HAVE by then is stale (the starter is slow or gave up), and the block is
+taken elsewhere — the work stealing. A peer the request policy snubbed (its requests timed out) holds nothing
+back, and one that is dropped is forgotten.
 
 Sources at distance 0 are never held back: nothing is nearer. `blocked(distance, now)` is the container the
 request policy skips when it picks for a source at that distance. Without a distance function (the proxy) the
@@ -21,7 +18,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Container, Hashable, Iterable
+from collections.abc import Container, Hashable
 
 __all__ = ["START_TTL", "StartBook"]
 
@@ -44,7 +41,7 @@ class _Blocked:
         return self.book.holds_back(block, self.distance, self.now, self.ignored)  # type: ignore[arg-type]
 
     def __bool__(self) -> bool:
-        return bool(self.book._starts or self.book._held)
+        return bool(self.book._starts)
 
 
 class StartBook:
@@ -53,50 +50,42 @@ class StartBook:
             raise ValueError("ttl must be > 0")
         self.ttl = ttl
         self._starts: dict[int, dict[Peer, tuple[int, float]]] = {}  # block -> peer -> (distance, since)
-        self._held: dict[int, dict[Peer, int]] = {}  # block -> peer -> distance
         self._of_peer: dict[Peer, set[int]] = {}  # blocks each peer appears under, to forget it
         self.version = 0  # bumped whenever a block may have been let go (`expire`, `forget`)
-        # (end, seq, block, peer) per START recorded, oldest end first; an entry whose START was fulfilled,
-        # forgotten or renewed since is stale and skipped: `next_expiry` and `expire` stay O(log n).
+        # (end, seq, block, peer) per START recorded, oldest end first; one fulfilled, forgotten or renewed since
+        # is stale and skipped: `next_expiry` and `expire` stay O(log n).
         self._ends: list[tuple[float, int, int, Peer]] = []
         self._seq = itertools.count()
 
     def on_start(self, peer: Peer, distance: int, block: int, now: float) -> None:
-        """`peer` said it is fetching `block` from further away."""
-        if peer in self._held.get(block, ()):
-            return
+        """`peer` said it is fetching `block` from further away (again: renewed)."""
         self._starts.setdefault(block, {})[peer] = (distance, now)
         self._of_peer.setdefault(peer, set()).add(block)
         heapq.heappush(self._ends, (now + self.ttl, next(self._seq), block, peer))
 
-    def on_have(self, peer: Peer, distance: int, block: int) -> None:
-        """`peer` holds `block` (a HAVE, or a block of its BITFIELD): its START, if any, is fulfilled."""
-        starts = self._starts.get(block)
-        if starts is not None and starts.pop(peer, None) is not None and not starts:
-            del self._starts[block]
-        self._held.setdefault(block, {})[peer] = distance
-        self._of_peer.setdefault(peer, set()).add(block)
-
-    def on_bitfield(self, peer: Peer, distance: int, blocks: Iterable[int]) -> None:
-        for block in blocks:
-            self.on_have(peer, distance, block)
+    def on_have(self, peer: Peer, block: int) -> None:
+        """`peer` has `block` now (HAVE): its START is fulfilled. The block is not held back any longer: were
+        this member shown it by a far source (it stalled, `cluster.division`), the peer holding it has not been
+        handing it over, and waiting for it would be no better."""
+        entries = self._starts.get(block)
+        if entries is not None and entries.pop(peer, None) is not None:
+            self.version += 1
+            if not entries:
+                del self._starts[block]
 
     def forget(self, peer: Peer) -> None:
-        """`peer` is no longer a source: what it started or held is free for others."""
+        """`peer` is no longer a source: what it started is free for others."""
         self.version += 1
         for block in self._of_peer.pop(peer, ()):
-            for table in (self._starts, self._held):
-                entries = table.get(block)
-                if entries is not None and entries.pop(peer, None) is not None and not entries:
-                    del table[block]
+            entries = self._starts.get(block)
+            if entries is not None and entries.pop(peer, None) is not None and not entries:
+                del self._starts[block]
 
     def holds_back(self, block: int, distance: int, now: float, ignored: Container[Peer] = ()) -> bool:
         """Should a source at `distance` not be asked for `block` now? Peers in `ignored` (the request policy's
-        snubbed ones: they let requests time out) hold nothing back: a slow holder is no reason to wait."""
+        snubbed ones: they let requests time out) hold nothing back: a slow peer is no reason to wait."""
         if distance <= 0:
             return False
-        if any(d < distance and p not in ignored for p, d in self._held.get(block, {}).items()):
-            return True
         return any(d < distance and now < since + self.ttl and p not in ignored
                    for p, (d, since) in self._starts.get(block, {}).items())
 
@@ -128,8 +117,7 @@ class StartBook:
             del starts[peer]
             if not starts:
                 del self._starts[block]
-            if peer not in self._held.get(block, ()):
-                self._of_peer.get(peer, set()).discard(block)
+            self._of_peer.get(peer, set()).discard(block)
             dropped = True
         self.version += dropped
         return dropped

@@ -27,32 +27,30 @@ def test_a_renewed_start_lasts_from_its_renewal():
     assert book.expire(9.0) and 1 not in book.blocked(1, 9.0)
 
 
-def test_a_holder_holds_back_until_forgotten_and_fulfils_its_start():
+def test_a_have_fulfils_the_start_and_forget_lets_go_at_once():
     book = StartBook(ttl=5.0)
     book.on_start("a", 0, 3, now=0.0)
-    book.on_have("a", 0, 3)
-    assert book.next_expiry() is None  # fulfilled: no START left to expire
-    assert 3 in book.blocked(1, 100.0)  # held: for as long as "a" is a source
-    book.on_bitfield("b", 1, [4, 5])
+    version = book.version
+    book.on_have("a", 3)  # it got it: take it from "a" (or, stalled, from anyone)
+    assert 3 not in book.blocked(1, 1.0) and book.version > version and book.next_expiry() is None
+    book.on_start("b", 1, 4, now=0.0)
     assert 4 in book.blocked(2, 0.0) and 4 not in book.blocked(1, 0.0)
     version = book.version
-    book.forget("a")
-    assert 3 not in book.blocked(1, 0.0) and book.version > version
+    book.forget("b")
+    assert 4 not in book.blocked(2, 0.0) and book.version > version
 
 
 def test_ignored_peers_hold_nothing_back():
     book = StartBook()
-    book.on_have("slow", 0, 1)
+    book.on_start("slow", 0, 1, now=0.0)
     book.on_start("slow", 0, 2, now=0.0)
     assert 1 in book.blocked(1, 0.0) and 2 in book.blocked(1, 0.0)
     assert 1 not in book.blocked(1, 0.0, {"slow"}) and 2 not in book.blocked(1, 0.0, {"slow"})
 
 
-def test_a_start_for_a_block_the_peer_holds_is_ignored_and_nearest_sources_never_wait():
+def test_nearest_sources_never_wait():
     book = StartBook()
-    book.on_have("a", 1, 0)
-    book.on_start("a", 1, 0, now=0.0)
-    assert book.next_expiry() is None
-    assert not book.blocked(0, 0.0).__contains__(0)
+    book.on_start("a", 0, 0, now=0.0)
+    assert 0 not in book.blocked(0, 0.0)
     with pytest.raises(ValueError):
         StartBook(ttl=0)
