@@ -5,19 +5,20 @@ whole copies before anyone swarms. A file of several segments (`swarm.content.se
 segments, each a content of its own:
 
 * a node that received a whole segment *from the origin* stores it, serves and announces its root, and vouches for
-  it under `segment_key(url, size, index)`, a small signed DHT record like a manifest's (`vouch_segment`). The
-  first fetchers of a crowd do so as their stream passes each segment's end (`SpoolVouches`);
+  it under `segment_key(url key, size, index)`, a small signed DHT record like a manifest's (`SegmentTrust.vouch`).
+  The first fetchers of a crowd do so as their stream passes each segment's end (`SpoolVouches`);
 * a newcomer that would park (`proxy.download_core`) takes the file segment by segment instead
   (`SegmentedFetch`): a segment that a quorum of independent vouchers agree on (`manifest_trust.decide`, exactly
-  as for a whole manifest: one party with many keys in one network weighs one) is fetched from its providers,
+  as for a whole manifest: one party with many keys in one network weighs one) is fetched from its holders,
   verified block by block against that root; while enough independent others vouched for it or are fetching it
-  from the origin (the file's or the segment's in-progress claims), it waits for them, as parking does; else it
-  takes the segment from the origin with Range requests, claiming it first, and then vouches for it itself.
-  So the crowd splits the origin's segments among itself and the origin sends each about quorum times.
+  (or the file) from the origin, it waits for them, for at most parking's wait for the whole rest counted from the
+  last segment others delivered; else it takes the segment from the origin with Range requests, claiming it
+  first, and then vouches for it itself. So the origin sends each segment about quorum times, not once per client.
 
 A liar's vouch is outvoted (it weighs one network) and a block that disagrees with the trusted root is never
 delivered: the block engine drops it and bans its sender. A node that got a segment from peers serves it but
-never vouches for it. Once every segment is trusted, `Segments.file_root` gives the file's root.
+never vouches for it. A download's segments stay shared until it ends, then linger as any content. Once every
+segment is trusted, `Segments.file_root` gives the file's root.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import contextlib
 import dataclasses
 import hashlib
 import logging
+import random
 import struct
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING
@@ -34,7 +36,7 @@ from typing import TYPE_CHECKING
 from swarm.content.manifest import Manifest
 from swarm.content.merkle import MerkleHasher
 from swarm.content.segments import Segments, segmented
-from swarm.errors import OriginSourceError, StoreError
+from swarm.errors import FetchFailed, OriginSourceError, StoreError, SwarmError
 from swarm.service.discovery import IN_PROGRESS_ROOT, IN_PROGRESS_TTL, ManifestClaim, validator_bytes
 from swarm.service.origin_source import OriginRangeSource
 from swarm.service.report import FetchReport
@@ -104,7 +106,10 @@ class SegmentTrust:
             self.engine.service.shares.release(root)
         self.held.clear()
 
-    async def look_up(self, url_key: bytes, cut: Segments, index: int, validator: str) -> SegmentLookup:
+    async def look_up(self, url_key: bytes, cut: Segments, index: int, validator: str, *,
+                      file_fetchers: bool = True) -> SegmentLookup:
+        """Whether a quorum vouched for segment `index` and who holds it; else how many independent others will
+        vouch for it: its claimers and vouchers, and (`file_fetchers`) those fetching the whole file."""
         service, wanted = self.engine.service, validator_bytes(validator)
         start, end = cut.span(index)
         if service.discovery is None:
@@ -121,7 +126,7 @@ class SegmentTrust:
         # waiting for them can end in a quorum.
         ours = [v for v in vouches if (v.size, v.validator) == (end - start, wanted)]
         fetching = [(v.publisher_id, v.publisher_host) for v in ours if v.content_root == IN_PROGRESS_ROOT]
-        fetching += [(s.publisher_id, s.publisher_host) for s in (whole[0] if whole else ())
+        fetching += [(s.publisher_id, s.publisher_host) for s in (whole[0] if whole and file_fetchers else ())
                      if (s.size, s.validator, s.content_root) == (cut.size, wanted, IN_PROGRESS_ROOT)]
         vouched = [(v.publisher_id, v.publisher_host) for v in ours if v.content_root != IN_PROGRESS_ROOT]
         decision = decide(vouches, self.engine.trust, known_size=end - start, known_validator=wanted)
@@ -236,12 +241,13 @@ class SegmentedFetch:
 
     def __init__(self, engine: SwarmEngine, url: str, url_key: bytes, cut: Segments, *, validator: str,
                  parking: ParkingSettings, origin_rate: float, report: FetchReport | None = None,
-                 clock: Callable[[], float] | None = None, sleep: Callable = asyncio.sleep) -> None:
+                 clock: Callable[[], float] | None = None, sleep: Callable = asyncio.sleep,
+                 jitter: Callable[[], float] = random.random) -> None:
         self.engine, self.url, self.url_key, self.cut, self.validator = engine, url, url_key, cut, validator
         self.parking, self.origin_rate, self.report = parking, origin_rate, report
         self.trust = SegmentTrust(engine)
         self.clock = clock or asyncio.get_running_loop().time
-        self.sleep = sleep
+        self.sleep, self.jitter = sleep, jitter
         self.origin = OriginRangeSource(engine.session, url, size=cut.size, validator=validator,
                                         max_concurrent=1)
         self.sources: list[str] = []  # per segment taken: "peers" or "origin", for the request's record
@@ -250,11 +256,15 @@ class SegmentedFetch:
         # to fetch can impose), set by `chunks`.
         self.budget = 0.0
         self.waited = 0.0
+        # The file's last segment, fetched ahead (`_prefetch_tail`): (where from, its bytes).
+        self.tail: asyncio.Future[tuple[str, bytes]] | None = None
 
     async def chunks(self, start: int, end: int) -> AsyncIterator[bytes]:
         first, last = self.cut.index_of(start), self.cut.index_of(end - 1)
         self.budget = self.parking.wait(remaining=end - start, rate=self.origin_rate)
         ahead: asyncio.Future | None = None  # the next segment's lookup, run while this one is fetched
+        if last - first >= 2 and last == self.cut.count - 1:
+            self.tail = asyncio.ensure_future(self._prefetch_tail(last))
         try:
             for index in range(first, last + 1):
                 lo, hi = self.cut.span(index)
@@ -265,9 +275,10 @@ class SegmentedFetch:
                     yield piece
         finally:
             self.trust.release()
-            if ahead is not None:
-                ahead.cancel()
-                ahead.add_done_callback(lambda done: done.cancelled() or done.exception())
+            for task in (ahead, self.tail):
+                if task is not None:
+                    task.cancel()
+                    task.add_done_callback(lambda done: done.cancelled() or done.exception())
 
     async def _look_up(self, index: int) -> SegmentLookup:
         return await self.trust.look_up(self.url_key, self.cut, index, self.validator)
@@ -275,7 +286,18 @@ class SegmentedFetch:
     async def _segment(self, index: int, start: int, end: int, ahead: asyncio.Future | None
                        ) -> AsyncIterator[bytes]:
         lo, hi = self.cut.span(index)
-        began = self.clock()
+        if self.tail is not None and index == self.cut.count - 1:
+            try:
+                source, data = await self.tail
+            except SwarmError as exc:  # the origin or the peers failed it
+                log.info("%s: the last segment fetched ahead failed (%s); asking again", self.url, exc)
+            else:
+                self.sources.append(source)
+                if source == "origin" and self.report is not None:
+                    self.report.add(FetchReport(bytes_origin=end - start))
+                yield data[start:end]
+                return
+        began, hesitated = self.clock(), False
         while True:
             lookup = await ahead if ahead is not None else None
             if lookup is None or lookup.found is None:  # only a trusted answer is worth keeping: ask again now
@@ -287,6 +309,12 @@ class SegmentedFetch:
             if source == "wait":
                 log.debug("%s: segment %d: %s, %d fetching; waiting", self.url, index, lookup.reason, lookup.others)
                 await self.sleep(self.parking.next_poll(self.clock() - began))
+                continue
+            if source == "origin" and not hesitated:
+                # A crowd that reaches the same segment at once would all ask the origin for it: a moment's
+                # random pause lets the first one's claim land, and the others wait for it instead.
+                hesitated = True
+                await self.sleep(self.jitter() * self.parking.poll)
                 continue
             # Waits count from the last segment others delivered: fetchers that deliver are no pretence.
             self.waited = 0.0 if source == "peers" else waited
@@ -304,9 +332,11 @@ class SegmentedFetch:
                     yield piece
             return
 
-    async def _from_peers(self, found: Found, base: int, start: int, end: int) -> AsyncIterator[bytes]:
+    async def _from_peers(self, found: Found, base: int, start: int, end: int, *,
+                          counted: bool = True) -> AsyncIterator[bytes]:
         engine, root = self.engine, found.manifest.root
-        chunks = engine.fetch(found, origin=_Offset(self.origin, base), start=start, end=end, report=self.report)
+        chunks = engine.fetch(found, origin=_Offset(self.origin, base), start=start, end=end,
+                              report=self.report if counted else None)
         try:
             async with contextlib.aclosing(chunks):  # closed, the fetch has stored what it verified
                 async for chunk in chunks:
@@ -317,14 +347,16 @@ class SegmentedFetch:
                     self.trust.hold(found.manifest)
             engine.fetch_over(root)
 
-    async def _from_origin(self, index: int, start: int, end: int) -> AsyncIterator[bytes]:
+    async def _from_origin(self, index: int, start: int, end: int, *, origin: OriginRangeSource | None = None,
+                           counted: bool = True) -> AsyncIterator[bytes]:
         """The whole segment from the origin (it is vouched for whole), block by block; `start..end` of it out."""
         lo, hi = self.cut.span(index)
+        origin = origin or self.origin
         claimed = self.trust.claim(self.url_key, self.cut, index, self.validator)
         data = bytearray()
         try:
             for offset in range(lo, hi, self.cut.block_size):
-                chunk = await self.origin.fetch(offset, min(self.cut.block_size, hi - offset))
+                chunk = await origin.fetch(offset, min(self.cut.block_size, hi - offset))
                 data += chunk
                 if len(data) == hi - lo:  # before the last piece goes out: the download may close us then
                     self.engine.service.spawn(self.trust.vouch(self.url_key, self.cut, index, bytes(data),
@@ -332,10 +364,45 @@ class SegmentedFetch:
                 at = offset - lo
                 piece = chunk[max(start - at, 0):max(end - at, 0)]
                 if piece:
-                    if self.report is not None:
+                    if self.report is not None and counted:
                         self.report.add(FetchReport(bytes_origin=len(piece)))
                     yield piece
         except (OriginSourceError, asyncio.CancelledError, GeneratorExit):
             if len(data) < hi - lo:
                 self.engine.service.spawn(self.trust.unclaim(self.url_key, self.cut, index, claimed))
             raise
+
+    async def _prefetch_tail(self, index: int) -> tuple[str, bytes]:
+        """The file's last segment, fetched while the delivery is still at the first ones.
+
+        Its first fetchers vouch for it last, when their download ends, and a node that leaves when done (Pack's
+        setup) takes it away at that moment: a crowd that reaches the end together would then all ask the origin
+        for it. So it is fetched ahead: from peers once a quorum vouched for it, else from the origin by whoever
+        finds fewer than quorum others fetching this very segment (those who fetch the whole file do not count:
+        they hold it last), which then vouch for it early."""
+        lo, hi = self.cut.span(index)
+        await self.sleep(self.jitter() * self.parking.poll)  # a crowd arriving together: the first claims land
+        began = self.clock()
+        while True:
+            lookup = await self.trust.look_up(self.url_key, self.cut, index, self.validator, file_fetchers=False)
+            waited = self.clock() - began
+            source = self.parking.segment_source(trusted=lookup.found is not None, others=lookup.others,
+                                                 waited=waited, limit=self.budget, enough=lookup.enough)
+            if source == "wait":
+                await self.sleep(self.parking.next_poll(waited))
+                continue
+            log.info("%s: the last segment ahead, from %s", self.url, source)
+            if source == "peers":
+                assert lookup.found is not None
+                pieces = self._from_peers(lookup.found, lo, 0, hi - lo, counted=False)
+            else:
+                origin = OriginRangeSource(self.engine.session, self.url, size=self.cut.size,
+                                           validator=self.validator, max_concurrent=1)
+                pieces = self._from_origin(index, 0, hi - lo, origin=origin, counted=False)
+            data = bytearray()
+            async with contextlib.aclosing(pieces):
+                async for piece in pieces:
+                    data += piece
+            if len(data) != hi - lo:
+                raise FetchFailed(f"the last segment ahead ended after {len(data)} of {hi - lo} bytes")
+            return source, bytes(data)
