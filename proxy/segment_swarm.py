@@ -40,7 +40,7 @@ from swarm.errors import FetchFailed, OriginSourceError, StoreError, SwarmError
 from swarm.service.discovery import IN_PROGRESS_ROOT, IN_PROGRESS_TTL, ManifestClaim, validator_bytes
 from swarm.service.origin_source import OriginRangeSource
 from swarm.service.report import FetchReport
-from swarm.service.store_work import fill_entry
+from swarm.service.store_work import BytesBody, fill_entry
 
 from .engine import Found
 from .manifest_trust import Vouch, decide, working
@@ -68,19 +68,6 @@ class SegmentLookup:
     others: int  # the weight of the independent others who vouched for it or fetch it (or the file) from the origin
     reason: str  # why not found: `manifest_trust`'s reasons, "no-provider", "no-manifest", "lookup-failed"
     enough: int | None = None  # the weight of `others` worth waiting for: 1 when only a provider is missing
-
-
-class _Bytes:
-    """A segment's bytes as a `store_work.Body`."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    def read(self, offset: int, length: int) -> bytes:
-        return self.data[offset:offset + length]
-
-    def fileno(self) -> None:
-        return None
 
 
 class SegmentTrust:
@@ -183,7 +170,7 @@ class SegmentTrust:
             root, layer = await asyncio.to_thread(_hashed, data, cut.block_size)
             manifest, layer = service.stored_as(
                 Manifest(size=len(data), block_size=cut.block_size, root=root, validator=validator), layer)
-            await service.in_thread(root, lambda stop: fill_entry(self.engine.store, manifest, layer, _Bytes(data),
+            await service.in_thread(root, lambda stop: fill_entry(self.engine.store, manifest, layer, BytesBody(data),
                                                                   stop))
         except (StoreError, OSError, ValueError) as exc:
             log.warning("segment %d will not be shared: %s", index, exc)

@@ -35,6 +35,19 @@ class Body(Protocol):
         """A descriptor of a file holding exactly these bytes (for `BlockStore.adopt_fd`), or None."""
 
 
+class BytesBody:
+    """A `Body` held in memory: no file, so the store is filled block by block."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def read(self, offset: int, length: int) -> bytes:
+        return self.data[offset:offset + length]
+
+    def fileno(self) -> None:
+        return None
+
+
 def in_block_size_stored(store: BlockStore, manifest: Manifest, layer: list[bytes]) -> tuple[Manifest, list[bytes]]:
     """`manifest` and `layer`, unless the store holds the same root in other blocks (a swarm download by a
     manifest of another block size): a root has one entry, so that one is filled, in its block size."""

@@ -16,26 +16,13 @@ from swarm.errors import FetchFailed
 from swarm.net.memory import MemoryNetwork, MemoryTransport
 from swarm.service.discovery import ManifestClaim, TransportFlags
 from swarm.service.node import SwarmNode
-from swarm.service.store_work import fill_entry
+from swarm.service.store_work import BytesBody, fill_entry
 from swarm.service.swarm_service import PEER_SPARE, SwarmService
 from swarm.store.memory import MemoryBlockStore
 from tests.swarm.service.fake_timers import FakeTimers
 
 DATA = hashlib.sha256(b"service").digest() * 4000  # 128,000 bytes: 8 blocks of 16 KiB
 KEY = hashlib.sha256(b"a key").digest()
-
-
-class Body:
-    """A complete copy outside the store, without a file (so the store is filled block by block)."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-
-    def read(self, offset: int, length: int) -> bytes:
-        return self.data[offset:offset + length]
-
-    def fileno(self) -> None:
-        return None
 
 
 @pytest.fixture
@@ -54,7 +41,7 @@ async def started(world, store=None, *, discovery=None, **kwargs) -> SwarmServic
 async def stored(service: SwarmService, data: bytes = DATA, **manifest_fields):
     """`data` complete in the service's store, as a download leaves it."""
     manifest, layer = build_manifest([data], len(data), validator='"v1"', **manifest_fields)
-    await service.in_thread(manifest.root, lambda stop: fill_entry(service.store, manifest, layer, Body(data), stop))
+    await service.in_thread(manifest.root, lambda stop: fill_entry(service.store, manifest, layer, BytesBody(data), stop))
     return manifest
 
 
@@ -491,9 +478,9 @@ async def test_a_prefix_from_a_body_completes_a_fetch_that_began_mid_content(wor
         seed = provider(seeder)
         upto = 3 * manifest.block_size
         assert b"".join([c async for c in fetcher.fetch(manifest, [seed], start=upto)]) == DATA[upto:]
-        assert not await fetcher.complete_prefix(manifest, Body(DATA[::-1]), upto)  # not this content
+        assert not await fetcher.complete_prefix(manifest, BytesBody(DATA[::-1]), upto)  # not this content
         assert not fetcher.store.complete(manifest.root)
-        assert await fetcher.complete_prefix(manifest, Body(DATA), upto)
+        assert await fetcher.complete_prefix(manifest, BytesBody(DATA), upto)
         assert fetcher.store.complete(manifest.root)
     finally:
         await fetcher.stop()
@@ -520,7 +507,7 @@ async def test_store_work_cancelled_stops_the_thread_and_drops_what_it_left(worl
     begun = asyncio.Event()
     loop = asyncio.get_running_loop()
 
-    class SlowBody(Body):
+    class SlowBody(BytesBody):
         def read(self, offset, length):
             loop.call_soon_threadsafe(begun.set)
             time.sleep(0.05)  # in the worker thread
