@@ -112,7 +112,7 @@ def _csv(text: str, convert) -> list:
 
 def plan(args: argparse.Namespace) -> Plan:
     """The runs a command line asks for (pure: the CI test checks plans without running them)."""
-    from .crowd import CrowdParams
+    from .crowd_nodes import CrowdParams
     from .scenarios import Plan
     from .sweeps import SWEEPS
 

@@ -49,7 +49,7 @@ from proxy.transition import DEFAULT_FIRST_BYTE_TIMEOUT, DEFAULT_MIN_RATE, DEFAU
 
 from . import report as rep
 from .cluster import LocalClientsCluster
-from .crowd import content, host, no_full_collections
+from .crowd_nodes import content, host, no_full_collections
 from .honesty import Sampler, percentile
 from .netem import EmulatedLoop, LinkModel
 

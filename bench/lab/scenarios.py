@@ -20,7 +20,8 @@ from proxy.config import parse_size
 from proxy.demo.slow_origin import SlowOrigin
 
 from . import report as rep
-from .crowd import DIRECT_ORIGIN, SWARM_ORIGIN, CrowdParams, CrowdRun, content, host
+from .crowd import CrowdRun
+from .crowd_nodes import DIRECT_ORIGIN, SWARM_ORIGIN, CrowdParams, content, host
 from .honesty import Sampler, combine
 from .netem import EmulatedLoop, LinkModel, SharedLinks, kernel_netem_available
 

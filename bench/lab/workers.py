@@ -31,7 +31,7 @@ import traceback
 from multiprocessing.connection import Connection
 from typing import Any, Callable
 
-from .crowd import CrowdParams, Files, SwarmNodes, no_full_collections
+from .crowd_nodes import CrowdParams, Files, SwarmNodes, no_full_collections
 from .honesty import Sampler
 from .netem import EmulatedLoop, SharedLinks
 
@@ -83,7 +83,7 @@ class _Worker:
 
 
 class WorkerPool:
-    """The swarmproxy half in worker processes; the same three steps as `crowd.SwarmNodes`."""
+    """The swarmproxy half in worker processes; the same three steps as `crowd_nodes.SwarmNodes`."""
 
     def __init__(self, params: CrowdParams, workdir: pathlib.Path, links: SharedLinks,
                  say: Callable[[str], None]) -> None:

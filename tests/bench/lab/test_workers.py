@@ -2,7 +2,7 @@
 
 import pytest
 
-from bench.lab.crowd import CrowdParams
+from bench.lab.crowd_nodes import CrowdParams
 from bench.lab.netem import LinkModel, SharedLinks
 from bench.lab.workers import WorkerError, WorkerPool
 
