@@ -30,6 +30,9 @@ async function loadConfig() {
   state.config = normaliseConfig(await api.storage.sync.get(null));
 }
 
+// Who controls the browser's proxy setting (Chromium: the extension installed last that sets it wins, or a
+// policy): read when the configuration is put into effect, at every status check, and whenever the setting
+// changes (proxy.settings.onChange, below), so that another extension taking it, or letting go, shows at once.
 async function checkControl() {
   try {
     const details = await api.proxy.settings.get({});
@@ -111,6 +114,7 @@ async function refreshStatus(fresh = false) {
       state.status = null;
       state.error = err?.name === "TimeoutError" ? "no answer" : String(err?.message ?? err);
     }
+    await checkControl();
     state.checkedAt = Date.now();
     await updateBadge();
   })();
@@ -148,6 +152,21 @@ if (FIREFOX) {
     await ready;
     return firefoxProxyInfo(details.url, state.config);
   }, { urls: ["http://*/*"] });
+}
+
+// Another extension took the proxy setting, or let go of it (disabled, removed, cleared): Chromium tells every
+// extension with the proxy permission, each with its own levelOfControl; our own set() is told too, and changes
+// no level. (Firefox's routing here is proxy.onRequest, which does not depend on proxy.settings.)
+try {
+  api.proxy.settings.onChange?.addListener((details) => {
+    ready.then(() => {
+      // fresh: a check under way may have read the level before the change.
+      if ((details?.levelOfControl ?? null) !== state.control) return refreshStatus(true);
+      return undefined;
+    });
+  });
+} catch {
+  // Firefox without private-browsing permission may refuse even the listener.
 }
 
 let lastProxyError = 0;

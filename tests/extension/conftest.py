@@ -203,10 +203,11 @@ class Browser:
         return answer
 
 
-# Module scope, not session: Playwright's sync API keeps an event loop running in this thread while it is open,
-# and every pytest-asyncio test after it would fail ("Runner.run() cannot be called from a running event loop").
-@pytest.fixture(scope="module")
-def chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+@contextlib.contextmanager
+def launch_chromium(tmp_path_factory: pytest.TempPathFactory, *extra_args: str,
+                    ignore_default_args: tuple[str, ...] = ()) -> Iterator[Browser]:
+    """Debian's Chromium, headless, with this extension loaded (its service worker ready); skipped, saying why,
+    where Chromium or Playwright is missing. For the module-scoped fixtures of the test modules."""
     if not (os.path.exists(CHROMIUM) and os.access(CHROMIUM, os.X_OK)):
         pytest.skip(f"{CHROMIUM} is missing (Debian: apt-get install chromium; scripts/test.sh does it)")
     try:
@@ -214,14 +215,21 @@ def chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
     except ImportError:
         pytest.skip("Playwright for Python is missing (pip install -e '.[test]'; scripts/test.sh does it)")
     user_data = tmp_path_factory.mktemp("chromium-profile")
+    # Playwright starts Chromium with --disable-extensions, which --disable-extensions-except overrides for ours
+    # alone; where the caller keeps extensions enabled (ignore_default_args), any extension loads.
+    enabled = "--disable-extensions" in ignore_default_args
+    except_ours = [] if enabled else [f"--disable-extensions-except={EXTENSION}"]
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
             str(user_data), executable_path=CHROMIUM, headless=True, ignore_https_errors=True,
             accept_downloads=True, downloads_path=str(tmp_path_factory.mktemp("downloads")),
-            args=["--headless=new", f"--disable-extensions-except={EXTENSION}", f"--load-extension={EXTENSION}",
-                  "--no-first-run", "--no-default-browser-check"])
+            ignore_default_args=list(ignore_default_args), args=[
+                "--headless=new", *except_ours, f"--load-extension={EXTENSION}", "--no-first-run",
+                "--no-default-browser-check", *extra_args])
         context.set_default_timeout(TIMEOUT_MS)
-        worker = context.service_workers[0] if context.service_workers else context.wait_for_event("serviceworker")
+        ours = [w for w in context.service_workers if w.url.endswith("/src/background.js")]
+        worker = ours[0] if ours else context.wait_for_event(
+            "serviceworker", lambda w: w.url.endswith("/src/background.js"))
         worker.evaluate("swarmproxy.ready.then(() => true)")
         extension_id = worker.url.split("/")[2]
         try:
@@ -229,3 +237,10 @@ def chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
         finally:
             context.close()
 
+
+# Module scope, not session: Playwright's sync API keeps an event loop running in this thread while it is open,
+# and every pytest-asyncio test after it would fail ("Runner.run() cannot be called from a running event loop").
+@pytest.fixture(scope="module")
+def chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    with launch_chromium(tmp_path_factory) as browser:
+        yield browser
