@@ -60,6 +60,11 @@ class ClaimFetching:
 
 
 @dataclasses.dataclass(frozen=True)
+class EndClaim:
+    """This download no longer fetches the file from the origin for the others (`ClaimFetching` is taken back)."""
+
+
+@dataclasses.dataclass(frozen=True)
 class StartLookup:
     headless: bool  # before any origin byte: the stricter quorum applies
 
@@ -185,6 +190,6 @@ class Fail:
     error: object
 
 
-Action = (RelayAsIs | RelayHead | Respond | OpenSpool | ClaimFetching | StartLookup | StopLookup | StartHead
+Action = (RelayAsIs | RelayHead | Respond | OpenSpool | ClaimFetching | EndClaim | StartLookup | StopLookup | StartHead
           | StopHead | Switch | StartSwarm | StartSegments | StopSwarm | CloseOrigin | ReopenOrigin | Deliver
           | RejectManifest | SwarmError | Note | OriginComplete | Account | HandOver | Finish | Cut | Fail)

@@ -1,20 +1,15 @@
 """The fallback download's decisions, sans-I/O: origin first, the swarm when slow, one response in order.
 
 `DownloadCore` never touches a socket or the clock (the model is h11 and mitmproxy's layers). The asyncio shell
-(`proxy.fallback`) feeds it events — the origin's head, its body chunks, its end or failure, a lookup's result,
-the swarm's chunks, its end or failure, the timer — and executes the actions each call returns, in order.
-`next_deadline()` says when to call `timer(now)` if nothing else happens.
+(`proxy.fallback`) feeds it events — the origin's head, body chunks, end or failure, a lookup's result, the swarm's
+chunks, end or failure, the timer — and executes the actions each call returns, in order; `next_deadline()` says
+when to call `timer(now)`. The phases (HEAD, HEADLESS, WAIT, STREAM, SWITCHED, MERGE, DONE) are described in
+docs/ARCHITECTURE.md, "The download".
 
-The phases of one download (docs/ARCHITECTURE.md, "The download", says what each does and when it ends): HEAD
-(`T` runs), HEADLESS (`T` fired: a lookup races a HEAD), WAIT (the origin alone), STREAM (the origin relayed and
-watched), SWITCHED (the origin relayed while lookups run; or *parked*, below), MERGE (origin and block engine
-both produce, whichever is ahead delivers; the first swarm bytes are checked against the origin's), DONE.
-
-Parking (`proxy.parking`): a download that would still run at its early lookup looks the URL up at its head. If
-enough independent others already fetch it from the origin, it leaves the origin to them at once (or when a later
-lookup finds them), asks for their vouches, and reopens the origin at a Range if they do not come; if fewer do,
-it says it fetches too (`ClaimFetching`), so that the next ones wait for it. A file of several segments is not
-parked but taken segment by segment (`StartSegments`, `proxy.segment_swarm`), each from its vouchers or the origin.
+Parking (`proxy.parking`): a download that would still run at its early lookup looks the URL up at its head; if
+enough independent others already fetch it from the origin it leaves the origin to them (at once, or when a later
+lookup finds them) and waits for their vouches; else it says it fetches too (`ClaimFetching`). A file of several
+segments is then taken segment by segment (`StartSegments`, `proxy.segment_swarm`) instead of waiting whole.
 
 Guarantees the tests check: swarming never makes a download fail that the origin alone would finish (with the
 origin's Range stream reopened if we had closed it ourselves); a response that cannot be completed is cut, never
@@ -29,10 +24,10 @@ from typing import TYPE_CHECKING
 from swarm.content.manifest import MAX_BLOCK_SIZE, choose_block_size
 from swarm.content.segments import segmented
 
-from .download_actions import (Account, Action, ClaimFetching, CloseOrigin, Cut, Deliver, Fail, Finish, HandOver, Note,
-                               OpenSpool, OriginComplete, RejectManifest, RelayAsIs, RelayHead, ReopenOrigin, Respond,
-                               Source, StartHead, StartLookup, StartSegments, StartSwarm, StopHead, StopLookup,
-                               StopSwarm, SwarmError, Switch)
+from .download_actions import (Account, Action, ClaimFetching, CloseOrigin, Cut, Deliver, EndClaim, Fail, Finish,
+                               HandOver, Note, OpenSpool, OriginComplete, RejectManifest, RelayAsIs, RelayHead,
+                               ReopenOrigin, Respond, Source, StartHead, StartLookup, StartSegments, StartSwarm,
+                               StopHead, StopLookup, StopSwarm, SwarmError, Switch)
 from .download_settings import DownloadSettings
 from .origin_head import UNVOUCHED_TYPE, BodyDigest, OriginHead, client_range, late_start, resumed_start, same_version
 from .transition import CROWD_CAUSE, DIED_CAUSE, FETCHING_CAUSE, T_CAUSE, TransitionPolicy
@@ -112,7 +107,6 @@ class DownloadCore:
         self.digest: BodyDigest | None = None  # the origin's Repr-Digest, when the answer is the whole representation
 
     # -- what the shell asks -------------------------------------------------------------------------------------
-
     @property
     def done(self) -> bool:
         return self.phase is Phase.DONE
@@ -136,7 +130,6 @@ class DownloadCore:
         return self.held_until if self.phase is Phase.HEADLESS else None
 
     # -- events --------------------------------------------------------------------------------------------------
-
     def start(self, now: float) -> list[Action]:
         """The GET is sent to the origin."""
         self.policy.start(now)
@@ -232,9 +225,9 @@ class DownloadCore:
                 return self._release_held()
         return []
 
-    def lookup_done(self, found: Found | None, now: float, others: int = 0) -> list[Action]:
-        """A lookup's trusted manifest (None: none), and the weight of the independent others that hold or fetch
-        this version from the origin (`manifest_trust.working`)."""
+    def lookup_done(self, found: Found | None, now: float, others: int = 0, ahead: int = 0) -> list[Action]:
+        """A lookup's trusted manifest (None: none), the weight of the independent others that hold or fetch this
+        version from the origin (`manifest_trust.working`), and of those a fetcher steps back for (`Miss.ahead`)."""
         if not self.looking:
             return []
         self.looking = False
@@ -246,8 +239,8 @@ class DownloadCore:
         if self.phase is Phase.STREAM:  # at the head, or the early lookup
             if found is not None and self.policy.crowd(now) is not None:
                 self.found = found  # the policy now says `crowd` (or a cause due before): _tick switches
-            elif found is None and others >= self.settings.parking.after and self._may_park():
-                return self._park(others, now)
+            elif found is None and (parked := self._park_if(others, ahead, now)) is not None:
+                return parked
             elif found is None and not self.claimed and self.spool_block is not None and self.settings.parking.after:
                 self.claimed = True  # too few others at it: this node fetches it, and will vouch
                 assert self.size is not None and self.validator is not None
@@ -265,8 +258,8 @@ class DownloadCore:
                 self.lookup_at = min(now + self.settings.parking.next_poll(now - self.parked_at), self.parked_until)
                 return []
             return self._unpark(now)
-        if others >= self.settings.parking.after and self._may_park():  # switched, still reading the origin
-            return self._park(others, now)
+        if (parked := self._park_if(others, ahead, now)) is not None:  # switched, still reading the origin
+            return parked
         if self.origin is _Producer.GONE:
             return self._cut(f"origin_cut: the origin broke off after {self.position} bytes and no peer has the rest")
         wait = self.settings.repoll[min(self.polls, len(self.settings.repoll) - 1)]
@@ -321,7 +314,6 @@ class DownloadCore:
         return actions
 
     # -- internals -----------------------------------------------------------------------------------------------
-
     def _relay(self, head: OriginHead, now: float) -> list[Action]:
         """Relay the origin's answer; watch it if it may be swarmed."""
         self.origin = _Producer.RUNNING
@@ -462,9 +454,8 @@ class DownloadCore:
         manifest = self.found.manifest
         actions = self._stop_lookups()
         if self.origin is _Producer.RUNNING and self.hinted and self.ranges and self.found.source == "origin":
-            # The origin asked us to swarm and serves ranges: its stream would only send the same prefix to every
-            # client of a crowd. The Range source takes blocks nobody has; should the swarm fail, the stream is
-            # reopened where delivery got to, so nothing the origin alone would finish fails.
+            # The origin asks us to swarm and serves ranges: its stream would send every client the same prefix.
+            # The Range source takes blocks nobody has; a failed swarm reopens the stream where delivery got to.
             self.origin, self.reopen = _Producer.GONE, True
             actions.append(CloseOrigin())
         block, position = manifest.block_size, self.position
@@ -482,8 +473,18 @@ class DownloadCore:
     def _may_park(self) -> bool:
         """Can this download leave the origin for the fetchers, and come back to where it is if they fail it?"""
         return (self.settings.parking.after > 0 and self.phase in (Phase.STREAM, Phase.SWITCHED) and self.ranges
-                and self.origin is _Producer.RUNNING and bool(self.validator) and not self.claimed
-                and self.parked_at is None and self.position < self.end)
+                and self.origin is _Producer.RUNNING and bool(self.validator) and self.parked_at is None
+                and self.position < self.end)
+
+    def _park_if(self, others: int, ahead: int, now: float) -> list[Action] | None:
+        """Park if enough others fetch it. One that said it fetches too steps back for those ahead of it (holders,
+        and claimers of smaller ids, ordered alike by every node): arrivals closer than a claim takes to land all
+        claimed, and each more reader of the whole file divides the origin for all."""
+        if not self._may_park() or (ahead if self.claimed else others) < self.settings.parking.after:
+            return None
+        actions: list[Action] = [EndClaim()] if self.claimed else []
+        self.claimed = False
+        return actions + self._park(ahead if actions else others, now)
 
     def _park(self, others: int, now: float) -> list[Action]:
         parking, first, got = self.settings.parking, self.policy.first_byte_at, self.delivered[Source.ORIGIN]
@@ -495,8 +496,7 @@ class DownloadCore:
         self.phase, self.parked_at = Phase.SWITCHED, now
         self.origin, self.reopen = _Producer.GONE, True
         if self.spool_block and self.size and segmented(self.size, self.spool_block):
-            # Segment by segment: vouched ones from peers before anyone has the whole file; the rest from the
-            # origin by Range, or from the fetchers once they vouch (`proxy.segment_swarm`).
+            # Segment by segment: from peers once vouched, before anyone has it all (`proxy.segment_swarm`).
             self.phase, self.swarm, self.swarm_position = Phase.MERGE, _Producer.RUNNING, self.position
             self.fetch_start = self.position
             return actions + self._stop_lookups() + [

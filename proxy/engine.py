@@ -74,6 +74,8 @@ class Miss:
     reason: str  # "dht-off", "lookup-failed", "no-record", "below-quorum", "conflict", "no-provider", ...
     detail: str = ""  # e.g. "1 publisher"
     others: int = 0  # the weight of the others who hold or are fetching this version from the origin (`working`)
+    # Of those, the ones a download that claimed to fetch it steps back for: holders, and claimers of smaller ids.
+    ahead: int = 0
 
     def __str__(self) -> str:
         return f"{self.reason} ({self.detail})" if self.detail else self.reason
@@ -201,20 +203,22 @@ class SwarmEngine:
         summaries, providers_by_root = claims
         vouches = [Vouch(s.publisher_id, s.content_root, s.size, s.block_size, s.validator, s.publisher_host)
                    for s in summaries]
-        others = 0
+        others = ahead = 0
         if known_size is not None and known_validator:
-            others = working(vouches, size=known_size, validator=validator_bytes(known_validator),
-                             exclude=service.discovery.node_id)
+            own, wanted = service.discovery.node_id, validator_bytes(known_validator)
+            others = working(vouches, size=known_size, validator=wanted, exclude=own)
+            ahead = working([v for v in vouches if v.content_root != IN_PROGRESS_ROOT or v.publisher_id < own],
+                            size=known_size, validator=wanted, exclude=own)
         if all(s.content_root == IN_PROGRESS_ROOT for s in summaries):
             log.info("no manifest record for %s", url)
-            return Miss("no-record", f"{others} fetching from the origin" if others else "", others)
+            return Miss("no-record", f"{others} fetching from the origin" if others else "", others, ahead)
         decision = decide(vouches, self.trust.headless() if headless else self.trust, known_size=known_size,
                           known_validator=validator_bytes(known_validator) if known_validator else None)
         if decision.accepted is None:
             self.counters.manifests_rejected += 1
             log.info("no trusted manifest for %s: %s (%d publisher(s))", url, decision.reason, decision.publishers)
             return Miss(decision.reason, f"{decision.publishers} publisher{'s' if decision.publishers != 1 else ''}",
-                        others)
+                        others, ahead)
         accepted = decision.accepted
         providers = providers_by_root.get(accepted.content_root, [])
         if not providers:

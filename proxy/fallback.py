@@ -195,8 +195,8 @@ class _Download:
         if name == "head":
             return core.head_answered(result)
         if name == "lookup":
-            found, others = result
-            return core.lookup_done(found, now, others)
+            found, others, ahead = result
+            return core.lookup_done(found, now, others, ahead)
         kind, value = result
         if name == "swarm":
             if kind == "data":
@@ -259,6 +259,9 @@ class _Download:
                 self.engine.fetching(str(self.url), size=size, block_size=block_size, validator=validator)
                 self.vouches = SpoolVouches(SegmentTrust(self.engine), url_key(str(self.url)), validator,
                                             self.engine.service.spawn)
+            case act.EndClaim():
+                log.info("%s: others ahead fetch it from the origin: this download leaves it to them", self.url)
+                self.engine.fetch_ended(str(self.url), vouching=False)
             case act.StartLookup(headless):
                 self.waits["lookup"] = asyncio.ensure_future(self._find(headless))
             case act.StartHead():
@@ -330,9 +333,9 @@ class _Download:
 
     # -- what is awaited -----------------------------------------------------------------------------------------
 
-    async def _find(self, headless: bool) -> tuple[object, int]:
-        """A trusted manifest and its providers, or None (a failed lookup found nothing: the origin goes on); and
-        the weight of the others fetching the same version from the origin."""
+    async def _find(self, headless: bool) -> tuple[object, int, int]:
+        """A trusted manifest and its providers, or None (a failed lookup found nothing: the origin goes on); the
+        weight of the others fetching the same version from the origin, and of those ahead of us (`Miss.ahead`)."""
         core = self.core
         try:
             found = await self.engine.find(str(self.url), known_size=core.size, known_validator=core.validator,
@@ -341,7 +344,8 @@ class _Download:
         except Exception as exc:
             log.warning("a swarm lookup failed: %r", exc)
             found = Miss("lookup-failed")
-        return self.ledger.usable(found), found.others if isinstance(found, Miss) else 0
+        miss = found if isinstance(found, Miss) else Miss("")
+        return self.ledger.usable(found), miss.others, miss.ahead
 
     async def _next_chunk(self) -> tuple[str, object]:
         try:

@@ -99,8 +99,8 @@ def ANSWER(h, exp=""):  # noqa: N802 - the racing HEAD answered (None: it failed
     return ("answer", h, None, exp)
 
 
-def LOOK(found, t, exp, others=None):  # noqa: N802 - the running lookup answered (`others` fetching it)
-    return ("look", found if others is None else (found, others), t, exp)
+def LOOK(found, t, exp, others=None, ahead=0):  # noqa: N802 - the lookup answered (`others` fetching it)
+    return ("look", found if others is None else (found, others, ahead), t, exp)
 
 
 def S(n, t, exp):  # noqa: N802 - the swarm's next `n` bytes (None: to the end of its current block)
@@ -264,10 +264,10 @@ class Driver:
         if kind == "look":
             assert self.lookup, "no lookup is running"
             self.lookup = False
-            found, others = arg if isinstance(arg, tuple) else (arg, 0)
+            found, others, ahead = arg if isinstance(arg, tuple) else (arg, 0, 0)
             if found is not None:
                 self.found = found
-            return core.lookup_done(found, t, others)
+            return core.lookup_done(found, t, others, ahead)
         assert core.wants_swarm and self.swarm_at is not None, "the shell does not read the swarm here"
         if kind == "s":
             n = arg if arg is not None else BLOCK - self.swarm_at % BLOCK

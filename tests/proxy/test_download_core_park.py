@@ -192,3 +192,19 @@ def test_where_a_segment_comes_from(trusted, others, waited, source) -> None:
     # Vouched for, but its holders left: one other fetching it is enough to wait for.
     assert parking.segment_source(trusted=False, others=1, waited=0.0, limit=5.0, enough=1) == "wait"
     assert parking.segment_source(trusted=False, others=0, waited=0.0, limit=5.0, enough=1) == "origin"
+
+
+def test_a_fetcher_steps_back_for_two_fetchers_ahead_of_it() -> None:
+    """Arrivals closer than a claim takes to land all claim; later lookups let the extra ones leave the origin to
+    the two ahead of them (holders, or claimers of smaller ids): one ahead is not enough under quorum:2."""
+    core = DownloadCore(PARK)
+    core.start(0.0)
+    core.origin_head(RANGES, 0.1)
+    core.timer(0.6)
+    assert [type(a) for a in core.lookup_done(None, 0.7, others=1)] == [ClaimFetching] and core.claimed
+    assert "StartLookup" in [type(a).__name__ for a in core.timer(2.2)]  # R: no body byte in W
+    assert "EndClaim" not in [type(a).__name__ for a in core.lookup_done(None, 2.3, others=3, ahead=1)]
+    assert core.claimed and core.wants_origin
+    assert [type(a).__name__ for a in core.timer(core.next_deadline())] == ["StartLookup"]
+    names = [type(a).__name__ for a in core.lookup_done(None, 3.4, others=3, ahead=2)]
+    assert names == ["EndClaim", "CloseOrigin"] and not core.claimed and not core.wants_origin
