@@ -58,7 +58,11 @@ async function applyProxy() {
   state.applied = JSON.stringify(c);
 }
 
+// Another extension or a policy holds the proxy setting, so ours is not in effect: Chromium only, which routes by
+// that setting. Firefox routes by proxy.onRequest, which wins over whatever proxy.settings holds (another
+// extension with the private-browsing permission can set it; ours still reads its levelOfControl): no conflict.
 function conflict() {
+  if (FIREFOX) return false;
   return state.control === "controlled_by_other_extensions" || state.control === "not_controllable";
 }
 

@@ -17,7 +17,7 @@ from urllib.parse import quote
 import pytest
 
 from .conftest import DOWNLOAD, EXTENSION, SCREENSHOTS, Origin, ProxyProcess
-from .firefox_bidi import EXTENSION_UUID, FIREFOX, Firefox
+from .firefox_bidi import EXTENSION_UUID, FIREFOX, BiDiError, Firefox
 
 pytestmark = pytest.mark.e2e
 PAGES = f"moz-extension://{EXTENSION_UUID}/src"
@@ -233,3 +233,59 @@ def test_firefox_download_with_swarmproxy_from_the_context_menu(firefox: Firefox
     assert Path(item["filename"]) == firefox.downloads / name
     assert hashlib.sha256(Path(item["filename"]).read_bytes()).digest() == hashlib.sha256(DOWNLOAD).digest()
     assert file_url in swarmproxy.requests()
+
+
+TAKER_ID = "proxy-taker@swarmproxy.invalid"
+
+
+def test_firefox_another_extension_holding_proxy_settings_is_no_conflict(firefox: Firefox, popup: str,
+                                                                         origin: Origin, swarmproxy: ProxyProcess,
+                                                                         tmp_path: Path) -> None:
+    """Another extension takes proxy.settings (everything direct). In Firefox it needs the private-browsing
+    permission for that, which webExtension.install cannot grant: the test grants it as a user would in
+    about:addons, by privileged script in the browser's own window (BiDi's chrome scope, which
+    --remote-allow-system-access opens). Ours reads levelOfControl "controlled_by_other_extensions" but routes by
+    proxy.onRequest, which wins over that setting: no warning, the badge ON, the listed site through the proxy."""
+    taker = tmp_path / "taker"
+    taker.mkdir()
+    (taker / "manifest.json").write_text(json.dumps({
+        "manifest_version": 3, "name": "proxy-taker", "version": "1.0", "permissions": ["proxy"],
+        "background": {"scripts": ["background.js"]}, "browser_specific_settings": {"gecko": {"id": TAKER_ID}}}))
+    (taker / "background.js").write_text("")
+    (taker / "page.html").write_text("<!doctype html><title>proxy-taker</title>")
+    configure(firefox, popup, mode="listed", proxy=swarmproxy.address, rules=[origin.host], exclude=[])
+    badge_is(firefox, popup, "ON")
+    try:
+        chrome = firefox.send("browsingContext.getTree", {"moz:scope": "chrome"})["contexts"][0]["context"]
+    except BiDiError as err:
+        pytest.skip(f"no privileged (chrome) scope over BiDi here, to grant the private-browsing permission: {err}")
+    assert firefox.install_extension(taker) == TAKER_ID
+    page = firefox.new_tab()
+    try:
+        taker_page = firefox.evaluate(chrome, f"""(async () => {{
+            const {{ ExtensionPermissions }} = ChromeUtils.importESModule(
+                "resource://gre/modules/ExtensionPermissions.sys.mjs");
+            const {{ AddonManager }} = ChromeUtils.importESModule("resource://gre/modules/AddonManager.sys.mjs");
+            await ExtensionPermissions.add({json.dumps(TAKER_ID)},
+                {{permissions: ["internal:privateBrowsingAllowed"], origins: []}});
+            await (await AddonManager.getAddonByID({json.dumps(TAKER_ID)})).reload();
+            return WebExtensionPolicy.getByID({json.dumps(TAKER_ID)}).getURL("page.html");
+        }})()""")
+        firefox.navigate(page, taker_page)
+        assert firefox.evaluate(page, "browser.proxy.settings.set({value: {proxyType: 'none'}})") is True
+        assert firefox.evaluate(page, "browser.proxy.settings.get({}).then(s => s.levelOfControl)") == (
+            "controlled_by_this_extension")
+
+        assert firefox.evaluate(popup, "browser.proxy.settings.get({}).then(s => s.levelOfControl)") == (
+            "controlled_by_other_extensions")
+        state = firefox.evaluate(popup, "browser.runtime.sendMessage({type: 'get', refresh: true})")
+        assert state["control"] == "controlled_by_other_extensions", state
+        assert state["conflict"] is False and state["badge"] == "ON", state
+        firefox.navigate(popup, f"{PAGES}/popup.html")
+        firefox.wait_for(popup, "() => document.getElementById('badge').textContent === 'ON'")
+        assert firefox.evaluate(popup, "document.getElementById('conflict').hidden") is True
+        path, via = visit(firefox, origin)
+        assert "swarmproxy" in via and origin.url(path) in swarmproxy.requests()
+    finally:
+        firefox.send("browsingContext.close", {"context": page})
+        firefox.send("webExtension.uninstall", {"extension": TAKER_ID})
