@@ -143,19 +143,24 @@ class EntryPlan:
 
 
 class StallWatch:
-    """When each member last made progress (its verified count grew), from the records read each period."""
+    """When each member last made progress (its verified count grew), from the records read each period.
+
+    A member's clock starts again whenever its role changes: waiting to become a representant (a late rack whose
+    slots are not free yet, as while redis recovers from a restart) is no stall. Counted as one, every node would
+    show a rack's new representants everything at once, and both would bring the whole file across the level."""
 
     def __init__(self, after: float = STEAL_AFTER) -> None:
         self.after = after
-        self._last: dict[str, tuple[int, float]] = {}  # node -> (verified, when it last grew)
+        self._last: dict[str, tuple[int, float, str]] = {}  # node -> (verified, when it last grew, role then)
 
-    def observe(self, node: str, verified: int, blocks: int, now: float, fetching: bool = True) -> None:
+    def observe(self, node: str, verified: int, blocks: int, now: float, fetching: bool = True,
+                role: str = "") -> None:
         """A member's record: `fetching` False while it waits its turn (priority): that is no stall."""
         before = self._last.get(node)
         if verified >= blocks:
             self._last.pop(node, None)
-        elif before is None or verified > before[0] or not fetching:
-            self._last[node] = (verified, now)
+        elif before is None or verified > before[0] or not fetching or role != before[2]:
+            self._last[node] = (verified, now, role)
 
     def stalled(self, now: float) -> frozenset[str]:
-        return frozenset(node for node, (_, since) in self._last.items() if now - since >= self.after)
+        return frozenset(node for node, (_, since, _) in self._last.items() if now - since >= self.after)

@@ -127,7 +127,8 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
                                                      lambda n: agents[n].location if n in agents else None)
                     now = asyncio.get_running_loop().time()
                     for peer, state in members.items():
-                        stalls.observe(peer, state.verified, state.blocks, now, state.fetching)
+                        stalls.observe(peer, state.verified, state.blocks, now, state.fetching,
+                                       state.role)
                     server_id, uptime = await coord.server()
                     # As the agents do (`cluster.run`): after redis came back empty, absence is no departure.
                     view = merged(view, fresh) if recovering(server_id, uptime, record.server, SLOT_TTL) else fresh

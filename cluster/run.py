@@ -124,7 +124,7 @@ class TransferRun:
         view, records = await read_view(coord, self.tid, self.agent.location_of_node)
         now = asyncio.get_running_loop().time()
         for node, record in records.items():
-            self.stalls.observe(node, record.verified, record.blocks, now, record.fetching)
+            self.stalls.observe(node, record.verified, record.blocks, now, record.fetching, record.role)
         # The server read *after* the view: had redis restarted empty between an earlier read of it and the view,
         # the empty slots would look free to claim before their holders could take them back.
         server_id, uptime = await coord.server()

@@ -11,7 +11,11 @@ connections, once made or accepted, also:
 * on the serving side (accepted connections), show the peer only the blocks it is the entry point of when it is
   across a level (`cluster.division.EntryPlan`, through `shown(root, node)`, the node id the peer gave in its
   handshake, which is its cluster id: `SwarmService(node_id=)`): the BITFIELD is cut down and a
-  HAVE of a hidden block held back, until `reveal()` finds the plan now shows it (a member left).
+  HAVE of a hidden block held back, until `reveal()` finds the plan now shows it (a member left);
+* on the fetching side (connections it makes), slip into the engine's receive stream of a nearer source a START
+  of the blocks it holds, after its HAVE or BITFIELD and whenever a farther source offers one of them
+  (`cluster.nearest.NearestFirst`): the engine then asks no farther source for them for a START's lifetime, and
+  the block is taken inside the rack rather than across its uplink again.
 
 It hooks the two methods on each connection object (`receive`, `send_block`) rather than subclassing the
 connection: the TCP transport makes the connections itself, and the engine needs nothing else to change.
@@ -20,8 +24,10 @@ connection: the TCP transport makes the connections itself, and the engine needs
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Callable
 
+from cluster.nearest import NearestFirst
 from cluster.overlay import Level, Location, level_between
 from swarm.core.throttle import ThrottleGroup
 from swarm.errors import TransportError
@@ -42,6 +48,25 @@ class _Shown:
         self.hidden: set[int] = set()
 
 
+class _Inbox:
+    """A connection's messages, with STARTs slipped in (`cluster.nearest`): handed to the engine before the next
+    message from the connection. Not woken for them: a source the engine fetches from sends something soon (a
+    HAVE, the BLOCK it was asked for), and a task per message to be woken would cost every rack link CPU."""
+
+    def __init__(self, receive) -> None:
+        self.receive = receive
+        self.queue: deque = deque()
+
+    def put(self, message) -> None:
+        self.queue.append(message)
+
+    async def next(self):
+        """The next message, and whether it was slipped in."""
+        if self.queue:
+            return self.queue.popleft(), True
+        return await self.receive(), False
+
+
 class LeveledTransport(TcpTransport):
     def __init__(self, me: Location | None, locate: Callable[[str], Location | None],
                  on_bytes: Callable[[Level, int], None] | None = None,
@@ -55,6 +80,8 @@ class LeveledTransport(TcpTransport):
         self.groups = {level: ThrottleGroup(None, name=level.label) for level in Level}
         self.received = {level: 0 for level in Level}
         self.sent = {level: 0 for level in Level}
+        self.nearest = NearestFirst()
+        self.inboxes: dict[Connection, _Inbox] = {}
 
     def level_of(self, host: str) -> Level:
         return level_between(self.me, self.locate(host))
@@ -80,7 +107,43 @@ class LeveledTransport(TcpTransport):
     async def connect(self, address: Address, *, timeout: float = CONNECT_TIMEOUT):
         connection = await super().connect(address, timeout=timeout)
         self._hook(connection)
+        if self.me is not None:
+            self._hook_fetching(connection)
         return connection
+
+    def _hook_fetching(self, connection: Connection) -> None:
+        """Nearest first (`cluster.nearest`) on a connection this node fetches over."""
+        inbox = self.inboxes[connection] = _Inbox(connection.receive)
+        host = connection.remote_address[0]
+
+        async def receive_nearest_first():
+            message, slipped = await inbox.next()
+            if slipped:
+                return message
+            kind = type(message)
+            if kind is wire.Handshake:
+                self.nearest.joined(connection, message.root, int(self.level_of(host)))
+            elif kind is wire.Bitfield:
+                self._slip(self.nearest.offer(connection, message.blocks()))
+            elif kind is wire.Have:
+                self._slip(self.nearest.offer(connection, (message.block,)))
+            return message
+
+        def gone(_future) -> None:
+            self.inboxes.pop(connection, None)
+            self.nearest.left(connection)
+
+        connection.receive = receive_nearest_first  # type: ignore[method-assign]
+        connection.closed.add_done_callback(gone)
+
+    def _slip(self, starts: dict) -> None:
+        """STARTs for the engine from nearer sources of blocks they hold (`cluster.nearest`), after what the
+        engine is being handed now: it then asks no farther source for them for a START's lifetime."""
+        for connection, blocks in starts.items():
+            inbox = self.inboxes.get(connection)
+            if inbox is not None:
+                for block in blocks:
+                    inbox.put(wire.Start(block))
 
     def _hook_serving(self, connection: Connection) -> None:
         state = self.serving[connection] = _Shown(connection.send_nowait)

@@ -163,11 +163,18 @@ def test_killed_agent_late_rack_and_redis_restart_all_finish(cluster, redis_serv
     seen = figures(cluster, tid, size, {"seconds": 0, "seeder_ratio": 0})
     late_rack = seen["racks"]["dc1/r3"]
     assert late_rack["cross_rack_by_non_representants"] == 0  # the late rack, too, through its two
-    # ... and it got its copy from the other racks, not a copy per member. Not the 1.10 of the undisturbed run
-    # (test_push_to_12_agents_byte_exact_two_representants_per_rack): when redis restarts empty while the late
-    # rack's representants are being chosen, a second pair may pull blocks before the first retakes its slots;
-    # fresh-clone runs gave 1.00 to 1.37.
-    assert late_rack["uplink_copies"] <= 1.5, late_rack
+    # ... and it got its copy from the other racks through its two, about once. Its representants may stand one
+    # after the other (the second only a slot TTL into the restarted redis's life): the stall clock starts when a
+    # member stands (`cluster.division.StallWatch`), and a representant takes from its rack what its rack holds
+    # rather than across the level (`cluster.nearest`). Measured 1.000-1.010 (before: 1.00-1.37, once 1.98). Not the
+    # 1.10 of the undisturbed run: a block asked of a far source just before a rack peer's HAVE arrives, or that the
+    # rack did not hand over within a START's 10 s (redis away for 3-5 s, two cores shared by 13 processes), may
+    # still cross twice (docs/cluster.md, "Limits").
+    print(f"late rack uplink copies: {late_rack['uplink_copies']}")
+    members = cluster.members(tid)
+    late_members = {a.name: (members[a.node].role, members[a.node].received, members[a.node].extra_bytes)
+                    for a in late}
+    assert late_rack["uplink_copies"] <= 1.25, (late_rack, late_members)
     assert holders_before.items() <= slot_holders(cluster, tid).items(), "a holder lost its slot to redis restarting"
     final = cluster.member_of(tid, victim)
     assert final.role == role_before  # it re-read its role: its slots were still under its node id

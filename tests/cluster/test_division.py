@@ -132,3 +132,17 @@ def test_waiting_for_priority_is_no_stall():
     watch.observe("a", 5, 100, 9.0, fetching=False)
     assert watch.stalled(15.0) == frozenset()
     assert watch.stalled(19.0) == {"a"}
+
+
+def test_waiting_to_become_a_representant_is_no_stall():
+    """A late rack whose slots are not free yet (redis recovering from a restart) makes no progress: once a
+    member stands, its clock starts again, or every node would show it everything at once."""
+    watch = StallWatch(after=10.0)
+    watch.observe("a", 0, 100, 0.0, role="peer")
+    watch.observe("a", 0, 100, 12.0, role="peer")
+    assert watch.stalled(12.0) == {"a"}
+    watch.observe("a", 0, 100, 15.0, role="rack")  # a representant now
+    assert watch.stalled(20.0) == frozenset()
+    watch.observe("a", 0, 100, 21.0, role="dc")
+    assert watch.stalled(30.0) == frozenset()
+    assert watch.stalled(31.0) == {"a"}
