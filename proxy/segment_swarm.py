@@ -123,6 +123,8 @@ class SegmentTrust:
         helpers = fetching if root else fetching + vouched
         others = working([Vouch(pid, IN_PROGRESS_ROOT, 0, cut.block_size, wanted, host) for pid, host in helpers],
                          size=0, validator=wanted, exclude=service.discovery.node_id)
+        if whole is None and file_fetchers and not providers:  # who fetches the file is unknown: so is `others`
+            return SegmentLookup(None, 0, "lookup-failed")
         if root is None:
             return SegmentLookup(None, others, decision.reason)
         if not providers:
@@ -210,19 +212,6 @@ class SpoolVouches:
             self.next += 1
 
 
-class _Offset:
-    """The file's origin as a Range source of one segment's bytes."""
-
-    def __init__(self, source: OriginRangeSource, base: int) -> None:
-        self.source, self.base = source, base
-
-    async def fetch(self, offset: int, length: int) -> bytes:
-        return await self.source.fetch(self.base + offset, length)
-
-    def __getattr__(self, name: str):
-        return getattr(self.source, name)
-
-
 class SegmentedFetch:
     """Bytes `start..end-1` of a file, in order, segment by segment (see the module docstring)."""
 
@@ -243,6 +232,7 @@ class SegmentedFetch:
         # to fetch can impose), set by `chunks`.
         self.budget = 0.0
         self.waited = 0.0
+        self.others_known = parking.after  # the last count of others at a segment a lookup gave
         # The file's last segment, fetched ahead (`_prefetch_tail`): (where from, its bytes).
         self.tail: asyncio.Future[tuple[str, bytes]] | None = None
 
@@ -267,12 +257,18 @@ class SegmentedFetch:
                     task.cancel()
                     task.add_done_callback(lambda done: done.cancelled() or done.exception())
 
-    async def _look_up(self, index: int) -> SegmentLookup:
-        return await self.trust.look_up(self.url_key, self.cut, index, self.validator)
+    async def _look_up(self, index: int, *, file_fetchers: bool = True) -> SegmentLookup:
+        """The segment's lookup; one that failed (a busy DHT times out) keeps the last count of others at it, as
+        nobody fetching it would send the whole crowd to the origin (the download parked for `after` of them)."""
+        lookup = await self.trust.look_up(self.url_key, self.cut, index, self.validator, file_fetchers=file_fetchers)
+        if lookup.reason == "lookup-failed":
+            return dataclasses.replace(lookup, others=self.others_known)
+        if lookup.enough is None and file_fetchers:
+            self.others_known = lookup.others
+        return lookup
 
     async def _segment(self, index: int, start: int, end: int, ahead: asyncio.Future | None
                        ) -> AsyncIterator[bytes]:
-        lo, hi = self.cut.span(index)
         if self.tail is not None and index == self.cut.count - 1:
             try:
                 source, data = await self.tail
@@ -309,7 +305,7 @@ class SegmentedFetch:
             if source == "peers":
                 assert lookup.found is not None
                 log.info("%s: segment %d from %d peer(s)", self.url, index, len(lookup.found.providers))
-                pieces = self._from_peers(lookup.found, lo, start, end)
+                pieces = self._from_peers(lookup.found, start, end)
             else:
                 log.info("%s: segment %d from the origin (%s, %d fetching)", self.url, index, lookup.reason,
                          lookup.others)
@@ -319,11 +315,12 @@ class SegmentedFetch:
                     yield piece
             return
 
-    async def _from_peers(self, found: Found, base: int, start: int, end: int, *,
+    async def _from_peers(self, found: Found, start: int, end: int, *,
                           counted: bool = True) -> AsyncIterator[bytes]:
         engine, root = self.engine, found.manifest.root
-        chunks = engine.fetch(found, origin=_Offset(self.origin, base), start=start, end=end,
-                              report=self.report if counted else None)
+        # No origin beside the peers: every Range request a crowd's segments made of it would slow the very
+        # fetchers whose vouches the crowd waits for (a segment the peers fail falls back to the origin's stream).
+        chunks = engine.fetch(found, origin=None, start=start, end=end, report=self.report if counted else None)
         try:
             async with contextlib.aclosing(chunks):  # closed, the fetch has stored what it verified
                 async for chunk in chunks:
@@ -371,7 +368,7 @@ class SegmentedFetch:
         await self.sleep(self.jitter() * self.parking.poll)  # a crowd arriving together: the first claims land
         began = self.clock()
         while True:
-            lookup = await self.trust.look_up(self.url_key, self.cut, index, self.validator, file_fetchers=False)
+            lookup = await self._look_up(index, file_fetchers=False)
             waited = self.clock() - began
             source = self.parking.segment_source(trusted=lookup.found is not None, others=lookup.others,
                                                  waited=waited, limit=self.budget, enough=lookup.enough)
@@ -381,7 +378,7 @@ class SegmentedFetch:
             log.info("%s: the last segment ahead, from %s", self.url, source)
             if source == "peers":
                 assert lookup.found is not None
-                pieces = self._from_peers(lookup.found, lo, 0, hi - lo, counted=False)
+                pieces = self._from_peers(lookup.found, 0, hi - lo, counted=False)
             else:
                 origin = OriginRangeSource(self.engine.session, self.url, size=self.cut.size,
                                            validator=self.validator, max_concurrent=1)

@@ -59,8 +59,8 @@ def count_peer_segments(monkeypatch, enough: int) -> asyncio.Event:
     """Set once `enough` segments were delivered from peers by segmented downloads."""
     event, done, real = asyncio.Event(), [0], SegmentedFetch._from_peers
 
-    async def from_peers(self, found, base, start, end):
-        async for chunk in real(self, found, base, start, end):
+    async def from_peers(self, found, start, end, **kwargs):
+        async for chunk in real(self, found, start, end, **kwargs):
             yield chunk
         done[0] += 1
         if done[0] >= enough:
@@ -208,7 +208,7 @@ async def test_the_wait_for_vouches_is_bounded_and_counts_from_the_last_segment_
     taken: list[tuple[int, str, float]] = []
 
     class Trust:
-        async def look_up(self, url_key, cut, index, validator):
+        async def look_up(self, url_key, cut, index, validator, file_fetchers=True):
             found = next(answers[index])
             clock.now += 1.0  # a lookup takes a second
             return SegmentLookup(found, 2, "ok" if found else "below-quorum")
@@ -223,8 +223,8 @@ async def test_the_wait_for_vouches_is_bounded_and_counts_from_the_last_segment_
                                origin_rate=1e9, clock=clock, sleep=clock.sleep, jitter=lambda: 1.0)
         fetch.trust = Trust()
 
-        async def from_peers(found, base, start, end):
-            taken.append((base, "peers", clock.now))
+        async def from_peers(found, start, end):
+            taken.append((0, "peers", clock.now))
             yield b"p" * (end - start)
 
         async def from_origin(index, start, end):
@@ -240,3 +240,42 @@ async def test_the_wait_for_vouches_is_bounded_and_counts_from_the_last_segment_
     # The budget again, from segment 0 on (at most a lookup and a poll late), then a pause and one more lookup.
     assert 5.0 + 0.5 + 1.0 <= at1 - at0 <= 5.0 + 1.0 + 0.5 + 0.5 + 1.0
     assert fetch.sources == ["peers", "origin"]
+
+
+async def test_a_failed_lookup_is_no_reason_to_ask_the_origin():
+    """A busy DHT times a lookup out: that says nothing of who fetches the segment, so the download keeps the last
+    count it had (at first, the fetchers it parked for) and goes on waiting instead of joining the origin."""
+    import aiohttp
+
+    from proxy.parking import ParkingSettings
+    from proxy.segment_swarm import SegmentLookup
+
+    clock = FakeClock()
+    cut = Segments(2 * SEGMENT, CUT_BLOCK)
+    found = type("Found", (), {"providers": []})()
+    answers = iter([SegmentLookup(None, 0, "lookup-failed")] * 3 + [SegmentLookup(found, 2, "ok")] * 10)
+
+    class Trust:
+        async def look_up(self, url_key, cut, index, validator, file_fetchers=True):
+            clock.now += 1.0
+            return next(answers)
+
+        def release(self):
+            pass
+
+    async with aiohttp.ClientSession(auto_decompress=False) as session:
+        engine = type("Engine", (), {"session": session})()
+        fetch = SegmentedFetch(engine, "http://127.0.0.1:9/f", b"k" * 32, cut, validator='"v"',
+                               parking=ParkingSettings(after=2, poll=0.5, shortest=60.0, longest=60.0),
+                               origin_rate=1e9, clock=clock, sleep=clock.sleep, jitter=lambda: 0.0)
+        fetch.trust = Trust()
+
+        async def from_peers(found, start, end):
+            yield b"p" * (end - start)
+
+        async def from_origin(index, start, end):
+            yield b"o" * (end - start)
+
+        fetch._from_peers, fetch._from_origin = from_peers, from_origin
+        body = b"".join([piece async for piece in fetch.chunks(0, cut.size)])
+    assert body == b"p" * cut.size and fetch.sources == ["peers", "peers"]
