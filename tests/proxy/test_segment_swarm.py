@@ -193,25 +193,21 @@ class FakeClock:
         self.now += seconds
 
 
-async def test_the_wait_for_vouches_is_bounded_and_counts_from_the_last_segment_others_delivered():
-    """Segment 0 comes from peers after 4 s of waiting; segment 1's fetchers stop delivering: after the budget
-    (the whole rest at the origin's rate, here 5 s) since segment 0 it is taken from the origin."""
+async def scripted_fetch(answer, *, wait: float, jitter: float) -> tuple[bytes, list, SegmentedFetch]:
+    """A two-segment SegmentedFetch on a fake clock whose lookups answer `answer(index)` (each takes a second) and
+    whose peers and origin answer at once; parking waits `wait` s at most. The body, what came from where when."""
     import aiohttp
 
     from proxy.parking import ParkingSettings
-    from proxy.segment_swarm import SegmentLookup
 
     clock = FakeClock()
     cut = Segments(2 * SEGMENT, CUT_BLOCK)
-    found = type("Found", (), {"providers": []})()
-    answers = {0: iter([None, None, None, found]), 1: iter([None] * 1000)}
-    taken: list[tuple[int, str, float]] = []
+    taken: list[tuple[str, float]] = []
 
     class Trust:
         async def look_up(self, url_key, cut, index, validator, file_fetchers=True):
-            found = next(answers[index])
-            clock.now += 1.0  # a lookup takes a second
-            return SegmentLookup(found, 2, "ok" if found else "below-quorum")
+            clock.now += 1.0
+            return answer(index)
 
         def release(self):
             pass
@@ -219,22 +215,40 @@ async def test_the_wait_for_vouches_is_bounded_and_counts_from_the_last_segment_
     async with aiohttp.ClientSession(auto_decompress=False) as session:
         engine = type("Engine", (), {"session": session})()
         fetch = SegmentedFetch(engine, "http://127.0.0.1:9/f", b"k" * 32, cut, validator='"v"',
-                               parking=ParkingSettings(after=2, poll=0.5, shortest=5.0, longest=5.0),
-                               origin_rate=1e9, clock=clock, sleep=clock.sleep, jitter=lambda: 1.0)
+                               parking=ParkingSettings(after=2, poll=0.5, shortest=wait, longest=wait),
+                               origin_rate=1e9, clock=clock, sleep=clock.sleep, jitter=lambda: jitter)
         fetch.trust = Trust()
 
         async def from_peers(found, start, end):
-            taken.append((0, "peers", clock.now))
+            taken.append(("peers", clock.now))
             yield b"p" * (end - start)
 
         async def from_origin(index, start, end):
-            taken.append((cut.span(index)[0], "origin", clock.now))
+            taken.append(("origin", clock.now))
             yield b"o" * (end - start)
 
         fetch._from_peers, fetch._from_origin = from_peers, from_origin
         body = b"".join([piece async for piece in fetch.chunks(0, cut.size)])
-    assert body == b"p" * cut.span(0)[1] + b"o" * (cut.size - cut.span(0)[1])
-    (_, first, at0), (_, second, at1) = taken
+    return body, taken, fetch
+
+
+FOUND = type("Found", (), {"providers": []})()
+
+
+async def test_the_wait_for_vouches_is_bounded_and_counts_from_the_last_segment_others_delivered():
+    """Segment 0 comes from peers after 4 s of waiting; segment 1's fetchers stop delivering: after the budget
+    (the whole rest at the origin's rate, here 5 s) since segment 0 it is taken from the origin."""
+    from proxy.segment_swarm import SegmentLookup
+
+    answers = {0: iter([None, None, None, FOUND]), 1: iter([None] * 1000)}
+
+    def answer(index):
+        found = next(answers[index])
+        return SegmentLookup(found, 2, "ok" if found else "below-quorum")
+
+    body, taken, fetch = await scripted_fetch(answer, wait=5.0, jitter=1.0)
+    assert body == b"p" * SEGMENT + b"o" * SEGMENT
+    (first, at0), (second, at1) = taken
     assert (first, second) == ("peers", "origin")
     assert at0 == pytest.approx(4 + 3 * 0.5)  # four lookups, three polls
     # The budget again, from segment 0 on (at most a lookup and a poll late), then a pause and one more lookup.
@@ -245,37 +259,8 @@ async def test_the_wait_for_vouches_is_bounded_and_counts_from_the_last_segment_
 async def test_a_failed_lookup_is_no_reason_to_ask_the_origin():
     """A busy DHT times a lookup out: that says nothing of who fetches the segment, so the download keeps the last
     count it had (at first, the fetchers it parked for) and goes on waiting instead of joining the origin."""
-    import aiohttp
-
-    from proxy.parking import ParkingSettings
     from proxy.segment_swarm import SegmentLookup
 
-    clock = FakeClock()
-    cut = Segments(2 * SEGMENT, CUT_BLOCK)
-    found = type("Found", (), {"providers": []})()
-    answers = iter([SegmentLookup(None, 0, "lookup-failed")] * 3 + [SegmentLookup(found, 2, "ok")] * 10)
-
-    class Trust:
-        async def look_up(self, url_key, cut, index, validator, file_fetchers=True):
-            clock.now += 1.0
-            return next(answers)
-
-        def release(self):
-            pass
-
-    async with aiohttp.ClientSession(auto_decompress=False) as session:
-        engine = type("Engine", (), {"session": session})()
-        fetch = SegmentedFetch(engine, "http://127.0.0.1:9/f", b"k" * 32, cut, validator='"v"',
-                               parking=ParkingSettings(after=2, poll=0.5, shortest=60.0, longest=60.0),
-                               origin_rate=1e9, clock=clock, sleep=clock.sleep, jitter=lambda: 0.0)
-        fetch.trust = Trust()
-
-        async def from_peers(found, start, end):
-            yield b"p" * (end - start)
-
-        async def from_origin(index, start, end):
-            yield b"o" * (end - start)
-
-        fetch._from_peers, fetch._from_origin = from_peers, from_origin
-        body = b"".join([piece async for piece in fetch.chunks(0, cut.size)])
-    assert body == b"p" * cut.size and fetch.sources == ["peers", "peers"]
+    answers = iter([SegmentLookup(None, 0, "lookup-failed")] * 3 + [SegmentLookup(FOUND, 2, "ok")] * 10)
+    body, _, fetch = await scripted_fetch(lambda index: next(answers), wait=60.0, jitter=0.0)
+    assert body == b"p" * 2 * SEGMENT and fetch.sources == ["peers", "peers"]
