@@ -24,7 +24,7 @@ from .adaptive import Adaptive, Outcome, Probe, ProbedSettings
 from .download_core import DownloadCore
 from .download_ledger import Ledger
 from .download_settings import DownloadSettings
-from .engine import Miss, SwarmEngine, url_key
+from .engine import Found, Miss, SwarmEngine, url_key
 from .errors import ClientGone
 from .origin import OriginStream, describe_failure, head
 from .origin_head import describe, range_request, synthesized_headers
@@ -130,6 +130,7 @@ class _Download:
         self.owner, self.request, self.url, self.headers, self.record = owner, request, url, headers, record
         self.engine = owner.engine
         self.loop = asyncio.get_running_loop()
+        self.began = self.loop.time()
         self.core = DownloadCore(settings, range_header=request.headers.get("Range"),
                                  if_range=request.headers.get("If-Range"))
         self.origin: OriginStream | None = None
@@ -142,6 +143,10 @@ class _Download:
         # the lookup it qualifies, the origin before the lookup (its own answer beats a manifest's) and before
         # the swarm (it was first).
         self.waits: dict[str, asyncio.Future | None] = dict.fromkeys(("head", "origin", "lookup", "swarm"))
+
+    def _say(self, text: str) -> None:
+        """One line of the request's `events`: what was decided and why."""
+        self.record.event(self.loop.time() - self.began, text)
 
     async def run(self) -> web.StreamResponse | None:
         core, self.origin = self.core, OriginStream(self.owner.session, self.url, self.headers)
@@ -256,10 +261,12 @@ class _Download:
             case act.OpenSpool(size, block_size):
                 self.spool = Spool(self.engine.spool_dir, size, block_size=block_size)
             case act.ClaimFetching(size, block_size, validator):
+                self._say("too few others fetch it: this node fetches it from the origin and will vouch")
                 self.engine.fetching(str(self.url), size=size, block_size=block_size, validator=validator)
                 self.vouches = SpoolVouches(SegmentTrust(self.engine), url_key(str(self.url)), validator,
                                             self.engine.service.spawn)
             case act.EndClaim():
+                self._say("others ahead fetch it from the origin: leaving it to them")
                 log.info("%s: others ahead fetch it from the origin: this download leaves it to them", self.url)
                 self.engine.fetch_ended(str(self.url), vouching=False)
             case act.StartLookup(headless):
@@ -272,6 +279,7 @@ class _Download:
                 _drop(self.waits[name])
                 self.waits[name] = None
             case act.Switch(cause, position, reason):
+                self._say(f"switch ({cause}) at byte {position}: {reason}")
                 log.info("%s: switching to the swarm at byte %d (%s)", self.url, position, reason)
                 self.ledger.switched(cause)
             case act.StartSwarm(found, start, end):
@@ -290,6 +298,7 @@ class _Download:
                                        parking=self.core.settings.parking,
                                        origin_rate=origin_rate, report=self.ledger.report)
                 fetch.sources = self.record.segments  # filled as each segment starts
+                fetch.event = self._say
                 self.chunks = fetch.chunks(start, end)
             case act.StopSwarm():
                 await self._stop("swarm")
@@ -298,12 +307,14 @@ class _Download:
                         await self.chunks.aclose()  # stops the fetch, which fills its report
             case act.CloseOrigin(reason):
                 if reason:
+                    self._say(f"origin closed: {reason}")
                     log.info("%s: %s", self.url, reason)
                 await self._stop("origin")
                 if self.origin is not None:
                     self.origin.close()
                     self.origin = None
             case act.ReopenOrigin(start, end, validator):
+                self._say(f"origin asked again from byte {start}")
                 log.info("%s: the swarm failed; asking the origin again from byte %d", self.url, start)
                 self.origin = OriginStream(self.owner.session, self.url, range_request(self.headers, start, end,
                                                                                        validator))
@@ -312,6 +323,7 @@ class _Download:
             case act.SwarmError(text):
                 self.record.swarm_error = text
             case act.Note(text):
+                self._say(text)
                 log.info("%s: %s", self.url, text)
             case act.OriginComplete(publishable):
                 spool, self.spool = self.spool, None  # first: a client holding the whole body may hang up at once
@@ -345,6 +357,8 @@ class _Download:
             log.warning("a swarm lookup failed: %r", exc)
             found = Miss("lookup-failed")
         miss = found if isinstance(found, Miss) else Miss("")
+        self._say(f"lookup: a {found.source} manifest" if isinstance(found, Found) else
+                    f"lookup: {found} ({miss.others} fetching, {miss.ahead} of them ahead)")
         return self.ledger.usable(found), miss.others, miss.ahead
 
     async def _next_chunk(self) -> tuple[str, object]:

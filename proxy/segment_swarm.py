@@ -227,6 +227,7 @@ class SegmentedFetch:
         self.origin = OriginRangeSource(engine.session, url, size=cut.size, validator=validator,
                                         max_concurrent=1)
         self.sources: list[str] = []  # per segment taken: "peers" or "origin", for the request's record
+        self.event: Callable[[str], None] = lambda text: None  # the request's `events` (why each segment came whence)
         # How long this download may wait for others' vouches since the last segment they delivered (or since it
         # began): as long as parking would have waited for the whole rest (the bound a party that only pretends
         # to fetch can impose), set by `chunks`.
@@ -293,6 +294,8 @@ class SegmentedFetch:
                 log.debug("%s: segment %d: %s, %d fetching; waiting", self.url, index, lookup.reason, lookup.others)
                 await self.sleep(self.parking.next_poll(self.clock() - began))
                 continue
+            if source != "wait" and not (source == "origin" and not hesitated):
+                self.event(f"segment {index} from {source} ({lookup.reason}, {lookup.others} others)")
             if source == "origin" and not hesitated:
                 # A crowd that reaches the same segment at once would all ask the origin for it: a moment's
                 # random pause lets the first one's claim land, and the others wait for it instead.
@@ -376,6 +379,7 @@ class SegmentedFetch:
                 await self.sleep(self.parking.next_poll(waited))
                 continue
             log.info("%s: the last segment ahead, from %s", self.url, source)
+            self.event(f"last segment {index} ahead from {source} ({lookup.reason}, {lookup.others} others)")
             if source == "peers":
                 assert lookup.found is not None
                 pieces = self._from_peers(lookup.found, 0, hi - lo, counted=False)

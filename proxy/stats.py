@@ -25,6 +25,9 @@ from .publish_gate import redact_url
 access_log = logging.getLogger("swarmproxy.access")
 
 
+MAX_EVENTS = 40
+
+
 @dataclasses.dataclass
 class RequestRecord:
     """One line of /_swarm/requests. Fields after `error` are filled in by the swarm fallback."""
@@ -62,6 +65,13 @@ class RequestRecord:
     switch_verdict: str | None = None
     # The record's name in the `Swarm-Request` response field and at /_swarm/requests/<id> (`Stats.begin`).
     id: str = ""
+    # What the download decided and why, in order, each "+S.SSs text" from its start (`event`): lookups' answers,
+    # switches, claims, parking. At most MAX_EVENTS are kept (a long download's later polls are dropped).
+    events: list[str] = dataclasses.field(default_factory=list)
+
+    def event(self, seconds: float, text: str) -> None:
+        if len(self.events) < MAX_EVENTS:
+            self.events.append(f"+{seconds:.2f}s {text}" if len(self.events) < MAX_EVENTS - 1 else "... (more)")
 
     def as_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -218,6 +218,8 @@ class SwarmNodes:
             bytes_origin=sum(r["bytes_origin"] for r in proxied), bytes_peers=sum(r["bytes_peers"] for r in proxied),
             causes=[r["transition"] or "origin" for r in proxied],
             manifest_sources=[r["manifest_source"] for r in proxied if r["manifest_source"]],
+            segments=["".join(source[0] for source in r["segments"]) for r in proxied if r["segments"]],
+            events=[r["events"] for r in proxied],  # each request's decisions: why it went where it did
         )
         return record
 

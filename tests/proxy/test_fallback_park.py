@@ -76,6 +76,13 @@ async def test_a_newcomer_leaves_the_origin_to_two_fetchers_and_finishes_from_th
     assert record["bytes_origin"] + record["bytes_peers"] == len(DATA)
     assert newcomer.engine.counters.published == 0  # got it from peers: never vouches
     assert origin_bytes_when_parked < 3 * len(DATA)
+    # The record says why, in order: the lookup at its head saw the two fetchers, so it parked.
+    events = record["events"]
+    parked_at = next(i for i, e in enumerate(events) if "switch (fetching)" in e)
+    assert any("no-record" in e and "(2 fetching" in e for e in events[:parked_at]), events
+    assert not any("this node fetches it" in e for e in events), events
+    assert all(e.startswith("+") and "s " in e for e in events)
+    assert any("this node fetches it from the origin" in e for e in cluster.last_record(first)["events"])
 
 
 async def test_one_fetcher_is_not_enough_to_leave_the_origin_for(cluster, slow_origin):

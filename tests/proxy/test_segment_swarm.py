@@ -111,6 +111,9 @@ async def test_a_newcomer_takes_vouched_segments_before_anyone_has_the_whole_fil
     assert record["segments"] == ["peers"] * 6 + ["origin"]
     assert record["bytes_peers"] == 6 * SEGMENT and record["bytes_origin"] == SEGMENT and record["error"] is None
     assert made[0] == 2 and made[6] == 3  # it vouches for what it got from the origin only
+    said = [e.split(" ", 1)[1] for e in record["events"]]  # its events say where each segment came from, and why
+    assert any(e.startswith("last segment 6 ahead from origin") for e in said), said
+    assert [e.split(" (")[0] for e in said if e.startswith("segment ")] == [f"segment {i} from peers" for i in range(6)]
     for fetcher in (first, second):
         assert cluster.last_record(fetcher)["transition"] is None
     # Every segment's vouched root is its bytes' own; together they give the file's root.

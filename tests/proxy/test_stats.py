@@ -9,7 +9,7 @@ import hashlib
 import json
 
 from proxy.demo.local_swarm import Cluster
-from proxy.stats import Stats
+from proxy.stats import MAX_EVENTS, Stats
 
 from .rawhttp import request
 
@@ -96,3 +96,14 @@ async def test_a_download_finished_from_peers_counts(tmp_path, slow_origin):
         assert answer["today"]["transitions"] == 1
     finally:
         await cluster.close()
+
+
+def test_a_records_events_are_stamped_from_its_start_and_bounded() -> None:
+    """`events` says what a download decided and why; a long download's later lines are dropped, not its first."""
+    record = Stats(history=10).begin("GET", "http://example.com/f", "127.0.0.1")
+    record.event(0.5, "lookup: no-record (2 fetching, 0 of them ahead)")
+    assert record.events == ["+0.50s lookup: no-record (2 fetching, 0 of them ahead)"]
+    for i in range(2 * MAX_EVENTS):
+        record.event(1.0 + i, f"poll {i}")
+    assert len(record.events) == MAX_EVENTS and record.events[-1] == "... (more)"
+    assert record.events[1] == "+1.00s poll 0" and record.as_json()["events"] == record.events
