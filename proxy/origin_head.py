@@ -13,7 +13,8 @@ import dataclasses
 import hashlib
 import logging
 
-from swarm.content.manifest import HEADER, HINT_HEADER, HINT_SWARM, Manifest, OriginManifest, parse_header
+from swarm.content.manifest import (HEADER, HINT_HEADER, HINT_SWARM, METADATA_HEADERS, Manifest, OriginManifest,
+                                    parse_header)
 from swarm.errors import PeerError
 
 from . import headers as hdr
@@ -43,6 +44,8 @@ def manifest_validator(headers) -> str | None:
 def published(headers, size: int | None) -> OriginManifest | None:
     """The origin's manifest from a response's fields, if it published a usable one for `size` bytes."""
     values = headers.getall(HEADER, [])  # a multidict: a repeated field must not hide behind its first copy
+    if not values:  # an object store's copy of it (S3, GCS user metadata); two of them are a repeat too
+        values = [value for name in METADATA_HEADERS for value in headers.getall(name, [])]
     if not values:
         return None
     if len(values) > 1 or headers.get("Content-Encoding") or size is None:

@@ -33,7 +33,9 @@ from .publisher import LAYER_PREFIX
 NGINX_HTTP = "nginx-http.conf"
 NGINX_SERVER = "nginx-server.conf"
 APACHE = "apache.conf"
-SERVERS = {"nginx": (NGINX_HTTP, NGINX_SERVER), "apache": (APACHE,), "both": (NGINX_HTTP, NGINX_SERVER, APACHE)}
+S3_SCRIPT = "s3-upload.sh"  # written by server_plugin/static_s3.py
+SERVERS = {"nginx": (NGINX_HTTP, NGINX_SERVER), "apache": (APACHE,), "both": (NGINX_HTTP, NGINX_SERVER, APACHE),
+           "s3": (S3_SCRIPT,)}
 
 VARIABLE = "swarm_manifest"
 INDEX_NAME = "index.json"  # the publisher's index in the layer directory: not served
@@ -223,6 +225,6 @@ def render(server: str, entries: Sequence[Entry], layers_dir: str, source: str) 
 def printable(files: dict[str, str]) -> str:
     """All files as one text for stdout, each under a comment naming it and where it goes."""
     where = {NGINX_HTTP: "nginx, inside http { }", NGINX_SERVER: "nginx, inside server { }",
-             APACHE: "Apache, server or <VirtualHost> context"}
+             APACHE: "Apache, server or <VirtualHost> context", S3_SCRIPT: "run it with sh"}
     return "\n".join(f"# ==== {name} ({where[name]}) ====\n{text}" for name, text in files.items())
 

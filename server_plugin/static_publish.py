@@ -25,12 +25,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from swarm.content.manifest import (INLINE_HASHES, MAX_BLOCK_SIZE, MAX_BLOCKS, MIN_BLOCK_SIZE, READ_SIZE,
-                                    Manifest, ManifestError, build_manifest, choose_block_size, format_header,
-                                    parse_header)
+from swarm.content.manifest import (INLINE_HASHES, MAX_BLOCK_SIZE, MAX_BLOCKS, METADATA_INLINE_HASHES, MIN_BLOCK_SIZE,
+                                    READ_SIZE, Manifest, ManifestError, build_manifest, choose_block_size,
+                                    format_header, parse_header)
 from swarm.content.merkle import HASH_SIZE, HashMismatch, block_count
 
 from . import static_config as config
+from . import static_s3 as s3
 from .publisher import LAYER_PREFIX
 
 INDEX_FORMAT = "swarmproxy-static-publish/1"
@@ -50,13 +51,18 @@ it, reload the server (the fields of changed files changed too).
 nginx: include nginx-http.conf inside http { } (a map from $uri to each file's field) and nginx-server.conf
 inside the server { } (add_header Swarm-Manifest $swarm_manifest; and the layer location). Apache: include
 apache.conf (one <LocationMatch> per file, Alias for the layers; needs mod_headers and mod_alias).
+S3 and S3-compatible stores (and a CDN in front of one): --server s3 --bucket NAME writes s3-upload.sh, which
+uploads the layers and every file with its field as user metadata (x-amz-meta-swarm-manifest) using the AWS CLI;
+layers of more than 32 hashes are sidecars there (S3 keeps 2 KB of metadata). --url-prefix is the key prefix;
+--path-style when clients reach the files as https://HOST/BUCKET/KEY rather than https://BUCKET.HOST/KEY.
 
 Exit status: 0 when every file was published or skipped by rule, 1 when a file could not be read (the
 configuration is still written for the others) or a sidecar could not be written (nothing more is written),
 2 for a usage error.
 
-example:
+examples:
   swarmproxy manifest publish /srv/www/files --url-prefix /files --config-dir /etc/nginx/swarm
+  swarmproxy manifest publish ./release --server s3 --bucket downloads --url-prefix /v2 > upload.sh && sh upload.sh
 """
 
 
@@ -139,7 +145,13 @@ def build_parser() -> argparse.ArgumentParser:
     publish.add_argument("--url-prefix", metavar="PATH", type=_url_prefix, default="/",
                          help="the URL path at which the server serves DIR (default: /)")
     publish.add_argument("--server", choices=tuple(config.SERVERS), default="nginx",
-                         help="which configuration to print (default: nginx)")
+                         help="which configuration to print (default: nginx); s3: an upload script instead")
+    publish.add_argument("--bucket", metavar="NAME", default=None,
+                         help="with --server s3: the bucket the files go to (the script's SWARM_S3_BUCKET overrides "
+                              "it)")
+    publish.add_argument("--path-style", action="store_true",
+                         help="with --server s3: clients reach the files at https://HOST/BUCKET/KEY, so the fields' "
+                              "layer paths start with /BUCKET")
     publish.add_argument("--config-dir", metavar="PATH", default=None,
                          help="write the configuration as files there (nginx-http.conf, nginx-server.conf, "
                               "apache.conf) instead of printing it")
@@ -158,8 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """publish file manifests from nginx or Apache (`swarmproxy manifest publish DIR`)"""
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
-    if args.jobs < 1:
-        print("swarmproxy manifest: --jobs must be at least 1", file=sys.stderr)
+    if (usage := _usage_error(args)) is not None:
+        print(f"swarmproxy manifest: {usage}", file=sys.stderr)
         return 2
     try:
         return Run(args).run()
@@ -170,7 +182,17 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
+def _usage_error(args: argparse.Namespace) -> str | None:
+    if args.jobs < 1:
+        return "--jobs must be at least 1"
+    if args.server == "s3":
+        return s3.bucket_error(args.bucket)
+    return "--bucket and --path-style go with --server s3" if args.bucket is not None or args.path_style else None
+
+
 def _warn(message: str) -> None:
+    # A file name that is not UTF-8 (surrogate-escaped) would not print: its odd bytes are shown as \udcXX.
+    message = message.encode("utf-8", "backslashreplace").decode("utf-8")
     print(f"swarmproxy manifest: warning: {message}", file=sys.stderr)
 
 
@@ -367,6 +389,10 @@ class Run:
         self.root = os.path.abspath(args.dir)
         self.layers = os.path.abspath(args.layers_dir or os.path.join(self.root, DEFAULT_LAYERS))
         self.index_path = os.path.join(self.layers, config.INDEX_NAME)
+        self.s3 = args.server == "s3"
+        # What a field names as its layer, and how many hashes it may carry inline instead (S3: 2 KB of metadata).
+        self.layer_url = (f"/{args.bucket}" if args.path_style else "") + LAYER_PREFIX
+        self.inline = METADATA_INLINE_HASHES if self.s3 else INLINE_HASHES
 
     # -- the run ------------------------------------------------------------------------------------------------
 
@@ -400,7 +426,8 @@ class Run:
         if found.size < max(self.args.min_size, 1):
             self.tally.skip("smaller than --min-size" if found.size else "empty")
             return None
-        if (reason := config.unusable_path(self.url(found.rel))) is not None:
+        if (reason := config.unusable_path(self.url(found.rel))
+                or (s3.unusable_key(self.key(found.rel)) if self.s3 else None)) is not None:
             _warn(f"skipping {found.path}: {reason}")
             self.tally.skip("unnameable in a server configuration")
             return None
@@ -415,6 +442,10 @@ class Run:
     def url(self, rel: str) -> str:
         return f"{self.args.url_prefix}/{rel}"
 
+    def key(self, rel: str) -> str:
+        """The S3 object key of the file at `rel`: its URL path under the bucket."""
+        return self.url(rel).lstrip("/")
+
     def reusable(self, record: dict | None, found: Found, block_size: int) -> dict | None:
         """The index's record of `found` if the file and its sidecar are as recorded then."""
         if not isinstance(record, dict) or (record.get("size"), record.get("mtime_ns"), record.get("block_size")) \
@@ -426,8 +457,10 @@ class Run:
             return None
         if (published.size, published.block_size) != (found.size, block_size):
             return None
+        if published.hashes is not None and len(published.hashes) > self.inline:  # written for another --server
+            return None
         if published.layer_path is not None:
-            if published.layer_path != LAYER_PREFIX + published.root.hex() or \
+            if published.layer_path != self.layer_url + published.root.hex() or \
                     read_layer(self.sidecar(published.root.hex()), published.manifest()) is None:
                 return None
         return record
@@ -479,9 +512,9 @@ class Run:
         self.tally.hashed += found.size
         root_hex = manifest.root.hex()
         record = {"size": found.size, "mtime_ns": found.mtime_ns, "block_size": block_size, "root": root_hex,
-                  "header": format_header(manifest, layer, LAYER_PREFIX + root_hex)}
+                  "header": format_header(manifest, layer, self.layer_url + root_hex, inline=self.inline)}
         written = False
-        if len(layer) > INLINE_HASHES and read_layer(self.sidecar(root_hex), manifest) is None:
+        if len(layer) > self.inline and read_layer(self.sidecar(root_hex), manifest) is None:
             write_atomically(self.sidecar(root_hex), b"".join(layer))
             written = True
         self.count(record, written=written)
@@ -519,8 +552,13 @@ class Run:
                  "files": entries}
         write_atomically(self.index_path, json.dumps(index, indent=1).encode("ascii") + b"\n")
         self.prune(old, entries)
-        files = config.render(self.args.server, [config.Entry(self.url(rel), record["header"])
-                                                 for rel, record in entries.items()], self.layers, self.root)
+        if self.s3:
+            uploads = [s3.Upload(os.path.join(self.root, rel), self.key(rel), record["header"])
+                       for rel, record in entries.items()]
+            files = {config.S3_SCRIPT: s3.script(uploads, self.layers, self.args.bucket, self.root)}
+        else:
+            files = config.render(self.args.server, [config.Entry(self.url(rel), record["header"])
+                                                     for rel, record in entries.items()], self.layers, self.root)
         if self.args.config_dir:
             try:
                 os.makedirs(self.args.config_dir, exist_ok=True)
@@ -550,7 +588,8 @@ class Run:
 
     def summary(self) -> str:
         tally = self.tally
-        text = (f"swarmproxy manifest: {tally.files} file{'' if tally.files == 1 else 's'} published ({tally.bytes / 1e6:,.1f} MB) from {self.root}"
+        text = (f"swarmproxy manifest: {tally.files} file{'' if tally.files == 1 else 's'} published "
+                f"({tally.bytes / 1e6:,.1f} MB) from {self.root}"
                 f" in {time.monotonic() - self.started:.1f} s: {tally.hashed / 1e6:,.1f} MB hashed, layer sidecars"
                 f" {len(tally.written)} written, {len(tally.sidecars - tally.written)} kept, {tally.removed} removed")
         if tally.skipped:

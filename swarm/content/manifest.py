@@ -261,6 +261,13 @@ def build_manifest(
 
 #: Response field naming the representation's content root, size and block size, plus where its hash layer is.
 HEADER = "Swarm-Manifest"
+#: The same field as object stores send it: user metadata `swarm-manifest` set on the object comes back as
+#: `x-amz-meta-swarm-manifest` from S3 and S3-compatible stores (and CDNs in front of them), as
+#: `x-goog-meta-swarm-manifest` from Google Cloud Storage. Read only when `HEADER` is absent.
+METADATA_KEY = "swarm-manifest"
+METADATA_HEADERS = ("x-amz-meta-" + METADATA_KEY, "x-goog-meta-" + METADATA_KEY)
+#: S3 allows 2 KB of user metadata per object: a field inlines at most this many hashes there (1.5 KB).
+METADATA_INLINE_HASHES = 32
 #: Response field by which an overloaded origin asks clients to take the rest from peers now.
 HINT_HEADER = "Swarm-Hint"
 HINT_SWARM = "swarm"
@@ -291,10 +298,12 @@ class OriginManifest:
         return Manifest(size=self.size, block_size=self.block_size, root=self.root, **metadata)
 
 
-def format_header(manifest: Manifest, layer: Sequence[bytes], layer_path: str) -> str:
-    """The `Swarm-Manifest` field for `manifest`: the layer inline when short, else a pointer to `layer_path`."""
+def format_header(manifest: Manifest, layer: Sequence[bytes], layer_path: str, *, inline: int = INLINE_HASHES
+                  ) -> str:
+    """The `Swarm-Manifest` field for `manifest`: the layer inline when it has at most `inline` hashes, else a
+    pointer to `layer_path`."""
     fields = [f"root={manifest.root.hex()}", f"size={manifest.size}", f"block-size={manifest.block_size}"]
-    if len(layer) <= INLINE_HASHES:
+    if len(layer) <= inline:
         fields.append("hashes=" + base64.urlsafe_b64encode(b"".join(layer)).decode("ascii"))
     else:
         if not _PATH.fullmatch(layer_path):

@@ -154,6 +154,16 @@ FIELDS = [
     ({HEADER: "ok"}, SIZE, True, False),
     ({HEADER: "ok", HINT_HEADER: " Swarm "}, SIZE, True, True),
     ({HEADER: "ok", HINT_HEADER: "later"}, SIZE, True, False),
+    # An object store's user metadata (S3 and S3-compatible stores, CDNs in front of them; GCS): the same field.
+    ({"x-amz-meta-swarm-manifest": "ok"}, SIZE, True, False),
+    ({"X-Goog-Meta-Swarm-Manifest": "ok"}, SIZE, True, False),
+    ({"x-amz-meta-swarm-manifest": "ok"}, SIZE + 1, False, False),
+    ({"x-amz-meta-swarm-manifest": "root=zz"}, SIZE, False, False),
+    ({"x-amz-meta-other": "ok"}, SIZE, False, False),
+    # `Swarm-Manifest` wins: a store's stale metadata cannot override what the server says
+    ({HEADER: "ok", "x-amz-meta-swarm-manifest": "root=zz"}, SIZE, True, False),
+    # two stores' copies are a repeat: neither is used
+    ({"x-amz-meta-swarm-manifest": "ok", "x-goog-meta-swarm-manifest": "ok"}, SIZE, False, False),
 ]
 
 
