@@ -84,9 +84,18 @@ class Ledger:
     def hand_over(self, manifest: Manifest | None, fetch_start: int, swarm_done: bool, spool: Spool | None,
                   publishable: bool, response) -> bool:
         """After a merge: store and share what is complete, stop sharing what is not. True: the spool is ours.
-        No manifest (a segmented download): each segment was shared, or dropped, when its fetch ended."""
+        No manifest (a segmented download): each segment was shared, or dropped, when its fetch ended; and the
+        spool, which took the verified segments too, holds the whole file when the download covered it all: it
+        is stored and shared like an origin download, and vouched for when the trust rule allows
+        (`TrustPolicy.vouches_for_assembled`), so the file's manifest is published as soon as every segment is."""
         if manifest is None:
-            return False
+            if spool is None or not spool.complete or not publishable:
+                return False
+            # Every byte from the origin (the head before parking, each segment by Range) is first-hand anyway.
+            first_hand = all(source == "origin" for source in self.record.segments)
+            self.vouching = first_hand or self.engine.trust.vouches_for_assembled
+            self.owner.spawn(self._ingest(spool, response, close=True, publish=self.vouching))
+            return True
         if swarm_done or (spool is not None and spool.complete):
             self.vouching = spool is not None and spool.complete and publishable
             self.owner.spawn(self._after_swarm(manifest, fetch_start, swarm_done, spool, publishable, response))
@@ -109,13 +118,13 @@ class Ledger:
                 spool.close()
             self.engine.fetch_over(manifest.root)
 
-    async def _ingest(self, spool: Spool, response, *, close: bool = False) -> None:
-        """Store and announce the spooled body, described by the head we answered with."""
+    async def _ingest(self, spool: Spool, response, *, close: bool = False, publish: bool = True) -> None:
+        """Store and announce the spooled body, described by the head we answered with; vouch if `publish`."""
         headers = response.headers if response is not None else {}
         try:
             await self.engine.ingest(spool, url=self.url, validator=self.core.validator,
                                      content_type=headers.get("Content-Type"),
-                                     content_encoding=headers.get("Content-Encoding"), publish=True)
+                                     content_encoding=headers.get("Content-Encoding"), publish=publish)
         finally:
             if close:
                 spool.close()

@@ -138,6 +138,7 @@ class _Download:
         self.spool: Spool | None = None
         self.chunks = None  # the block engine's verified chunks, once the swarm runs
         self.vouches: SpoolVouches | None = None  # said it fetches from the origin: vouches segment by segment
+        self.segmented = False  # taken segment by segment (`StartSegments`)
         self.ledger = Ledger(owner, str(url), record, self.core)
         # What is awaited, in the order the events are fed when several are ready at once: a HEAD's answer before
         # the lookup it qualifies, the origin before the lookup (its own answer beats a manifest's) and before
@@ -205,6 +206,8 @@ class _Download:
         kind, value = result
         if name == "swarm":
             if kind == "data":
+                if self.segmented and self.spool is not None and core.swarm_position == self.spool.received:
+                    self.spool.feed(value)  # verified segment by segment: the spool can become the whole file
                 return core.swarm_data(value, now)
             return core.swarm_end(now) if kind == "end" else core.swarm_failed(value, now)
         if kind == "head":
@@ -291,7 +294,7 @@ class _Download:
                                                 report=self.ledger.report)
             case act.StartSegments(start, end, block_size, origin_rate):
                 self.ledger.skipped(None)
-                self.record.manifest_source = "segments"
+                self.record.manifest_source, self.segmented = "segments", True
                 assert self.core.size is not None and self.core.validator is not None
                 fetch = SegmentedFetch(self.engine, str(self.url), url_key(str(self.url)),
                                        Segments(self.core.size, block_size), validator=self.core.validator,

@@ -17,8 +17,11 @@ segments, each a content of its own:
 
 A liar's vouch is outvoted (it weighs one network) and a block that disagrees with the trusted root is never
 delivered: the block engine drops it and bans its sender. A node that got a segment from peers serves it but
-never vouches for it. A download's segments stay shared until it ends, then linger as any content. Once every
-segment is trusted, `Segments.file_root` gives the file's root.
+never vouches for it. A download's segments stay shared until it ends, then linger as any content. The
+download's spool takes the verified segments too (`proxy.fallback`), so one that covered the whole file ends with
+the file whole: it is stored and, under a quorum of two or more, vouched for (`proxy.download_ledger`), so the
+file's manifest is published as soon as every segment is. `Segments.file_root` gives the same root from the
+segments' roots.
 """
 
 from __future__ import annotations
@@ -94,16 +97,15 @@ class SegmentTrust:
         self.held.clear()
 
     async def look_up(self, url_key: bytes, cut: Segments, index: int, validator: str, *,
-                      file_fetchers: bool = True) -> SegmentLookup:
+                      file_fetchers: bool = True, enough: int = 1) -> SegmentLookup:
         """Whether a quorum vouched for segment `index` and who holds it; else how many independent others will
-        vouch for it: its claimers and vouchers, and (`file_fetchers`) those fetching the whole file."""
+        vouch for it: its claimers and vouchers, and (`file_fetchers`) those fetching the whole file, asked only
+        when the segment's own are fewer than `enough` (one DHT lookup per poll instead of two)."""
         service, wanted = self.engine.service, validator_bytes(validator)
         start, end = cut.span(index)
         if service.discovery is None:
             return SegmentLookup(None, 0, "dht-off")
-        segment, whole = await asyncio.gather(
-            service.claims(segment_key(url_key, cut.size, index), timeout=LOOKUP_TIMEOUT),
-            service.claims(url_key, timeout=LOOKUP_TIMEOUT))
+        segment = await service.claims(segment_key(url_key, cut.size, index), timeout=LOOKUP_TIMEOUT)
         if segment is None:
             return SegmentLookup(None, 0, "lookup-failed")
         summaries, providers_by_root = segment
@@ -113,18 +115,24 @@ class SegmentTrust:
         # waiting for them can end in a quorum.
         ours = [v for v in vouches if (v.size, v.validator) == (end - start, wanted)]
         fetching = [(v.publisher_id, v.publisher_host) for v in ours if v.content_root == IN_PROGRESS_ROOT]
-        fetching += [(s.publisher_id, s.publisher_host) for s in (whole[0] if whole and file_fetchers else ())
-                     if (s.size, s.validator, s.content_root) == (cut.size, wanted, IN_PROGRESS_ROOT)]
         vouched = [(v.publisher_id, v.publisher_host) for v in ours if v.content_root != IN_PROGRESS_ROOT]
         decision = decide(vouches, self.engine.trust, known_size=end - start, known_validator=wanted)
         root = decision.accepted.content_root if decision.accepted else None
         providers = providers_by_root.get(root, []) if root else []
+
+        def weight(helpers: list[tuple[bytes, str | None]]) -> int:
+            return working([Vouch(pid, IN_PROGRESS_ROOT, 0, cut.block_size, wanted, host) for pid, host in helpers],
+                           size=0, validator=wanted, exclude=service.discovery.node_id)
         # Trusted but held by nobody (its vouchers left): only those still fetching can still bring it.
         helpers = fetching if root else fetching + vouched
-        others = working([Vouch(pid, IN_PROGRESS_ROOT, 0, cut.block_size, wanted, host) for pid, host in helpers],
-                         size=0, validator=wanted, exclude=service.discovery.node_id)
-        if whole is None and file_fetchers and not providers:  # who fetches the file is unknown: so is `others`
-            return SegmentLookup(None, 0, "lookup-failed")
+        others = weight(helpers)
+        if file_fetchers and not providers and others < enough:
+            whole = await service.claims(url_key, timeout=LOOKUP_TIMEOUT)
+            if whole is None:  # who fetches the file is unknown: so is `others`
+                return SegmentLookup(None, 0, "lookup-failed")
+            others = weight(helpers + [(s.publisher_id, s.publisher_host) for s in whole[0]
+                                       if (s.size, s.validator, s.content_root) == (cut.size, wanted,
+                                                                                     IN_PROGRESS_ROOT)])
         if root is None:
             return SegmentLookup(None, others, decision.reason)
         if not providers:
@@ -233,6 +241,7 @@ class SegmentedFetch:
         # to fetch can impose), set by `chunks`.
         self.budget = 0.0
         self.waited = 0.0
+        self.waited_in_all = 0.0  # every wait of this download, which the polls back off with
         self.others_known = parking.after  # the last count of others at a segment a lookup gave
         # The file's last segment, fetched ahead (`_prefetch_tail`): (where from, its bytes).
         self.tail: asyncio.Future[tuple[str, bytes]] | None = None
@@ -261,7 +270,8 @@ class SegmentedFetch:
     async def _look_up(self, index: int, *, file_fetchers: bool = True) -> SegmentLookup:
         """The segment's lookup; one that failed (a busy DHT times out) keeps the last count of others at it, as
         nobody fetching it would send the whole crowd to the origin (the download parked for `after` of them)."""
-        lookup = await self.trust.look_up(self.url_key, self.cut, index, self.validator, file_fetchers=file_fetchers)
+        lookup = await self.trust.look_up(self.url_key, self.cut, index, self.validator, file_fetchers=file_fetchers,
+                                          enough=self.parking.after)
         if lookup.reason == "lookup-failed":
             return dataclasses.replace(lookup, others=self.others_known)
         if lookup.enough is None and file_fetchers:
@@ -292,16 +302,18 @@ class SegmentedFetch:
                                                  waited=waited, limit=self.budget, enough=lookup.enough)
             if source == "wait":
                 log.debug("%s: segment %d: %s, %d fetching; waiting", self.url, index, lookup.reason, lookup.others)
-                await self.sleep(self.parking.next_poll(self.clock() - began))
+                # Spread a crowd's polls (0.75-1.25 times the interval): parked together, they would ask together.
+                pause = self.parking.segment_poll(self.waited_in_all + self.clock() - began)
+                await self.sleep(pause * (0.75 + 0.5 * self.jitter()))
                 continue
-            if source != "wait" and not (source == "origin" and not hesitated):
-                self.event(f"segment {index} from {source} ({lookup.reason}, {lookup.others} others)")
             if source == "origin" and not hesitated:
                 # A crowd that reaches the same segment at once would all ask the origin for it: a moment's
                 # random pause lets the first one's claim land, and the others wait for it instead.
                 hesitated = True
                 await self.sleep(self.jitter() * self.parking.poll)
                 continue
+            self.waited_in_all += self.clock() - began
+            self.event(f"segment {index} from {source} ({lookup.reason}, {lookup.others} others)")
             # Waits count from the last segment others delivered: fetchers that deliver are no pretence.
             self.waited = 0.0 if source == "peers" else waited
             self.sources.append(source)

@@ -176,6 +176,13 @@ def test_a_long_wait_asks_the_dht_less_often(parked_for, poll) -> None:
     assert ParkingSettings(after=2).next_poll(parked_for) == poll
 
 
+@pytest.mark.parametrize("waited,poll", [(0.0, 0.5), (8.0, 1.0), (32.0, 4.0), (300.0, 4.0)])
+def test_a_segmented_download_backs_off_with_its_whole_wait_up_to_a_few_seconds(waited, poll) -> None:
+    """The next segment is vouched for a segment's worth of origin time after the last: polls back off with all
+    the download waited, and never space out past SEGMENT_POLL_MAX_SECONDS (a segment found late costs that)."""
+    assert ParkingSettings(after=2).segment_poll(waited) == poll
+
+
 @pytest.mark.parametrize("trusted, others, waited, source", [
     (True, 0, 0.0, "peers"),
     (True, 5, 99.0, "peers"),

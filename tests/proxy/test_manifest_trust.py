@@ -160,6 +160,13 @@ def test_vouchers_needed(policy, vouchers):
     assert parse_trust(policy).vouchers == vouchers
 
 
+@pytest.mark.parametrize("policy,vouches", [("quorum:2", True), ("quorum:5", True), ("quorum:1", False),
+                                            ("any", False), ("origin", False)])
+def test_who_vouches_for_a_file_assembled_from_vouched_segments(policy, vouches):
+    """Only a rule of two or more independent vouchers: one liar under `any` must not be amplified by its victims."""
+    assert parse_trust(policy).vouches_for_assembled is vouches
+
+
 @pytest.mark.parametrize("policy,vouches,kwargs,expected", ROWS.values(), ids=ROWS.keys())
 def test_decide(policy, vouches, kwargs, expected):
     assert decide(vouches, parse_trust(policy), **kwargs) == expected

@@ -127,6 +127,11 @@ async def test_a_newcomer_takes_vouched_segments_before_anyone_has_the_whole_fil
         roots.extend(real)
         assert newcomer.engine.store.complete(roots[-1])  # it serves what it took from peers, the last one too
     assert cut.file_root(roots) == merkle_root(DATA)
+    # Every segment vouched for (under quorum:2), the whole file it assembled is stored, served and vouched for:
+    # the file's manifest is published as soon as its segments are, whether or not anyone read it all.
+    whole = await first.engine.discovery.get_manifests(url_key(url))
+    ours = {c.content_root for c in whole if c.publisher_id == newcomer.engine.discovery.node_id}
+    assert ours == {merkle_root(DATA)} and newcomer.engine.store.complete(merkle_root(DATA))
 
 
 async def test_a_liars_segment_vouches_are_outvoted_and_its_blocks_never_delivered(cluster, slow_origin,
@@ -208,7 +213,7 @@ async def scripted_fetch(answer, *, wait: float, jitter: float) -> tuple[bytes, 
     taken: list[tuple[str, float]] = []
 
     class Trust:
-        async def look_up(self, url_key, cut, index, validator, file_fetchers=True):
+        async def look_up(self, url_key, cut, index, validator, file_fetchers=True, enough=1):
             clock.now += 1.0
             return answer(index)
 
@@ -253,9 +258,12 @@ async def test_the_wait_for_vouches_is_bounded_and_counts_from_the_last_segment_
     assert body == b"p" * SEGMENT + b"o" * SEGMENT
     (first, at0), (second, at1) = taken
     assert (first, second) == ("peers", "origin")
-    assert at0 == pytest.approx(4 + 3 * 0.5)  # four lookups, three polls
-    # The budget again, from segment 0 on (at most a lookup and a poll late), then a pause and one more lookup.
-    assert 5.0 + 0.5 + 1.0 <= at1 - at0 <= 5.0 + 1.0 + 0.5 + 0.5 + 1.0
+    # Four lookups of 1 s and three polls, each 1.25 times (the spread) the back-off: 0.5 s, then an eighth of
+    # the wait so far (4.25 s at the third).
+    assert at0 == pytest.approx(4 + 1.25 * (0.5 + 0.5 + 4.25 / 8))
+    # The budget again, from segment 0 on (at most a lookup and a poll late: the polls back off with all the
+    # download waited, at most 1.25 * 12.5 / 8 s by then), then a pause and one more lookup.
+    assert 5.0 + 0.5 + 1.0 <= at1 - at0 <= 5.0 + 1.0 + 1.25 * 12.5 / 8 + 0.5 + 1.0
     assert fetch.sources == ["peers", "origin"]
 
 
