@@ -274,7 +274,10 @@ class SegmentedFetch:
                                           enough=self.parking.after)
         if lookup.reason == "lookup-failed":
             return dataclasses.replace(lookup, others=self.others_known)
-        if lookup.enough is None and file_fetchers:
+        # Only a count that includes the whole file's fetchers is kept: a trusted segment's lookup counts the
+        # segment's own claimers alone (`look_up` skips the rest), often none, and keeping that sent a crowd whose
+        # next lookups timed out to the origin.
+        if lookup.found is None and lookup.enough is None and file_fetchers:
             self.others_known = lookup.others
         return lookup
 

@@ -275,3 +275,14 @@ async def test_a_failed_lookup_is_no_reason_to_ask_the_origin():
     answers = iter([SegmentLookup(None, 0, "lookup-failed")] * 3 + [SegmentLookup(FOUND, 2, "ok")] * 10)
     body, _, fetch = await scripted_fetch(lambda index: next(answers), wait=60.0, jitter=0.0)
     assert body == b"p" * 2 * SEGMENT and fetch.sources == ["peers", "peers"]
+
+
+async def test_a_trusted_segments_count_of_others_is_not_kept_for_the_next():
+    """A trusted segment's lookup counts only that segment's claimers (none, once it is vouched for): when the next
+    segment's lookups time out, the download still waits for the fetchers it parked for."""
+    from proxy.segment_swarm import SegmentLookup
+
+    answers = iter([SegmentLookup(FOUND, 0, "ok")] + [SegmentLookup(None, 0, "lookup-failed")] * 3
+                   + [SegmentLookup(FOUND, 0, "ok")] * 10)
+    body, _, fetch = await scripted_fetch(lambda index: next(answers), wait=60.0, jitter=0.0)
+    assert body == b"p" * 2 * SEGMENT and fetch.sources == ["peers", "peers"]
