@@ -57,6 +57,10 @@ log = logging.getLogger("swarmproxy.segments")
 
 SEGMENT_KEY_PREFIX = b"swarmproxy/segment\x00"
 LOOKUP_TIMEOUT = 5.0  # seconds for one segment's claims: a lookup that takes longer counts as none
+# A lookup that finds fewer others fetching than one within this many seconds before is taken for a busy DHT's
+# partial answer, not for the fetchers leaving (their claims live IN_PROGRESS_TTL): in the 100-client largefile
+# a tenth of the parked crowd saw the two fetchers vanish from one lookup and asked the origin for a segment.
+OTHERS_MEMORY = 20.0
 
 
 def segment_key(url_key: bytes, size: int, index: int) -> bytes:
@@ -242,7 +246,8 @@ class SegmentedFetch:
         self.budget = 0.0
         self.waited = 0.0
         self.waited_in_all = 0.0  # every wait of this download, which the polls back off with
-        self.others_known = parking.after  # the last count of others at a segment a lookup gave
+        self.others_known = parking.after  # the last count of others at a segment a lookup gave (or a higher one
+        self.others_at = self.clock()  # seen within OTHERS_MEMORY s), and when it was last seen
         # The file's last segment, fetched ahead (`_prefetch_tail`): (where from, its bytes).
         self.tail: asyncio.Future[tuple[str, bytes]] | None = None
 
@@ -278,7 +283,10 @@ class SegmentedFetch:
         # segment's own claimers alone (`look_up` skips the rest), often none, and keeping that sent a crowd whose
         # next lookups timed out to the origin.
         if lookup.found is None and lookup.enough is None and file_fetchers:
-            self.others_known = lookup.others
+            now = self.clock()
+            if lookup.others >= self.others_known or now - self.others_at >= OTHERS_MEMORY:
+                self.others_known, self.others_at = lookup.others, now
+            return dataclasses.replace(lookup, others=self.others_known)
         return lookup
 
     async def _segment(self, index: int, start: int, end: int, ahead: asyncio.Future | None

@@ -163,6 +163,7 @@ async def test_segments_nobody_else_fetches_come_from_the_origin_and_are_vouched
                                                                                      monkeypatch):
     """The two fetchers a newcomer waits for leave (their clients hang up, so their claims are withdrawn): it
     takes every segment from the origin by Range, and vouches for each, as they came from the origin."""
+    monkeypatch.setattr(segment_swarm, "OTHERS_MEMORY", 0.0)  # believe at once that they left
     made, _, _ = count_vouches(monkeypatch)
     url = slow_origin.add("/left.bin", DATA)
     slow_origin.set_rate(30_000)
@@ -286,3 +287,15 @@ async def test_a_trusted_segments_count_of_others_is_not_kept_for_the_next():
                    + [SegmentLookup(FOUND, 0, "ok")] * 10)
     body, _, fetch = await scripted_fetch(lambda index: next(answers), wait=60.0, jitter=0.0)
     assert body == b"p" * 2 * SEGMENT and fetch.sources == ["peers", "peers"]
+
+
+async def test_fetchers_missing_from_one_lookup_are_not_taken_for_gone():
+    """A busy DHT answers a lookup from nodes that miss the fetchers' claims: the download goes on waiting for
+    OTHERS_MEMORY s after it last saw them, and only then (nobody seen since) takes the segment from the origin."""
+    from proxy.segment_swarm import OTHERS_MEMORY, SegmentLookup
+
+    answers = iter([SegmentLookup(None, 2, "below-quorum")] + [SegmentLookup(None, 0, "no-record")] * 1000)
+    body, taken, fetch = await scripted_fetch(lambda index: next(answers), wait=600.0, jitter=0.0)
+    assert fetch.sources[0] == "origin"
+    at = taken[0][1]
+    assert 1.0 + OTHERS_MEMORY <= at <= 1.0 + OTHERS_MEMORY + 1.0 + 4.0  # a lookup and a poll late at most
