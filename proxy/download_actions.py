@@ -147,8 +147,9 @@ class SwarmError:
 
 @dataclasses.dataclass(frozen=True)
 class Note:
-    """Something worth a log line."""
+    """Something worth a log line (and, if `event`, a line of the request's `events`)."""
     text: str
+    event: bool = True
 
 
 @dataclasses.dataclass(frozen=True)

@@ -265,7 +265,7 @@ class DownloadCore:
         wait = self.settings.repoll[min(self.polls, len(self.settings.repoll) - 1)]
         self.polls += 1
         self.lookup_at = now + wait
-        return [Note(f"no usable manifest or provider yet; the origin goes on, asking again in {wait:g} s")]
+        return [Note(f"no usable manifest or provider yet; the origin goes on, asking again in {wait:g} s", False)]
 
     def swarm_data(self, data: bytes, now: float) -> list[Action]:
         if self.swarm is not _Producer.RUNNING or self.phase is not Phase.MERGE or not data:

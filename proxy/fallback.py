@@ -325,8 +325,9 @@ class _Download:
                 self.ledger.rejected(source)
             case act.SwarmError(text):
                 self.record.swarm_error = text
-            case act.Note(text):
-                self._say(text)
+            case act.Note(text, event):
+                if event:  # else the lookup's own line says it
+                    self._say(text)
                 log.info("%s: %s", self.url, text)
             case act.OriginComplete(publishable):
                 spool, self.spool = self.spool, None  # first: a client holding the whole body may hang up at once

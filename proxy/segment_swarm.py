@@ -246,6 +246,7 @@ class SegmentedFetch:
         self.budget = 0.0
         self.waited = 0.0
         self.waited_in_all = 0.0  # every wait of this download, which the polls back off with
+        self.lookup_seconds = 0.0  # how long this download's last lookup took: a claim's put takes about as long
         self.others_known = parking.after  # the last count of others at a segment a lookup gave (or a higher one
         self.others_at = self.clock()  # seen within OTHERS_MEMORY s), and when it was last seen
         # The file's last segment, fetched ahead (`_prefetch_tail`): (where from, its bytes).
@@ -275,8 +276,10 @@ class SegmentedFetch:
     async def _look_up(self, index: int, *, file_fetchers: bool = True) -> SegmentLookup:
         """The segment's lookup; one that failed (a busy DHT times out) keeps the last count of others at it, as
         nobody fetching it would send the whole crowd to the origin (the download parked for `after` of them)."""
+        began = self.clock()
         lookup = await self.trust.look_up(self.url_key, self.cut, index, self.validator, file_fetchers=file_fetchers,
                                           enough=self.parking.after)
+        self.lookup_seconds = self.clock() - began
         if lookup.reason == "lookup-failed":
             return dataclasses.replace(lookup, others=self.others_known)
         # Only a count that includes the whole file's fetchers is kept: a trusted segment's lookup counts the
@@ -321,7 +324,7 @@ class SegmentedFetch:
                 # A crowd that reaches the same segment at once would all ask the origin for it: a moment's
                 # random pause lets the first one's claim land, and the others wait for it instead.
                 hesitated = True
-                await self.sleep(self.jitter() * self.parking.poll)
+                await self.sleep(self.jitter() * self._hesitation())
                 continue
             self.waited_in_all += self.clock() - began
             self.event(f"segment {index} from {source} ({lookup.reason}, {lookup.others} others)")
@@ -340,6 +343,12 @@ class SegmentedFetch:
                 async for piece in pieces:
                     yield piece
             return
+
+    def _hesitation(self) -> float:
+        """The longest random pause before claiming a segment: long enough for another's claim to land, which on
+        a busy DHT takes as long as a lookup (in the 100-client largefile, lookups of seconds let eleven parked
+        clients claim segment 0 together, each then reading it from the origin)."""
+        return max(self.parking.poll, 2 * self.lookup_seconds)
 
     async def _from_peers(self, found: Found, start: int, end: int, *,
                           counted: bool = True) -> AsyncIterator[bytes]:
@@ -391,7 +400,7 @@ class SegmentedFetch:
         finds fewer than quorum others fetching this very segment (those who fetch the whole file do not count:
         they hold it last), which then vouch for it early."""
         lo, hi = self.cut.span(index)
-        await self.sleep(self.jitter() * self.parking.poll)  # a crowd arriving together: the first claims land
+        await self.sleep(self.jitter() * self._hesitation())  # a crowd arriving together: the first claims land
         began = self.clock()
         while True:
             lookup = await self._look_up(index, file_fetchers=False)

@@ -11,6 +11,7 @@ import collections
 import dataclasses
 import datetime
 import logging
+import re
 import secrets
 import time
 from collections.abc import Callable
@@ -26,6 +27,7 @@ access_log = logging.getLogger("swarmproxy.access")
 
 
 MAX_EVENTS = 40
+_REPEATED = re.compile(r"\+[0-9.]+s (?P<text>.*?)(?: \(x(?P<count>[0-9]+)\))?", re.DOTALL)
 
 
 @dataclasses.dataclass
@@ -70,7 +72,10 @@ class RequestRecord:
     events: list[str] = dataclasses.field(default_factory=list)
 
     def event(self, seconds: float, text: str) -> None:
-        if len(self.events) < MAX_EVENTS:
+        """Add a line; the same text again (a poll's answer unchanged) updates the last line's time and count."""
+        if self.events and (last := _REPEATED.fullmatch(self.events[-1])) and last["text"] == text:
+            self.events[-1] = f"+{seconds:.2f}s {text} (x{int(last['count'] or 1) + 1})"
+        elif len(self.events) < MAX_EVENTS:
             self.events.append(f"+{seconds:.2f}s {text}" if len(self.events) < MAX_EVENTS - 1 else "... (more)")
 
     def as_json(self) -> dict[str, Any]:

@@ -103,6 +103,10 @@ def test_a_records_events_are_stamped_from_its_start_and_bounded() -> None:
     record = Stats(history=10).begin("GET", "http://example.com/f", "127.0.0.1")
     record.event(0.5, "lookup: no-record (2 fetching, 0 of them ahead)")
     assert record.events == ["+0.50s lookup: no-record (2 fetching, 0 of them ahead)"]
+    for seconds in (1.5, 2.5):  # a poll's unchanged answer: the last line's time and count, not a new line
+        record.event(seconds, "lookup: no-record (2 fetching, 0 of them ahead)")
+    assert record.events == ["+2.50s lookup: no-record (2 fetching, 0 of them ahead) (x3)"]
+    record.events.clear()
     for i in range(2 * MAX_EVENTS):
         record.event(1.0 + i, f"poll {i}")
     assert len(record.events) == MAX_EVENTS and record.events[-1] == "... (more)"
