@@ -110,4 +110,4 @@ def test_a_records_events_are_stamped_from_its_start_and_bounded() -> None:
     for i in range(2 * MAX_EVENTS):
         record.event(1.0 + i, f"poll {i}")
     assert len(record.events) == MAX_EVENTS and record.events[-1] == "... (more)"
-    assert record.events[1] == "+1.00s poll 0" and record.as_json()["events"] == record.events
+    assert record.events[0] == "+1.00s poll 0" and record.as_json()["events"] == record.events
