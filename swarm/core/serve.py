@@ -14,6 +14,15 @@ injected) paces BLOCK answers. Actions for the shell:
   report `on_sent(now)` once the connection has taken it (its send buffer is back under its bound);
 * `Close(reason)`           — end this connection.
 
+What a peer is shown can be narrowed by the caller (`Shown`, optional; the proxy shows every peer everything):
+`shown(root, peer)` names the blocks of `root` that the peer whose HANDSHAKE gave node id `peer` may see, or None
+for all of them. The cluster mode uses it to show a peer across a rack or datacenter only the blocks it is the
+entry point of (`cluster.division`). A held block outside it is left out of the BITFIELD, its HAVE held back and
+a START about it not sent; a request for it is refused NOT_FOUND, as if we did not hold it. What was shown is never
+taken back: a peer that saw a block may keep asking for it. When the caller's answer may have grown (its plan
+changed), `on_view_changed()` asks again and sends HAVE for what the peer may see now. `shown` is a pure query; it
+is asked when the HANDSHAKE arrives, for each new block and START, and by `on_view_changed`.
+
 What one peer can make us hold is bounded: at most `max_queued` requests wait (libtorrent's
 max_allowed_in_request_queue; more are refused BUSY) and at most `max_in_flight` BLOCKs are being handed to the
 connection — a peer that pipelines 200,000 REQUESTs no longer gets 200,000 sends started at once. (The shell
@@ -33,13 +42,13 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 
 from swarm.content.manifest import Manifest
 from swarm.core.throttle import TokenBucket
 from swarm.net import wire
 
-__all__ = ["ServeCore", "Shared", "Send", "SendBlock", "Close", "ServeAction", "MAX_QUEUED_REQUESTS",
+__all__ = ["ServeCore", "Shared", "Shown", "Send", "SendBlock", "Close", "ServeAction", "MAX_QUEUED_REQUESTS",
            "MAX_SENDS_IN_FLIGHT", "HANDSHAKE_TIMEOUT", "IDLE_TIMEOUT", "STALL_TIMEOUT"]
 
 MAX_QUEUED_REQUESTS = 500  # libtorrent's max_allowed_in_request_queue; our fetch keeps 8 outstanding per peer
@@ -51,6 +60,10 @@ IDLE_TIMEOUT = 120.0  # libtorrent's peer_timeout
 # A send completes once the connection's buffer is back under its bound, so a peer reading at least a block
 # per minute never trips it (a 4 MiB block: 70 KB/s).
 STALL_TIMEOUT = 60.0
+
+
+#: `shown(root, peer node id)`: the blocks of `root` that peer may be shown and may ask for; None: every block.
+Shown = Callable[[bytes, bytes], Container[int] | None]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,11 +108,13 @@ class ServeCore:
         handshake_timeout: float = HANDSHAKE_TIMEOUT,
         idle_timeout: float = IDLE_TIMEOUT,
         stall_timeout: float = STALL_TIMEOUT,
+        shown: Shown | None = None,
     ) -> None:
         """`lookup(root)` returns what is shared for `root`, or None (not held, or not shared); `now` is when
-        the connection arrived."""
+        the connection arrived; `shown` narrows what the peer sees (module docstring; None: everything)."""
         self.node_id = node_id
         self.lookup = lookup
+        self.shown = shown
         self.upload = upload or TokenBucket(None)
         self.max_queued = max_queued
         self.max_in_flight = max_in_flight
@@ -108,7 +123,9 @@ class ServeCore:
         self.stall_timeout = stall_timeout
         self.root: bytes | None = None
         self.manifest: Manifest | None = None
+        self.peer: bytes | None = None  # the node id its HANDSHAKE gave
         self._held: set[int] = set()
+        self._hidden: set[int] = set()  # held, and not shown to this peer (`shown`)
         self._queue: collections.deque[wire.Request] = collections.deque()
         self._wait_until: float | None = None
         self.in_flight = 0  # SendBlocks not yet reported by `on_sent`
@@ -177,14 +194,26 @@ class ServeCore:
         if self.root is None or block in self._held:
             return []
         self._held.add(block)
+        if not self._may_see(block):
+            self._hidden.add(block)
+            return []
         return [Send(wire.Have(block))]
 
     def on_origin_fetch(self, block: int) -> list[ServeAction]:
         """This node asked the origin for `block` (a crowd's shared source): tell the peer (START), so that it
         asks the origin for another block and takes this one from us once we announce it."""
-        if self.root is None or block in self._held:
-            return []
+        if self.root is None or block in self._held or not self._may_see(block):
+            return []  # (not shown: a block it may not take from us, nothing to leave to us)
         return [Send(wire.Start(block))]
+
+    def on_view_changed(self) -> list[ServeAction]:
+        """What `shown` answers may have grown: HAVE for each held block the peer was not shown and may see now."""
+        if self.root is None or not self._hidden:
+            return []
+        allowed = self._allowed()
+        now_shown = sorted(self._hidden if allowed is None else (b for b in self._hidden if b in allowed))
+        self._hidden.difference_update(now_shown)
+        return [Send(wire.Have(block)) for block in now_shown]
 
     def on_unshared(self) -> list[ServeAction]:
         """The root was evicted or sharing was turned off: nothing more is served on this connection."""
@@ -200,9 +229,25 @@ class ServeCore:
         shared = self.lookup(message.root)
         if shared is None:
             return [Close(f"content {message.root.hex()[:16]}… is not shared here")]
-        self.root, self.manifest = message.root, shared.manifest
-        self._held = set(shared.have.blocks())
-        return [Send(wire.Handshake(wire.PROTOCOL_VERSION, self.node_id, message.root)), Send(shared.have)]
+        self.root, self.manifest, self.peer = message.root, shared.manifest, message.node_id
+        have = shared.have
+        self._held = set(have.blocks())
+        allowed = self._allowed()
+        if allowed is not None:
+            self._hidden = {b for b in self._held if b not in allowed}
+            if self._hidden:
+                have = wire.Bitfield.from_blocks(have.count, sorted(self._held - self._hidden))
+        return [Send(wire.Handshake(wire.PROTOCOL_VERSION, self.node_id, message.root)), Send(have)]
+
+    def _allowed(self) -> Container[int] | None:
+        if self.shown is None:
+            return None
+        assert self.root is not None and self.peer is not None
+        return self.shown(self.root, self.peer)
+
+    def _may_see(self, block: int) -> bool:
+        allowed = self._allowed()
+        return allowed is None or block in allowed
 
     def _on_request(self, request: wire.Request, now: float) -> list[ServeAction]:
         assert self.manifest is not None
@@ -219,7 +264,7 @@ class ServeCore:
         _offset, length = self.manifest.block_span(request.block)
         if request.offset + request.length > length:
             return wire.RejectReason.INVALID
-        if request.block not in self._held:
+        if request.block not in self._held or request.block in self._hidden:
             return wire.RejectReason.NOT_FOUND
         if len(self._queue) >= self.max_queued:
             return wire.RejectReason.BUSY

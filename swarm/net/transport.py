@@ -33,6 +33,10 @@ A `Connection` carries `swarm.net.wire` messages both ways:
   `async for message in connection` does the same. Messages that arrived before the peer closed are still
   delivered first (after a protocol violation, except those decoded from the same chunk of bytes as the fault:
   the decoder drops them); after a local `close()` the rest are discarded.
+* **Counting.** `counters` (`ConnectionCounters`) holds the BLOCKs and their payload bytes each way: a BLOCK
+  sent is counted when it is queued (`send_block`, or `send_nowait` of a `Block`), a BLOCK received when
+  `receive()` hands it over. Whoever holds a connection reads them (the cluster mode's bytes per rack, DC and
+  outside) instead of wrapping its methods; they outlive the connection.
 * **Ending.** Whatever ends a connection — `close()` (graceful: queued bytes are flushed first), `abort()`
   (immediate), the peer closing, a reset, bytes the codec rejects, an oversized frame — is recorded once in
   `close_reason` (a `CloseReason` with a `CloseCause`) and resolves the `closed` future with it. Peer faults never
@@ -74,6 +78,7 @@ __all__ = [
     "BlockPayload",
     "CloseCause",
     "CloseReason",
+    "ConnectionCounters",
     "ConnectionSettings",
     "Connection",
     "ExpectedReplies",
@@ -122,6 +127,17 @@ class ConnectionSettings:
     # control frames (well over a thousand fit), never the blocks a connection we open receives.
     accepted_receive_limit: int = 256 * 1024
     backlog: int = 128  # accepted connections a listener holds for `accept()`; more are refused
+
+
+@dataclass(slots=True)
+class ConnectionCounters:
+    """BLOCKs one connection carried and their payload bytes (headers and control messages aside), each way:
+    what a caller accounts per peer, by level or by address (`Connection.counters`)."""
+
+    blocks_sent: int = 0
+    bytes_sent: int = 0
+    blocks_received: int = 0
+    bytes_received: int = 0
 
 
 # What a decoded control message is charged in the receive bound: its Python objects (a queued REQUEST measured
@@ -229,6 +245,7 @@ class Connection(ABC):
         self._drain_waiters: list[asyncio.Future[None]] = []
         self.close_reason: CloseReason | None = None
         self.closed: asyncio.Future[CloseReason] = self._loop.create_future()
+        self.counters = ConnectionCounters()
 
     # --- identity -----------------------------------------------------------------------------------------
 
@@ -258,6 +275,7 @@ class Connection(ABC):
             self.expected.sent(message)
         if isinstance(message, Block):
             self._send_block(message.block, message.offset, message.data)
+            self._count_sent(len(message.data))
         else:
             self._send_message(message)
 
@@ -269,10 +287,17 @@ class Connection(ABC):
     async def send_block(self, block: int, offset: int, payload: BlockPayload) -> None:
         """Send a BLOCK from bytes or a file range (`BlockLocation`), then `drain()`."""
         self._check_open()
-        if payload_length(payload) < 1:
+        length = payload_length(payload)
+        if length < 1:
             raise ValueError("a BLOCK carries at least one byte")
         self._send_block(block, offset, payload)
+        self._count_sent(length)
         await self.drain()
+
+    def _count_sent(self, length: int) -> None:
+        counters = self.counters
+        counters.blocks_sent += 1
+        counters.bytes_sent += length
 
     async def drain(self) -> None:
         """Wait until `buffered <= send_limit`; `ConnectionClosed` if the connection ends first."""
@@ -349,6 +374,10 @@ class Connection(ABC):
                 self._receive_waiter = None
         message, size = self._inbound.popleft()
         self._inbound_bytes -= size
+        if type(message) is Block:
+            counters = self.counters
+            counters.blocks_received += 1
+            counters.bytes_received += len(message.data)
         self._taken(size)
         if self._receiving_paused and self._inbound_bytes <= self.receive_limit // 2:
             self._receiving_paused = False

@@ -33,12 +33,22 @@ or many — can make the node hold is bounded:
   what waits unread is bounded by the transport's `accepted_receive_limit`, the rest left in the peer's socket;
 * bytes: a BLOCK is received only in answer to our own REQUEST (`swarm.net.transport`), so nothing a peer announces
   is allocated before it arrives.
+
+**Extension points** (the proxy uses neither; the cluster mode both):
+
+* `shown` (`swarm.core.serve.Shown`): what each served peer is shown of a root (BITFIELD, HAVE, START) and may
+  ask for, by the node id of its handshake; `reveal()` asks again for every served peer after the caller's
+  answer changed (what was shown is never taken back);
+* `links()`: every live connection with the peer's address and node id, the root and the direction, and its
+  `swarm.net.transport.ConnectionCounters` (the BLOCK bytes it carried each way). A caller that must not lose the
+  last bytes of a connection that closes between two looks keeps the `Connection.counters` of those it is shown.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import random
@@ -51,12 +61,12 @@ from swarm.core.policy import PolicyConfig
 from swarm.core.serve import HANDSHAKE_TIMEOUT
 from swarm.core.serve import Close as ServeClose
 from swarm.core.serve import Send as ServeSend
-from swarm.core.serve import SendBlock, ServeCore, Shared
+from swarm.core.serve import SendBlock, ServeCore, Shared, Shown
 from swarm.core.slots import Evict, Refuse, SlotPolicy
 from swarm.core.throttle import TokenBucket
 from swarm.errors import FetchFailed, NotInStore, PeerError, StoreError, TransportError
 from swarm.net import wire
-from swarm.net.transport import CONNECT_TIMEOUT, Address, Connection, Listener, Transport
+from swarm.net.transport import CONNECT_TIMEOUT, Address, Connection, ConnectionCounters, Listener, Transport
 from swarm.service.fetch_run import _FetchRun
 from swarm.service.report import FetchReport
 from swarm.store.interface import BlockLocation, BlockStore, Evicted, StoreEvent, StoreFailed
@@ -64,9 +74,20 @@ from swarm.store.interface import BlockLocation, BlockStore, Evicted, StoreEvent
 if TYPE_CHECKING:  # a type only: importing it pulls in aiohttp, ~0.15 s of start-up for `swarm get`
     from swarm.service.origin_source import OriginRangeSource
 
-__all__ = ["SwarmNode", "FetchFailed"]
+__all__ = ["SwarmNode", "FetchFailed", "Link"]
 
 log = logging.getLogger("swarmproxy.swarm")
+
+
+@dataclasses.dataclass(frozen=True)
+class Link:
+    """One live connection of a node (`SwarmNode.links`)."""
+
+    address: Address  # the peer's
+    peer: bytes | None  # the node id its handshake gave; None before it
+    root: bytes | None  # the content it is about; None before the handshake
+    serving: bool  # it connected to us and we serve it; else we opened it to fetch
+    counters: ConnectionCounters
 
 
 class SwarmNode:
@@ -81,8 +102,11 @@ class SwarmNode:
         policy: PolicyConfig | None = None,
         handshake_timeout: float = HANDSHAKE_TIMEOUT,
         max_pending_writes: int = 32 * 1024 * 1024,
+        shown: Shown | None = None,
     ) -> None:
+        """`shown`: what a served peer is shown (module docstring; None, the default: everything)."""
         self.store = store
+        self.shown = shown
         self.transport = transport
         self.node_id = node_id or secrets.token_bytes(32)
         self.upload = TokenBucket(upload_rate)
@@ -95,6 +119,7 @@ class SwarmNode:
         self._shared: set[bytes] = set()
         self._serving: dict[bytes, dict[Connection, ServeCore]] = {}
         self._fetching: dict[bytes, _FetchRun] = {}
+        self._answered: dict[Connection, bytes] = {}  # connections we opened -> the node id the peer answered with
         self._tasks: set[asyncio.Task] = set()
         self._accept_task: asyncio.Task | None = None
         self.bytes_uploaded = 0
@@ -172,6 +197,25 @@ class SwarmNode:
         for connection, core in list(self._serving.get(root, {}).items()):
             self._apply_serve(connection, core, core.on_origin_fetch(block))
 
+    def reveal(self) -> int:
+        """`shown` may answer more than before: every served peer hears HAVE for the blocks it may see now and was
+        not shown yet. The number of HAVEs sent."""
+        sent = 0
+        for served in list(self._serving.values()):
+            for connection, core in list(served.items()):
+                actions = core.on_view_changed()
+                sent += len(actions)
+                self._apply_serve(connection, core, actions)
+        return sent
+
+    def links(self) -> list[Link]:
+        """Every live connection that got past its handshake: the peers we serve, and those we fetch from."""
+        links = [Link(c.remote_address, core.peer, root, True, c.counters)
+                 for root, served in self._serving.items() for c, core in served.items()]
+        for root, run in self._fetching.items():
+            links += [Link(c.remote_address, self._answered.get(c), root, False, c.counters) for c in run.connections]
+        return links
+
     async def seed_file(self, path: str | os.PathLike, *, block_size: int | None = None) -> Manifest:
         """Hash `path`, put it in the store and share it. Returns its manifest.
 
@@ -223,7 +267,7 @@ class SwarmNode:
     async def _serve(self, connection: Connection) -> None:
         loop = asyncio.get_running_loop()
         core = ServeCore(self.node_id, self._lookup, upload=self.upload, now=loop.time(),
-                         handshake_timeout=self.handshake_timeout)
+                         handshake_timeout=self.handshake_timeout, shown=self.shown)
         receiving: asyncio.Future | None = None
         draining: asyncio.Future | None = None
         try:
@@ -338,6 +382,8 @@ class SwarmNode:
                 raise PeerError(f"answered {type(answer).__name__} instead of a HANDSHAKE for our root")
             if answer.node_id == self.node_id:
                 raise PeerError("that is this node itself")
+            self._answered[connection] = answer.node_id
+            connection.closed.add_done_callback(lambda _closed: self._answered.pop(connection, None))
             return connection
         except BaseException:
             connection.abort("handshake failed")

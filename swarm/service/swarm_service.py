@@ -34,6 +34,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from swarm.content.manifest import Manifest
+from swarm.core.serve import Shown
 from swarm.errors import FetchFailed, PeerError, StoreError, SwarmError, TransportError
 from swarm.net.transport import Transport
 from swarm.service.discovery import (IN_PROGRESS_ROOT, IN_PROGRESS_TTL, Discovery, ManifestClaim, ManifestSummary,
@@ -101,9 +102,11 @@ class SwarmService:
         counters: ShareCounters | None = None,
         on_forget: Callable[[bytes], None] | None = None,
         node_id: bytes | None = None,
+        shown: Shown | None = None,
     ) -> None:
         """`node_id`: this node's id in every handshake (default: a random one), e.g. the cluster agent's id, so
-        that a peer is one identity for the engine and for its caller."""
+        that a peer is one identity for the engine and for its caller. `shown`: what a served peer is shown, by
+        that id (`swarm.core.serve.Shown`; None: everything), on every transport; `reveal()` after it changed."""
         if not transports:
             raise ValueError("at least one transport is needed")
         self.store = store
@@ -116,7 +119,7 @@ class SwarmService:
         self.on_forget = on_forget  # told of a root evicted or lost by the store, before it is withdrawn
         self.nodes: dict[str, SwarmNode] = {}
         for name, transport in transports.items():
-            node = SwarmNode(store, transport, node_id=node_id, **(node_kwargs or {}))
+            node = SwarmNode(store, transport, node_id=node_id, shown=shown, **(node_kwargs or {}))
             node_id = node.node_id  # one identity whichever transport a peer uses
             self.nodes[name] = node
         self.address: tuple[str, int] | None = None
@@ -145,6 +148,11 @@ class SwarmService:
     @property
     def bytes_uploaded(self) -> int:
         return sum(node.bytes_uploaded for node in self.nodes.values())
+
+    def reveal(self) -> int:
+        """`shown` may answer more than before: HAVE to every served peer for what it may see now
+        (`SwarmNode.reveal`); the number sent."""
+        return sum(node.reveal() for node in self.nodes.values())
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
 
