@@ -101,11 +101,10 @@ class Agent:
         self.coord = Coord(config.redis_url, config.namespace, key_ttl=config.key_ttl, slot_ttl=config.slot_ttl)
         self.store = DiskBlockStore(self.data_dir / "blocks")
         self.planner = Planner(config.capacities, reserve=config.reserve)
-        self.transport = LeveledTransport(self.location, self.location_of_host, self.planner.meter.on_bytes,
-                                          shown=self._shown)
+        self.transport = LeveledTransport(self.location, self.location_of_host, self.planner.meter.on_bytes)
         self.discovery = RedisDiscovery(self.coord, self.node_id, config.host, allowed=self._allowed)
         self.service = SwarmService(self.store, {"tcp": self.transport}, self.discovery, linger=LINGER,
-                                    provider_wait=PROVIDER_WAIT, node_id=self.node_id)
+                                    provider_wait=PROVIDER_WAIT, node_id=self.node_id, shown=self._shown)
         self.agents: dict[str, AgentRecord] = {}
         self.by_host: dict[str, Location] = {}
         self.runs: dict[str, TransferRun] = {}
@@ -132,9 +131,11 @@ class Agent:
         record = self.agents.get(node)
         return None if record is None else record.location
 
-    def _shown(self, root: bytes, node: str | None) -> frozenset[int] | None:
+    def _shown(self, root: bytes, peer: bytes) -> frozenset[int] | None:
+        """What a peer we serve is shown (the engine's `shown` hook): its share of the entry plan, by the id it
+        gave in its handshake, which is its cluster id; everything of a root no run is about."""
         run = next((r for r in self.runs.values() if r.root == root), None)
-        return None if run is None else run.shown(node)
+        return None if run is None else run.shown(peer.hex())
 
     def _allowed(self, root: bytes, node: str) -> bool:
         run = next((r for r in self.runs.values() if r.root == root), None)
@@ -231,7 +232,7 @@ class Agent:
             if not run.cancelled:
                 await run.reconcile(self.coord)
         self.server_id = server_id  # only now: a reconcile cut short by redis going away again is redone whole
-        self.transport.reveal()
+        self.service.reveal()  # the plan may show peers more now
 
     def _targeted(self, transfer: TransferRecord) -> bool:
         return fnmatch.fnmatchcase(f"{self.location.dc}/{self.location.rack}/{self.name}", transfer.hosts)
@@ -292,6 +293,7 @@ class Agent:
     async def _throttle_loop(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
+            self.transport.tally()  # the planner's measured rates include the bytes sent until now
             limits = self.planner.plan(loop.time(), self._cpu_idle())
             self.transport.set_limits(limits, loop.time())
             await asyncio.sleep(self.planner.every)  # the plan's period: nothing to wait for but time

@@ -1,29 +1,34 @@
 """`LeveledTransport`: swarm's TCP transport, with bytes counted and uploads throttled per level.
 
-The block engine's `SwarmNode` takes any `swarm.net.transport.Transport`; this one is `TcpTransport` whose
-connections, once made or accepted, also:
+The block engine's `SwarmNode` takes any `swarm.net.transport.Transport`; this one is `TcpTransport` that keeps
+track of every connection it makes or accepts, and:
 
-* count the BLOCK bytes received from and sent to each level (rack, DC, outside: the peer's location, looked up by
-  its address through `locate`, which the agent keeps from the agents' records): the per-level counters that the
-  member records, the metrics and the tests read;
-* take every block they send from the level's `swarm.core.throttle.ThrottleGroup` (myRack / myDC / outside),
-  whose rates the agent sets from `cluster.throttle.Planner` every few seconds;
-* on the serving side (accepted connections), show the peer only the blocks it is the entry point of when it is
-  across a level (`cluster.division.EntryPlan`, through `shown(root, node)`, the node id the peer gave in its
-  handshake, which is its cluster id: `SwarmService(node_id=)`): the BITFIELD is cut down and a
-  HAVE of a hidden block held back, until `reveal()` finds the plan now shows it (a member left);
-* on the fetching side (connections it makes), slip into the engine's receive stream of a nearer source a START
+* tallies their BLOCK bytes by level (rack, DC, outside: the peer's location, looked up by its address through
+  `locate`, which the agent learns from the member records): `received` and `sent`, the per-level counters that
+  the member records, the metrics and the tests read, and the throttle planner's measured rates (`on_bytes`).
+  The bytes are the engine's own per-connection counters (`Connection.counters`); each look adds what a
+  connection carried since the last one to the level its peer is at now, so the totals never go down, and a
+  connection is forgotten only once it is closed and tallied (`tally`);
+* takes every block they send from the level's `swarm.core.throttle.ThrottleGroup` (myRack / myDC / outside),
+  whose rates the agent sets from `cluster.throttle.Planner` every few seconds (it wraps `send_block`: the engine
+  has no per-connection upload hook yet);
+* on the fetching side (connections it makes), slips into the engine's receive stream of a nearer source a START
   of the blocks it holds, after its HAVE or BITFIELD and whenever a farther source offers one of them
   (`cluster.nearest.NearestFirst`): the engine then asks no farther source for them for a START's lifetime, and
-  the block is taken inside the rack rather than across its uplink again.
+  the block is taken inside the rack rather than across its uplink again (it wraps `receive`: the engine has no
+  such picker rule yet).
 
-It hooks the two methods on each connection object (`receive`, `send_block`) rather than subclassing the
-connection: the TCP transport makes the connections itself, and the engine needs nothing else to change.
+What a served peer across a level is shown (the entry plan's BITFIELD/HAVE filter) is the engine's `shown` hook
+(`SwarmService(shown=)`, `SwarmService.reveal()`), which the agent gives its plan. `shown=` here is the same
+filter done by wrapping each accepted connection's `receive` and `send_nowait`, kept only for `cluster.push`
+until it passes its filter to its `SwarmService`: it is asked, by the id the peer gave in its handshake, before
+the BITFIELD and each HAVE and START goes out, and `reveal()` sends HAVE for what was held back and is shown now.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import deque
 from collections.abc import Callable
 
@@ -39,7 +44,8 @@ __all__ = ["LeveledTransport"]
 
 
 class _Shown:
-    """What one served peer was not shown yet (blocks we hold that the entry plan keeps for others)."""
+    """What one served peer was not shown yet (blocks we hold that the entry plan keeps for others): `cluster.push`'s
+    filter only (the module docstring)."""
 
     def __init__(self, send) -> None:
         self.send = send
@@ -76,15 +82,56 @@ class LeveledTransport(TcpTransport):
         self.serving: dict[Connection, _Shown] = {}
         self.me = me
         self.locate = locate
-        self.on_bytes = on_bytes  # each sent block's bytes, for the throttle planner's measured rates
+        self.on_bytes = on_bytes  # sent bytes by level, for the throttle planner's measured rates
         self.groups = {level: ThrottleGroup(None, name=level.label) for level in Level}
-        self.received = {level: 0 for level in Level}
-        self.sent = {level: 0 for level in Level}
+        self._received = {level: 0 for level in Level}
+        self._sent = {level: 0 for level in Level}
+        # Every connection made or accepted -> its counters' (sent, received) at the last tally. The metrics
+        # server reads the totals from its own thread: the lock keeps two tallies from counting a delta twice.
+        self._tallied: dict[Connection, list[int]] = {}
+        self._lock = threading.Lock()
         self.nearest = NearestFirst()
         self.inboxes: dict[Connection, _Inbox] = {}
 
     def level_of(self, host: str) -> Level:
         return level_between(self.me, self.locate(host))
+
+    @property
+    def received(self) -> dict[Level, int]:
+        """BLOCK payload bytes received, by the level of the peer that sent them."""
+        self._tally(forget_closed=False)
+        return dict(self._received)
+
+    @property
+    def sent(self) -> dict[Level, int]:
+        """BLOCK payload bytes sent, by the level of the peer they went to."""
+        self._tally(forget_closed=False)
+        return dict(self._sent)
+
+    def tally(self) -> None:
+        """Add what each connection carried since the last tally to its peer's level, and forget the connections
+        closed and done with (on the event loop only: a closed connection may still hand over what it received
+        before it closed, and only the loop's own tally cannot run between that and its count)."""
+        self._tally(forget_closed=True)
+
+    def _tally(self, *, forget_closed: bool) -> None:
+        with self._lock:
+            for connection, seen in list(self._tallied.items()):
+                counters = connection.counters
+                sent, received = counters.bytes_sent - seen[0], counters.bytes_received - seen[1]
+                if sent or received:
+                    level = self.level_of(connection.remote_address[0])
+                    seen[0], seen[1] = seen[0] + sent, seen[1] + received
+                    self._sent[level] += sent
+                    self._received[level] += received
+                    if sent and self.on_bytes is not None:
+                        self.on_bytes(level, sent)
+                if forget_closed and connection.close_reason is not None and not connection.receive_buffered:
+                    del self._tallied[connection]
+
+    def _track(self, connection: Connection) -> None:
+        with self._lock:
+            self._tallied[connection] = [connection.counters.bytes_sent, connection.counters.bytes_received]
 
     def set_limits(self, limits: dict[Level, float | None], now: float) -> None:
         for level, rate in limits.items():
@@ -96,6 +143,7 @@ class LeveledTransport(TcpTransport):
 
         async def accept_leveled() -> Connection:
             connection = await accept()
+            self._track(connection)
             self._hook(connection)
             if self.shown is not None:
                 self._hook_serving(connection)
@@ -106,6 +154,7 @@ class LeveledTransport(TcpTransport):
 
     async def connect(self, address: Address, *, timeout: float = CONNECT_TIMEOUT):
         connection = await super().connect(address, timeout=timeout)
+        self._track(connection)
         self._hook(connection)
         if self.me is not None:
             self._hook_fetching(connection)
@@ -191,15 +240,10 @@ class LeveledTransport(TcpTransport):
         return sent
 
     def _hook(self, connection: Connection) -> None:
+        """Uploads through the peer's level's throttle group."""
         host = connection.remote_address[0]
-        receive, send_block = connection.receive, connection.send_block
+        send_block = connection.send_block
         throttles = {}
-
-        async def receive_counted():
-            message = await receive()
-            if type(message) is wire.Block:
-                self.received[self.level_of(host)] += len(message.data)
-            return message
 
         async def send_block_throttled(block: int, offset: int, payload) -> None:
             level = self.level_of(host)  # looked up per block: an address's location may be learnt late
@@ -209,14 +253,10 @@ class LeveledTransport(TcpTransport):
             while not throttle.consume(size, loop.time()):
                 await asyncio.sleep(throttle.delay_for(size, loop.time()))  # the throttle's own wait
             await send_block(block, offset, payload)
-            self.sent[level] += size
-            if self.on_bytes is not None:
-                self.on_bytes(level, size)
 
         def leave(_future) -> None:
             for level in throttles:
                 self.groups[level].leave(connection)
 
-        connection.receive = receive_counted  # type: ignore[method-assign]
         connection.send_block = send_block_throttled  # type: ignore[method-assign]
         connection.closed.add_done_callback(leave)

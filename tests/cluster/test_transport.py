@@ -1,4 +1,5 @@
-"""LeveledTransport: bytes counted and throttled by level, and what a peer across a level is shown."""
+"""LeveledTransport: bytes tallied (from the engine's per-connection counters) and throttled by level, what a peer
+across a level is shown (`cluster.push`'s filter), nearest first on the fetching side."""
 
 from __future__ import annotations
 
@@ -39,6 +40,39 @@ async def test_blocks_counted_by_level_on_both_sides():
         assert len(block.data) == 1000
         assert server.sent == {Level.RACK: 0, Level.DC: 1000, Level.OUTSIDE: 0}
         assert client.received == {Level.RACK: 1000, Level.DC: 0, Level.OUTSIDE: 0}  # same rack, as it sees it
+    finally:
+        outgoing.abort()
+        incoming.abort()
+        await listener.aclose()
+
+
+async def test_bytes_go_to_the_level_the_peer_is_at_when_tallied_and_never_go_down():
+    where: dict[str, Location] = {}
+    metered = []
+    server = LeveledTransport(HERE, where.get, on_bytes=lambda level, n: metered.append((level, n)))
+    client = LeveledTransport(OTHER_RACK, lambda host: None)
+    listener, outgoing, incoming = await pair(server, client)
+    try:
+        outgoing.send_nowait(wire.Request(0, 0, 1000))
+        outgoing.send_nowait(wire.Request(1, 0, 500))
+        await next_message(incoming, wire.Request)
+        await next_message(incoming, wire.Request)
+        await incoming.send_block(0, 0, b"x" * 1000)
+        assert server.sent == {Level.RACK: 0, Level.DC: 0, Level.OUTSIDE: 1000}  # not located yet: outside
+        where["127.0.0.1"] = OTHER_RACK  # learnt: from now on its bytes are the DC's, the earlier ones stay
+        await incoming.send_block(1, 0, b"y" * 500)
+        assert server.sent == {Level.RACK: 0, Level.DC: 500, Level.OUTSIDE: 1000}
+        assert metered == [(Level.OUTSIDE, 1000), (Level.DC, 500)]  # the throttle planner's measured bytes
+        await next_message(outgoing, wire.Block)
+        await next_message(outgoing, wire.Block)
+        incoming.abort()
+        async with asyncio.timeout(5):
+            assert await outgoing.receive() is None
+        client.tally()
+        server.tally()
+        assert client.received == {Level.RACK: 0, Level.DC: 0, Level.OUTSIDE: 1500}
+        assert not client._tallied and not server._tallied  # closed and tallied: forgotten
+        assert server.sent == {Level.RACK: 0, Level.DC: 500, Level.OUTSIDE: 1000}
     finally:
         outgoing.abort()
         incoming.abort()
