@@ -20,6 +20,7 @@ from .stats import RequestRecord, Stats
 
 if TYPE_CHECKING:
     from .download_core import DownloadCore
+    from .segment_swarm import SegmentedFetch
 
 log = logging.getLogger("swarmproxy.fallback")
 
@@ -38,6 +39,7 @@ class Ledger:
         self.owner, self.engine, self.url, self.record, self.core = owner, owner.engine, url, record, core
         self.report = FetchReport()  # filled by the block engine when its fetch stops
         self.vouching = False  # the origin's bytes went on to be stored and vouched for
+        self.segments: SegmentedFetch | None = None  # a download taken segment by segment
 
     def skipped(self, why: object) -> None:
         """Peers were not (or not yet) used, and why; a later swarm clears it."""
@@ -93,8 +95,10 @@ class Ledger:
                 return False
             # Every byte from the origin (the head before parking, each segment by Range) is first-hand anyway.
             first_hand = all(source == "origin" for source in self.record.segments)
-            self.vouching = first_hand or self.engine.trust.vouches_for_assembled
-            self.owner.spawn(self._ingest(spool, response, close=True, publish=self.vouching))
+            weakest = self.segments.weakest if self.segments is not None else None
+            self.vouching = first_hand or self.engine.trust.vouches_for_assembled(weakest or 0)
+            # Only first-hand bytes make the file this node's own (`self`, kept across restarts).
+            self.owner.spawn(self._ingest(spool, response, close=True, publish=self.vouching, own=first_hand))
             return True
         if swarm_done or (spool is not None and spool.complete):
             self.vouching = spool is not None and spool.complete and publishable
@@ -118,13 +122,15 @@ class Ledger:
                 spool.close()
             self.engine.fetch_over(manifest.root)
 
-    async def _ingest(self, spool: Spool, response, *, close: bool = False, publish: bool = True) -> None:
-        """Store and announce the spooled body, described by the head we answered with; vouch if `publish`."""
+    async def _ingest(self, spool: Spool, response, *, close: bool = False, publish: bool = True,
+                      own: bool = True) -> None:
+        """Store and announce the spooled body, described by the head we answered with; vouch if `publish`; the
+        manifest is this node's own (`own`) when every byte came from the origin."""
         headers = response.headers if response is not None else {}
         try:
             await self.engine.ingest(spool, url=self.url, validator=self.core.validator,
                                      content_type=headers.get("Content-Type"),
-                                     content_encoding=headers.get("Content-Encoding"), publish=publish)
+                                     content_encoding=headers.get("Content-Encoding"), publish=publish, own=own)
         finally:
             if close:
                 spool.close()

@@ -302,8 +302,10 @@ class SwarmEngine:
     # -- after a download -----------------------------------------------------------------------------------------
 
     async def ingest(self, spool: Spool, *, url: str, validator: str | None, content_type: str | None,
-                     content_encoding: str | None, publish: bool) -> Manifest | None:
-        """Put a complete origin download into the store; share, announce and (if `publish`) vouch for it."""
+                     content_encoding: str | None, publish: bool, own: bool = True) -> Manifest | None:
+        """Put a complete download into the store; share, announce and (if `publish`) vouch for it. `own`: every
+        byte came from the origin, so it is this node's own manifest of the URL (`self`, across restarts); a file
+        assembled from vouched segments is not, and its trust stays the vouchers' (`find` asks the DHT)."""
         if not spool.complete:
             self._will_not_vouch(url)
             return None
@@ -317,8 +319,9 @@ class SwarmEngine:
             self._will_not_vouch(url)
             return None
         key = url_key(url)
-        self._own_manifests[key] = manifest
-        self._save_origin_roots()
+        if own:
+            self._own_manifests[key] = manifest
+            self._save_origin_roots()
         self.service.share(manifest, vouch=key if publish else None)
         return manifest
 

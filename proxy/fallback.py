@@ -270,6 +270,9 @@ class _Download:
                                             self.engine.service.spawn)
             case act.EndClaim():
                 self._say("others ahead fetch it from the origin: leaving it to them")
+                if self.vouches is not None:  # it vouches for no more segments: later spool bytes may be peers'
+                    self.vouches.release()
+                    self.vouches = None
                 log.info("%s: others ahead fetch it from the origin: this download leaves it to them", self.url)
                 self.engine.fetch_ended(str(self.url), vouching=False)
             case act.StartLookup(headless):
@@ -302,6 +305,7 @@ class _Download:
                                        origin_rate=origin_rate, report=self.ledger.report)
                 fetch.sources = self.record.segments  # filled as each segment starts
                 fetch.event = self._say
+                self.ledger.segments = fetch  # how strongly its segments were vouched for, at the hand-over
                 self.chunks = fetch.chunks(start, end)
             case act.StopSwarm():
                 await self._stop("swarm")

@@ -76,13 +76,14 @@ class TrustPolicy:
         """How many independent vouchers make a manifest believable: 0 when none ever does (`origin`)."""
         return {"quorum": self.quorum, "any": 1}.get(self.mode, 0)
 
-    @property
-    def vouches_for_assembled(self) -> bool:
-        """May a node vouch for a file it assembled from segments that others vouched for (`proxy.segment_swarm`)?
-        Only under a quorum of at least two: its vouch then stands on two independent first-hand vouches per
-        segment, as strong as what anyone counting it needs; under `any` one liar would be amplified by its
-        victims, and `origin` believes no vouch at all."""
-        return self.mode == "quorum" and self.quorum >= 2
+    def vouches_for_assembled(self, weakest: int) -> bool:
+        """May a node vouch for a file it assembled from segments that others vouched for (`proxy.segment_swarm`),
+        the least of them agreed on by `weakest` independent vouchers? Only under a quorum of at least two, and
+        only when every segment had the weight a headless answer needs (`headless`: one more than the quorum):
+        a party that could make a segment's quorum, and so poison what its victims assembled, would otherwise
+        gain their vouches and, with them, the weight to answer URLs the origin has not answered yet. Under
+        `any` one liar would be amplified by its victims; `origin` believes no vouch at all."""
+        return self.mode == "quorum" and self.quorum >= 2 and weakest >= self.headless().vouchers
 
     def headless(self) -> TrustPolicy:
         """The policy for answering before the origin has said anything (a `T` switch with no response head).

@@ -19,8 +19,9 @@ A liar's vouch is outvoted (it weighs one network) and a block that disagrees wi
 delivered: the block engine drops it and bans its sender. A node that got a segment from peers serves it but
 never vouches for it. A download's segments stay shared until it ends, then linger as any content. The
 download's spool takes the verified segments too (`proxy.fallback`), so one that covered the whole file ends with
-the file whole: it is stored and, under a quorum of two or more, vouched for (`proxy.download_ledger`), so the
-file's manifest is published as soon as every segment is. `Segments.file_root` gives the same root from the
+the file whole: it is stored and served, and vouched for when every byte came from the origin or every segment
+from peers had a quorum plus one behind it (`proxy.download_ledger`, `TrustPolicy.vouches_for_assembled`), so
+the file's manifest is published though nobody read it all. `Segments.file_root` gives the same root from the
 segments' roots.
 """
 
@@ -61,6 +62,7 @@ LOOKUP_TIMEOUT = 5.0  # seconds for one segment's claims: a lookup that takes lo
 # partial answer, not for the fetchers leaving (their claims live IN_PROGRESS_TTL): in the 100-client largefile
 # a tenth of the parked crowd saw the two fetchers vanish from one lookup and asked the origin for a segment.
 OTHERS_MEMORY = 20.0
+HESITATION_MAX = 2.0  # seconds: the longest pause before claiming a segment (`SegmentedFetch._hesitation`)
 
 
 def segment_key(url_key: bytes, size: int, index: int) -> bytes:
@@ -75,6 +77,7 @@ class SegmentLookup:
     others: int  # the weight of the independent others who vouched for it or fetch it (or the file) from the origin
     reason: str  # why not found: `manifest_trust`'s reasons, "no-provider", "no-manifest", "lookup-failed"
     enough: int | None = None  # the weight of `others` worth waiting for: 1 when only a provider is missing
+    weight: int = 0  # found: the weight of the independent vouchers that agree on its root
 
 
 class SegmentTrust:
@@ -145,7 +148,8 @@ class SegmentTrust:
         if manifest is None or manifest.size != end - start or manifest.block_size != cut.block_size \
                 or validator_bytes(manifest.validator) != wanted:
             return SegmentLookup(None, others, "no-manifest")
-        return SegmentLookup(Found(manifest, decision.source, service.pick(providers, manifest)), others, "ok")
+        return SegmentLookup(Found(manifest, decision.source, service.pick(providers, manifest)), others, "ok",
+                             weight=decision.publishers)
 
     def claim(self, url_key: bytes, cut: Segments, index: int, validator: str) -> asyncio.Task | None:
         """Say that this node fetches the segment from the origin now; the task puts the claim (None: no DHT).
@@ -247,6 +251,9 @@ class SegmentedFetch:
         self.waited = 0.0
         self.waited_in_all = 0.0  # every wait of this download, which the polls back off with
         self.lookup_seconds = 0.0  # how long this download's last lookup took: a claim's put takes about as long
+        # The least weight of independent vouchers behind a segment taken from peers (None: none was): whether
+        # the file assembled from them may be vouched for (`proxy.download_ledger`).
+        self.weakest: int | None = None
         self.others_known = parking.after  # the last count of others at a segment a lookup gave (or a higher one
         self.others_at = self.clock()  # seen within OTHERS_MEMORY s), and when it was last seen
         # The file's last segment, fetched ahead (`_prefetch_tail`): (where from, its bytes).
@@ -332,6 +339,8 @@ class SegmentedFetch:
             self.waited = 0.0 if source == "peers" else waited
             self.sources.append(source)
             if source == "peers":
+                self._took_from_peers(lookup)
+            if source == "peers":
                 assert lookup.found is not None
                 log.info("%s: segment %d from %d peer(s)", self.url, index, len(lookup.found.providers))
                 pieces = self._from_peers(lookup.found, start, end)
@@ -347,8 +356,12 @@ class SegmentedFetch:
     def _hesitation(self) -> float:
         """The longest random pause before claiming a segment: long enough for another's claim to land, which on
         a busy DHT takes as long as a lookup (in the 100-client largefile, lookups of seconds let eleven parked
-        clients claim segment 0 together, each then reading it from the origin)."""
-        return max(self.parking.poll, 2 * self.lookup_seconds)
+        clients claim segment 0 together, each then reading it from the origin). At most HESITATION_MAX s: a
+        lookup slowed on purpose must not stretch every segment's wait past parking's bound."""
+        return min(max(self.parking.poll, 2 * self.lookup_seconds), max(self.parking.poll, HESITATION_MAX))
+
+    def _took_from_peers(self, lookup: SegmentLookup) -> None:
+        self.weakest = lookup.weight if self.weakest is None else min(self.weakest, lookup.weight)
 
     async def _from_peers(self, found: Found, start: int, end: int, *,
                           counted: bool = True) -> AsyncIterator[bytes]:
@@ -414,6 +427,7 @@ class SegmentedFetch:
             self.event(f"last segment {index} ahead from {source} ({lookup.reason}, {lookup.others} others)")
             if source == "peers":
                 assert lookup.found is not None
+                self._took_from_peers(lookup)
                 pieces = self._from_peers(lookup.found, 0, hi - lo, counted=False)
             else:
                 origin = OriginRangeSource(self.engine.session, self.url, size=self.cut.size,

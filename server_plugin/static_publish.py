@@ -191,8 +191,8 @@ def _usage_error(args: argparse.Namespace) -> str | None:
 
 
 def _warn(message: str) -> None:
-    # A file name that is not UTF-8 (surrogate-escaped) would not print: its odd bytes are shown as \udcXX.
-    message = message.encode("utf-8", "backslashreplace").decode("utf-8")
+    # A name's bytes that are not UTF-8 print as \udcXX, its control characters (newline, escapes) as "?".
+    message = config.printable_name(message.encode("utf-8", "backslashreplace").decode("utf-8"))
     print(f"swarmproxy manifest: warning: {message}", file=sys.stderr)
 
 
@@ -568,7 +568,8 @@ class Run:
                 write_atomically(os.path.join(self.args.config_dir, name), text.encode("utf-8", "surrogateescape"))
         else:
             sys.stdout.flush()
-            sys.stdout.buffer.write(config.printable(files).encode("utf-8", "surrogateescape"))
+            text = files[config.S3_SCRIPT] if self.s3 else config.printable(files)  # a script: its #! line first
+            sys.stdout.buffer.write(text.encode("utf-8", "surrogateescape"))
             sys.stdout.flush()
         if not self.args.quiet:
             print(self.summary(), file=sys.stderr)

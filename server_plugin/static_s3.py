@@ -70,8 +70,9 @@ def script(uploads: Sequence[Upload], layers_dir: str, bucket: str, source: str)
         "# metadata (S3 answers it as x-amz-meta-swarm-manifest, which swarmproxy reads). Metadata is set on\n",
         "# upload: a copy of a file uploaded without this script has no field. Needs the AWS CLI with credentials\n",
         "# for the bucket; for an S3-compatible store, set AWS_ENDPOINT_URL. SWARM_S3_BUCKET overrides the bucket;\n",
-        "# SWARM_S3_ARGS adds options to every upload (e.g. --acl public-read where the bucket uses ACLs).\n",
-        "set -eu\n",
+        "# SWARM_S3_ARGS adds options to every upload (e.g. --acl public-read where the bucket uses ACLs). With\n",
+        "# --path-style the fields' layer paths name the bucket given to `manifest publish`: upload to that one.\n",
+        "set -euf  # -f: no file name globbing, in SWARM_S3_ARGS either\n",
         f"bucket=${{SWARM_S3_BUCKET:-{shell_word(bucket)}}}\n",
         "extra=${SWARM_S3_ARGS:-}\n",
         f"aws s3 cp --only-show-errors $extra --recursive --exclude {shell_word(INDEX_NAME)} "

@@ -104,3 +104,27 @@ async def test_one_fetcher_is_not_enough_to_leave_the_origin_for(cluster, slow_o
         assert node.engine.counters.published == 1
     claims = await second.engine.discovery.get_manifests(url_key(url))
     assert len(claims) == 2 and all(c.content_root != bytes(32) for c in claims)  # claims replaced by vouches
+
+
+async def test_a_download_that_steps_back_vouches_for_no_more_segments():
+    """After `EndClaim` the spool may take peers' segments (a parked, segmented download), and a swarm failure
+    reopens the origin at the spool's end: the download's segment vouches must be gone by then, or it would vouch
+    for peers' bytes as first-hand."""
+    from proxy import download_actions as act
+    from proxy.fallback import _Download
+    from proxy.stats import RequestRecord
+
+    released, ended = [], []
+
+    class Vouches:
+        def release(self):
+            released.append(True)
+
+    download = _Download.__new__(_Download)
+    download.record, download.url = RequestRecord("GET", "http://o/f", "127.0.0.1", 0.0), "http://o/f"
+    download.loop, download.began = asyncio.get_running_loop(), asyncio.get_running_loop().time()
+    download.engine = type("Engine", (), {"fetch_ended": lambda self, url, vouching: ended.append(vouching)})()
+    download.vouches = Vouches()
+    await download._do(act.EndClaim())
+    assert download.vouches is None and released == [True] and ended == [False]
+    assert "leaving it to them" in download.record.events[-1]

@@ -160,11 +160,15 @@ def test_vouchers_needed(policy, vouchers):
     assert parse_trust(policy).vouchers == vouchers
 
 
-@pytest.mark.parametrize("policy,vouches", [("quorum:2", True), ("quorum:5", True), ("quorum:1", False),
-                                            ("any", False), ("origin", False)])
-def test_who_vouches_for_a_file_assembled_from_vouched_segments(policy, vouches):
-    """Only a rule of two or more independent vouchers: one liar under `any` must not be amplified by its victims."""
-    assert parse_trust(policy).vouches_for_assembled is vouches
+@pytest.mark.parametrize("policy,weakest,vouches", [
+    ("quorum:2", 3, True), ("quorum:2", 2, False),  # a segment's bare quorum: its makers could poison it
+    ("quorum:5", 6, True), ("quorum:5", 5, False),
+    ("quorum:1", 9, False), ("any", 9, False), ("origin", 9, False),  # one liar amplified by its victims
+])
+def test_who_vouches_for_a_file_assembled_from_vouched_segments(policy, weakest, vouches):
+    """Only under a quorum of two or more, and only when every segment had a headless answer's weight (the quorum
+    plus one): else the victims of a party that made a segment's quorum would lend it the weight it lacks."""
+    assert parse_trust(policy).vouches_for_assembled(weakest) is vouches
 
 
 @pytest.mark.parametrize("policy,vouches,kwargs,expected", ROWS.values(), ids=ROWS.keys())

@@ -81,11 +81,19 @@ async def start_fetchers(cluster, nodes: list[ProxyServer], url: str) -> list[as
 
 async def test_a_newcomer_takes_vouched_segments_before_anyone_has_the_whole_file(cluster, slow_origin,
                                                                                   monkeypatch):
-    made, two_vouched, _ = count_vouches(monkeypatch)
     from_peers = count_peer_segments(monkeypatch, 2)
     url = slow_origin.add("/big.bin", DATA)
     slow_origin.set_rate(150_000)
-    first, second, newcomer = await cluster.grow(3)
+    first, second, newcomer, *witnesses = await cluster.grow(6)
+    # Three more nodes vouch for every segment but the last (as if they had read them): whenever the newcomer takes
+    # one from peers, at least a headless answer's weight (quorum + 1) is behind it, so it may vouch for the file
+    # it assembles (`TrustPolicy.vouches_for_assembled`; the liar's test below has the bare quorum, and no vouch).
+    cut, etag = Segments(len(DATA), CUT_BLOCK), slow_origin.files["/big.bin"][1]
+    for witness in witnesses:
+        for index in range(cut.count - 1):
+            await SegmentTrust(witness.engine).vouch(url_key(url), cut, index, DATA[slice(*cut.span(index))], etag)
+        await witness.engine.settled()
+    made, two_vouched, _ = count_vouches(monkeypatch)  # the fetchers' and the newcomer's vouches from here on
     downloads = await start_fetchers(cluster, [first, second], url)
     await two_vouched.wait()  # segments 0 and 1 are vouched for by both fetchers
     slow_origin.pause()  # nobody gets one more origin byte: the whole file is nowhere
@@ -127,11 +135,13 @@ async def test_a_newcomer_takes_vouched_segments_before_anyone_has_the_whole_fil
         roots.extend(real)
         assert newcomer.engine.store.complete(roots[-1])  # it serves what it took from peers, the last one too
     assert cut.file_root(roots) == merkle_root(DATA)
-    # Every segment vouched for (under quorum:2), the whole file it assembled is stored, served and vouched for:
-    # the file's manifest is published as soon as its segments are, whether or not anyone read it all.
+    # Every segment vouched for by three (quorum:2 plus one), the whole file it assembled is stored, served and
+    # vouched for: the file's manifest is published as soon as its segments are, whether or not anyone read it
+    # all. It is not the newcomer's own (`self`): most of its bytes came from peers.
     whole = await first.engine.discovery.get_manifests(url_key(url))
     ours = {c.content_root for c in whole if c.publisher_id == newcomer.engine.discovery.node_id}
     assert ours == {merkle_root(DATA)} and newcomer.engine.store.complete(merkle_root(DATA))
+    assert url_key(url) not in newcomer.engine._own_manifests
 
 
 async def test_a_liars_segment_vouches_are_outvoted_and_its_blocks_never_delivered(cluster, slow_origin,
@@ -155,6 +165,11 @@ async def test_a_liars_segment_vouches_are_outvoted_and_its_blocks_never_deliver
     record = cluster.last_record(newcomer)
     assert record["manifest_source"] == "segments" and record["bytes_peers"] > 0
     assert liar.engine.bytes_uploaded == 0  # nobody asked the liar for a block
+    # Its segments had the bare quorum (the two fetchers): the file it assembled is served, never vouched for.
+    await newcomer.engine.settled()
+    whole = await newcomer.engine.discovery.get_manifests(key)
+    assert newcomer.engine.discovery.node_id not in {c.publisher_id for c in whole}
+    assert newcomer.engine.store.complete(merkle_root(DATA)) and key not in newcomer.engine._own_manifests
     claims = await newcomer.engine.discovery.get_manifests(segment_key(key, len(DATA), 0))
     assert merkle_root(lie[:SEGMENT]) in {claim.content_root for claim in claims}  # its vouch was there, outvoted
 
@@ -300,3 +315,14 @@ async def test_fetchers_missing_from_one_lookup_are_not_taken_for_gone():
     assert fetch.sources[0] == "origin"
     at = taken[0][1]
     assert 1.0 + OTHERS_MEMORY <= at <= 1.0 + OTHERS_MEMORY + 1.0 + 4.0  # a lookup and a poll late at most
+
+
+@pytest.mark.parametrize("lookup_seconds,longest", [(0.0, 0.5), (0.4, 0.8), (1.0, 2.0), (30.0, 2.0)])
+def test_the_pause_before_claiming_follows_the_dhts_pace_within_a_bound(lookup_seconds, longest):
+    """Twice a lookup's time (a claim's put takes about as long), at least the poll, and at most HESITATION_MAX:
+    a lookup slowed on purpose must not stretch every segment's wait."""
+    from proxy.parking import ParkingSettings
+
+    fetch = SegmentedFetch.__new__(SegmentedFetch)
+    fetch.parking, fetch.lookup_seconds = ParkingSettings(after=2, poll=0.5), lookup_seconds
+    assert fetch._hesitation() == pytest.approx(longest)

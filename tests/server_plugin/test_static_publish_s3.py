@@ -121,7 +121,8 @@ def test_the_script_quotes_every_name_and_uploads_the_layers_first():
     text = static_s3.script([static_s3.Upload("/srv/it's $x.bin", "v2/it's $x.bin", "root=ab; size=1")],
                             "/srv/.well-known/swarm-layer", "downloads", "/srv")
     lines = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
-    assert lines[:3] == ["set -eu", "bucket=${SWARM_S3_BUCKET:-'downloads'}", "extra=${SWARM_S3_ARGS:-}"]
+    assert lines[:3] == ["set -euf  # -f: no file name globbing, in SWARM_S3_ARGS either",
+                         "bucket=${SWARM_S3_BUCKET:-'downloads'}", "extra=${SWARM_S3_ARGS:-}"]
     assert "--exclude 'index.json'" in lines[3] and '"s3://$bucket/.well-known/swarm-layer/"' in lines[4]
     metadata = "'{\"swarm-manifest\": \"root=ab; size=1\"}'"
     assert lines[5].startswith(f"aws s3 cp --only-show-errors $extra --metadata {metadata}")
