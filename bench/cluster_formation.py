@@ -3,10 +3,12 @@
     .venv/bin/python -m bench.cluster_formation --agents 1200 --racks 40 [--dcs 1] [--reconcile 2] [--name NAME]
 
 One real redis-server (a free port, a scratch directory, `--save ''`) and N cluster agents' coordination loops in
-this one process: the real `cluster.agent.Agent` reconcile (agent record, transfers, the `TransferRun` overlay
+this one process: the real `cluster.agent.Agent.coordinate` loop (its period, follow-ups, wake-ups; for code
+before it, `Agent.run`'s loop as it was) and reconcile (agent record, transfers, the `TransferRun` overlay
 reconcile through the real `Coord` and overlay cores), but no block engine running (no listening socket, no
-fetch: `BenchAgent`). A bench seeder publishes one transfer as `swarmproxy cluster push` does (the transfer
-record, its member record as the seeder, a wake-up) and rewrites both every period.
+fetch: `BenchAgent`). Agents start at random phases of a period. A bench seeder publishes one transfer as
+`swarmproxy cluster push` does (the transfer record, its member record as the seeder, a wake-up) and rewrites
+both every period.
 
 * formation_s: from the transfer record's publication until every agent's overlay view (`TransferRun.view`)
   holds every representant slot that can be filled (2 per rack, min(5, rack representants) per DC) and, for each
@@ -17,8 +19,11 @@ record, its member record as the seeder, a wake-up) and rewrites both every peri
   (usec) and the bytes redis sent (`total_net_output_bytes`: what the agents read).
 
 Every agent runs in this process, so the wall-clock figures are this process's CPU (one core) as much as
-redis's: a run on N hosts does each agent's reads in parallel. `reconcile_s` (the mean time of one agent's
-reconcile, the event loop shared by all) says how much.
+redis's: the push's wake-up makes every agent reconcile at once, and here they queue for one core (`redis-py`
+costs a few hundred microseconds of CPU a command), where on N hosts each has its own. `agent_reconcile_s` (the
+mean wall time of one agent's reconcile, the event loop shared by all), `reconciles_per_agent_to_form` (the
+rounds it took) and `redis_busy_to_form_s` (the server's own time for every command from the push to formed:
+what N hosts would queue for) say how much of formation_s is the protocol.
 
 Prints one JSON line and writes it to `bench/results/cluster_formation/NAME.json`.
 """
@@ -67,17 +72,17 @@ def formed(locations: Mapping[str, Location], truth: Mapping[Slot, str], views: 
         candidates = sum(1 for n in rack_reps if locations[n].dc == dc)
         if sum(s in truth for s in dc_slots(dc)) < min(DC_REPS, candidates):
             return False
-    dc_holders = {n for s, n in truth.items() if s.level is Level.DC}
-    across = sorted({s for dc in {loc.dc for loc in racks} for s in dc_slots(dc)} |
-                    {s for n in dc_holders if n in locations for s in rack_slots(locations[n])})
+    every_dc = [s for dc in {loc.dc for loc in racks} for s in dc_slots(dc)]
+    # A DC slot's holder is a DC representant only with a slot of its rack: those slots too, not their holders.
+    their_racks = [s for s in truth if s.level is Level.DC for s in rack_slots(locations[truth[s]])]
     for node, loc in locations.items():
         view = views.get(node)
         if view is None:
             return False
         wanted = list(rack_slots(loc))
         if node in rack_reps:
-            wanted += [s for other in racks if other.dc == loc.dc for s in rack_slots(other)] + across
-        if any(view.holders.get(s) != truth.get(s) for s in wanted):
+            wanted += [s for other in racks if other.dc == loc.dc for s in rack_slots(other)] + every_dc
+        if any(view.holders.get(s) != truth.get(s) for s in wanted + (their_racks if node in rack_reps else [])):
             return False
         needed = set(racks[loc]) | {truth[s] for s in wanted if s in truth}
         if not needed <= set(view.members):
@@ -85,12 +90,31 @@ def formed(locations: Mapping[str, Location], truth: Mapping[Slot, str], views: 
     return True
 
 
+class Counter:
+    def __init__(self) -> None:
+        self.reconciles = 0
+        self.seconds = 0.0
+        self.active = 0  # reconciles under way
+
+
 class BenchAgent(Agent):
     """An agent whose block engine does not run: it reconciles (records, slots, views) and fetches nothing."""
+
+    counter = Counter()
 
     def _begin(self, transfer: TransferRecord) -> None:
         with contextlib.suppress(BadRecord):
             self.runs[transfer.tid] = TransferRun(self, transfer)
+
+    async def reconcile(self) -> None:
+        began = time.monotonic()
+        self.counter.active += 1
+        try:
+            await super().reconcile()
+        finally:
+            self.counter.active -= 1
+        self.counter.reconciles += 1
+        self.counter.seconds += time.monotonic() - began
 
 
 class Bench:
@@ -98,8 +122,7 @@ class Bench:
         self.args = args
         self.url = url
         self.agents: list[BenchAgent] = []
-        self.reconciles = 0
-        self.reconcile_time = 0.0
+        self.counter = BenchAgent.counter = Counter()
         for i in range(args.agents):
             rack = i % args.racks
             dc = rack % args.dcs
@@ -114,25 +137,31 @@ class Bench:
             self.agents.append(agent)
 
     async def agent_loop(self, agent: BenchAgent, stop: asyncio.Event) -> None:
-        """`Agent.run` without the engine and the throttle loop: reconcile every period, or when woken."""
+        """`Agent.run` without the engine and the throttle loop (`Agent.coordinate`)."""
         await asyncio.sleep(random.random() * self.args.reconcile)  # agents started at different times
-        waker = asyncio.ensure_future(agent.coord.listen_wake(agent.woken))
-        loop = asyncio.get_running_loop()
         try:
-            while not stop.is_set():
-                began = loop.time()
-                await agent.reconcile()
-                self.reconciles += 1
-                self.reconcile_time += loop.time() - began
-                agent.woken.clear()
-                waits = [asyncio.ensure_future(e.wait()) for e in (stop, agent.woken)]
-                await asyncio.wait(waits, timeout=agent.config.reconcile, return_when=asyncio.FIRST_COMPLETED)
-                for waiter in waits:
-                    waiter.cancel()
+            if hasattr(agent, "coordinate"):
+                await agent.coordinate(stop)
+            else:  # the code before `Agent.coordinate`: its `Agent.run` loop, as it was
+                agent._spawn(agent.coord.listen_wake(agent.woken))
+                while not stop.is_set():
+                    await agent.reconcile()
+                    agent.woken.clear()
+                    waits = [asyncio.ensure_future(e.wait()) for e in (stop, agent.woken)]
+                    await asyncio.wait(waits, timeout=agent.config.reconcile, return_when=asyncio.FIRST_COMPLETED)
+                    for waiter in waits:
+                        waiter.cancel()
         finally:
-            waker.cancel()
-            await asyncio.gather(waker, return_exceptions=True)
+            for task in list(agent._tasks):  # its wake-up listener
+                task.cancel()
+            await asyncio.gather(*agent._tasks, return_exceptions=True)
             await agent.coord.close()
+
+    async def quiet(self, most: float = 10.0) -> None:
+        """Until no agent is reconciling (at most `most` s: agents out of step may never all rest at once)."""
+        deadline = time.monotonic() + most
+        while self.counter.active and time.monotonic() < deadline:
+            await asyncio.sleep(0.005)  # polls an in-memory counter
 
     def state(self, tid: str) -> tuple[dict[str, Location], dict[Slot, str], dict[str, View]]:
         locations = {a.node: a.location for a in self.agents}
@@ -173,7 +202,7 @@ async def run(args: argparse.Namespace, directory: pathlib.Path, url: str) -> di
     probe = Coord(url, timeout=CALL_TIMEOUT)
     try:
         registered = time.monotonic()
-        while bench.reconciles < 2 * args.agents:  # every agent has reconciled about twice: settled
+        while bench.counter.reconciles < 2 * args.agents:  # every agent has reconciled about twice: settled
             await asyncio.sleep(POLL)  # polls an in-memory counter
         registered = time.monotonic() - registered
         manifest, layer = build_manifest([b"\x00" * args.size], args.size)
@@ -183,7 +212,7 @@ async def run(args: argparse.Namespace, directory: pathlib.Path, url: str) -> di
                                 await probe.server_id())
         me = MemberRecord(seeder, FINISHED, manifest.num_blocks, manifest.num_blocks, seeder=True, role="seeder")
         before_push = await commandstats(probe)
-        reconciles_at_push = bench.reconciles
+        reconciles_at_push = bench.counter.reconciles
         began = loop.time()
         await probe.put_transfer(record)
         await probe.put_member(record.tid, me)
@@ -198,12 +227,17 @@ async def run(args: argparse.Namespace, directory: pathlib.Path, url: str) -> di
             else:
                 await asyncio.sleep(POLL)  # polls the agents' in-memory views
         to_form = await commandstats(probe)
-        reconciles_to_form = bench.reconciles - reconciles_at_push
+        reconciles_to_form = bench.counter.reconciles - reconciles_at_push
         await asyncio.sleep(args.reconcile)  # one more period: the views settled, every agent back on its period
-        start, reconciles, time_spent = await commandstats(probe), bench.reconciles, bench.reconcile_time
-        await asyncio.sleep(args.periods * args.reconcile)  # the measuring window: steady periods
+        # The window opens and closes while no reconcile is under way (the push's wake-up put the agents in step)
+        # and spans `periods` reconciles of every agent: no reconcile is counted in part.
+        await bench.quiet()
+        start, reconciles, time_spent = await commandstats(probe), bench.counter.reconciles, bench.counter.seconds
+        while bench.counter.reconciles < reconciles + args.periods * args.agents:
+            await asyncio.sleep(POLL)  # polls an in-memory counter
+        await bench.quiet()
         end = await commandstats(probe)
-        count = bench.reconciles - reconciles
+        count = bench.counter.reconciles - reconciles
         assert formed(*bench.state(record.tid)), "formed once, then not: someone stepped down"
         reps = {s: n for s, n in bench.state(record.tid)[1].items()}
         return {
@@ -211,10 +245,11 @@ async def run(args: argparse.Namespace, directory: pathlib.Path, url: str) -> di
             "formation_s": round(formation, 3),
             "reconciles_per_agent_to_form": round(reconciles_to_form / args.agents, 2),
             "commands_per_agent_to_form": round((to_form[0] - before_push[0]) / args.agents, 1),
+            "redis_busy_to_form_s": round((to_form[1] - before_push[1]) / 1e6, 3),
             "commands_per_agent_period": round((end[0] - start[0]) / max(1, count), 2),
             "redis_usec_per_agent_period": round((end[1] - start[1]) / max(1, count), 1),
             "bytes_read_per_agent_period": round((end[2] - start[2]) / max(1, count)),
-            "agent_reconcile_s": round((bench.reconcile_time - time_spent) / max(1, count), 4),
+            "agent_reconcile_s": round((bench.counter.seconds - time_spent) / max(1, count), 4),
             "periods_measured": round(count / args.agents, 2),
             "rack_representants": sum(s.level is Level.RACK for s in reps),
             "dc_representants": sum(s.level is Level.DC for s in reps),

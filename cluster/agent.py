@@ -8,7 +8,11 @@ reconcile loop. Every `reconcile` seconds, or at once when a wake-up arrives on 
 2. rewrites its agent record and its provider announcements (TTL keys: a restarted redis is refilled here);
 3. reads the transfers, restores any that redis lost (it has their manifest), starts a `TransferRun` for each new
    one it is targeted by, stops the cancelled ones;
-4. reconciles each run: member record, overlay role, slots.
+4. reconciles each run: member record, overlay role, slots, reading only the part of the overlay it acts on
+   (`cluster.scope`); the locations and addresses of the peers it meets are learnt from those records.
+
+While its views change (a push arrived, representants are taking their slots) it looks again after a fraction of
+the period (`cluster.scope.FollowUp`), so that an overlay forms in well under a period.
 
 If redis cannot be reached it says so once (then every minute) and retries every period; the fetches under way
 go on with the peers they have, and nothing is lost when redis comes back: every key is rewritten by its owner.
@@ -31,14 +35,16 @@ import os
 import pathlib
 import secrets
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from cluster.coord import Coord
 from cluster.discovery import RedisDiscovery
 from cluster.errors import BadRecord, RedisUnavailable
 from cluster.overlay import Level, Location
-from cluster.records import KEY_TTL, NAMESPACE, RECONCILE_EVERY, SLOT_TTL, AgentRecord, TransferRecord
+from cluster.records import KEY_TTL, NAMESPACE, RECONCILE_EVERY, SLOT_TTL, AgentRecord, MemberRecord, TransferRecord
 from cluster.run import STALL_TIMEOUT, TransferRun
+from cluster.scope import FollowUp
 from cluster.throttle import RESERVE, Capacities, Planner, cpu_idle_between, parse_proc_stat
 from cluster.transport import LeveledTransport
 from swarm.service.swarm_service import SwarmService
@@ -102,10 +108,14 @@ class Agent:
         self.store = DiskBlockStore(self.data_dir / "blocks")
         self.planner = Planner(config.capacities, reserve=config.reserve)
         self.transport = LeveledTransport(self.location, self.location_of_host, self.planner.meter.on_bytes)
-        self.discovery = RedisDiscovery(self.coord, self.node_id, config.host, allowed=self._allowed)
+        self.discovery = RedisDiscovery(self.coord, self.node_id, config.host, allowed=self._allowed,
+                                        candidates=self._candidates)
         self.service = SwarmService(self.store, {"tcp": self.transport}, self.discovery, linger=LINGER,
                                     provider_wait=PROVIDER_WAIT, node_id=self.node_id, shown=self._shown)
-        self.agents: dict[str, AgentRecord] = {}
+        # Learnt from the member records read (`learn`), merged, never shrunk: an agent's location does not
+        # change, and after redis restarted empty a peer that has not rewritten its record yet would otherwise
+        # count as "outside" for a period.
+        self.locations: dict[str, Location] = {}
         self.by_host: dict[str, Location] = {}
         self.runs: dict[str, TransferRun] = {}
         self.known_transfers: dict[str, TransferRecord] = {}
@@ -126,10 +136,15 @@ class Agent:
         return self.by_host.get(host)
 
     def location_of_node(self, node: str) -> Location | None:
-        if node == self.node:
-            return self.location
-        record = self.agents.get(node)
-        return None if record is None else record.location
+        return self.location if node == self.node else self.locations.get(node)
+
+    def learn(self, records: Iterable[MemberRecord]) -> None:
+        """Where the members read are, and their addresses: the transport's levels and counters need them."""
+        for record in records:
+            if (location := record.location) is not None:
+                self.locations[record.node] = location
+                if record.host:
+                    self.by_host[record.host] = location
 
     def _shown(self, root: bytes, peer: bytes) -> frozenset[int] | None:
         """What a peer we serve is shown (the engine's `shown` hook): its share of the entry plan, by the id it
@@ -140,6 +155,11 @@ class Agent:
     def _allowed(self, root: bytes, node: str) -> bool:
         run = next((r for r in self.runs.values() if r.root == root), None)
         return run is not None and run.may_talk(node)
+
+    def _candidates(self, root: bytes) -> list[str] | None:
+        """The only providers worth looking up: those in the run's view (no run: any, as before)."""
+        run = next((r for r in self.runs.values() if r.root == root), None)
+        return None if run is None else [n for n in run.view.members if run.may_talk(n)]
 
     def distance(self, connection) -> int:
         """How far a peer is (rack 0, DC 1, outside 2): the engine's work stealing by START leaves a block to a
@@ -158,18 +178,24 @@ class Agent:
 
     async def run(self, stop: asyncio.Event) -> None:
         await self.start()
-        self._spawn(self.coord.listen_wake(self.woken))
         self._spawn(self._throttle_loop())
         try:
-            while not stop.is_set():
-                await self.reconcile()
-                self.woken.clear()
-                waits = [asyncio.ensure_future(e.wait()) for e in (stop, self.woken)]
-                await asyncio.wait(waits, timeout=self.config.reconcile, return_when=asyncio.FIRST_COMPLETED)
-                for waiter in waits:
-                    waiter.cancel()
+            await self.coordinate(stop)
         finally:
             await self.close()
+
+    async def coordinate(self, stop: asyncio.Event) -> None:
+        """Reconcile every period, sooner while the views change (`FollowUp`), at once when woken; until `stop`."""
+        follow_up = FollowUp(self.config.reconcile)
+        self._spawn(self.coord.listen_wake(self.woken))
+        while not stop.is_set():
+            await self.reconcile()
+            self.woken.clear()
+            wait = follow_up.wait(any(r.view_changed for r in self.runs.values() if not r.cancelled))
+            waits = [asyncio.ensure_future(e.wait()) for e in (stop, self.woken)]
+            await asyncio.wait(waits, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
+            for waiter in waits:
+                waiter.cancel()
 
     async def close(self) -> None:
         for task in list(self._tasks):
@@ -208,11 +234,9 @@ class Agent:
     async def _reconcile(self, server_id: str) -> None:
         assert self.address is not None
         record = AgentRecord(self.address[0], self.address[1], self.location.dc, self.location.rack, self.name)
+        # Written for the pusher and `status`; not read back: every agent reading every agent's record every
+        # period would be N² reads. The peers' locations come with their member records (`learn`).
         await self.coord.put_agent(self.node, record)
-        # Merged, never shrunk: an agent's location does not change, and after redis restarted empty the agents
-        # that have not rewritten their record yet would otherwise count as "outside" for a period.
-        self.agents.update(await self.coord.agents())
-        self.by_host.update({r.host: r.location for r in self.agents.values()})
         await self.discovery.refresh()
         transfers = await self.coord.transfers(self.known_transfers)  # a known record is not read again
         self.known_transfers = dict(transfers)

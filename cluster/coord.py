@@ -20,9 +20,10 @@ import redis.asyncio as aioredis
 import redis.exceptions
 
 from cluster.errors import BadRecord, RedisUnavailable
-from cluster.overlay import Slot
+from cluster.overlay import Location, Slot, rack_slots
 from cluster.records import (KEY_TTL, NAMESPACE, SLOT_TTL, TRANSFER_TTL, AgentRecord, Keys, MemberRecord,
                              ProviderRecord, TransferRecord)
+from cluster.scope import across, empty_dcs, empty_racks, rep_racks
 
 __all__ = ["Coord", "redacted"]
 
@@ -59,6 +60,28 @@ def _ms(seconds: float) -> int:
 
 def _text(value: bytes | str | None) -> str | None:
     return value.decode() if isinstance(value, bytes) else value
+
+
+def _names(members: Iterable[bytes | str]) -> list[str]:
+    return sorted(_text(m) or "" for m in members)
+
+
+def _held(slots: list[Slot], values: list) -> dict[Slot, str]:
+    return {s: v for s, v in zip(slots, map(_text, values)) if v is not None}
+
+
+def _records(values: Mapping[str, bytes | str | None], key: Callable[[str], str], load: Callable = MemberRecord.load
+             ) -> dict:
+    """The records that are there and parse; one that does not is skipped, never trusted."""
+    found = {}
+    for ident, value in values.items():
+        if value is None:
+            continue
+        try:
+            found[ident] = load(value)
+        except BadRecord as exc:
+            log.warning("skipping %s: %s", key(ident), exc)
+    return found
 
 
 class Coord:
@@ -122,15 +145,7 @@ class Coord:
                 await self.redis.srem(index, *gone)
             return ids, values
         ids, values = await self._guard(go)
-        found = {}
-        for ident, value in zip(ids, values):
-            if value is None:
-                continue
-            try:
-                found[ident] = load(value)
-            except BadRecord as exc:
-                log.warning("skipping %s: %s", key(ident), exc)
-        return found
+        return _records(dict(zip(ids, values)), key, load)
 
     # -- transfers ----------------------------------------------------------------------------------------------
 
@@ -199,12 +214,78 @@ class Coord:
     # -- members and slots --------------------------------------------------------------------------------------
 
     async def put_member(self, tid: str, record: MemberRecord) -> None:
+        """The member's record, and its entry in the indexes others find it by (`cluster.scope`): the seeders',
+        its rack's, and as a representant its DC's list of racks and the list of DCs."""
+        ttl = _ms(self.key_ttl)
+
+        def indexed(pipe, key: str, value: str) -> None:
+            pipe.sadd(key, value)
+            pipe.pexpire(key, ttl)
+
         async def go():
             async with self.redis.pipeline(transaction=False) as pipe:
-                pipe.set(self.keys.member(tid, record.node), record.dump(), px=_ms(self.key_ttl))
+                pipe.set(self.keys.member(tid, record.node), record.dump(), px=ttl)
                 pipe.sadd(self.keys.members(tid), record.node)
+                location = record.location
+                if record.seeder:
+                    indexed(pipe, self.keys.seeders(tid), record.node)
+                elif location is not None:
+                    indexed(pipe, self.keys.rack(tid, location), record.node)
+                    if record.representant:
+                        indexed(pipe, self.keys.racks(tid, location.dc), location.rack)
+                        indexed(pipe, self.keys.dcs(tid), location.dc)
                 await pipe.execute()
         await self._guard(go)
+
+    async def scope(self, tid: str, location: Location, deep: bool
+                    ) -> tuple[dict[str, MemberRecord], dict[Slot, str]]:
+        """The member records and slot holders one agent at `location` acts on (`cluster.scope`): its rack's;
+        `deep`, also the representants' above it. Index entries whose keys are gone are pruned on the way."""
+        keys = self.keys
+        mine = rack_slots(location)
+
+        async def go():
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.smembers(keys.rack(tid, location))
+                pipe.mget([keys.slot(tid, s) for s in mine])
+                if deep:
+                    pipe.smembers(keys.racks(tid, location.dc))
+                    pipe.smembers(keys.dcs(tid))
+                    pipe.smembers(keys.seeders(tid))
+                first = await pipe.execute()
+            rack_nodes = _names(first[0])
+            holders = _held(mine, first[1])
+            racks, dcs, seeders = (_names(first[2]), _names(first[3]), _names(first[4])) if deep else ([], [], [])
+            slots = across(location, racks, dcs) if deep else []
+            nodes = rack_nodes + seeders
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for batch in (nodes and [keys.member(tid, n) for n in nodes], slots and
+                              [keys.slot(tid, s) for s in slots]):
+                    if batch:
+                        pipe.mget(batch)
+                second = list(await pipe.execute())
+            values = dict(zip(nodes, second.pop(0) if nodes else []))
+            holders.update(_held(slots, second.pop(0) if slots else []))
+            wanted = sorted(set(holders.values()) - set(values))
+            if wanted:
+                values.update(zip(wanted, await self.redis.mget([keys.member(tid, n) for n in wanted])))
+            records = _records(values, lambda n: keys.member(tid, n))
+            more = rep_racks(holders, records, [*mine, *slots]) if deep else []
+            if more:
+                holders.update(_held(more, await self.redis.mget([keys.slot(tid, s) for s in more])))
+            pruned = [(keys.rack(tid, location), [n for n in rack_nodes if values.get(n) is None]),
+                      (keys.seeders(tid), [n for n in seeders if values.get(n) is None])]
+            if deep:
+                pruned += [(keys.racks(tid, location.dc), empty_racks(location.dc, racks, holders)),
+                           (keys.dcs(tid), empty_dcs(dcs, holders))]
+            pruned = [(key, gone) for key, gone in pruned if gone]
+            if pruned:
+                async with self.redis.pipeline(transaction=False) as pipe:
+                    for key, gone in pruned:
+                        pipe.srem(key, *gone)
+                    await pipe.execute()
+            return records, holders
+        return await self._guard(go)
 
     async def members(self, tid: str) -> dict[str, MemberRecord]:
         return await self._indexed(self.keys.members(tid), lambda n: self.keys.member(tid, n), MemberRecord.load)
@@ -212,8 +293,7 @@ class Coord:
     async def holders(self, tid: str, slots: list[Slot]) -> dict[Slot, str]:
         if not slots:
             return {}
-        values = await self._guard(lambda: self.redis.mget([self.keys.slot(tid, s) for s in slots]))
-        return {s: v for s, v in zip(slots, map(_text, values)) if v is not None}
+        return _held(slots, await self._guard(lambda: self.redis.mget([self.keys.slot(tid, s) for s in slots])))
 
     async def claim(self, tid: str, slot: Slot, node: str) -> bool:
         """Take `slot` if free (SET NX): first come, first served, atomic in redis."""
@@ -240,9 +320,17 @@ class Coord:
     async def withdraw(self, root: bytes, node: str, record: ProviderRecord) -> None:
         await self._guard(lambda: self.redis.eval(_DELETE_IF, 1, self.keys.provider(root, node), record.dump()))
 
-    async def providers(self, root: bytes) -> dict[str, ProviderRecord]:
-        return await self._indexed(self.keys.providers(root), lambda n: self.keys.provider(root, n),
-                                   ProviderRecord.load)
+    async def providers(self, root: bytes, nodes: Iterable[str] | None = None) -> dict[str, ProviderRecord]:
+        """The providers of `root`: every one announced, or only those of `nodes` (the peers an agent may talk
+        to: its view, not every provider of a transfer every agent of the cluster holds)."""
+        if nodes is None:
+            return await self._indexed(self.keys.providers(root), lambda n: self.keys.provider(root, n),
+                                       ProviderRecord.load)
+        nodes = sorted(set(nodes))
+        if not nodes:
+            return {}
+        values = await self._guard(lambda: self.redis.mget([self.keys.provider(root, n) for n in nodes]))
+        return _records(dict(zip(nodes, values)), lambda n: self.keys.provider(root, n), ProviderRecord.load)
 
     # -- wake-ups -----------------------------------------------------------------------------------------------
 

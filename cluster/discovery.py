@@ -3,9 +3,10 @@
 `swarm.service.swarm_service.SwarmService` runs unchanged on it: announcing a root writes a provider key with a
 TTL (`cluster.records`), refreshed by `refresh()` every reconcile period until `withdraw`, and rewritten after a
 redis restart; `find_providers(root)` yields only the providers the overlay lets this node talk to (`allowed`,
-given by the agent: same rack, or both representants of one level). Manifests are not looked up by key in the
-cluster (the pusher publishes them with the transfer), so `put_manifest` / `withdraw_manifest` / `get_manifests`
-keep this node's claims in memory, enough for the protocol.
+given by the agent: same rack, or both representants of one level), and looks up only those (`candidates`, the
+peers in the agent's view): not the provider record of every agent of the cluster that holds the content.
+Manifests are not looked up by key in the cluster (the pusher publishes them with the transfer), so
+`put_manifest` / `withdraw_manifest` / `get_manifests` keep this node's claims in memory, enough for the protocol.
 
 A redis that cannot be reached raises `RedisUnavailable`, listed in `errors`: the service logs and survives it,
 and the fetches under way go on with the peers they have.
@@ -14,7 +15,7 @@ and the fetches under way go on with the peers they have.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from cluster.coord import Coord
@@ -54,11 +55,13 @@ class RedisDiscovery:
     errors: tuple[type[Exception], ...] = (RedisUnavailable,)
 
     def __init__(self, coord: Coord, node_id: bytes, host: str,
-                 allowed: Callable[[bytes, str], bool] | None = None) -> None:
+                 allowed: Callable[[bytes, str], bool] | None = None,
+                 candidates: Callable[[bytes], Iterable[str] | None] | None = None) -> None:
         self.coord = coord
         self._node_id = node_id
         self.host = host
         self.allowed = allowed or (lambda root, node: True)  # (root, provider's node id hex) -> may we talk
+        self.candidates = candidates or (lambda root: None)  # root -> the node ids worth looking up (None: all)
         self.announced: dict[bytes, ProviderRecord] = {}
         self._claims: dict[bytes, list[_Summary]] = {}
 
@@ -90,7 +93,7 @@ class RedisDiscovery:
             await self.coord.announce(root, self.node, record)
 
     async def find_providers(self, root: bytes) -> AsyncIterator[ClusterProvider]:
-        for node, record in (await self.coord.providers(root)).items():
+        for node, record in (await self.coord.providers(root, self.candidates(root))).items():
             if node == self.node or not self.allowed(root, node):
                 continue
             try:

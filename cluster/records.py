@@ -10,8 +10,12 @@ disappears by itself and a redis that restarted empty is filled again within one
 | `transfer:{id}` | `TransferRecord` (manifest, layer, ...) | pusher (agents restore it), `TRANSFER_TTL` |
 | `transfers`                    | set of transfer ids (an index, pruned)     | as above |
 | `cancel:{id}`                  | "1"                                        | `cancel`, `TRANSFER_TTL` |
-| `t:{id}:member:{node}`         | `MemberRecord` (progress, state, bytes by level, role) | the member, `KEY_TTL` |
-| `t:{id}:members`               | set of node ids (an index, pruned)         | the members |
+| `t:{id}:member:{node}`         | `MemberRecord` (progress, state, bytes, role, location) | the member, `KEY_TTL` |
+| `t:{id}:members`               | set of node ids (an index, pruned)  | the members; read by pusher, `status` |
+| `t:{id}:rack:{dc}:{rack}`      | set of the rack's members' node ids (an index, pruned) | the members, `KEY_TTL` |
+| `t:{id}:racks:{dc}`            | set of the DC's racks with a representant (pruned) | the representants, `KEY_TTL` |
+| `t:{id}:dcs`                   | set of the DCs with a representant (pruned) | the representants, `KEY_TTL` |
+| `t:{id}:seeders`               | set of seeder node ids (an index, pruned)  | the pushers, `KEY_TTL` |
 | `t:{id}:slot:rack:{dc}:{rack}:{i}` | the holder's node id               | `SET NX` by the first, `SLOT_TTL` |
 | `t:{id}:slot:dc:{dc}:{i}`      | the holder's node id                       | as above, refreshed by the holder |
 | `prov:{root}:{node}`           | `ProviderRecord` (host, port, transports)  | the provider, `KEY_TTL` |
@@ -19,6 +23,9 @@ disappears by itself and a redis that restarted empty is filled again within one
 
 The channel `wake` only wakes agents up (pub/sub is at-most-once): a lost message costs one reconcile period.
 A member is PENDING until its record says FINISHED.
+
+An agent reads its rack's index, and a representant the racks', DCs' and seeders' indexes and the slots they
+lead to (`cluster.scope`): never the whole transfer's `members`, which is N records for each of N agents.
 """
 
 from __future__ import annotations
@@ -76,6 +83,18 @@ class Keys:
 
     def members(self, tid: str) -> str:
         return f"{self.ns}:t:{tid}:members"
+
+    def rack(self, tid: str, location: Location) -> str:
+        return f"{self.ns}:t:{tid}:rack:{location.dc}:{location.rack}"
+
+    def racks(self, tid: str, dc: str) -> str:
+        return f"{self.ns}:t:{tid}:racks:{dc}"
+
+    def dcs(self, tid: str) -> str:
+        return f"{self.ns}:t:{tid}:dcs"
+
+    def seeders(self, tid: str) -> str:
+        return f"{self.ns}:t:{tid}:seeders"
 
     def slot(self, tid: str, slot: Slot) -> str:
         if slot.level is Level.RACK:
@@ -202,6 +221,19 @@ class MemberRecord:
     banned: int = 0
     started: float = 0.0
     finished: float = 0.0
+    # Where the member is and its peer address: an agent learns the locations of the peers it acts on from the
+    # records it reads (its rack's, the representants'), not from every agent's record.
+    dc: str = ""
+    rack: str = ""
+    host: str = ""
+
+    @property
+    def location(self) -> Location | None:
+        return Location(self.dc, self.rack) if self.dc and self.rack and not self.seeder else None
+
+    @property
+    def representant(self) -> bool:
+        return self.role in ("rack", "dc")
 
     @property
     def progress(self) -> float:

@@ -1,8 +1,9 @@
 """`TransferRun`: one agent's part in one transfer — its overlay role, its member record, and its fetch.
 
 Every reconcile period (`reconcile`): write this member's record (PENDING or FINISHED, progress, bytes by level,
-role), read the members and the slot holders, let the overlay core (`cluster.overlay.Representation`) decide which
-slots to refresh, take back or claim, and do it with `SET NX` / a guarded refresh.
+role, location), read the part of the overlay it acts on (`cluster.scope`: its rack, and for a representant the
+representants above it), let the overlay core (`cluster.overlay.Representation`) decide which slots to refresh,
+take back or claim, and do it with `SET NX` / a guarded refresh.
 
 The fetch (`fetch_loop`) runs `SwarmService.fetch` with the providers the overlay allows, whenever the agent's
 scheduler lets this transfer go (higher priority first); it stops early when preempted or cancelled (what it
@@ -23,8 +24,10 @@ from collections.abc import Callable
 from cluster.coord import Coord
 from cluster.division import EntryPlan, StallWatch
 from cluster.errors import BadRecord, RedisUnavailable
-from cluster.overlay import Level, Location, Member, Representation, Slot, View, merged
+from cluster.overlay import Level, Representation, Slot, View, merged
 from cluster.records import FINISHED, PENDING, MemberRecord, TransferRecord
+from cluster.scope import Stillness, assemble
+from cluster.scope import deep as scope_deep
 from swarm.content.manifest import Manifest, decode
 from swarm.errors import FetchFailed, HashMismatch, StoreError, SwarmError
 from swarm.service.swarm_service import SwarmService
@@ -58,8 +61,9 @@ class TransferRun:
         self.rep = Representation(self.node, grace=agent.grace)
         self.view = View()
         self.plan = EntryPlan(self.view, self.manifest.num_blocks)
-        self._plan_of: tuple = ()
-        self._last_signature: tuple = ()
+        self.stillness = Stillness(agent.config.reconcile)
+        self._signature: tuple = ()
+        self.view_changed = True  # by the last reconcile (`cluster.scope.FollowUp`)
         self.stalls = StallWatch()
         self.cancelled = False
         self.done = asyncio.Event()
@@ -108,8 +112,10 @@ class TransferRun:
     def member_record(self) -> MemberRecord:
         transport = self.agent.transport
         verified = self.verified()
+        location, address = self.agent.location, self.agent.address
         return MemberRecord(
-            node=self.node, state=FINISHED if self.done.is_set() else PENDING, verified=verified,
+            node=self.node, dc=location.dc, rack=location.rack, host=address[0] if address else "",
+            state=FINISHED if self.done.is_set() else PENDING, verified=verified,
             blocks=self.manifest.num_blocks, role=self.role(), rate=self.agent.receive_rate(),
             fetching=self.agent.may_fetch(self),
             received={level.label: n for level, n in transport.received.items()},
@@ -119,12 +125,18 @@ class TransferRun:
             banned=self.agent.service.nodes["tcp"].fetch_totals.banned,
             started=self.started, finished=self.finished_at, resumed=self.resumed_with)
 
+    async def _read(self, coord: Coord, deep: bool) -> tuple[View, dict[str, MemberRecord]]:
+        records, holders = await coord.scope(self.tid, self.agent.location, deep)
+        self.agent.learn(records.values())
+        return assemble(records, holders), records
+
     async def reconcile(self, coord: Coord) -> None:
         await coord.put_member(self.tid, self.member_record())
-        view, records = await read_view(coord, self.tid, self.agent.location_of_node)
-        now = asyncio.get_running_loop().time()
-        for node, record in records.items():
-            self.stalls.observe(node, record.verified, record.blocks, now, record.fetching, record.role)
+        deep = scope_deep(self.view, self.node, self.rep.held)
+        view, records = await self._read(coord, deep)
+        if not deep and view.is_rack_rep(self.node):  # restarted: its slots are still under its id
+            deep = True
+            view, records = await self._read(coord, deep)
         # The server read *after* the view: had redis restarted empty between an earlier read of it and the view,
         # the empty slots would look free to claim before their holders could take them back.
         server_id, uptime = await coord.server()
@@ -149,8 +161,11 @@ class TransferRun:
             for slot in claims:
                 if await coord.claim(self.tid, slot, self.node):
                     self.rep.on_claimed(slot)
-                    view.holders[slot] = self.node
                     log.info("transfer %s: representant of %s", self.tid, _name(slot))
+                    if not deep:  # a new rack representant stands for its DC on what the levels above say
+                        deep = True
+                        view, records = await self._read(coord, deep)
+                    view.holders[slot] = self.node
                     break
                 holder = (await coord.holders(self.tid, [slot])).get(slot)
                 if holder is not None:
@@ -158,8 +173,11 @@ class TransferRun:
             else:
                 break
             claims = self.rep.plan(view).claim  # a rack representant may stand for its DC next
+        now = asyncio.get_running_loop().time()
+        for node, record in records.items():
+            self.stalls.observe(node, record.verified, record.blocks, now, record.fetching, record.role)
         before = self.role()
-        self.set_view(view)
+        self.set_view(view, now)
         stalled = self.stalls.stalled(now)  # work stealing (`cluster.division`): shown everything
         if stalled - self.plan.stalled:
             log.info("transfer %s: no progress for %g s from %s: shown every block", self.tid, self.stalls.after,
@@ -168,16 +186,17 @@ class TransferRun:
         if self.role() != before:
             await coord.put_member(self.tid, self.member_record())
 
-    def set_view(self, view: View) -> None:
+    def set_view(self, view: View, now: float) -> None:
         self.view = view
         # The entry plan depends on who is there and who holds which slot only. A block once shown is never taken
-        # back, so a new plan is drawn only from a view that stood still for a period: not while a rack's
-        # representants are still taking their slots one after the other (every node then agrees on the plan).
+        # back, so a new plan is drawn only from a view that stood still for a period (`cluster.scope.Stillness`):
+        # not while a rack's representants are still taking their slots one after the other (every node then
+        # agrees on the plan).
         signature = (frozenset(view.members), frozenset(view.holders.items()))
-        if signature == self._last_signature and signature != self._plan_of:
-            self._plan_of = signature
+        self.view_changed = signature != self._signature
+        self._signature = signature
+        if self.stillness.observe(signature, now):
             self.plan = EntryPlan(view, self.manifest.num_blocks)
-        self._last_signature = signature
 
     def shown(self, node: str | None) -> frozenset[int] | None:
         """The blocks this node shows `node` when serving it (`cluster.division.EntryPlan`); nothing to a peer
@@ -261,18 +280,11 @@ class TransferRun:
         return target
 
 
-async def read_view(coord: Coord, tid: str, location_of_node: Callable[[str], Location | None]
-                    ) -> tuple[View, dict[str, MemberRecord]]:
-    """A transfer's members (those whose agent record is known) and slot holders, as redis has them now; and the
-    member records they come from."""
-    members = []
+async def read_view(coord: Coord, tid: str) -> tuple[View, dict[str, MemberRecord]]:
+    """A transfer's whole overlay, every member and every slot holder, as redis has them now; and the member
+    records they come from. For the pusher and `status` (one reader, O(N)); an agent reads its part (`_read`)."""
     records = await coord.members(tid)
-    for node, record in records.items():
-        if record.seeder:
-            members.append(Member(node, None, 1.0, seeder=True))
-        elif (location := location_of_node(node)) is not None:  # else: it takes part from the next period
-            members.append(Member(node, location, record.progress))
-    view = View.of(members)
+    view = assemble(records, {})
     view.holders = await coord.holders(tid, view.slots())
     return view, records
 

@@ -1,0 +1,129 @@
+"""What one agent reads of the overlay (`cluster.scope`): which slots, the view they make, when it looks again and
+when it draws a plan; and the benchmark's test of a formed overlay. Pure: no redis, a fake clock."""
+
+import pytest
+
+from bench.cluster_formation import formed
+from cluster.overlay import Level, Location, Slot, View, dc_slots, rack_slots
+from cluster.records import MemberRecord
+from cluster.scope import FollowUp, Stillness, across, assemble, deep, empty_dcs, empty_racks, member_of, rep_racks
+
+R1, R2, R3 = Location("d1", "r1"), Location("d1", "r2"), Location("d1", "r3")
+D2 = Location("d2", "x1")
+
+
+def rack_slot(loc, i):
+    return Slot(Level.RACK, loc.dc, loc.rack, i)
+
+
+def dc_slot(dc, i):
+    return Slot(Level.DC, dc, "", i)
+
+
+def record(node, loc=None, **kw):
+    return MemberRecord(node, dc=loc.dc if loc else "", rack=loc.rack if loc else "", **kw)
+
+
+@pytest.mark.parametrize("holders, held, expected", [
+    ({}, [], False),  # a plain member: its rack only
+    ({rack_slot(R1, 0): "me"}, [], True),  # the view says it holds a slot (restarted with its node id)
+    ({rack_slot(R1, 0): "other"}, [], False),
+    ({}, [rack_slot(R1, 1)], True),  # holds one redis lost: it must take it back on what the levels say
+])
+def test_deep(holders, held, expected):
+    assert deep(View.of([], holders), "me", held) is expected
+
+
+@pytest.mark.parametrize("rec, location, seeder", [
+    (record("a", R1, verified=5, blocks=10), R1, False),
+    (MemberRecord("s", seeder=True, dc="d1", rack="r1"), None, True),  # the seeder sits at the root
+])
+def test_member_of(rec, location, seeder):
+    member = member_of(rec)
+    assert member.location == location and member.seeder is seeder
+    assert member.progress == (1.0 if seeder else 0.5)
+
+
+def test_a_record_without_a_location_is_no_member_yet():
+    assert member_of(record("old")) is None
+    view = assemble({"a": record("a", R1), "old": record("old")}, {rack_slot(R1, 0): "a"})
+    assert set(view.members) == {"a"} and view.is_rack_rep("a")
+
+
+@pytest.mark.parametrize("racks, dcs, expected", [
+    ([], [], dc_slots("d1")),  # the first representant of the DC: its DC's slots only
+    (["r1", "r2"], ["d1"], rack_slots(R2) + dc_slots("d1")),  # not its own rack's again
+    (["r3"], ["d2"], rack_slots(R3) + dc_slots("d1") + dc_slots("d2")),
+])
+def test_across(racks, dcs, expected):
+    assert across(R1, racks, dcs) == sorted(expected)
+
+
+def test_rep_racks_reads_the_racks_of_dc_representants_not_read_yet():
+    holders = {dc_slot("d1", 0): "a", dc_slot("d2", 0): "b", dc_slot("d2", 1): "gone", rack_slot(R1, 0): "a"}
+    records = {"a": record("a", R1), "b": record("b", D2)}
+    assert rep_racks(holders, records, rack_slots(R1)) == rack_slots(D2)
+    assert rep_racks(holders, records, rack_slots(R1) + rack_slots(D2)) == []
+
+
+@pytest.mark.parametrize("racks, holders, expected", [
+    (["r1", "r2"], {rack_slot(R1, 1): "a"}, ["r2"]),
+    (["r1"], {rack_slot(R1, 0): "a"}, []),
+    ([], {}, []),
+])
+def test_empty_racks(racks, holders, expected):
+    assert empty_racks("d1", racks, holders) == expected
+
+
+def test_empty_dcs():
+    assert empty_dcs(["d1", "d2"], {dc_slot("d2", 4): "x"}) == ["d1"]
+
+
+@pytest.mark.parametrize("changes, waits", [
+    ([False, False], [2.0, 2.0]),
+    ([True, True, False, True], [0.25, 0.25, 2.0, 0.25]),  # a still view ends the streak
+    ([True] * 5, [0.25, 0.25, 0.25, 2.0, 2.0]),  # a view that never settles costs no more than the period
+    ([True, True, True, True, False, True], [0.25, 0.25, 0.25, 2.0, 2.0, 0.25]),
+])
+def test_follow_up(changes, waits):
+    follow_up = FollowUp(2.0)
+    assert [follow_up.wait(c) for c in changes] == waits
+
+
+@pytest.mark.parametrize("seen, draws", [
+    ([("a", 0.0), ("a", 2.0)], [False, True]),  # stood still a period
+    ([("a", 0.0), ("a", 0.25), ("a", 0.5), ("a", 2.0)], [False, False, False, True]),  # follow-ups: not yet
+    ([("a", 0.0), ("b", 1.0), ("b", 2.5), ("b", 3.0)], [False, False, False, True]),  # changed: a period again
+    ([("a", 0.0), ("a", 2.0), ("a", 4.0)], [False, True, False]),  # once per view
+    ([("a", 0.0), ("a", 1.95)], [False, True]),  # a timer a little early is still a period
+    ([("a", 0.0), ("a", 2.0), ("b", 3.0), ("a", 4.0), ("a", 6.0)], [False, True, False, False, False]),
+])
+def test_stillness(seen, draws):
+    still = Stillness(2.0)
+    assert [still.observe(signature, now) for signature, now in seen] == draws
+
+
+def formed_case(holders, views_of=None):
+    locations = {"a": R1, "b": R1, "c": R1, "x": R2, "y": R2}
+    full = View.of([], holders)
+    full.members = {n: None for n in locations}
+    views = {n: full for n in locations}
+    views.update(views_of or {})
+    return formed(locations, holders, views)
+
+
+FULL = {rack_slot(R1, 0): "a", rack_slot(R1, 1): "b", rack_slot(R2, 0): "x", rack_slot(R2, 1): "y",
+        **{dc_slot("d1", i): n for i, n in enumerate("abxy")}}
+
+
+@pytest.mark.parametrize("holders, views_of, expected", [
+    (FULL, None, True),
+    ({s: n for s, n in FULL.items() if s != rack_slot(R2, 1)}, None, False),  # a rack slot still free
+    ({s: n for s, n in FULL.items() if s != dc_slot("d1", 3)}, None, False),  # 4 rack reps, 3 DC slots held
+    (FULL, {"c": View.of([], {rack_slot(R1, 0): "a"})}, False),  # c does not know its rack's second holder
+    # A plain member need not know the other racks; a representant must.
+    (FULL, {"c": View({n: None for n in "abc"}, {s: n for s, n in FULL.items() if s.rack == "r1"})}, True),
+    (FULL, {"a": View({n: None for n in "abc"}, {s: n for s, n in FULL.items() if s.rack == "r1"})}, False),
+])
+def test_formed(holders, views_of, expected):
+    assert formed_case(holders, views_of) is expected
