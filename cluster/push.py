@@ -84,15 +84,16 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
         by_host: dict = {}
         plan: list[EntryPlan] = []  # the latest entry plan, once read
 
-        def shown(root: bytes, peer: str | None) -> frozenset[int] | None:
-            if not plan or peer is None or peer not in plan[0].view.members:
+        def shown(root: bytes, peer_id: bytes) -> frozenset[int] | None:
+            peer = peer_id.hex()
+            if not plan or peer not in plan[0].view.members:
                 return frozenset()  # not known yet: shown at the next period (`reveal`)
             return plan[0].shown(node, peer)
 
-        transport = LeveledTransport(None, by_host.get, shown=shown)
+        transport = LeveledTransport(None, by_host.get)
         discovery = RedisDiscovery(coord, node_id, config.host)
         service = SwarmService(store, {"tcp": transport}, discovery,
-                               node_kwargs={"upload_rate": config.upload_rate}, node_id=node_id)
+                               node_kwargs={"upload_rate": config.upload_rate}, node_id=node_id, shown=shown)
         try:
             manifest = await service.nodes["tcp"].seed_file(config.file)
             layer = list(store.hash_layer(manifest.root))
@@ -140,7 +141,7 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
                     last_signature = signature
                     if plan:
                         plan[0].stalled = stalls.stalled(now)  # work stealing: a stalled member is shown all
-                        transport.reveal()
+                        service.reveal()
                     if tid in await coord.cancelled([tid]):
                         _say(config, f"transfer {tid} was cancelled")
                         break

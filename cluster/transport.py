@@ -18,11 +18,9 @@ track of every connection it makes or accepts, and:
   the block is taken inside the rack rather than across its uplink again (it wraps `receive`: the engine has no
   such picker rule yet).
 
-What a served peer across a level is shown (the entry plan's BITFIELD/HAVE filter) is the engine's `shown` hook
-(`SwarmService(shown=)`, `SwarmService.reveal()`), which the agent gives its plan. `shown=` here is the same
-filter done by wrapping each accepted connection's `receive` and `send_nowait`, kept only for `cluster.push`
-until it passes its filter to its `SwarmService`: it is asked, by the id the peer gave in its handshake, before
-the BITFIELD and each HAVE and START goes out, and `reveal()` sends HAVE for what was held back and is shown now.
+What a served peer across a level is shown (the entry plan's BITFIELD/HAVE filter) is not done here: it is the
+engine's `shown` hook (`SwarmService(shown=)`, `SwarmService.reveal()`), which the agent and the pusher give
+their entry plan.
 """
 
 from __future__ import annotations
@@ -35,23 +33,11 @@ from collections.abc import Callable
 from cluster.nearest import NearestFirst
 from cluster.overlay import Level, Location, level_between
 from swarm.core.throttle import ThrottleGroup
-from swarm.errors import TransportError
 from swarm.net import wire
 from swarm.net.tcp import TcpTransport
 from swarm.net.transport import CONNECT_TIMEOUT, Address, Connection, payload_length
 
 __all__ = ["LeveledTransport"]
-
-
-class _Shown:
-    """What one served peer was not shown yet (blocks we hold that the entry plan keeps for others): `cluster.push`'s
-    filter only (the module docstring)."""
-
-    def __init__(self, send) -> None:
-        self.send = send
-        self.root: bytes | None = None
-        self.node: str | None = None  # the peer's node id (hex) from its handshake: the cluster's id for it
-        self.hidden: set[int] = set()
 
 
 class _Inbox:
@@ -75,11 +61,8 @@ class _Inbox:
 
 class LeveledTransport(TcpTransport):
     def __init__(self, me: Location | None, locate: Callable[[str], Location | None],
-                 on_bytes: Callable[[Level, int], None] | None = None,
-                 shown: Callable[[bytes, str | None], frozenset[int] | None] | None = None) -> None:
+                 on_bytes: Callable[[Level, int], None] | None = None) -> None:
         super().__init__()
-        self.shown = shown
-        self.serving: dict[Connection, _Shown] = {}
         self.me = me
         self.locate = locate
         self.on_bytes = on_bytes  # sent bytes by level, for the throttle planner's measured rates
@@ -145,8 +128,6 @@ class LeveledTransport(TcpTransport):
             connection = await accept()
             self._track(connection)
             self._hook(connection)
-            if self.shown is not None:
-                self._hook_serving(connection)
             return connection
 
         listener.accept = accept_leveled  # type: ignore[method-assign]
@@ -193,51 +174,6 @@ class LeveledTransport(TcpTransport):
             if inbox is not None:
                 for block in blocks:
                     inbox.put(wire.Start(block))
-
-    def _hook_serving(self, connection: Connection) -> None:
-        state = self.serving[connection] = _Shown(connection.send_nowait)
-        receive = connection.receive
-
-        async def receive_noting_root():
-            message = await receive()
-            if type(message) is wire.Handshake:
-                state.root, state.node = message.root, message.node_id.hex()
-            return message
-
-        def send_shown(message) -> None:
-            shown = None if state.root is None or self.shown is None else self.shown(state.root, state.node)
-            if shown is not None:
-                if type(message) is wire.Bitfield:
-                    held = list(message.blocks())
-                    state.hidden.update(b for b in held if b not in shown)
-                    message = wire.Bitfield.from_blocks(message.count, (b for b in held if b in shown))
-                elif type(message) is wire.Have and message.block not in shown:
-                    state.hidden.add(message.block)
-                    return
-                elif type(message) is wire.Start and message.block not in shown:
-                    return  # about a block it may not take from us: nothing to leave to us
-            state.send(message)
-
-        connection.receive = receive_noting_root  # type: ignore[method-assign]
-        connection.send_nowait = send_shown  # type: ignore[method-assign]
-        connection.closed.add_done_callback(lambda _f: self.serving.pop(connection, None))
-
-    def reveal(self) -> int:
-        """Send HAVE for hidden blocks the plan shows now; the number sent."""
-        sent = 0
-        for connection, state in list(self.serving.items()):
-            if not state.hidden or state.root is None or connection.close_reason is not None:
-                continue
-            shown = None if self.shown is None else self.shown(state.root, state.node)
-            now_shown = sorted(state.hidden if shown is None else state.hidden & shown)
-            for block in now_shown:
-                state.hidden.discard(block)
-                try:
-                    state.send(wire.Have(block))
-                    sent += 1
-                except TransportError:
-                    break
-        return sent
 
     def _hook(self, connection: Connection) -> None:
         """Uploads through the peer's level's throttle group."""

@@ -38,7 +38,7 @@ CORE_MODULES = (
     "proxy.download_actions", "proxy.origin_head",
     "proxy.publish_gate", "proxy.url_privacy", "proxy.ranges",
     "dht.attestation", "dht.announcements", "dht.routing", "dht.records", "dht.networks",
-    "cluster.overlay", "cluster.throttle", "cluster.division", "cluster.records",
+    "cluster.overlay", "cluster.throttle", "cluster.division", "cluster.records", "cluster.scope",
 )
 IO_MODULES = {"asyncio", "aiohttp", "socket", "selectors", "threading", "time", "uvloop", "aioquic", "redis"}
 PURE_USES = {("dht.wire", "socket")}  # socket.inet_pton / inet_ntop: address packing, no socket is opened

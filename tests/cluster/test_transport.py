@@ -84,35 +84,6 @@ async def test_unknown_host_counts_as_outside():
     assert transport.level_of("10.9.9.9") is Level.OUTSIDE
 
 
-async def test_peer_across_a_level_is_shown_only_its_blocks_until_revealed():
-    shown = {ROOT: frozenset({1, 3})}
-    peer = b"\x01" * 32  # the id it gives in its handshake: what the plan is asked about (the cluster's id)
-    server = LeveledTransport(HERE, lambda host: OTHER_RACK,
-                              shown=lambda root, node: shown.get(root) if node == peer.hex() else frozenset())
-    client = LeveledTransport(OTHER_RACK, lambda host: HERE)
-    listener, outgoing, incoming = await pair(server, client)
-    try:
-        outgoing.send_nowait(wire.Handshake(wire.PROTOCOL_VERSION, peer, ROOT))
-        await next_message(incoming, wire.Handshake)
-        incoming.send_nowait(wire.Bitfield.from_blocks(8, range(8)))
-        incoming.send_nowait(wire.Have(5))  # held back
-        incoming.send_nowait(wire.Have(3))
-        bitfield = await next_message(outgoing, wire.Bitfield)
-        assert list(bitfield.blocks()) == [1, 3]
-        assert (await next_message(outgoing, wire.Have)).block == 3
-        assert server.reveal() == 0  # the plan has not changed
-        shown[ROOT] = frozenset({1, 3, 5, 6})  # a member left: its blocks are ours to show now
-        assert server.reveal() == 2
-        revealed = {(await next_message(outgoing, wire.Have)).block for _ in range(2)}
-        assert revealed == {5, 6}
-        shown[ROOT] = None  # no restriction (inside a rack): everything hidden goes out
-        assert server.reveal() == 4  # 0, 2, 4 and 7: all that was still held back
-    finally:
-        outgoing.abort()
-        incoming.abort()
-        await listener.aclose()
-
-
 async def test_upload_throttled_per_level():
     server = LeveledTransport(HERE, lambda host: OTHER_RACK)
     client = LeveledTransport(OTHER_RACK, lambda host: HERE)
