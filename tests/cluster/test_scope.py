@@ -4,20 +4,14 @@ when it draws a plan; and the benchmark's test of a formed overlay. Pure: no red
 import pytest
 
 from bench.cluster_formation import formed
-from cluster.overlay import Level, Location, Slot, View, dc_slots, rack_slots
+from cluster.overlay import Location, View, dc_slots, rack_slots
 from cluster.records import MemberRecord
 from cluster.scope import FollowUp, Stillness, across, assemble, deep, empty_dcs, empty_racks, member_of, rep_racks
 
+from .test_overlay import dc_slot, rack_slot
+
 R1, R2, R3 = Location("d1", "r1"), Location("d1", "r2"), Location("d1", "r3")
 D2 = Location("d2", "x1")
-
-
-def rack_slot(loc, i):
-    return Slot(Level.RACK, loc.dc, loc.rack, i)
-
-
-def dc_slot(dc, i):
-    return Slot(Level.DC, dc, "", i)
 
 
 def record(node, loc=None, **kw):
