@@ -259,13 +259,14 @@ class Coord:
             slots = across(location, racks, dcs) if deep else []
             nodes = rack_nodes + seeders
             async with self.redis.pipeline(transaction=False) as pipe:
-                for batch in (nodes and [keys.member(tid, n) for n in nodes], slots and
-                              [keys.slot(tid, s) for s in slots]):
-                    if batch:
-                        pipe.mget(batch)
+                if nodes:
+                    pipe.mget([keys.member(tid, n) for n in nodes])
+                if slots:
+                    pipe.mget([keys.slot(tid, s) for s in slots])
                 second = list(await pipe.execute())
-            values = dict(zip(nodes, second.pop(0) if nodes else []))
-            holders.update(_held(slots, second.pop(0) if slots else []))
+            values = dict(zip(nodes, second.pop(0))) if nodes else {}
+            if slots:
+                holders.update(_held(slots, second.pop(0)))
             wanted = sorted(set(holders.values()) - set(values))
             if wanted:
                 values.update(zip(wanted, await self.redis.mget([keys.member(tid, n) for n in wanted])))
