@@ -1,6 +1,7 @@
 """The cluster overlay on a shaped network: hosts in network namespaces, rack bridges, a core, `tc tbf` uplinks.
 
     .venv/bin/python -m bench.cluster_netns [--size 32Mi] [--racks 2] [--per-rack 3] [--uplink 2M] [--json]
+        [--out FILE] [--keep DIR]
 
 Topology (one flat /24 in a random 10.x.y.0 so that parallel runs never collide; every name carries a random
 prefix and is deleted at the end, also on failure):
@@ -18,9 +19,11 @@ bucket filter on both ends' egress (downlink = `dn{r}`'s transmit, uplink = `upl
 `--shaped` (default: rack 1 only, the bottleneck). The kernel has TBF and HTB but no netem: links have
 rate, not delay. Host links are unshaped veths.
 
-The bench command runs one push through it and prints the makespan against the lower bound of
-`bench.cluster_bound` (Babenhauserheide §3.0.2) for this topology; `tests/cluster/test_netns.py` runs the same
-topology with a competing background TCP flow and checks the copies per rack downlink and the flow's reserve.
+The bench command runs one push through it and prints the makespan against the lower bound of `bench.cluster_bound`
+(Babenhauserheide §3.0.2) for this topology. Its JSON also says where the time went: the shaped link's use second by
+second, each way (`shaped_link`, `shaped_link_upward`: wire bytes over the rate), and every member's role, finish
+time and bytes by level (`members`); `--keep DIR` keeps the agents' logs; `tests/cluster/test_netns.py` runs the
+same topology with a competing background TCP flow and checks the copies per rack downlink and the flow's reserve.
 
 Needs root, `ip`, `tc`, network namespaces and `sch_tbf` (`netns_missing()` says which is lacking); redis-server
 runs in the root namespace on the test's own veth address.
@@ -278,10 +281,12 @@ class BackgroundFlow:
 
 
 class LinkSampler:
-    """Readings (monotonic time, bytes sent into a rack) every SAMPLE_EVERY s, in a thread, until `stop()`."""
+    """Readings (monotonic time, bytes sent into a rack, or out of it with `upward`) every SAMPLE_EVERY s, in a
+    thread, until `stop()`."""
 
-    def __init__(self, topology: Topology, rack: int) -> None:
+    def __init__(self, topology: Topology, rack: int, upward: bool = False) -> None:
         self.topology, self.rack = topology, rack
+        self.read = topology.uplink_bytes if upward else topology.downlink_bytes
         self.samples: list[tuple[float, int]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -289,7 +294,7 @@ class LinkSampler:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.samples.append((time.monotonic(), self.topology.downlink_bytes(self.rack)))
+            self.samples.append((time.monotonic(), self.read(self.rack)))
             self._stop.wait(SAMPLE_EVERY)  # the sampling period of a rate measurement
 
     def stop(self) -> None:
@@ -303,6 +308,23 @@ def share_between(samples: list[tuple[float, int]], start: float, end: float) ->
     if len(inside) < 2:
         return 0, 0.0
     return inside[-1][1] - inside[0][1], inside[-1][0] - inside[0][0]
+
+
+def link_phases(samples: list[tuple[float, int]], start: float, end: float, size: int, rate: float) -> dict:
+    """Where a push's time went on the shaped link (monotonic `start` = publication, `end` = last FINISHED):
+    when its first and its last byte crossed it, and the link's use (wire bytes / rate) second by second."""
+    inside = [(t - start, n - samples[0][1]) for t, n in samples if start <= t <= end + SAMPLE_EVERY]
+    if len(inside) < 2:
+        return {}
+    base = inside[0][1]
+    first = next((t for t, n in inside if n > base), None)
+    last = next((t for t, n in inside if n >= inside[-1][1]), None)
+    per_second = []
+    for second in range(int(inside[-1][0]) + 1):
+        got, took = share_between([(t, n) for t, n in inside], second, second + 1)
+        per_second.append(round(got / took / rate, 3) if took else None)
+    return {"first_byte_s": first, "last_byte_s": last, "end_s": round(end - start, 3),
+            "wire_copies": round((inside[-1][1] - base) / size, 4), "use_per_second": per_second}
 
 
 @dataclass
@@ -369,6 +391,9 @@ def bench(size: int, racks: int, per_rack: int, uplink: float, directory: pathli
         payload = directory / "payload.bin"
         write_payload(payload, size)
         before = {r: topology.downlink_bytes(r) for r in range(1, racks + 1)}
+        sampler = LinkSampler(topology, rack=topology.shaped[0])
+        upward = LinkSampler(topology, rack=topology.shaped[0], upward=True)
+        wall_minus_monotonic = time.time() - time.monotonic()  # to put the samples on the records' clock
         push = run.push(payload)
         out, _ = push.communicate(timeout=1800)
         if push.returncode != 0:
@@ -387,12 +412,21 @@ def bench(size: int, racks: int, per_rack: int, uplink: float, directory: pathli
         last = max(m.finished for m in run.cluster.members(tid).values() if not m.seeder)
         seen["makespan_s"] = round(last - record.created, 3)
         seen["pusher_seconds"] = result["seconds"]
+        names = {agent.node: name for name, agent in run.cluster.agents.items()}
+        seen["members"] = {names.get(m.node, "seeder" if m.seeder else m.node): {
+            "role": m.role, "finished_s": round(m.finished - record.created, 3), "received": m.received,
+            "sent": m.sent} for m in run.cluster.members(tid).values()}
         seen["downlink_iface_copies"] = {f"r{r}": round((topology.downlink_bytes(r) - before[r]) / size, 4)
                                          for r in range(1, racks + 1)}
         seen["uplink_bytes_per_s"] = uplink
         seen["shaped_racks"] = list(topology.shaped)
         seen["bound"] = bound
         seen["makespan_over_bound"] = round(seen["makespan_s"] / bound["seconds"], 4)
+        sampler.stop()
+        upward.stop()
+        start, end = record.created - wall_minus_monotonic, last - wall_minus_monotonic
+        seen["shaped_link"] = link_phases(sampler.samples, start, end, size, uplink)
+        seen["shaped_link_upward"] = link_phases(upward.samples, start, end, size, uplink)
         seen["block_size"] = manifest.block_size
         return seen
     finally:
@@ -409,12 +443,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="rack 1's uplink rate in bytes/s, each direction (default: 2M = 2 000 000)")
     parser.add_argument("--json", action="store_true", help="print only the JSON")
     parser.add_argument("--out", type=pathlib.Path, default=None, help="also write the JSON to this file")
+    parser.add_argument("--keep", type=pathlib.Path, default=None,
+                        help="run in this directory and keep it (the agents' and redis's logs), instead of a "
+                             "temporary one")
     args = parser.parse_args(argv)
     if (why := netns_missing()) is not None:
         print(f"cluster_netns: {why}", file=sys.stderr)
         return 2
-    with tempfile.TemporaryDirectory(prefix="cluster-netns-") as scratch:
-        result = bench(args.size, args.racks, args.per_rack, args.uplink, pathlib.Path(scratch))
+    if args.keep is not None:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        result = bench(args.size, args.racks, args.per_rack, args.uplink, args.keep)
+    else:
+        with tempfile.TemporaryDirectory(prefix="cluster-netns-") as scratch:
+            result = bench(args.size, args.racks, args.per_rack, args.uplink, pathlib.Path(scratch))
     result["command"] = "python -m bench.cluster_netns " + " ".join(argv if argv is not None else sys.argv[1:])
     result["reserve_default"] = RESERVE
     text = json.dumps(result, indent=2)
