@@ -28,7 +28,7 @@ import random
 from collections.abc import Callable, Hashable, Iterable
 
 from swarm.content.manifest import Manifest
-from swarm.core.picker import ORIGIN, Mode, Picker
+from swarm.core.picker import ORIGIN, BlockState, Mode, Picker
 from swarm.core.policy import Cancel, Discard, Drop, PolicyConfig, Request, RequestPolicy
 from swarm.core.starts import START_TTL, StartBook
 from swarm.core.trust import Trust
@@ -172,6 +172,24 @@ class FetchCore:
             layer_due = self._layer_asked_at + LAYER_TIMEOUT
             deadline = layer_due if deadline is None else min(deadline, layer_due)
         return deadline
+
+    def describe(self, now: float) -> str:
+        """Why blocks are not arriving, in one line, for a log: what is missing, and for each source how many of
+        the missing blocks it holds, its outstanding requests, the blocks it is not asked for now (retry
+        back-off, and START holding them back for a nearer peer), and whether it is snubbed."""
+        picker, policy = self.picker, self.policy
+        missing = [b for b in range(self.first_block, self.last_block + 1)
+                   if picker.state(b) is not BlockState.VERIFIED]
+        parts = [f"{len(missing)} block(s) missing (first {missing[:4]})"]
+        for source in policy.sources():
+            held = [b for b in missing if source is ORIGIN or picker.has(source, b)]
+            asked = sorted(policy.outstanding(source))
+            blocked = self._held_back(source, now)
+            back = sum(1 for b in held if blocked is not None and b in blocked[0])
+            parts.append(f"{source}: holds {len(held)}, asked {asked[:4]}{'+' if len(asked) > 4 else ''}, "
+                         f"retry later {policy.avoided(source)}, held back by START {back}"
+                         f"{', snubbed' if policy.is_snubbed(source) else ''}")
+        return "; ".join(parts)
 
     @property
     def has_sources(self) -> bool:

@@ -182,6 +182,11 @@ class RequestPolicy:
             return 1
         return state.cap
 
+    def avoided(self, source: Source) -> int:
+        """How many blocks `source` is not asked for again yet (it refused them, or let them time out)."""
+        state = self._sources.get(source)
+        return len(state.avoid) if state else 0
+
     def is_snubbed(self, source: Source) -> bool:
         state = self._sources.get(source)
         return state is not None and state.snubbed

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("swarmproxy.swarm")
 
+QUIET_LOG_AFTER = 2.0  # s without a block before a fetch says (at debug level) what it is waiting for
+
 
 class _Node(Protocol):
     """What a fetch needs of the `swarm.service.node.SwarmNode` that runs it."""
@@ -128,7 +130,13 @@ class _FetchRun:
         origin_bytes = self.origin_bytes()
         while not self.done and not self.failure:
             try:
-                await asyncio.wait_for(self.progress.wait(), stall_timeout)
+                quiet = min(QUIET_LOG_AFTER, stall_timeout)
+                with contextlib.suppress(asyncio.TimeoutError):  # a quiet spell: say why (debug), once per spell
+                    await asyncio.wait_for(self.progress.wait(), quiet)
+                if not self.progress.is_set() and not self.done and log.isEnabledFor(logging.DEBUG):
+                    log.debug("fetch of %s: no block for %g s: %s", self.root.hex()[:16], quiet,
+                              self.core.describe(self.now()))
+                await asyncio.wait_for(self.progress.wait(), stall_timeout - quiet)
             except asyncio.TimeoutError:
                 if (now_bytes := self.origin_bytes()) > origin_bytes:
                     origin_bytes = now_bytes

@@ -87,3 +87,15 @@ def test_a_lost_starter_lets_its_blocks_go():
     assert not s.finished
     s.run(s.core.peer_lost("near", s.now))
     assert s.finished and {("far", 0), ("far", 1)} <= set(s.requests)
+
+
+def test_describe_says_what_a_quiet_fetch_waits_for():
+    """The line a fetch logs after a quiet spell: what is missing and why each source is not asked for it."""
+    s = sim(blocks=4)
+    s.join("near", behaviour="silent", blocks={0})
+    s.run(s.core.on_message("near", wire.Start(3), s.now))  # near is bringing block 3 from further away
+    s.join("far", behaviour="silent")
+    line = s.core.describe(s.now)
+    assert line.startswith("4 block(s) missing (first [0, 1, 2, 3])")
+    assert "near: holds 1, asked [0], retry later 0, held back by START 0" in line
+    assert "far: holds 4, asked [1, 2], retry later 0, held back by START 1" in line
