@@ -22,7 +22,11 @@ it (BITFIELD, HAVE) only the blocks that peer is the entry point of; inside a ra
 * into a DC, a block enters through the DC representant that got it from the seeder if that one is in this DC,
   else the DC's representants split the remaining blocks: each DC uplink carries about one copy;
 * into a rack likewise, nested in the DC's choice: each rack uplink carries about one copy, the two rack
-  representants each bringing in half and trading the rest inside the rack.
+  representants each bringing in half (one that the level above already sends a share takes that much less of
+  the rest: they share the rack's uplink) and trading the rest inside the rack;
+* between the racks of a DC, a block is shown only by its home rack, the one it entered the DC through: a rack's
+  uplink carries out only what it brought in, so the blocks only it can give do not queue behind blocks the
+  other racks could have had from elsewhere.
 
 The plan is a pure function of the overlay `View`, so every node computes the same one. When a member leaves
 (its record expires), the plan is recomputed without it and the serving nodes reveal (HAVE) what they hid from the
@@ -78,16 +82,38 @@ class SliceFirst(random.Random):
         x[:] = mine + rest
 
 
+def _even_quotas(count: int, held: list[int]) -> list[int]:
+    """How many of `count` more blocks each of the candidates takes so that their totals (`held` + quota) end up
+    as even as they can be (water filling): a candidate that already brings blocks into the unit from the level
+    above takes fewer of the rest."""
+    order = sorted(range(len(held)), key=lambda i: held[i])
+    lowest = len(held)
+    while lowest > 1 and (count + sum(held[i] for i in order[:lowest])) // lowest < held[order[lowest - 1]]:
+        lowest -= 1  # the highest holder is above the level the rest can be filled to: it takes none
+    level = (count + sum(held[i] for i in order[:lowest])) // lowest
+    quotas = [0] * len(held)
+    for i in order[:lowest]:
+        quotas[i] = level - held[i]
+    for i in order[:count - sum(quotas)]:  # what the integer level leaves over, one each, lowest first
+        quotas[i] += 1
+    return quotas
+
+
 def _nest(higher: list[str] | None, candidates: list[str], num_blocks: int) -> list[str] | None:
     """Owners of every block for a unit whose entry `candidates` are these: the higher level's owner where it is
-    one of them, the rest split in contiguous runs."""
+    one of them, the rest split in contiguous runs so that every candidate brings in about as much (the one the
+    level above already sends a share takes that much less of the rest: they share the unit's link, and the last
+    to finish sets the pace)."""
     if not candidates:
         return None
     owners: list[str] = list(higher) if higher is not None else [""] * num_blocks
     chosen = set(candidates)
     remaining = [b for b in range(num_blocks) if higher is None or higher[b] not in chosen]
-    for i, block in enumerate(remaining):
-        owners[block] = candidates[i * len(candidates) // len(remaining)]
+    held = [0] * len(candidates) if higher is None else [higher.count(c) for c in candidates]
+    blocks = iter(remaining)
+    for candidate, quota in zip(candidates, _even_quotas(len(remaining), held)):
+        for _ in range(quota):
+            owners[next(blocks)] = candidate
     return owners
 
 
@@ -132,9 +158,35 @@ class EntryPlan:
         key = (server, receiver)
         if key not in self._cache:
             owners = self.owners_for(server, receiver)
+            home = self._home_rack(server, receiver)
             self._cache[key] = None if owners is None else frozenset(
-                b for b, owner in enumerate(owners) if owner == receiver)
+                b for b, owner in enumerate(owners) if owner == receiver and (home is None or home(b)))
         return self._cache[key]
+
+    def _home_rack(self, server: str, receiver: str):
+        """Between racks of one DC, a block is shown only by its home rack: the one it entered the DC through.
+
+        Any rack holding a block could serve it to another, but a rack's uplink is shared by everything it takes
+        in and gives out: when other racks draw blocks out of a rack that is not their home, the rack's uplink
+        carries them once more, in competition with the blocks only that rack can give (those it brought into
+        the DC), and those come out last. With every block served by its home rack, a rack's uplink carries out
+        only what entered the DC through it. A member stalled for `STEAL_AFTER` is shown everything by everyone
+        (`shown`), so a home rack that cannot serve holds nobody back for longer than that."""
+        view = self.view
+        sender, taker = view.members.get(server), view.members.get(receiver)
+        if (sender is None or taker is None or sender.location is None or taker.location is None
+                or view.level(server, receiver) is not Level.DC):
+            return None
+        homes = self.dc.get(taker.location.dc)
+        if homes is None:
+            return None
+        members = view.members
+
+        def from_home(block: int) -> bool:
+            entry = members.get(homes[block])
+            return entry is None or entry.location is None or entry.location == sender.location
+
+        return from_home
 
     def uplink_copies(self, location: Location) -> float:
         """Copies of the content this plan brings into a rack from outside it (1.0 when every block enters once)."""

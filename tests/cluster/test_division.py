@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from cluster.division import EntryPlan, SliceFirst, StallWatch, slice_of
+from cluster.division import EntryPlan, SliceFirst, StallWatch, _even_quotas, slice_of
 from cluster.overlay import Level, Location, Member, Slot, View
 from swarm.core.picker import Mode, Picker
 
@@ -69,13 +69,52 @@ def test_each_block_enters_each_rack_once_nested_in_the_seeders_choice(blocks):
                 assert owner == plan.root[block]  # it came from the seeder into this rack: no second copy
 
 
-def test_across_racks_a_peer_sees_only_its_entries_within_everything():
+def test_across_racks_a_peer_sees_its_entries_each_from_the_rack_it_entered_the_dc_through():
     view = topology()
     plan = EntryPlan(view, 60)
     assert plan.shown("r1a2", "r1a3") is None  # inside a rack: everything
-    half = plan.shown("r1a0", "r3a1")
-    assert half == frozenset(b for b, o in enumerate(plan.rack[R3]) if o == "r3a1")
-    assert plan.shown("r1a0", "r3a0") | half == frozenset(range(60))
+    entries = frozenset(b for b, o in enumerate(plan.rack[R3]) if o == "r3a1")
+    from_r1, from_r2 = plan.shown("r1a0", "r3a1"), plan.shown("r2a0", "r3a1")
+    assert from_r1 == frozenset(b for b in entries if plan.root[b] in ("r1a0", "r1a1"))
+    assert from_r2 == frozenset(b for b in entries if plan.root[b] in ("r2a0", "r2a1"))
+    assert from_r1 and from_r2 and from_r1 | from_r2 == entries  # r3a1 is no DC representant: none enter at r3
+    assert plan.shown("r1a1", "r3a1") == from_r1  # any representant of the home rack serves them
+
+
+def test_a_rack_gives_out_only_what_entered_the_dc_through_it():
+    """A rack's uplink carries out what it brought into the DC, not what other racks could give as well."""
+    view = topology()
+    plan = EntryPlan(view, 200)
+    for server in ("r1a0", "r1a1", "r2a0", "r3a0", "r3a1"):
+        home = view.members[server].location
+        for receiver in (n for n, m in view.members.items() if m.location not in (None, home)):
+            shown = plan.shown(server, receiver) or frozenset()
+            assert all(view.members[plan.root[b]].location == home for b in shown)
+
+
+@pytest.mark.parametrize("count, held, expected", [
+    (10, [0, 0], [5, 5]),
+    (10, [0, 0, 0], [4, 3, 3]),
+    (51, [13, 0], [19, 32]),  # the one the seeder already sends 13 takes that much less: 32 each
+    (5, [13, 0], [0, 5]),  # already above the level the rest reach: none
+    (0, [3, 1], [0, 0]),
+    (7, [5, 5, 0], [1, 0, 6]),
+    (2, [0, 9, 9], [2, 0, 0]),
+    (11, [4, 4, 4], [4, 4, 3]),
+])
+def test_even_quotas(count, held, expected):
+    assert _even_quotas(count, held) == expected
+
+
+@pytest.mark.parametrize("blocks", [5, 64, 999])
+def test_a_racks_entry_points_bring_in_as_much_each(blocks):
+    """Rack 3's first representant also gets a fifth of the file from the seeder (it is a DC representant): it
+    takes that much less of the rest, so both bring in half, and neither leaves the other a tail on the uplink."""
+    view = topology()
+    plan = EntryPlan(view, blocks)
+    for loc in (R1, R2, R3):
+        counts = [plan.rack[loc].count(rep) for rep in sorted(view.rack_reps_of(loc))]
+        assert max(counts) - min(counts) <= 1, (loc, counts)
 
 
 def test_a_member_leaving_moves_its_blocks_to_the_others():
