@@ -136,7 +136,8 @@ class _FetchRun:
                 if not self.progress.is_set() and not self.done and log.isEnabledFor(logging.DEBUG):
                     log.debug("fetch of %s: no block for %g s: %s", self.root.hex()[:16], quiet,
                               self.core.describe(self.now()))
-                await asyncio.wait_for(self.progress.wait(), stall_timeout - quiet)
+                if not self.progress.is_set():  # (a wait_for of 0 s raises even for a set event)
+                    await asyncio.wait_for(self.progress.wait(), stall_timeout - quiet)
             except asyncio.TimeoutError:
                 if (now_bytes := self.origin_bytes()) > origin_bytes:
                     origin_bytes = now_bytes
