@@ -257,6 +257,23 @@ async def test_an_origin_still_sending_is_not_a_stalled_fetch(swarm, pieces, fai
         assert await fetch == data
 
 
+class SlowNode(SwarmNode):
+    """Serves every block 0.15 s late: a slow but live peer."""
+
+    async def _send_block(self, connection, core, action: SendBlock) -> None:
+        await asyncio.sleep(0.15)  # the emulated slow peer, not a synchronisation
+        await super()._send_block(connection, core, action)
+
+
+async def test_a_slow_peer_whose_blocks_keep_coming_is_not_a_stalled_fetch(swarm):
+    # Blocks every 0.15 s against a 0.25 s stall timeout: each one is progress, whatever the watchdog's quiet-spell
+    # logging does with the rest of the timeout.
+    data = content(6 * BLOCK, seed=12)
+    _, seed_address, manifest = await swarm.seed(data, cls=SlowNode)
+    leecher, _ = await swarm.node()
+    assert await download(leecher, manifest, [seed_address], stall_timeout=0.25) == data
+
+
 async def test_the_report_counts_what_the_fetch_saw(swarm):
     data = content(24 * BLOCK, seed=5)
     _, bad_address, manifest = await swarm.seed(data, cls=LyingNode)
