@@ -34,11 +34,18 @@ or many — can make the node hold is bounded:
 * bytes: a BLOCK is received only in answer to our own REQUEST (`swarm.net.transport`), so nothing a peer announces
   is allocated before it arrives.
 
-**Extension points** (the proxy uses neither; the cluster mode both):
+**Extension points** (the proxy uses none of them; they are for the cluster mode):
 
 * `shown` (`swarm.core.serve.Shown`): what each served peer is shown of a root (BITFIELD, HAVE, START) and may
   ask for, by the node id of its handshake; `reveal()` asks again for every served peer after the caller's
   answer changed (what was shown is never taken back);
+* `upload_throttle(connection)` (`UploadThrottle`): the `swarm.core.throttle.Throttle` a BLOCK to a served peer
+  is taken from, or None (the default): unlimited. The cluster mode's per-level throttle groups, without wrapping
+  the connection. Asked for every BLOCK (a peer's level may be learnt late), once its payload is read; the send
+  then waits, in its own task, until `consume(payload length, loop time)` succeeds, sleeping `delay_for` between
+  tries, and is dropped if the connection closes meanwhile. Unlike the node's own `upload_rate` (which the
+  `ServeCore` paces before a send starts), such a wait counts as a send in flight: a peer kept waiting longer than
+  the stall timeout (`swarm.core.serve.STALL_TIMEOUT`) is closed as not reading;
 * `links()`: every live connection with the peer's address and node id, the root and the direction, and its
   `swarm.net.transport.ConnectionCounters` (the BLOCK bytes it carried each way). A caller that must not lose the
   last bytes of a connection that closes between two looks keeps the `Connection.counters` of those it is shown.
@@ -63,10 +70,11 @@ from swarm.core.serve import Close as ServeClose
 from swarm.core.serve import Send as ServeSend
 from swarm.core.serve import SendBlock, ServeCore, Shared, Shown
 from swarm.core.slots import Evict, Refuse, SlotPolicy
-from swarm.core.throttle import TokenBucket
+from swarm.core.throttle import Throttle, TokenBucket
 from swarm.errors import FetchFailed, NotInStore, PeerError, StoreError, TransportError
 from swarm.net import wire
-from swarm.net.transport import CONNECT_TIMEOUT, Address, Connection, ConnectionCounters, Listener, Transport
+from swarm.net.transport import (CONNECT_TIMEOUT, Address, Connection, ConnectionCounters, Listener, Transport,
+                                 payload_length)
 from swarm.service.fetch_run import _FetchRun
 from swarm.service.report import FetchReport
 from swarm.store.interface import BlockLocation, BlockStore, Evicted, StoreEvent, StoreFailed
@@ -74,9 +82,16 @@ from swarm.store.interface import BlockLocation, BlockStore, Evicted, StoreEvent
 if TYPE_CHECKING:  # a type only: importing it pulls in aiohttp, ~0.15 s of start-up for `swarm get`
     from swarm.service.origin_source import OriginRangeSource
 
-__all__ = ["SwarmNode", "FetchFailed", "Link"]
+__all__ = ["SwarmNode", "FetchFailed", "Link", "UploadThrottle"]
 
 log = logging.getLogger("swarmproxy.swarm")
+
+#: `upload_throttle(connection)`: what a BLOCK sent on that served connection is taken from; None: unlimited.
+UploadThrottle = Callable[[Connection], Throttle | None]
+
+# A throttle may refuse and yet name no delay: a `ThrottleGroup` member queued behind one that has not come back
+# for its turn. Polling at this pace until it does (or loses its place) keeps that from spinning the loop.
+THROTTLE_POLL = 0.001
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,10 +118,14 @@ class SwarmNode:
         handshake_timeout: float = HANDSHAKE_TIMEOUT,
         max_pending_writes: int = 32 * 1024 * 1024,
         shown: Shown | None = None,
+        upload_throttle: UploadThrottle | None = None,
     ) -> None:
-        """`shown`: what a served peer is shown (module docstring; None, the default: everything)."""
+        """`shown`: what a served peer is shown (module docstring; None, the default: everything).
+        `upload_throttle`: what each BLOCK to a served peer is taken from (module docstring; None, the default:
+        unlimited)."""
         self.store = store
         self.shown = shown
+        self.upload_throttle = upload_throttle
         self.transport = transport
         self.node_id = node_id or secrets.token_bytes(32)
         self.upload = TokenBucket(upload_rate)
@@ -331,6 +350,10 @@ class SwarmNode:
             else:
                 data = self.store.read_block(root, action.block)
                 payload = data[action.offset:action.offset + action.length]
+            # Asked per block, after the read: a block not in the store takes nothing from the throttle.
+            throttle = None if self.upload_throttle is None else self.upload_throttle(connection)
+            if throttle is not None and not await self._throttled(connection, throttle, payload_length(payload)):
+                return  # closed while it waited: nothing to send, and nobody to tell
             await connection.send_block(action.block, action.offset, payload)
             self.bytes_uploaded += action.length
         except NotInStore:
@@ -340,6 +363,19 @@ class SwarmNode:
         except (TransportError, StoreError, OSError) as exc:
             log.debug("sending block %d to %s failed: %s", action.block, connection, exc)
             connection.abort(str(exc))
+
+    @staticmethod
+    async def _throttled(connection: Connection, throttle: Throttle, size: int) -> bool:
+        """Wait until `throttle` lets `size` bytes go (True), or the connection closes (False). Only this send's
+        task waits: the connection's other sends and every other connection go on."""
+        loop = asyncio.get_running_loop()
+        while connection.close_reason is None:  # checked first: a closed connection takes no tokens
+            now = loop.time()
+            if throttle.consume(size, now):
+                return True
+            # `closed` resolves when the connection is gone, so a wait of minutes does not outlive it.
+            await asyncio.wait((connection.closed,), timeout=throttle.delay_for(size, now) or THROTTLE_POLL)
+        return False
 
     # -- fetching -----------------------------------------------------------------------------------------------
 

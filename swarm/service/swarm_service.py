@@ -39,7 +39,7 @@ from swarm.errors import FetchFailed, PeerError, StoreError, SwarmError, Transpo
 from swarm.net.transport import Transport
 from swarm.service.discovery import (IN_PROGRESS_ROOT, IN_PROGRESS_TTL, Discovery, ManifestClaim, ManifestSummary,
                                      Provider, TransportFlags)
-from swarm.service.node import SwarmNode
+from swarm.service.node import SwarmNode, UploadThrottle
 from swarm.service.shares import ShareCounters, Shares
 from swarm.service.store_work import Body, fill_prefix, in_block_size_stored, in_thread
 from swarm.store.interface import BlockStore, Evicted, StoreFailed
@@ -103,10 +103,13 @@ class SwarmService:
         on_forget: Callable[[bytes], None] | None = None,
         node_id: bytes | None = None,
         shown: Shown | None = None,
+        upload_throttle: UploadThrottle | None = None,
     ) -> None:
         """`node_id`: this node's id in every handshake (default: a random one), e.g. the cluster agent's id, so
         that a peer is one identity for the engine and for its caller. `shown`: what a served peer is shown, by
-        that id (`swarm.core.serve.Shown`; None: everything), on every transport; `reveal()` after it changed."""
+        that id (`swarm.core.serve.Shown`; None: everything), on every transport; `reveal()` after it changed.
+        `upload_throttle(connection)`: the `swarm.core.throttle.Throttle` every BLOCK sent to a served peer is
+        taken from, asked per block (`swarm.service.node.UploadThrottle`; None: unlimited), on every transport."""
         if not transports:
             raise ValueError("at least one transport is needed")
         self.store = store
@@ -119,7 +122,8 @@ class SwarmService:
         self.on_forget = on_forget  # told of a root evicted or lost by the store, before it is withdrawn
         self.nodes: dict[str, SwarmNode] = {}
         for name, transport in transports.items():
-            node = SwarmNode(store, transport, node_id=node_id, shown=shown, **(node_kwargs or {}))
+            node = SwarmNode(store, transport, node_id=node_id, shown=shown, upload_throttle=upload_throttle,
+                             **(node_kwargs or {}))
             node_id = node.node_id  # one identity whichever transport a peer uses
             self.nodes[name] = node
         self.address: tuple[str, int] | None = None
