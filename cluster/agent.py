@@ -162,8 +162,8 @@ class Agent:
         return None if run is None else [n for n in run.view.members if run.may_talk(n)]
 
     def distance(self, connection) -> int:
-        """How far a peer is (rack 0, DC 1, outside 2): the engine's work stealing by START leaves a block to a
-        nearer peer that is fetching it rather than ask a farther one (`swarm.core.starts`)."""
+        """How far a peer is (rack 0, DC 1, outside 2): the engine leaves a block to a nearer peer that is fetching
+        it (START) or holds it (nearest first) rather than ask a farther one (`swarm.core.starts`)."""
         return int(self.transport.level_of(connection.remote_address[0]))
 
     def receive_rate(self) -> float:

@@ -11,12 +11,10 @@ track of every connection it makes or accepts, and:
   connection is forgotten only once it is closed and tallied (`tally`);
 * takes every block they send from the level's `swarm.core.throttle.ThrottleGroup` (myRack / myDC / outside),
   whose rates the agent sets from `cluster.throttle.Planner` every few seconds (it wraps `send_block`: the engine
-  has no per-connection upload hook yet);
-* on the fetching side (connections it makes), slips into the engine's receive stream of a nearer source a START
-  of the blocks it holds, after its HAVE or BITFIELD and whenever a farther source offers one of them
-  (`cluster.nearest.NearestFirst`): the engine then asks no farther source for them for a START's lifetime, and
-  the block is taken inside the rack rather than across its uplink again (it wraps `receive`: the engine has no
-  such picker rule yet).
+  has no per-connection upload hook yet).
+
+Nearest first (a block a rack peer holds is not asked of a source across the level) is the block engine's own
+rule once the fetch has distances (`swarm.core.starts.NearerHolders`, `Agent.distance`): nothing here.
 
 What a served peer across a level is shown (the entry plan's BITFIELD/HAVE filter) is not done here: it is the
 engine's `shown` hook (`SwarmService(shown=)`, `SwarmService.reveal()`), which the agent and the pusher give
@@ -27,36 +25,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections import deque
 from collections.abc import Callable
 
-from cluster.nearest import NearestFirst
 from cluster.overlay import Level, Location, level_between
 from swarm.core.throttle import ThrottleGroup
-from swarm.net import wire
 from swarm.net.tcp import TcpTransport
 from swarm.net.transport import CONNECT_TIMEOUT, Address, Connection, payload_length
 
 __all__ = ["LeveledTransport"]
-
-
-class _Inbox:
-    """A connection's messages, with STARTs slipped in (`cluster.nearest`): handed to the engine before the next
-    message from the connection. Not woken for them: a source the engine fetches from sends something soon (a
-    HAVE, the BLOCK it was asked for), and a task per message to be woken would cost every rack link CPU."""
-
-    def __init__(self, receive) -> None:
-        self.receive = receive
-        self.queue: deque = deque()
-
-    def put(self, message) -> None:
-        self.queue.append(message)
-
-    async def next(self):
-        """The next message, and whether it was slipped in."""
-        if self.queue:
-            return self.queue.popleft(), True
-        return await self.receive(), False
 
 
 class LeveledTransport(TcpTransport):
@@ -73,8 +49,6 @@ class LeveledTransport(TcpTransport):
         # server reads the totals from its own thread: the lock keeps two tallies from counting a delta twice.
         self._tallied: dict[Connection, list[int]] = {}
         self._lock = threading.Lock()
-        self.nearest = NearestFirst()
-        self.inboxes: dict[Connection, _Inbox] = {}
 
     def level_of(self, host: str) -> Level:
         return level_between(self.me, self.locate(host))
@@ -137,43 +111,7 @@ class LeveledTransport(TcpTransport):
         connection = await super().connect(address, timeout=timeout)
         self._track(connection)
         self._hook(connection)
-        if self.me is not None:
-            self._hook_fetching(connection)
         return connection
-
-    def _hook_fetching(self, connection: Connection) -> None:
-        """Nearest first (`cluster.nearest`) on a connection this node fetches over."""
-        inbox = self.inboxes[connection] = _Inbox(connection.receive)
-        host = connection.remote_address[0]
-
-        async def receive_nearest_first():
-            message, slipped = await inbox.next()
-            if slipped:
-                return message
-            kind = type(message)
-            if kind is wire.Handshake:
-                self.nearest.joined(connection, message.root, int(self.level_of(host)))
-            elif kind is wire.Bitfield:
-                self._slip(self.nearest.offer(connection, message.blocks()))
-            elif kind is wire.Have:
-                self._slip(self.nearest.offer(connection, (message.block,)))
-            return message
-
-        def gone(_future) -> None:
-            self.inboxes.pop(connection, None)
-            self.nearest.left(connection)
-
-        connection.receive = receive_nearest_first  # type: ignore[method-assign]
-        connection.closed.add_done_callback(gone)
-
-    def _slip(self, starts: dict) -> None:
-        """STARTs for the engine from nearer sources of blocks they hold (`cluster.nearest`), after what the
-        engine is being handed now: it then asks no farther source for them for a START's lifetime."""
-        for connection, blocks in starts.items():
-            inbox = self.inboxes.get(connection)
-            if inbox is not None:
-                for block in blocks:
-                    inbox.put(wire.Start(block))
 
     def _hook(self, connection: Connection) -> None:
         """Uploads through the peer's level's throttle group."""

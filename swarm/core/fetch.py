@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Container, Hashable, Iterable
 
 from swarm.content.manifest import Manifest
 from swarm.core.picker import ORIGIN, BlockState, Mode, Picker
 from swarm.core.policy import Cancel, Discard, Drop, PolicyConfig, Request, RequestPolicy
-from swarm.core.starts import START_TTL, StartBook
+from swarm.core.starts import START_TTL, NearerHolders, StartBook
 from swarm.core.trust import Trust
 from swarm.errors import HashMismatch, PeerError
 from swarm.net import wire
@@ -100,6 +100,21 @@ FetchAction = Send | OriginFetch | OriginCancel | Close | Verified | Deliver | F
 _BITS = [bytes((value >> (7 - bit)) & 1 for bit in range(8)) for value in range(256)]
 
 
+class _HeldBack:
+    """Blocks not to ask a far source for: a nearer peer fetches (START) or holds them (`swarm.core.starts`)."""
+
+    __slots__ = ("starts", "nearer")
+
+    def __init__(self, starts: Container[int], nearer: Container[int]) -> None:
+        self.starts, self.nearer = starts, nearer
+
+    def __contains__(self, block: object) -> bool:
+        return block in self.nearer or block in self.starts
+
+    def __bool__(self) -> bool:
+        return True
+
+
 def bitfield_to_bytes(bitfield: wire.Bitfield) -> bytes:
     """A wire BITFIELD as one 0/1 byte per block, the picker's format."""
     return b"".join(_BITS[byte] for byte in bitfield.bits)[: bitfield.count]
@@ -123,8 +138,8 @@ class FetchCore:
         """Fetch blocks `first_block..last_block` (inclusive) of `manifest`; `held` are verified already.
 
         `distance(peer)` (0 = nearest), if given, turns on work stealing by START (`swarm.core.starts`): a far
-        source is not asked for a block a nearer peer is fetching (its START), and a request to a far source is
-        announced first (`Announce`)."""
+        source is not asked for a block a nearer peer is fetching (its START) or holds (nearest first), and a
+        request to a far source is announced first (`Announce`)."""
         self.manifest = manifest
         count = manifest.num_blocks
         self.last_block = count - 1 if last_block is None else last_block
@@ -139,8 +154,10 @@ class FetchCore:
         self.policy = RequestPolicy(self.picker, self.trust, config)
         self.distance = distance
         self.starts: StartBook | None = None
+        self.nearer: NearerHolders | None = None
         if distance is not None:
             self.starts = StartBook(start_ttl)
+            self.nearer = NearerHolders(count)
             self.policy.held_back = self._held_back
         self._peers: dict[Peer, wire.Bitfield | None] = {}  # joined peers -> bitfield until the layer is known
         self._in_policy: set[Peer] = set()
@@ -176,7 +193,7 @@ class FetchCore:
     def describe(self, now: float) -> str:
         """Why blocks are not arriving, in one line, for a log: what is missing, and for each source how many of
         the missing blocks it holds, its outstanding requests, the blocks it is not asked for now (retry
-        back-off, and START holding them back for a nearer peer), and whether it is snubbed."""
+        back-off, and those left to a nearer peer that fetches or holds them), and whether it is snubbed."""
         picker, policy = self.picker, self.policy
         missing = [b for b in range(self.first_block, self.last_block + 1)
                    if picker.state(b) is not BlockState.VERIFIED]
@@ -187,7 +204,7 @@ class FetchCore:
             blocked = self._held_back(source, now)
             back = sum(1 for b in held if blocked is not None and b in blocked[0])
             parts.append(f"{source}: holds {len(held)}, asked {asked[:4]}{'+' if len(asked) > 4 else ''}, "
-                         f"retry later {policy.avoided(source)}, held back by START {back}"
+                         f"retry later {policy.avoided(source)}, left to a nearer peer {back}"
                          f"{', snubbed' if policy.is_snubbed(source) else ''}")
         return "; ".join(parts)
 
@@ -226,8 +243,9 @@ class FetchCore:
         return self._translate(self.policy.on_source_lost(ORIGIN, now))
 
     def peer_lost(self, peer: Peer, now: float) -> list[FetchAction]:
-        if self.starts is not None:
+        if self.starts is not None and self.nearer is not None:
             self.starts.forget(peer)  # the policy refills below: what it held back is free now
+            self.nearer.remove(peer)
         self._peers.pop(peer, None)
         self._no_layer.discard(peer)
         self._layer_slow.discard(peer)
@@ -272,6 +290,8 @@ class FetchCore:
             if self.starts is not None:
                 self.starts.on_have(peer, message.block)
             if peer in self._in_policy:
+                if self.nearer is not None:
+                    self.nearer.have(peer, message.block)
                 return self._translate(self.policy.on_have(peer, message.block, now))
             bitfield = self._peers.get(peer)
             if bitfield is not None:  # before the layer: fold it into the pending bitfield
@@ -345,8 +365,11 @@ class FetchCore:
         if distance <= 0:
             return None
         snubbed = frozenset(p for p in self._in_policy if self.policy.is_snubbed(p))
-        # The version the picker's memo keys on: a START let go, a holder forgotten, a holder snubbed.
-        return self.starts.blocked(distance, now, snubbed), (self.starts.version, len(snubbed))
+        assert self.nearer is not None
+        self.nearer.mute(snubbed)
+        # The version the picker's memo keys on: a START let go, a holder forgotten or snubbed.
+        return (_HeldBack(self.starts.blocked(distance, now, snubbed), self.nearer.blocked(distance)),
+                (self.starts.version, len(snubbed), self.nearer.version))
 
     def _span(self, block: int) -> tuple[int, int]:
         if not 0 <= block < self.manifest.num_blocks:
@@ -425,6 +448,8 @@ class FetchCore:
     def _join_policy(self, peer: Peer, bitfield: wire.Bitfield, now: float) -> list[FetchAction]:
         self._peers[peer] = None
         self._in_policy.add(peer)
+        if self.nearer is not None:  # before the policy hands out work: what it holds is not asked of farther ones
+            self.nearer.add(peer, self._distance(peer), bitfield.blocks())
         return self._translate(self.policy.add_peer(peer, now, bitfield_to_bytes(bitfield)))
 
     def _close_peer(self, peer: Peer, reason: str, now: float) -> list[FetchAction]:
@@ -455,5 +480,7 @@ class FetchCore:
                 else:
                     self._peers.pop(action.source, None)
                     self._in_policy.discard(action.source)
+                    if self.nearer is not None:
+                        self.nearer.remove(action.source)
                     actions.append(Close(action.source, action.reason))
         return actions

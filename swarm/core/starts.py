@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Container, Hashable
+from collections.abc import Container, Hashable, Iterable
 
-__all__ = ["START_TTL", "StartBook"]
+__all__ = ["NearerHolders", "START_TTL", "StartBook"]
 
 Peer = Hashable
 
@@ -121,3 +121,88 @@ class StartBook:
             dropped = True
         self.version += dropped
         return dropped
+
+
+class _Nearer:
+    """The blocks a source at `distance` should not be asked for because a nearer responsive source holds them:
+    a live view of a `NearerHolders`."""
+
+    __slots__ = ("book", "distance")
+
+    def __init__(self, book: NearerHolders, distance: int) -> None:
+        self.book, self.distance = book, distance
+
+    def __contains__(self, block: object) -> bool:
+        return self.book.holds_back(block, self.distance)  # type: ignore[arg-type]
+
+    def __bool__(self) -> bool:
+        return True
+
+
+class NearerHolders:
+    """Nearest first: a block a nearer source holds is not asked of a farther one (sans-I/O).
+
+    START leaves a block to a nearer peer only while that peer fetches it; once the nearer peer holds it (HAVE, or
+    its BITFIELD), a far source could still be asked for it, and in the cluster mode the block would cross a rack
+    uplink a second time. So the fetch also keeps, per distance, how many of its sources at that distance hold
+    each block, and a source at distance d is not asked for a block some source at a distance < d holds. A source
+    the request policy snubbed (its requests timed out) counts nowhere (`mute`) until it answers again: a slow
+    nearer peer is no reason to wait, as with START. Sources at distance 0 are never held back."""
+
+    def __init__(self, num_blocks: int) -> None:
+        self.num_blocks = num_blocks
+        self._counts: dict[int, list[int]] = {}  # distance -> how many counted sources there hold each block
+        self._sources: dict[Peer, tuple[int, set[int]]] = {}  # source -> (distance, the blocks it holds)
+        self._muted: set[Peer] = set()  # snubbed: counted nowhere for now
+        self.version = 0  # bumped whenever a block may have been let go (a holder gone or muted)
+
+    def add(self, source: Peer, distance: int, blocks: Iterable[int]) -> None:
+        """`source`, at `distance`, joined the fetch holding `blocks` (its BITFIELD)."""
+        self.remove(source)
+        held = set(blocks)
+        self._sources[source] = (distance, held)
+        self._count(distance, held, +1)
+
+    def have(self, source: Peer, block: int) -> None:
+        entry = self._sources.get(source)
+        if entry is None or block in entry[1]:
+            return
+        entry[1].add(block)
+        if source not in self._muted:
+            self._counts_at(entry[0])[block] += 1
+
+    def remove(self, source: Peer) -> None:
+        entry = self._sources.pop(source, None)
+        if entry is not None and source not in self._muted:
+            self._count(entry[0], entry[1], -1)
+            self.version += 1
+        self._muted.discard(source)
+
+    def mute(self, snubbed: Container[Peer]) -> None:
+        """Follow the request policy's snubbed sources: they hold nothing back until they are no longer."""
+        for source, (distance, held) in self._sources.items():
+            muted = source in snubbed
+            if muted and source not in self._muted:
+                self._muted.add(source)
+                self._count(distance, held, -1)
+                self.version += 1
+            elif not muted and source in self._muted:
+                self._muted.discard(source)
+                self._count(distance, held, +1)
+
+    def holds_back(self, block: int, distance: int) -> bool:
+        return any(counts[block] for d, counts in self._counts.items() if d < distance)
+
+    def blocked(self, distance: int) -> _Nearer:
+        return _Nearer(self, distance)
+
+    def _counts_at(self, distance: int) -> list[int]:
+        counts = self._counts.get(distance)
+        if counts is None:
+            counts = self._counts[distance] = [0] * self.num_blocks
+        return counts
+
+    def _count(self, distance: int, blocks: Iterable[int], step: int) -> None:
+        counts = self._counts_at(distance)
+        for block in blocks:
+            counts[block] += step

@@ -166,10 +166,10 @@ def test_killed_agent_late_rack_and_redis_restart_all_finish(cluster, redis_serv
     # ... and it got its copy from the other racks through its two, about once. Its representants may stand one
     # after the other (the second only a slot TTL into the restarted redis's life): the stall clock starts when a
     # member stands (`cluster.division.StallWatch`), and a representant takes from its rack what its rack holds
-    # rather than across the level (`cluster.nearest`). Measured 1.000-1.010 (before: 1.00-1.37, once 1.98). Not the
-    # 1.10 of the undisturbed run: a block asked of a far source just before a rack peer's HAVE arrives, or that the
-    # rack did not hand over within a START's 10 s (redis away for 3-5 s, two cores shared by 13 processes), may
-    # still cross twice (docs/cluster.md, "Limits").
+    # rather than across the level (the engine's nearest first). Measured 1.000-1.010 (before: 1.00-1.37, once
+    # 1.98). Not the 1.10 of the undisturbed run: a block asked of a far source just before a rack peer's HAVE
+    # arrives, or held by a rack peer whose requests timed out (redis away for 3-5 s, two cores shared by 13
+    # processes), may still cross twice (docs/cluster.md, "Limits").
     print(f"late rack uplink copies: {late_rack['uplink_copies']}")
     members = cluster.members(tid)
     late_members = {a.name: (members[a.node].role, members[a.node].received, members[a.node].extra_bytes)

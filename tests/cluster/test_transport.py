@@ -1,5 +1,6 @@
 """LeveledTransport: bytes tallied (from the engine's per-connection counters) and throttled by level, what a peer
-across a level is shown (`cluster.push`'s filter), nearest first on the fetching side."""
+across a level is shown (`cluster.push`'s filter). Nearest first is the engine's rule (tests/swarm/core/
+test_fetch_distance.py)."""
 
 from __future__ import annotations
 
@@ -102,33 +103,3 @@ async def test_upload_throttled_per_level():
         outgoing.abort()
         incoming.abort()
         await listener.aclose()
-
-
-async def test_fetching_side_leaves_to_a_rack_peer_what_it_holds():
-    """A rack peer's HAVE and BITFIELD are followed by STARTs from it (in the process only), and a far source's offer
-    of a block the rack peer holds by a START from the rack peer: the engine asks no far source for it for a while."""
-    where = {"127.0.0.1": HERE, "127.0.0.2": OTHER_RACK}
-    client = LeveledTransport(HERE, where.get)
-    rack, far = LeveledTransport(HERE, where.get), LeveledTransport(OTHER_RACK, where.get)
-    rack_listener, far_listener = await rack.listen("127.0.0.1", 0), await far.listen("127.0.0.2", 0)
-    to_rack, to_far = await client.connect(rack_listener.address), await client.connect(far_listener.address)
-    from_rack, from_far = await rack_listener.accept(), await far_listener.accept()
-    try:
-        for served, peer in ((from_rack, b"\x02" * 32), (from_far, b"\x03" * 32)):
-            served.send_nowait(wire.Handshake(wire.PROTOCOL_VERSION, peer, ROOT))
-        await next_message(to_rack, wire.Handshake)
-        await next_message(to_far, wire.Handshake)
-        from_rack.send_nowait(wire.Bitfield.from_blocks(8, [1, 2]))
-        assert list((await next_message(to_rack, wire.Bitfield)).blocks()) == [1, 2]
-        assert [(await next_message(to_rack, wire.Start)).block for _ in range(2)] == [1, 2]
-        from_far.send_nowait(wire.Bitfield.from_blocks(8, [1, 3]))
-        assert list((await next_message(to_far, wire.Bitfield)).blocks()) == [1, 3]  # the offer stands
-        # ... and the rack peer starts block 1 again, before its next message reaches the engine
-        from_rack.send_nowait(wire.Have(5))
-        assert await next_message(to_rack, (wire.Start, wire.Have)) == wire.Start(1)
-        assert await next_message(to_rack, (wire.Start, wire.Have)) == wire.Have(5)
-    finally:
-        for connection in (to_rack, to_far, from_rack, from_far):
-            connection.abort()
-        await rack_listener.aclose()
-        await far_listener.aclose()

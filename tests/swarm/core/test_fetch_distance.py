@@ -97,5 +97,33 @@ def test_describe_says_what_a_quiet_fetch_waits_for():
     s.join("far", behaviour="silent")
     line = s.core.describe(s.now)
     assert line.startswith("4 block(s) missing (first [0, 1, 2, 3])")
-    assert "near: holds 1, asked [0], retry later 0, held back by START 0" in line
-    assert "far: holds 4, asked [1, 2], retry later 0, held back by START 1" in line
+    assert "near: holds 1, asked [0], retry later 0, left to a nearer peer 0" in line
+    # block 0: near holds it; block 3: near fetches it (START)
+    assert "far: holds 4, asked [1, 2], retry later 0, left to a nearer peer 2" in line
+
+
+def test_a_far_source_is_not_asked_for_what_a_nearer_peer_holds():
+    """Nearest first: once a nearer peer holds a block (BITFIELD or HAVE), a farther source is not asked for it,
+    however long ago the nearer peer got it (START alone would hold it back only until that HAVE)."""
+    s = sim(blocks=12)
+    s.join("near", behaviour="silent", blocks=set(range(10)))  # busy: 8 requests outstanding, 2 blocks left over
+    s.join("far")
+    assert {b for p, b in s.requests if p == "far"} == {10, 11}
+    s.have["near"].add(11)
+    s.run(s.core.on_message("near", wire.Have(11), s.now))
+    assert {b for p, b in s.requests if p == "far"} == {10, 11}  # asked before near had it: not taken back
+
+
+def test_a_nearer_holder_that_is_snubbed_or_lost_lets_the_block_go():
+    s = sim(blocks=3, config=PolicyConfig(request_timeout=2.0))
+    s.join("near", behaviour="silent", blocks={0, 1})  # holds two blocks, never sends them
+    s.join("far")
+    assert not s.finished and ("far", 0) not in s.requests and ("far", 1) not in s.requests
+    s.advance(2.1)  # near's requests timed out: snubbed, it holds nothing back
+    assert s.finished and ("far", 0) in s.requests and ("far", 1) in s.requests
+    s2 = sim(blocks=2)
+    s2.join("near", behaviour="silent", blocks={0})
+    s2.join("far")
+    assert ("far", 0) not in s2.requests
+    s2.run(s2.core.peer_lost("near", s2.now))
+    assert s2.finished and ("far", 0) in s2.requests

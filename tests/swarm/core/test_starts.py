@@ -1,10 +1,11 @@
-"""`swarm.core.starts.StartBook` on a fake clock: who holds a block back from sources at which distance."""
+"""`swarm.core.starts.StartBook` on a fake clock, and `NearerHolders`: who holds a block back from sources at which
+distance."""
 
 from __future__ import annotations
 
 import pytest
 
-from swarm.core.starts import StartBook
+from swarm.core.starts import NearerHolders, StartBook
 
 
 def test_a_start_holds_back_farther_sources_for_its_ttl():
@@ -54,3 +55,34 @@ def test_nearest_sources_never_wait():
     assert 0 not in book.blocked(0, 0.0)
     with pytest.raises(ValueError):
         StartBook(ttl=0)
+
+
+def test_a_block_a_nearer_source_holds_is_held_back_from_farther_ones():
+    book = NearerHolders(8)
+    book.add("rack", 0, [1, 2])
+    book.add("dc", 1, [3])
+    assert 1 in book.blocked(1) and 1 in book.blocked(2) and 1 not in book.blocked(0)
+    assert 3 in book.blocked(2) and 3 not in book.blocked(1)  # only nearer holders count
+    assert 5 not in book.blocked(2)
+    book.have("rack", 5)
+    assert 5 in book.blocked(1)
+    version = book.version
+    book.remove("rack")
+    assert 1 not in book.blocked(2) and 5 not in book.blocked(1) and book.version > version
+    assert 3 in book.blocked(2)
+
+
+def test_a_snubbed_holder_holds_nothing_back_until_it_answers_again():
+    book = NearerHolders(4)
+    book.add("slow", 0, [0])
+    version = book.version
+    book.mute({"slow"})
+    assert 0 not in book.blocked(1) and book.version > version
+    book.have("slow", 1)  # still counted nowhere while muted
+    assert 1 not in book.blocked(1)
+    book.mute(set())
+    assert 0 in book.blocked(1) and 1 in book.blocked(1)
+    book.mute({"slow"})
+    book.remove("slow")  # removed while muted: nothing to take back twice
+    book.mute(set())
+    assert 0 not in book.blocked(1)
