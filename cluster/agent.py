@@ -111,7 +111,8 @@ class Agent:
         self.discovery = RedisDiscovery(self.coord, self.node_id, config.host, allowed=self._allowed,
                                         candidates=self._candidates)
         self.service = SwarmService(self.store, {"tcp": self.transport}, self.discovery, linger=LINGER,
-                                    provider_wait=PROVIDER_WAIT, node_id=self.node_id, shown=self._shown)
+                                    provider_wait=PROVIDER_WAIT, node_id=self.node_id, shown=self._shown,
+                                    upload_throttle=self.transport.upload_throttle)
         # Learnt from the member records read (`learn`), merged, never shrunk: an agent's location does not
         # change, and after redis restarted empty a peer that has not rewritten its record yet would otherwise
         # count as "outside" for a period.

@@ -93,7 +93,8 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
         transport = LeveledTransport(None, by_host.get)
         discovery = RedisDiscovery(coord, node_id, config.host)
         service = SwarmService(store, {"tcp": transport}, discovery,
-                               node_kwargs={"upload_rate": config.upload_rate}, node_id=node_id, shown=shown)
+                               node_kwargs={"upload_rate": config.upload_rate}, node_id=node_id, shown=shown,
+                               upload_throttle=transport.upload_throttle)
         try:
             manifest = await service.nodes["tcp"].seed_file(config.file)
             layer = list(store.hash_layer(manifest.root))

@@ -9,9 +9,9 @@ track of every connection it makes or accepts, and:
   The bytes are the engine's own per-connection counters (`Connection.counters`); each look adds what a
   connection carried since the last one to the level its peer is at now, so the totals never go down, and a
   connection is forgotten only once it is closed and tallied (`tally`);
-* takes every block they send from the level's `swarm.core.throttle.ThrottleGroup` (myRack / myDC / outside),
-  whose rates the agent sets from `cluster.throttle.Planner` every few seconds (it wraps `send_block`: the engine
-  has no per-connection upload hook yet).
+* gives the block engine, through its upload hook (`SwarmService(upload_throttle=)`, `upload_throttle` here),
+  the `swarm.core.throttle.ThrottleGroup` of the served peer's level (myRack / myDC / outside) to take every block
+  it sends from; the agent sets the groups' rates from `cluster.throttle.Planner` every few seconds.
 
 Nearest first (a block a rack peer holds is not asked of a source across the level) is the block engine's own
 rule once the fetch has distances (`swarm.core.starts.NearerHolders`, `Agent.distance`): nothing here.
@@ -23,14 +23,13 @@ their entry plan.
 
 from __future__ import annotations
 
-import asyncio
 import threading
 from collections.abc import Callable
 
 from cluster.overlay import Level, Location, level_between
-from swarm.core.throttle import ThrottleGroup
+from swarm.core.throttle import Throttle, ThrottleGroup
 from swarm.net.tcp import TcpTransport
-from swarm.net.transport import CONNECT_TIMEOUT, Address, Connection, payload_length
+from swarm.net.transport import CONNECT_TIMEOUT, Address, Connection
 
 __all__ = ["LeveledTransport"]
 
@@ -49,6 +48,7 @@ class LeveledTransport(TcpTransport):
         # server reads the totals from its own thread: the lock keeps two tallies from counting a delta twice.
         self._tallied: dict[Connection, list[int]] = {}
         self._lock = threading.Lock()
+        self._joined: dict[Connection, dict[Level, Throttle]] = {}  # served connections -> their group members
 
     def level_of(self, host: str) -> Level:
         return level_between(self.me, self.locate(host))
@@ -101,7 +101,6 @@ class LeveledTransport(TcpTransport):
         async def accept_leveled() -> Connection:
             connection = await accept()
             self._track(connection)
-            self._hook(connection)
             return connection
 
         listener.accept = accept_leveled  # type: ignore[method-assign]
@@ -110,27 +109,22 @@ class LeveledTransport(TcpTransport):
     async def connect(self, address: Address, *, timeout: float = CONNECT_TIMEOUT):
         connection = await super().connect(address, timeout=timeout)
         self._track(connection)
-        self._hook(connection)
         return connection
 
-    def _hook(self, connection: Connection) -> None:
-        """Uploads through the peer's level's throttle group."""
-        host = connection.remote_address[0]
-        send_block = connection.send_block
-        throttles = {}
+    def upload_throttle(self, connection: Connection) -> Throttle:
+        """The engine's upload hook: a BLOCK to the peer of `connection` is taken from the throttle group of the
+        level the peer is at, looked up per block (an address's location may be learnt late); the connection
+        leaves the groups it joined when it closes, so that it holds no place in their queues."""
+        level = self.level_of(connection.remote_address[0])
+        joined = self._joined.get(connection)
+        if joined is None:
+            joined = self._joined[connection] = {}
+            connection.closed.add_done_callback(lambda _future: self._leave(connection))
+        throttle = joined.get(level)
+        if throttle is None:
+            throttle = joined[level] = self.groups[level].join(connection)
+        return throttle
 
-        async def send_block_throttled(block: int, offset: int, payload) -> None:
-            level = self.level_of(host)  # looked up per block: an address's location may be learnt late
-            size = payload_length(payload)
-            throttle = throttles.get(level) or throttles.setdefault(level, self.groups[level].join(connection))
-            loop = asyncio.get_running_loop()
-            while not throttle.consume(size, loop.time()):
-                await asyncio.sleep(throttle.delay_for(size, loop.time()))  # the throttle's own wait
-            await send_block(block, offset, payload)
-
-        def leave(_future) -> None:
-            for level in throttles:
-                self.groups[level].leave(connection)
-
-        connection.send_block = send_block_throttled  # type: ignore[method-assign]
-        connection.closed.add_done_callback(leave)
+    def _leave(self, connection: Connection) -> None:
+        for level in self._joined.pop(connection, {}):
+            self.groups[level].leave(connection)

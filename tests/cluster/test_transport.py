@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from cluster.overlay import Level, Location
 from cluster.transport import LeveledTransport
 from swarm.net import wire
@@ -85,20 +87,26 @@ async def test_unknown_host_counts_as_outside():
     assert transport.level_of("10.9.9.9") is Level.OUTSIDE
 
 
-async def test_upload_throttled_per_level():
+async def test_uploads_take_from_the_group_of_the_peers_level():
+    """The engine's upload hook gets the served peer's level's group (one member per connection and level), at the
+    rate the planner set; the connection leaves the group when it closes."""
     server = LeveledTransport(HERE, lambda host: OTHER_RACK)
     client = LeveledTransport(OTHER_RACK, lambda host: HERE)
-    loop = asyncio.get_running_loop()
-    server.set_limits({Level.RACK: None, Level.DC: 100_000.0, Level.OUTSIDE: None}, loop.time())
+    now = asyncio.get_running_loop().time()
+    server.set_limits({Level.RACK: None, Level.DC: 100_000.0, Level.OUTSIDE: None}, now)
     listener, outgoing, incoming = await pair(server, client)
     try:
-        for block in range(3):
-            outgoing.send_nowait(wire.Request(block, 0, 100_000))
-        started = loop.time()
-        for block in range(3):
-            await incoming.send_block(block, 0, b"y" * 100_000)  # a burst of one second's worth, then 100 kB/s
-        assert loop.time() - started >= 1.5
-        assert server.sent[Level.DC] == 300_000
+        throttle = server.upload_throttle(incoming)
+        assert server.upload_throttle(incoming) is throttle
+        assert throttle.consume(100_000, now)  # a burst of one second's worth, then 100 kB/s
+        assert not throttle.consume(100_000, now)
+        assert throttle.delay_for(100_000, now) == pytest.approx(1.0)
+        assert throttle.consume(100_000, now + 1.0)
+        assert server.groups[Level.DC].members == [incoming]
+        incoming.abort()
+        await incoming.closed
+        await asyncio.sleep(0)  # the close callbacks run on the next turn of the loop
+        assert server.groups[Level.DC].members == []
     finally:
         outgoing.abort()
         incoming.abort()
