@@ -310,6 +310,8 @@ class FetchCore:
             return []
         if isinstance(message, wire.Reject):
             if peer in self._in_policy:
+                if self.nearer is not None and 0 <= message.block < count:
+                    self.nearer.refused(peer, message.block)
                 return self._translate(self.policy.on_reject(peer, message.block, now))
             if peer == self._layer_asked:  # it has no layer yet (it is fetching too): ask someone else
                 self._layer_asked = None

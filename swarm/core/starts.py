@@ -171,6 +171,16 @@ class NearerHolders:
         if source not in self._muted:
             self._counts_at(entry[0])[block] += 1
 
+    def refused(self, source: Peer, block: int) -> None:
+        """`source` refused `block` (REJECT) although it said it holds it: it no longer holds it back."""
+        entry = self._sources.get(source)
+        if entry is None or block not in entry[1]:
+            return
+        entry[1].discard(block)
+        if source not in self._muted:
+            self._counts_at(entry[0])[block] -= 1
+            self.version += 1
+
     def remove(self, source: Peer) -> None:
         entry = self._sources.pop(source, None)
         if entry is not None and source not in self._muted:

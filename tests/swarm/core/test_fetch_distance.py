@@ -127,3 +127,12 @@ def test_a_nearer_holder_that_is_snubbed_or_lost_lets_the_block_go():
     assert ("far", 0) not in s2.requests
     s2.run(s2.core.peer_lost("near", s2.now))
     assert s2.finished and ("far", 0) in s2.requests
+
+
+def test_a_nearer_holder_that_refuses_the_block_leaves_it_to_a_farther_source():
+    """A rack peer that announced a block and then refuses it (REJECT: evicted from its store) holds it back no
+    longer: the far source is asked at once, not after the rack peer has been struck out."""
+    s = sim(blocks=2)
+    s.join("near", behaviour="rejects", blocks={0, 1})
+    s.join("far")
+    assert s.finished and {b for p, b in s.requests if p == "far"} == {0, 1}

@@ -86,3 +86,15 @@ def test_a_snubbed_holder_holds_nothing_back_until_it_answers_again():
     book.remove("slow")  # removed while muted: nothing to take back twice
     book.mute(set())
     assert 0 not in book.blocked(1)
+
+
+def test_a_holder_that_refuses_a_block_holds_it_back_no_longer():
+    book = NearerHolders(4)
+    book.add("rack", 0, [0, 1])
+    version = book.version
+    book.refused("rack", 0)  # a REJECT of a block it announced (evicted from its store)
+    assert 0 not in book.blocked(1) and 1 in book.blocked(1) and book.version > version
+    book.refused("rack", 0)  # twice: nothing more to take back
+    book.refused("gone", 1)
+    book.remove("rack")
+    assert 1 not in book.blocked(1)
