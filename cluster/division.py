@@ -24,9 +24,10 @@ it (BITFIELD, HAVE) only the blocks that peer is the entry point of; inside a ra
 * into a rack likewise, nested in the DC's choice: each rack uplink carries about one copy, the two rack
   representants each bringing in half (one that the level above already sends a share takes that much less of
   the rest: they share the rack's uplink) and trading the rest inside the rack;
-* between the racks of a DC, a block is shown only by its home rack, the one it entered the DC through: a rack's
-  uplink carries out only what it brought in, so the blocks only it can give do not queue behind blocks the
-  other racks could have had from elsewhere.
+* between the racks of a DC, a block is shown only by its parent in a small tree of racks rooted at its home rack,
+  the one it entered the DC through (`HOME_FANOUT` children each; with three racks the home gives to both
+  others): a rack's uplink carries out about one copy in all, so the blocks only it can give do not queue behind
+  blocks the other racks could have had from elsewhere.
 
 The plan is a pure function of the overlay `View`, so every node computes the same one. When a member leaves
 (its record expires), the plan is recomputed without it and the serving nodes reveal (HAVE) what they hid from the
@@ -53,9 +54,10 @@ from collections.abc import Iterable, MutableSequence
 
 from cluster.overlay import Level, Location, View
 
-__all__ = ["EntryPlan", "STEAL_AFTER", "SliceFirst", "StallWatch", "slice_of"]
+__all__ = ["EntryPlan", "HOME_FANOUT", "STEAL_AFTER", "SliceFirst", "StallWatch", "slice_of"]
 
 STEAL_AFTER = 10.0  # seconds without progress before a member is shown everything across a level
+HOME_FANOUT = 2  # racks a rack gives a block to, in the block's tree between the racks of a DC
 
 
 def slice_of(node: str, members: Iterable[str], num_blocks: int) -> range:
@@ -131,6 +133,9 @@ class EntryPlan:
         racks = sorted({m.location for m in members}, key=str)  # type: ignore[arg-type]
         self.rack = {loc: _nest(self.dc.get(loc.dc), sorted(view.rack_reps_of(loc)), num_blocks)
                      for loc in racks}
+        # per DC, its racks that have representants (the nodes of every block's tree between racks), by name
+        standing = {(slot.dc, slot.rack) for slot in view.holders if slot.level is Level.RACK}
+        self._racks = {dc: sorted(rack for d, rack in standing if d == dc) for dc in dcs}
         self._cache: dict[tuple[str, str], frozenset[int] | None] = {}
         self.signature: tuple = ()  # what the shell built it from, to tell a new view from the same one
         self.stalled: frozenset[str] = frozenset()  # members shown everything (`StallWatch`)
@@ -164,29 +169,39 @@ class EntryPlan:
         return self._cache[key]
 
     def _home_rack(self, server: str, receiver: str):
-        """Between racks of one DC, a block is shown only by its home rack: the one it entered the DC through.
+        """Between racks of one DC, a block is shown only by the rack it comes from in its tree: the rack it entered
+        the DC through (its home) is the root, and the DC's racks with representants, in name order rotated to
+        start at the home, form a `HOME_FANOUT`-ary tree (with three racks, the home gives to both others).
 
         Any rack holding a block could serve it to another, but a rack's uplink is shared by everything it takes
-        in and gives out: when other racks draw blocks out of a rack that is not their home, the rack's uplink
-        carries them once more, in competition with the blocks only that rack can give (those it brought into
-        the DC), and those come out last. With every block served by its home rack, a rack's uplink carries out
-        only what entered the DC through it. A member stalled for `STEAL_AFTER` is shown everything by everyone
-        (`shown`), so a home rack that cannot serve holds nobody back for longer than that."""
+        in and gives out: when other racks draw blocks out of a rack that they could have had from elsewhere, its
+        uplink carries them once more, in competition with the blocks only that rack can give (those it brought
+        into the DC), and those come out last. In the tree a rack gives out a block only to its few children, and
+        a rack's uplink carries out about one copy in all however many racks the DC has (the home alone would
+        serve every other rack: a copy per rack). A member stalled for `STEAL_AFTER` is shown everything by
+        everyone (`shown`), so a parent rack that cannot serve holds its children back no longer than that."""
         view = self.view
         sender, taker = view.members.get(server), view.members.get(receiver)
         if (sender is None or taker is None or sender.location is None or taker.location is None
                 or view.level(server, receiver) is not Level.DC):
             return None
-        homes = self.dc.get(taker.location.dc)
-        if homes is None:
+        homes, racks = self.dc.get(taker.location.dc), self._racks.get(taker.location.dc)
+        if homes is None or not racks:
             return None
-        members = view.members
+        members, index = view.members, {rack: i for i, rack in enumerate(racks)}
+        given, taking = index.get(sender.location.rack), index.get(taker.location.rack)
+        if given is None or taking is None:  # a rack without representants yet: no tree to place it in
+            return None
 
-        def from_home(block: int) -> bool:
+        def from_parent(block: int) -> bool:
             entry = members.get(homes[block])
-            return entry is None or entry.location is None or entry.location == sender.location
+            home = None if entry is None or entry.location is None else index.get(entry.location.rack)
+            if home is None:
+                return True
+            step = (taking - home) % len(racks)  # the taker's place in the block's tree
+            return step > 0 and (given - home) % len(racks) == (step - 1) // HOME_FANOUT
 
-        return from_home
+        return from_parent
 
     def uplink_copies(self, location: Location) -> float:
         """Copies of the content this plan brings into a rack from outside it (1.0 when every block enters once)."""

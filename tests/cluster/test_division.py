@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from cluster.division import EntryPlan, SliceFirst, StallWatch, _even_quotas, slice_of
+from cluster.division import HOME_FANOUT, EntryPlan, SliceFirst, StallWatch, _even_quotas, slice_of
 from cluster.overlay import Level, Location, Member, Slot, View
 from swarm.core.picker import Mode, Picker
 
@@ -82,7 +82,8 @@ def test_across_racks_a_peer_sees_its_entries_each_from_the_rack_it_entered_the_
 
 
 def test_a_rack_gives_out_only_what_entered_the_dc_through_it():
-    """A rack's uplink carries out what it brought into the DC, not what other racks could give as well."""
+    """With three racks a rack's uplink carries out what it brought into the DC (the home rack is every other
+    rack's parent), not what other racks could give as well."""
     view = topology()
     plan = EntryPlan(view, 200)
     for server in ("r1a0", "r1a1", "r2a0", "r3a0", "r3a1"):
@@ -90,6 +91,39 @@ def test_a_rack_gives_out_only_what_entered_the_dc_through_it():
         for receiver in (n for n, m in view.members.items() if m.location not in (None, home)):
             shown = plan.shown(server, receiver) or frozenset()
             assert all(view.members[plan.root[b]].location == home for b in shown)
+
+
+@pytest.mark.parametrize("racks", [5, 10, 40])
+def test_between_many_racks_each_block_comes_from_one_parent_and_no_uplink_gives_more_than_the_fanout(racks):
+    """Five DC representants in the first five of many racks: were every block given out by its home rack, each of
+    those five would send a copy of its fifth to every other rack (7.8 copies up its uplink with 40 racks). In the
+    block's tree each rack gives a block to at most HOME_FANOUT others, and every entry of every rack is shown by
+    exactly one other rack."""
+    names = [f"r{i:02d}" for i in range(racks)]
+    members, holders = [Member("seed", None, 1.0, seeder=True)], {}
+    for rack in names:
+        members += [Member(f"{rack}a{i}", Location("d", rack)) for i in range(3)]
+        holders.update({Slot(Level.RACK, "d", rack, i): f"{rack}a{i}" for i in range(2)})
+    holders.update({Slot(Level.DC, "d", "", i): f"{rack}a0" for i, rack in enumerate(names[:5])})
+    view = View.of(members, holders)
+    blocks = 200
+    plan = EntryPlan(view, blocks)
+    given = dict.fromkeys(names, 0)
+    for rack in names:
+        for rep in (f"{rack}a0", f"{rack}a1"):
+            entries = {b for b, owner in enumerate(plan.rack[Location("d", rack)]) if owner == rep}
+            came_in_here = {b for b in entries if view.members[plan.root[b]].location.rack == rack}
+            parents: dict[int, set[str]] = {}
+            for other in names:
+                for server in (f"{other}a0", f"{other}a1") if other != rack else ():
+                    for block in plan.shown(server, rep) or ():
+                        parents.setdefault(block, set()).add(other)
+            assert set(parents) == entries - came_in_here, rack
+            assert all(len(p) == 1 for p in parents.values())
+            for (parent,) in parents.values():
+                given[parent] += 1
+    assert max(given.values()) <= HOME_FANOUT * blocks
+    assert sum(given.values()) == (racks - 1) * blocks  # one copy into every rack but the home
 
 
 @pytest.mark.parametrize("count, held, expected", [
