@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import dataclasses
 import random
-from collections.abc import Callable, Container, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 
 from swarm.content.manifest import Manifest
 from swarm.core.picker import ORIGIN, BlockState, Mode, Picker
-from swarm.core.policy import Cancel, Discard, Drop, PolicyConfig, Request, RequestPolicy
+from swarm.core.policy import Cancel, Discard, Drop, Either, PolicyConfig, Request, RequestPolicy
 from swarm.core.starts import START_TTL, NearerHolders, StartBook
 from swarm.core.trust import Trust
 from swarm.errors import HashMismatch, PeerError
@@ -98,21 +98,6 @@ FetchAction = Send | OriginFetch | OriginCancel | Close | Verified | Deliver | F
 
 # byte value -> its 8 bits as 8 bytes of 0/1, high bit first (wire order)
 _BITS = [bytes((value >> (7 - bit)) & 1 for bit in range(8)) for value in range(256)]
-
-
-class _HeldBack:
-    """Blocks not to ask a far source for: a nearer peer fetches (START) or holds them (`swarm.core.starts`)."""
-
-    __slots__ = ("starts", "nearer")
-
-    def __init__(self, starts: Container[int], nearer: Container[int]) -> None:
-        self.starts, self.nearer = starts, nearer
-
-    def __contains__(self, block: object) -> bool:
-        return block in self.nearer or block in self.starts
-
-    def __bool__(self) -> bool:
-        return True
 
 
 def bitfield_to_bytes(bitfield: wire.Bitfield) -> bytes:
@@ -370,7 +355,7 @@ class FetchCore:
         assert self.nearer is not None
         self.nearer.mute(snubbed)
         # The version the picker's memo keys on: a START let go, a holder forgotten or snubbed.
-        return (_HeldBack(self.starts.blocked(distance, now, snubbed), self.nearer.blocked(distance)),
+        return (Either(self.nearer.blocked(distance), self.starts.blocked(distance, now, snubbed)),
                 (self.starts.version, len(snubbed), self.nearer.version))
 
     def _span(self, block: int) -> tuple[int, int]:

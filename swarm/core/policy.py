@@ -51,7 +51,7 @@ from dataclasses import dataclass, field
 from swarm.core.picker import ORIGIN, Picker
 from swarm.core.trust import Trust
 
-__all__ = ["Request", "Cancel", "Drop", "Discard", "Action", "PolicyConfig", "RequestPolicy"]
+__all__ = ["Request", "Cancel", "Drop", "Discard", "Action", "Either", "PolicyConfig", "RequestPolicy"]
 
 Source = Hashable
 
@@ -125,8 +125,8 @@ class _SourceState:
     last_delivery: float = float("-inf")
 
 
-class _Either:
-    """A block to skip for either reason (non-empty, so the picker's "nothing to skip" memo is not used)."""
+class Either:
+    """A block to skip for either reason (always true, so the picker never reads it as "nothing to skip")."""
 
     __slots__ = ("a", "b")
 
@@ -433,7 +433,7 @@ class RequestPolicy:
             skip: Container[int] = state.avoid
             version = None
             if self.held_back is not None and (held := self.held_back(source, now)) is not None:
-                skip, version = (held[0], held[1]) if not state.avoid else (_Either(state.avoid, held[0]), None)
+                skip, version = (held[0], held[1]) if not state.avoid else (Either(state.avoid, held[0]), None)
             for block in self.picker.pick(source, free, skip=skip, spread=spread, skip_version=version):
                 state.outstanding[block] = deadline
                 heapq.heappush(self._timers, (deadline, next(self._seq), _REQUEST, source, block))
