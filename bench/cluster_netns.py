@@ -324,7 +324,7 @@ def link_phases(samples: list[tuple[float, int]], start: float, end: float, size
     last = next((t for t, n in inside if n >= inside[-1][1]), None)
     per_second = []
     for second in range(int(inside[-1][0]) + 1):
-        got, took = share_between([(t, n) for t, n in inside], second, second + 1)
+        got, took = share_between(inside, second, second + 1)
         per_second.append(round(got / took / rate, 3) if took else None)
     return {"first_byte_s": first, "last_byte_s": last, "end_s": round(end - start, 3),
             "wire_copies": round((inside[-1][1] - base) / size, 4), "use_per_second": per_second}

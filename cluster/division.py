@@ -163,12 +163,12 @@ class EntryPlan:
         key = (server, receiver)
         if key not in self._cache:
             owners = self.owners_for(server, receiver)
-            home = self._home_rack(server, receiver)
+            parent = self._from_parent_rack(server, receiver)
             self._cache[key] = None if owners is None else frozenset(
-                b for b, owner in enumerate(owners) if owner == receiver and (home is None or home(b)))
+                b for b, owner in enumerate(owners) if owner == receiver and (parent is None or parent(b)))
         return self._cache[key]
 
-    def _home_rack(self, server: str, receiver: str):
+    def _from_parent_rack(self, server: str, receiver: str):
         """Between racks of one DC, a block is shown only by the rack it comes from in its tree: the rack it entered
         the DC through (its home) is the root, and the DC's racks with representants, in name order rotated to
         start at the home, form a `HOME_FANOUT`-ary tree (with three racks, the home gives to both others).

@@ -103,9 +103,11 @@ async def test_uploads_take_from_the_group_of_the_peers_level():
         assert throttle.delay_for(100_000, now) == pytest.approx(1.0)
         assert throttle.consume(100_000, now + 1.0)
         assert server.groups[Level.DC].members == [incoming]
+        after_leave = asyncio.get_running_loop().create_future()
+        # done callbacks run in the order they were added: this one after the transport's, which leaves the group
+        incoming.closed.add_done_callback(lambda _closed: after_leave.set_result(None))
         incoming.abort()
-        await incoming.closed
-        await asyncio.sleep(0)  # the close callbacks run on the next turn of the loop
+        await after_leave
         assert server.groups[Level.DC].members == []
     finally:
         outgoing.abort()
