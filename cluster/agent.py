@@ -112,7 +112,9 @@ class Agent:
                                         candidates=self._candidates)
         self.service = SwarmService(self.store, {"tcp": self.transport}, self.discovery, linger=LINGER,
                                     provider_wait=PROVIDER_WAIT, node_id=self.node_id, shown=self._shown,
-                                    upload_throttle=self.transport.upload_throttle)
+                                    upload_throttle=self.transport.upload_throttle,
+                                    provider_refresh=(), provider_topup=config.reconcile,
+                                    provider_rank=self.provider_rank)
         # Learnt from the member records read (`learn`), merged, never shrunk: an agent's location does not
         # change, and after redis restarted empty a peer that has not rewritten its record yet would otherwise
         # count as "outside" for a period.
@@ -166,6 +168,13 @@ class Agent:
         """How far a peer is (rack 0, DC 1, outside 2): the engine leaves a block to a nearer peer that is fetching
         it (START) or holds it (nearest first) rather than ask a farther one (`swarm.core.starts`)."""
         return int(self.transport.level_of(connection.remote_address[0]))
+
+    def provider_rank(self, provider) -> int:
+        """Which providers a fetch takes first when it cannot take all: the nearest (rack, DC, outside). With
+        the engine's nearest first, a rack peer left out would let both of a rack's representants pull the same
+        blocks across the uplink; so the fetch also looks for new providers every reconcile period (a rack peer
+        announces when its fetch starts), not on the engine's DHT-paced schedule of up to 8 s."""
+        return int(self.transport.level_of(provider.host))
 
     def receive_rate(self) -> float:
         return self._rate

@@ -104,20 +104,27 @@ class SwarmService:
         node_id: bytes | None = None,
         shown: Shown | None = None,
         upload_throttle: UploadThrottle | None = None,
+        provider_refresh: tuple[float, ...] = PROVIDER_REFRESH,
+        provider_topup: float = PROVIDER_TOPUP,
+        provider_rank: Callable[[Provider], int] | None = None,
     ) -> None:
         """`node_id`: this node's id in every handshake (default: a random one), e.g. the cluster agent's id, so
         that a peer is one identity for the engine and for its caller. `shown`: what a served peer is shown, by
         that id (`swarm.core.serve.Shown`; None: everything), on every transport; `reveal()` after it changed.
         `upload_throttle(connection)`: the `swarm.core.throttle.Throttle` every BLOCK sent to a served peer is
-        taken from, asked per block (`swarm.service.node.UploadThrottle`; None: unlimited), on every transport."""
+        taken from, asked per block (`swarm.service.node.UploadThrottle`; None: unlimited), on every transport.
+        `provider_refresh` / `provider_topup`: when a running fetch looks for more providers (`refresh_providers`).
+        `provider_rank(provider)`: lower is preferred when not all providers found can join a fetch (`pick`, and
+        the refreshes), e.g. a cluster's nearer peers first; None: chosen at random."""
         if not transports:
             raise ValueError("at least one transport is needed")
         self.store = store
         self.discovery = discovery
         self.provider_wait = provider_wait
         self.fetch_peers = fetch_peers
-        self.provider_refresh: tuple[float, ...] = PROVIDER_REFRESH
-        self.provider_topup = PROVIDER_TOPUP
+        self.provider_refresh = provider_refresh
+        self.provider_topup = provider_topup
+        self.provider_rank = provider_rank
         self.counters = counters if counters is not None else ShareCounters()
         self.on_forget = on_forget  # told of a root evicted or lost by the store, before it is withdrawn
         self.nodes: dict[str, SwarmNode] = {}
@@ -217,12 +224,20 @@ class SwarmService:
         return max(1, min(self.fetch_peers, manifest.num_blocks + PEER_SPARE))
 
     def pick(self, providers: list[Provider], manifest: Manifest) -> list[Provider]:
-        """At most `peers_for(manifest)` providers for one download, chosen at random: were it always the first
-        ones found (discovery's answer order), every downloader would crowd the same peers."""
-        most = self.peers_for(manifest)
-        if len(providers) <= most:
-            return providers
-        return random.sample(providers, most)
+        """At most `peers_for(manifest)` providers for one download, chosen at random (the best ranked first,
+        with `provider_rank`): were it always the first ones found (discovery's answer order), every downloader
+        would crowd the same peers."""
+        return self._choose(providers, self.peers_for(manifest), self.provider_rank)
+
+    @staticmethod
+    def _choose(found: list[T], most: int, rank: Callable[[T], int] | None = None) -> list[T]:
+        """At most `most` of `found`: at random, or the lowest `rank` first and at random among equals."""
+        if len(found) <= most:
+            return list(found)
+        chosen = random.sample(found, len(found))
+        if rank is not None:
+            chosen.sort(key=rank)  # stable: random among equal ranks
+        return chosen[:most]
 
     async def providers(self, root: bytes, enough: int | None = None) -> list[Provider]:
         """Providers of `root` found within `provider_wait` s, stopping at `enough` (default: the pool); never
@@ -369,17 +384,16 @@ class SwarmService:
             if peers < wanted:
                 self._join(node, root, await self._fresh(root, transport, known), wanted - peers, known)
 
-    async def _fresh(self, root: bytes, transport: str, known: set[tuple[str, int]]) -> list[tuple[str, int]]:
-        return [p.address for p in await self.providers(root)
+    async def _fresh(self, root: bytes, transport: str, known: set[tuple[str, int]]) -> list[Provider]:
+        return [p for p in await self.providers(root)
                 if p.address not in known and self.transport_for(p) == transport]
 
-    @staticmethod
-    def _join(node: SwarmNode, root: bytes, fresh: list[tuple[str, int]], most: int,
+    def _join(self, node: SwarmNode, root: bytes, fresh: list[Provider], most: int,
               known: set[tuple[str, int]]) -> None:
-        fresh = random.sample(fresh, min(len(fresh), most))
-        known.update(fresh)
-        if fresh and node.add_peers(root, fresh):
-            log.debug("%d more provider(s) join the fetch of %s", len(fresh), root.hex()[:16])
+        joining = [p.address for p in self._choose(fresh, most, self.provider_rank)]
+        known.update(joining)
+        if joining and node.add_peers(root, joining):
+            log.debug("%d more provider(s) join the fetch of %s", len(joining), root.hex()[:16])
 
     # -- sharing (swarm.service.shares) ----------------------------------------------------------------------------
 

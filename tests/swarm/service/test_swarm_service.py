@@ -258,6 +258,46 @@ async def test_at_most_fetch_peers_providers_are_used_and_they_are_picked_at_ran
         await service.stop()
 
 
+async def test_with_a_rank_the_best_ranked_providers_are_picked_and_equals_at_random(world):
+    near = {7001, 7004, 7007}  # rank 0; the others rank 1
+    service = await started(world, fetch_peers=4, provider_rank=lambda p: 0 if p.port in near else 1)
+    try:
+        manifest = await shared(service)
+        await _providers(world, manifest, 10)
+        found = await service.providers(manifest.root)
+        fourth = set()
+        for _ in range(20):
+            ports = {provider.port for provider in service.pick(found, manifest)}
+            assert len(ports) == 4 and near <= ports  # every near one, whatever the discovery's order
+            fourth |= ports - near
+        assert len(fourth) > 1  # the fourth among the far ones at random (always the same: p = 7**-19)
+    finally:
+        await service.stop()
+
+
+async def test_with_a_rank_the_refreshes_join_the_best_ranked_providers_first(world):
+    service = await started(world, fetch_peers=2, provider_refresh=(0.0,), provider_topup=0.0,
+                            provider_rank=lambda p: 0 if p.port == 7005 else 1)
+    try:
+        manifest = await shared(service)
+        await _providers(world, manifest, 6)
+        added = []
+
+        class Node:
+            def add_peers(self, root, peers):
+                added.append(list(peers))
+                return len(peers)
+
+            def peer_count(self, root):
+                return None
+
+        for _ in range(5):  # one may join each time: the near one, not one of five at random (p = 5**-5)
+            await service.refresh_providers(Node(), "tcp", manifest.root, {("127.0.0.1", 7000)}, 1)
+        assert added == [[("127.0.0.1", 7005)]] * 5
+    finally:
+        await service.stop()
+
+
 async def test_all_providers_are_used_when_there_are_no_more_than_fetch_peers(world):
     service = await started(world, fetch_peers=3)
     try:
