@@ -30,10 +30,12 @@ import ipaddress
 import logging
 import random
 import threading
+from collections import Counter
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from swarm.content.manifest import Manifest
+from swarm.content.merkle import block_count
 from swarm.core.serve import Shown
 from swarm.errors import FetchFailed, PeerError, StoreError, SwarmError, TransportError
 from swarm.net.transport import Transport
@@ -221,7 +223,10 @@ class SwarmService:
         PEER_SPARE. Each peer is asked for different blocks, so a 7-block file gains nothing from a 16th
         peer, while each connection costs both sides a handshake and a bitfield (in the lab's 20/s crowd,
         peer connections were about a tenth of a node's CPU)."""
-        return max(1, min(self.fetch_peers, manifest.num_blocks + PEER_SPARE))
+        return self._peers_for_blocks(manifest.num_blocks)
+
+    def _peers_for_blocks(self, num_blocks: int) -> int:
+        return max(1, min(self.fetch_peers, num_blocks + PEER_SPARE))
 
     def pick(self, providers: list[Provider], manifest: Manifest) -> list[Provider]:
         """At most `peers_for(manifest)` providers for one download, chosen at random (the best ranked first,
@@ -260,14 +265,27 @@ class SwarmService:
     async def claims(self, key: bytes, *, timeout: float
                      ) -> tuple[Sequence[ManifestSummary], dict[bytes, list[Provider]]] | None:
         """Every publisher's summary under `key`, and the providers of (up to CLAIM_ROOTS of) the roots they
-        name; None without discovery, or when it failed or took more than `timeout` s."""
+        name; None without discovery, or when it failed or took more than `timeout` s.
+
+        A root's provider lookup stops once it has found as many as one download of it uses (`peers_for`, by its
+        summary's size): the storing nodes answer with their records shuffled, so the first found are a random
+        few, and the download's refreshes bring in more; waiting for the lookup to end would add its slowest
+        storing node's time (a busy host's timeout, in a crowd) to every download's first byte."""
         if self.discovery is None:
             return None
         try:
             async with asyncio.timeout(timeout):
                 summaries = await self.discovery.get_manifests(key)
-                candidates = list({s.content_root for s in summaries} - {IN_PROGRESS_ROOT})[:CLAIM_ROOTS]
-                providers = await asyncio.gather(*(self.providers(root) for root in candidates))
+                wanted: dict[bytes, int] = {}
+                vouchers: Counter[bytes] = Counter()
+                for summary in summaries:
+                    if summary.content_root != IN_PROGRESS_ROOT and summary.block_size > 0:
+                        blocks = block_count(summary.size, summary.block_size)
+                        wanted.setdefault(summary.content_root, self._peers_for_blocks(blocks))
+                        vouchers[summary.content_root] += 1
+                # The most vouched-for roots first: one a quorum may accept is not crowded out by a liar's many.
+                candidates = [root for root, _ in vouchers.most_common(CLAIM_ROOTS)]
+                providers = await asyncio.gather(*(self.providers(root, wanted[root]) for root in candidates))
         except (asyncio.TimeoutError, *self.discovery.errors) as exc:
             log.info("manifest lookup of %s failed: %s", key.hex()[:16], exc or type(exc).__name__)
             return None

@@ -17,7 +17,7 @@ from swarm.net.memory import MemoryNetwork, MemoryTransport
 from swarm.service.discovery import ManifestClaim, TransportFlags
 from swarm.service.node import SwarmNode
 from swarm.service.store_work import BytesBody, fill_entry
-from swarm.service.swarm_service import PEER_SPARE, SwarmService
+from swarm.service.swarm_service import CLAIM_ROOTS, PEER_SPARE, SwarmService
 from swarm.store.memory import MemoryBlockStore
 from tests.swarm.service.fake_timers import FakeTimers
 
@@ -359,6 +359,44 @@ async def test_claims_under_a_key_come_with_the_providers_of_their_roots(world):
         assert {s.publisher_id for s in summaries} == {p.node_id for p in publishers}
         assert {p.node_id for p in providers[manifest.root]} == {p.node_id for p in publishers}
         assert await service.claims(hashlib.sha256(b"nobody").digest(), timeout=5) == ([], {})
+    finally:
+        await service.stop()
+
+
+async def test_a_claims_lookup_stops_at_the_providers_one_download_uses(world):
+    """It does not wait for the provider lookup to end (a busy storing node's timeout, in a crowd)."""
+    class Slow(FakeDiscovery):
+        async def find_providers(self, root):
+            async for found in super().find_providers(root):
+                yield found
+            await asyncio.sleep(3600)  # the lookup's last storing node never answers
+
+    service = await started(world, discovery=Slow(world[1]), provider_wait=3600, fetch_peers=16)
+    try:
+        manifest, _ = build_manifest([DATA], len(DATA))
+        publishers = await _providers(world, manifest, manifest.num_blocks + 5)
+        for publisher in publishers[:2]:
+            await publisher.put_manifest(KEY, ManifestClaim(manifest.root, manifest.size, manifest.block_size, b"v"))
+        _, providers = await service.claims(KEY, timeout=5)
+        assert len(providers[manifest.root]) == service.peers_for(manifest) == manifest.num_blocks + 2
+    finally:
+        await service.stop()
+
+
+async def test_the_roots_vouched_for_most_are_looked_up_first(world):
+    service = await started(world)
+    try:
+        manifest, _ = build_manifest([DATA], len(DATA))
+        publishers = await _providers(world, manifest, 2)
+        for publisher in publishers:
+            await publisher.put_manifest(KEY, ManifestClaim(manifest.root, manifest.size, manifest.block_size, b"v"))
+        for index in range(8):  # a liar with many keys, each vouching for another root once
+            liar = FakeDiscovery(world[1])
+            root = hashlib.sha256(b"lie %d" % index).digest()
+            await liar.put_manifest(KEY, ManifestClaim(root, manifest.size, manifest.block_size, b"v"))
+        summaries, providers = await service.claims(KEY, timeout=5)
+        assert len(summaries) == 10 and len(providers) == CLAIM_ROOTS
+        assert {p.node_id for p in providers[manifest.root]} == {p.node_id for p in publishers}
     finally:
         await service.stop()
 
