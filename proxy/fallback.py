@@ -27,7 +27,7 @@ from .download_settings import DownloadSettings
 from .engine import Found, Miss, SwarmEngine, url_key
 from .errors import ClientGone
 from .origin import OriginStream, describe_failure, head
-from .origin_head import describe, range_request, synthesized_headers
+from .origin_head import OriginHead, describe, range_request, synthesized_headers
 from .parking import ParkingSettings
 from .publish_gate import request_gate
 from .ranges import parse_range
@@ -139,6 +139,7 @@ class _Download:
         self.chunks = None  # the block engine's verified chunks, once the swarm runs
         self.vouches: SpoolVouches | None = None  # said it fetches from the origin: vouches segment by segment
         self.segmented = False  # taken segment by segment (`StartSegments`)
+        self.origin_head: OriginHead | None = None  # the origin's answer to our GET, once it came
         self.ledger = Ledger(owner, str(url), record, self.core)
         # What is awaited, in the order the events are fed when several are ready at once: a HEAD's answer before
         # the lookup it qualifies, the origin before the lookup (its own answer beats a manifest's) and before
@@ -211,8 +212,9 @@ class _Download:
                 return core.swarm_data(value, now)
             return core.swarm_end(now) if kind == "end" else core.swarm_failed(value, now)
         if kind == "head":
-            return core.origin_head(describe(str(self.url), self.request.headers, value.status, value.headers,
-                                             value.raw_headers), now)
+            self.origin_head = describe(str(self.url), self.request.headers, value.status, value.headers,
+                                        value.raw_headers)
+            return core.origin_head(self.origin_head, now)
         if kind == "head_failed":
             return core.origin_head_failed(value, now)
         if kind == "data":
@@ -360,7 +362,7 @@ class _Download:
         try:
             found = await self.engine.find(str(self.url), known_size=core.size, known_validator=core.validator,
                                            published=core.published, content_type=core.content_type,
-                                           headless=headless)
+                                           headless=headless, origin_head=lambda: self.origin_head)
         except Exception as exc:
             log.warning("a swarm lookup failed: %r", exc)
             found = Miss("lookup-failed")

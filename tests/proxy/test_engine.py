@@ -12,8 +12,9 @@ import pytest
 from dht.discovery import FakeDiscovery, FakeDiscoveryNetwork, Provider
 from dht.records import KIND_PROVIDER, Transport
 from proxy.demo.local_swarm import Cluster
-from proxy.engine import Found, Miss, SwarmEngine, url_key
-from proxy.manifest_trust import parse_trust
+from proxy.engine import Found, Miss, SwarmEngine, agreed_manifest, url_key
+from proxy.manifest_trust import AgreedManifest, parse_trust
+from proxy.origin_head import OriginHead
 from proxy.spool import Spool
 from swarm.net.memory import MemoryNetwork, MemoryTransport
 from swarm.service.discovery import IN_PROGRESS_ROOT, ManifestClaim
@@ -293,6 +294,52 @@ async def test_a_url_vouched_for_by_a_quorum_is_found_with_the_manifest_from_a_p
         other = await engine.find(URL, known_validator='"v2"')  # the claims are of another version
         assert isinstance(other, Miss) and str(other) == "inconsistent (0 publishers)"
         assert engine.counters.manifests_rejected == 1
+    finally:
+        await engine.stop()
+        await seeder.stop()
+
+
+def head(size=len(DATA), validator='"v1"', content_type="text/plain", content_encoding=None) -> OriginHead:
+    return OriginHead(status=200, swarmable=True, reason=None, size=size, validator=validator, start=0, end=size,
+                      content_type=content_type, content_encoding=content_encoding)
+
+
+AGREED = AgreedManifest(hashlib.sha256(b"root").digest(), len(DATA), 16384, b'"v1"')
+
+
+@pytest.mark.parametrize("answer, made", [
+    (None, False),  # the origin has not answered yet: ask a provider
+    (head(), True),
+    (head(content_type=None, content_encoding="gzip"), True),
+    (head(size=len(DATA) - 1), False),  # another version at the origin
+    (head(validator='"v2"'), False),
+    (head(validator=None), False),
+    (head(content_type="text/plain\r\nSet-Cookie: x"), False),  # no manifest carries that: ask a provider
+])
+def test_a_manifest_is_made_from_the_agreed_fields_and_the_origins_answer(answer, made):
+    manifest = agreed_manifest(URL, AGREED, answer)
+    assert (manifest is not None) == made
+    if made:
+        assert (manifest.root, manifest.size, manifest.block_size, manifest.url, manifest.validator) == \
+            (AGREED.content_root, AGREED.size, AGREED.block_size, URL, '"v1"')
+        assert (manifest.content_type, manifest.content_encoding) == (answer.content_type, answer.content_encoding)
+
+
+async def test_with_the_origins_answer_a_quorum_manifest_needs_no_provider_to_give_it(world, tmp_path):
+    seeder = await started_engine(world, tmp_path / "seeder", host="127.0.0.1")
+    engine = await started_engine(world, tmp_path)
+    try:
+        manifest = await ingest(seeder, tmp_path / "seeder", publish=False)
+        second = FakeDiscovery(world[1], external_host="127.0.0.2")
+        for publisher in (seeder.discovery, second):
+            await publisher.put_manifest(url_key(URL), ManifestClaim(
+                manifest.root, manifest.size, manifest.block_size, b'"v1"'))
+        await seeder.stop()  # its announcement stays in the fake DHT, but nobody answers there now
+        missing = await engine.find(URL, known_size=len(DATA), known_validator='"v1"')
+        assert missing == Miss("no-manifest", "no provider gave one matching the record")
+        found = await engine.find(URL, known_size=len(DATA), known_validator='"v1"', origin_head=lambda: head())
+        assert isinstance(found, Found) and found.source == "quorum" and found.manifest == manifest
+        assert [p.node_id for p in found.providers] == [seeder.discovery.node_id]
     finally:
         await engine.stop()
         await seeder.stop()
