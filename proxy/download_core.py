@@ -6,7 +6,7 @@ chunks, end or failure, the timer — and executes the actions each call returns
 when to call `timer(now)`. The phases (HEAD, HEADLESS, WAIT, STREAM, SWITCHED, MERGE, DONE) are described in
 docs/ARCHITECTURE.md, "The download".
 
-Parking (`proxy.parking`): a download that would still run at its early lookup looks the URL up at its head; if
+Parking (`proxy.download_parking`, settings in `proxy.parking`): a download that would still run at its early lookup looks the URL up at its head; if
 enough independent others already fetch it from the origin it leaves the origin to them (at once, or when a later
 lookup finds them) and waits for their vouches; else it says it fetches too (`ClaimFetching`). A file of several
 segments is then taken segment by segment (`StartSegments`, `proxy.segment_swarm`) instead of waiting whole.
@@ -18,19 +18,19 @@ ended short; the request's bookkeeping (`Account`, `HandOver`) happens once, bef
 
 from __future__ import annotations
 
-import enum
 from typing import TYPE_CHECKING
 
 from swarm.content.manifest import MAX_BLOCK_SIZE, choose_block_size
-from swarm.content.segments import segmented
 
-from .download_actions import (Account, Action, ClaimFetching, CloseOrigin, Cut, Deliver, EndClaim, Fail, Finish,
-                               HandOver, Note, OpenSpool, OriginComplete, RejectManifest, RelayAsIs, RelayHead,
-                               ReopenOrigin, Respond, Source, StartHead, StartLookup, StartSegments, StartSwarm,
-                               StopHead, StopLookup, StopSwarm, SwarmError, Switch)
+from .download_actions import (Account, Action, ClaimFetching, CloseOrigin, Cut, Deliver, Fail, Finish, HandOver, Note,
+                               OpenSpool, OriginComplete, RejectManifest, RelayAsIs, RelayHead, ReopenOrigin, Respond,
+                               Source, StartHead, StartLookup, StartSwarm, StopHead, StopLookup, StopSwarm, SwarmError,
+                               Switch)
+from .download_parking import ParkingSteps
 from .download_settings import DownloadSettings
+from .download_state import Phase, Producer
 from .origin_head import UNVOUCHED_TYPE, BodyDigest, OriginHead, client_range, late_start, resumed_start, same_version
-from .transition import CROWD_CAUSE, DIED_CAUSE, FETCHING_CAUSE, T_CAUSE, TransitionPolicy
+from .transition import CROWD_CAUSE, DIED_CAUSE, T_CAUSE, TransitionPolicy
 
 if TYPE_CHECKING:
     from .engine import Found
@@ -39,24 +39,7 @@ if TYPE_CHECKING:
 TAIL_LIMIT = MAX_BLOCK_SIZE
 
 
-class Phase(enum.Enum):
-    HEAD = "head"
-    HEADLESS = "headless"
-    WAIT = "wait"
-    STREAM = "stream"
-    SWITCHED = "switched"
-    MERGE = "merge"
-    DONE = "done"
-
-
-class _Producer(enum.Enum):
-    NONE = "none"  # never started
-    HEAD_PENDING = "head pending"  # the origin's request is sent, its head not yet here
-    RUNNING = "running"
-    GONE = "gone"
-
-
-class DownloadCore:
+class DownloadCore(ParkingSteps):
     """One fallback download's decisions; see the module docstring. Every event method returns actions."""
 
     def __init__(self, settings: DownloadSettings, *, range_header: str | None = None,
@@ -65,10 +48,10 @@ class DownloadCore:
         self.range_header, self.if_range = range_header, if_range  # the client's, for a headless answer
         self.policy: TransitionPolicy = settings.transition.policy()
         self.phase = Phase.HEAD
-        self.origin = _Producer.HEAD_PENDING
+        self.origin = Producer.HEAD_PENDING
         self.origin_offset = 0  # where the origin's next body byte belongs in the representation
         self.origin_error: object = None  # why the origin's request failed, before its head
-        self.swarm = _Producer.NONE
+        self.swarm = Producer.NONE
         self.position = 0  # the next byte the client gets
         self.end = 0
         # What the origin (or a manifest) said of the representation.
@@ -113,11 +96,11 @@ class DownloadCore:
 
     @property
     def wants_origin(self) -> bool:
-        return not self.done and self.origin in (_Producer.HEAD_PENDING, _Producer.RUNNING)
+        return not self.done and self.origin in (Producer.HEAD_PENDING, Producer.RUNNING)
 
     @property
     def wants_swarm(self) -> bool:
-        return not self.done and self.swarm is _Producer.RUNNING
+        return not self.done and self.swarm is Producer.RUNNING
 
     def next_deadline(self) -> float | None:
         if self.phase is Phase.HEAD:
@@ -140,7 +123,7 @@ class DownloadCore:
 
     def origin_head(self, head: OriginHead, now: float) -> list[Action]:
         """The origin's response head arrived (of the first GET, or of a reopened Range request)."""
-        if self.origin is not _Producer.HEAD_PENDING:
+        if self.origin is not Producer.HEAD_PENDING:
             return []
         if self.phase is Phase.HEAD:
             self.policy.on_bytes(head.head_size, now)
@@ -155,9 +138,9 @@ class DownloadCore:
         if self.phase is Phase.SWITCHED:  # the origin reopened after parking
             start = resumed_start(head, self.size, self.validator, self.promised_start)
             if isinstance(start, str):
-                self.origin = _Producer.GONE
+                self.origin = Producer.GONE
                 return [CloseOrigin(f"the origin's answer after waiting cannot be used: {start}")]
-            self.origin, self.origin_offset = _Producer.RUNNING, start
+            self.origin, self.origin_offset = Producer.RUNNING, start
             return []
         if self.phase is Phase.MERGE:  # a late answer, used only if it is the representation we serve
             if head.status in (200, 206):
@@ -165,16 +148,16 @@ class DownloadCore:
             start = late_start(head, self.found.manifest, self.promised_start) if self.found else \
                 resumed_start(head, self.size, self.validator, self.promised_start)
             if isinstance(start, str):
-                self.origin = _Producer.GONE
+                self.origin = Producer.GONE
                 return [CloseOrigin(f"origin stream gone during the swarm download: {start}")] + self._starved()
-            self.origin, self.origin_offset = _Producer.RUNNING, start
+            self.origin, self.origin_offset = Producer.RUNNING, start
         return []
 
     def origin_head_failed(self, error: object, now: float) -> list[Action]:
         """The origin's request failed before its head (unreachable, refused, timed out)."""
-        if self.origin is not _Producer.HEAD_PENDING:
+        if self.origin is not Producer.HEAD_PENDING:
             return []
-        self.origin, self.origin_error = _Producer.GONE, error
+        self.origin, self.origin_error = Producer.GONE, error
         if self.phase in (Phase.HEAD, Phase.WAIT):
             self.phase = Phase.DONE
             return [Fail(error)]
@@ -183,7 +166,7 @@ class DownloadCore:
         return []  # HEADLESS: the lookup decides
 
     def origin_data(self, data: bytes, now: float) -> list[Action]:
-        if self.origin is not _Producer.RUNNING or not data:
+        if self.origin is not Producer.RUNNING or not data:
             return []
         offset = self.origin_offset
         self.origin_offset += len(data)
@@ -198,7 +181,7 @@ class DownloadCore:
         if self.phase is not Phase.MERGE:
             return []
         if offset > self.position:  # a stream that starts past us (another range): unusable
-            self.origin = _Producer.GONE
+            self.origin = Producer.GONE
             return [CloseOrigin(f"the origin's answer starts at {offset}, past {self.position}; dropping it")] \
                 + self._starved()
         if offset + len(data) <= self.position:
@@ -260,7 +243,7 @@ class DownloadCore:
             return self._unpark(now)
         if (parked := self._park_if(others, ahead, now)) is not None:  # switched, still reading the origin
             return parked
-        if self.origin is _Producer.GONE:
+        if self.origin is Producer.GONE:
             return self._cut(f"origin_cut: the origin broke off after {self.position} bytes and no peer has the rest")
         wait = self.settings.repoll[min(self.polls, len(self.settings.repoll) - 1)]
         self.polls += 1
@@ -268,7 +251,7 @@ class DownloadCore:
         return [Note(f"no usable manifest or provider yet; the origin goes on, asking again in {wait:g} s", False)]
 
     def swarm_data(self, data: bytes, now: float) -> list[Action]:
-        if self.swarm is not _Producer.RUNNING or self.phase is not Phase.MERGE or not data:
+        if self.swarm is not Producer.RUNNING or self.phase is not Phase.MERGE or not data:
             return []
         actions: list[Action] = []
         if self.check:
@@ -276,7 +259,7 @@ class DownloadCore:
             expected, self.check = self.check, b""
             if bytes(data[lo:lo + len(expected)]) != expected:
                 assert self.found is not None
-                self.swarm, self.swarm_position = _Producer.GONE, -1  # nothing of it is kept or shared
+                self.swarm, self.swarm_position = Producer.GONE, -1  # nothing of it is kept or shared
                 self.swarm_error = "manifest_mismatch: peers' content differs from the origin's"
                 actions += [RejectManifest(self.found.source), StopSwarm(), SwarmError(self.swarm_error)]
                 return actions + self._reopen() + self._starved()
@@ -292,15 +275,15 @@ class DownloadCore:
         return actions
 
     def swarm_end(self, now: float) -> list[Action]:
-        if self.swarm is not _Producer.RUNNING:
+        if self.swarm is not Producer.RUNNING:
             return []
-        self.swarm = _Producer.GONE
+        self.swarm = Producer.GONE
         return self._starved()
 
     def swarm_failed(self, reason: str, now: float) -> list[Action]:
-        if self.swarm is not _Producer.RUNNING:
+        if self.swarm is not Producer.RUNNING:
             return []
-        self.swarm = _Producer.GONE
+        self.swarm = Producer.GONE
         self.swarm_error = f"swarm_failed: {reason}"
         return [Note(f"swarm download failed: {reason}"), SwarmError(self.swarm_error)] + self._reopen() \
             + self._starved()
@@ -308,7 +291,7 @@ class DownloadCore:
     def abort(self) -> list[Action]:
         """The shell is leaving (done, cut, client gone, stopping): what must still happen, once."""
         actions = self._stop_lookups()
-        if self.swarm is not _Producer.NONE and not self.handed_over:
+        if self.swarm is not Producer.NONE and not self.handed_over:
             actions += self._hand_over(swarm_done=False)
         self.phase = Phase.DONE
         return actions
@@ -316,7 +299,7 @@ class DownloadCore:
     # -- internals -----------------------------------------------------------------------------------------------
     def _relay(self, head: OriginHead, now: float) -> list[Action]:
         """Relay the origin's answer; watch it if it may be swarmed."""
-        self.origin = _Producer.RUNNING
+        self.origin = Producer.RUNNING
         if not head.swarmable or head.end is None:
             self.policy.finish()
             self.phase = Phase.DONE
@@ -387,9 +370,9 @@ class DownloadCore:
         return actions
 
     def _origin_gone(self, reason: str, now: float) -> list[Action]:
-        if self.origin is not _Producer.RUNNING:
+        if self.origin is not Producer.RUNNING:
             return []
-        self.origin = _Producer.GONE
+        self.origin = Producer.GONE
         if self.phase is Phase.STREAM:
             return self._switch(DIED_CAUSE, reason)
         if self.phase is Phase.SWITCHED:
@@ -419,7 +402,7 @@ class DownloadCore:
             else:
                 described = (head.content_type, head.content_encoding)
         if found is None:
-            if self.origin is _Producer.GONE:
+            if self.origin is Producer.GONE:
                 self.phase = Phase.DONE
                 return actions + [Fail(self.origin_error)]
             self.phase = Phase.WAIT
@@ -453,10 +436,10 @@ class DownloadCore:
         self.phase = Phase.MERGE
         manifest = self.found.manifest
         actions = self._stop_lookups()
-        if self.origin is _Producer.RUNNING and self.hinted and self.ranges and self.found.source == "origin":
+        if self.origin is Producer.RUNNING and self.hinted and self.ranges and self.found.source == "origin":
             # The origin asks us to swarm and serves ranges: its stream would send every client the same prefix.
             # The Range source takes blocks nobody has; a failed swarm reopens the stream where delivery got to.
-            self.origin, self.reopen = _Producer.GONE, True
+            self.origin, self.reopen = Producer.GONE, True
             actions.append(CloseOrigin())
         block, position = manifest.block_size, self.position
         check_from = max(self.tail_end - len(self.tail), 0)
@@ -467,62 +450,16 @@ class DownloadCore:
         self.check = bytes(self.tail[max(self.fetch_start - check_from, 0):]) if self.tail_end == position else b""
         self.check_at = position - len(self.check)
         self.tail.clear()
-        self.swarm, self.swarm_position = _Producer.RUNNING, self.fetch_start
+        self.swarm, self.swarm_position = Producer.RUNNING, self.fetch_start
         return actions + [StartSwarm(self.found, self.fetch_start, self.end)]
-
-    def _may_park(self) -> bool:
-        """Can this download leave the origin for the fetchers, and come back to where it is if they fail it?"""
-        return (self.settings.parking.after > 0 and self.phase in (Phase.STREAM, Phase.SWITCHED) and self.ranges
-                and self.origin is _Producer.RUNNING and bool(self.validator) and self.parked_at is None
-                and self.position < self.end)
-
-    def _park_if(self, others: int, ahead: int, now: float) -> list[Action] | None:
-        """Park if enough others fetch it. One that said it fetches too steps back for those ahead of it (holders,
-        and claimers of smaller ids, ordered alike by every node): arrivals closer than a claim takes to land all
-        claimed, and each more reader of the whole file divides the origin for all."""
-        if not self._may_park() or (ahead if self.claimed else others) < self.settings.parking.after:
-            return None
-        actions: list[Action] = [EndClaim()] if self.claimed else []
-        self.claimed = False
-        return actions + self._park(ahead if actions else others, now)
-
-    def _park(self, others: int, now: float) -> list[Action]:
-        parking, first, got = self.settings.parking, self.policy.first_byte_at, self.delivered[Source.ORIGIN]
-        rate = got / (now - first) if got and first is not None and now > first else self.policy.min_rate
-        wait = parking.wait(remaining=self.end - self.position, rate=rate)
-        why = f"{others} independent other{'s' if others != 1 else ''} fetch it from the origin"
-        actions: list[Action] = [] if self.phase is Phase.SWITCHED else [
-            Switch(FETCHING_CAUSE, self.position, f"{why}; waiting for their vouches")]
-        self.phase, self.parked_at = Phase.SWITCHED, now
-        self.origin, self.reopen = _Producer.GONE, True
-        if self.spool_block and self.size and segmented(self.size, self.spool_block):
-            # Segment by segment: from peers once vouched, before anyone has it all (`proxy.segment_swarm`).
-            self.phase, self.swarm, self.swarm_position = Phase.MERGE, _Producer.RUNNING, self.position
-            self.fetch_start = self.position
-            return actions + self._stop_lookups() + [
-                CloseOrigin(f"{why}: taking it segment by segment, from their vouches or the origin's ranges"),
-                StartSegments(self.position, self.end, self.spool_block, rate)]
-        self.parked_until, self.lookup_at = now + wait, now + parking.poll
-        return actions + [CloseOrigin(f"{why}: leaving the origin to them for up to {wait:.3g} s")]
-
-    def _unpark(self, now: float) -> list[Action]:
-        """No vouched manifest in time: the origin again from the delivery point; lookups go on as after a switch."""
-        assert self.validator is not None
-        self.parked_until, self.reopen = None, False
-        self.origin, self.promised_start = _Producer.HEAD_PENDING, self.position
-        wait = self.settings.repoll[min(self.polls, len(self.settings.repoll) - 1)]
-        self.polls += 1
-        self.lookup_at = now + wait
-        return [Note("the fetchers' vouches did not come in time; back to the origin"),
-                ReopenOrigin(self.position, self.end, self.validator)]
 
     def _reopen(self) -> list[Action]:
         """After a swarm failure: the origin again from the delivery point, if we had closed it ourselves."""
-        if not self.reopen or self.origin is not _Producer.GONE:
+        if not self.reopen or self.origin is not Producer.GONE:
             return []
         assert self.validator is not None
         self.reopen = False
-        self.origin, self.promised_start = _Producer.HEAD_PENDING, self.position
+        self.origin, self.promised_start = Producer.HEAD_PENDING, self.position
         return [ReopenOrigin(self.position, self.end, self.validator)]
 
     def _starved(self) -> list[Action]:
@@ -536,8 +473,8 @@ class DownloadCore:
         """The last piece is here. Clean up before it goes out: a client holding the whole body may hang up at
         once, and its request record must be complete by then."""
         actions: list[Action] = []
-        if self.origin is not _Producer.GONE:
-            self.origin = _Producer.GONE
+        if self.origin is not Producer.GONE:
+            self.origin = Producer.GONE
             actions.append(CloseOrigin())
         if self.digest and self.digest.disagrees():  # the manifest's bytes are not what the origin serves
             self.publishable, self.swarm_position = False, -1  # nothing of it is kept or shared
@@ -553,7 +490,7 @@ class DownloadCore:
 
     def _hand_over(self, *, swarm_done: bool) -> list[Action]:
         self.handed_over = True
-        self.swarm = _Producer.GONE
+        self.swarm = Producer.GONE
         # The swarm is stopped first: stopping fills its report, which Account reads.
         return [StopSwarm(), Account(self.delivered[Source.SWARM]),
                 HandOver(self.found.manifest if self.found else None, self.fetch_start, swarm_done, self.publishable)]
@@ -562,7 +499,7 @@ class DownloadCore:
         """The origin delivered the last byte (the response's `end`)."""
         self.policy.finish()
         self.phase = Phase.DONE
-        self.origin = _Producer.GONE
+        self.origin = Producer.GONE
         actions = self._stop_lookups()
         if self.digest and self.digest.disagrees():  # the origin's own bytes: relayed as they are, never shared
             self.publishable = False

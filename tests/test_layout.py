@@ -35,7 +35,7 @@ CORE_PACKAGES = ("swarm.core", "swarm.content")
 CORE_MODULES = (
     "swarm.net.wire", "swarm.net.decoder",
     "proxy.transition", "proxy.adaptive", "proxy.parking", "proxy.download_settings", "proxy.download_core",
-    "proxy.download_actions", "proxy.origin_head",
+    "proxy.download_parking", "proxy.download_state", "proxy.download_actions", "proxy.origin_head",
     "proxy.publish_gate", "proxy.url_privacy", "proxy.ranges",
     "dht.attestation", "dht.announcements", "dht.routing", "dht.records", "dht.networks",
     "cluster.overlay", "cluster.throttle", "cluster.division", "cluster.records", "cluster.scope",

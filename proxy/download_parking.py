@@ -1,0 +1,72 @@
+"""Parking, the fallback download's steps for leaving the origin to others (`proxy.parking` has its settings).
+
+A download that would still run at its early lookup looks the URL up at its head; if enough independent others
+already fetch it from the origin it leaves the origin to them (at once, or when a later lookup finds them) and
+waits for their vouches, or takes a file of several segments segment by segment (`StartSegments`). These are
+methods of `proxy.download_core.DownloadCore`, kept here to keep that module readable: they read and set its state.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from swarm.content.segments import segmented
+
+from .download_actions import Action, CloseOrigin, EndClaim, Note, ReopenOrigin, Source, StartSegments, Switch
+from .download_state import Phase, Producer
+from .transition import FETCHING_CAUSE
+
+if TYPE_CHECKING:
+    from .download_core import DownloadCore
+
+__all__ = ["ParkingSteps"]
+
+
+class ParkingSteps:
+    """Mixed into `DownloadCore`."""
+
+    def _may_park(self: DownloadCore) -> bool:
+        """Can this download leave the origin for the fetchers, and come back to where it is if they fail it?"""
+        return (self.settings.parking.after > 0 and self.phase in (Phase.STREAM, Phase.SWITCHED) and self.ranges
+                and self.origin is Producer.RUNNING and bool(self.validator) and self.parked_at is None
+                and self.position < self.end)
+
+    def _park_if(self: DownloadCore, others: int, ahead: int, now: float) -> list[Action] | None:
+        """Park if enough others fetch it. One that said it fetches too steps back for those ahead of it (holders,
+        and claimers of smaller ids, ordered alike by every node): arrivals closer than a claim takes to land all
+        claimed, and each more reader of the whole file divides the origin for all."""
+        if not self._may_park() or (ahead if self.claimed else others) < self.settings.parking.after:
+            return None
+        actions: list[Action] = [EndClaim()] if self.claimed else []
+        self.claimed = False
+        return actions + self._park(ahead if actions else others, now)
+
+    def _park(self: DownloadCore, others: int, now: float) -> list[Action]:
+        parking, first, got = self.settings.parking, self.policy.first_byte_at, self.delivered[Source.ORIGIN]
+        rate = got / (now - first) if got and first is not None and now > first else self.policy.min_rate
+        wait = parking.wait(remaining=self.end - self.position, rate=rate)
+        why = f"{others} independent other{'s' if others != 1 else ''} fetch it from the origin"
+        actions: list[Action] = [] if self.phase is Phase.SWITCHED else [
+            Switch(FETCHING_CAUSE, self.position, f"{why}; waiting for their vouches")]
+        self.phase, self.parked_at = Phase.SWITCHED, now
+        self.origin, self.reopen = Producer.GONE, True
+        if self.spool_block and self.size and segmented(self.size, self.spool_block):
+            # Segment by segment: from peers once vouched, before anyone has it all (`proxy.segment_swarm`).
+            self.phase, self.swarm, self.swarm_position = Phase.MERGE, Producer.RUNNING, self.position
+            self.fetch_start = self.position
+            return actions + self._stop_lookups() + [
+                CloseOrigin(f"{why}: taking it segment by segment, from their vouches or the origin's ranges"),
+                StartSegments(self.position, self.end, self.spool_block, rate)]
+        self.parked_until, self.lookup_at = now + wait, now + parking.poll
+        return actions + [CloseOrigin(f"{why}: leaving the origin to them for up to {wait:.3g} s")]
+
+    def _unpark(self: DownloadCore, now: float) -> list[Action]:
+        """No vouched manifest in time: the origin again from the delivery point; lookups go on as after a switch."""
+        assert self.validator is not None
+        self.parked_until, self.reopen = None, False
+        self.origin, self.promised_start = Producer.HEAD_PENDING, self.position
+        wait = self.settings.repoll[min(self.polls, len(self.settings.repoll) - 1)]
+        self.polls += 1
+        self.lookup_at = now + wait
+        return [Note("the fetchers' vouches did not come in time; back to the origin"),
+                ReopenOrigin(self.position, self.end, self.validator)]
