@@ -6,10 +6,12 @@ chunks, end or failure, the timer — and executes the actions each call returns
 when to call `timer(now)`. The phases (HEAD, HEADLESS, WAIT, STREAM, SWITCHED, MERGE, DONE) are described in
 docs/ARCHITECTURE.md, "The download".
 
-Parking (`proxy.download_parking`, settings in `proxy.parking`): a download that would still run at its early lookup looks the URL up at its head; if
-enough independent others already fetch it from the origin it leaves the origin to them (at once, or when a later
-lookup finds them) and waits for their vouches; else it says it fetches too (`ClaimFetching`). A file of several
-segments is then taken segment by segment (`StartSegments`, `proxy.segment_swarm`) instead of waiting whole.
+Parking (`proxy.download_parking`, settings in `proxy.parking`): a download that would still run at its early
+lookup looks the URL up at its head; if enough independent others already fetch it from the origin it leaves the
+origin to them (at once, or when a later lookup finds them) and waits for their vouches; else it says it fetches too
+(`ClaimFetching`). A file of several segments is then taken segment by segment (`StartSegments`,
+`proxy.segment_swarm`) instead of waiting whole. A trusted manifest that the lookup at the head found before the
+origin could be judged is kept (`KEPT_FOR`): at the early point, or a switch, it is used without a second lookup.
 
 Guarantees the tests check: swarming never makes a download fail that the origin alone would finish (with the
 origin's Range stream reopened if we had closed it ourselves); a response that cannot be completed is cut, never
@@ -37,6 +39,9 @@ if TYPE_CHECKING:
 
 # The origin bytes kept to check the first swarm block against: one block of the largest size.
 TAIL_LIMIT = MAX_BLOCK_SIZE
+# How long the head's lookup answer stands in for the early lookup's, when it came before the origin could be
+# judged: a trusted manifest stays trusted, and a running fetch brings in the providers that appeared since.
+KEPT_FOR = 3.0
 
 
 class DownloadCore(ParkingSteps):
@@ -76,6 +81,7 @@ class DownloadCore(ParkingSteps):
         self.found: Found | None = None
         self.held: Found | None = None  # a headless lookup's manifest, held `head_grace` s for the racing HEAD
         self.held_until: float | None = None
+        self.kept: tuple[Found, float] | None = None  # the head's lookup's manifest, found before the origin was judged
         # The merge.
         self.tail = bytearray()  # the last origin bytes delivered, up to TAIL_LIMIT (for the manifest check)
         self.tail_end = 0
@@ -222,6 +228,8 @@ class DownloadCore(ParkingSteps):
         if self.phase is Phase.STREAM:  # at the head, or the early lookup
             if found is not None and self.policy.crowd(now) is not None:
                 self.found = found  # the policy now says `crowd` (or a cause due before): _tick switches
+            elif found is not None:  # too early to judge the origin: kept for the early lookup (_tick) or a switch
+                self.kept = (found, now)
             elif found is None and (parked := self._park_if(others, ahead, now)) is not None:
                 return parked
             elif found is None and not self.claimed and self.spool_block is not None and self.settings.parking.after:
@@ -323,7 +331,7 @@ class DownloadCore(ParkingSteps):
         if self.position >= self.end:
             return actions + self._origin_finished()
         if self.hinted:  # before any body byte: the origin published its manifest and asks us to swarm
-            return actions + self._switch(self.policy.hint(now) or T_CAUSE, "the origin asks clients to swarm")
+            return actions + self._switch(self.policy.hint(now) or T_CAUSE, "the origin asks clients to swarm", now)
         if self._may_park() and self.policy.lookup_due_at() is not None \
                 and self.end - self.position > self.policy.min_rate * self.policy.early_lookup:
             self.looking = True  # it would still run at the early lookup even at R: do others fetch it already?
@@ -344,37 +352,48 @@ class DownloadCore(ParkingSteps):
             due = None if self.looked_early else self.policy.lookup_due_at()
             if due is not None and now >= due:
                 self.looked_early = True
-                if self.policy.slow_so_far(now) and not self.looking:  # else fast enough: no early lookup
+                if self.policy.slow_so_far(now) and not self.looking and self._take_kept(now):
+                    self.policy.crowd(now)  # records `crowd` (slow so far, at the early point): switched below
+                    actions.append(Note("the origin is slow so far; the swarm has it (the lookup at its head)"))
+                elif self.policy.slow_so_far(now) and not self.looking:  # else fast enough: no early lookup
                     self.looking = True
                     actions += [Note("the origin is slow so far; looking for peers already"),
                                 StartLookup(headless=False)]
             cause = self.policy.check(now)
             if cause is not None:
                 reason = "the swarm has it and the origin is slow" if cause == CROWD_CAUSE else f"transition {cause}"
-                actions += self._switch(cause, reason)
+                actions += self._switch(cause, reason, now)
             return actions
         if self.phase is Phase.SWITCHED and self.lookup_at is not None and now >= self.lookup_at:
             self.lookup_at, self.looking = None, True
             return [StartLookup(headless=False)]
         return []
 
-    def _switch(self, cause: str, reason: str) -> list[Action]:
+    def _switch(self, cause: str, reason: str, now: float) -> list[Action]:
         """Leave the origin's lead: finish from the swarm if it can, else from the origin alone."""
         self.phase = Phase.SWITCHED
         actions: list[Action] = [Switch(cause, self.position, reason)]
-        if self.found is not None:  # an early lookup found it: no second lookup
+        if self.found is not None or self._take_kept(now):  # an early lookup found it: no second lookup
             return actions + self._merge()
         if not self.looking:  # an early lookup still running becomes the switch's first lookup
             self.looking = True
             actions.append(StartLookup(headless=False))
         return actions
 
+    def _take_kept(self, now: float) -> bool:
+        """Make the head's lookup's manifest the one to swarm with, if it is at most KEPT_FOR s old."""
+        kept, self.kept = self.kept, None
+        if kept is None or now - kept[1] > KEPT_FOR:
+            return False
+        self.found = kept[0]
+        return True
+
     def _origin_gone(self, reason: str, now: float) -> list[Action]:
         if self.origin is not Producer.RUNNING:
             return []
         self.origin = Producer.GONE
         if self.phase is Phase.STREAM:
-            return self._switch(DIED_CAUSE, reason)
+            return self._switch(DIED_CAUSE, reason, now)
         if self.phase is Phase.SWITCHED:
             actions: list[Action] = [Note(f"origin gone during the lookup: {reason}")]
             if not self.looking and self.lookup_at is None:  # cannot happen: a lookup runs or is scheduled

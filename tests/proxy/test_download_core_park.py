@@ -17,8 +17,8 @@ from proxy.download_core import DownloadCore
 from proxy.parking import ParkingSettings
 from swarm.content import segments
 
-from .download_vectors import (BAD, BLOCKS, CONTENT, DEADLINE, FOUND, H200, HEAD, LOOK, NO_EARLY, SETTINGS, SFAIL, SIZE,
-                               TIMER, Driver, O, S, Vector, head)
+from .download_vectors import (ABORT, BAD, BLOCKS, CONTENT, DEADLINE, FOUND, H200, HEAD, LOOK, NO_EARLY, SETTINGS,
+                               SFAIL, SIZE, TIMER, Driver, O, S, Vector, head)
 
 PARK = dataclasses.replace(SETTINGS, parking=ParkingSettings(after=2, poll=0.5, shortest=1.0, longest=1.0))
 RANGES = head(ranges=True)
@@ -116,6 +116,21 @@ VECTORS = [
     pytest.param(vector(
         HEAD(head(ranges=True, size=4000), 0.1, "RelayHead OpenSpool(4000,None)"),
         O(4000, 0.2, "D(o,4000) OriginComplete(True) Finish")), id="small-body-no-lookup-at-the-head"),
+    # The head's lookup finds a trusted copy before the origin can be judged: kept (KEPT_FOR = 3 s), it is what the
+    # early point switches to (or a switch soon after), without a second lookup; an older one is looked up again.
+    pytest.param(vector(
+        AT_HEAD, LOOK(FOUND, 0.15, ""), TIMER("Note Switch(crowd@0) StartSwarm(0-100000)", 0.6),
+        BLOCKS(0, 98304, 0.7), S(None, 0.8, "CloseOrigin " + GONE_LAST)),
+        id="found-at-the-head-switches-at-the-early-point"),
+    pytest.param(vector(
+        AT_HEAD, LOOK(FOUND, 0.15, ""), O(50_000, 0.3, "D(o,50000)"), TIMER("", 0.6),  # fast so far: stays
+        TIMER("Switch(R@50000) StartSwarm(49152-100000)", 2.4),
+        ABORT("StopSwarm Account(0) HandOver(49152,partial,True)"), ends="gone"),
+        id="found-at-the-head-used-by-a-switch-soon-after"),
+    pytest.param(vector(
+        AT_HEAD, LOOK(FOUND, 0.15, ""), O(50_000, 0.3, "D(o,50000)"), TIMER("", 0.6),
+        TIMER("Switch(R@50000) StartLookup", 3.2), ABORT("StopLookup"), ends="gone"),
+        id="found-at-the-head-too-long-ago-looks-again"),
 ]
 
 
