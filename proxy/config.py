@@ -297,6 +297,12 @@ OPTIONS: tuple[Option, ...] = (
            "seconds a kept-alive client connection may wait between requests (after a response, before the "
            "next request's first byte) before it is closed (a response or a tunnel under way is never idle)",
            "SECONDS"),
+    # 10 min: browsers close an idle HTTP/2 or WebSocket connection after a few minutes or keep it alive with
+    # pings well inside that (squid's read_timeout for tunnels is 15 min); a tunnel nobody uses must not hold a
+    # --max-connections slot for ever.
+    Option("tunnel-idle-timeout", _positive_float, 600.0,
+           "seconds a CONNECT tunnel or an upgraded connection (WebSocket) may pass no byte either way before "
+           "it is closed", "SECONDS"),
     Option("max-header-size", _positive_int, 65536,
            "longest request line or header line accepted, in bytes; longer is answered 431", "BYTES"),
     Option("request-history", _positive_int, 200,
@@ -371,6 +377,7 @@ class Config:
     mitm_hosts: tuple[str, ...]
     header_timeout: float
     idle_timeout: float
+    tunnel_idle_timeout: float
     max_header_size: int
     request_history: int
     dht_listen: HostPort | None

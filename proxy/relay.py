@@ -97,7 +97,8 @@ class SwarmHook(Protocol):
 
 async def relay(request: web.BaseRequest, session: aiohttp.ClientSession, record: RequestRecord, *,
                 local_client: bool, connect_timeout: float, swarm: SwarmHook | None = None,
-                target: URL | None = None, forward: list[tuple[str, str]] | None = None) -> web.StreamResponse:
+                target: URL | None = None, forward: list[tuple[str, str]] | None = None,
+                tunnel_idle: float | None = None) -> web.StreamResponse:
     """Answer `request` from its origin. Raises OriginError before a response started, ClientGone after.
 
     A GET without a body goes to `swarm` first (the fallback download, `proxy.fallback`), which answers it
@@ -147,7 +148,7 @@ async def relay(request: web.BaseRequest, session: aiohttp.ClientSession, record
     try:
         response = response_for(upstream, upgrade=upstream.status == 101 and upgrade is not None)
         if upstream.status == 101:
-            return await pipe_upgraded(request, response, upstream, record)
+            return await pipe_upgraded(request, response, upstream, record, tunnel_idle)
         await response.prepare(request)
         await _copy_body(upstream, response, request, record)
         return response

@@ -454,12 +454,13 @@ class ProxyServer:
                 self.stats.counters["tunnels"] += 1
                 response = await connect(request, record, allowed=self.config.connect_ports,
                                          timeout=self.config.connect_timeout, local_client=loopback,
-                                         divert=self.interceptor)
+                                         divert=self.interceptor, idle=self.config.tunnel_idle_timeout)
             else:
                 request[RECORD_ID] = record.id  # named in the response's Swarm-Request field (proxy.relay)
                 response = await relay(request, self._session, record,  # type: ignore[arg-type]
                                        local_client=loopback, connect_timeout=self.config.connect_timeout,
-                                       swarm=self.fallback, target=target, forward=forward)
+                                       swarm=self.fallback, target=target, forward=forward,
+                                       tunnel_idle=self.config.tunnel_idle_timeout)
             self.stats.finish(record, response.status, record.bytes_origin + record.bytes_peers,
                               time.monotonic() - started, record.error)
             return response

@@ -79,9 +79,10 @@ async def open_tunnel(host: str, port: int, *, timeout: float, local_client: boo
 
 
 async def connect(request: web.BaseRequest, record: RequestRecord, *, allowed: frozenset[int] | None,
-                  timeout: float, local_client: bool, divert: Divert | None = None) -> web.StreamResponse:
+                  timeout: float, local_client: bool, divert: Divert | None = None,
+                  idle: float | None = None) -> web.StreamResponse:
     """Answer a CONNECT: a byte tunnel to its target, or to `divert`'s connection when it wants the target (the
-    `--mitm-hosts` listener, `proxy.mitm`)."""
+    `--mitm-hosts` listener, `proxy.mitm`); closed once no byte moved either way for `idle` s."""
     host, port = parse_authority(request.raw_path)
     refusal = port_refusal(port, allowed)
     if refusal:
@@ -92,7 +93,7 @@ async def connect(request: web.BaseRequest, record: RequestRecord, *, allowed: f
     else:
         reader, writer = await open_tunnel(host, port, timeout=timeout, local_client=local_client)
     try:
-        return await _tunnel(request, record, reader, writer)
+        return await _tunnel(request, record, reader, writer, idle)
     finally:
         release()
 
@@ -102,7 +103,7 @@ def _nothing_to_release() -> None:
 
 
 async def _tunnel(request: web.BaseRequest, record: RequestRecord, reader: asyncio.StreamReader,
-                  writer: asyncio.StreamWriter) -> web.StreamResponse:
+                  writer: asyncio.StreamWriter, idle: float | None) -> web.StreamResponse:
     response = OwnStreamResponse(status=200, reason="Connection Established")
     from_client, to_client = await _take_over(request, response, record)
 
@@ -117,6 +118,7 @@ async def _tunnel(request: web.BaseRequest, record: RequestRecord, reader: async
             to_origin=to_origin,
             to_client=to_client,
             origin_half_close=lambda: writer.can_write_eof() and writer.write_eof(),
+            idle=idle,
         )
     finally:
         writer.close()
@@ -147,8 +149,10 @@ class _RawFeed:
 
 
 async def pipe_upgraded(request: web.BaseRequest, response: web.StreamResponse,
-                        upstream: aiohttp.ClientResponse, record: RequestRecord) -> web.StreamResponse:
-    """After the origin said 101 Switching Protocols: pass the 101 on, then copy bytes both ways."""
+                        upstream: aiohttp.ClientResponse, record: RequestRecord,
+                        idle: float | None = None) -> web.StreamResponse:
+    """After the origin said 101 Switching Protocols: pass the 101 on, then copy bytes both ways, until no byte
+    moved either way for `idle` s."""
     loop = asyncio.get_running_loop()
     connection = upstream.connection
     assert connection is not None and connection.transport is not None
@@ -170,6 +174,7 @@ async def pipe_upgraded(request: web.BaseRequest, response: web.StreamResponse,
             to_origin=to_origin,
             to_client=to_client,
             origin_half_close=lambda: origin_transport.can_write_eof() and origin_transport.write_eof(),
+            idle=idle,
         )
     finally:
         upstream.close()
@@ -205,31 +210,44 @@ def _send_now(response: web.StreamResponse) -> None:
 
 async def _pump_both(*, client_read: Callable[[], Awaitable[bytes]], origin_read: Callable[[], Awaitable[bytes]],
                      to_origin: Callable[[bytes], Awaitable[None]], to_client: Callable[[bytes], Awaitable[None]],
-                     origin_half_close: Callable[[], object]) -> None:
-    """Copy until either side is done, then end the tunnel.
+                     origin_half_close: Callable[[], object], idle: float | None = None) -> None:
+    """Copy until either side is done, or no byte moved either way for `idle` s, then end the tunnel.
 
     A client's EOF is passed on as a half-close, but it ends the tunnel too: aiohttp's server closes
     a client transport on EOF, so nothing the origin said afterwards could reach the client anyway.
     """
+    loop = asyncio.get_running_loop()
+    moved = loop.time()  # when a byte last went either way
 
     async def upstream() -> None:
+        nonlocal moved
         while data := await client_read():
+            moved = loop.time()
             await to_origin(data)
         with contextlib.suppress(OSError, RuntimeError):
             origin_half_close()
 
     async def downstream() -> None:
+        nonlocal moved
         while data := await origin_read():
+            moved = loop.time()
             await to_client(data)
 
-    up = asyncio.ensure_future(upstream())
-    down = asyncio.ensure_future(downstream())
+    async def quiet(idle: float) -> None:
+        # A tunnel holds a --max-connections slot and two sockets: one nobody uses must not hold them forever.
+        while (left := moved + idle - loop.time()) > 0:
+            await asyncio.sleep(left)  # a timer: then see whether a byte moved meanwhile
+        log.info("tunnel closed: no byte either way for %g s (--tunnel-idle-timeout)", idle)
+
+    tasks = {asyncio.ensure_future(upstream()), asyncio.ensure_future(downstream())}
+    if idle is not None:
+        tasks.add(asyncio.ensure_future(quiet(idle)))
     try:
-        done, _ = await asyncio.wait({up, down}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     finally:
-        for task in (up, down):
+        for task in tasks:
             task.cancel()
-        results = await asyncio.gather(up, down, return_exceptions=True)
+        results = await asyncio.gather(*tasks, return_exceptions=True)
     for result in results:
         if isinstance(result, (ConnectionError, OSError, aiohttp.ClientError)):
             log.debug("tunnel ended: %s", result)
