@@ -348,13 +348,18 @@ def test_the_transport_is_tcp_for_private_peers_and_quic_for_public_ones():
     assert service.transport_for(Provider(b"e", "10.0.0.1", 1, TransportFlags.QUIC)) == "quic"
 
 
+async def _vouch(publishers: list[FakeDiscovery], manifest) -> None:
+    """Each of `publishers` vouches under KEY that its representation is `manifest`'s content."""
+    for publisher in publishers:
+        await publisher.put_manifest(KEY, ManifestClaim(manifest.root, manifest.size, manifest.block_size, b"v"))
+
+
 async def test_claims_under_a_key_come_with_the_providers_of_their_roots(world):
     service = await started(world)
     try:
         manifest, _ = build_manifest([DATA], len(DATA))
         publishers = await _providers(world, manifest, 2)
-        for publisher in publishers:
-            await publisher.put_manifest(KEY, ManifestClaim(manifest.root, manifest.size, manifest.block_size, b"v"))
+        await _vouch(publishers, manifest)
         summaries, providers = await service.claims(KEY, timeout=5)
         assert {s.publisher_id for s in summaries} == {p.node_id for p in publishers}
         assert {p.node_id for p in providers[manifest.root]} == {p.node_id for p in publishers}
@@ -375,8 +380,7 @@ async def test_a_claims_lookup_stops_at_the_providers_one_download_uses(world):
     try:
         manifest, _ = build_manifest([DATA], len(DATA))
         publishers = await _providers(world, manifest, manifest.num_blocks + 5)
-        for publisher in publishers[:2]:
-            await publisher.put_manifest(KEY, ManifestClaim(manifest.root, manifest.size, manifest.block_size, b"v"))
+        await _vouch(publishers[:2], manifest)
         _, providers = await service.claims(KEY, timeout=5)
         assert len(providers[manifest.root]) == service.peers_for(manifest) == manifest.num_blocks + 2
     finally:
@@ -388,8 +392,7 @@ async def test_the_roots_vouched_for_most_are_looked_up_first(world):
     try:
         manifest, _ = build_manifest([DATA], len(DATA))
         publishers = await _providers(world, manifest, 2)
-        for publisher in publishers:
-            await publisher.put_manifest(KEY, ManifestClaim(manifest.root, manifest.size, manifest.block_size, b"v"))
+        await _vouch(publishers, manifest)
         for index in range(8):  # a liar with many keys, each vouching for another root once
             liar = FakeDiscovery(world[1])
             root = hashlib.sha256(b"lie %d" % index).digest()
