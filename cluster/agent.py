@@ -56,6 +56,9 @@ log = logging.getLogger("swarmproxy.cluster")
 
 LINGER = 30 * 86400.0  # s a complete transfer stays shared: the cluster's content is wanted until cancelled
 PROVIDER_WAIT = 1.0  # s to collect providers from redis (one round trip; the default is for the DHT)
+# Peers a fetch takes: every one the overlay lets it talk to, up to the connections a serving node accepts
+# (`SwarmNode(max_peers=)`); the proxy's 16 would leave some out of a rack of 20, at random.
+FETCH_PEERS = 64
 UNREACHABLE_REPEAT = 60.0  # s between repeated "redis unreachable" warnings
 
 
@@ -114,7 +117,7 @@ class Agent:
                                     provider_wait=PROVIDER_WAIT, node_id=self.node_id, shown=self._shown,
                                     upload_throttle=self.transport.upload_throttle,
                                     provider_refresh=(), provider_topup=config.reconcile,
-                                    provider_rank=self.provider_rank)
+                                    provider_rank=self.provider_rank, fetch_peers=FETCH_PEERS)
         # Learnt from the member records read (`learn`), merged, never shrunk: an agent's location does not
         # change, and after redis restarted empty a peer that has not rewritten its record yet would otherwise
         # count as "outside" for a period.
@@ -170,10 +173,14 @@ class Agent:
         return int(self.transport.level_of(connection.remote_address[0]))
 
     def provider_rank(self, provider) -> int:
-        """Which providers a fetch takes first when it cannot take all: the nearest (rack, DC, outside). With
-        the engine's nearest first, a rack peer left out would let both of a rack's representants pull the same
-        blocks across the uplink; so the fetch also looks for new providers every reconcile period (a rack peer
-        announces when its fetch starts), not on the engine's DHT-paced schedule of up to 8 s."""
+        """Which providers a fetch takes first when it cannot take all (more than FETCH_PEERS): a transfer's
+        seeder (the root members' only source), then the nearest (rack, DC, outside). With the engine's nearest
+        first, a rack peer left out would let both of a rack's representants pull the same blocks across the
+        uplink; so the fetch also looks for new providers every reconcile period (a rack peer announces when its
+        fetch starts), not on the engine's DHT-paced schedule of up to 8 s."""
+        node = provider.node_id.hex()
+        if any(run.record.seeder == node for run in self.runs.values()):
+            return -1
         return int(self.transport.level_of(provider.host))
 
     def receive_rate(self) -> float:
