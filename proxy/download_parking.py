@@ -8,30 +8,51 @@ methods of `proxy.download_core.DownloadCore`, kept here to keep that module rea
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from swarm.content.segments import segmented
 
 from .download_actions import Action, CloseOrigin, EndClaim, Note, ReopenOrigin, Source, StartSegments, Switch
+from .download_settings import DownloadSettings
 from .download_state import Phase, Producer
-from .transition import FETCHING_CAUSE
-
-if TYPE_CHECKING:
-    from .download_core import DownloadCore
+from .transition import FETCHING_CAUSE, TransitionPolicy
 
 __all__ = ["ParkingSteps"]
 
 
 class ParkingSteps:
-    """Mixed into `DownloadCore`."""
+    """Mixed into `DownloadCore`, whose state these are (set in its `__init__`)."""
 
-    def _may_park(self: DownloadCore) -> bool:
+    settings: DownloadSettings
+    policy: TransitionPolicy
+    phase: Phase
+    origin: Producer
+    swarm: Producer
+    ranges: bool
+    validator: str | None
+    size: int | None
+    spool_block: int | None
+    position: int
+    end: int
+    promised_start: int
+    fetch_start: int
+    swarm_position: int
+    delivered: dict[Source, int]
+    claimed: bool
+    reopen: bool
+    polls: int
+    parked_at: float | None
+    parked_until: float | None
+    lookup_at: float | None
+
+    def _stop_lookups(self) -> list[Action]:
+        raise NotImplementedError  # DownloadCore's: stop a lookup under way
+
+    def _may_park(self) -> bool:
         """Can this download leave the origin for the fetchers, and come back to where it is if they fail it?"""
         return (self.settings.parking.after > 0 and self.phase in (Phase.STREAM, Phase.SWITCHED) and self.ranges
                 and self.origin is Producer.RUNNING and bool(self.validator) and self.parked_at is None
                 and self.position < self.end)
 
-    def _park_if(self: DownloadCore, others: int, ahead: int, now: float) -> list[Action] | None:
+    def _park_if(self, others: int, ahead: int, now: float) -> list[Action] | None:
         """Park if enough others fetch it. One that said it fetches too steps back for those ahead of it (holders,
         and claimers of smaller ids, ordered alike by every node): arrivals closer than a claim takes to land all
         claimed, and each more reader of the whole file divides the origin for all."""
@@ -41,7 +62,7 @@ class ParkingSteps:
         self.claimed = False
         return actions + self._park(ahead if actions else others, now)
 
-    def _park(self: DownloadCore, others: int, now: float) -> list[Action]:
+    def _park(self, others: int, now: float) -> list[Action]:
         parking, first, got = self.settings.parking, self.policy.first_byte_at, self.delivered[Source.ORIGIN]
         rate = got / (now - first) if got and first is not None and now > first else self.policy.min_rate
         wait = parking.wait(remaining=self.end - self.position, rate=rate)
@@ -60,7 +81,7 @@ class ParkingSteps:
         self.parked_until, self.lookup_at = now + wait, now + parking.poll
         return actions + [CloseOrigin(f"{why}: leaving the origin to them for up to {wait:.3g} s")]
 
-    def _unpark(self: DownloadCore, now: float) -> list[Action]:
+    def _unpark(self, now: float) -> list[Action]:
         """No vouched manifest in time: the origin again from the delivery point; lookups go on as after a switch."""
         assert self.validator is not None
         self.parked_until, self.reopen = None, False
