@@ -50,7 +50,8 @@ what they are shown comes from every rack of the DC that holds it, never from a 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, MutableSequence
+from collections.abc import Iterable, Mapping, MutableSequence
+from typing import Protocol
 
 from cluster.overlay import Level, Location, View
 
@@ -231,3 +232,23 @@ class StallWatch:
 
     def stalled(self, now: float) -> frozenset[str]:
         return frozenset(node for node, (_, since, _) in self._last.items() if now - since >= self.after)
+
+    def observe_round(self, records: Mapping[str, "MemberState"], now: float) -> frozenset[str]:
+        """Observe every member record read this round; the members stalled among those read.
+
+        A member whose record was not read this round is not judged, whatever its clock says: what the watch did
+        not see is no stall. After redis restarted empty, a member's record is missing until it writes it again,
+        and the clocks stood still while redis was away; counted as stalls, every serving node would show every
+        member everything at once (the chaos test's late rack once brought 1.40 copies across its uplink)."""
+        for node, record in records.items():
+            self.observe(node, record.verified, record.blocks, now, record.fetching, record.role)
+        return frozenset(node for node in self.stalled(now) if node in records)
+
+
+class MemberState(Protocol):
+    """What `StallWatch` reads of a member record (`cluster.records.MemberRecord`)."""
+
+    verified: int
+    blocks: int
+    fetching: bool
+    role: str

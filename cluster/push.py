@@ -127,9 +127,7 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
                     by_host.update({r.host: r.location for r in agents.values()})
                     fresh, members = await read_view(coord, tid)  # everyone: one reader, O(N) a period
                     now = asyncio.get_running_loop().time()
-                    for peer, state in members.items():
-                        stalls.observe(peer, state.verified, state.blocks, now, state.fetching,
-                                       state.role)
+                    stalled = stalls.observe_round(members, now)
                     server_id, uptime = await coord.server()
                     # As the agents do (`cluster.run`): after redis came back empty, absence is no departure.
                     view = merged(view, fresh) if recovering(server_id, uptime, record.server, SLOT_TTL) else fresh
@@ -141,7 +139,7 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
                         plan[0].signature = signature
                     last_signature = signature
                     if plan:
-                        plan[0].stalled = stalls.stalled(now)  # work stealing: a stalled member is shown all
+                        plan[0].stalled = stalled  # work stealing: a stalled member is shown all
                         service.reveal()
                     if tid in await coord.cancelled([tid]):
                         _say(config, f"transfer {tid} was cancelled")

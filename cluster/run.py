@@ -174,11 +174,9 @@ class TransferRun:
                 break
             claims = self.rep.plan(view).claim  # a rack representant may stand for its DC next
         now = asyncio.get_running_loop().time()
-        for node, record in records.items():
-            self.stalls.observe(node, record.verified, record.blocks, now, record.fetching, record.role)
+        stalled = self.stalls.observe_round(records, now)  # work stealing (`cluster.division`): shown everything
         before = self.role()
         self.set_view(view, now)
-        stalled = self.stalls.stalled(now)  # work stealing (`cluster.division`): shown everything
         if stalled - self.plan.stalled:
             log.info("transfer %s: no progress for %g s from %s: shown every block", self.tid, self.stalls.after,
                      ", ".join(sorted(n[:12] for n in stalled - self.plan.stalled)))

@@ -1,6 +1,7 @@
 """Work division: slices, the picker's rng, and the entry plan (each block into each unit once)."""
 
 import random
+from dataclasses import dataclass
 
 import pytest
 
@@ -219,3 +220,25 @@ def test_waiting_to_become_a_representant_is_no_stall():
     watch.observe("a", 0, 100, 21.0, role="dc")
     assert watch.stalled(30.0) == frozenset()
     assert watch.stalled(31.0) == {"a"}
+
+
+@dataclass
+class Record:
+    verified: int
+    blocks: int = 100
+    fetching: bool = True
+    role: str = "rack"
+
+
+def test_a_member_not_read_this_round_is_not_judged():
+    """Redis restarted empty: the clocks stood still while it was away, and a member's record is missing until the
+    member writes it again. Who was not read is no stall; who was read and made no progress still is."""
+    watch = StallWatch(after=10.0)
+    assert watch.observe_round({"a": Record(5), "b": Record(5)}, 0.0) == frozenset()
+    # redis away from 1 s to 12 s: nothing read; back empty, only b has written its record again (no progress)
+    assert watch.observe_round({}, 12.0) == frozenset()
+    assert watch.observe_round({"b": Record(5)}, 13.0) == {"b"}
+    assert watch.stalled(13.0) == {"a", "b"}  # what the clocks alone would say
+    # a writes its record again, with the progress it made meanwhile: no stall
+    assert watch.observe_round({"a": Record(9), "b": Record(6)}, 14.0) == frozenset()
+    assert watch.observe_round({"a": Record(9), "b": Record(6)}, 24.0) == {"a", "b"}
