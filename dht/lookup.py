@@ -4,9 +4,14 @@ The asyncio shell (`dht.node`) asks `next_queries(now)` whom to query, sends the
 with `on_reply` or `on_failure`; it stops when `finished(now)` says so. Rules:
 
 * at most `alpha` queries in flight; always the closest not-yet-queried known contacts first;
+* once a reply brings no contact closer than the closest already known, the lookup has converged, and it asks
+  every one of the `k` closest it has not asked yet at once (the Kademlia paper's final round, §2.3): it must hear
+  from all of them before it ends anyway, and asking them `alpha` at a time took one round trip per `alpha` of
+  them (a manifest lookup among 100 nodes on 25 ms links: 0.45 s, most of a flash-crowd download);
 * done when the `k` closest contacts that have not failed have all replied (classic Kademlia termination), or
   nothing is left to ask, or the overall `deadline` passed — a lookup never waits longer than that, however
-  many dead nodes it meets (each dead one costs one per-RPC timeout, paid `alpha` at a time);
+  many dead nodes it meets (each dead one costs one per-RPC timeout, paid `alpha` at a time, or all at once
+  once it has converged);
 * the result is the `k` closest contacts that replied, with the write token each gave us.
 """
 
@@ -39,6 +44,7 @@ class Lookup:
     _candidates: dict[bytes, _Candidate] = field(default_factory=dict, init=False, repr=False)
     _target_int: int = field(default=0, init=False, repr=False)
     queries_sent: int = field(default=0, init=False)
+    converged: bool = field(default=False, init=False)  # a reply brought nothing closer: ask the k closest at once
 
     def __post_init__(self) -> None:
         self._target_int = int.from_bytes(self.target, "big")
@@ -74,6 +80,9 @@ class Lookup:
         live.sort(key=lambda c: c.distance)
         return live[: self.k]
 
+    def _closest_live(self) -> int:
+        return min((c.distance for c in self._candidates.values() if c.state != _FAILED), default=0)
+
     def in_flight(self) -> int:
         return sum(1 for c in self._candidates.values() if c.state == _IN_FLIGHT)
 
@@ -81,7 +90,7 @@ class Lookup:
         """Contacts to query now (marked in flight). Empty when waiting, finished or past the deadline."""
         if now >= self.deadline:
             return []
-        budget = self.alpha - self.in_flight()
+        budget = (self.k if self.converged else self.alpha) - self.in_flight()
         chosen = []
         for candidate in self._live_closest():
             if budget <= 0:
@@ -99,7 +108,12 @@ class Lookup:
             return
         candidate.state = _REPLIED
         candidate.token = token
+        if self.converged:
+            self.add_contacts(contacts)
+            return
+        closest = self._closest_live()
         self.add_contacts(contacts)
+        self.converged = self._closest_live() >= closest
 
     def on_failure(self, contact: Contact) -> None:
         candidate = self._candidates.get(contact.node_id)

@@ -169,6 +169,39 @@ def test_lookup_queries_alpha_closest_first_and_terminates():
     assert dict(lookup.result())[contact(10)] == b"tok"
 
 
+def test_a_converged_lookup_asks_the_rest_of_the_k_closest_at_once():
+    """Kademlia's final round: once a reply brings nothing closer than what is known, every one of the k closest not
+    asked yet is asked at once, not alpha at a time (the lookup must hear from all of them before it ends)."""
+    target = (0).to_bytes(20, "big")
+    lookup = Lookup.start(target, [contact(n) for n in (60, 50, 40, 30, 20)], k=5, alpha=2, deadline=100)
+    assert lookup.next_queries(0) == [contact(20), contact(30)]
+    lookup.on_reply(contact(20), [contact(10), contact(70)])  # closer than anything known: still alpha at a time
+    assert not lookup.converged
+    assert lookup.next_queries(0) == [contact(10)]
+    lookup.on_reply(contact(10), [contact(15), contact(25)])  # nothing closer than 10: converged
+    assert lookup.converged
+    # the k closest are 10, 15, 20, 25, 30: 15 and 25 not asked yet, asked together (30 is still in flight)
+    assert lookup.next_queries(0) == [contact(15), contact(25)]
+    lookup.on_reply(contact(15), [contact(5)])  # a closer one found later is asked at once too
+    assert lookup.next_queries(0) == [contact(5)]
+    for n in (25, 30, 5):
+        lookup.on_reply(contact(n), [])
+    assert lookup.finished(0)
+    assert [c for c, _ in lookup.result()] == [contact(n) for n in (5, 10, 15, 20, 25)]
+
+
+@pytest.mark.parametrize("first_reply, converged", [
+    ([], True),  # nothing new at all
+    ([(31,)], True),  # only farther ones
+    ([(19,)], False),  # one closer than the closest known (20)
+])
+def test_lookup_converges_on_the_first_reply_that_brings_nothing_closer(first_reply, converged):
+    lookup = Lookup.start((0).to_bytes(20, "big"), [contact(n) for n in (20, 30)], k=4, alpha=1, deadline=10)
+    assert lookup.next_queries(0) == [contact(20)]
+    lookup.on_reply(contact(20), [contact(n) for (n,) in first_reply])
+    assert lookup.converged is converged
+
+
 def test_lookup_deadline_and_empty():
     lookup = Lookup.start(bytes(20), [contact(1)], k=3, alpha=3, deadline=5)
     assert lookup.next_queries(0) == [contact(1)]
