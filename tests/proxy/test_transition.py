@@ -123,8 +123,11 @@ SCRIPTS = [
 ]
 
 
+EARLY = 0.5  # the scripts' early lookup unless they give one: they test the rule, not the default (0.25 s)
+
+
 def _run(params: dict, ops: list[tuple]) -> TransitionPolicy:
-    policy = TransitionPolicy(**params)
+    policy = TransitionPolicy(**{"early_lookup": EARLY, **params})
     policy.start(0.0)
     for op in ops:
         kind = op[0]
