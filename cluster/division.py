@@ -233,7 +233,7 @@ class StallWatch:
     def stalled(self, now: float) -> frozenset[str]:
         return frozenset(node for node, (_, since, _) in self._last.items() if now - since >= self.after)
 
-    def observe_round(self, records: Mapping[str, "MemberState"], now: float) -> frozenset[str]:
+    def observe_round(self, records: Mapping[str, MemberState], now: float) -> frozenset[str]:
         """Observe every member record read this round; the members stalled among those read.
 
         A member whose record was not read this round is not judged, whatever its clock says: what the watch did

@@ -52,7 +52,8 @@ class Fallback:
 
     def __init__(self, engine: SwarmEngine, session: aiohttp.ClientSession, stats: Stats, *,
                  first_byte_timeout: float, min_rate: float, rate_window: float, max_spool: int,
-                 early_lookup: float = DEFAULT_EARLY_LOOKUP, block_size: int | None = None, adaptive: bool = True) -> None:
+                 early_lookup: float = DEFAULT_EARLY_LOOKUP, block_size: int | None = None,
+                 adaptive: bool = True) -> None:
         self.engine, self.session, self.stats = engine, session, stats
         self.settings = DownloadSettings(
             TransitionSettings(first_byte_timeout, min_rate, rate_window, early_lookup),

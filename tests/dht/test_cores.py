@@ -192,13 +192,13 @@ def test_a_converged_lookup_asks_the_rest_of_the_k_closest_at_once():
 
 @pytest.mark.parametrize("first_reply, converged", [
     ([], True),  # nothing new at all
-    ([(31,)], True),  # only farther ones
-    ([(19,)], False),  # one closer than the closest known (20)
+    ([31], True),  # only farther ones
+    ([19], False),  # one closer than the closest known (20)
 ])
 def test_lookup_converges_on_the_first_reply_that_brings_nothing_closer(first_reply, converged):
     lookup = Lookup.start((0).to_bytes(20, "big"), [contact(n) for n in (20, 30)], k=4, alpha=1, deadline=10)
     assert lookup.next_queries(0) == [contact(20)]
-    lookup.on_reply(contact(20), [contact(n) for (n,) in first_reply])
+    lookup.on_reply(contact(20), [contact(n) for n in first_reply])
     assert lookup.converged is converged
 
 
