@@ -160,7 +160,27 @@ def crowd_rest(t: float) -> list:
             S(None, t, "CloseOrigin StopSwarm Account(99000) HandOver(0,done,True) D(s,1696) Finish")]
 
 
+# A trusted copy with providers, from an origin that serves ranges: the crowd switch leaves the origin to the swarm
+# (its stream would only send bytes the swarm delivers first), and reopens it if the swarm fails.
+HELD = Found(MANIFEST, "quorum", providers=("a peer",))
+SLOW_RANGED = [HEAD(head(ranges=True), 0.1, "RelayHead OpenSpool(100000,None)"), O(1000, 0.2, "D(o,1000)"),
+               DEADLINE(0.6), TIMER("Note StartLookup")]
+SWARM_ONLY_LAST = "StopSwarm Account(99000) HandOver(0,done,True) D(s,1696) Finish"
+
 CROWD = [
+    pytest.param(vector(
+        SLOW_RANGED, LOOK(HELD, 0.8, "Switch(crowd@1000) CloseOrigin StartSwarm(0-100000)"), S(None, 0.9, "D(s,15384)"),
+        *BLOCKS(16384, 98304, 0.9), S(None, 0.9, SWARM_ONLY_LAST)), id="7-crowd-switch-closes-a-ranged-origin"),
+    pytest.param(vector(
+        SLOW_RANGED, LOOK(HELD, 0.8, "Switch(crowd@1000) CloseOrigin StartSwarm(0-100000)"), S(None, 0.9, "D(s,15384)"),
+        SFAIL(1.0, 'Note SwarmError(swarm_failed) ReopenOrigin(16384-100000,"v1")'),
+        HEAD(head(206, start=16384, end=SIZE, ranges=True), 1.1, ""),
+        O(83_616, 1.2, "CloseOrigin StopSwarm Account(15384) HandOver(0,partial,True) D(o,83616) Finish")),
+        id="7-crowd-switch-swarm-fails-origin-reopened"),
+    pytest.param(vector(SLOW, LOOK(HELD, 0.8, "Switch(crowd@1000) StartSwarm(0-100000)"), crowd_rest(0.9)),
+                 id="7-crowd-switch-keeps-an-origin-without-ranges"),
+    pytest.param(vector(SLOW_RANGED, LOOK(HELD, 2.1, "Switch(R@1000) StartSwarm(0-100000)"), crowd_rest(2.2)),
+                 id="7-R-switch-keeps-the-origin-racing"),
     pytest.param(vector(SLOW, LOOK(FOUND, 0.8, "Switch(crowd@1000) StartSwarm(0-100000)"), crowd_rest(0.9)),
                  id="7-crowd-switch-without-a-second-lookup"),
     pytest.param(vector(
