@@ -185,7 +185,9 @@ class TransitionPolicy:
             self._evaluate(now)
         if self._cause is not None:
             return self._cause
-        if self.early_lookup > 0 and now - self._first >= self.early_lookup and self._under_r(now):
+        # `now >= first + early_lookup`, as `lookup_due_at` computes it: `now - first` can fall a rounding short
+        # at the very point the early lookup's timer fires, and the download then stayed on the origin until R.
+        if self.early_lookup > 0 and now >= self._first + self.early_lookup and self._under_r(now):
             self._cause = CROWD_CAUSE
         return self._cause
 

@@ -120,6 +120,9 @@ SCRIPTS = [
     pytest.param({}, [("bytes", 0.1, 300), ("finish",), ("lookup", None), ("slow", 1.0, False),
                       ("crowd", 1.0, None)],
                  id="crowd-after-finish-does-nothing"),
+    pytest.param({"early_lookup": 0.25}, [("bytes", 0.1, 300), ("lookup", 0.1 + 0.25), ("crowd", 0.1 + 0.25, "crowd")],
+                 # at the exact early point the shell's timer fires: 0.1 + 0.25 - 0.1 is 0.24999999999999997
+                 id="crowd-at-the-early-point-in-floats"),
 ]
 
 
