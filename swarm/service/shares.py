@@ -3,8 +3,9 @@
 `Shares` is the part of `SwarmService` that talks to discovery on a content's behalf. Its rules:
 
 * A node that fetches a root serves it at once (peers take the blocks it has verified) and announces it once,
-  like a BitTorrent client: others find it before it is complete. A fetch that does not end up shared complete
-  is withdrawn (`abandon`, `fetch_over`).
+  like a BitTorrent client: others find it before it is complete. That announcement stands for the complete
+  copy's too (the record is the same; a second publish was a fifth of a flash crowd's DHT traffic). A fetch
+  that does not end up shared complete is withdrawn (`abandon`, `fetch_over`).
 * Complete content is served and announced (once: discovery keeps an announcement fresh by itself until it is
   withdrawn, so a file downloaded fifty times is one announcement), optionally vouched for under a key (once per
   key and root), and shared for `linger` seconds from the last time it was shared; then withdrawn. The store
@@ -75,6 +76,7 @@ class Shares:
         self.port: int | None = None  # announced with our host as others see it, once listening
         self.lingering: dict[bytes, Any] = {}  # root -> its linger timer's handle (or _HELD): shared complete
         self.fetch_announced: set[bytes] = set()  # roots announced while still being fetched
+        self.kept_up: set[bytes] = set()  # of those, the ones discovery took: it keeps them fresh until withdrawn
         # What discovery already keeps announced (it refreshes each on its own schedule until withdrawn), so
         # content shared again is not announced again: roots shared complete, and (key, root) vouched for.
         self.announced: set[bytes] = set()
@@ -146,6 +148,7 @@ class Shares:
             node.unshare(root)
         drop_partial(self.store, root)
         self.announced.discard(root)
+        self.kept_up.discard(root)
         if root in self.fetch_announced:
             self.fetch_announced.discard(root)
             if self.discovery is not None:
@@ -161,6 +164,7 @@ class Shares:
         """Stop serving and announcing `root` (the store keeps it)."""
         self.fetch_announced.discard(root)
         self.announced.discard(root)
+        self.kept_up.discard(root)
         handle = self.lingering.pop(root, None)
         if handle is not None:
             handle.cancel()
@@ -184,8 +188,20 @@ class Shares:
             log.log(level, "not announcing %s yet: our address as other nodes see it is not known yet", root.hex()[:16])
             return
         try:
-            if not (complete and root in self.announced):
-                await self.discovery.announce(root, (UNSPECIFIED_HOST, self.port), self.transports)
+            if complete and root in self.kept_up:  # announced while fetching: the same record, kept fresh
+                self.kept_up.discard(root)
+                self.announced.add(root)
+            elif not (complete and root in self.announced):
+                if not complete:
+                    # Before the await: a share completing meanwhile must not publish the same record again.
+                    self.kept_up.add(root)
+                try:
+                    await self.discovery.announce(root, (UNSPECIFIED_HOST, self.port), self.transports)
+                except self.discovery.errors:
+                    if not complete and root not in self.kept_up:  # a share relied on it meanwhile
+                        self.announced.discard(root)  # the next share announces it
+                    self.kept_up.discard(root)  # not taken: the complete share announces it
+                    raise
                 self.counters.announced += 1
                 if complete:
                     self.announced.add(root)

@@ -11,6 +11,7 @@ import time
 import pytest
 
 from dht.discovery import FakeDiscovery, FakeDiscoveryNetwork, Provider
+from dht.errors import DhtError
 from swarm.content.manifest import build_manifest
 from swarm.errors import FetchFailed
 from swarm.net.memory import MemoryNetwork, MemoryTransport
@@ -470,8 +471,37 @@ async def test_a_finished_fetch_is_shared_as_a_provider_never_a_publisher(world)
         fetcher.fetch_over(manifest.root)  # shared complete: nothing to withdraw
         await fetcher.settled()
         assert fetcher.discovery.node_id in world[1].providers[manifest.root]
-        assert fetcher.counters.announced == 2 and fetcher.counters.published == 0  # when it began, and complete
+        # Announced when it began; complete, that announcement (the same record, kept fresh) stands.
+        assert fetcher.counters.announced == 1 and fetcher.counters.published == 0
         assert fetcher.status()["shared"] == 1
+    finally:
+        await fetcher.stop()
+        await seeder.stop()
+
+
+async def test_a_fetch_whose_announcement_failed_is_announced_when_complete(world):
+    """The announcement made when a fetch began stands for the complete copy, unless discovery refused it."""
+
+    class Refusing(FakeDiscovery):
+        refusals = 1
+
+        async def announce(self, *args, **kwargs):
+            if self.refusals:
+                self.refusals -= 1
+                raise DhtError("no node took it")
+            return await super().announce(*args, **kwargs)
+
+    seeder = await started(world)
+    fetcher = await started(world, discovery=Refusing(world[1]))
+    try:
+        manifest = await shared(seeder)
+        assert b"".join([chunk async for chunk in fetcher.fetch(manifest, [provider(seeder)])]) == DATA
+        await fetcher.settled()
+        assert fetcher.discovery.node_id not in world[1].providers[manifest.root]  # refused while fetching
+        fetcher.completed(manifest)
+        await fetcher.settled()
+        assert fetcher.discovery.node_id in world[1].providers[manifest.root]
+        assert fetcher.counters.announced == 1
     finally:
         await fetcher.stop()
         await seeder.stop()
