@@ -73,6 +73,8 @@ class DownloadCore(ParkingSteps):
         self.lookup_at: float | None = None
         self.polls = 0
         self.looked_early = self.claimed = False  # claimed: ClaimFetching was said
+        self.recheck_at: float | None = None  # claimed: when to look again for the others ahead (`rechecks`)
+        self.rechecks = 0
         self.parked_at: float | None = None  # when it parked (it parks once at most)
         self.spool_block: int | None = None  # the block size of the spool, when one is kept (it can be vouched)
         self.parked_until: float | None = None  # parked: when to stop waiting for the fetchers and reopen
@@ -112,7 +114,8 @@ class DownloadCore(ParkingSteps):
         if self.phase is Phase.HEAD:
             return self.policy.next_deadline()
         if self.phase is Phase.STREAM:
-            deadlines = [self.policy.next_deadline(), None if self.looked_early else self.policy.lookup_due_at()]
+            deadlines = [self.policy.next_deadline(), None if self.looked_early else self.policy.lookup_due_at(),
+                         None if self.looking else self.recheck_at]
             return min((d for d in deadlines if d is not None), default=None)
         if self.phase is Phase.SWITCHED:
             return self.lookup_at
@@ -235,7 +238,10 @@ class DownloadCore(ParkingSteps):
             elif found is None and not self.claimed and self.spool_block is not None and self.settings.parking.after:
                 self.claimed = True  # too few others at it: this node fetches it, and will vouch
                 assert self.size is not None and self.validator is not None
+                self._recheck_later(now)
                 return [ClaimFetching(self.size, self.spool_block, self.validator)] + self._tick(now)
+            elif found is None and self.claimed:
+                self._recheck_later(now)
             return self._tick(now)
         if self.phase is not Phase.SWITCHED:
             return []
@@ -359,6 +365,12 @@ class DownloadCore(ParkingSteps):
                     self.looking = True
                     actions += [Note("the origin is slow so far; looking for peers already"),
                                 StartLookup(headless=False)]
+            if self.recheck_at is not None and now >= self.recheck_at and not self.looking:
+                self.recheck_at = None
+                if self.claimed and self.policy.slow_so_far(now):  # else it finishes before stepping back pays
+                    self.looking = True
+                    self.rechecks += 1
+                    actions.append(StartLookup(headless=False))  # others ahead fetch it too, now their claims landed?
             cause = self.policy.check(now)
             if cause is not None:
                 reason = "the swarm has it and the origin is slow" if cause == CROWD_CAUSE else f"transition {cause}"
@@ -379,6 +391,12 @@ class DownloadCore(ParkingSteps):
             self.looking = True
             actions.append(StartLookup(headless=False))
         return actions
+
+    def _recheck_later(self, now: float) -> None:
+        """After a lookup of a download that claimed: the next recheck, `parking.rechecks[i]` s from now after i
+        rechecks (none once they are used up)."""
+        rechecks = self.settings.parking.rechecks
+        self.recheck_at = now + rechecks[self.rechecks] if self.rechecks < len(rechecks) else None
 
     def _take_kept(self, now: float) -> bool:
         """Make the head's lookup's manifest the one to swarm with, if it is at most KEPT_FOR s old."""

@@ -81,14 +81,29 @@ VECTORS = [
         O(100_000, 0.9, "D(o,100000) OriginComplete(True) Finish")), id="slow-lookup-at-the-head-counts-as-early"),
     pytest.param(vector(
         AT_HEAD, O(50_000, 0.3, "D(o,50000)"), LOOK(None, 0.35, "ClaimFetching"), TIMER("", 0.6),  # fast: no
-        O(50_000, 0.9, "D(o,50000) OriginComplete(True) Finish")), id="fast-so-far-no-early-lookup"),  # 2nd lookup
+        TIMER("", 0.85), O(50_000, 0.9, "D(o,50000) OriginComplete(True) Finish")),  # 2nd lookup, no recheck
+        id="fast-so-far-no-early-lookup"),
     pytest.param(vector(
         HEAD(H200, 0.1, "RelayHead OpenSpool(100000,None)"), EARLY, LOOK(None, 0.7, "ClaimFetching", others=5),
         O(100_000, 0.9, "D(o,100000) OriginComplete(True) Finish")), id="no-ranges-never-parks-but-claims"),
     pytest.param(vector(
-        AT_HEAD, LOOK(None, 0.15, "ClaimFetching"), EARLY, LOOK(None, 0.7, ""), DEADLINE(2.1),
+        AT_HEAD, LOOK(None, 0.15, "ClaimFetching"), EARLY, LOOK(None, 0.7, ""), TIMER("StartLookup", 1.2),
+        LOOK(None, 1.3, "", others=4), DEADLINE(2.1),  # four others, none ahead of it: the next recheck is at 2.3
         TIMER("Switch(R@0) StartLookup"), LOOK(None, 2.2, "Note", others=4),  # a claimed fetcher never parks
         O(100_000, 2.3, "D(o,100000) OriginComplete(True) Finish")), id="a-fetcher-stays-a-fetcher"),
+    pytest.param(vector(  # claims said in the same moment land later: the recheck finds the two ahead
+        AT_HEAD, LOOK(None, 0.15, "ClaimFetching", others=1), EARLY, LOOK(None, 0.7, "", others=1, ahead=1),
+        O(5_000, 0.8, "D(o,5000)"), TIMER("StartLookup", 1.2),
+        LOOK(None, 1.3, "EndClaim Switch(fetching@5000) CloseOrigin", others=3, ahead=2),
+        TIMER("StartLookup"), LOOK(FOUND, 1.8, "StartSwarm(0-100000)"), S(None, 1.9, "D(s,11384)"),
+        BLOCKS(16384, 98304, 1.9), S(None, 2.0, "StopSwarm Account(95000) HandOver(0,done,True) D(s,1696) Finish")),
+        id="a-fetcher-steps-back-at-its-recheck"),
+    pytest.param(vector(  # one recheck here, then no more lookups until R
+        AT_HEAD, LOOK(None, 0.15, "ClaimFetching"), EARLY, LOOK(None, 0.7, ""), TIMER("StartLookup", 1.2),
+        LOOK(None, 1.3, ""), DEADLINE(2.1), TIMER("Switch(R@0) StartLookup"), LOOK(None, 2.2, "Note"),
+        O(100_000, 2.3, "D(o,100000) OriginComplete(True) Finish"),
+        settings=dataclasses.replace(PARK, parking=dataclasses.replace(PARK.parking, rechecks=(0.5,)))),
+        id="a-fetcher-rechecks-a-bounded-number-of-times"),
     pytest.param(vector(
         HEAD(head(ranges=True, validator=None), 0.1, "RelayHead OpenSpool(100000,None)"), EARLY,
         LOOK(None, 0.7, "", others=5),  # no validator: no version to wait for, nothing to vouch for
