@@ -262,6 +262,10 @@ def test_a_record_on_too_few_storers_is_published_again_once_the_table_grows():
     assert [e.key for e in schedule.grown(10)] == [b"thin"]
     schedule.published(2, b"thin", stored=20, wanted=20, table_size=40)
     assert schedule.grown(400) == []
+    schedule.published(2, b"thin", stored=12, wanted=20, table_size=40)  # eight of the closest did not answer
+    assert schedule.grown(400) == []  # not worth a republish: the refresh comes anyway
+    schedule.published(2, b"thin", stored=9, wanted=20, table_size=40)  # most of them did not: worth one
+    assert [e.key for e in schedule.grown(41)] == [b"thin"]
     schedule.published(2, b"gone", stored=1, wanted=20, table_size=1)  # not announced: ignored
 
 
