@@ -13,6 +13,7 @@ from dht.errors import InvalidArgument, NotRunning
 from dht.identity import NodeIdentity
 from dht.node import MAINTENANCE_JITTER, DhtNode, jittered
 from dht.records import KIND_PROVIDER
+from dht.storage import StoreLimits
 
 from .conftest import TEST_CONFIG, start_swarm, stop_swarm
 from .test_network import found_by
@@ -153,3 +154,22 @@ async def test_external_host_from_ping_replies():
     finally:
         await lonely.stop()
         await stop_swarm(nodes)
+
+
+async def test_a_record_refused_by_full_storers_is_not_republished_as_thin():
+    """A hot key's slots are full at every storer: the table growing would not change that, so the announcement
+    is not thin (it was republished every maintenance round before), while one that reached too few is."""
+    config = replace(TEST_CONFIG, replicas=3, store_limits=StoreLimits(providers_per_key=1))
+    nodes = await start_swarm(6, config=config)
+    try:
+        root = os.urandom(32)
+        assert await nodes[0].announce(root, "127.0.0.1", 1000) >= 3
+        assert await nodes[1].announce(root, "127.0.0.1", 1001) <= 1  # the key is full at the storers
+        assert nodes[1].announcements.grown(10_000) == []  # not thin: the full storers answered
+        await stop_swarm([nodes[0], *nodes[2:]])  # everyone else gone: the next one reaches itself at most
+        other = os.urandom(32)
+        await nodes[1].announce(other, "127.0.0.1", 1001)
+        assert [e.key for e in nodes[1].announcements.grown(10_000)] == [other]
+        assert (KIND_PROVIDER, root) in nodes[1].announcements
+    finally:
+        await stop_swarm([nodes[1]])
