@@ -26,8 +26,12 @@ async def found_by(node: DhtNode, root: bytes, port: int) -> bool:
     return False
 
 
-async def lookup_matrix(nodes, announcers, roots, concurrency=40, per_node=None, seed=0) -> tuple[int, int]:
+async def lookup_matrix(nodes, announcers, roots, concurrency=20, per_node=None, seed=0) -> tuple[int, int]:
     """Roots looked up from nodes other than their announcer; returns (successes, attempts).
+
+    At most `concurrency` at once: each lookup's final round asks its 20 closest at once, and 40 lookups (800
+    queries in flight in this one loop) had a slow 2-core machine time out enough of them to miss one record in
+    39,800 now and then. The test is about finding, not about how many lookups one loop can drive.
 
     Every root from every node, or with `per_node` a random sample of that many roots for each node.
     """
