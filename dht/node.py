@@ -220,7 +220,7 @@ class DhtNode:
     def on_message_from(self, message: Message, address: Address) -> None:
         if message.sender_id != self.node_id:
             self._failures.pop(message.sender_id, None)
-            self.routing.add(Contact(message.sender_id, address[0], address[1]))
+            self.routing.add(Contact(message.sender_id, address[0], address[1]), self.monotonic())
 
     def _note_failure(self, contact: Contact) -> None:
         # Drop a contact after its second unanswered request in a row, not the first: one lost datagram or one

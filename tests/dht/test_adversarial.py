@@ -122,7 +122,7 @@ async def test_lying_replies_are_filtered_and_counted():
         root = os.urandom(32)
         await nodes[1].announce(root, "127.0.0.1", 7777)
         asker = nodes[5]
-        asker.routing.add(Contact(liar.node_id, *liar.address))  # make sure the liar gets asked
+        asker.routing.add(Contact(liar.node_id, *liar.address), asker.monotonic())  # make sure the liar gets asked
         ports = [r.port async for r in asker.find_providers(root)]
         assert ports == [7777]
         assert asker.counters["bad_records_received"] >= 3

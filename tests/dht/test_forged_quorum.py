@@ -137,7 +137,7 @@ async def test_relayed_records_keep_the_address_they_were_observed_from(network)
         [(record, _)] = await network[-1].get_manifests(KEY)
         fresh = await start_node("127.0.0.41", [network[1].address])
         try:
-            relay.routing.add(Contact(fresh.node_id, *fresh.address))  # a node that does not hold it yet
+            relay.routing.add(Contact(fresh.node_id, *fresh.address), relay.monotonic())  # a node that does not hold it yet
             before = fresh.counters["store_address_mismatch"]
             await relay.publish(record)
             assert fresh.counters["store_address_mismatch"] == before + 1
