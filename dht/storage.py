@@ -94,6 +94,10 @@ class RecordStore:
         self._per_source: Counter[str] = Counter()
         self._count_by_kind: Counter[int] = Counter()
         self._expiry_heap: list[tuple[float, SlotId]] = []  # lazy: entries may be stale
+        # get_observed's answer per key, until the first of its records expires; dropped by any write to the key.
+        # A flash crowd asks a storer for the same key hundreds of times a second, and filtering and sorting up
+        # to `per_key` records each time was 3 % of a lab worker's CPU at 1,000 nodes (py-spy).
+        self._live: dict[KeyId, tuple[float, float, list[tuple[Record, str | None]]]] = {}  # (from, until, answer)
         self.rejected: Counter[StoreResult] = Counter()
 
     # ------------------------------------------------------------------------------------------------- write
@@ -161,6 +165,7 @@ class RecordStore:
         return None
 
     def _insert(self, key_id: KeyId, record: Record, source: str, observed: str | None) -> None:
+        self._live.pop(key_id, None)
         self._by_key.setdefault(key_id, {})[record.publisher_key] = _Entry(record, source, observed)
         self._per_publisher[record.publisher_key] += 1
         self._per_source[source] += 1
@@ -168,6 +173,7 @@ class RecordStore:
         heapq.heappush(self._expiry_heap, (record.expires_at, (record.kind, record.key, record.publisher_key)))
 
     def _remove(self, key_id: KeyId, publisher_key: bytes) -> None:
+        self._live.pop(key_id, None)
         publishers = self._by_key[key_id]
         entry = publishers.pop(publisher_key)
         if not publishers:
@@ -207,7 +213,11 @@ class RecordStore:
         return [record for record, _ in self.get_observed(kind, key, now)]
 
     def get_observed(self, kind: int, key: bytes, now: float) -> list[tuple[Record, str | None]]:
-        """Live records for (kind, key) with the IP each arrived from (None: published here), newest first."""
+        """Live records for (kind, key) with the IP each arrived from (None: published here), newest first.
+        A new list each call: callers may reorder it."""
+        cached = self._live.get((kind, key))
+        if cached is not None and cached[0] <= now < cached[1]:  # a clock stepped back asks afresh
+            return list(cached[2])
         publishers = self._by_key.get((kind, key))
         if not publishers:
             return []
@@ -217,7 +227,8 @@ class RecordStore:
             if entry.record.expires_at > now and entry.record.has_valid_signature()
         ]
         live.sort(key=lambda pair: pair[0].timestamp_ms, reverse=True)
-        return live
+        self._live[kind, key] = (now, min((record.expires_at for record, _ in live), default=now), live)
+        return list(live)
 
     def records(self, now: float) -> Iterator[Record]:
         for publishers in self._by_key.values():

@@ -180,3 +180,35 @@ def test_own_records_are_kept_unobserved_and_providers_are_not_checked():
     assert store.get_observed(KIND_MANIFEST, ROOT, 1000) == [(man(0), None)]
     # A provider's host is where to connect, not a vote: not compared (a peer port may sit on another address).
     assert store.put(prov(1), "198.51.100.9", 1000, observed="198.51.100.9") == StoreResult.STORED
+
+
+def _uncached(store, kind, key, now):
+    publishers = store._by_key.get((kind, key), {})
+    live = [(e.record, e.observed) for e in publishers.values() if e.record.expires_at > now]
+    return sorted(live, key=lambda pair: pair[0].timestamp_ms, reverse=True)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_reads_between_writes_and_expiries_see_the_store_as_it_is(seed):
+    # get_observed keeps its answer per key until a write or the first expiry: every read between puts,
+    # replacements, withdrawals, expiries and a clock stepping back must equal a fresh scan.
+    import random
+
+    rng = random.Random(seed)
+    store = RecordStore()
+    now = 1000.0
+    for _ in range(200):
+        step = rng.random()
+        if step < 0.4:
+            who, ttl = rng.randrange(len(IDS)), rng.choice([0, 5, 20, 600])
+            store.put(prov(who, at=now, ttl=ttl, port=rng.randrange(1, 9)), "abcd"[who % 4], now)
+        elif step < 0.5:
+            store.expire(now)
+        elif step < 0.55:
+            now -= rng.uniform(0, 3)  # the wall clock stepped back
+        else:
+            now += rng.uniform(0, 4)
+        answer = store.get_observed(KIND_PROVIDER, ROOT, now)
+        assert answer == _uncached(store, KIND_PROVIDER, ROOT, now)
+        answer.reverse()  # the responder shuffles what it gets: that must not reach the next reader
+        assert store.get_observed(KIND_PROVIDER, ROOT, now) == _uncached(store, KIND_PROVIDER, ROOT, now)
