@@ -295,6 +295,7 @@ class _Download:
                 self.ledger.skipped(None)
                 self.record.manifest_source = found.source
                 self.record.peers = [f"{p.host}:{p.port}" for p in found.providers]
+                self._say(f"from {len(found.providers)} peers, bytes {start}-{end - 1}")
                 origin = self.engine.origin_source(str(self.url), found.manifest)
                 self.chunks = self.engine.fetch(found, origin=origin, start=start, end=end,
                                                 report=self.ledger.report)

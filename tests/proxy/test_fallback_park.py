@@ -82,6 +82,7 @@ async def test_a_newcomer_leaves_the_origin_to_two_fetchers_and_finishes_from_th
     assert any("no-record" in e and "(2 fetching" in e for e in events[:parked_at]), events
     assert not any("this node fetches it" in e for e in events), events
     assert all(e.startswith("+") and "s " in e for e in events)
+    assert any(f"from {len(record['peers'])} peers, bytes " in e for e in events[parked_at:]), events
     assert any("this node fetches it from the origin" in e for e in cluster.last_record(first)["events"])
 
 
