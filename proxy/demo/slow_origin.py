@@ -35,16 +35,24 @@ class _Bucket:
         self.stamp = time.monotonic()
         self.lock = asyncio.Lock()
 
-    async def take(self, amount: int) -> None:
+    async def take(self, amount: int, wanted: Callable[[], bool] = lambda: True) -> bool:
+        """Wait until `amount` bytes may go, and count them as sent; False (nothing counted) if `wanted()` says,
+        once this waiter's turn came, that they are no longer wanted."""
         async with self.lock:  # first come, first served: one waiter at a time keeps it fair
+            if not wanted():
+                # The client left while this response waited in line. A server learns that from the FIN and
+                # sends nothing more: in a flash crowd every newcomer that leaves for the swarm would otherwise
+                # still cost the others a chunk's worth of this budget (16 KiB at 256 KB/s: 64 ms).
+                return False
             if not self.rate:  # read under the lock: the rate may change while others wait
-                return
+                return True
             now = time.monotonic()
             self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
             self.stamp = now
             self.tokens -= amount
             if self.tokens < 0:
                 await asyncio.sleep(-self.tokens / self.rate)  # throttling is this server's job, not a sync
+            return True
 
 
 class SlowOrigin:
@@ -157,7 +165,8 @@ class SlowOrigin:
                             request.transport.close()  # break off mid-body: the client sees a cut response
                         return response
                     await self.flowing.wait()
-                    await self.bucket.take(len(piece))
+                    if not await self.bucket.take(len(piece), lambda: _connected(request)):
+                        return response
                     await response.write(piece)
                     self.bytes_sent += len(piece)
                     position += len(piece)
@@ -165,3 +174,8 @@ class SlowOrigin:
             except ConnectionError:
                 pass  # the client left (e.g. a proxy that got the rest from peers): nothing more to do
             return response
+
+
+def _connected(request: web.Request) -> bool:
+    """Is the client of `request` still there (as far as this server has heard)?"""
+    return request.transport is not None and not request.transport.is_closing()

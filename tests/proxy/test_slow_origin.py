@@ -248,13 +248,13 @@ class Tracker:
         server.requests = Requests()
         take = server.bucket.take
 
-        async def traced_take(amount: int) -> None:
+        async def traced_take(amount: int, *wanted) -> bool:
             path = self.paths[asyncio.current_task()]
             self.pieces.append(path)
             self.event(self.first_piece, path).set()
             if path in self.gates:
                 await self.gates[path].wait()
-            await take(amount)
+            return await take(amount, *wanted)
 
         server.bucket.take = traced_take
 
@@ -394,3 +394,13 @@ async def test_set_rate_none_makes_take_return_without_waiting():
     assert completes_without_waiting(server.bucket.take(10**9))
     server.set_rate(1000)  # and limiting again re-arms the budget
     assert not completes_without_waiting(server.bucket.take(10**6))
+
+
+@pytest.mark.parametrize("rate", [None, 1000])
+async def test_a_response_whose_client_left_takes_nothing_from_the_budget(rate):
+    bucket = SlowOrigin(rate=rate).bucket
+    before = bucket.tokens
+    assert await bucket.take(CHUNK, lambda: False) is False
+    assert bucket.tokens == before
+    assert await bucket.take(CHUNK, lambda: True) is True
+    assert bucket.tokens == (before if rate is None else pytest.approx(before - CHUNK, abs=rate * 0.5))
