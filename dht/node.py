@@ -122,7 +122,7 @@ class DhtNode:
         self.limiter = RateLimiter(self.config.request_rate, self.config.request_burst)
         self.tokens = WriteTokens(now=monotonic())
         self.routing = RoutingTableFacade(
-            self.node_id, self.config.k, self._ping_contact, self.config.routing_contacts_per_ip
+            self.node_id, self.config.k, self._ping_contact, asyncio.ensure_future, self.config.routing_contacts_per_ip
         )
         self.announcements = AnnouncementSchedule(self.config.refresh_fraction)
         self.counters: Counter[str] = Counter()

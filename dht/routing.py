@@ -2,11 +2,10 @@
 
 We reuse only the `kademlia` package's k-bucket table (`RoutingTable`, `KBucket`, `Node`): its bucket splitting,
 LRU order and replacement cache are sound. Its network side (`KademliaProtocol`, `Server`, rpcudp) is not used;
-see `dht.protocol` for why. The table calls back ``protocol.call_ping(head)`` when a full bucket must decide
-whether its oldest contact still lives; `RoutingTableFacade` gives it an adapter whose coroutine never raises.
-A contact that finds its bucket full is kept in the replacement cache without going through kademlia's
-`add_contact` (see `RoutingTableFacade.add` for why), and the bucket's head is pinged only when it has been
-silent for `GOOD_CONTACT_SECONDS`, one ping at a time.
+see `dht.protocol` for why, nor is its `add_contact` (see `RoutingTableFacade.add`): a contact that finds its
+bucket full waits in the replacement cache, and the bucket's oldest contact is pinged (through the `ping` and
+`spawn` the node gives) only when it has been silent for `GOOD_CONTACT_SECONDS`, one ping at a time; one that
+does not answer gives its place to the newest waiting contact. No I/O here: the ping is the node's.
 
 Persistence is a JSON file (``dht_routing.json``) — never pickle, which executes code on load — written
 atomically (temp file + rename) and read defensively: any malformed entry is skipped, a malformed file is
@@ -15,7 +14,6 @@ ignored with a warning (a routing table is a cache; losing it costs one bootstra
 
 from __future__ import annotations
 
-import asyncio
 import bisect
 import ipaddress
 import json
@@ -23,7 +21,7 @@ import logging
 import os
 from collections import Counter
 from pathlib import Path
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable, Coroutine
 
 from kademlia.node import Node as KadNode
 from kademlia.routing import RoutingTable
@@ -53,23 +51,6 @@ def _shared_prefix_bits(nodes) -> int:
     return _ID_BITS - differing.bit_length()
 
 
-class _PingAdapter:
-    """What `kademlia.routing.RoutingTable` expects as its ``protocol``: only ``call_ping(node)`` is used."""
-
-    def __init__(self, ping: Callable[[Contact], Awaitable[bool]], on_dead: Callable[[KadNode], None]) -> None:
-        self._ping = ping
-        self._on_dead = on_dead
-
-    async def call_ping(self, node: KadNode) -> None:
-        try:
-            alive = await self._ping(Contact(node.id, node.ip, node.port))
-        except Exception:  # noqa: BLE001 - runs as a detached task; must never raise
-            log.exception("DHT: eviction ping failed")
-            alive = False
-        if not alive:
-            self._on_dead(node)
-
-
 class RoutingTableFacade:
     """Typed access to kademlia's table, plus a cap on contacts per IP address.
 
@@ -80,26 +61,23 @@ class RoutingTableFacade:
     """
 
     def __init__(
-        self, self_id: bytes, k: int, ping: Callable[[Contact], Awaitable[bool]], max_per_ip: int | None = None
+        self, self_id: bytes, k: int, ping: Callable[[Contact], Awaitable[bool]],
+        spawn: Callable[[Coroutine[Any, Any, None]], object], max_per_ip: int | None = None
     ) -> None:
+        """`ping(contact)`: does it still answer? `spawn(coroutine)`: run it in the background (a task)."""
         self.self_id = self_id
         self.k = k
         self.max_per_ip = max_per_ip
-        self._pinger = _PingAdapter(ping, self._remove_kad_node)
-        self._table = RoutingTable(self._pinger, k, KadNode(self_id))
+        self._ping, self._spawn = ping, spawn
+        self._table = RoutingTable(None, k, KadNode(self_id))  # its protocol is only for add_contact's ping
         self._seen: dict[bytes, float] = {}  # table members: when each last sent us anything
-        self._pinging: dict[bytes, asyncio.Future] = {}  # heads being asked whether they still live
+        self._pinging: dict[bytes, object] = {}  # heads being asked whether they still live, and the task asking
         self._flat: list[tuple[int, Contact]] | None = None  # cache for closest(); None when stale
         self._per_ip: Counter[str] | None = None  # contacts per IP in the table; None when stale
         # closest() answers by (target, count): the count+1 nearest (distance, contact), sorted. Kept across new
         # contacts (each is merged in), dropped with the flat list.
         self._nearest: dict[tuple[int, int], list[tuple[int, Contact]]] = {}
         self.refused_per_ip = 0
-
-    def _remove_kad_node(self, node: KadNode) -> None:
-        self._table.remove_contact(node)
-        self._seen.pop(node.id, None)
-        self._invalidate()
 
     def _invalidate(self) -> None:
         self._flat = None
@@ -169,9 +147,21 @@ class RoutingTableFacade:
         contact takes its place."""
         if now - self._seen.get(head.id, float("-inf")) < GOOD_CONTACT_SECONDS or head.id in self._pinging:
             return
-        ping = asyncio.ensure_future(self._pinger.call_ping(head))
-        self._pinging[head.id] = ping
-        ping.add_done_callback(lambda _done, node_id=head.id: self._pinging.pop(node_id, None))
+        self._pinging[head.id] = None
+        task = self._spawn(self._ask(Contact(head.id, head.ip, head.port)))
+        if head.id in self._pinging:  # still asking (a task run eagerly may be over already)
+            self._pinging[head.id] = task
+
+    async def _ask(self, head: Contact) -> None:
+        try:
+            alive = await self._ping(head)
+        except Exception:  # noqa: BLE001 - runs as a detached task; must never raise
+            log.exception("DHT: eviction ping failed")
+            alive = False
+        finally:
+            self._pinging.pop(head.node_id, None)
+        if not alive:
+            self.remove(head)  # kademlia promotes the newest contact of its replacement cache
 
     def remove(self, contact: Contact) -> None:
         self._table.remove_contact(KadNode(contact.node_id, contact.host, contact.port))

@@ -26,7 +26,7 @@ def brute_force(contacts, target, k, exclude=None):
 async def test_closest_matches_brute_force_through_adds_and_removes():
     rng = random.Random(7)
     own = rng.randbytes(20)
-    table = RoutingTableFacade(own, k=8, ping=_alive)
+    table = RoutingTableFacade(own, k=8, ping=_alive, spawn=asyncio.ensure_future)
     for step in range(600):
         contact = Contact(rng.randbytes(20), "127.0.0.1", 1000 + step)
         table.add(contact, 0.0)
@@ -45,7 +45,7 @@ async def test_closest_stays_exact_for_targets_asked_again():
     # The same few targets asked between adds and removes, as in a flash crowd: the kept answers must follow
     # every change, including tables smaller than k.
     rng = random.Random(11)
-    table = RoutingTableFacade(rng.randbytes(20), k=8, ping=_alive)
+    table = RoutingTableFacade(rng.randbytes(20), k=8, ping=_alive, spawn=asyncio.ensure_future)
     targets = [rng.randbytes(20) for _ in range(3)]
     for step in range(400):
         table.add(Contact(rng.randbytes(20), "127.0.0.1", 2000 + step), 0.0)
@@ -64,7 +64,7 @@ async def test_closest_stays_exact_for_targets_asked_again():
 
 
 async def test_address_change_is_seen():
-    table = RoutingTableFacade(b"\x00" * 20, k=8, ping=_alive)
+    table = RoutingTableFacade(b"\x00" * 20, k=8, ping=_alive, spawn=asyncio.ensure_future)
     table.add(Contact(b"\x01" * 20, "127.0.0.1", 1), 0.0)
     assert table.closest(b"\x01" * 20)[0].port == 1
     table.add(Contact(b"\x01" * 20, "127.0.0.1", 2), 0.0)
@@ -73,7 +73,7 @@ async def test_address_change_is_seen():
 
 
 async def test_self_and_bad_ids_are_not_added():
-    table = RoutingTableFacade(b"\x00" * 20, k=8, ping=_alive)
+    table = RoutingTableFacade(b"\x00" * 20, k=8, ping=_alive, spawn=asyncio.ensure_future)
     table.add(Contact(b"\x00" * 20, "127.0.0.1", 1), 0.0)
     table.add(Contact(b"\x01" * 5, "127.0.0.1", 1), 0.0)
     assert len(table) == 0
@@ -82,7 +82,7 @@ async def test_self_and_bad_ids_are_not_added():
 def _full_bucket(ping, head_heard_at: float) -> tuple[RoutingTableFacade, Contact]:
     # kademlia splits a full bucket only if it holds our own id or its nodes' shared prefix is not a multiple
     # of 5 bits. Own id 0xff..., two contacts sharing exactly 5 leading zero bits fill the k=2 bucket.
-    table = RoutingTableFacade(b"\xff" * 20, k=2, ping=ping)
+    table = RoutingTableFacade(b"\xff" * 20, k=2, ping=ping, spawn=asyncio.ensure_future)
     head = Contact(b"\x00" + b"\x00" * 19, "127.0.0.1", 1)
     table.add(head, head_heard_at)
     table.add(Contact(b"\x04" + b"\x00" * 19, "127.0.0.1", 2), head_heard_at)
@@ -153,7 +153,7 @@ def test_shared_prefix_matches_kademlias_depth(seed):
 
 
 async def test_lookups_refresh_their_bucket():
-    table = RoutingTableFacade(b"\x00" * 20, k=8, ping=_alive)
+    table = RoutingTableFacade(b"\x00" * 20, k=8, ping=_alive, spawn=asyncio.ensure_future)
     for bucket in table._table.buckets:
         bucket.last_updated -= 7200
     assert len(table.lonely_bucket_ranges()) == 1
@@ -162,7 +162,7 @@ async def test_lookups_refresh_their_bucket():
 
 
 async def test_contacts_per_ip_are_capped():
-    table = RoutingTableFacade(b"\x00" * 20, k=20, ping=_alive, max_per_ip=3)
+    table = RoutingTableFacade(b"\x00" * 20, k=20, ping=_alive, spawn=asyncio.ensure_future, max_per_ip=3)
     rng = random.Random(3)
     for port in range(1, 11):
         table.add(Contact(rng.randbytes(20), "198.51.100.1", port), 0.0)
