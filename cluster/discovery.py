@@ -15,6 +15,7 @@ and the fetches under way go on with the peers they have.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -49,6 +50,7 @@ class _Summary:
     validator: bytes
     publisher_id: bytes
     publisher_host: str | None
+    published_at: float
 
 
 class RedisDiscovery:
@@ -104,7 +106,7 @@ class RedisDiscovery:
 
     async def put_manifest(self, repr_key: bytes, summary, *, ttl: int | None = None) -> None:
         entry = _Summary(summary.content_root, summary.size, summary.block_size, bytes(summary.validator),
-                         self._node_id, self.host)
+                         self._node_id, self.host, time.time())
         self._claims[repr_key] = [entry]  # this node's next claim under a key replaces its last
 
     async def withdraw_manifest(self, repr_key: bytes) -> None:

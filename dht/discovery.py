@@ -59,6 +59,7 @@ class ManifestSummary:
     validator: bytes
     publisher_id: bytes = b""
     publisher_host: str | None = None
+    published_at: float = 0.0  # the signed record's timestamp
 
 
 class ManifestFields(Protocol):
@@ -147,7 +148,7 @@ class DhtDiscovery:
     async def get_manifests(self, repr_key: bytes) -> list[ManifestSummary]:
         found: list[tuple[ManifestRecord, str | None]] = await self.node.get_manifests(repr_key)
         return [
-            ManifestSummary(r.content_root, r.size, r.block_size, r.validator, r.publisher_id, host)
+            ManifestSummary(r.content_root, r.size, r.block_size, r.validator, r.publisher_id, host, r.timestamp)
             for r, host in found
         ]
 
@@ -159,6 +160,7 @@ class FakeDiscoveryNetwork:
         self.providers: dict[bytes, dict[bytes, Provider]] = {}
         self.manifests: dict[bytes, dict[bytes, ManifestSummary]] = {}
         self.lookups = 0
+        self.claims = 0  # claims put so far: each one's `published_at` (no clock here, only an order)
 
 
 class FakeDiscovery:
@@ -205,8 +207,9 @@ class FakeDiscovery:
         if not self.external_host:
             raise InvalidArgument("our address is not known yet: storing nodes accept a manifest only from it")
         # As an honest DHT would attest it: the address this node is seen at, whatever the summary says.
+        self.network.claims += 1
         stored = ManifestSummary(summary.content_root, summary.size, summary.block_size, bytes(summary.validator),
-                                 self.node_id, self.external_host)
+                                 self.node_id, self.external_host, float(self.network.claims))
         entries = self.network.manifests.setdefault(repr_key, {})
         entries.pop(self.node_id, None)  # re-insert so the newest comes last
         entries[self.node_id] = stored

@@ -54,8 +54,8 @@ class ParkingSteps:
 
     def _park_if(self, others: int, ahead: int, now: float) -> list[Action] | None:
         """Park if enough others fetch it. One that said it fetches too steps back for those ahead of it (holders,
-        and claimers of smaller ids, ordered alike by every node): arrivals closer than a claim takes to land all
-        claimed, and each more reader of the whole file divides the origin for all."""
+        and earlier claimers, ordered alike by every node: `manifest_trust.ahead_of`): arrivals closer than a claim
+        takes to land all claimed, and each more reader of the whole file divides the origin for all."""
         if not self._may_park() or (ahead if self.claimed else others) < self.settings.parking.after:
             return None
         actions: list[Action] = [EndClaim()] if self.claimed else []

@@ -23,9 +23,11 @@ import dataclasses
 import hashlib
 import json
 import logging
+import math
 import os
 import pathlib
 import threading
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -40,7 +42,7 @@ from swarm.service.store_work import fill_entry
 from swarm.service.swarm_service import FETCH_PEERS, LINGER, PROVIDER_WAIT, ShareCounters, SwarmService
 from swarm.store.interface import BlockStore
 
-from .manifest_trust import AgreedManifest, TrustPolicy, Vouch, decide, working
+from .manifest_trust import AgreedManifest, TrustPolicy, Vouch, ahead_of, decide, working
 from .origin_head import OriginHead
 from .origin_manifest import fetch_layer
 from .spool import Spool
@@ -89,7 +91,8 @@ class Miss:
     reason: str  # "dht-off", "lookup-failed", "no-record", "below-quorum", "conflict", "no-provider", ...
     detail: str = ""  # e.g. "1 publisher"
     others: int = 0  # the weight of the others who hold or are fetching this version from the origin (`working`)
-    # Of those, the ones a download that claimed to fetch it steps back for: holders, and claimers of smaller ids.
+    # Of those, the ones a download that claimed to fetch it steps back for: holders, and earlier claimers
+    # (`claimed_before`).
     ahead: int = 0
 
     def __str__(self) -> str:
@@ -133,6 +136,7 @@ class SwarmEngine:
         self.spool_dir = spool_dir
         self._own_manifests: dict[bytes, Manifest] = {}  # url key -> manifest computed from origin bytes
         self._in_progress: dict[bytes, int] = {}  # url key -> downloads of it from the origin that said `fetching`
+        self._claimed_at: dict[bytes, float] = {}  # url key -> when this node said so (time.time(), as records)
         self._origin_roots_file = pathlib.Path(spool_dir).parent / "origin_roots.json"
         self._index_store()
 
@@ -223,13 +227,13 @@ class SwarmEngine:
         if claims is None:
             return Miss("lookup-failed")
         summaries, providers_by_root = claims
-        vouches = [Vouch(s.publisher_id, s.content_root, s.size, s.block_size, s.validator, s.publisher_host)
-                   for s in summaries]
+        vouches = [Vouch(s.publisher_id, s.content_root, s.size, s.block_size, s.validator, s.publisher_host,
+                         s.published_at) for s in summaries]
         others = ahead = 0
         if known_size is not None and known_validator:
             own, wanted = service.discovery.node_id, validator_bytes(known_validator)
             others = working(vouches, size=known_size, validator=wanted, exclude=own)
-            ahead = working([v for v in vouches if v.content_root != IN_PROGRESS_ROOT or v.publisher_id < own],
+            ahead = working(ahead_of(vouches, own, self._claimed_at.get(key, math.inf)),
                             size=known_size, validator=wanted, exclude=own)
         if all(s.content_root == IN_PROGRESS_ROOT for s in summaries):
             log.info("no manifest record for %s", url)
@@ -297,6 +301,7 @@ class SwarmEngine:
         key = url_key(url)
         self._in_progress[key] = self._in_progress.get(key, 0) + 1
         if self._in_progress[key] == 1:
+            self._claimed_at[key] = time.time()
             self.service.claim_in_progress(key, size, block_size, validator_bytes(validator))
 
     def fetch_ended(self, url: str, *, vouching: bool) -> None:
@@ -308,6 +313,7 @@ class SwarmEngine:
             self._in_progress[key] = left
             return
         self._in_progress.pop(key, None)
+        self._claimed_at.pop(key, None)
         if not vouching:
             self._will_not_vouch(url)
 

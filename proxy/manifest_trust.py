@@ -51,6 +51,7 @@ class Vouch:
     block_size: int
     validator: bytes
     publisher_host: str | None = None  # the IP storing nodes observed its record arrive from, if attested
+    published_at: float = 0.0  # when the publisher made it, by its own clock (orders claims; proves nothing)
 
 
 @dataclass(frozen=True)
@@ -186,6 +187,22 @@ def working(candidates: Iterable[Vouch], *, size: int, validator: bytes, exclude
     origin the version of `size` bytes labelled `validator`: those who will vouch for it soon."""
     return _weight([v for v in candidates if _well_formed(v) and v.publisher_id != exclude
                     and v.size == size and v.validator == validator])
+
+
+def ahead_of(candidates: Iterable[Vouch], own: bytes, own_claimed_at: float) -> list[Vouch]:
+    """The vouches a download that claimed to fetch at `own_claimed_at` (its own clock; inf: not known) steps
+    back for: every holder, and the claims made before its own.
+
+    Claims are ordered by (`published_at`, publisher id), which every reader sees alike. Claim time rather than
+    id alone: the earlier claimer is the one further along, and the origin it read so far is not thrown away.
+    Its own claim, once found, is judged by the same record as everyone else judges it. A claimer that lies about
+    its time gains nothing an id ground to be small would not: honest ones step back for it, and come back to the
+    origin when it never vouches (`proxy.parking`)."""
+    candidates = list(candidates)
+    listed = [v.published_at for v in candidates if v.publisher_id == own and v.content_root == IN_PROGRESS_ROOT]
+    mine = (listed[0] if listed else own_claimed_at, own)
+    return [v for v in candidates
+            if v.content_root != IN_PROGRESS_ROOT or (v.published_at, v.publisher_id) < mine]
 
 
 def _agreed(v: Vouch) -> AgreedManifest:

@@ -78,7 +78,9 @@ def validator_bytes(validator: str | None) -> bytes:
 @runtime_checkable
 class ManifestSummary(Protocol):
     """One publisher's claim about a key, as discovery returns it. `publisher_host` is set only when the
-    storing nodes vouch that the claim came from there, else None."""
+    storing nodes vouch that the claim came from there, else None. `published_at`: when the publisher made
+    this claim, by its own clock (seconds; 0.0 when discovery does not say): it orders claims alike for every
+    reader, and proves nothing."""
 
     @property
     def content_root(self) -> bytes: ...
@@ -92,6 +94,8 @@ class ManifestSummary(Protocol):
     def publisher_id(self) -> bytes: ...
     @property
     def publisher_host(self) -> str | None: ...
+    @property
+    def published_at(self) -> float: ...
 
 
 @runtime_checkable

@@ -233,7 +233,7 @@ def test_where_a_segment_comes_from(trusted, others, waited, source) -> None:
 
 def test_a_fetcher_steps_back_for_two_fetchers_ahead_of_it() -> None:
     """Arrivals closer than a claim takes to land all claim; later lookups let the extra ones leave the origin to
-    the two ahead of them (holders, or claimers of smaller ids): one ahead is not enough under quorum:2."""
+    the two ahead of them (holders, or earlier claimers): one ahead is not enough under quorum:2."""
     core = DownloadCore(PARK)
     core.start(0.0)
     core.origin_head(RANGES, 0.1)

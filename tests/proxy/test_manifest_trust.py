@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 from dht.networks import network_prefix
 from proxy import manifest_trust as mt
-from proxy.manifest_trust import AgreedManifest, TrustDecision, TrustPolicy, Vouch, decide, parse_trust, working
+from proxy.manifest_trust import (AgreedManifest, TrustDecision, TrustPolicy, Vouch, ahead_of, decide, parse_trust,
+                                  working)
 from swarm.service.discovery import IN_PROGRESS_ROOT
 
 ROOT_A = b"A" * 32
@@ -21,8 +22,8 @@ BLOCK = 65536
 
 
 def v(pid: str, host: str | None, root: bytes = ROOT_A, size: int = SIZE, block: int = BLOCK,
-      validator: bytes = V1) -> Vouch:
-    return Vouch(pid.encode(), root, size, block, validator, host)
+      validator: bytes = V1, at: float = 0.0) -> Vouch:
+    return Vouch(pid.encode(), root, size, block, validator, host, at)
 
 
 def agreed(root: bytes = ROOT_A, size: int = SIZE, block: int = BLOCK, validator: bytes = V1) -> AgreedManifest:
@@ -148,6 +149,43 @@ WORKING = {
     "another-size": ([v("a", "198.51.100.1", root=FETCHING, size=SIZE + 1)], b"", 0),
     "malformed-block-size": ([v("a", "198.51.100.1", root=FETCHING, block=1000)], b"", 0),
 }
+
+
+# (vouches, our id, when we claimed by our own clock, the publishers we step back for)
+AHEAD = {
+    "earlier-claims-are-ahead": (
+        [v("a", "198.51.100.1", root=FETCHING, at=10.0), v("z", "203.0.113.1", root=FETCHING, at=11.0)], b"m", 12.0,
+        [b"a", b"z"]),
+    "a-later-claim-with-a-smaller-id-is-not": (  # the order of ids alone made the earlier claimer step back
+        [v("a", "198.51.100.1", root=FETCHING, at=13.0), v("z", "203.0.113.1", root=FETCHING, at=11.0)], b"m", 12.0,
+        [b"z"]),
+    "holders-are-always-ahead": ([v("z", "203.0.113.1", at=99.0)], b"m", 12.0, [b"z"]),
+    "our-own-record-rules-once-found": (  # landed: everyone judges us by it, so do we
+        [v("m", "192.0.2.9", root=FETCHING, at=10.5), v("a", "198.51.100.1", root=FETCHING, at=11.0)], b"m", 12.0,
+        []),
+    "same-time-then-id": (
+        [v("a", "198.51.100.1", root=FETCHING, at=12.0), v("z", "203.0.113.1", root=FETCHING, at=12.0)], b"m", 12.0,
+        [b"a"]),
+    "not-claimed-yet-everyone-is-ahead": (
+        [v("z", "203.0.113.1", root=FETCHING, at=1e12)], b"m", float("inf"), [b"z"]),
+}
+
+
+@pytest.mark.parametrize("vouches,own,claimed_at,ahead", AHEAD.values(), ids=AHEAD.keys())
+def test_ahead_of(vouches, own, claimed_at, ahead):
+    assert [x.publisher_id for x in ahead_of(vouches, own, claimed_at) if x.publisher_id != own] == ahead
+
+
+def test_two_claimers_never_both_step_back_for_each_other():
+    # Whatever the times and ids, of two claims seen alike by both, exactly one is ahead of the other.
+    import itertools
+
+    for (ta, tb), (ia, ib) in itertools.product(itertools.product([1.0, 2.0], repeat=2), [(b"a", b"b"), (b"b", b"a")]):
+        claims = [v(ia.decode(), "198.51.100.1", root=FETCHING, at=ta),
+                  v(ib.decode(), "203.0.113.1", root=FETCHING, at=tb)]
+        a_steps_back = any(x.publisher_id == ib for x in ahead_of(claims, ia, ta))
+        b_steps_back = any(x.publisher_id == ia for x in ahead_of(claims, ib, tb))
+        assert a_steps_back != b_steps_back
 
 
 @pytest.mark.parametrize("vouches,exclude,weight", WORKING.values(), ids=WORKING.keys())
