@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
 import os
 import random
@@ -30,6 +29,7 @@ from typing import AsyncIterator, Callable, Iterable, cast
 from dht.admission import RateLimiter, WriteTokens
 from dht.announcements import AnnouncementSchedule
 from dht.attestation import Attestations
+from dht.bootstrap import REJOIN_SECONDS, resolve
 from dht.config import DhtConfig  # noqa: F401 - importable from here, as before
 from dht.errors import InvalidArgument, MalformedRecord, NotRunning
 from dht.identity import NODE_ID_BYTES, NodeIdentity
@@ -136,6 +136,8 @@ class DhtNode:
         self._warm_lookups: dict[bytes, tuple[float, Lookup]] = {}  # target -> (when, a record lookup's state)
         self._observed_by: OrderedDict[bytes, str] = OrderedDict()  # responder id -> our IP as it saw it
         self._saved_contacts: list[Contact] = load_contacts(data_dir) if data_dir is not None else []
+        self._entry_points: list[tuple[str, int]] = []  # the bootstrap nodes, asked again when no contact is left
+        self._rejoin_at = 0.0
 
     @classmethod
     def from_data_dir(cls, data_dir: str | os.PathLike[str], config: DhtConfig | None = None, **kwargs) -> DhtNode:
@@ -286,8 +288,11 @@ class DhtNode:
         return (await self.ping(contact.address)) == contact.node_id
 
     async def bootstrap(self, addresses: Iterable[tuple[str, int]] = ()) -> int:
-        """Join via `addresses` (hostnames allowed) plus the saved routing table; returns the table size."""
-        candidates = [await self._resolve(a) for a in addresses]
+        """Join via `addresses` (hostnames allowed) plus the saved routing table; returns the table size. They
+        are asked again whenever the table is empty (`dht.bootstrap`)."""
+        self._entry_points = list(addresses)
+        self._rejoin_at = self.monotonic() + REJOIN_SECONDS
+        candidates = [await resolve(a, self.address[0]) for a in self._entry_points]
         candidates += [c.address for c in self._saved_contacts]
         unique = list(dict.fromkeys(a for a in candidates if a is not None and a != self.address))
         await asyncio.gather(*(self.ping(a) for a in unique))
@@ -295,23 +300,11 @@ class DhtNode:
             await self.find_node(self.node_id)
         return len(self.routing)
 
-    async def _resolve(self, address: tuple[str, int]) -> Address | None:
-        host, port = address
-        try:
-            # Canonical text ("::1", not "0:0::1"): replies are matched against the address a request went to.
-            return (str(ipaddress.ip_address(host)), int(port))
-        except ValueError:
-            pass
-        try:
-            infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_DGRAM)
-        except OSError as exc:
-            log.warning("DHT: cannot resolve bootstrap host %s: %s", host, exc)
-            return None
-        local_family = socket.AF_INET6 if ":" in self.address[0] else socket.AF_INET
-        for family, _type, _proto, _name, sockaddr in infos:
-            if family == local_family:
-                return (sockaddr[0], sockaddr[1])
-        return None
+    async def _rejoin_if_alone(self) -> None:
+        if len(self.routing) or self.monotonic() < self._rejoin_at or not self.running:
+            return
+        size = await self.bootstrap(self._entry_points)
+        log.log(logging.INFO if size else logging.DEBUG, "DHT: no contact left; joined again: %d contacts", size)
 
     async def _drive(self, lookup: Lookup, make_request: Callable[[], Message]) -> AsyncIterator[tuple[Contact, Message]]:
         """Run `lookup` over the network, yielding every successful reply as it arrives."""
@@ -365,6 +358,7 @@ class DhtNode:
         here, with FIND_NODE."""
         lookup = self._take_warm(target)
         if lookup is None:
+            await self._rejoin_if_alone()
             lookup = self._new_lookup(target)
         async for _ in self._drive(lookup, lambda: self._request(Method.FIND_NODE, target=target)):
             pass
@@ -498,6 +492,7 @@ class DhtNode:
         method = Method.FIND_PROVIDERS if kind == KIND_PROVIDER else Method.GET_RECORDS
         for record, observed in self.store.get_observed(kind, key, self.clock()):
             yield record, observed, None
+        await self._rejoin_if_alone()
         target = dht_key(kind, key)
         lookup = self._new_lookup(target)
         try:
@@ -542,7 +537,9 @@ class DhtNode:
     # ------------------------------------------------------------------------------------------ maintenance
 
     async def maintain(self) -> None:
-        """One maintenance round: expire records, refresh due announcements, refresh lonely buckets, save."""
+        """One maintenance round: join again if alone, expire records, refresh due announcements, refresh
+        lonely buckets, save."""
+        await self._rejoin_if_alone()
         self.store.expire(self.clock())
         due = self.announcements.due(self.monotonic()) + self.announcements.grown(len(self.routing))
         for entry in {(e.kind, e.key): e for e in due}.values():

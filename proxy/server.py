@@ -376,8 +376,8 @@ class ProxyServer:
         if size:
             log.info("DHT joined through %d bootstrap node(s): %d contacts", len(nodes), size)
         else:
-            log.warning("DHT: no bootstrap node answered (%s); relying on LAN discovery and the saved table",
-                        ", ".join(f"{h}:{p}" for h, p in nodes))
+            log.warning("DHT: no bootstrap node answered (%s); relying on LAN discovery and the saved table, "
+                        "and asking them again while no node is known", ", ".join(f"{h}:{p}" for h, p in nodes))
 
     async def stop(self) -> None:
         # Requests first, while what they use still runs: a download cut off here hands its content to the

@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import pytest
 
+from dht.bootstrap import REJOIN_SECONDS
 from dht.errors import InvalidArgument, NotRunning
 from dht.identity import NodeIdentity
 from dht.node import MAINTENANCE_JITTER, DhtNode, jittered
@@ -42,6 +43,33 @@ async def test_bootstrap_accepts_hostnames():
     try:
         assert await newcomer.bootstrap([("localhost", nodes[0].address[1])]) >= 1
         assert await newcomer.bootstrap([("no-such-host.invalid", 1)]) >= 1  # unresolvable: skipped, no raise
+    finally:
+        await newcomer.stop()
+        await stop_swarm(nodes)
+
+
+@pytest.mark.parametrize("by", ["lookup", "maintenance"])
+async def test_a_node_left_alone_joins_again_when_its_bootstrap_node_answers(by):
+    # Its bootstrap node was down when it started: it had no contact, answered every lookup with nothing, and
+    # nobody would ever have contacted it. It asks again, at most every REJOIN_SECONDS, before a lookup or in
+    # maintenance.
+    nodes = await start_swarm(4)
+    entry, clock = nodes[0], [1000.0]
+    host, port = entry.address
+    await entry.stop()
+    newcomer = DhtNode(NodeIdentity.generate(), TEST_CONFIG, monotonic=lambda: clock[0])
+    await newcomer.start("127.0.0.1", 0, maintenance=False)
+    try:
+        assert await newcomer.bootstrap([(host, port)]) == 0
+        await entry.start(host, port, maintenance=False)  # back, at the same address
+        target = os.urandom(20)
+        assert await newcomer.find_node(target) == []  # too soon to ask again
+        clock[0] += REJOIN_SECONDS
+        if by == "maintenance":
+            await newcomer.maintain()
+            assert len(newcomer.routing) >= 2
+        found = {c.node_id for c in await newcomer.find_node(target)}
+        assert entry.node_id in found and len(found) >= 3
     finally:
         await newcomer.stop()
         await stop_swarm(nodes)
