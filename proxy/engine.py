@@ -109,6 +109,11 @@ class EngineCounters(ShareCounters):
     manifests_rejected: int = 0
 
 
+def _vouches(summaries) -> list[Vouch]:
+    return [Vouch(s.publisher_id, s.content_root, s.size, s.block_size, s.validator, s.publisher_host,
+                  s.published_at) for s in summaries]
+
+
 class SwarmEngine:
     def __init__(
         self,
@@ -223,12 +228,20 @@ class SwarmEngine:
             return Found(own, "self", service.pick(await service.providers(own.root), own))
         if service.discovery is None:
             return Miss("dht-off")
-        claims = await service.claims(key, timeout=timeout)
+        policy = self.trust.headless() if headless else self.trust
+        known = validator_bytes(known_validator) if known_validator else None
+        decisions = []
+
+        def trusted_root(summaries) -> list[bytes]:  # providers are looked up for the one root we would use
+            decisions.append(decide(_vouches(summaries), policy, known_size=known_size, known_validator=known))
+            accepted = decisions[-1].accepted
+            return [accepted.content_root] if accepted is not None else []
+
+        claims = await service.claims(key, timeout=timeout, roots=trusted_root)
         if claims is None:
             return Miss("lookup-failed")
         summaries, providers_by_root = claims
-        vouches = [Vouch(s.publisher_id, s.content_root, s.size, s.block_size, s.validator, s.publisher_host,
-                         s.published_at) for s in summaries]
+        vouches = _vouches(summaries)
         others = ahead = 0
         if known_size is not None and known_validator:
             own, wanted = service.discovery.node_id, validator_bytes(known_validator)
@@ -238,8 +251,7 @@ class SwarmEngine:
         if all(s.content_root == IN_PROGRESS_ROOT for s in summaries):
             log.info("no manifest record for %s", url)
             return Miss("no-record", f"{others} fetching from the origin" if others else "", others, ahead)
-        decision = decide(vouches, self.trust.headless() if headless else self.trust, known_size=known_size,
-                          known_validator=validator_bytes(known_validator) if known_validator else None)
+        decision = decisions[-1] if decisions else decide(vouches, policy, known_size=known_size, known_validator=known)
         if decision.accepted is None:
             self.counters.manifests_rejected += 1
             log.info("no trusted manifest for %s: %s (%d publisher(s))", url, decision.reason, decision.publishers)

@@ -31,7 +31,7 @@ import logging
 import random
 import threading
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from swarm.content.manifest import Manifest
@@ -262,10 +262,13 @@ class SwarmService:
                                 break
         return list(found.values())
 
-    async def claims(self, key: bytes, *, timeout: float
+    async def claims(self, key: bytes, *, timeout: float,
+                     roots: Callable[[Sequence[ManifestSummary]], Iterable[bytes]] | None = None
                      ) -> tuple[Sequence[ManifestSummary], dict[bytes, list[Provider]]] | None:
         """Every publisher's summary under `key`, and the providers of (up to CLAIM_ROOTS of) the roots they
-        name; None without discovery, or when it failed or took more than `timeout` s.
+        name, or of those `roots(summaries)` picks (a caller that will use one root only: none, when no
+        manifest is trusted yet, saves a lookup); None without discovery, or when it failed or took more than
+        `timeout` s.
 
         A root's provider lookup stops once it has found as many as one download of it uses (`peers_for`, by its
         summary's size): the storing nodes answer with their records shuffled, so the first found are a random
@@ -285,6 +288,9 @@ class SwarmService:
                         vouchers[summary.content_root] += 1
                 # The most vouched-for roots first: one a quorum may accept is not crowded out by a liar's many.
                 candidates = [root for root, _ in vouchers.most_common(CLAIM_ROOTS)]
+                if roots is not None:
+                    picked = set(roots(summaries))
+                    candidates = [root for root in candidates if root in picked]
                 providers = await asyncio.gather(*(self.providers(root, wanted[root]) for root in candidates))
         except (asyncio.TimeoutError, *self.discovery.errors) as exc:
             log.info("manifest lookup of %s failed: %s", key.hex()[:16], exc or type(exc).__name__)

@@ -6,6 +6,7 @@ announcing, lingering, fetching) is tested in tests/swarm/service/test_swarm_ser
 from __future__ import annotations
 
 import hashlib
+import os
 
 import pytest
 
@@ -323,6 +324,30 @@ def test_a_manifest_is_made_from_the_agreed_fields_and_the_origins_answer(answer
         assert (manifest.root, manifest.size, manifest.block_size, manifest.url, manifest.validator) == \
             (AGREED.content_root, AGREED.size, AGREED.block_size, URL, '"v1"')
         assert (manifest.content_type, manifest.content_encoding) == (answer.content_type, answer.content_encoding)
+
+
+async def test_providers_are_looked_up_only_for_a_trusted_root(world, tmp_path):
+    """Until a quorum vouched, a lookup asks for nobody's providers: the crowd's parked downloads poll, and each
+    newcomer waits on the origin for this answer. Then it asks for the trusted root's only."""
+    seeder = await started_engine(world, tmp_path / "seeder", host="127.0.0.1")
+    engine = await started_engine(world, tmp_path)
+    try:
+        manifest = await ingest(seeder, tmp_path / "seeder", publish=False)
+        liar = FakeDiscovery(world[1], external_host="203.0.113.9")
+        await liar.put_manifest(url_key(URL), ManifestClaim(os.urandom(32), len(DATA), 16384, b'"v1"'))
+        await seeder.discovery.put_manifest(url_key(URL), ManifestClaim(
+            manifest.root, manifest.size, manifest.block_size, b'"v1"'))
+        before = world[1].lookups
+        below = await engine.find(URL, known_size=len(DATA), known_validator='"v1"')
+        assert below.reason == "below-quorum" and world[1].lookups == before + 1  # the claims' only
+        await FakeDiscovery(world[1], external_host="198.51.100.2").put_manifest(url_key(URL), ManifestClaim(
+            manifest.root, manifest.size, manifest.block_size, b'"v1"'))
+        found = await engine.find(URL, known_size=len(DATA), known_validator='"v1"', origin_head=lambda: head())
+        assert isinstance(found, Found) and found.source == "quorum"
+        assert world[1].lookups == before + 3  # the claims, and the trusted root's providers (not the liar's)
+    finally:
+        await engine.stop()
+        await seeder.stop()
 
 
 async def test_with_the_origins_answer_a_quorum_manifest_needs_no_provider_to_give_it(world, tmp_path):
