@@ -92,7 +92,7 @@ class Miss:
     detail: str = ""  # e.g. "1 publisher"
     others: int = 0  # the weight of the others who hold or are fetching this version from the origin (`working`)
     # Of those, the ones a download that claimed to fetch it steps back for: holders, and earlier claimers
-    # (`claimed_before`).
+    # (`manifest_trust.ahead_of`).
     ahead: int = 0
 
     def __str__(self) -> str:
