@@ -338,7 +338,8 @@ class DhtNode:
             for future in pending:
                 future.cancel()
 
-    def _new_lookup(self, target: bytes) -> Lookup:
+    async def _new_lookup(self, target: bytes) -> Lookup:
+        await self._rejoin_if_alone()  # a lookup from scratch needs contacts to start from
         loop = asyncio.get_running_loop()
         self.routing.touch(target)
         return Lookup.start(
@@ -358,8 +359,7 @@ class DhtNode:
         here, with FIND_NODE."""
         lookup = self._take_warm(target)
         if lookup is None:
-            await self._rejoin_if_alone()
-            lookup = self._new_lookup(target)
+            lookup = await self._new_lookup(target)
         async for _ in self._drive(lookup, lambda: self._request(Method.FIND_NODE, target=target)):
             pass
         return lookup.result()
@@ -492,9 +492,8 @@ class DhtNode:
         method = Method.FIND_PROVIDERS if kind == KIND_PROVIDER else Method.GET_RECORDS
         for record, observed in self.store.get_observed(kind, key, self.clock()):
             yield record, observed, None
-        await self._rejoin_if_alone()
         target = dht_key(kind, key)
-        lookup = self._new_lookup(target)
+        lookup = await self._new_lookup(target)
         try:
             async for contact, reply in self._drive(lookup, lambda: self._request(method, target=key)):
                 now = self.clock()
