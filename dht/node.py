@@ -7,8 +7,9 @@ moves bytes and arms timers. Its settings are `dht.config.DhtConfig` (importable
 Request handling is synchronous (no task per datagram), so a handler cannot leave a failed task behind; the
 datagram protocol contains any exception. Lookups send `alpha` queries at a time with a short per-RPC timeout
 and stop at an overall deadline. A contact that leaves two requests in a row unanswered is dropped from the
-routing table (its bucket's replacement cache refills the slot), which keeps lookups away from dead nodes
-without losing good contacts to one lost datagram.
+routing table when a replacement waits or when this node is heard by the others it asks
+(`RoutingTableFacade.unanswered`), which keeps lookups away from dead nodes without losing good contacts to
+one lost datagram, nor to this node's own full link.
 
 Two clocks: records carry wall-clock timestamps (`clock`, `time.time` by default) because they are compared
 across machines; timeouts use the event loop's clock; rate limits, write tokens and refresh times use `monotonic`.
@@ -62,7 +63,6 @@ _ACCEPTED_STATUSES = frozenset(int(r) for r in StoreResult if r.accepted)
 # maintenance round: in the lab's 1,000-node crowd that was a republish per new provider every ~30 s.
 _FULL_STATUSES = frozenset(int(r) for r in (StoreResult.KEY_FULL, StoreResult.PUBLISHER_FULL,
                                             StoreResult.SOURCE_FULL, StoreResult.STORE_FULL))
-_FAILURES_BEFORE_EVICTION = 2
 _RECEIVE_BUFFER_BYTES = 1 << 20
 _OBSERVERS_KEPT = 32
 # A record lookup's state is kept this long for a write of the same key to go on from (`_closest_with_tokens`):
@@ -132,7 +132,6 @@ class DhtNode:
         self._maintenance_task: asyncio.Task | None = None
         self.lan: LanDiscovery | None = None
         self._last_save = 0.0
-        self._failures: dict[bytes, int] = {}
         self._warm_lookups: dict[bytes, tuple[float, Lookup]] = {}  # target -> (when, a record lookup's state)
         self._observed_by: OrderedDict[bytes, str] = OrderedDict()  # responder id -> our IP as it saw it
         self._saved_contacts: list[Contact] = load_contacts(data_dir) if data_dir is not None else []
@@ -221,20 +220,7 @@ class DhtNode:
 
     def on_message_from(self, message: Message, address: Address) -> None:
         if message.sender_id != self.node_id:
-            self._failures.pop(message.sender_id, None)
             self.routing.add(Contact(message.sender_id, address[0], address[1]), self.monotonic())
-
-    def _note_failure(self, contact: Contact) -> None:
-        # Drop a contact after its second unanswered request in a row, not the first: one lost datagram or one
-        # stall of a busy peer should not cost a good contact, but a dead node must leave the table quickly.
-        failures = self._failures.get(contact.node_id, 0) + 1
-        if failures >= _FAILURES_BEFORE_EVICTION:
-            self._failures.pop(contact.node_id, None)
-            self.routing.remove(contact)
-        else:
-            if len(self._failures) >= 10_000:
-                self._failures.clear()  # bounded memory; forgetting a count only delays an eviction
-            self._failures[contact.node_id] = failures
 
     def handle_request(self, message: Message, address: Address) -> Message | None:
         return self.responder.answer(message, address, self.clock(), self.monotonic())
@@ -330,8 +316,9 @@ class DhtNode:
                     if reply is None or reply.type != MessageType.RESPONSE or reply.sender_id != contact.node_id:
                         lookup.on_failure(contact)
                         if reply is None:
-                            self._note_failure(contact)
+                            self.routing.unanswered(contact)
                         continue
+                    self.routing.answered()
                     lookup.on_reply(contact, reply.contacts, reply.token)
                     yield contact, reply
         finally:

@@ -5,7 +5,9 @@ LRU order and replacement cache are sound. Its network side (`KademliaProtocol`,
 see `dht.protocol` for why, nor is its `add_contact` (see `RoutingTableFacade.add`): a contact that finds its
 bucket full waits in the replacement cache, and the bucket's oldest contact is pinged (through the `ping` and
 `spawn` the node gives) only when it has been silent for `GOOD_CONTACT_SECONDS`, one ping at a time; one that
-does not answer gives its place to the newest waiting contact. No I/O here: the ping is the node's.
+does not answer gives its place to the newest waiting contact. A contact that leaves our requests unanswered
+leaves the table by `unanswered`'s rule: not when we are the one who cannot be heard. No I/O here: the ping and
+the requests are the node's.
 
 Persistence is a JSON file (``dht_routing.json``) — never pickle, which executes code on load — written
 atomically (temp file + rename) and read defensively: any malformed entry is skipped, a malformed file is
@@ -19,7 +21,7 @@ import ipaddress
 import json
 import logging
 import os
-from collections import Counter
+from collections import Counter, deque
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Coroutine
 
@@ -35,8 +37,13 @@ ROUTING_FILE_NAME = "dht_routing.json"
 _MAX_SAVED_CONTACTS = 500
 _CLOSEST_CACHE_TARGETS = 16  # targets whose answer closest() keeps; a crowd asks about a handful of keys
 # A contact heard from this recently is "good" (BEP 5's 15 minutes): a newcomer to its full bucket waits in the
-# replacement cache rather than costing it a ping. Dead contacts still leave sooner, after two unanswered requests.
+# replacement cache rather than costing it a ping. Dead contacts still leave sooner (`unanswered`).
 GOOD_CONTACT_SECONDS = 15 * 60
+# A contact that left this many of our requests in a row unanswered is stale (one lost datagram or one stall of a
+# busy peer should not cost a good contact).
+FAILURES_BEFORE_EVICTION = 2
+# Our latest requests whose outcome (answered or not) says whether we ourselves are heard (`unanswered`).
+OUTCOMES_KEPT = 32
 _ID_BITS = NODE_ID_BYTES * 8
 
 
@@ -78,6 +85,8 @@ class RoutingTableFacade:
         # contacts (each is merged in), dropped with the flat list.
         self._nearest: dict[tuple[int, int], list[tuple[int, Contact]]] = {}
         self.refused_per_ip = 0
+        self._failures: dict[bytes, int] = {}  # table members -> our requests they left unanswered in a row
+        self._outcomes: deque[bool] = deque(maxlen=OUTCOMES_KEPT)  # our latest requests: answered?
 
     def _invalidate(self) -> None:
         self._flat = None
@@ -88,6 +97,7 @@ class RoutingTableFacade:
         """`contact` sent us a message at `now` (monotonic seconds)."""
         if contact.node_id == self.self_id or len(contact.node_id) != NODE_ID_BYTES:
             return
+        self._failures.pop(contact.node_id, None)  # it speaks: not stale
         node = KadNode(contact.node_id, contact.host, contact.port)
         bucket = self._table.buckets[self._table.get_bucket_for(node)]
         known = bucket.nodes.get(contact.node_id)
@@ -163,9 +173,37 @@ class RoutingTableFacade:
         if not alive:
             self.remove(head)  # kademlia promotes the newest contact of its replacement cache
 
+    def answered(self) -> None:
+        """A request of ours was answered (the answer's `add` clears its sender's failures)."""
+        self._outcomes.append(True)
+
+    def unanswered(self, contact: Contact) -> bool:
+        """A request of ours to `contact` went unanswered; True when that made it leave the table.
+
+        After FAILURES_BEFORE_EVICTION in a row it leaves if its bucket has a replacement waiting (the Kademlia
+        paper's section 4.1), or if we ourselves are heard: at least half of our latest OUTCOMES_KEPT requests
+        were answered. A node whose own link is full or down times out on everyone, and evicting them all for it
+        emptied whole buckets: in the lab's flash crowd at 20/s, busy nodes (replies queued behind the blocks
+        they served) dropped every contact of the far half of the id space, and a tenth of the provider lookups
+        10 s in found no provider. Kept, a stale contact costs a lookup one request timeout until it answers
+        again (any message from it clears its count) or a replacement arrives. One that never answers cannot
+        stay by this rule unless most of the contacts we ask do not answer either."""
+        self._outcomes.append(False)
+        bucket = self._table.buckets[self._table.get_bucket_for(KadNode(contact.node_id))]
+        if contact.node_id not in bucket.nodes:
+            return False  # a lookup's candidate that is not (or no longer) ours to judge
+        failures = self._failures.get(contact.node_id, 0) + 1
+        self._failures[contact.node_id] = failures
+        if failures < FAILURES_BEFORE_EVICTION \
+                or not bucket.replacement_nodes and sum(self._outcomes) * 2 < len(self._outcomes):
+            return False
+        self.remove(contact)
+        return True
+
     def remove(self, contact: Contact) -> None:
         self._table.remove_contact(KadNode(contact.node_id, contact.host, contact.port))
         self._seen.pop(contact.node_id, None)
+        self._failures.pop(contact.node_id, None)
         self._invalidate()
 
     def _flat_contacts(self) -> list[tuple[int, Contact]]:

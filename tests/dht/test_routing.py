@@ -1,4 +1,4 @@
-"""Routing facade over kademlia's table: exact closest(), cache invalidation, eviction callback."""
+"""Routing facade over kademlia's table: exact closest(), cache invalidation, eviction pings, stale contacts."""
 
 from __future__ import annotations
 
@@ -134,6 +134,45 @@ async def test_one_ping_at_a_time_per_head():
     table.add(Contact(b"\x07" + b"\x00" * 19, "127.0.0.1", 99), 2 * GOOD_CONTACT_SECONDS)
     await asyncio.sleep(0)
     assert len(asked) == 2  # the ping was over: a later stranger may ask again
+
+
+STRANGER = Contact(b"\x80" + b"\x00" * 19, "127.0.0.1", 9)  # a lookup's candidate, never in the table
+
+
+@pytest.mark.parametrize("replacement, answered, failures, evicted", [
+    (True, 30, 1, False),   # one lost datagram costs nothing
+    (True, 30, 2, True),    # the second in a row: the waiting contact takes its place
+    (True, 0, 2, True),     # a replacement waits: out, however badly we are heard ourselves
+    (False, 30, 2, True),   # no replacement, but others answer us: it is dead, not us
+    (False, 0, 2, False),   # nobody answers us: our own link is full or down, it may be fine
+    (False, 0, 6, False),
+    (False, 5, 2, False),   # at the second failure 5 of our last 11 requests were answered: not heard enough
+    (False, 6, 2, True),    # 6 of 12: heard
+])
+async def test_an_unanswering_contact_leaves_only_when_replaced_or_when_we_are_heard(
+        replacement, answered, failures, evicted):
+    table, head = _full_bucket(_alive, 0.0)
+    if replacement:
+        table.add(NEWCOMER, 1.0)  # the bucket is full and its head good: the newcomer waits
+    for _ in range(answered):
+        table.answered()
+    for _ in range(4):
+        assert table.unanswered(STRANGER) is False  # not ours to judge, but a request of ours went unanswered
+    results = [table.unanswered(head) for _ in range(failures)]
+    assert (head not in table.contacts()) is evicted
+    assert results == ([False] * (failures - 1) + [True] if evicted else [False] * failures)
+    assert (NEWCOMER in table.contacts()) is (evicted and replacement)
+
+
+async def test_a_contact_that_speaks_is_not_stale_any_more():
+    table, head = _full_bucket(_alive, 0.0)
+    for _ in range(30):
+        table.answered()
+    assert table.unanswered(head) is False
+    table.add(head, 5.0)  # any message from it
+    assert table.unanswered(head) is False  # the count started again
+    assert head in table.contacts()
+    assert table.unanswered(head) is True
 
 
 @pytest.mark.parametrize("seed", range(20))
