@@ -146,6 +146,7 @@ class _Download:
         # the lookup it qualifies, the origin before the lookup (its own answer beats a manifest's) and before
         # the swarm (it was first).
         self.waits: dict[str, asyncio.Future | None] = dict.fromkeys(("head", "origin", "lookup", "swarm"))
+        self.claims_ahead: asyncio.Future | None = None  # the claims lookup started with the GET (`look_ahead`)
 
     def _say(self, text: str) -> None:
         """One line of the request's `events`: what was decided and why."""
@@ -153,6 +154,8 @@ class _Download:
 
     async def run(self) -> web.StreamResponse | None:
         core, self.origin = self.core, OriginStream(self.owner.session, self.url, self.headers)
+        if core.settings.parking.after:  # a lookup at the head is likely: its DHT part starts now
+            self.claims_ahead = self.engine.look_ahead(str(self.url))
         await self._execute(core.start(self.loop.time()))
         try:
             while not core.done:
@@ -162,7 +165,7 @@ class _Download:
             try:
                 await self._execute(core.abort())
             finally:  # even when the stop is cancelled too
-                for future in self.waits.values():
+                for future in [*self.waits.values(), self.claims_ahead]:
                     _drop(future)
                 if self.origin is not None:
                     self.origin.close()
@@ -215,7 +218,11 @@ class _Download:
         if kind == "head":
             self.origin_head = describe(str(self.url), self.request.headers, value.status, value.headers,
                                         value.raw_headers)
-            return core.origin_head(self.origin_head, now)
+            actions = core.origin_head(self.origin_head, now)
+            if not core.looking:  # not shared, small, or fast enough to need no lookup: none looks ahead
+                _drop(self.claims_ahead)
+                self.claims_ahead = None
+            return actions
         if kind == "head_failed":
             return core.origin_head_failed(value, now)
         if kind == "data":
@@ -360,11 +367,12 @@ class _Download:
     async def _find(self, headless: bool) -> tuple[object, int, int]:
         """A trusted manifest and its providers, or None (a failed lookup found nothing: the origin goes on); the
         weight of the others fetching the same version from the origin, and of those ahead of us (`Miss.ahead`)."""
-        core = self.core
+        core, looked_ahead, self.claims_ahead = self.core, self.claims_ahead, None
         try:
             found = await self.engine.find(str(self.url), known_size=core.size, known_validator=core.validator,
                                            published=core.published, content_type=core.content_type,
-                                           headless=headless, origin_head=lambda: self.origin_head)
+                                           headless=headless, origin_head=lambda: self.origin_head,
+                                           looked_ahead=looked_ahead)
         except Exception as exc:
             log.warning("a swarm lookup failed: %r", exc)
             found = Miss("lookup-failed")

@@ -223,9 +223,9 @@ class SwarmService:
         PEER_SPARE. Each peer is asked for different blocks, so a 7-block file gains nothing from a 16th
         peer, while each connection costs both sides a handshake and a bitfield (in the lab's 20/s crowd,
         peer connections were about a tenth of a node's CPU)."""
-        return self._peers_for_blocks(manifest.num_blocks)
+        return self.peers_for_blocks(manifest.num_blocks)
 
-    def _peers_for_blocks(self, num_blocks: int) -> int:
+    def peers_for_blocks(self, num_blocks: int) -> int:
         return max(1, min(self.fetch_peers, num_blocks + PEER_SPARE))
 
     def pick(self, providers: list[Provider], manifest: Manifest) -> list[Provider]:
@@ -284,7 +284,7 @@ class SwarmService:
                 for summary in summaries:
                     if summary.content_root != IN_PROGRESS_ROOT and summary.block_size > 0:
                         blocks = block_count(summary.size, summary.block_size)
-                        wanted.setdefault(summary.content_root, self._peers_for_blocks(blocks))
+                        wanted.setdefault(summary.content_root, self.peers_for_blocks(blocks))
                         vouchers[summary.content_root] += 1
                 # The most vouched-for roots first: one a quorum may accept is not crowded out by a liar's many.
                 candidates = [root for root, _ in vouchers.most_common(CLAIM_ROOTS)]

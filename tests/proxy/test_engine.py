@@ -350,6 +350,37 @@ async def test_providers_are_looked_up_only_for_a_trusted_root(world, tmp_path):
         await seeder.stop()
 
 
+async def test_a_lookup_started_before_the_head_is_decided_with_the_heads_version(world, tmp_path):
+    """`look_ahead` runs before the head says which version the origin serves: its claims answer the `find` at
+    the head, which decides with the head's size and validator; when the claims alone could not say which root
+    to look providers up for (a quorum for each of two versions), they are looked up for the head's."""
+    seeder = await started_engine(world, tmp_path / "seeder", host="127.0.0.1")
+    engine = await started_engine(world, tmp_path)
+    try:
+        manifest = await ingest(seeder, tmp_path / "seeder", publish=False)
+        for publisher in (seeder.discovery, FakeDiscovery(world[1], external_host="127.0.0.2")):
+            await publisher.put_manifest(url_key(URL), ManifestClaim(
+                manifest.root, manifest.size, manifest.block_size, b'"v1"'))
+        before = world[1].lookups
+        found = await engine.find(URL, known_size=len(DATA), known_validator='"v1"', origin_head=lambda: head(),
+                                  looked_ahead=engine.look_ahead(URL))
+        assert isinstance(found, Found) and found.source == "quorum" and found.manifest == manifest
+        assert world[1].lookups == before + 2  # the claims and their root's providers, both ahead of the head
+
+        for host in ("198.51.100.7", "203.0.113.8"):  # a quorum for another version, as after an edit
+            await FakeDiscovery(world[1], external_host=host).put_manifest(url_key(URL), ManifestClaim(
+                os.urandom(32), len(DATA), 16384, b'"v2"'))
+        before = world[1].lookups
+        found = await engine.find(URL, known_size=len(DATA), known_validator='"v1"', origin_head=lambda: head(),
+                                  looked_ahead=engine.look_ahead(URL))
+        assert isinstance(found, Found) and found.manifest == manifest
+        assert [p.node_id for p in found.providers] == [seeder.discovery.node_id]
+        assert world[1].lookups == before + 2  # the claims ahead (two versions: no providers), then v1's
+    finally:
+        await engine.stop()
+        await seeder.stop()
+
+
 async def test_with_the_origins_answer_a_quorum_manifest_needs_no_provider_to_give_it(world, tmp_path):
     seeder = await started_engine(world, tmp_path / "seeder", host="127.0.0.1")
     engine = await started_engine(world, tmp_path)

@@ -107,6 +107,70 @@ async def test_one_fetcher_is_not_enough_to_leave_the_origin_for(cluster, slow_o
     assert len(claims) == 2 and all(c.content_root != bytes(32) for c in claims)  # claims replaced by vouches
 
 
+def watch_claims(node: ProxyServer, order: list[str], *, stall: bool = False) -> asyncio.Event:
+    """Note "lookup" in `order` when `node` asks the DHT for a URL's claims; with `stall`, the DHT never answers.
+    The event returned is set when such a lookup was cancelled."""
+    cancelled, real = asyncio.Event(), node.engine.service.claims
+
+    async def claims(*args, **kwargs):
+        order.append("lookup")
+        try:
+            if stall:
+                await asyncio.Event().wait()
+            return await real(*args, **kwargs)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+    node.engine.service.claims = claims
+    return cancelled
+
+
+def watch_heads(monkeypatch, order: list[str]) -> None:
+    import proxy.fallback
+
+    real = proxy.fallback.describe
+
+    def describe(*args, **kwargs):
+        order.append("head")
+        return real(*args, **kwargs)
+    monkeypatch.setattr(proxy.fallback, "describe", describe)
+
+
+async def test_the_lookup_at_the_head_was_started_with_the_request(cluster, slow_origin, monkeypatch):
+    """The DHT's part of the head's lookup runs while the origin's head is on its way (`SwarmEngine.look_ahead`):
+    one lookup, asked before the head came, answers the lookup at the head."""
+    url = slow_origin.add("/ahead.bin", DATA)
+    slow_origin.set_rate(60_000)
+    slow_origin.first_byte_delay = 0.2  # a busy origin's queue: the head comes late
+    (node,) = await cluster.grow(1)
+    order: list[str] = []
+    watch_claims(node, order)
+    watch_heads(monkeypatch, order)
+    download = asyncio.ensure_future(cluster.get(node, url))
+    claimed = on_claim(node)
+    await claimed.wait()  # the lookup at the head found nobody fetching: it claims
+    assert order[:2] == ["lookup", "head"]
+    slow_origin.set_rate(None)
+    status, _, body = await download
+    assert status == 200 and body == DATA
+    events = cluster.last_record(node)["events"]
+    assert any("lookup: no-record" in e for e in events[:1]), events
+
+
+async def test_a_response_too_small_to_share_drops_the_lookup_started_with_its_request(
+        cluster, slow_origin, monkeypatch):
+    url = slow_origin.add("/small.bin", DATA[:20_000])  # under R x early lookup: no lookup at its head
+    (node,) = await cluster.grow(1)
+    order: list[str] = []
+    cancelled = watch_claims(node, order, stall=True)
+    watch_heads(monkeypatch, order)
+    status, _, body = await cluster.get(node, url)
+    assert status == 200 and body == DATA[:20_000]
+    await asyncio.wait_for(cancelled.wait(), 5)
+    assert order == ["lookup", "head"]
+    assert cluster.last_record(node)["events"] == []  # no lookup answered for it
+
+
 async def test_a_download_that_steps_back_vouches_for_no_more_segments():
     """After `EndClaim` the spool may take peers' segments (a parked, segmented download), and a swarm failure
     reopens the origin at the spool's end: the download's segment vouches must be gone by then, or it would vouch
