@@ -26,20 +26,28 @@ async def found_by(node: DhtNode, root: bytes, port: int) -> bool:
     return False
 
 
-async def lookup_matrix(nodes, announcers, roots, concurrency=20, per_node=None, seed=0) -> tuple[int, int]:
-    """Roots looked up from nodes other than their announcer; returns (successes, attempts).
+async def lookup_matrix(nodes, announcers, roots, concurrency=20, per_node=None, seed=0) -> tuple[int, int, int]:
+    """Roots looked up from nodes other than their announcer; returns (successes, attempts, asked again).
 
     At most `concurrency` at once: each lookup's final round asks its 20 closest at once, and 40 lookups (800
     queries in flight in this one loop) had a slow 2-core machine time out enough of them to miss one record in
-    39,800 now and then. The test is about finding, not about how many lookups one loop can drive.
+    39,800 now and then. The test is about finding, not about how many lookups one loop can drive. At 20 it
+    still missed one in 39,800 about once in 15 runs of the whole suite, never alone: a lookup that finds
+    nothing is asked again once, as a parked download's next poll would; with every node alive at most one in
+    10,000 may need it (`assert_found`: a record the DHT lost would be missed twice).
 
     Every root from every node, or with `per_node` a random sample of that many roots for each node.
     """
     gate = asyncio.Semaphore(concurrency)
     rng = random.Random(seed)
+    asked_again = 0
 
     async def one(node, root, port):
+        nonlocal asked_again
         async with gate:
+            if await found_by(node, root, port):
+                return True
+            asked_again += 1
             return await found_by(node, root, port)
 
     pairs = list(zip(roots, announcers))
@@ -48,7 +56,13 @@ async def lookup_matrix(nodes, announcers, roots, concurrency=20, per_node=None,
         chosen = pairs if per_node is None else rng.sample(pairs, min(per_node, len(pairs)))
         jobs += [one(node, root, port) for root, (announcer, port) in chosen if node is not announcer]
     results = await asyncio.gather(*jobs)
-    return sum(results), len(results)
+    return sum(results), len(results), asked_again
+
+
+def assert_found(ok: int, total: int, asked_again: int, what: str) -> None:
+    """Every lookup found its record, at most one in 10,000 at its second try (`lookup_matrix`)."""
+    assert ok == total, f"{total - ok} of {total} lookups failed {what}"
+    assert asked_again <= total // 10_000, f"{asked_again} of {total} lookups found nothing at first {what}"
 
 
 async def announce_all(announcers, roots, concurrency=20):
@@ -68,8 +82,9 @@ async def test_small_swarm_every_announce_found_everywhere():
         announcers = [(node, 10_000 + i) for i, node in enumerate(nodes)]
         stored = await announce_all(announcers, roots)
         assert min(stored) >= 10
-        ok, total = await lookup_matrix(nodes, announcers, roots)
-        assert ok == total == 30 * 29
+        ok, total, asked_again = await lookup_matrix(nodes, announcers, roots)
+        assert total == 30 * 29
+        assert_found(ok, total, asked_again, "in a small swarm")
     finally:
         await stop_swarm(nodes)
 
@@ -83,16 +98,16 @@ async def _churn_scenario(after_churn_per_node: int | None) -> None:
         announcers = [(node, 20_000 + i) for i, node in enumerate(nodes)]
         stored = await announce_all(announcers, roots)
         assert min(stored) >= 10, stored
-        ok, total = await lookup_matrix(nodes, announcers, roots)
+        ok, total, asked_again = await lookup_matrix(nodes, announcers, roots)
         assert total == 200 * 199
-        assert ok == total, f"{total - ok} of {total} lookups failed before churn"
+        assert_found(ok, total, asked_again, "before churn")
         before = time.monotonic() - started
 
         # Kill 30 % of the nodes (announcers among them: their records live on on the storers).
         killed = rng.sample(nodes, 60)
         await stop_swarm(killed)
         alive = [node for node in nodes if node not in killed]
-        ok, total = await lookup_matrix(alive, announcers, roots, per_node=after_churn_per_node)
+        ok, total, _ = await lookup_matrix(alive, announcers, roots, per_node=after_churn_per_node)
         assert ok >= 0.99 * total, f"only {ok} of {total} lookups succeeded after killing 30 %"
     finally:
         await stop_swarm(nodes)
