@@ -107,7 +107,8 @@ async def _churn_scenario(after_churn_per_node: int | None) -> None:
         killed = rng.sample(nodes, 60)
         await stop_swarm(killed)
         alive = [node for node in nodes if node not in killed]
-        ok, total, _ = await lookup_matrix(alive, announcers, roots, per_node=after_churn_per_node)
+        ok, total, asked_again = await lookup_matrix(alive, announcers, roots, per_node=after_churn_per_node)
+        ok = total - asked_again  # at the first try, as before the second one existed
         assert ok >= 0.99 * total, f"only {ok} of {total} lookups succeeded after killing 30 %"
     finally:
         await stop_swarm(nodes)
