@@ -44,7 +44,7 @@ from swarm.service.store_work import fill_entry
 from swarm.service.swarm_service import FETCH_PEERS, LINGER, PROVIDER_WAIT, ShareCounters, SwarmService
 from swarm.store.interface import BlockStore
 
-from .manifest_trust import AgreedManifest, TrustDecision, TrustPolicy, Vouch, ahead_of, decide, working
+from .manifest_trust import AgreedManifest, TrustPolicy, Vouch, ahead_of, decide, working
 from .origin_head import OriginHead
 from .origin_manifest import fetch_layer
 from .spool import Spool
@@ -114,6 +114,15 @@ class EngineCounters(ShareCounters):
 def _vouches(summaries) -> list[Vouch]:
     return [Vouch(s.publisher_id, s.content_root, s.size, s.block_size, s.validator, s.publisher_host,
                   s.published_at) for s in summaries]
+
+
+def _trusted_root(policy: TrustPolicy, *, known_size: int | None = None,
+                  known_validator: bytes | None = None) -> Callable[[Any], list[bytes]]:
+    """`SwarmService.claims`' `roots=`: the root `policy` lets us trust, whose providers alone are looked up."""
+    def roots(summaries) -> list[bytes]:
+        accepted = decide(_vouches(summaries), policy, known_size=known_size, known_validator=known_validator).accepted
+        return [accepted.content_root] if accepted is not None else []
+    return roots
 
 
 class SwarmEngine:
@@ -218,12 +227,8 @@ class SwarmEngine:
         small or not to be shared drops it (`proxy.fallback`): a few datagrams to the DHT for such a GET."""
         if self.service.discovery is None or url_key(url) in self._own_manifests:
             return None
-        policy = self.trust
-
-        def likely_root(summaries) -> list[bytes]:
-            accepted = decide(_vouches(summaries), policy).accepted
-            return [accepted.content_root] if accepted is not None else []
-        return asyncio.ensure_future(self.service.claims(url_key(url), timeout=timeout, roots=likely_root))
+        return asyncio.ensure_future(self.service.claims(url_key(url), timeout=timeout,
+                                                         roots=_trusted_root(self.trust)))
 
     async def find(self, url: str, *, known_size: int | None = None, known_validator: str | None = None,
                    timeout: float = 5.0, published: OriginManifest | None = None,
@@ -259,16 +264,8 @@ class SwarmEngine:
             return Miss("dht-off")
         policy = self.trust.headless() if headless else self.trust
         known = validator_bytes(known_validator) if known_validator else None
-
-        def trusted(summaries) -> TrustDecision:
-            return decide(_vouches(summaries), policy, known_size=known_size, known_validator=known)
-
-        def trusted_root(summaries) -> list[bytes]:  # providers are looked up for the one root we would use
-            accepted = trusted(summaries).accepted
-            return [accepted.content_root] if accepted is not None else []
-
-        claims = await looked_ahead if looked_ahead is not None else \
-            await service.claims(key, timeout=timeout, roots=trusted_root)
+        claims = await looked_ahead if looked_ahead is not None else await service.claims(
+            key, timeout=timeout, roots=_trusted_root(policy, known_size=known_size, known_validator=known))
         if claims is None:
             return Miss("lookup-failed")
         summaries, providers_by_root = claims
@@ -282,7 +279,7 @@ class SwarmEngine:
         if all(s.content_root == IN_PROGRESS_ROOT for s in summaries):
             log.info("no manifest record for %s", url)
             return Miss("no-record", f"{others} fetching from the origin" if others else "", others, ahead)
-        decision = trusted(summaries)
+        decision = decide(vouches, policy, known_size=known_size, known_validator=known)
         if decision.accepted is None:
             self.counters.manifests_rejected += 1
             log.info("no trusted manifest for %s: %s (%d publisher(s))", url, decision.reason, decision.publishers)

@@ -286,11 +286,10 @@ class SwarmService:
                         blocks = block_count(summary.size, summary.block_size)
                         wanted.setdefault(summary.content_root, self.peers_for_blocks(blocks))
                         vouchers[summary.content_root] += 1
-                # The most vouched-for roots first: one a quorum may accept is not crowded out by a liar's many.
-                candidates = [root for root, _ in vouchers.most_common(CLAIM_ROOTS)]
-                if roots is not None:
-                    picked = set(roots(summaries))
-                    candidates = [root for root in candidates if root in picked]
+                if roots is not None:  # the caller's pick, however few vouch for it
+                    candidates = [root for root in dict.fromkeys(roots(summaries)) if root in wanted][:CLAIM_ROOTS]
+                else:  # the most vouched-for first: one a quorum may accept is not crowded out by a liar's many
+                    candidates = [root for root, _ in vouchers.most_common(CLAIM_ROOTS)]
                 providers = await asyncio.gather(*(self.providers(root, wanted[root]) for root in candidates))
         except (asyncio.TimeoutError, *self.discovery.errors) as exc:
             log.info("manifest lookup of %s failed: %s", key.hex()[:16], exc or type(exc).__name__)
