@@ -57,6 +57,28 @@ class Lookup:
         lookup.add_contacts(seeds)
         return lookup
 
+    @classmethod
+    def again(
+        cls, previous: Lookup, seeds: Iterable[Contact], *, k: int, alpha: int, deadline: float, self_id: bytes = b""
+    ) -> Lookup:
+        """A new lookup of `previous`'s target, which ran moments ago. If that one `settled`, its k closest are
+        asked again all at once, as in a final round: one round trip instead of a walk in from our routing
+        table (a download waiting for vouches looks the same key up every half second; a walk took 0.2-1 s of
+        its wait in a flash crowd). Contacts nearer the target that they or `seeds` name are still asked, and
+        a dead one is still replaced, as in any final round. If it did not settle, its replies only seed a
+        walk."""
+        lookup = cls.start(
+            previous.target, [c for c, _ in previous.result()] + list(seeds),
+            k=k, alpha=alpha, deadline=deadline, self_id=self_id,
+        )
+        lookup.converged = previous.settled()
+        return lookup
+
+    def settled(self) -> bool:
+        """Did it converge and hear from each of the k closest it knew (not stopped early, nor by its deadline)?"""
+        live = self._live_closest()
+        return self.converged and bool(live) and all(c.state == _REPLIED for c in live)
+
     def distance(self, node_id: bytes) -> int:
         return int.from_bytes(node_id, "big") ^ self._target_int
 

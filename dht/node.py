@@ -66,7 +66,8 @@ _FULL_STATUSES = frozenset(int(r) for r in (StoreResult.KEY_FULL, StoreResult.PU
 _RECEIVE_BUFFER_BYTES = 1 << 20
 _OBSERVERS_KEPT = 32
 # A record lookup's state is kept this long for a write of the same key to go on from (`_closest_with_tokens`):
-# well inside a write token's life (WriteTokens rotates every 300 s and accepts the previous secret).
+# well inside a write token's life (WriteTokens rotates every 300 s and accepts the previous secret); and for a
+# read of the same key to start from its closest nodes (`Lookup.again`).
 _WARM_LOOKUP_S = 30.0
 _WARM_LOOKUPS = 64
 
@@ -325,18 +326,18 @@ class DhtNode:
             for future in pending:
                 future.cancel()
 
-    async def _new_lookup(self, target: bytes) -> Lookup:
+    async def _new_lookup(self, target: bytes, previous: Lookup | None = None) -> Lookup:
+        """A lookup of `target` from our routing table, or going on from `previous` (`Lookup.again`)."""
         await self._rejoin_if_alone()  # a lookup from scratch needs contacts to start from
         loop = asyncio.get_running_loop()
         self.routing.touch(target)
-        return Lookup.start(
-            target,
-            self.routing.closest(target, self.config.k),
-            k=self.config.k,
-            alpha=self.config.alpha,
-            deadline=loop.time() + self.config.lookup_deadline_s,
-            self_id=self.node_id,
-        )
+        seeds = self.routing.closest(target, self.config.k)
+        deadline = loop.time() + self.config.lookup_deadline_s
+        if previous is not None:
+            return Lookup.again(previous, seeds, k=self.config.k, alpha=self.config.alpha, deadline=deadline,
+                                self_id=self.node_id)
+        return Lookup.start(target, seeds, k=self.config.k, alpha=self.config.alpha, deadline=deadline,
+                            self_id=self.node_id)
 
     async def _closest_with_tokens(self, target: bytes) -> list[tuple[Contact, bytes]]:
         """The k closest nodes to `target` that replied, with their write tokens. Goes on from a record lookup
@@ -358,11 +359,16 @@ class DhtNode:
             del warm[next(iter(warm))]  # the oldest
         warm[target] = (self.monotonic(), lookup)
 
+    def _warm(self, target: bytes) -> Lookup | None:
+        """The state of a record lookup of `target` made moments ago, if any (left in place)."""
+        entry = self._warm_lookups.get(target)
+        return entry[1] if entry is not None and self.monotonic() - entry[0] <= _WARM_LOOKUP_S else None
+
     def _take_warm(self, target: bytes) -> Lookup | None:
-        entry = self._warm_lookups.pop(target, None)
-        if entry is None or self.monotonic() - entry[0] > _WARM_LOOKUP_S:
+        lookup = self._warm(target)
+        self._warm_lookups.pop(target, None)
+        if lookup is None:
             return None
-        lookup = entry[1]
         lookup.resume(asyncio.get_running_loop().time() + self.config.lookup_deadline_s)
         return lookup
 
@@ -480,7 +486,7 @@ class DhtNode:
         for record, observed in self.store.get_observed(kind, key, self.clock()):
             yield record, observed, None
         target = dht_key(kind, key)
-        lookup = await self._new_lookup(target)
+        lookup = await self._new_lookup(target, self._warm(target))  # a poll of the same key: one round trip
         try:
             async for contact, reply in self._drive(lookup, lambda: self._request(method, target=key)):
                 now = self.clock()

@@ -224,6 +224,52 @@ def test_a_resumed_lookup_asks_again_what_was_in_flight_and_keeps_what_replied()
     assert lookup.result() == [(contact(10), b"t10"), (contact(20), b"t20"), (contact(30), b"t30")]
 
 
+def settled_lookup(k: int = 3) -> Lookup:
+    """A lookup of target 0 that converged and heard from its k closest: 10, 20, 30."""
+    lookup = Lookup.start(bytes(20), [contact(n) for n in (10, 20, 30, 40)], k=k, alpha=2, deadline=5)
+    lookup.next_queries(0)
+    lookup.on_reply(contact(10), [])  # nothing closer: converged
+    lookup.next_queries(0)
+    for n in (20, 30):
+        lookup.on_reply(contact(n), [])
+    return lookup
+
+
+@pytest.mark.parametrize("how, settled, first_asked", [
+    ("ran to the end", True, [10, 20, 30]),  # its k closest again, all at once
+    ("stopped in flight", False, [10, 20]),  # a walk, alpha at a time, from what it heard
+    ("never converged", False, [10, 20]),
+])
+def test_a_lookup_again_asks_a_settled_ones_closest_at_once_else_walks(how, settled, first_asked):
+    if how == "ran to the end":
+        previous = settled_lookup()
+    elif how == "stopped in flight":
+        previous = Lookup.start(bytes(20), [contact(n) for n in (10, 20, 30)], k=3, alpha=2, deadline=5)
+        previous.next_queries(0)
+        previous.on_reply(contact(10), [])  # converged, but 20 still in flight and 30 never asked
+    else:
+        previous = Lookup.start(bytes(20), [contact(n) for n in (10, 20)], k=3, alpha=1, deadline=5)
+        previous.next_queries(0)
+        previous.on_reply(contact(10), [contact(5)])  # brought a closer one
+    assert previous.settled() is settled
+    again = Lookup.again(previous, [contact(n) for n in (20, 40)], k=3, alpha=2, deadline=10)
+    assert again.next_queries(1) == [contact(n) for n in first_asked]
+    assert again.target == previous.target and again.deadline == 10
+
+
+def test_a_lookup_again_replaces_a_dead_closest_and_asks_nearer_ones_it_hears_of():
+    again = Lookup.again(settled_lookup(), [contact(40)], k=3, alpha=1, deadline=10)
+    assert again.next_queries(0) == [contact(10), contact(20), contact(30)]
+    again.on_failure(contact(30))  # gone since: the next known one takes its place at once
+    assert again.next_queries(0) == [contact(40)]
+    again.on_reply(contact(10), [contact(5)])  # a nearer node joined: asked at once too
+    assert again.next_queries(0) == [contact(5)]
+    for n in (20, 40, 5):
+        again.on_reply(contact(n), [])
+    assert again.finished(0) and again.settled()
+    assert [c for c, _ in again.result()] == [contact(5), contact(10), contact(20)]
+
+
 def test_lookup_ignores_self_and_bad_ids_and_bounds_candidates():
     lookup = Lookup.start(bytes(20), [], k=3, alpha=3, deadline=5, self_id=contact(1).node_id)
     lookup.add_contacts([contact(1), Contact(b"short", "127.0.0.1", 1)])

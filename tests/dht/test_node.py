@@ -163,6 +163,40 @@ async def test_unanswered_contacts_leave_the_routing_table():
         await stop_swarm(nodes)
 
 
+async def test_a_second_read_of_a_key_asks_its_closest_nodes_again_in_one_round():
+    """A download waiting for vouches reads one key every half second: after the first walk, each read asks that
+    walk's k closest at once, before any of them answered (one round trip, where a walk asks alpha at a time and
+    waits), and still finds a record published in between."""
+    config = replace(TEST_CONFIG, k=8, replicas=8)
+    nodes = await start_swarm(40, config=config)
+    try:
+        reader, root = nodes[0], os.urandom(32)
+        await nodes[1].announce(root, "127.0.0.1", 1, ttl_s=60)
+        sent: list[tuple[tuple[str, int], int]] = []  # (to whom, how many replies had come when it was sent)
+        replies = 0
+        send = reader._protocol.request
+
+        def counted(address, message, timeout):
+            def replied(_):
+                nonlocal replies
+                replies += 1
+            sent.append((address, replies))
+            future = send(address, message, timeout)
+            future.add_done_callback(replied)
+            return future
+        reader._protocol.request = counted
+        assert {r.port async for r in reader.find_providers(root)} == {1}
+        first_walk = {address for address, _ in sent}
+        sent.clear()
+        replies = 0
+        await nodes[2].announce(root, "127.0.0.1", 2, ttl_s=60)  # published between two reads
+        assert {r.port async for r in reader.find_providers(root)} == {1, 2}
+        assert len(sent) == config.k and {address for address, _ in sent} <= first_walk
+        assert all(before == 0 for _, before in sent)  # all asked at once
+    finally:
+        await stop_swarm(nodes)
+
+
 async def test_external_host_from_ping_replies():
     from dht.discovery import DhtDiscovery
 
