@@ -16,9 +16,14 @@ Order of a pick, for the blocks `source` has and that are pickable (MISSING or F
    origin — add the same to every block and are left out of the counts) or **random**;
    ties, and the random order, follow one permutation drawn once from the injected `rng`; without an `rng`
    they follow the block index, which keeps tests readable;
-3. **endgame**, only when no block at all is pickable any more (every missing block is requested): blocks
-   already requested from other sources, fewest requesters first then nearest the delivery point, up to
+3. **endgame**, only when no block at all is pickable any more (every missing block is requested), and only
+   for a peer with no request outstanding, one block at a time (libtorrent's `dont_pick_busy_blocks`; the
+   origin, far and pipelined, takes up to `n`, as it would any block no peer gives in time): a
+   block already requested from other sources, fewest requesters first then nearest the delivery point, up to
    `max_duplicates` requesters per block. When one copy arrives, `on_received` returns the losers to cancel.
+   A file of fewer blocks than the window is all requested from the first source that joins: every other
+   source used to be asked for all of it again at once, so a small file crossed the network twice, and the
+   cancel came too late to stop the second copy (in the lab's flash crowd the seeds' uplinks carried both).
 
 The origin is the source `ORIGIN`, which has every block (`add_origin()`). Every downloader of a crowd shares
 it, so its picks are *spread* (`pick(ORIGIN, n, spread=True)`) once peers are known: only blocks no peer has
@@ -304,6 +309,7 @@ class Picker:
         view = self._view(source)
         if n <= 0:
             return []
+        idle = not view.requests
         if self._avail.stale:
             self._avail.rebuild()
         memo = (self._returns, view.have_version, skip_version)
@@ -324,8 +330,12 @@ class Picker:
             view.empty_memo = memo if (not chosen and no_skip) else None
         for block in chosen:
             self._request(source, view, block)
-        if len(chosen) < n and self.pickable == 0:
-            for block in self._pick_endgame(source, view, n - len(chosen), skip):
+        if source is ORIGIN and len(chosen) < n and self.pickable == 0:
+            busy = n - len(chosen)  # far and pipelined: one at a time would cost it a round trip per block
+        else:
+            busy = 1 if idle and not chosen and self.pickable == 0 else 0
+        if busy:
+            for block in self._pick_endgame(source, view, busy, skip):
                 self._request(source, view, block)
                 chosen.append(block)
         return chosen

@@ -155,30 +155,48 @@ SCENARIOS = [
         """,
     ),
     (
-        "no endgame while any block is still pickable",
+        "no endgame while any block is still pickable, nor in a pick that found one",
         {},
         """
         a: 1110
         b: *
         state: rrr.
         pick a 2 -> -
-        pick b 2 -> 3 0
+        pick b 2 -> 3
+        pick b 2 -> -
         """,
     ),
     (
-        "endgame: duplicates bounded per block, fewest requesters first, losers reported",
+        "endgame: one block for a source with nothing outstanding, fewest requesters first, losers reported",
         {"max_duplicates": 2},
         """
         a: *
         b: *
         c: *
         state: rr.
-        pick a 2 -> 2 0
-        pick b 3 -> 1 2
-        pick c 3 -> -
+        pick a 2 -> 2
+        pick b 3 -> 0
+        pick b 3 -> -
+        pick c 3 -> 1
+        recv b 0 -> ~
+        pick b 3 -> 2
         recv b 2 -> a
-        pick c 1 -> -
-        states -> rrg
+        pick a 3 -> -
+        states -> grg
+        """,
+    ),
+    (
+        "a small file is asked of the first seed, and of the others one block at a time",
+        {"window": 8},
+        """
+        a: *
+        b: *
+        state: .......
+        pick a 8 -> 0 1 2 3 4 5 6
+        pick b 8 -> 0
+        pick b 8 -> -
+        recv b 0 -> a
+        pick b 8 -> 1
         """,
     ),
     (
@@ -254,7 +272,7 @@ SCENARIOS = [
         """,
     ),
     (
-        "no block is picked twice before endgame, which may start within a pick",
+        "no block is picked twice before endgame, which starts for a source only once it is idle",
         {},
         """
         a: *
@@ -262,7 +280,11 @@ SCENARIOS = [
         state: ....
         pick a 2 -> 0 1
         pick b 1 -> 2
-        pick a 2 -> 3 2
+        pick a 2 -> 3
+        recv a 0 -> -
+        recv a 1 -> -
+        recv a 3 -> -
+        pick a 2 -> 2
         """,
     ),
 ]
@@ -440,7 +462,12 @@ def expected_pick(picker: Picker, source, n: int, skip: set[int]) -> list[int]:
         key=lambda b: (picker.availability(b) if picker.mode is Mode.RAREST_FIRST else 0, b),
     )
     chosen = (window + rest)[:n]
-    if len(chosen) < n and picker.pickable - len(chosen) == 0:
+    busy = 0
+    if source is ORIGIN and len(chosen) < n and picker.pickable - len(chosen) == 0:
+        busy = n - len(chosen)  # the origin takes as many as it has room for
+    elif not chosen and picker.pickable == 0 and not picker.requests_of(source):
+        busy = 1  # an idle peer: one busy block
+    if busy:
         duplicates = sorted(
             (len(picker.requesters(b)), b)
             for b in range(size)
@@ -451,7 +478,7 @@ def expected_pick(picker: Picker, source, n: int, skip: set[int]) -> list[int]:
             and picker.has(source, b)
             and b not in skip
         )
-        chosen += [b for _, b in duplicates[: n - len(chosen)]]
+        chosen += [b for _, b in duplicates[:busy]]
     return chosen
 
 

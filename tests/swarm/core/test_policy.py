@@ -197,8 +197,9 @@ def test_the_origin_keeps_its_block_when_no_peer_can_take_it_now(case: str) -> N
         policy.on_timeout(5.0)
         assert policy.is_snubbed("a") and policy.outstanding("a") == {}
     elif case == "a peer fetches it too":
-        policy.add_peer("b", 0.0, has_all=True)  # b: 2, then endgame duplicates of 0 and 1
-        policy.on_block(ORIGIN, 0, 1.0)  # b's copy of 0 is cancelled, b asks for 1 too (endgame)
+        policy.add_peer("b", 0.0, has_all=True)  # b: 2
+        policy.on_block("b", 2, 0.5)  # b, idle, duplicates the origin's 0 (endgame)
+        policy.on_block(ORIGIN, 0, 1.0)  # b's copy of 0 is cancelled, b asks for 1 (endgame)
         assert policy.picker.requesters(1) == frozenset({ORIGIN, "b"})
         policy.add_peer("a", 1.0, [0, 0, 0])
     actions = policy.on_have("a", 1, 5.0)
@@ -260,13 +261,14 @@ def test_a_source_on_parole_gets_one_request_at_a_time() -> None:
 def test_endgame_duplicates_and_loser_cancel() -> None:
     policy = make(3)
     policy.add_peer("a", 0.0, has_all=True)  # a: 0, 1
-    policy.add_peer("b", 0.0, has_all=True)  # b: 2, then endgame: 0
-    assert policy.outstanding("b").keys() == {0, 2}
-    actions = policy.on_block("b", 0, 1.0)
-    assert cancels(actions) == [("a", 0)]
-    # both have a free slot: b duplicates a's block 1, then a duplicates b's block 2
-    assert requests(actions) == [("b", 1), ("a", 2)]
-    assert policy.on_block("a", 0, 1.5)[0] == Discard("a", 0)  # the cancelled copy arrived anyway
+    policy.add_peer("b", 0.0, has_all=True)  # b: 2, and no duplicate while it has a request outstanding
+    assert policy.outstanding("b").keys() == {2}
+    # b is idle: it duplicates one of a's blocks, the one nearest the delivery point
+    assert requests(policy.on_block("b", 2, 1.0)) == [("b", 0)]
+    actions = policy.on_block("a", 0, 1.2)
+    assert cancels(actions) == [("b", 0)]
+    assert requests(actions) == [("b", 1)]  # idle again: the next one
+    assert policy.on_block("b", 0, 1.5)[0] == Discard("b", 0)  # the cancelled copy arrived anyway
 
 
 def test_a_vanished_source_hands_its_blocks_to_others_in_the_same_call() -> None:
