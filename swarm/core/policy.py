@@ -15,13 +15,7 @@ After every call the shell re-arms one timer at `next_deadline()` and calls `on_
 Rules:
 
 * **bounded outstanding requests** per source: `peer_max_outstanding` for peers, `origin_max_outstanding` for the
-  origin (its own cap, so a flood of fallbacks cannot hammer it); `set_cap` lets a later rate estimator adapt it.
-  A peer starts at `peer_initial_outstanding` and gains one slot per block it delivers (a slow start), so a
-  small file is spread over the first peers and the partial holders instead of all asked of the first one;
-* **endgame only for overdue blocks**: once every missing block is asked for, an idle peer is given a block
-  another source was asked for (`swarm.core.picker`'s endgame, one at a time) only when that request is older
-  than OVERDUE_FACTOR times this fetch's usual block time; before, a small file from an idle swarm crossed the
-  network twice;
+  origin (its own cap, so a flood of fallbacks cannot hammer it); `set_cap` lets a later rate estimator adapt it;
 * **per-request timeout** (`request_timeout`, `origin_request_timeout`). When a request to a source expires, the
   source has stalled: it gets one strike, *all* its outstanding blocks go back to the picker at once (retrying
   them one deadline at a time would stall the streaming window for several timeouts) with a `Cancel` each, and
@@ -92,11 +86,6 @@ Action = Request | Cancel | Drop | Discard
 @dataclass(frozen=True)
 class PolicyConfig:
     peer_max_outstanding: int = 8
-    # A peer's cap starts here and grows by one for each block it delivers, up to peer_max_outstanding (as
-    # TCP's slow start). A small file was all asked of the first peer to join: in a flash crowd every parked
-    # download queued its whole file at the first two seeds' uplinks, and the partial holders that announced
-    # blocks a moment later had nothing left to give.
-    peer_initial_outstanding: int = 2
     # The origin's own cap (proxy.engine's ORIGIN_RANGE_CONCURRENCY): a request queued behind it would run its
     # timeout while waiting. An overloaded origin may take a minute for one block; its source's stall timeout
     # (no byte for 30 s) catches a dead one, so this one is long: a cancelled Range request wastes its bytes.
@@ -117,8 +106,7 @@ class PolicyConfig:
     origin_yields: bool = True
 
     def __post_init__(self) -> None:
-        if min(self.peer_max_outstanding, self.peer_initial_outstanding, self.origin_max_outstanding,
-               self.max_strikes) < 1:
+        if min(self.peer_max_outstanding, self.origin_max_outstanding, self.max_strikes) < 1:
             raise ValueError("caps and max_strikes must be >= 1")
         if min(self.request_timeout, self.origin_request_timeout) <= 0 or self.retry_backoff < 0:
             raise ValueError("timeouts must be > 0 and retry_backoff >= 0")
@@ -153,14 +141,7 @@ class Either:
 
 
 # kinds of timer entries in the heap
-_REQUEST, _AVOID, _OVERDUE = 0, 1, 2
-# Endgame (a block asked of one source asked of another too) only for a block overdue: asked at least
-# OVERDUE_FACTOR times this fetch's usual block time ago (a running mean of request-to-arrival times), or
-# OVERDUE_UNKNOWN of the request timeout before any block came. A small file from an idle swarm comes in a
-# round trip or two; duplicating it at once sent it twice over the network.
-OVERDUE_FACTOR = 2.0
-OVERDUE_UNKNOWN = 0.25
-_LATENCY_WEIGHT = 0.25  # of the newest sample in the running mean
+_REQUEST, _AVOID = 0, 1
 
 
 class RequestPolicy:
@@ -175,8 +156,6 @@ class RequestPolicy:
         # (time, seq, kind, source, block); stale entries are skipped when they surface
         self._timers: list[tuple[float, int, int, Source, int]] = []
         self._seq = itertools.count()
-        self._latency: float | None = None  # running mean of a peer block's request-to-arrival time
-        self._overdue_at: float | None = None  # the pending _OVERDUE timer: a busy block becomes overdue
         # Blocks not to ask a source for now, beyond its own retry bans (`swarm.core.starts`: left to a nearer
         # peer that is fetching them), with a version that changes whenever one is let go (the picker's
         # memo). None: every source may be asked for anything it has.
@@ -232,8 +211,7 @@ class RequestPolicy:
         """A peer connected and sent its BITFIELD (or said it has everything)."""
         if source is ORIGIN:
             raise ValueError("use add_origin for the origin")
-        return self._add(source, now, self.config.peer_initial_outstanding, self.config.request_timeout, bitfield,
-                         has_all)
+        return self._add(source, now, self.config.peer_max_outstanding, self.config.request_timeout, bitfield, has_all)
 
     def add_origin(self, now: float) -> list[Action]:
         """The origin answers Range requests: a source with every block and its own cap."""
@@ -291,14 +269,9 @@ class RequestPolicy:
         state = self._sources.get(source)
         if state is None:  # dropped, banned or unknown: its bytes are never used
             return [Discard(source, block)]
-        deadline = state.outstanding.pop(block, None)
+        state.outstanding.pop(block, None)
         state.snubbed = False  # it answers
         state.last_delivery = now
-        if deadline is not None and source is not ORIGIN:
-            latency = max(0.0, now - (deadline - state.timeout))
-            self._latency = latency if self._latency is None else \
-                self._latency + _LATENCY_WEIGHT * (latency - self._latency)
-            state.cap = min(state.cap + 1, self.config.peer_max_outstanding)
         if not self.picker.wants(block):
             return [Discard(source, block), *self._fill([source], now)]
         losers = self.picker.on_received(source, block)
@@ -370,10 +343,7 @@ class RequestPolicy:
             if not self._timer_is_live(entry):
                 continue
             _, _, kind, source, block = entry
-            if kind == _OVERDUE:
-                self._overdue_at = None
-                refill.update(self._sources)
-            elif kind == _REQUEST:
+            if kind == _REQUEST:
                 expired.setdefault(source, []).append(block)
             else:
                 del self._sources[source].avoid[block]
@@ -435,29 +405,11 @@ class RequestPolicy:
 
     def _timer_is_live(self, entry: tuple[float, int, int, Source, int]) -> bool:
         when, _, kind, source, block = entry
-        if kind == _OVERDUE:
-            return when == self._overdue_at
         state = self._sources.get(source)
         if state is None:
             return False
         table = state.outstanding if kind == _REQUEST else state.avoid
         return table.get(block) == when
-
-    def _not_overdue(self, now: float) -> set[int]:
-        """The busy blocks not to duplicate yet (see OVERDUE_FACTOR): a block is overdue once its oldest
-        request is. Arms a timer for the first of them to come due."""
-        wait = OVERDUE_FACTOR * self._latency if self._latency is not None \
-            else OVERDUE_UNKNOWN * self.config.request_timeout
-        asked: dict[int, float] = {}
-        for state in self._sources.values():
-            for block, deadline in state.outstanding.items():
-                asked[block] = min(asked.get(block, deadline), deadline - state.timeout)
-        young = {block for block, when in asked.items() if when + wait > now}
-        first_due = min((asked[block] + wait for block in young), default=None)
-        if first_due is not None and (self._overdue_at is None or first_due < self._overdue_at):
-            self._overdue_at = first_due
-            heapq.heappush(self._timers, (first_due, next(self._seq), _OVERDUE, None, -1))
-        return young
 
     def _ranked_sources(self) -> list[Source]:
         """Who gets first pick when work is handed out: responsive before snubbed, then by trust points."""
@@ -469,7 +421,6 @@ class RequestPolicy:
     def _fill(self, sources: Iterable[Source], now: float) -> list[Request]:
         """Give each of `sources` as many requests as its free slots allow."""
         requests: list[Request] = []
-        young: set[int] | None = None  # busy blocks not overdue, once endgame is reached (computed once)
         for source in dict.fromkeys(sources):  # each once, in order
             state = self._sources.get(source)
             if state is None:
@@ -483,13 +434,7 @@ class RequestPolicy:
             version = None
             if self.held_back is not None and (held := self.held_back(source, now)) is not None:
                 skip, version = (held[0], held[1]) if not state.avoid else (Either(state.avoid, held[0]), None)
-            if self.picker.pickable == 0 and source is not ORIGIN:  # only busy blocks left: endgame
-                if young is None:
-                    young = self._not_overdue(now)
-                skip, version = Either(skip, young), None
             for block in self.picker.pick(source, free, skip=skip, spread=spread, skip_version=version):
-                if young is not None:
-                    young.add(block)  # asked just now
                 state.outstanding[block] = deadline
                 heapq.heappush(self._timers, (deadline, next(self._seq), _REQUEST, source, block))
                 requests.append(Request(source, block))

@@ -14,8 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from swarm.core.picker import ORIGIN, BlockState, Picker
-from swarm.core.policy import (OVERDUE_FACTOR, OVERDUE_UNKNOWN, Action, Cancel, Discard, Drop, PolicyConfig, Request,
-                               RequestPolicy)
+from swarm.core.policy import Action, Cancel, Discard, Drop, PolicyConfig, Request, RequestPolicy
 from swarm.core.trust import Trust, TrustConfig
 
 CONFIG = PolicyConfig(
@@ -259,53 +258,17 @@ def test_a_source_on_parole_gets_one_request_at_a_time() -> None:
 # -- endgame and vanishing sources ---------------------------------------------------------------------------
 
 
-def test_endgame_duplicates_an_overdue_block_for_an_idle_peer_and_cancels_the_loser() -> None:
+def test_endgame_duplicates_and_loser_cancel() -> None:
     policy = make(3)
-    policy.add_peer("a", 0.0, has_all=True)  # a: 0, 1 (asked at 0.0)
-    policy.add_peer("b", 0.0, has_all=True)  # b: 2, and nothing busy while it has a request outstanding
+    policy.add_peer("a", 0.0, has_all=True)  # a: 0, 1
+    policy.add_peer("b", 0.0, has_all=True)  # b: 2, and no duplicate while it has a request outstanding
     assert policy.outstanding("b").keys() == {2}
-    # b is idle at 0.1, its block took 0.1 s: a's are not overdue before 2 x 0.1 s after they were asked
-    assert requests(policy.on_block("b", 2, 0.1)) == []
-    assert policy.next_deadline() == pytest.approx(OVERDUE_FACTOR * 0.1)
-    # then b duplicates one of them, the one nearest the delivery point
-    assert requests(policy.on_timeout(0.2)) == [("b", 0)]
-    actions = policy.on_block("a", 0, 0.3)
+    # b is idle: it duplicates one of a's blocks, the one nearest the delivery point
+    assert requests(policy.on_block("b", 2, 1.0)) == [("b", 0)]
+    actions = policy.on_block("a", 0, 1.2)
     assert cancels(actions) == [("b", 0)]
-    assert requests(actions) == [("b", 1)]  # idle again, and 1 is overdue too
-    assert policy.on_block("b", 0, 0.35)[0] == Discard("b", 0)  # the cancelled copy arrived anyway
-
-
-@pytest.mark.parametrize("delivered, overdue_at", [
-    (False, OVERDUE_UNKNOWN * CONFIG.request_timeout),  # no block came yet: a quarter of the request timeout
-    (True, OVERDUE_FACTOR * 0.5),  # twice this fetch's block time (one block, 0.5 s)
-])
-def test_a_busy_block_is_duplicated_only_once_overdue(delivered: bool, overdue_at: float) -> None:
-    policy = make(4, config=dataclasses.replace(CONFIG, peer_max_outstanding=3, peer_initial_outstanding=3))
-    policy.add_peer("a", 0.0, [1, 1, 1, 0])  # a: 0, 1, 2
-    policy.add_peer("b", 0.0, [0, 0, 0, 1])  # b: 3
-    if delivered:
-        policy.on_block("b", 3, 0.5)
-        policy.on_verified(3, 0.5)
-    policy.add_peer("c", 0.5, has_all=True)  # idle, but every block is busy and none overdue
-    assert policy.outstanding("c") == {}
-    assert policy.next_deadline() == pytest.approx(overdue_at)
-    assert requests(policy.on_timeout(overdue_at - 0.01)) == []
-    assert requests(policy.on_timeout(overdue_at)) == [("c", 0)]
-
-
-def test_a_peers_cap_starts_low_and_grows_with_each_block_it_delivers() -> None:
-    """A small file is not all asked of the first peer to join: the next ones, and partial holders that announce
-    blocks later, get the rest."""
-    config = dataclasses.replace(CONFIG, peer_max_outstanding=4, peer_initial_outstanding=2)
-    policy = make(8, config=config)
-    assert requests(policy.add_peer("a", 0.0, has_all=True)) == [("a", 0), ("a", 1)]
-    assert requests(policy.add_peer("b", 0.0, has_all=True)) == [("b", 2), ("b", 3)]
-    assert requests(policy.add_peer("c", 0.0, [0, 0, 0, 0, 0, 0, 0, 0])) == []
-    assert requests(policy.on_have("c", 7, 0.05)) == [("c", 7)]  # a partial holder takes what is left
-    assert requests(policy.on_block("a", 0, 0.1)) == [("a", 4), ("a", 5)]  # cap 3: two free slots
-    assert requests(policy.on_block("a", 1, 0.1)) == [("a", 6)]  # cap 4 (the most), and 7 is c's
-    assert requests(policy.on_block("a", 4, 0.2)) == []  # nothing left to ask: 5, 6 and 7 are asked
-    assert policy.outstanding("a").keys() == {5, 6} and policy.cap("a") == 4
+    assert requests(actions) == [("b", 1)]  # idle again: the next one
+    assert policy.on_block("b", 0, 1.5)[0] == Discard("b", 0)  # the cancelled copy arrived anyway
 
 
 def test_a_vanished_source_hands_its_blocks_to_others_in_the_same_call() -> None:
