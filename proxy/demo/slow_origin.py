@@ -151,12 +151,12 @@ class SlowOrigin:
                 headers["Content-Range"] = content_range(start, end, len(data))
             response = web.StreamResponse(status=status, headers=headers)
             response.content_length = end - start
-            await response.prepare(request)
-            if request.method == "HEAD":
-                return response
             cut = self.die_after.get(path)
             position = start
             try:
+                await response.prepare(request)  # the client may have left already (a proxy that swarms)
+                if request.method == "HEAD":
+                    return response
                 while position < end:
                     piece = data[position:min(end, position + CHUNK)]
                     if cut is not None and position - start + len(piece) > cut:

@@ -362,6 +362,24 @@ async def test_a_client_that_leaves_frees_its_slot(session):
         await server.stop()
 
 
+@pytest.mark.parametrize("method", ["GET", "HEAD"])
+async def test_a_client_gone_before_the_head_is_written_is_no_error(slow_origin, session, caplog, monkeypatch,
+                                                                     method):
+    """In a flash crowd a proxy may close a request before the head goes out (its lookup found the swarm): the
+    write of the head fails, and that is the end of the response, not an error with a traceback in the log."""
+    from aiohttp import web
+    from aiohttp.client_exceptions import ClientConnectionResetError
+
+    async def closed(self, request):
+        raise ClientConnectionResetError("Cannot write to closing transport")
+    monkeypatch.setattr(web.StreamResponse, "prepare", closed)
+    with caplog.at_level("ERROR"):
+        with pytest.raises(aiohttp.ClientError):  # the server dropped the connection: nothing came back
+            await fetch(session, slow_origin.add("/f", DATA), method)
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
+    assert slow_origin.bytes_sent == 0
+
+
 def completes_without_waiting(coro) -> bool:
     """Drive a coroutine one step: True if it finished without suspending (e.g. on a sleep)."""
     try:
