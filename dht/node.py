@@ -70,6 +70,9 @@ _OBSERVERS_KEPT = 32
 # read of the same key to start from its closest nodes (`Lookup.again`).
 _WARM_LOOKUP_S = 30.0
 _WARM_LOOKUPS = 64
+# A record read ends once all but this many of the k closest answered (`Lookup.finished`): each record is on
+# `replicas` (20) of them.
+_READ_SLACK = 3
 
 
 def _enlarge_receive_buffer(transport: asyncio.DatagramTransport) -> None:
@@ -326,8 +329,9 @@ class DhtNode:
             for future in pending:
                 future.cancel()
 
-    async def _new_lookup(self, target: bytes, previous: Lookup | None = None) -> Lookup:
-        """A lookup of `target` from our routing table, or going on from `previous` (`Lookup.again`)."""
+    async def _new_lookup(self, target: bytes, previous: Lookup | None = None, slack: int = 0) -> Lookup:
+        """A lookup of `target` from our routing table, or going on from `previous` (`Lookup.again`); one that
+        may end without `slack` of the k closest (a read, `Lookup.finished`)."""
         await self._rejoin_if_alone()  # a lookup from scratch needs contacts to start from
         loop = asyncio.get_running_loop()
         self.routing.touch(target)
@@ -335,9 +339,11 @@ class DhtNode:
         deadline = loop.time() + self.config.lookup_deadline_s
         if previous is not None:
             return Lookup.again(previous, seeds, k=self.config.k, alpha=self.config.alpha, deadline=deadline,
-                                self_id=self.node_id)
-        return Lookup.start(target, seeds, k=self.config.k, alpha=self.config.alpha, deadline=deadline,
-                            self_id=self.node_id)
+                                self_id=self.node_id, slack=slack)
+        lookup = Lookup.start(target, seeds, k=self.config.k, alpha=self.config.alpha, deadline=deadline,
+                              self_id=self.node_id)
+        lookup.slack = slack
+        return lookup
 
     async def _closest_with_tokens(self, target: bytes) -> list[tuple[Contact, bytes]]:
         """The k closest nodes to `target` that replied, with their write tokens. Goes on from a record lookup
@@ -486,7 +492,8 @@ class DhtNode:
         for record, observed in self.store.get_observed(kind, key, self.clock()):
             yield record, observed, None
         target = dht_key(kind, key)
-        lookup = await self._new_lookup(target, self._warm(target))  # a poll of the same key: one round trip
+        # A poll of the same key: one round trip; and not waiting for the last stragglers of the k closest.
+        lookup = await self._new_lookup(target, self._warm(target), slack=_READ_SLACK)
         try:
             async for contact, reply in self._drive(lookup, lambda: self._request(method, target=key)):
                 now = self.clock()

@@ -270,6 +270,35 @@ def test_a_lookup_again_replaces_a_dead_closest_and_asks_nearer_ones_it_hears_of
     assert [c for c, _ in again.result()] == [contact(5), contact(10), contact(20)]
 
 
+@pytest.mark.parametrize("slack, replied, finished", [
+    (0, (10, 20, 30), False),  # a write hears from all k closest
+    (1, (10, 20, 30), True),  # a read may leave one straggler
+    (1, (10, 20), False),  # ... not two
+    (2, (10, 20), True),
+])
+def test_a_read_ends_without_its_last_stragglers_once_converged(slack, replied, finished):
+    lookup = Lookup.start(bytes(20), [contact(n) for n in (10, 20, 30, 40)], k=4, alpha=4, deadline=5)
+    lookup.slack = slack
+    assert lookup.next_queries(0) == [contact(n) for n in (10, 20, 30, 40)]
+    for n in replied:
+        lookup.on_reply(contact(n), [])  # nothing closer: converged
+    assert lookup.converged and lookup.finished(1) is finished and lookup.settled() is finished
+    assert [c for c, _ in lookup.result()] == [contact(n) for n in replied]
+
+
+def test_a_read_still_waits_for_contacts_it_has_not_asked_and_a_resumed_write_for_all():
+    lookup = Lookup.start(bytes(20), [contact(n) for n in (10, 20, 30)], k=3, alpha=1, deadline=5)
+    lookup.slack = 2
+    assert lookup.next_queries(0) == [contact(10)]
+    lookup.on_reply(contact(10), [])  # converged: 20 and 30 asked next, not skipped
+    assert not lookup.finished(0)
+    assert lookup.next_queries(0) == [contact(20), contact(30)]
+    lookup.on_reply(contact(20), [])
+    assert lookup.finished(0)  # 30 is a straggler
+    lookup.resume(deadline=10)  # a write goes on from it: 30 is asked again and waited for
+    assert lookup.slack == 0 and not lookup.finished(1) and lookup.next_queries(1) == [contact(30)]
+
+
 def test_lookup_ignores_self_and_bad_ids_and_bounds_candidates():
     lookup = Lookup.start(bytes(20), [], k=3, alpha=3, deadline=5, self_id=contact(1).node_id)
     lookup.add_contacts([contact(1), Contact(b"short", "127.0.0.1", 1)])

@@ -10,7 +10,7 @@ from contextlib import aclosing
 
 import pytest
 
-from dht.node import DhtNode
+from dht.node import _READ_SLACK, DhtNode
 
 from .conftest import start_swarm, stop_swarm
 
@@ -154,11 +154,11 @@ async def test_an_announce_goes_on_from_the_lookup_for_providers_just_made():
         root = os.urandom(32)
         assert await nodes[0].announce(root, "127.0.0.1", 4000) >= 10
         # A finished lookup for providers already holds the k closest nodes and their tokens: the announce
-        # that follows asks nobody again.
+        # that follows asks again only those the read did not wait for (`_READ_SLACK` at most).
         assert [r.port async for r in nodes[1].find_providers(root)] == [4000]
         before = _find_node_requests(nodes)
         assert await nodes[1].announce(root, "127.0.0.1", 4001) >= 10
-        assert _find_node_requests(nodes) == before
+        assert _find_node_requests(nodes) - before <= _READ_SLACK
         # One stopped at the first provider found is finished by the announce, and the record lands as well.
         assert await found_by(nodes[2], root, 4000)
         assert await nodes[2].announce(root, "127.0.0.1", 4002) >= 10

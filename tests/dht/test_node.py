@@ -12,7 +12,7 @@ import pytest
 from dht.bootstrap import REJOIN_SECONDS
 from dht.errors import InvalidArgument, NotRunning
 from dht.identity import NodeIdentity
-from dht.node import MAINTENANCE_JITTER, DhtNode, jittered
+from dht.node import _READ_SLACK, MAINTENANCE_JITTER, DhtNode, jittered
 from dht.records import KIND_PROVIDER
 from dht.storage import StoreLimits
 
@@ -199,7 +199,9 @@ async def test_a_second_read_of_a_key_asks_its_closest_nodes_again_in_one_round(
         await nodes[2].announce(root, "127.0.0.1", 2, ttl_s=60)  # published between two reads
         assert {r.port async for r in reader.find_providers(root)} == {1, 2}
         first_round = read.sent[:config.k]
-        assert len(first_round) == config.k and {address for address, _ in first_round} <= first_walk
+        assert len(first_round) == config.k
+        # the first walk's closest (all but the stragglers it did not wait for), and our own nearest contacts
+        assert len({address for address, _ in first_round} & first_walk) >= config.k - _READ_SLACK
         assert all(before == 0 for _, before in first_round), read.sent  # all asked at once
         # (a nearer node that the first walk missed, named in a reply, is asked after that reply)
     finally:
