@@ -53,9 +53,10 @@ class Lookup:
 
     @classmethod
     def start(
-        cls, target: bytes, seeds: Iterable[Contact], *, k: int, alpha: int, deadline: float, self_id: bytes = b""
+        cls, target: bytes, seeds: Iterable[Contact], *, k: int, alpha: int, deadline: float, self_id: bytes = b"",
+        slack: int = 0,
     ) -> Lookup:
-        lookup = cls(target=target, k=k, alpha=alpha, deadline=deadline, self_id=self_id)
+        lookup = cls(target=target, k=k, alpha=alpha, deadline=deadline, self_id=self_id, slack=slack)
         lookup.add_contacts(seeds)
         return lookup
 
@@ -72,16 +73,17 @@ class Lookup:
         walk."""
         lookup = cls.start(
             previous.target, [c for c, _ in previous.result()] + list(seeds),
-            k=k, alpha=alpha, deadline=deadline, self_id=self_id,
+            k=k, alpha=alpha, deadline=deadline, self_id=self_id, slack=slack,
         )
-        lookup.slack = slack
         lookup.converged = previous.settled()
         return lookup
 
     def settled(self) -> bool:
         """Did it converge and hear from the k closest it knew, all but `slack` of them (not stopped early by
         its reader, nor by its deadline)?"""
-        live = self._live_closest()
+        return self._settled(self._live_closest())
+
+    def _settled(self, live: list[_Candidate]) -> bool:
         if not self.converged or not live or any(c.state == _NEW for c in live):
             return False
         replied = sum(1 for c in live if c.state == _REPLIED)
@@ -164,12 +166,13 @@ class Lookup:
         if now >= self.deadline:
             return True
         # Queries still in flight to contacts that fell out of the k closest do not matter any more.
-        if all(c.state == _REPLIED for c in self._live_closest()):
+        live = self._live_closest()
+        if all(c.state == _REPLIED for c in live):
             return True
         # A read does not wait for its last `slack` stragglers: a record is on all k of them, and one busy node
         # (its replies queued behind the blocks it serves) held a waiting download's poll up to a request
         # timeout, then again for the contact that replaced it.
-        return self.slack > 0 and self.settled()
+        return self.slack > 0 and self._settled(live)
 
     def next_deadline(self) -> float:
         return self.deadline

@@ -340,10 +340,8 @@ class DhtNode:
         if previous is not None:
             return Lookup.again(previous, seeds, k=self.config.k, alpha=self.config.alpha, deadline=deadline,
                                 self_id=self.node_id, slack=slack)
-        lookup = Lookup.start(target, seeds, k=self.config.k, alpha=self.config.alpha, deadline=deadline,
-                              self_id=self.node_id)
-        lookup.slack = slack
-        return lookup
+        return Lookup.start(target, seeds, k=self.config.k, alpha=self.config.alpha, deadline=deadline,
+                            self_id=self.node_id, slack=slack)
 
     async def _closest_with_tokens(self, target: bytes) -> list[tuple[Contact, bytes]]:
         """The k closest nodes to `target` that replied, with their write tokens. Goes on from a record lookup

@@ -330,10 +330,9 @@ class Picker:
             view.empty_memo = memo if (not chosen and no_skip) else None
         for block in chosen:
             self._request(source, view, block)
-        if source is ORIGIN and len(chosen) < n and self.pickable == 0:
-            busy = n - len(chosen)  # far and pipelined: one at a time would cost it a round trip per block
-        else:
-            busy = 1 if idle and not chosen and self.pickable == 0 else 0
+        busy = 0
+        if self.pickable == 0:  # endgame: the origin, far and pipelined, fills its slots; an idle peer takes one
+            busy = n - len(chosen) if source is ORIGIN else int(idle and not chosen)
         if busy:
             for block in self._pick_endgame(source, view, busy, skip):
                 self._request(source, view, block)
