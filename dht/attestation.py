@@ -12,15 +12,15 @@ against what an attacker cannot choose for free, as BEP 42 binds node ids to add
   nodes in at least `MIN_ATTESTING_NETWORKS` different networks — as the reader sees *their* addresses — report
   that they observed it there. A lying storing node is one network: not enough on its own.
 
-Anything else leaves the host unattested (`None`), which the quorum counts as the one `unknown` network that
-every unattested publisher shares. To forge a host, an attacker needs storing nodes in two networks and the
+Anything else leaves the host unattested (`None`), and an unattested publisher weighs nothing in a quorum
+(`proxy.manifest_trust`). To forge a host, an attacker needs storing nodes in two networks and the
 reader's lookup to reach them; with real addresses in N networks it can vouch N times anyway, so forging gains
 it nothing it did not have.
 """
 
 from __future__ import annotations
 
-from dht.networks import canonical_host, network_prefix
+from addresses import UNKNOWN_PREFIX, canonical_host, network_prefix
 from dht.records import ManifestRecord
 
 MIN_ATTESTING_NETWORKS = 2
@@ -41,8 +41,8 @@ class Attestations:
         pair = (record.publisher_key, claimed)
         if responder is None:
             self._by_us.add(pair)
-        else:
-            self._by_networks.setdefault(pair, set()).add(network_prefix(responder))
+        elif (network := network_prefix(responder)) != UNKNOWN_PREFIX:  # a responder in no network attests nothing
+            self._by_networks.setdefault(pair, set()).add(network)
 
     def host(self, record: ManifestRecord) -> str | None:
         """The record's host if attested (see the module docstring), else None."""

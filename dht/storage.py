@@ -28,7 +28,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterator
 
-from dht.networks import canonical_host
+from addresses import canonical_host
 from dht.records import KIND_MANIFEST, KIND_PROVIDER, MAX_TTL_S, Record
 
 SlotId = tuple[int, bytes, bytes]  # (kind, key, publisher key)

@@ -159,6 +159,13 @@ class OriginComplete:
 
 
 @dataclasses.dataclass(frozen=True)
+class WithdrawSegments:
+    """The body disagreed with the origin's Repr-Digest: every segment this download shared (from the origin or from
+    peers) is withdrawn, its vouches too, and dropped from the store, never to be served again."""
+    reason: str
+
+
+@dataclasses.dataclass(frozen=True)
 class Account:
     """Split the block engine's bytes into origin-Range and peer bytes (once the swarm is stopped)."""
     from_swarm: int
@@ -193,4 +200,5 @@ class Fail:
 
 Action = (RelayAsIs | RelayHead | Respond | OpenSpool | ClaimFetching | EndClaim | StartLookup | StopLookup | StartHead
           | StopHead | Switch | StartSwarm | StartSegments | StopSwarm | CloseOrigin | ReopenOrigin | Deliver
-          | RejectManifest | SwarmError | Note | OriginComplete | Account | HandOver | Finish | Cut | Fail)
+          | RejectManifest | SwarmError | Note | OriginComplete | WithdrawSegments | Account | HandOver | Finish | Cut
+          | Fail)

@@ -27,7 +27,7 @@ from swarm.content.manifest import MAX_BLOCK_SIZE, choose_block_size
 from .download_actions import (Account, Action, ClaimFetching, CloseOrigin, Cut, Deliver, Fail, Finish, HandOver, Note,
                                OpenSpool, OriginComplete, RejectManifest, RelayAsIs, RelayHead, ReopenOrigin, Respond,
                                Source, StartHead, StartLookup, StartSwarm, StopHead, StopLookup, StopSwarm, SwarmError,
-                               Switch)
+                               Switch, WithdrawSegments)
 from .download_parking import ParkingSteps
 from .download_settings import DownloadSettings
 from .download_state import Phase, Producer
@@ -527,6 +527,7 @@ class DownloadCore(ParkingSteps):
             actions.append(CloseOrigin())
         if self.digest and self.digest.disagrees():  # the manifest's bytes are not what the origin serves
             self.publishable, self.swarm_position = False, -1  # nothing of it is kept or shared
+            actions.append(WithdrawSegments(f"the body disagrees with its {self.digest.algorithm} Repr-Digest"))
             if self.delivered[Source.SWARM]:
                 self.swarm_error = f"digest_mismatch: the body does not match the origin's Repr-Digest " \
                                    f"({self.digest.algorithm})"
@@ -552,7 +553,8 @@ class DownloadCore(ParkingSteps):
         actions = self._stop_lookups()
         if self.digest and self.digest.disagrees():  # the origin's own bytes: relayed as they are, never shared
             self.publishable = False
-            actions.append(Note(f"the body disagrees with its {self.digest.algorithm} Repr-Digest: not shared"))
+            why = f"the body disagrees with its {self.digest.algorithm} Repr-Digest"
+            actions += [Note(f"{why}: not shared"), WithdrawSegments(why)]
         return actions + [OriginComplete(self.publishable), Finish()]
 
     def _deliver(self, source: Source, piece: bytes) -> Deliver:

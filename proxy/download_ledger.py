@@ -88,17 +88,17 @@ class Ledger:
         """After a merge: store and share what is complete, stop sharing what is not. True: the spool is ours.
         No manifest (a segmented download): each segment was shared, or dropped, when its fetch ended; and the
         spool, which took the verified segments too, holds the whole file when the download covered it all: it
-        is stored and shared like an origin download, and vouched for when the trust rule allows
-        (`TrustPolicy.vouches_for_assembled`), so the file's manifest is published as soon as every segment is."""
+        is stored and shared like an origin download, and vouched for only when every byte came from the origin.
+        A file assembled from segments others vouched for is served, never vouched for: a party that made one
+        segment's quorum and poisoned what its victims assembled would otherwise recruit them as publishers, each
+        an independent network, and with them answer URLs the origin has not answered yet."""
         if manifest is None:
             if spool is None or not spool.complete or not publishable:
                 return False
             # Every byte from the origin (the head before parking, each segment by Range) is first-hand anyway.
             first_hand = all(source == "origin" for source in self.record.segments)
-            weakest = self.segments.weakest if self.segments is not None else None
-            self.vouching = first_hand or self.engine.trust.vouches_for_assembled(weakest or 0)
-            # Only first-hand bytes make the file this node's own (`self`, kept across restarts).
-            self.owner.spawn(self._ingest(spool, response, close=True, publish=self.vouching, own=first_hand))
+            self.vouching = first_hand
+            self.owner.spawn(self._ingest(spool, response, close=True, publish=first_hand, own=first_hand))
             return True
         if swarm_done or (spool is not None and spool.complete):
             self.vouching = spool is not None and spool.complete and publishable

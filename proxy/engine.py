@@ -44,7 +44,7 @@ from swarm.service.store_work import fill_entry
 from swarm.service.swarm_service import FETCH_PEERS, LINGER, PROVIDER_WAIT, ShareCounters, SwarmService
 from swarm.store.interface import BlockStore
 
-from .manifest_trust import AgreedManifest, TrustPolicy, Vouch, ahead_of, decide, working
+from .manifest_trust import AgreedManifest, TrustPolicy, Vouch, ahead_of, decide, unattested, working
 from .origin_head import OriginHead
 from .origin_manifest import fetch_layer
 from .spool import Spool
@@ -283,8 +283,10 @@ class SwarmEngine:
         if decision.accepted is None:
             self.counters.manifests_rejected += 1
             log.info("no trusted manifest for %s: %s (%d publisher(s))", url, decision.reason, decision.publishers)
-            return Miss(decision.reason, f"{decision.publishers} publisher{'s' if decision.publishers != 1 else ''}",
-                        others, ahead)
+            detail = f"{decision.publishers} publisher{'s' if decision.publishers != 1 else ''}"
+            if hidden := unattested(vouches):
+                detail += f", {hidden} unattested"
+            return Miss(decision.reason, detail, others, ahead)
         accepted = decision.accepted
         providers = providers_by_root.get(accepted.content_root)
         if providers is None:  # looked ahead for another root (or none): the head named this version

@@ -139,6 +139,7 @@ class _Download:
         self.spool: Spool | None = None
         self.chunks = None  # the block engine's verified chunks, once the swarm runs
         self.vouches: SpoolVouches | None = None  # said it fetches from the origin: vouches segment by segment
+        self.vouched_before: list[SegmentTrust] = []  # vouches of a claim it gave up, withdrawn with the rest
         self.segmented = False  # taken segment by segment (`StartSegments`)
         self.origin_head: OriginHead | None = None  # the origin's answer to our GET, once it came
         self.ledger = Ledger(owner, str(url), record, self.core)
@@ -282,6 +283,7 @@ class _Download:
                 self._say("others ahead fetch it from the origin: leaving it to them")
                 if self.vouches is not None:  # it vouches for no more segments: later spool bytes may be peers'
                     self.vouches.release()
+                    self.vouched_before.append(self.vouches.trust)  # still withdrawn if the body proves wrong
                     self.vouches = None
                 log.info("%s: others ahead fetch it from the origin: this download leaves it to them", self.url)
                 self.engine.fetch_ended(str(self.url), vouching=False)
@@ -347,6 +349,13 @@ class _Download:
             case act.OriginComplete(publishable):
                 spool, self.spool = self.spool, None  # first: a client holding the whole body may hang up at once
                 self.ledger.origin_complete(spool, publishable, self.response)
+            case act.WithdrawSegments(why):
+                log.warning("%s: %s: withdrawing every segment it shared", self.url, why)
+                trusts = [*self.vouched_before, self.vouches and self.vouches.trust,
+                          self.ledger.segments and self.ledger.segments.trust]
+                for trust in trusts:
+                    if trust:
+                        trust.withdraw_all(why)
             case act.Account(from_swarm):
                 self.ledger.account(from_swarm)
             case act.HandOver(manifest, fetch_start, swarm_done, publishable):

@@ -8,9 +8,11 @@ already checked the signatures, so a `Vouch` here is "publisher X, reachable at 
 Independence is counted by network, not by key: keys are free, addresses are not. A group's weight
 is the largest number of (publisher id, network prefix) pairs with no id and no prefix used twice
 (a maximum matching, so the answer does not depend on the order records arrive in); prefixes are
-`dht.networks.network_prefix`. A publisher's host is the one the DHT's storing nodes *observed* its
-record arrive from (`dht.attestation`), never what the publisher wrote: a vouch with no attested host
-shares one "unknown" prefix with all others like it, so any number of unattested publishers weigh one.
+`addresses.network_prefix`. A publisher's host is the one the DHT's storing nodes *observed* its
+record arrive from (`dht.attestation`), never what the publisher wrote. A vouch with no attested host, or
+one in no network (a special-purpose address), weighs nothing: not one shared "unknown" network, which *added*
+to the real ones and let one address plus one planted key make `quorum:2`. The rule is the same for manifests,
+segment vouches, in-progress claims, headless answers and the "ahead" order, whatever Discovery found them.
 
 The policy (`parse_trust`): `origin` never believes the DHT; `quorum:N` takes the heaviest group
 if it weighs at least N and no other group does (two quorums for different bytes is an attack or
@@ -28,7 +30,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from dht.networks import network_prefix
+from addresses import UNKNOWN_PREFIX, network_prefix
 from swarm.content.manifest import MAX_BLOCK_SIZE, MIN_BLOCK_SIZE
 from swarm.content.merkle import HASH_SIZE
 from swarm.service.discovery import IN_PROGRESS_ROOT
@@ -77,15 +79,6 @@ class TrustPolicy:
         """How many independent vouchers make a manifest believable: 0 when none ever does (`origin`)."""
         return {"quorum": self.quorum, "any": 1}.get(self.mode, 0)
 
-    def vouches_for_assembled(self, weakest: int) -> bool:
-        """May a node vouch for a file it assembled from segments that others vouched for (`proxy.segment_swarm`),
-        the least of them agreed on by `weakest` independent vouchers? Only under a quorum of at least two, and
-        only when every segment had the weight a headless answer needs (`headless`: one more than the quorum):
-        a party that could make a segment's quorum, and so poison what its victims assembled, would otherwise
-        gain their vouches and, with them, the weight to answer URLs the origin has not answered yet. Under
-        `any` one liar would be amplified by its victims; `origin` believes no vouch at all."""
-        return self.mode == "quorum" and self.quorum >= 2 and weakest >= self.headless().vouchers
-
     def headless(self) -> TrustPolicy:
         """The policy for answering before the origin has said anything (a `T` switch with no response head).
 
@@ -125,10 +118,13 @@ def _well_formed(v: Vouch) -> bool:
 
 
 def _weight(vouches: list[Vouch]) -> int:
-    """Maximum matching between publisher ids and network prefixes (Kuhn's augmenting paths)."""
+    """Maximum matching between publisher ids and network prefixes (Kuhn's augmenting paths); a vouch whose host
+    nobody attested, or that counts in no network, is left out: it weighs nothing."""
     prefixes_of: dict[bytes, set[str]] = {}
     for v in vouches:
-        prefixes_of.setdefault(v.publisher_id, set()).add(network_prefix(v.publisher_host))
+        prefix = network_prefix(v.publisher_host)
+        if prefix != UNKNOWN_PREFIX:
+            prefixes_of.setdefault(v.publisher_id, set()).add(prefix)
     owner: dict[str, bytes] = {}  # prefix -> the id it is matched to
 
     def augment(pid: bytes, seen: set[str]) -> bool:
@@ -172,6 +168,8 @@ def decide(candidates: Iterable[Vouch], policy: TrustPolicy, *, known_size: int 
     best_weight, best = ranked[0]
     runner_up = ranked[1][0] if len(ranked) > 1 else 0
     if policy.mode == "any":
+        if best_weight == 0:  # nobody attested: `any` trusts the first *publisher*, never a bare claim
+            return TrustDecision(None, "none", "below-quorum", 0)
         if runner_up == best_weight:
             return TrustDecision(None, "none", "conflict", best_weight)
         return TrustDecision(best, "any", "ok", best_weight)
@@ -180,6 +178,12 @@ def decide(candidates: Iterable[Vouch], policy: TrustPolicy, *, known_size: int 
     if runner_up >= policy.quorum:
         return TrustDecision(None, "none", "conflict", best_weight)
     return TrustDecision(best, "quorum", "ok", best_weight)
+
+
+def unattested(candidates: Iterable[Vouch]) -> int:
+    """How many publishers vouched for a root with no attested host (they weigh nothing): for saying why not."""
+    return len({v.publisher_id for v in candidates
+                if v.content_root != IN_PROGRESS_ROOT and network_prefix(v.publisher_host) == UNKNOWN_PREFIX})
 
 
 def working(candidates: Iterable[Vouch], *, size: int, validator: bytes, exclude: bytes = b"") -> int:

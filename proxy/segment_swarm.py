@@ -19,10 +19,9 @@ A liar's vouch is outvoted (it weighs one network) and a block that disagrees wi
 delivered: the block engine drops it and bans its sender. A node that got a segment from peers serves it but
 never vouches for it. A download's segments stay shared until it ends, then linger as any content. The
 download's spool takes the verified segments too (`proxy.fallback`), so one that covered the whole file ends with
-the file whole: it is stored and served, and vouched for when every byte came from the origin or every segment
-from peers had a quorum plus one behind it (`proxy.download_ledger`, `TrustPolicy.vouches_for_assembled`), so
-the file's manifest is published though nobody read it all. `Segments.file_root` gives the same root from the
-segments' roots.
+the file whole: it is stored and served, and vouched for only when every byte came from the origin
+(`proxy.download_ledger`): a file assembled from peers' segments is never vouched for, so a poisoned segment
+cannot recruit its victims as publishers. `Segments.file_root` gives the same root from the segments' roots.
 """
 
 from __future__ import annotations
@@ -77,7 +76,6 @@ class SegmentLookup:
     others: int  # the weight of the independent others who vouched for it or fetch it (or the file) from the origin
     reason: str  # why not found: `manifest_trust`'s reasons, "no-provider", "no-manifest", "lookup-failed"
     enough: int | None = None  # the weight of `others` worth waiting for: 1 when only a provider is missing
-    weight: int = 0  # found: the weight of the independent vouchers that agree on its root
 
 
 class SegmentTrust:
@@ -89,12 +87,40 @@ class SegmentTrust:
         # are not withdrawn while its last are still fetched; `release` starts their linger time.
         self.held: list[bytes] = []
         self.released = False
+        self.shared: list[tuple[bytes, bytes | None]] = []  # every (root, vouch key) it shared, for `withdraw_all`
+        self.withdrawn = False
 
     def hold(self, manifest: Manifest, vouch: bytes | None = None) -> None:
         """Share the complete segment (vouching under `vouch`) until `release`."""
+        if self.withdrawn:  # a vouch that was under way when the body was found wrong: it shares nothing
+            if vouch is not None:
+                self.engine.service.shares.unvouch(vouch, manifest.root)  # nor leaves its claim of the segment
+            self._drop(manifest.root, "its download's body disagreed with the origin's Repr-Digest")
+            return
         self.engine.service.shares.share(manifest, vouch=vouch, hold=not self.released)
+        self.shared.append((manifest.root, vouch))
         if not self.released:
             self.held.append(manifest.root)
+
+    def withdraw_all(self, why: str) -> None:
+        """The download's body disagreed with the origin's Repr-Digest: stop serving and announcing every segment it
+        shared, withdraw its vouches, and drop them from the store, so that they are never served again (the
+        origin's own bytes included: what the origin says its representation hashes to is the authority)."""
+        self.withdrawn = True
+        service = self.engine.service
+        for root, key in self.shared:
+            if key is not None:
+                service.shares.unvouch(key, root)
+            self._drop(root, why)
+        self.shared.clear()
+        self.held.clear()
+
+    def _drop(self, root: bytes, why: str) -> None:
+        service, store = self.engine.service, self.engine.store
+        service.withdraw(root, why)
+        with contextlib.suppress(StoreError):
+            if root in store and store.info(root).pins == 0:
+                store.remove(root)
 
     def release(self) -> None:
         """The download is over: its segments linger as any content does."""
@@ -148,8 +174,7 @@ class SegmentTrust:
         if manifest is None or manifest.size != end - start or manifest.block_size != cut.block_size \
                 or validator_bytes(manifest.validator) != wanted:
             return SegmentLookup(None, others, "no-manifest")
-        return SegmentLookup(Found(manifest, decision.source, service.pick(providers, manifest)), others, "ok",
-                             weight=decision.publishers)
+        return SegmentLookup(Found(manifest, decision.source, service.pick(providers, manifest)), others, "ok")
 
     def claim(self, url_key: bytes, cut: Segments, index: int, validator: str) -> asyncio.Task | None:
         """Say that this node fetches the segment from the origin now; the task puts the claim (None: no DHT).
@@ -251,9 +276,6 @@ class SegmentedFetch:
         self.waited = 0.0
         self.waited_in_all = 0.0  # every wait of this download, which the polls back off with
         self.lookup_seconds = 0.0  # how long this download's last lookup took: a claim's put takes about as long
-        # The least weight of independent vouchers behind a segment taken from peers (None: none was): whether
-        # the file assembled from them may be vouched for (`proxy.download_ledger`).
-        self.weakest: int | None = None
         self.others_known = parking.after  # the last count of others at a segment a lookup gave (or a higher one
         self.others_at = self.clock()  # seen within OTHERS_MEMORY s), and when it was last seen
         # The file's last segment, fetched ahead (`_prefetch_tail`): (where from, its bytes).
@@ -339,8 +361,6 @@ class SegmentedFetch:
             self.waited = 0.0 if source == "peers" else waited
             self.sources.append(source)
             if source == "peers":
-                self._took_from_peers(lookup)
-            if source == "peers":
                 assert lookup.found is not None
                 log.info("%s: segment %d from %d peer(s)", self.url, index, len(lookup.found.providers))
                 pieces = self._from_peers(lookup.found, start, end)
@@ -359,9 +379,6 @@ class SegmentedFetch:
         clients claim segment 0 together, each then reading it from the origin). At most HESITATION_MAX s: a
         lookup slowed on purpose must not stretch every segment's wait past parking's bound."""
         return min(max(self.parking.poll, 2 * self.lookup_seconds), max(self.parking.poll, HESITATION_MAX))
-
-    def _took_from_peers(self, lookup: SegmentLookup) -> None:
-        self.weakest = lookup.weight if self.weakest is None else min(self.weakest, lookup.weight)
 
     async def _from_peers(self, found: Found, start: int, end: int, *,
                           counted: bool = True) -> AsyncIterator[bytes]:
@@ -427,7 +444,6 @@ class SegmentedFetch:
             self.event(f"last segment {index} ahead from {source} ({lookup.reason}, {lookup.others} others)")
             if source == "peers":
                 assert lookup.found is not None
-                self._took_from_peers(lookup)
                 pieces = self._from_peers(lookup.found, 0, hi - lo, counted=False)
             else:
                 origin = OriginRangeSource(self.engine.session, self.url, size=self.cut.size,

@@ -7,7 +7,7 @@ import pathlib
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-PRODUCT = ("proxy", "swarm", "dht", "server_plugin", "cluster")
+PRODUCT = ("addresses", "proxy", "swarm", "dht", "server_plugin", "cluster")
 OURS = PRODUCT + ("bench",)
 MAX_MODULE_LINES = 600
 
@@ -16,17 +16,18 @@ MAX_MODULE_LINES = 600
 # the Discovery protocol the DHT implements), the DHT imports nothing of ours, and the origin-side plugin needs
 # only the content identity (manifest and hashing).
 ALLOWED = {
-    "dht": ("dht",),
-    "swarm": ("swarm",),
+    "addresses": (),  # at the bottom: what an address is, which network it counts in; it imports nothing of ours
+    "dht": ("dht", "addresses"),
+    "swarm": ("swarm", "addresses"),
     # Inside the engine: the content identity needs nothing else of it, and no layer below the service reaches up.
     "swarm.content": ("swarm.content", "swarm.errors"),
-    "swarm.core": ("swarm.content", "swarm.core", "swarm.net.wire", "swarm.errors"),
+    "swarm.core": ("swarm.content", "swarm.core", "swarm.net.wire", "swarm.errors", "addresses"),
     "swarm.store": ("swarm.content", "swarm.store", "swarm.net.wire", "swarm.errors"),
-    "swarm.net": ("swarm.content", "swarm.net", "swarm.store.interface", "swarm.errors"),
+    "swarm.net": ("swarm.content", "swarm.net", "swarm.store.interface", "swarm.errors", "addresses"),
     "server_plugin": ("server_plugin", "swarm.content"),
-    "proxy": ("proxy", "swarm", "dht"),
-    "proxy.demo": ("proxy", "swarm", "dht", "server_plugin"),  # the demo's origin runs the plugin
-    "cluster": ("cluster", "swarm"),  # the cluster mode runs the block engine over its own discovery
+    "proxy": ("proxy", "swarm", "dht", "addresses"),
+    "proxy.demo": ("proxy", "swarm", "dht", "server_plugin", "addresses"),  # the demo's origin runs the plugin
+    "cluster": ("cluster", "swarm", "addresses"),  # the cluster mode runs the block engine over its own discovery
     "bench": OURS,
 }
 
@@ -37,7 +38,7 @@ CORE_MODULES = (
     "proxy.transition", "proxy.adaptive", "proxy.parking", "proxy.download_settings", "proxy.download_core",
     "proxy.download_parking", "proxy.download_state", "proxy.download_actions", "proxy.origin_head",
     "proxy.publish_gate", "proxy.url_privacy", "proxy.ranges",
-    "dht.attestation", "dht.announcements", "dht.routing", "dht.records", "dht.networks",
+    "dht.attestation", "dht.announcements", "dht.routing", "dht.records", "addresses",
     "cluster.overlay", "cluster.throttle", "cluster.division", "cluster.records", "cluster.scope",
 )
 IO_MODULES = {"asyncio", "aiohttp", "socket", "selectors", "threading", "time", "uvloop", "aioquic", "redis"}

@@ -75,6 +75,7 @@ class Shares:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.port: int | None = None  # announced with our host as others see it, once listening
         self.lingering: dict[bytes, Any] = {}  # root -> its linger timer's handle (or _HELD): shared complete
+        self._announcing: dict[bytes, Any] = {}  # root -> its announcement under way, which `unvouch` waits for
         self.fetch_announced: set[bytes] = set()  # roots announced while still being fetched
         self.kept_up: set[bytes] = set()  # of those, the ones discovery took: it keeps them fresh until withdrawn
         # What discovery already keeps announced (it refreshes each on its own schedule until withdrawn), so
@@ -115,7 +116,11 @@ class Shares:
         for node in self.nodes.values():
             node.share(root)
         if self.discovery is not None and self.port is not None:
-            self._spawn(self._announce(manifest, vouch if manifest.validator else None))
+            task = self._spawn(self._announce(manifest, vouch if manifest.validator else None))
+            if isinstance(task, asyncio.Future):
+                self._announcing[root] = task
+                task.add_done_callback(lambda done: self._announcing.pop(root, None) if
+                                       self._announcing.get(root) is done else None)
         if hold:
             old = self.lingering.pop(root, None)
             if old is not None:
@@ -173,6 +178,23 @@ class Shares:
         if self.discovery is not None:
             log.info("no longer sharing %s: %s", root.hex()[:16], why)
             self._spawn(self._withdraw(root))
+
+    def unvouch(self, key: bytes, root: bytes) -> None:
+        """Withdraw our vouch for `root` under `key`, after its announcement if one is under way (a withdrawal
+        must not overtake the put it withdraws)."""
+        self.vouched.discard((key, root))
+        discovery = self.discovery
+        if discovery is None:
+            return
+        pending = self._announcing.get(root)
+
+        async def run() -> None:
+            if pending is not None:
+                await asyncio.gather(pending, return_exceptions=True)
+            with contextlib.suppress(*discovery.errors):
+                await discovery.withdraw_manifest(key)
+
+        self._spawn(run())
 
     def forget_vouch(self, key: bytes) -> None:
         """Our claim under `key` was replaced (by an in-progress one): the next share vouches again."""

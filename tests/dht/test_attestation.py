@@ -7,23 +7,23 @@ import pytest
 
 from dht.attestation import MIN_ATTESTING_NETWORKS, Attestations
 from dht.identity import NodeIdentity
-from dht.networks import canonical_host
+from addresses import canonical_host
 from dht.records import ManifestRecord
 
 ALICE, MALLORY = NodeIdentity.generate(), NodeIdentity.generate()
 
 
-def manifest(identity=ALICE, host="198.51.100.7") -> ManifestRecord:
+def manifest(identity=ALICE, host="192.31.196.7") -> ManifestRecord:
     return ManifestRecord.create(identity, repr_key=b"k" * 32, content_root=b"r" * 32, size=10, block_size=1 << 14,
                                  validator='"v"', host=host, now=1000.0, ttl_s=600)
 
 
 @pytest.mark.parametrize("host, canonical", [
-    ("203.0.113.7", "203.0.113.7"),
-    ("::ffff:203.0.113.7", "203.0.113.7"),  # how a dual-stack socket reports an IPv4 sender
+    ("192.175.48.7", "192.175.48.7"),
+    ("::ffff:192.175.48.7", "192.175.48.7"),  # how a dual-stack socket reports an IPv4 sender
     ("[::1]", "::1"),
     ("0:0::1", "::1"),
-    ("2001:DB8::5", "2001:db8::5"),
+    ("2620:4F::5", "2620:4f::5"),
     ("example.org", None),
     ("", None),
     (None, None),
@@ -32,20 +32,20 @@ def test_canonical_host(host, canonical):
     assert canonical_host(host) == canonical
 
 
-# Each row: what storing nodes reported about ALICE's record claiming 198.51.100.7, as (observed, responder);
+# Each row: what storing nodes reported about ALICE's record claiming 192.31.196.7, as (observed, responder);
 # responder None is our own store. Then: the host the reader may count, or None.
-CLAIM = "198.51.100.7"
+CLAIM = "192.31.196.7"
 ROWS = [
     ("nobody said anything", [], None),
     ("our own store saw it arrive from the claimed host", [(CLAIM, None)], CLAIM),
     ("our own store has it but did not observe it (we published it)", [(None, None)], None),
-    ("one remote storer: one network is not enough", [(CLAIM, "192.0.2.1")], None),
-    ("two storers in one /24: still one network", [(CLAIM, "192.0.2.1"), (CLAIM, "192.0.2.200")], None),
-    ("two storers in two networks", [(CLAIM, "192.0.2.1"), (CLAIM, "203.0.113.5")], CLAIM),
-    ("two networks, but one saw another address", [(CLAIM, "192.0.2.1"), ("203.0.113.66", "203.0.113.5")], None),
-    ("the mapped spelling of the same address counts", [("::ffff:" + CLAIM, "192.0.2.1"), (CLAIM, "203.0.113.5")],
+    ("one remote storer: one network is not enough", [(CLAIM, "192.52.193.1")], None),
+    ("two storers in one /24: still one network", [(CLAIM, "192.52.193.1"), (CLAIM, "192.52.193.200")], None),
+    ("two storers in two networks", [(CLAIM, "192.52.193.1"), (CLAIM, "192.175.48.5")], CLAIM),
+    ("two networks, but one saw another address", [(CLAIM, "192.52.193.1"), ("192.175.48.66", "192.175.48.5")], None),
+    ("the mapped spelling of the same address counts", [("::ffff:" + CLAIM, "192.52.193.1"), (CLAIM, "192.175.48.5")],
      CLAIM),
-    ("storers that did not observe it vouch for nothing", [(None, "192.0.2.1"), (None, "203.0.113.5")], None),
+    ("storers that did not observe it vouch for nothing", [(None, "192.52.193.1"), (None, "192.175.48.5")], None),
     ("two loopback storers are two machines", [(CLAIM, "127.0.0.2"), (CLAIM, "127.0.0.3")], CLAIM),
 ]
 
@@ -64,14 +64,14 @@ def test_minimum_is_two_networks():
 
 
 def test_attestation_is_per_publisher_and_host():
-    honest, forged = manifest(ALICE), manifest(MALLORY, host="203.0.113.9")
+    honest, forged = manifest(ALICE), manifest(MALLORY, host="192.175.48.9")
     attestations = Attestations()
-    for responder in ("192.0.2.1", "203.0.113.5"):
+    for responder in ("192.52.193.1", "192.175.48.5"):
         attestations.observe(honest, CLAIM, responder)
     # Mallory's record is carried by the same storers, but they saw it come from Mallory's real address.
-    for responder in ("192.0.2.1", "203.0.113.5"):
-        attestations.observe(forged, "192.0.2.66", responder)
+    for responder in ("192.52.193.1", "192.175.48.5"):
+        attestations.observe(forged, "192.52.193.66", responder)
     assert attestations.host(honest) == CLAIM
     assert attestations.host(forged) is None
     # ALICE's key observed at her address says nothing for a record of hers that claims another one.
-    assert attestations.host(manifest(ALICE, host="203.0.113.9")) is None
+    assert attestations.host(manifest(ALICE, host="192.175.48.9")) is None

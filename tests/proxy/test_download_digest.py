@@ -74,7 +74,9 @@ def test_an_origin_body_matching_its_digest_is_shared():
 
 def test_an_origin_body_contradicting_its_digest_is_relayed_as_is_but_never_shared():
     core, actions = relayed(WRONG)
-    assert names(actions)[-3:] == ["Note", "OriginComplete", "Finish"] and not actions[-2].publishable
+    # Segments it vouched for as its stream passed them are withdrawn too: the origin's digest is the authority.
+    assert names(actions)[-4:] == ["Note", "WithdrawSegments", "OriginComplete", "Finish"]
+    assert not actions[-2].publishable
 
 
 def swarmed(manifest, digest, *, died_after: int = 0):
@@ -107,6 +109,7 @@ def test_a_swarmed_body_contradicting_the_digest_is_cut_before_its_last_byte():
     hand_over = next(a for a in actions if isinstance(a, act.HandOver))
     assert not hand_over.publishable and not hand_over.swarm_done  # nothing of it is kept or shared
     assert "RejectManifest" in names(actions)
+    assert names(actions).index("WithdrawSegments") < names(actions).index("HandOver")  # nor served again
 
 
 def test_a_headless_answer_is_checked_against_the_heads_digest():

@@ -333,14 +333,14 @@ async def test_providers_are_looked_up_only_for_a_trusted_root(world, tmp_path):
     engine = await started_engine(world, tmp_path)
     try:
         manifest = await ingest(seeder, tmp_path / "seeder", publish=False)
-        liar = FakeDiscovery(world[1], external_host="203.0.113.9")
+        liar = FakeDiscovery(world[1], external_host="192.175.48.9")
         await liar.put_manifest(url_key(URL), ManifestClaim(os.urandom(32), len(DATA), 16384, b'"v1"'))
         await seeder.discovery.put_manifest(url_key(URL), ManifestClaim(
             manifest.root, manifest.size, manifest.block_size, b'"v1"'))
         before = world[1].lookups
         below = await engine.find(URL, known_size=len(DATA), known_validator='"v1"')
         assert below.reason == "below-quorum" and world[1].lookups == before + 1  # the claims' only
-        await FakeDiscovery(world[1], external_host="198.51.100.2").put_manifest(url_key(URL), ManifestClaim(
+        await FakeDiscovery(world[1], external_host="192.31.196.2").put_manifest(url_key(URL), ManifestClaim(
             manifest.root, manifest.size, manifest.block_size, b'"v1"'))
         found = await engine.find(URL, known_size=len(DATA), known_validator='"v1"', origin_head=lambda: head())
         assert isinstance(found, Found) and found.source == "quorum"
@@ -367,7 +367,7 @@ async def test_a_lookup_started_before_the_head_is_decided_with_the_heads_versio
         assert isinstance(found, Found) and found.source == "quorum" and found.manifest == manifest
         assert world[1].lookups == before + 2  # the claims and their root's providers, both ahead of the head
 
-        for host in ("198.51.100.7", "203.0.113.8"):  # a quorum for another version, as after an edit
+        for host in ("192.31.196.7", "192.175.48.8"):  # a quorum for another version, as after an edit
             await FakeDiscovery(world[1], external_host=host).put_manifest(url_key(URL), ManifestClaim(
                 os.urandom(32), len(DATA), 16384, b'"v2"'))
         before = world[1].lookups
@@ -405,14 +405,14 @@ async def test_fetching_from_the_origin_is_claimed_counted_by_network_and_withdr
     """In-progress claims: a newcomer counts the independent others fetching a version (one party with many keys
     in one network counts once), never itself, never as a manifest; a fetcher that will not vouch withdraws."""
     engine = await started_engine(world, tmp_path)
-    fetcher = await started_engine(world, tmp_path / "fetcher", host="198.51.100.7")
+    fetcher = await started_engine(world, tmp_path / "fetcher", host="192.31.196.7")
     try:
-        fetcher.discovery.external_host = "198.51.100.7"
+        fetcher.discovery.external_host = "192.31.196.7"
         fetcher.fetching(URL, size=len(DATA), block_size=1 << 14, validator='"v1"')
         engine.fetching(URL, size=len(DATA), block_size=1 << 14, validator='"v1"')
         await fetcher.settled()
         await engine.settled()
-        sybils = [FakeDiscovery(world[1], external_host=f"203.0.113.{i}") for i in range(1, 6)]  # one /24
+        sybils = [FakeDiscovery(world[1], external_host=f"192.175.48.{i}") for i in range(1, 6)]  # one /24
         for sybil in sybils:
             await sybil.put_manifest(url_key(URL), ManifestClaim(IN_PROGRESS_ROOT, len(DATA), 1 << 14, b'"v1"'))
         miss = await engine.find(URL, known_size=len(DATA), known_validator='"v1"')

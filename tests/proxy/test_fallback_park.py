@@ -182,6 +182,8 @@ async def test_a_download_that_steps_back_vouches_for_no_more_segments():
     released, ended = [], []
 
     class Vouches:
+        trust = "its segments' shares"
+
         def release(self):
             released.append(True)
 
@@ -189,7 +191,8 @@ async def test_a_download_that_steps_back_vouches_for_no_more_segments():
     download.record, download.url = RequestRecord("GET", "http://o/f", "127.0.0.1", 0.0), "http://o/f"
     download.loop, download.began = asyncio.get_running_loop(), asyncio.get_running_loop().time()
     download.engine = type("Engine", (), {"fetch_ended": lambda self, url, vouching: ended.append(vouching)})()
-    download.vouches = Vouches()
+    download.vouches, download.vouched_before = Vouches(), []
     await download._do(act.EndClaim())
     assert download.vouches is None and released == [True] and ended == [False]
+    assert download.vouched_before == ["its segments' shares"]  # withdrawn too should the body prove wrong
     assert "leaving it to them" in download.record.events[-1]

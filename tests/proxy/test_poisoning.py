@@ -98,3 +98,38 @@ async def test_forged_quorum_does_not_poison_a_t_switch(cluster, attacker, slow_
     status, _, body = await cluster.get(follower, url)
     assert status == 200 and body == DATA
     assert evil_root not in follower.engine.store
+
+
+async def test_one_address_and_a_planted_key_make_no_quorum(cluster, attacker, slow_origin, tmp_path):
+    """One machine, one address: it vouches from that address (honest storing nodes store and attest it) and plants
+    a second key's vouch, claiming a far public host, in its own node's store. The planted one is attested by
+    nobody but the attacker, and an unattested publisher weighs nothing: not one extra `unknown` network, which
+    made the two a quorum:2 and handed an R switch the attacker's bytes (the origin's first block, then its own)."""
+    url = slow_origin.add("/tool.bin", DATA, headers={"Content-Type": "application/octet-stream"})
+    etag = slow_origin.files["/tool.bin"][1]
+    poison = DATA[:65536] + EVIL[65536:]  # passes the check of the origin bytes a victim holds at its switch
+    path = tmp_path / "poison.bin"
+    path.write_bytes(poison)
+    manifest, layer = build_manifest([poison], SIZE, url=url, validator=etag)
+    assert attacker.engine.store.adopt(manifest, layer, path, pin=True)
+    for swarm in attacker.engine.nodes.values():
+        swarm.share(manifest.root)
+    dht, now, port = attacker.dht, time.time(), attacker.engine.address[1]
+    for host, planted in (("127.0.0.66", False), ("192.31.196.7", True)):
+        identity = NodeIdentity.generate()
+        record = ManifestRecord.create(identity, repr_key=url_key(url), content_root=manifest.root, size=SIZE,
+                                       block_size=manifest.block_size, validator=etag, host=host, now=now,
+                                       ttl_s=3600)
+        await dht.publish(record)
+        if planted:  # honest nodes refuse it (it does not come from the host it names): only the attacker keeps it
+            dht.store._insert((record.kind, record.key), record, "self", None)
+        await dht.publish(ProviderRecord.create(identity, root=manifest.root, host="127.0.0.66", port=port,
+                                                transports=Transport.TCP, now=now, ttl_s=3600))
+
+    slow_origin.set_rate(100_000)  # below R: the victim switches with the origin's first bytes in hand
+    victim = await cluster.add()
+    status, _, body = await cluster.get(victim, url)
+    assert status == 200 and body == DATA
+    record = cluster.last_record(victim)
+    assert record["bytes_peers"] == 0 and record["manifest_source"] is None
+    assert manifest.root not in victim.engine.store

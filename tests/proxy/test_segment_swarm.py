@@ -5,6 +5,7 @@ whole file, waits for the next ones, and one liar's vouches are outvoted (`proxy
 from __future__ import annotations
 
 import asyncio
+import base64
 import collections
 import hashlib
 
@@ -85,9 +86,8 @@ async def test_a_newcomer_takes_vouched_segments_before_anyone_has_the_whole_fil
     url = slow_origin.add("/big.bin", DATA)
     slow_origin.set_rate(150_000)
     first, second, newcomer, *witnesses = await cluster.grow(6)
-    # Three more nodes vouch for every segment but the last (as if they had read them): whenever the newcomer takes
-    # one from peers, at least a headless answer's weight (quorum + 1) is behind it, so it may vouch for the file
-    # it assembles (`TrustPolicy.vouches_for_assembled`; the liar's test below has the bare quorum, and no vouch).
+    # Three more nodes vouch for every segment but the last (as if they had read them): however many vouched for
+    # the segments it takes from peers, the newcomer never vouches for the file it assembles.
     cut, etag = Segments(len(DATA), CUT_BLOCK), slow_origin.files["/big.bin"][1]
     for witness in witnesses:
         for index in range(cut.count - 1):
@@ -135,12 +135,12 @@ async def test_a_newcomer_takes_vouched_segments_before_anyone_has_the_whole_fil
         roots.extend(real)
         assert newcomer.engine.store.complete(roots[-1])  # it serves what it took from peers, the last one too
     assert cut.file_root(roots) == merkle_root(DATA)
-    # Every segment vouched for by three (quorum:2 plus one), the whole file it assembled is stored, served and
-    # vouched for: the file's manifest is published as soon as its segments are, whether or not anyone read it
-    # all. It is not the newcomer's own (`self`): most of its bytes came from peers.
+    # Every segment vouched for by three (quorum:2 plus one), the whole file it assembled is stored and served, but
+    # never vouched for: only bytes from the origin make a vouch (a poisoned segment must not recruit its victims).
+    # Nor is it the newcomer's own (`self`): most of its bytes came from peers.
     whole = await first.engine.discovery.get_manifests(url_key(url))
     ours = {c.content_root for c in whole if c.publisher_id == newcomer.engine.discovery.node_id}
-    assert ours == {merkle_root(DATA)} and newcomer.engine.store.complete(merkle_root(DATA))
+    assert ours <= {bytes(32)} and newcomer.engine.store.complete(merkle_root(DATA))
     assert url_key(url) not in newcomer.engine._own_manifests
 
 
@@ -165,7 +165,7 @@ async def test_a_liars_segment_vouches_are_outvoted_and_its_blocks_never_deliver
     record = cluster.last_record(newcomer)
     assert record["manifest_source"] == "segments" and record["bytes_peers"] > 0
     assert liar.engine.bytes_uploaded == 0  # nobody asked the liar for a block
-    # Its segments had the bare quorum (the two fetchers): the file it assembled is served, never vouched for.
+    # The file it assembled is served, never vouched for.
     await newcomer.engine.settled()
     whole = await newcomer.engine.discovery.get_manifests(key)
     assert newcomer.engine.discovery.node_id not in {c.publisher_id for c in whole}
@@ -204,6 +204,30 @@ async def test_segments_nobody_else_fetches_come_from_the_origin_and_are_vouched
         claims = await first.engine.discovery.get_manifests(segment_key(key, len(DATA), index))
         assert newcomer.engine.discovery.node_id in {c.publisher_id for c in claims if c.content_root != bytes(32)}
     assert set(made) == set(range(7))
+
+
+async def test_segments_of_a_body_that_disagrees_with_its_repr_digest_are_withdrawn(cluster, slow_origin,
+                                                                                    monkeypatch):
+    """A fetcher vouches for each segment as its origin stream passes it; when the whole body then disagrees with
+    the origin's RFC 9530 Repr-Digest, every segment it shared is withdrawn, its vouches too, and dropped from
+    its store: nothing of that body is served again (before, they stayed shared and vouched for)."""
+    made, _, _ = count_vouches(monkeypatch)
+    wrong = base64.b64encode(hashlib.sha256(b"what the origin says it serves").digest()).decode()
+    url = slow_origin.add("/wrong.bin", DATA, headers={"Repr-Digest": f"sha-256=:{wrong}:"})
+    slow_origin.set_rate(150_000)
+    fetcher, witness = await cluster.grow(2)
+    [download] = await start_fetchers(cluster, [fetcher], url)
+    status, _, body = await download
+    assert status == 200 and body == DATA  # the origin's own bytes, relayed as they are
+    await asyncio.gather(fetcher.engine.settled(), witness.engine.settled())
+    assert made  # it did vouch for segments as its stream passed them
+    key, cut = url_key(url), Segments(len(DATA), CUT_BLOCK)
+    for index in range(cut.count):
+        claims = await witness.engine.discovery.get_manifests(segment_key(key, len(DATA), index))
+        assert fetcher.engine.discovery.node_id not in {c.publisher_id for c in claims}, index
+        assert merkle_root(DATA[slice(*cut.span(index))]) not in fetcher.engine.store, index
+    whole = await witness.engine.discovery.get_manifests(key)
+    assert fetcher.engine.discovery.node_id not in {c.publisher_id for c in whole if c.content_root != bytes(32)}
 
 
 class FakeClock:
