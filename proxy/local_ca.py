@@ -8,7 +8,11 @@ interception key (mitmproxy's CA handling is the model, with less reach):
 * it carries a critical NameConstraints extension permitting only the listed domains, so a verifier that
   honours RFC 5280 refuses any other name it would sign, even if the key leaked; changing the list therefore
   needs a new CA (`swarmproxy ca rotate`), which we say rather than do silently behind a trust the user gave;
-* leaves live one day (`LEAF_LIFETIME`) and are made again an hour before they expire.
+* leaves live one day (`LEAF_LIFETIME`) and are made again an hour before they expire;
+* a leaf is made only for a valid host name (`host_name`: LDH labels, no wildcard, no IP literal) that the list
+  covers, checked before any file is touched, and its file is named by the SHA-256 of that name: the name comes
+  from a client (TLS SNI, the CONNECT target), and `../`, `/abs/path` or `*.listed` in it once wrote a key
+  outside the data dir, overwrote files there (and evicting that leaf deleted them) or minted a wildcard leaf.
 
 `cryptography` builds every certificate (no hand-written ASN.1). Errors are `ConfigError` with one clear line.
 """
@@ -16,6 +20,7 @@ interception key (mitmproxy's CA handling is the model, with less reach):
 from __future__ import annotations
 
 import datetime
+import hashlib
 import ipaddress
 import json
 import os
@@ -36,7 +41,49 @@ LEAF_RENEW_BEFORE = datetime.timedelta(hours=1)
 BACKDATE = datetime.timedelta(hours=1)  # a client whose clock is a little behind still accepts a fresh leaf
 MAX_LEAVES = 256  # leaves kept in memory (and on disk) at once; the least recently made go first
 CA_NAME = "swarmproxy local CA (this machine only)"
-_LABEL = re.compile(r"(?!-)[a-z0-9-]{1,63}(?<!-)")
+_LABEL = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?")  # RFC 1123 LDH: 1..63, no hyphen at either end
+_NUMERIC = re.compile(r"[0-9]+|0x[0-9a-f]*")  # a last label URL parsers read as IPv4 (WHATWG "ends in a number")
+MAX_NAME = 253  # RFC 1035: 255 octets on the wire, so 253 characters written without the trailing dot
+CN_MAX = 64  # RFC 5280's upper bound for a commonName; a longer name is in the SAN only
+
+
+class RefusedName(ConfigError):
+    """A name the CA will not sign: not a valid host name, or not listed. A `ConfigError`, so that a caller that
+    already shows those as one line (never a traceback) shows this too; its message quotes the name with repr(),
+    since the name comes from a client and may hold control characters."""
+
+
+def host_name(name: object) -> str:
+    """`name` as the one form the CA signs and files leaves under: lower case, no trailing dot; RefusedName for
+    anything that is not a DNS host name of LDH labels (letters, digits, inner hyphens; 1..63 each, 253 in all).
+
+    One trailing dot (the absolute form) is the same name; any other empty label is refused. Only ASCII is
+    lowered: str.lower() would turn the Kelvin sign into `k`, so a name a client spelled differently would get
+    a leaf for another. IDNs arrive as A-labels (xn--...), which are LDH. An IP literal is refused: the CA's name
+    constraints cover DNS names only, and a client checks an IP address against iPAddress entries, never DNS."""
+    shown = repr(name)[:120]
+    if not isinstance(name, str) or not name:
+        raise RefusedName(f"{shown} is not a host name")
+    if not name.isascii():
+        raise RefusedName(f"{shown} is not a host name: not ASCII (an IDN is signed as its xn-- A-label)")
+    host = name.lower()
+    if host.endswith("."):
+        host = host[:-1]
+    if "*" in host:
+        raise RefusedName(f"{shown} is a wildcard: leaves are made for one host name each")
+    if not host or len(host) > MAX_NAME:
+        raise RefusedName(f"{shown} is not a host name (1..{MAX_NAME} characters)")
+    odd = next((c for c in host if not (c.isalnum() or c in ".-")), None)  # `/`, space, `_`, controls...
+    if odd is not None:
+        raise RefusedName(f"{shown} is not a host name: it holds {odd!r}")
+    labels = host.split(".")
+    bad = next((label for label in labels if not _LABEL.fullmatch(label)), None)
+    if bad is not None:
+        raise RefusedName(f"{shown} is not a host name: label {bad[:70]!r} is empty, longer than 63 characters "
+                          "or starts or ends with a hyphen")
+    if _NUMERIC.fullmatch(labels[-1]):
+        raise RefusedName(f"{shown} is an IP address, or ends like one; only host names are signed")
+    return host
 
 
 def parse_mitm_hosts(text: str | list | tuple) -> tuple[str, ...]:
@@ -45,19 +92,23 @@ def parse_mitm_hosts(text: str | list | tuple) -> tuple[str, ...]:
     name constraints cover DNS names only."""
     items = text if isinstance(text, (list, tuple)) else str(text).split(",")
     patterns: list[str] = []
-    for item in (str(i).strip().lower().rstrip(".") for i in items):
+    for item in (str(i).strip() for i in items):
         if not item:
             continue
-        name = item[2:] if item.startswith("*.") else item
+        wildcard = item.startswith("*.")
+        name = item[2:] if wildcard else item
         try:
             ipaddress.ip_address(name)
             raise ConfigError(f"{item!r}: an IP address cannot be listed; list host names")
         except ValueError:
             pass
+        try:  # the same rule as for the names signed, so that every name a pattern covers can be signed
+            name = host_name(name)
+        except RefusedName:
+            raise ConfigError(f"{item!r} is not a host name or *.domain pattern") from None
         labels = name.split(".")
-        if not all(_LABEL.fullmatch(label) for label in labels):
-            raise ConfigError(f"{item!r} is not a host name or *.domain pattern")
-        if item.startswith("*.") and len(labels) < 2:
+        item = f"*.{name}" if wildcard else name
+        if wildcard and len(labels) < 2:
             raise ConfigError(f"{item!r} would cover a whole top-level domain; list the domains themselves")
         if item not in patterns:
             patterns.append(item)
@@ -65,6 +116,9 @@ def parse_mitm_hosts(text: str | list | tuple) -> tuple[str, ...]:
 
 
 def matches(patterns: tuple[str, ...], host: str) -> bool:
+    """Whether `host` is under a pattern, as text only: `../x.listed` is under `*.listed` here. That is what a
+    CONNECT target is tested with, so that such a name is refused, not tunnelled; `LocalCA.listed_name` is
+    what decides whether a name may be signed."""
     host = host.lower().rstrip(".")
     return any(host == p or (p.startswith("*.") and host.endswith(p[1:])) for p in patterns)
 
@@ -165,11 +219,22 @@ class LocalCA:
 
     # -- leaves ---------------------------------------------------------------------------------------------------
 
+    def listed_name(self, host: object) -> str:
+        """`host` normalised (`host_name`) if the CA may sign it; RefusedName (saying why) otherwise."""
+        name = host_name(host)
+        if not matches(self.patterns, name):
+            raise RefusedName(f"{name!r} is not listed in --mitm-hosts")
+        return name
+
+    def leaf_path(self, host: str) -> pathlib.Path:
+        """Where the leaf of the (valid, normalised) `host` is kept: named by a hash, so no client-chosen
+        character ever reaches a path. Leaves filed under their names by older versions are never read."""
+        return self.directory / "leaves" / f"{hashlib.sha256(host.encode('ascii')).hexdigest()}.pem"
+
     def context_for(self, host: str) -> ssl.SSLContext:
-        """A server context presenting a leaf for `host` (a listed name), made or reused."""
-        host = host.lower().rstrip(".")
-        if not matches(self.patterns, host):
-            raise ConfigError(f"{host} is not listed in --mitm-hosts")
+        """A server context presenting a leaf for `host` (a listed name), made or reused; RefusedName, before
+        any file is touched, for a name it must not sign."""
+        host = self.listed_name(host)
         cached = self._leaves.pop(host, None)
         if cached is not None and cached[1] - LEAF_RENEW_BEFORE > _now():
             self._leaves[host] = cached  # most recently used last
@@ -179,19 +244,21 @@ class LocalCA:
         while len(self._leaves) > MAX_LEAVES:
             oldest = next(iter(self._leaves))
             del self._leaves[oldest]
-            (self.directory / "leaves" / f"{oldest}.pem").unlink(missing_ok=True)
+            self.leaf_path(oldest).unlink(missing_ok=True)
         return context
 
     def _make_leaf(self, host: str) -> tuple[ssl.SSLContext, datetime.datetime]:
         key = ec.generate_private_key(ec.SECP256R1())
         now = _now()
         expires = now + LEAF_LIFETIME
+        # Clients match the SAN; the CN is a courtesy for people reading the certificate, and cannot be longer.
+        subject = [x509.NameAttribute(NameOID.COMMON_NAME, host)] if len(host) <= CN_MAX else []
         cert = (
             x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)]))
+            .subject_name(x509.Name(subject))
             .issuer_name(self.cert.subject).public_key(key.public_key())
             .serial_number(x509.random_serial_number()).not_valid_before(now - BACKDATE).not_valid_after(expires)
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=not subject)  # RFC 5280
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
             .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self.key.public_key()), critical=False)
@@ -199,7 +266,7 @@ class LocalCA:
         )
         leaves = self.directory / "leaves"
         leaves.mkdir(mode=0o700, exist_ok=True)
-        path = leaves / f"{host}.pem"
+        path = self.leaf_path(host)
         # ssl loads a chain from files only: the leaf, then our CA, then its key, readable by us alone.
         _write_private(path, cert.public_bytes(serialization.Encoding.PEM) + self.pem().encode()
                        + key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,

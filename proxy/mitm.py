@@ -10,6 +10,12 @@ leaf that says it is valid). The client's own fields go to the origin (they were
 
 The listener is reachable by anything on this machine, so it serves only connections the proxy itself opened for
 a CONNECT it accepted: each is known by its source port, and the host it may ask for is the CONNECT's host.
+
+Both names a client gives, the CONNECT target and the TLS SNI, are checked by `LocalCA.listed_name` (a valid
+host name the list covers, no wildcard, no IP literal) before anything is made or written for them: a CONNECT
+to a name under a listed domain that is not a valid host name is a 400, never a blind tunnel, and a handshake
+asking for one is refused (one log line each). A leaf is made only for a name some CONNECT in progress was accepted
+for, so a local process that reaches the listener directly cannot have leaves minted for names of its choice.
 """
 
 from __future__ import annotations
@@ -18,13 +24,15 @@ import asyncio
 import contextlib
 import logging
 import ssl
+import sys
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 from yarl import URL
 
 from . import headers as hdr
-from .local_ca import LocalCA, matches
+from .errors import OriginError
+from .local_ca import LocalCA, RefusedName, matches
 from .responses import OwnResponse
 
 log = logging.getLogger("swarmproxy.mitm")
@@ -44,9 +52,12 @@ class Interceptor:
         self._server: asyncio.AbstractServer | None = None
 
     def wants(self, host: str, port: int) -> bool:
+        """Every target under a listed domain, valid or not: `open` refuses the invalid ones (a blind tunnel to
+        `../x.listed` or `*.listed` would only hand the name to the resolver)."""
         return matches(self.ca.patterns, host)
 
     async def start(self) -> None:
+        _quiet_undecodable_sni()
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.sni_callback = self._sni
@@ -61,22 +72,40 @@ class Interceptor:
                 await self._server.wait_closed()
 
     def _sni(self, sslobj: ssl.SSLObject, name: str | None, _context: ssl.SSLContext) -> int | None:
-        """Present the leaf for the name the client asked for, if it is listed; else refuse the handshake."""
-        if name is None or not matches(self.ca.patterns, name):
+        """Present the leaf for the name the client asked for, if it is a listed host name that a CONNECT in
+        progress was accepted for; else refuse the handshake (one log line, nothing made or written)."""
+        if name is None:
+            log.warning("refused a TLS handshake without a server name (SNI): a leaf is made for a name only")
             return ssl.ALERT_DESCRIPTION_UNRECOGNIZED_NAME
         try:
-            sslobj.context = self.ca.context_for(name)
+            host = self.ca.listed_name(name)
+        except RefusedName as exc:
+            log.warning("refused a TLS handshake: %s", exc)
+            return ssl.ALERT_DESCRIPTION_UNRECOGNIZED_NAME
+        # The SNI callback does not say which connection it is on, so the test is "some accepted CONNECT asked
+        # for this host" rather than "this connection's CONNECT did"; the Host check in _handle does the latter.
+        if not any(host == target for target, _ in self.tunnels.values()):
+            log.warning("refused a TLS handshake for %r: no CONNECT in progress was accepted for it", host)
+            return ssl.ALERT_DESCRIPTION_UNRECOGNIZED_NAME
+        try:
+            sslobj.context = self.ca.context_for(host)
         except Exception as exc:  # noqa: BLE001 - a leaf we cannot make is a failed handshake, never a crash
-            log.warning("no leaf certificate for %s: %s", name, exc)
+            log.warning("no leaf certificate for %s: %s", host, exc)
             return ssl.ALERT_DESCRIPTION_INTERNAL_ERROR
         return None
 
     async def open(self, host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter,
                                                          Callable[[], object]]:
-        """A connection to the TLS listener for a CONNECT to host:port, and what to call once it is over."""
+        """A connection to the TLS listener for a CONNECT to host:port, and what to call once it is over;
+        OriginError(400) for a target the CA must not sign (checked before any connection or file is made)."""
+        try:
+            name = self.ca.listed_name(host)
+        except RefusedName as exc:
+            log.warning("refused CONNECT to a listed domain: %s", exc)
+            raise OriginError(400, f"url: CONNECT target refused: {exc}") from None
         reader, writer = await asyncio.open_connection("127.0.0.1", self.port, limit=CHUNK)
         source = writer.get_extra_info("sockname")[1]
-        self.tunnels[source] = (host.lower().rstrip("."), port)
+        self.tunnels[source] = (name, port)
         return reader, writer, lambda: self.tunnels.pop(source, None)
 
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
@@ -95,6 +124,36 @@ class Interceptor:
         fields = [(name, value) for name, value in hdr.end_to_end(request.headers.items())
                   if name.lower() != "host"]
         return await self.serve(request, url, hdr.add_via(fields, request.version))
+
+
+def _quiet_undecodable_sni() -> None:
+    """Make a non-ASCII SNI one log line, not a traceback on stderr. CPython decodes the SNI as ASCII before it
+    calls `_sni` and, when that fails, refuses the handshake (right) and hands the UnicodeDecodeError to
+    sys.unraisablehook (noise any local process could cause at will). Only that error is taken; every other one
+    goes to the hook that was there. Installed again if someone replaced it (pytest does, around each test)."""
+    previous = sys.unraisablehook
+    if getattr(previous, "swarmproxy_sni", False):
+        return
+
+    def hook(unraisable) -> None:  # sys.UnraisableHookArgs
+        if isinstance(unraisable.exc_value, UnicodeDecodeError) and isinstance(unraisable.object, bytes) \
+                and _in_handshake(unraisable.exc_traceback):
+            log.warning("refused a TLS handshake: its server name (SNI) %r is not ASCII", unraisable.object[:100])
+            return
+        previous(unraisable)
+
+    hook.swarmproxy_sni = True  # type: ignore[attr-defined]
+    sys.unraisablehook = hook
+
+
+def _in_handshake(tb) -> bool:
+    """Whether the traceback passes through ssl's do_handshake (where the SNI callback runs)."""
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_name == "do_handshake" and code.co_filename.endswith(("/ssl.py", "\\ssl.py")):
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def _host_of(field: str) -> str:

@@ -116,7 +116,7 @@ def test_the_ca_is_name_constrained_to_the_listed_domains(tmp_path):
     assert constraints.critical
     assert sorted(n.value for n in constraints.value.permitted_subtrees) == ["debian.org", "downloads.example.com"]
     assert ca.context_for("deb.debian.org") is ca.context_for("deb.debian.org")  # cached
-    leaf = x509.load_pem_x509_certificate((tmp_path / "ca" / "leaves" / "deb.debian.org.pem").read_bytes())
+    leaf = x509.load_pem_x509_certificate(ca.leaf_path("deb.debian.org").read_bytes())  # filed under a hash
     assert leaf.not_valid_after_utc - leaf.not_valid_before_utc < datetime.timedelta(days=2)  # short-lived
     with pytest.raises(ConfigError):
         ca.context_for("example.org")  # never signs an unlisted name
