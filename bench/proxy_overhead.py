@@ -197,7 +197,10 @@ def main() -> None:
         origin_proc, origin = start([sys.executable, "bench/local_origin.py", "--ready-file", str(workdir / "o.json")],
                                     workdir / "o.json", workdir / "origin.log", "origin")
         processes.append(origin_proc)
+        # The default node (DHT, block engine, LAN discovery) but on loopback: with the default 0.0.0.0 its LAN
+        # beacons went onto this machine's real network. Bound to 127.0.0.1, discovery beacons on lo.
         proxy_proc, proxy = start([sys.executable, "-m", "proxy.cli", "run", "--listen", "127.0.0.1:0",
+                                   "--dht-listen", "127.0.0.1:0", "--peer-listen", "127.0.0.1:0",
                                    "--data-dir", str(workdir / "data"), "--ready-file", str(workdir / "p.json")],
                                   workdir / "p.json", workdir / "proxy.log", "proxy")
         processes.append(proxy_proc)

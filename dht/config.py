@@ -33,5 +33,8 @@ class DhtConfig:
     lan_discovery: bool = True
     lan_group: str = DEFAULT_GROUP
     lan_port: int = DEFAULT_PORT
-    lan_interface: str | None = None  # None: the DHT's own IPv4 address if bound to one, else the default
+    # The IPv4 address of the interface beacons use. None: the DHT's own address if bound to one (so a DHT on
+    # 127.0.0.1 beacons on lo), else "0.0.0.0", the interface of the default route (a user's LAN). "127.0.0.1"
+    # keeps discovery on this machine whatever the DHT binds: the tests and the lab set it (see dht.lan).
+    lan_interface: str | None = None
     lan_interval_s: float = 60.0

@@ -12,6 +12,13 @@ route, port taken) disables LAN discovery with a warning; it never stops the DHT
 
 The group and port are our own, not BitTorrent's BEP 14 ``239.192.152.143:6771``, so our beacons never confuse a
 BitTorrent client listening there (and theirs are rejected by our magic).
+
+`interface` is the IPv4 address of the one interface beacons go out of and are heard on (IP_MULTICAST_IF and
+IP_ADD_MEMBERSHIP); "0.0.0.0" lets the kernel pick it from the route to the group (the default route: a user's
+LAN). ``127.0.0.1`` keeps discovery on loopback, which is what the tests and the lab use: nodes on one host find
+each other and not one packet reaches a real network. Linux (checked on 6.18) delivers multicast on ``lo`` even
+though ``lo`` lacks the MULTICAST flag, since the socket names the interface itself. A loopback LAN also ignores
+beacons from any other address, so it never pings off the machine whatever it hears.
 """
 
 from __future__ import annotations
@@ -20,8 +27,10 @@ import asyncio
 import logging
 import socket
 import struct
+import sys
 import time
 from collections import Counter, OrderedDict
+from ipaddress import ip_address
 from typing import Awaitable, Callable
 
 from dht.admission import RateLimiter
@@ -32,6 +41,9 @@ log = logging.getLogger(__name__)
 DEFAULT_GROUP = "239.192.152.144"
 DEFAULT_PORT = 6779
 _MAGIC = b"SPLAN\x01"
+# Linux's IP_MULTICAST_ALL (not in Python 3.11's socket module): 0 = only the groups this socket joined, on the
+# interface it joined them on.
+_IP_MULTICAST_ALL = getattr(socket, "IP_MULTICAST_ALL", 49)
 _BEACON = struct.Struct(f">6s{NODE_ID_BYTES}sH")
 
 
@@ -47,6 +59,13 @@ def decode_beacon(data: bytes) -> tuple[bytes, int] | None:
     if magic != _MAGIC or port == 0:
         return None
     return node_id, port
+
+
+def _is_loopback(address: str) -> bool:
+    try:
+        return ip_address(address).is_loopback
+    except ValueError:
+        return False
 
 
 class BeaconFilter:
@@ -99,6 +118,7 @@ class LanDiscovery(asyncio.DatagramProtocol):
         self.interval_s = interval_s
         self.monotonic = monotonic
         self.filter = BeaconFilter(node_id)
+        self.loopback = _is_loopback(interface)
         self.counters: Counter[str] = Counter()
         self.transport: asyncio.DatagramTransport | None = None
         self._beacon_task: asyncio.Task | None = None
@@ -128,6 +148,10 @@ class LanDiscovery(asyncio.DatagramProtocol):
             sock.bind((self.group, self.port))
             membership = socket.inet_aton(self.group) + socket.inet_aton(self.interface)
             sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, membership)
+            if sys.platform == "linux":
+                # By default Linux hands a socket bound to the group every datagram of that group that any socket
+                # of the host joined, on any interface: a node on lo would hear (and ping) a real LAN's beacons.
+                sock.setsockopt(socket.IPPROTO_IP, _IP_MULTICAST_ALL, 0)
             sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 1)
             sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)  # nodes on this same host too
             if self.interface != "0.0.0.0":
@@ -183,6 +207,9 @@ class LanDiscovery(asyncio.DatagramProtocol):
             node_id, dht_port = beacon
             if node_id == self.node_id:
                 return  # our own beacon, looped back
+            if self.loopback and not _is_loopback(addr[0]):
+                self.counters["dropped_off_link"] += 1  # a loopback LAN talks to this machine only
+                return
             self.counters["beacons_heard"] += 1
             if not self.filter.should_ping(addr[0], node_id, dht_port, self.monotonic()):
                 return
@@ -205,4 +232,5 @@ class LanDiscovery(asyncio.DatagramProtocol):
             log.debug("DHT: LAN ping to %s:%d failed", host, port, exc_info=True)
 
     def stats(self) -> dict:
-        return {"running": self.running, "group": f"{self.group}:{self.port}", **self.counters}
+        return {"running": self.running, "group": f"{self.group}:{self.port}", "interface": self.interface,
+                **self.counters}

@@ -25,6 +25,9 @@ TEST_CONFIG = DhtConfig(
     request_burst=1000.0,
     store_limits=StoreLimits(),
     lan_discovery=False,  # tests of LAN discovery turn it on explicitly, on a private group port
+    # ...and on loopback: a test that turns discovery on (tests/dht/lan_peer.py) beacons on lo, never on the
+    # machine's real network, whatever address its node binds.
+    lan_interface="127.0.0.1",
 )
 
 

@@ -1,4 +1,5 @@
-"""LAN discovery: the beacon codec and filter, and two nodes in separate processes finding each other."""
+"""LAN discovery: the beacon codec and filter, loopback confinement, and two nodes in separate processes finding each
+other — on lo (TEST_CONFIG.lan_interface), so no beacon of the suite reaches the machine's real network."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import socket
 import sys
 from pathlib import Path
 
-from dht.lan import BeaconFilter, decode_beacon, encode_beacon
+from dht.lan import _IP_MULTICAST_ALL, BeaconFilter, LanDiscovery, decode_beacon, encode_beacon
+
+from tests.dht.conftest import TEST_CONFIG
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -33,6 +36,41 @@ def test_beacon_filter():
     # a noisy host inventing ids is rate limited
     results = [beacons.should_ping("10.0.0.9", os.urandom(20), 1, 200) for _ in range(20)]
     assert sum(results) <= 5
+
+
+def test_the_suite_beacons_on_loopback():
+    # Every test that turns discovery on derives its config from TEST_CONFIG (tests/dht/lan_peer.py does).
+    assert TEST_CONFIG.lan_interface == "127.0.0.1"
+    lan = LanDiscovery(b"\x01" * 20, 4242, None, port=free_udp_port(), interface=TEST_CONFIG.lan_interface)
+    sock = lan._open_socket()
+    try:
+        assert socket.inet_ntoa(sock.getsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, 4)) == "127.0.0.1"
+        assert sock.getsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL) == 1
+        assert sock.getsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP) == 1
+        if sys.platform == "linux":  # only the group joined on lo: not a real LAN's beacons another socket joined
+            assert sock.getsockopt(socket.IPPROTO_IP, _IP_MULTICAST_ALL) == 0
+    finally:
+        sock.close()
+
+
+async def test_a_loopback_lan_never_pings_another_host():
+    pinged = []
+
+    async def ping(address):
+        pinged.append(address)
+        return b"\x02" * 20
+
+    lan = LanDiscovery(b"\x01" * 20, 4242, ping, interface="127.0.0.1")
+    lan.datagram_received(encode_beacon(b"\x02" * 20, 4000), ("192.0.2.1", 6779))  # heard from a real LAN
+    lan.datagram_received(encode_beacon(b"\x03" * 20, 4001), ("127.0.0.5", 6779))
+    await asyncio.gather(*lan._pings)
+    assert pinged == [("127.0.0.5", 4001)]
+    assert lan.counters["dropped_off_link"] == 1
+    # the default interface (a user's LAN) pings whoever beacons, as before
+    lan = LanDiscovery(b"\x01" * 20, 4242, ping, interface="0.0.0.0")
+    lan.datagram_received(encode_beacon(b"\x02" * 20, 4000), ("192.0.2.1", 6779))
+    await asyncio.gather(*lan._pings)
+    assert pinged[-1] == ("192.0.2.1", 4000)
 
 
 def free_udp_port() -> int:

@@ -255,10 +255,14 @@ def proxy_config(tmp_path: pathlib.Path, **overrides) -> Config:
     return Config.load(flags, environ={})
 
 
+# Shared with tests/test_stays_local.py, which audits this very proxy on the stdlib loop (uvloop is not audited).
+PROXY_FIXTURE_FLAGS = {"connect_ports": "*", "read_timeout": "2", "connect_timeout": "2"}
+
+
 @pytest_asyncio.fixture
 async def proxy(tmp_path):
     """The proxy in this event loop; `proxy.url` is its http://host:port."""
-    server = ProxyServer(proxy_config(tmp_path, connect_ports="*", read_timeout="2", connect_timeout="2"))
+    server = ProxyServer(proxy_config(tmp_path, **PROXY_FIXTURE_FLAGS))
     await server.start()
     server.url = "http://" + server.addresses["proxy"]
     yield server
