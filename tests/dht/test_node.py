@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import socket
 from dataclasses import replace
 
 import pytest
@@ -36,7 +37,16 @@ async def test_ipv6_loopback():
         await stop_swarm(nodes)
 
 
-async def test_bootstrap_accepts_hostnames():
+async def test_bootstrap_accepts_hostnames(monkeypatch):
+    loop = asyncio.get_running_loop()
+    real = loop.getaddrinfo
+
+    async def stub(host, *args, **kwargs):  # a stub resolver: no DNS query leaves this machine
+        if host != "localhost":
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return await real(host, *args, **kwargs)
+
+    monkeypatch.setattr(loop, "getaddrinfo", stub)
     nodes = await start_swarm(3)
     newcomer = DhtNode(NodeIdentity.generate(), TEST_CONFIG)
     await newcomer.start("127.0.0.1", 0, maintenance=False)

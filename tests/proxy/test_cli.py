@@ -55,7 +55,8 @@ def test_port_in_use_is_a_clear_error(tmp_path):
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        result = subprocess.run([sys.executable, "-m", "proxy.cli", "run", "--listen", f"127.0.0.1:{port}"],
+        result = subprocess.run([sys.executable, "-m", "proxy.cli", "run", "--listen", f"127.0.0.1:{port}",
+                                 "--dht-listen", "off", "--peer-listen", "off"],
                                 capture_output=True, text=True, env={"XDG_DATA_HOME": str(tmp_path)}, timeout=60)
     assert result.returncode == 1
     assert "cannot listen on" in result.stderr and "Traceback" not in result.stderr
