@@ -9,14 +9,16 @@ GET /_swarm/fetch?url=URL          the explicit fetch: swarmproxy downloads URL 
 GET /metrics                       Prometheus text format
 
 Only to loopback clients that asked for this machine by name (Host: localhost, 127.x.x.x or [::1], with or
-without the proxy's port) and directly, not through a proxy (no Via); see proxy.edge for why. URLs in
-/_swarm/requests have their credentials redacted (`publish_gate.redact_url`).
+without the proxy's port), directly, not through a proxy (no Via), and never to a browser's request on behalf
+of a web page (its Origin, Sec-Fetch-Site: 403); see proxy.edge for why. URLs in /_swarm/requests have their
+credentials redacted (`publish_gate.redact_url`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
@@ -24,13 +26,15 @@ from typing import TYPE_CHECKING
 from aiohttp import web
 
 from . import __version__
-from .edge import admin_refusal
+from .edge import CLIENT_FIELD, admin_refusal, cross_site_refusal, cross_site_text
 from .fetch_endpoint import PATH as FETCH_PATH
 from .responses import OwnResponse
 from .stats import Stats
 
 if TYPE_CHECKING:
     from dht.node import DhtNode
+
+log = logging.getLogger("swarmproxy")
 
 PREFIX = "/_swarm/"
 
@@ -70,6 +74,16 @@ class Admin:
         if refusal is not None:
             status, reason = refusal
             return _json({"error": reason}, status)
+        # Before any route (the explicit fetch and /_swarm/requests/<id> included), and for every method: a
+        # page's CORS preflight (OPTIONS) is refused here too, so it can never send CLIENT_FIELD.
+        who = cross_site_refusal(request.headers.get("Host"), request.headers.getall("Origin", []),
+                                 request.headers.getall("Sec-Fetch-Site", []), CLIENT_FIELD in request.headers)
+        if who is not None:
+            # Logged: a page that tries is worth knowing about, and a tool of the user's refused says why. The
+            # path without its query (a URL the page chose) and as sent (percent-encoded: one line).
+            log.warning("refused %s %s: a browser's request for a web page, made by %s", request.method,
+                        request.raw_path.partition("?")[0][:100], who)
+            return OwnResponse(status=403, text=cross_site_text(who) + "\n")
         route = self.routes.get(request.path)
         if route is None and request.path.startswith(PROVIDERS):
             route = self.providers

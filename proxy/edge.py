@@ -2,7 +2,7 @@
 answers written straight to a socket (pure functions, table-tested; `proxy.server` is the asyncio shell).
 
 The admin API shows the request history, full URLs included, so it must answer the user's own tools only,
-never a web page. A page can reach it in two ways, both closed here:
+never a web page. A page can reach it in three ways, all closed here:
   - DNS rebinding: the page's own name (evil.example) is made to resolve to 127.0.0.1, so the browser's
     request reaches the proxy directly, from a loopback address, with `Host: evil.example:PORT`.
     `admin_refusal` accepts only loopback names in Host.
@@ -10,6 +10,10 @@ never a web page. A page can reach it in two ways, both closed here:
     would be forwarded to the proxy itself, which would see a loopback client. `reaches_listener` refuses
     such targets before connecting; a name it cannot see through (any DNS name that resolves to us) arrives
     with our `Via` entry (and that name as Host), which `admin_refusal` refuses too.
+  - By its real address: `<img src="http://127.0.0.1:8080/_swarm/fetch?url=...">`, a form, a fetch in
+    `no-cors` mode, a navigation. The browser does not let the page read the answer, but the proxy would act
+    on the request all the same (fetch a URL that only this machine reaches). Browsers say on whose behalf
+    they make a request (`Origin`, `Sec-Fetch-Site`): `cross_site_refusal` refuses a page's.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import http
 import ipaddress
 import urllib.parse
+from collections.abc import Sequence
 
 # The versions this server speaks (RFC 9112); aiohttp's parser also hands over 0.9 (a request line
 # without a version) and 2.0, which it must not answer as if they were HTTP/1.x.
@@ -92,6 +97,72 @@ def admin_refusal(host: str | None, via: str | None, port: int | None) -> tuple[
         return 421, (f"the admin API answers only requests for this machine, with Host {where}; "
                      f"got Host: {host[:100]!r}")
     return None
+
+
+# Fetch Metadata (https://w3c.github.io/webappsec-fetch-metadata/; Chromium since 76, Firefox since 90): on whose
+# behalf a browser makes a request. `none`: the user's own (an address typed or a bookmark), or, in Chromium, an
+# extension's fetch with host permission; `same-origin`: a document of the proxy's own origin, and in Firefox an
+# extension's fetch with host permission. `same-site` (a page on another port of 127.0.0.1) and `cross-site` are a
+# page's requests.
+OWN_FETCH_SITES = frozenset({"none", "same-origin"})
+# The origins of browser extensions, which can only ask us with the user's consent (host permission); a web page's
+# `Origin` is its own scheme://host:port, never one of these.
+EXTENSION_SCHEMES = frozenset({"chrome-extension", "moz-extension"})
+# What the extension sends on its downloads through /_swarm/fetch: Chromium marks a download an extension starts
+# (downloads.download) `Sec-Fetch-Site: cross-site`, as it would a page's. A page cannot send this field: a form,
+# an element or a navigation has no way to, `fetch` in `no-cors` mode drops it, and in `cors` mode it needs a
+# preflight (OPTIONS, with the page's `Origin`), which is refused here and never answered with CORS fields.
+CLIENT_FIELD = "Swarm-Client"
+SITE_WORDS = {"cross-site": "a page of another site", "same-site": "a page on another port or name of this machine"}
+
+
+def cross_site_refusal(host: str | None, origins: Sequence[str], fetch_sites: Sequence[str],
+                       client_field: bool) -> str | None:
+    """Who made this admin request, when a browser made it on behalf of a web page; None when it did not.
+
+    `host` is the request's Host (already one of this machine's names), `origins` and `fetch_sites` every
+    `Origin` and `Sec-Fetch-Site` value, `client_field` whether `CLIENT_FIELD` was sent. A request with neither
+    field (curl, `swarmproxy get`, any program) passes. Refused: an `Origin` other than this very address
+    (`http://` + Host) or an extension's, `Origin: null` (a sandboxed frame, a data: or file: page, a redirect
+    from another origin); a `Sec-Fetch-Site` other than `none` or `same-origin`, unless `client_field`.
+    """
+    for origin in origins:
+        value = origin.strip()
+        if value.lower() == "null":
+            return ("a document without an origin of its own (Origin: null: a sandboxed frame, a data: or "
+                    "file: page, or a redirect from another site)")
+        if not (_is_extension_origin(value) or _is_own_origin(value, host)):
+            return f"a page of {value[:100]!r} (its Origin)"
+    for site in fetch_sites:
+        value = site.strip().lower()
+        if value not in OWN_FETCH_SITES and not client_field:
+            where = SITE_WORDS.get(value, "a web page")
+            return f"{where} (Sec-Fetch-Site: {site.strip()[:40]})"
+    return None
+
+
+def cross_site_text(who: str) -> str:
+    """The body of the 403 that `cross_site_refusal` leads to."""
+    return (f"403 Forbidden: swarmproxy's admin API (/_swarm/..., /metrics) and its explicit fetch answer this "
+            f"machine's own tools (curl, swarmproxy get, the swarmproxy extension) and addresses typed into a "
+            f"browser, never a request a browser makes for a web page; this one was made by {who}. A web page "
+            f"must not make the proxy fetch URLs nor read what it did.")
+
+
+def _is_extension_origin(value: str) -> bool:
+    scheme, sep, rest = value.partition("://")
+    return bool(sep) and scheme.lower() in EXTENSION_SCHEMES and bool(rest) and "/" not in rest
+
+
+def _is_own_origin(value: str, host: str | None) -> bool:
+    """Is `value` (an Origin) `http://` + Host: a document the proxy itself served, at the address asked?"""
+    scheme, sep, rest = value.partition("://")
+    if not sep or scheme.lower() != "http" or host is None:
+        return False
+    theirs, ours = split_host(rest), split_host(host)
+    if theirs is None or ours is None:
+        return False
+    return theirs[0].lower() == ours[0].lower() and (theirs[1] or 80) == (ours[1] or 80)
 
 
 def reaches_listener(host: str, port: int | None, listen_host: str, listen_port: int) -> bool:

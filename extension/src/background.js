@@ -312,11 +312,16 @@ api.runtime.onInstalled.addListener(() => {
   });
 });
 
+// The proxy refuses what a browser sends on a web page's behalf (Sec-Fetch-Site: cross-site), and Chromium marks a
+// download an extension starts that way too; this field, which no page can send, says the request is ours.
+const CLIENT_FIELD = { name: "Swarm-Client", value: "extension" };
+
 async function downloadThroughProxy(url, suggested) {
   return api.downloads.download({
     url: fetchUrl(state.config.proxy, url),
     filename: downloadFileName(url, suggested),
     conflictAction: "uniquify",
+    headers: [CLIENT_FIELD],
   });
 }
 

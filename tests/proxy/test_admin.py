@@ -1,13 +1,16 @@
-"""The admin API: its shapes, and that only loopback clients get answers."""
+"""The admin API: its shapes, that only loopback clients get answers, and never a browser's request on behalf of a
+web page (issue 35: `<img src="http://127.0.0.1:PORT/_swarm/fetch?url=...">` on a page made the proxy fetch)."""
 
 from __future__ import annotations
 
 import json
 from unittest import mock
+from urllib.parse import quote
 
 import pytest
 from aiohttp.test_utils import make_mocked_request
 
+from proxy import edge
 from proxy.server import is_loopback_peer
 
 from .rawhttp import request
@@ -101,3 +104,135 @@ def test_is_internal(address, internal):
     from proxy.exposure import is_internal
 
     assert is_internal(address) is internal
+
+
+# What a browser may send: Origin, Sec-Fetch-Site, and whether the extension's own field (edge.CLIENT_FIELD) came.
+H = "127.0.0.1:8080"
+
+
+@pytest.mark.parametrize("host,origins,sites,client,refused", [
+    (H, [], [], False, None),  # curl, swarmproxy get, any program: neither field
+    (H, [], ["none"], False, None),  # an address typed or a bookmark; Chromium: the extension's fetch
+    (H, [], ["same-origin"], False, None),  # Firefox: the extension's fetch
+    (H, [], ["NONE "], False, None),
+    (H, [], ["cross-site"], False, "a page of another site (Sec-Fetch-Site: cross-site)"),
+    (H, [], ["same-site"], False, "a page on another port or name of this machine (Sec-Fetch-Site: same-site)"),
+    (H, [], ["some-future-value"], False, "a web page (Sec-Fetch-Site: some-future-value)"),
+    (H, [], ["none", "cross-site"], False, "a page of another site (Sec-Fetch-Site: cross-site)"),
+    (H, [], ["cross-site"], True, None),  # Chromium: the extension's downloads.download, which sends the field
+    (H, [], ["same-site"], True, None),
+    (H, ["http://localhost:1234"], ["cross-site"], True, "a page of 'http://localhost:1234' (its Origin)"),
+    (H, ["http://evil.example"], [], False, "a page of 'http://evil.example' (its Origin)"),
+    (H, ["https://127.0.0.1:8080"], [], False, "a page of 'https://127.0.0.1:8080' (its Origin)"),
+    (H, ["http://127.0.0.1:8081"], [], False, "a page of 'http://127.0.0.1:8081' (its Origin)"),
+    (H, ["http://localhost:8080"], [], False, "a page of 'http://localhost:8080' (its Origin)"),  # not this name
+    (H, ["http://127.0.0.1:8080/"], [], False, "a page of 'http://127.0.0.1:8080/' (its Origin)"),
+    (H, ["http://127.0.0.1:8080"], ["same-origin"], False, None),  # a document the proxy served, at this address
+    (H, ["HTTP://127.0.0.1:8080"], [], False, None),
+    ("[::1]:8080", ["http://[::1]:8080"], [], False, None),
+    ("localhost", ["http://LOCALHOST:80"], [], False, None),
+    ("localhost:80", ["http://localhost"], [], False, None),
+    (None, ["http://127.0.0.1:8080"], [], False, "a page of 'http://127.0.0.1:8080' (its Origin)"),
+    (H, ["http://127.0.0.1:8080", "http://evil.example"], [], False, "a page of 'http://evil.example' (its Origin)"),
+    (H, ["chrome-extension://abcdefghijklmnopabcdefghijklmnop"], ["none"], False, None),
+    (H, ["moz-extension://6c2d1f0e-5a7b-4c3d-9e8f-0a1b2c3d4e5f"], ["same-origin"], False, None),
+    (H, ["chrome-extension://"], [], False, "a page of 'chrome-extension://' (its Origin)"),
+    (H, ["chrome-extension://abc/page"], [], False, "a page of 'chrome-extension://abc/page' (its Origin)"),
+    # An extension without host permission for this address: its requests are CORS requests, marked cross-site.
+    (H, ["chrome-extension://abcdefghijklmnopabcdefghijklmnop"], ["cross-site"], False,
+     "a page of another site (Sec-Fetch-Site: cross-site)"),
+    (H, ["null"], [], False, "a document without an origin of its own (Origin: null: a sandboxed frame, a data: or "
+                             "file: page, or a redirect from another site)"),
+    (H, ["null"], ["none"], True, "a document without an origin of its own (Origin: null: a sandboxed frame, a "
+                                  "data: or file: page, or a redirect from another site)"),
+])
+def test_cross_site_refusal(host, origins, sites, client, refused):
+    assert edge.cross_site_refusal(host, origins, sites, client) == refused
+
+
+# What Chromium 156 and Firefox ESR 153 sent to /_swarm/fetch (tests/extension/test_cross_site.py runs the pages;
+# bench/attacks/cross_site.py lists the same shapes), OWN standing for the proxy's own origin. Sec-Fetch-Mode and
+# -Dest are kept as sent: the rule does not look at them.
+BROWSER_SHAPES = {
+    "chromium img, a page of another site": (
+        "GET", False, ["Sec-Fetch-Site: cross-site", "Sec-Fetch-Mode: no-cors", "Sec-Fetch-Dest: image",
+                       "Referer: http://localhost:5555/"]),
+    "firefox img, a page on another port of 127.0.0.1": (
+        "GET", False, ["Referer: http://127.0.0.1:5555/", "Sec-Fetch-Dest: image", "Sec-Fetch-Mode: no-cors",
+                       "Sec-Fetch-Site: same-site"]),
+    "chromium fetch no-cors": ("GET", False, ["Sec-Fetch-Site: cross-site", "Sec-Fetch-Mode: no-cors",
+                                              "Sec-Fetch-Dest: empty"]),
+    "chromium fetch cors": ("GET", False, ["Origin: http://localhost:5555", "Sec-Fetch-Site: cross-site",
+                                           "Sec-Fetch-Mode: cors", "Sec-Fetch-Dest: empty"]),
+    "cors preflight for the extension's field": (
+        "OPTIONS", False, ["Origin: http://localhost:5555", "Access-Control-Request-Method: GET",
+                           "Access-Control-Request-Headers: swarm-client", "Sec-Fetch-Site: cross-site",
+                           "Sec-Fetch-Mode: cors", "Sec-Fetch-Dest: empty"]),
+    "firefox form GET into a frame": ("GET", False, ["Sec-Fetch-Dest: iframe", "Sec-Fetch-Mode: navigate",
+                                                     "Sec-Fetch-Site: cross-site"]),
+    "chromium form POST": ("POST", False, ["Origin: http://localhost:5555", "Sec-Fetch-Site: cross-site",
+                                           "Sec-Fetch-Mode: navigate", "Sec-Fetch-Dest: iframe"]),
+    "chromium <a download> without referrer": ("GET", False, ["Sec-Fetch-Site: cross-site",
+                                                              "Sec-Fetch-Mode: navigate", "Sec-Fetch-Dest: document"]),
+    "firefox navigation by a page": ("GET", False, ["Referer: http://localhost:5555/", "Sec-Fetch-Dest: document",
+                                                    "Sec-Fetch-Mode: navigate", "Sec-Fetch-Site: cross-site"]),
+    "sandboxed frame": ("GET", False, ["Origin: null", "Sec-Fetch-Site: cross-site", "Sec-Fetch-Mode: cors"]),
+    "chromium extension download without its field": ("GET", False, ["Sec-Fetch-Site: cross-site",
+                                                                     "Sec-Fetch-Mode: navigate",
+                                                                     "Sec-Fetch-Dest: empty"]),
+    "curl, swarmproxy get": ("GET", True, ["User-Agent: curl/8.5.0", "Accept: */*"]),
+    "chromium address typed by the user": ("GET", True, ["Sec-Fetch-Site: none", "Sec-Fetch-Mode: navigate",
+                                                         "Sec-Fetch-User: ?1", "Sec-Fetch-Dest: document"]),
+    "firefox address typed by the user": ("GET", True, ["Sec-Fetch-Dest: document", "Sec-Fetch-Mode: navigate",
+                                                        "Sec-Fetch-Site: none", "Sec-Fetch-User: ?1"]),
+    "chromium extension fetch": ("GET", True, ["Sec-Fetch-Site: none", "Sec-Fetch-Mode: cors",
+                                               "Sec-Fetch-Dest: empty"]),
+    "firefox extension fetch": ("GET", True, ["Sec-Fetch-Dest: empty", "Sec-Fetch-Mode: cors",
+                                              "Sec-Fetch-Site: same-origin"]),
+    "chromium extension download": ("GET", True, ["Swarm-Client: extension", "Sec-Fetch-Site: cross-site",
+                                                  "Sec-Fetch-Mode: navigate", "Sec-Fetch-Dest: empty"]),
+    "firefox extension download": ("GET", True, ["Swarm-Client: extension", "Sec-Fetch-Dest: empty",
+                                                 "Sec-Fetch-Mode: no-cors", "Sec-Fetch-Site: none"]),
+    "a page of the proxy's own origin": ("GET", True, ["Origin: OWN", "Sec-Fetch-Site: same-origin",
+                                                       "Sec-Fetch-Mode: cors"]),
+}
+
+
+@pytest.mark.parametrize("shape", list(BROWSER_SHAPES))
+async def test_the_explicit_fetch_refuses_what_a_browser_sends_for_a_page(proxy, origin, shape):
+    """The proxy does not fetch the URL (the origin sees nothing) for a page's request; it does for the user's
+    own tools, the address bar and the extension."""
+    method, fetched, fields = BROWSER_SHAPES[shape]
+    address = proxy.addresses["proxy"]
+    head = "".join(f"{field.replace('OWN', f'http://{address}')}\r\n" for field in [f"Host: {address}", *fields])
+    key = f"shape{list(BROWSER_SHAPES).index(shape)}"
+    url = quote(f"{origin.url}/echo?{key}", safe="")
+    response = await request(address, f"{method} /_swarm/fetch?url={url} HTTP/1.1\r\n{head}"
+                                      f"Content-Length: 0\r\n\r\n".encode())
+    hits = [r for r in origin.requests if r["path"].endswith(f"?{key}")]
+    if fetched:
+        assert response.status == 200 and len(hits) == 1, (response.status, response.body)
+    else:
+        assert response.status == 403 and hits == [], (response.status, response.body)
+        assert response.header("Content-Type").startswith("text/plain")
+        assert response.body.startswith(b"403 Forbidden: swarmproxy's admin API") and b"web page" in response.body
+        assert not response.header("Access-Control-Allow-Origin")
+
+
+@pytest.mark.parametrize("path", ["/_swarm/status", "/_swarm/requests", "/_swarm/requests/0123456789abcdef",
+                                  "/_swarm/dht", "/_swarm/dht/providers/" + "ab" * 32, "/metrics",
+                                  "/_swarm/fetch?url=http%3A%2F%2F127.0.0.1%3A9%2F", "/_swarm/nope", "/favicon.ico"])
+@pytest.mark.parametrize("fields", [("Sec-Fetch-Site: cross-site",), ("Sec-Fetch-Site: same-site",),
+                                    ("Origin: http://localhost:5555",), ("Origin: null",)])
+async def test_every_admin_path_refuses_a_pages_request(proxy, path, fields, caplog):
+    address = proxy.addresses["proxy"]
+    head = "".join(f"{field}\r\n" for field in (f"Host: {address}", *fields))
+    response = await request(address, f"GET {path} HTTP/1.1\r\n{head}\r\n".encode())
+    assert response.status == 403 and b"never a request a browser makes for a web page" in response.body
+    assert b"0123456789abcdef" not in response.body and b"swarmproxy_" not in response.body
+    # Logged once, the path without its query (the URL a page chose).
+    logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith("refused GET ")]
+    assert logged == [f"refused GET {path.partition('?')[0]}: a browser's request for a web page, made by "
+                      + edge.cross_site_refusal(address, [f[8:] for f in fields if f.startswith("Origin")],
+                                                [f[16:] for f in fields if f.startswith("Sec-Fetch-Site")],
+                                                False)]

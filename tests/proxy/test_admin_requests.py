@@ -1,7 +1,7 @@
 """The `Swarm-Request` field on relayed responses and the record it names at /_swarm/requests/<id>: on every
 relayed answer (plain relay, the fallback download, the explicit fetch), never on a CONNECT tunnel nor on the
 proxy's own answers; an origin's own field replaced; unknown and expired ids 404; URLs redacted as in the list;
-the admin API's usual checks (loopback, Host, no Via)."""
+the admin API's usual checks (loopback, Host, no Via, not a web page's request)."""
 
 from __future__ import annotations
 
@@ -170,10 +170,18 @@ async def test_a_signed_urls_credentials_are_redacted(proxy, origin):
 @pytest.mark.parametrize("fields,status", [
     ((), 200),
     (("Via: 1.1 elsewhere",), 403),  # through another proxy
+    # A web page that learned an id (a same-origin response of its own, through the proxy) cannot ask for it...
+    (("Sec-Fetch-Site: cross-site", "Sec-Fetch-Mode: no-cors"), 403),
+    (("Origin: http://localhost:5555", "Sec-Fetch-Site: same-site", "Sec-Fetch-Mode: cors"), 403),
+    # ...while the extension can (Chromium; Firefox says same-origin).
+    (("Sec-Fetch-Site: none", "Sec-Fetch-Mode: cors", "Sec-Fetch-Dest: empty"), 200),
+    (("Sec-Fetch-Site: same-origin", "Sec-Fetch-Mode: cors", "Sec-Fetch-Dest: empty"), 200),
 ])
 async def test_the_admin_apis_checks_apply(proxy, origin, fields, status):
     record_id = (await request(proxy.addresses["proxy"], get(f"{origin.url}/bytes/1"))).header(REQUEST_ID)
-    assert (await admin_get(proxy, f"/_swarm/requests/{record_id}", *fields)).status == status
+    response = await admin_get(proxy, f"/_swarm/requests/{record_id}", *fields)
+    assert response.status == status
+    assert (record_id.encode() in response.body) is (status == 200)
 
 
 async def test_a_host_that_is_not_this_machine_is_refused(proxy, origin):
