@@ -53,7 +53,7 @@ def _default_text(option) -> str:
         return "10Gi"
     if option.attr == "block_size":
         return "auto"
-    if default is None:
+    if default is None or default == ():
         return "none"
     if isinstance(default, bool):
         return "true" if default else "false"

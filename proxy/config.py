@@ -7,15 +7,16 @@ configuration reference are all derived from (or checked against) that table, so
 from __future__ import annotations
 
 import dataclasses
-import ipaddress
 import math
 import os
 import pathlib
+import re
 import ssl
 import tomllib
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import addresses
 from swarm.service.swarm_service import FETCH_PEERS, LINGER
 
 from .errors import ConfigError
@@ -155,12 +156,7 @@ def _non_negative_float(text: str | float) -> float:
 
 
 def is_loopback_host(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    return host == "localhost" or addresses.is_loopback(host)
 
 
 def _parse_bool(text: str | bool) -> bool:
@@ -217,6 +213,69 @@ def _mitm_hosts(text: str | list | tuple) -> tuple[str, ...]:
     from .local_ca import parse_mitm_hosts  # cryptography's import is slow; only a listed host needs it
 
     return parse_mitm_hosts(text)
+
+
+_LABEL = re.compile(r"(?!-)[a-z0-9_-]{1,63}(?<!-)")
+
+
+def parse_local_domains(text: str | list | tuple) -> tuple[str, ...]:
+    """'corp.example.com,.lan.example' -> the domains, lower case, without a leading '*.' or '.' or a trailing
+    dot; ConfigError for what is not a domain name (an IP address belongs in --share-private-origins)."""
+    items = text if isinstance(text, (list, tuple)) else str(text).split(",")
+    domains: list[str] = []
+    for item in (str(i).strip() for i in items):
+        name = item.lower().removeprefix("*.").removeprefix(".").removesuffix(".")
+        if not item:
+            continue
+        if addresses.parse(name) is not None:
+            raise ConfigError(f"{item!r} is an IP address: list domain names here (an address a public name may "
+                              "resolve to goes in --share-private-origins)")
+        if len(name) > 253 or not all(_LABEL.fullmatch(label) for label in name.split(".")):
+            raise ConfigError(f"{item!r} is not a domain name (e.g. corp.example.com)")
+        if name not in domains:
+            domains.append(name)
+    return tuple(domains)
+
+
+def parse_private_origins(text: str | list | tuple) -> tuple[tuple[str, int | None], ...]:
+    """'10.0.0.5,192.168.1.20:8080,[fd00::7]:80' -> ((address, port or None for any port), ...), each address in
+    `addresses.canonical_host` form; ConfigError for a name, a public or special-purpose address, a bad port, or
+    an IPv6 address outside brackets (is `fd00::1:80` a port or part of the address?)."""
+    items = text if isinstance(text, (list, tuple)) else str(text).split(",")
+    origins: list[tuple[str, int | None]] = []
+    for item in (str(i).strip() for i in items):
+        if not item:
+            continue
+        if item.startswith("["):
+            host, bracket, rest = item[1:].partition("]")
+            if not bracket or (rest and not rest.startswith(":")):
+                raise ConfigError(f"{item!r} is not ADDRESS, ADDRESS:PORT or [IPV6]:PORT")
+            port_text: str | None = rest[1:] if rest else None
+        elif item.count(":") > 1:
+            raise ConfigError(f"{item!r}: write an IPv6 address in brackets, [{item}] or [ADDRESS]:PORT")
+        else:
+            host, colon, port_text = item.partition(":")
+            port_text = port_text if colon else None
+        ip = addresses.parse(host)
+        if ip is None:
+            raise ConfigError(f"{item!r}: {host!r} is not an IP address (list addresses, e.g. 192.168.1.20:8080; "
+                              "names under --local-domains may resolve to private addresses)")
+        kind = addresses.classify(ip)
+        if kind is addresses.Kind.PUBLIC:
+            raise ConfigError(f"{item!r} is a public address: content from public origins is shared without being "
+                              "listed; list loopback, private or link-local origins")
+        if kind is addresses.Kind.SPECIAL:
+            raise ConfigError(f"{item!r} is a special-purpose address, no origin's; list loopback, private or "
+                              "link-local origins")
+        port = None
+        if port_text is not None:
+            if not port_text.isdigit() or not 0 < int(port_text) <= 65535:
+                raise ConfigError(f"{item!r}: {port_text!r} is not a port number (1 to 65535)")
+            port = int(port_text)
+        origin = (addresses.canonical_host(host) or host, port)
+        if origin not in origins:
+            origins.append(origin)
+    return tuple(origins)
 
 
 def _log_level(text: str) -> str:
@@ -285,6 +344,16 @@ OPTIONS: tuple[Option, ...] = (
            "hosts whose CONNECTs are terminated with a leaf of this install's local CA so that their HTTPS "
            "downloads swarm, e.g. '*.debian.org,downloads.example.com' (trust the CA: swarmproxy ca export); "
            "every other CONNECT stays a blind tunnel", "LIST"),
+    Option("local-domains", parse_local_domains, (),
+           "domains whose names may resolve to loopback or private addresses, comma separated (a split-horizon "
+           "intranet: corp.example.com covers wiki.corp.example.com); any other public name that resolves to one "
+           "is refused (403) as DNS rebinding. localhost, single-label names, .local, .internal, .lan, .home.arpa "
+           "and IP addresses always may", "LIST"),
+    Option("share-private-origins", parse_private_origins, (),
+           "loopback, private or link-local origins whose content may be swarmed, announced and served to peers "
+           "like a public origin's (and which any name may resolve to), as ADDRESS or ADDRESS:PORT, IPv6 in "
+           "brackets, comma separated, e.g. 192.168.1.20:8080,[fd00::7]; content fetched from any other "
+           "non-public address is never shared", "LIST"),
     Option("header-timeout", _positive_float, 10.0,
            "seconds a client has to send a whole request head (request line and header fields), counted from "
            "the connection's accept and, between kept-alive requests, from the head's first byte; a head that "
@@ -375,6 +444,8 @@ class Config:
     read_timeout: float
     ca_file: pathlib.Path | None
     mitm_hosts: tuple[str, ...]
+    local_domains: tuple[str, ...]
+    share_private_origins: tuple[tuple[str, int | None], ...]
     header_timeout: float
     idle_timeout: float
     tunnel_idle_timeout: float

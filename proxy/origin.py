@@ -12,9 +12,13 @@ import socket
 import ssl
 
 import aiohttp
+from aiohttp.abc import AbstractResolver
+
+import addresses
 
 from .errors import OriginError
 from .origin_head import OriginHead, describe
+from .origin_resolver import OriginResolver, RebindingRefused
 
 # Headers aiohttp's client would otherwise invent. A proxy forwards what the client sent, no more.
 SKIP_AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
@@ -25,13 +29,17 @@ READ_BUFSIZE = 1 << 20
 
 
 def make_session(*, connect_timeout: float, read_timeout: float, max_connections: int,
-                 ca_file: os.PathLike | str | None = None) -> aiohttp.ClientSession:
+                 ca_file: os.PathLike | str | None = None,
+                 resolver: AbstractResolver | None = None) -> aiohttp.ClientSession:
     """The one client session to origins. HTTPS origins are verified as a browser would: the system's trust
-    store (OpenSSL's default paths, which SSL_CERT_FILE and SSL_CERT_DIR change) plus `ca_file`."""
+    store (OpenSSL's default paths, which SSL_CERT_FILE and SSL_CERT_DIR change) plus `ca_file`. Names are
+    resolved by `resolver`, by default an `OriginResolver` over the system's with no local domain and no listed
+    origin: the connector connects only to the addresses it returns (the DNS-rebinding rule)."""
     context = ssl.create_default_context()
     if ca_file is not None:
         context.load_verify_locations(cafile=str(ca_file))
     connector = aiohttp.TCPConnector(
+        resolver=resolver if resolver is not None else OriginResolver(),
         ssl=context,
         limit=max_connections,
         limit_per_host=0,
@@ -52,12 +60,17 @@ def make_session(*, connect_timeout: float, read_timeout: float, max_connections
         cookie_jar=aiohttp.DummyCookieJar(),  # a proxy must not keep or replay cookies
         trust_env=False,  # never chain to another proxy from the environment by surprise
         requote_redirect_url=False,
+        response_class=OriginResponse,  # knows where its connection went (`connected_address`)
     )
 
 
 def describe_failure(exc: BaseException, host: str, port: int | None) -> OriginError:
-    """Turn a connection-phase exception into the answer the client should get (502 or 504)."""
+    """Turn a connection-phase exception into the answer the client should get (502 or 504; 403 for a name the
+    rebinding rule refused)."""
     where = f"{host}:{port}" if port else host
+    refused = getattr(exc, "os_error", None) if isinstance(exc, aiohttp.ClientConnectorError) else exc
+    if isinstance(refused, RebindingRefused):  # the connector wraps what its resolver raised as a DNS error
+        return OriginError(403, refused.message)
     if isinstance(exc, aiohttp.ClientConnectorDNSError) or isinstance(exc, socket.gaierror):
         cause = exc.os_error if isinstance(exc, aiohttp.ClientConnectorError) else exc
         return OriginError(502, f"dns: cannot resolve host {host}: {_strerror(cause)}")
@@ -90,14 +103,52 @@ def _strerror(exc: BaseException | None) -> str:
     return text[0].lower() + text[1:] if text else text
 
 
+def _peer_of(connection) -> str | None:
+    """The IP address a held connection's socket is connected to, in `addresses.canonical_host` form (an IPv4
+    peer of a dual-stack socket as plain IPv4); None when it has no transport. HTTPS too: the TLS transport
+    answers for the socket under it (asyncio's and uvloop's alike)."""
+    transport = connection.transport if connection is not None else None
+    peer = transport.get_extra_info("peername") if transport is not None else None
+    if not peer:
+        return None
+    return addresses.canonical_host(str(peer[0] if isinstance(peer, tuple) else peer))
+
+
+class OriginResponse(aiohttp.ClientResponse):
+    """A client response that remembers where its connection went, read from the socket as its head is read.
+
+    Asking the response's `connection` later is not enough: a body that arrived whole with the head (any small
+    one, or none) hands the connection back to the pool within `start`, and the response then knows no
+    connection at all."""
+
+    peer_address: str | None = None
+
+    async def start(self, connection):  # type: ignore[override]
+        self.peer_address = _peer_of(connection)
+        return await super().start(connection)
+
+
+def connected_address(response: aiohttp.ClientResponse) -> str | None:
+    """The IP address `response`'s connection really went to: what was connected, not what its name resolves to
+    now. Known for every response of `make_session`'s session (`OriginResponse`); for another, only while it
+    holds its connection. None means unknown, which must count as not public."""
+    if isinstance(response, OriginResponse):
+        return response.peer_address
+    return _peer_of(response.connection)
+
+
 class OriginStream:
     """One origin request: its head, then its body; `next()` gives (event, value) and raises nothing but a
-    cancellation, so that a download's shell turns each outcome into one event of its core."""
+    cancellation, so that a download's shell turns each outcome into one event of its core.
+
+    `connected_address`: where the connection went (`connected_address()`), recorded when the head arrives; None
+    before, or when it cannot be known. Whether content may be shared depends on it (`proxy.exposure.may_share`)."""
 
     def __init__(self, session: aiohttp.ClientSession, url, headers: list[tuple[str, str]]) -> None:
         self.request = asyncio.ensure_future(
             session.request("GET", url, headers=headers, allow_redirects=False, compress=None))
         self.upstream: aiohttp.ClientResponse | None = None
+        self.connected_address: str | None = None
 
     async def next(self) -> tuple[str, object]:
         if self.upstream is None:
@@ -105,6 +156,7 @@ class OriginStream:
                 self.upstream = await self.request
             except Exception as exc:  # unreachable, refused, timed out: the core says what it means
                 return "head_failed", exc
+            self.connected_address = connected_address(self.upstream)
             return "head", self.upstream
         try:
             chunk = await self.upstream.content.readany()

@@ -17,8 +17,8 @@ from yarl import URL
 
 from . import headers as hdr
 from .errors import ClientGone, OriginError
-from .exposure import resolve_allowed
 from .origin import describe_failure
+from .origin_resolver import OriginResolver
 from .stats import RequestRecord
 from .tunnel import pipe_upgraded
 
@@ -98,19 +98,24 @@ class SwarmHook(Protocol):
 async def relay(request: web.BaseRequest, session: aiohttp.ClientSession, record: RequestRecord, *,
                 local_client: bool, connect_timeout: float, swarm: SwarmHook | None = None,
                 target: URL | None = None, forward: list[tuple[str, str]] | None = None,
-                tunnel_idle: float | None = None) -> web.StreamResponse:
+                tunnel_idle: float | None = None, resolver: OriginResolver | None = None) -> web.StreamResponse:
     """Answer `request` from its origin. Raises OriginError before a response started, ClientGone after.
 
     A GET without a body goes to `swarm` first (the fallback download, `proxy.fallback`), which answers it
     when the publish gate lets it switch to peers; everything else is relayed here as is. `target` and
     `forward`: the URL and request fields to use instead of the request's own (the explicit fetch,
-    `proxy.fetch_endpoint`).
+    `proxy.fetch_endpoint`). `resolver`: the one in `session`'s connector (which applies the DNS-rebinding rule
+    to every request); a client not on this machine is first checked against it for internal addresses.
     """
     url = origin_url(request.raw_path) if target is None else target
     if not local_client:
+        # The session resolves again when it connects (through its DNS cache). A public name cannot slip a
+        # private address into that window (the session's resolver refuses it), but a local name could: one
+        # reason --allow-remote is off by default.
         try:
             async with asyncio.timeout(connect_timeout):
-                await resolve_allowed(url.raw_host or "", url.port or 80, local_client=False)
+                await (resolver or OriginResolver()).addresses_for(url.raw_host or "", url.port or 80,
+                                                                   local_client=False)
         except OriginError:
             raise
         except Exception as exc:

@@ -24,6 +24,7 @@ import time
 from typing import TYPE_CHECKING, Any, cast
 
 from aiohttp import HttpVersion11, http_exceptions, web, web_protocol
+from aiohttp.abc import AbstractResolver
 from aiohttp.http_parser import RawRequestMessage
 from yarl import URL
 
@@ -37,6 +38,7 @@ from .errors import ClientGone, ListenError, OriginError
 from .fallback import Fallback
 from .fetch_endpoint import fetch_target, forwarded_fields
 from .origin import make_session
+from .origin_resolver import OriginResolver
 from .relay import RECORD_ID, origin_url, relay
 from .responses import OwnResponse
 from .startup_log import log_startup
@@ -250,8 +252,12 @@ class _LimitedServer(web.Server):
 class ProxyServer:
     """One running proxy. `await start()`, read `addresses`, `await stop()`."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, *, resolver: AbstractResolver | None = None) -> None:
+        """`resolver`: the DNS resolver under the rebinding rule (`proxy.origin_resolver`); the system's by
+        default, a `StaticResolver` in tests and the bench, which must not ask real DNS."""
         self.config = config
+        self.resolver = OriginResolver(resolver, local_domains=config.local_domains,
+                                       origins=config.share_private_origins)
         self.stats = Stats(config.request_history)
         self.dht: DhtNode | None = None
         self.engine = None  # proxy.engine.SwarmEngine once started, unless --peer-listen off
@@ -271,7 +277,8 @@ class ProxyServer:
         _raise_fd_limit()
         cfg = self.config
         self._session = make_session(connect_timeout=cfg.connect_timeout, read_timeout=cfg.read_timeout,
-                                     max_connections=cfg.max_connections, ca_file=cfg.ca_file)
+                                     max_connections=cfg.max_connections, ca_file=cfg.ca_file,
+                                     resolver=self.resolver)
         server = _LimitedServer(
             self._handle,
             stats=self.stats,
@@ -431,8 +438,8 @@ class ProxyServer:
         return await self._served(request, target, peer, loopback)
 
     async def _fetch(self, request: web.BaseRequest) -> web.StreamResponse:
-        """`/_swarm/fetch?url=URL` (the admin API checked that the client is local): the URL fetched as if the
-        client had sent it through the proxy, https too (proxy.fetch_endpoint)."""
+        """`/_swarm/fetch?url=URL` (the admin API checked that the client is local, and not a web page): the URL
+        fetched as if the client had sent it through the proxy, https too (proxy.fetch_endpoint)."""
         peer = request.transport.get_extra_info("peername") if request.transport else None
         try:
             url = fetch_target(request.query.getall("url", []))
@@ -454,13 +461,14 @@ class ProxyServer:
                 self.stats.counters["tunnels"] += 1
                 response = await connect(request, record, allowed=self.config.connect_ports,
                                          timeout=self.config.connect_timeout, local_client=loopback,
-                                         divert=self.interceptor, idle=self.config.tunnel_idle_timeout)
+                                         divert=self.interceptor, idle=self.config.tunnel_idle_timeout,
+                                         resolver=self.resolver)
             else:
                 request[RECORD_ID] = record.id  # named in the response's Swarm-Request field (proxy.relay)
                 response = await relay(request, self._session, record,  # type: ignore[arg-type]
                                        local_client=loopback, connect_timeout=self.config.connect_timeout,
                                        swarm=self.fallback, target=target, forward=forward,
-                                       tunnel_idle=self.config.tunnel_idle_timeout)
+                                       tunnel_idle=self.config.tunnel_idle_timeout, resolver=self.resolver)
             self.stats.finish(record, response.status, record.bytes_origin + record.bytes_peers,
                               time.monotonic() - started, record.error)
             return response

@@ -19,8 +19,8 @@ import aiohttp
 from aiohttp import streams, web
 
 from .errors import OriginError
-from .exposure import resolve_allowed
 from .origin import describe_failure
+from .origin_resolver import OriginResolver
 from .responses import OwnStreamResponse
 from .stats import RequestRecord
 
@@ -57,17 +57,24 @@ def port_refusal(port: int, allowed: frozenset[int] | None) -> str | None:
             f"Add {port} to it, or use * to allow every port.\n")
 
 
-async def open_tunnel(host: str, port: int, *, timeout: float, local_client: bool) -> tuple[
-        asyncio.StreamReader, asyncio.StreamWriter]:
-    """Connect to host:port. A non-local client may not reach loopback or private addresses through us."""
+async def open_tunnel(host: str, port: int, *, timeout: float, local_client: bool,
+                      resolver: OriginResolver | None = None) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """Connect to host:port, to the addresses `resolver` returned (so no second resolution can differ). A
+    non-local client may not reach loopback or private addresses through us.
+
+    The DNS-rebinding rule applies to tunnels as to the relay. A page could read little through one (to speak
+    TLS to a local service it would need that service's certificate for its own name), but a browser tunnels a
+    plain `ws://` WebSocket through CONNECT too, so a page re-pointed at 127.0.0.1 could talk to a local
+    WebSocket server on an allowed port. Legitimate tunnels lose nothing: local names, IP literals,
+    --local-domains and --share-private-origins are allowed exactly as for the relay."""
     try:
         async with asyncio.timeout(timeout):
-            infos = await resolve_allowed(host, port, local_client=local_client)
+            found = await (resolver or OriginResolver()).addresses_for(host, port, local_client=local_client)
             last: BaseException | None = None
-            for family, type_, proto, _name, address in infos:
+            for result in found:
                 try:
-                    return await asyncio.open_connection(address[0], address[1], family=family,
-                                                         proto=proto, limit=CHUNK)
+                    return await asyncio.open_connection(result["host"], result["port"], family=result["family"],
+                                                         proto=result["proto"], limit=CHUNK)
                 except OSError as exc:
                     last = exc
             assert last is not None
@@ -80,7 +87,7 @@ async def open_tunnel(host: str, port: int, *, timeout: float, local_client: boo
 
 async def connect(request: web.BaseRequest, record: RequestRecord, *, allowed: frozenset[int] | None,
                   timeout: float, local_client: bool, divert: Divert | None = None,
-                  idle: float | None = None) -> web.StreamResponse:
+                  idle: float | None = None, resolver: OriginResolver | None = None) -> web.StreamResponse:
     """Answer a CONNECT: a byte tunnel to its target, or to `divert`'s connection when it wants the target (the
     `--mitm-hosts` listener, `proxy.mitm`); closed once no byte moved either way for `idle` s."""
     host, port = parse_authority(request.raw_path)
@@ -91,7 +98,8 @@ async def connect(request: web.BaseRequest, record: RequestRecord, *, allowed: f
     if divert is not None and divert.wants(host, port):
         reader, writer, release = await divert.open(host, port)
     else:
-        reader, writer = await open_tunnel(host, port, timeout=timeout, local_client=local_client)
+        reader, writer = await open_tunnel(host, port, timeout=timeout, local_client=local_client,
+                                           resolver=resolver)
     try:
         return await _tunnel(request, record, reader, writer, idle)
     finally:

@@ -145,3 +145,57 @@ def test_header_and_idle_timeouts_defaults_and_layers():
 def test_header_and_idle_timeouts_must_be_positive_numbers(name, text):
     with pytest.raises(ConfigError, match="--" + name.replace("_", "-")):
         Config.load({name: text}, environ={})
+
+
+def test_local_domains_and_shared_private_origins_default_empty_and_layer(tmp_path):
+    config = Config.load({}, environ={})
+    assert config.local_domains == () and config.share_private_origins == ()
+    file = tmp_path / "c.toml"
+    file.write_text('local-domains = ["corp.example.com", "*.Lan.Example."]\n'
+                    'share-private-origins = ["10.0.0.5", "[fd00::7]:80"]\n')
+    from_file = Config.load({"config": str(file)}, environ={})
+    assert from_file.local_domains == ("corp.example.com", "lan.example")
+    assert from_file.share_private_origins == (("10.0.0.5", None), ("fd00::7", 80))
+    env = {"SWARMPROXY_LOCAL_DOMAINS": "office.example", "SWARMPROXY_SHARE_PRIVATE_ORIGINS": "192.168.1.20:8080"}
+    from_env = Config.load({"config": str(file)}, environ=env)
+    assert from_env.local_domains == ("office.example",)
+    assert from_env.share_private_origins == (("192.168.1.20", 8080),)
+    flags = Config.load({"config": str(file), "share_private_origins": "[::ffff:127.0.0.1]:8080,127.0.0.1:8080"},
+                        environ=env)
+    assert flags.share_private_origins == (("127.0.0.1", 8080),)  # one spelling, once
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("10.0.0.5", (("10.0.0.5", None),)),
+    ("10.0.0.5:8080, 169.254.1.1", (("10.0.0.5", 8080), ("169.254.1.1", None))),
+    ("[fd00::7]", (("fd00::7", None),)),
+    ("[fe80::1%eth0]:443", (("fe80::1", 443),)),
+    ("127.0.0.1:80,", (("127.0.0.1", 80),)),
+    ("", ()),
+])
+def test_share_private_origins(text, expected):
+    assert Config.load({"share_private_origins": text}, environ={}).share_private_origins == expected
+
+
+@pytest.mark.parametrize("text,message", [
+    ("nas.lan", "'nas.lan' is not an IP address"),
+    ("8.8.8.8", "'8.8.8.8' is a public address"),
+    ("0.0.0.0", "'0.0.0.0' is a special-purpose address"),
+    ("fd00::7", "write an IPv6 address in brackets"),
+    ("10.0.0.5:0", "'0' is not a port number"),
+    ("10.0.0.5:70000", "'70000' is not a port number"),
+    ("[fd00::7]80", "is not ADDRESS, ADDRESS:PORT or [IPV6]:PORT"),
+])
+def test_share_private_origins_errors_say_what_is_wrong(text, message):
+    with pytest.raises(ConfigError) as caught:
+        Config.load({"share_private_origins": text}, environ={})
+    assert str(caught.value).startswith("--share-private-origins: ") and message in str(caught.value)
+
+
+@pytest.mark.parametrize("text,message", [
+    ("10.0.0.1", "is an IP address"), ("a b.example", "is not a domain name"), ("-x.example", "is not a domain name"),
+    ("x..example", "is not a domain name"),
+])
+def test_local_domains_errors_say_what_is_wrong(text, message):
+    with pytest.raises(ConfigError, match=f"^--local-domains: .*{message}"):
+        Config.load({"local_domains": text}, environ={})

@@ -10,6 +10,7 @@ import json
 import aiohttp
 import pytest
 
+from proxy.origin_resolver import StaticResolver
 from proxy.server import ProxyServer
 
 from .conftest import body_bytes, proxy_config
@@ -142,10 +143,17 @@ async def test_origin_dying_mid_body_is_a_visible_truncation(proxy, origin, path
     assert record.error.startswith("origin_cut")
 
 
-async def test_unknown_host_is_502_naming_the_host(proxy):
-    response = await request(address(proxy), get("http://no-such-host.invalid/x"))
+async def test_unknown_host_is_502_naming_the_host(tmp_path):
+    names = StaticResolver({})  # knows no name, and asks no real DNS
+    server = ProxyServer(proxy_config(tmp_path), resolver=names)
+    await server.start()
+    try:
+        response = await request(address(server), get("http://no-such-host.invalid/x"))
+    finally:
+        await server.stop()
     assert response.status == 502
-    assert b"no-such-host.invalid" in response.body
+    assert b"dns: cannot resolve host no-such-host.invalid" in response.body
+    assert names.asked == ["no-such-host.invalid"]
 
 
 async def test_connection_refused_is_502(proxy, unused_tcp_port):
