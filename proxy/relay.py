@@ -34,6 +34,9 @@ SCHEMES = {"http": "http", "https": "https", "ws": "http", "wss": "https"}
 # heads are made in more than one place (here, and in the fallback download), each given the request, not always
 # the record.
 RECORD_ID = web.RequestKey("swarmproxy.record_id", str)
+# Set on an explicit fetch (`/_swarm/fetch`): its answer is served at the proxy's own origin, where the admin API
+# is same-origin, so it carries `Content-Security-Policy: sandbox` (an opaque origin: its scripts reach nothing).
+SANDBOXED = web.RequestKey("swarmproxy.sandboxed", bool)
 
 
 class RelayedResponse(web.StreamResponse):
@@ -52,6 +55,8 @@ class RelayedResponse(web.StreamResponse):
                 self.headers[hdr.REQUEST_ID] = record_id
             else:
                 self.headers.popall(hdr.REQUEST_ID, None)
+            if request.get(SANDBOXED):  # added, so that the origin's own policies still apply too
+                self.headers.add("Content-Security-Policy", "sandbox")
         return await super().prepare(request)
 
     async def _prepare_headers(self) -> None:

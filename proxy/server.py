@@ -39,7 +39,7 @@ from .fallback import Fallback
 from .fetch_endpoint import fetch_target, forwarded_fields
 from .origin import make_session
 from .origin_resolver import OriginResolver
-from .relay import RECORD_ID, origin_url, relay
+from .relay import RECORD_ID, SANDBOXED, origin_url, relay
 from .responses import OwnResponse
 from .startup_log import log_startup
 from .stats import Stats
@@ -445,6 +445,9 @@ class ProxyServer:
             url = fetch_target(request.query.getall("url", []))
         except OriginError as exc:
             return _text(exc.status, f"{exc.status} {edge.phrase(exc.status)}: {exc.message}")
+        # A link opened from outside the browser is a top-level navigation (Sec-Fetch-Site: none): an HTML answer
+        # would run at the proxy's origin, same-origin with the admin API, unless sandboxed.
+        request[SANDBOXED] = True
         return await self._served(request, str(url), peer, True, target=url,
                                   forward=forwarded_fields(request.headers))
 

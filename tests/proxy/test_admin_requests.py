@@ -62,6 +62,15 @@ async def test_a_head_and_the_explicit_fetch_carry_it_too(proxy, origin):
     assert (await record_of(proxy, fetched.header(REQUEST_ID)))["url"] == f"{origin.url}/bytes/9"
 
 
+async def test_the_explicit_fetchs_answer_is_sandboxed_and_a_relayed_one_is_not(proxy, origin):
+    """An explicit fetch is served at the proxy's own origin, same-origin with the admin API: a link to it opened
+    from outside the browser (Sec-Fetch-Site: none, allowed) must not run the fetched page's scripts there."""
+    fetched = await admin_get(proxy, f"/_swarm/fetch?url={quote(origin.url + '/bytes/9', safe='')}")
+    assert fetched.status == 200 and fetched.header("Content-Security-Policy") == "sandbox"
+    relayed = await request(proxy.addresses["proxy"], f"GET {origin.url}/bytes/9 HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    assert relayed.status == 200 and relayed.header("Content-Security-Policy") is None
+
+
 async def test_the_fallback_download_names_its_record(tmp_path, origin):
     """With the block engine on, a GET is answered by the fallback download (proxy.fallback), not the relay."""
     lone = Cluster(tmp_path, dht_listen="off")
