@@ -34,10 +34,10 @@ ALLOWED = {
 # Sans-I/O cores: every decision a call with `now`, so they import nothing that does I/O or reads the clock.
 CORE_PACKAGES = ("swarm.core", "swarm.content")
 CORE_MODULES = (
-    "swarm.net.wire", "swarm.net.decoder",
+    "swarm.net.wire", "swarm.net.decoder", "swarm.net.handshakes",
     "proxy.transition", "proxy.adaptive", "proxy.parking", "proxy.download_settings", "proxy.download_core",
     "proxy.download_parking", "proxy.download_state", "proxy.download_actions", "proxy.origin_head",
-    "proxy.publish_gate", "proxy.url_privacy", "proxy.ranges",
+    "proxy.publish_gate", "proxy.url_privacy", "proxy.ranges", "proxy.exposure", "proxy.discovery_rule",
     "dht.attestation", "dht.announcements", "dht.routing", "dht.records", "addresses",
     "cluster.overlay", "cluster.throttle", "cluster.division", "cluster.records", "cluster.scope",
 )

@@ -40,8 +40,16 @@ objects. (This patches `_write_connection_limits` on each aioquic connection obj
 
 Bounds on what a peer can make us hold: BLOCKs only in answer to our requests (`swarm.net.transport`); an incoming
 request stream carries one REQUEST, so its decoder refuses any longer frame from its header; aioquic caps the
-peer's concurrent streams (128); a connection that completed the QUIC handshake but has not opened its control
-stream within `open_timeout` is closed, and at most `backlog` such connections are let in at a time.
+peer's concurrent streams (128).
+
+Bounds on connections being opened. Each Initial for an unknown connection id would have aioquic create a
+connection, TLS state and our first flight included (a flood of 28 MB of them from one socket took a node from 70
+to 630 MB, kept after they were gone). `_Server` asks the listener's `swarm.net.handshakes.HandshakeGate`
+first, and creates nothing for an Initial it drops or answers with a Retry (aioquic's stateless address
+validation, its token bound to the source address): at most `backlog` connections open at a time, from their
+first Initial until their control stream opens, at most 8 of them from one address and 32 from one network, and a
+source not yet validated gets a Retry when it already has one opening or when many are. A connection that has
+not opened its control stream within `open_timeout` of its first Initial is closed, and its state goes with it.
 
 Datagram size: aioquic's default (1200 bytes) is safe anywhere; `max_datagram_size` may be raised where the path
 MTU is known (loopback, LAN). aioquic has no path MTU discovery.
@@ -55,17 +63,20 @@ import socket
 import ssl
 from typing import Any
 
-from aioquic.asyncio import QuicConnectionProtocol, serve
+from aioquic.asyncio import QuicConnectionProtocol
 from aioquic.asyncio.server import QuicServer
+from aioquic.buffer import Buffer
 from aioquic.quic import events
-from aioquic.quic.configuration import QuicConfiguration
+from aioquic.quic.configuration import SMALLEST_MAX_DATAGRAM_SIZE, QuicConfiguration
 from aioquic.quic.connection import QuicConnection as AioquicConnection
+from aioquic.quic.packet import QuicPacketType, pull_quic_header
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from swarm.errors import ConnectFailed
+from swarm.net.handshakes import Decision, HandshakeGate
 from swarm.net.quic_connection import ALPN, CONTROL_STREAM, QuicConnection
 from swarm.net.transport import (CONNECT_TIMEOUT, Address, Connection, ConnectionSettings, Listener, Transport,
                                  source_address)
@@ -73,7 +84,7 @@ from swarm.net.wire import KeepAlive
 
 __all__ = ["ALPN", "QuicTransport", "QuicListener", "QuicConnection", "generate_certificate"]
 
-_OPEN_TIMEOUT = 10.0  # after the QUIC handshake, a peer has this long to open its control stream
+_OPEN_TIMEOUT = 10.0  # from its first Initial, a peer has this long to open its control stream
 _SOCKET_BUFFER = 4 * 1024 * 1024  # UDP buffers: the kernel default drops bursts at full speed
 
 
@@ -114,6 +125,7 @@ class _Protocol(QuicConnectionProtocol):
         self._open_timer: asyncio.TimerHandle | None = None
         if listener is not None:
             self.connection._local = listener.address
+            listener._opened(self.connection)
             self._open_timer = asyncio.get_running_loop().call_later(open_timeout, self._open_expired)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -130,10 +142,6 @@ class _Protocol(QuicConnectionProtocol):
 
     def quic_event_received(self, event: events.QuicEvent) -> None:
         self.connection._on_event(event)
-
-    def _may_open(self) -> bool:
-        """The QUIC handshake completed: whether the listener has room for one more connection still opening."""
-        return self._listener is None or self._listener._opening(self.connection)
 
     def _open_expired(self) -> None:
         self._open_timer = None
@@ -174,32 +182,72 @@ def _address(value: object) -> Address:
     return ("", 0)
 
 
+class _Server(QuicServer):
+    """aioquic's server endpoint, asking the listener's gate before an Initial creates a connection."""
+
+    def __init__(self, listener: QuicListener, **kwargs: Any) -> None:
+        super().__init__(retry=True, **kwargs)
+        self._listener = listener
+        self._tokens = self._retry  # aioquic's Retry token handler (an AES-GCM key of this endpoint)
+
+    def datagram_received(self, data: bytes | str, addr: Any) -> None:
+        header = self._new_connection(data)  # type: ignore[arg-type]
+        if header is None:  # for a connection we have, or nothing aioquic would create one for
+            super().datagram_received(data, addr)
+            return
+        source = _address(addr)
+        validated = bool(header.token)  # (aioquic checks the token before it creates anything)
+        decision = self._listener.gate.decide(source[0], validated)
+        if decision is Decision.DROP:
+            return
+        # With `_retry` set, aioquic answers an Initial without a token with a Retry, and checks a token.
+        self._retry = self._tokens if decision is Decision.RETRY or validated else None
+        self._listener._arriving = source  # (for `QuicListener._opened`, if aioquic creates the connection)
+        try:
+            super().datagram_received(data, addr)
+        finally:
+            self._listener._arriving = ("", 0)
+
+    def _new_connection(self, data: bytes):
+        """The header of a datagram that would make aioquic create a connection (its conditions), else None."""
+        if len(data) < SMALLEST_MAX_DATAGRAM_SIZE or not data[0] & 0x80:  # (a short header: data, parsed once)
+            return None
+        try:
+            header = pull_quic_header(Buffer(data=data), host_cid_length=self._configuration.connection_id_length)
+        except ValueError:
+            return None
+        if (header.packet_type != QuicPacketType.INITIAL or header.destination_cid in self._protocols
+                or header.version not in self._configuration.supported_versions):
+            return None
+        return header
+
+
 class QuicListener(Listener):
     def __init__(self, settings: ConnectionSettings) -> None:
         super().__init__(settings)
         self._server: QuicServer | None = None
         self._address: Address = ("", 0)
         self._live: set[QuicConnection] = set()
-        self._handshaken: set[QuicConnection] = set()  # past the QUIC handshake, control stream not open yet
+        # Connections opening: from their first Initial until their control stream opens, or they end.
+        self.gate = HandshakeGate(total=settings.backlog, retry_above=min(settings.backlog // 4, 32))
+        self._arriving: Address = ("", 0)  # the sender of the datagram `_Server` is handing to aioquic
 
     @property
     def address(self) -> Address:
         return self._address
 
-    def _opening(self, connection: QuicConnection) -> bool:
-        if len(self._handshaken) >= self.settings.backlog:
-            return False
-        self._handshaken.add(connection)
-        return True
+    def _opened(self, connection: QuicConnection) -> None:
+        connection._remote = self._arriving
+        self.gate.opened(connection, self._arriving[0])
 
     def _offer(self, connection: Connection) -> None:
         assert isinstance(connection, QuicConnection)
-        self._handshaken.discard(connection)
+        self.gate.ended(connection)
         self._live.add(connection)
         super()._offer(connection)
 
     def _connection_ended(self, connection: QuicConnection) -> None:
-        self._handshaken.discard(connection)
+        self.gate.ended(connection)
         self._live.discard(connection)
         if self.is_closed and not self._live:
             self._release()
@@ -263,8 +311,10 @@ class QuicTransport(Transport):
             return _Protocol(quic, stream_handler, settings=self.settings, listener=listener,
                              open_timeout=self.open_timeout)
 
-        server = await serve(host, port, configuration=self._configuration(False), create_protocol=create_protocol)
-        assert server._transport is not None
+        _, server = await asyncio.get_running_loop().create_datagram_endpoint(
+            lambda: _Server(listener, configuration=self._configuration(False), create_protocol=create_protocol),
+            local_addr=(host, port))
+        assert isinstance(server, _Server) and server._transport is not None
         _enlarge_buffers(server._transport)
         listener._server = server
         listener._address = _address(server._transport.get_extra_info("sockname"))

@@ -32,7 +32,6 @@ class _Endpoint(Protocol):
 
     _quic: AioquicConnection
 
-    def _may_open(self) -> bool: ...
     def _control_opened(self) -> None: ...
     def _terminated(self) -> None: ...
     def _transmit_soon(self) -> None: ...
@@ -262,8 +261,6 @@ class QuicConnection(Connection):
         elif isinstance(event, events.HandshakeCompleted):
             if event.alpn_protocol != ALPN:
                 self._fail(CloseReason(CloseCause.PROTOCOL, f"ALPN {event.alpn_protocol!r}, expected {ALPN!r}"))
-            elif not self._protocol._may_open():
-                self._fail(CloseReason(CloseCause.LOST, "too many connections opening"))
         elif isinstance(event, events.ConnectionTerminated):
             self._on_terminated(event)
 

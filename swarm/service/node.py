@@ -24,7 +24,8 @@ out because *we* were not reading the reply. Origin ranges already requested sti
 or many — can make the node hold is bounded:
 
 * slots (`swarm.core.slots.SlotPolicy`): `max_peers` connections, counted from their arrival, not their handshake;
-  when all are taken the least useful one (idle longest, downloaded least recently) makes room for a newcomer;
+  when all are taken the least useful one (idle longest, downloaded least recently) makes room for a newcomer,
+  and an address or network holding more than its share of the slots makes room first, downloading or not;
 * time (`swarm.core.serve`): a handshake timeout, an idle timeout, and a stall timeout for a peer that does not
   read what it asked for;
 * requests: at most `MAX_QUEUED_REQUESTS` wait per peer and `MAX_SENDS_IN_FLIGHT` are being sent;
@@ -273,7 +274,7 @@ class SwarmNode:
         loop = asyncio.get_running_loop()
         async for connection in listener:
             refused = False
-            for action in self.slots.admit(connection, loop.time()):
+            for action in self.slots.admit(connection, loop.time(), connection.remote_address[0]):
                 if isinstance(action, Refuse):
                     refused = True
                     connection.abort(action.reason)

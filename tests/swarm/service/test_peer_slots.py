@@ -118,14 +118,14 @@ def transport_of(kind: str, network: MemoryNetwork):
 
 
 @contextlib.asynccontextmanager
-async def seeded(kind: str, **kwargs):
+async def seeded(kind: str, leecher_host: str = "127.0.0.1", **kwargs):
     network = MemoryNetwork()
     data = content(8 * BLOCK, seed=19)
     seed = SwarmNode(MemoryBlockStore(), transport_of(kind, network), **kwargs)
     leecher = SwarmNode(MemoryBlockStore(), transport_of(kind, network))
     try:
         address = await seed.start("127.0.0.1", 0)
-        await leecher.start("127.0.0.1", 0)
+        await leecher.start(leecher_host, 0)  # (its connections leave from the address it listens on)
         manifest, layer = build_manifest([data], len(data), block_size=BLOCK)
         seed.store.create(manifest, layer, pin=True)
         for block in range(manifest.num_blocks):
@@ -169,6 +169,32 @@ async def test_connections_count_against_the_slots_before_their_handshake(kind):
                 connection.abort()
 
 
+@pytest.mark.parametrize("kind", ["tcp", "quic"])
+async def test_downloading_connections_from_one_address_in_every_slot_do_not_keep_a_newcomer_out(kind):
+    """Issue 35: 64 connections from one IP, each taking a block every 8 s, all counted as downloading, kept every
+    newcomer out. Scaled to 8 slots: the flood's connections have all just taken a block (so every one is
+    protected) when a downloader from another address arrives; it is served, in the place of a flood connection."""
+    async with seeded(kind, leecher_host="127.0.0.3", max_peers=8) as (seed, address, manifest, leecher, data):
+        attacker = transport_of(kind, MemoryNetwork())
+        attacker.listen_host = "127.0.0.2"  # every flood connection leaves from this one address
+        flood = [await attacker.connect(address) for _ in range(8)]
+        try:
+            for index, connection in enumerate(flood):
+                connection.send_nowait(wire.Handshake(wire.PROTOCOL_VERSION, bytes([index]) * 32, manifest.root))
+                connection.send_nowait(wire.Request(index, 0, BLOCK))
+            for connection in flood:
+                while not isinstance(message := await receive(connection), wire.Block):
+                    assert message is not None, connection.close_reason
+            await until(lambda: len(seed.slots) == 8  # every slot is the flood's, and every one is downloading
+                        and all(slot.last_download is not None for slot in seed.slots._slots.values()))
+            assert await asyncio.wait_for(download(leecher, manifest, [address]), 20) == data
+            assert seed.slots.held_by("127.0.0.2") <= 7
+            await until(lambda: sum(connection.close_reason is not None for connection in flood) >= 1)
+        finally:
+            for connection in flood:
+                connection.abort()
+
+
 async def test_quic_a_connection_that_never_opens_its_control_stream_is_closed():
     transport = QuicTransport(open_timeout=0.2)
     listener = await transport.listen("127.0.0.1", 0)
@@ -177,7 +203,7 @@ async def test_quic_a_connection_that_never_opens_its_control_stream_is_closed()
     try:
         async with quic_connect(*listener.address, configuration=configuration, wait_connected=True) as client:
             await asyncio.wait_for(client.wait_closed(), 10)  # the server closed it
-        await until(lambda: not listener._handshaken)  # and holds nothing for it
+        await until(lambda: len(listener.gate) == 0)  # and holds nothing for it
         assert not listener._live
     finally:
         await listener.aclose()
