@@ -13,8 +13,8 @@
   default, ``lan_discovery=False`` is ``--no-lan-discovery``).
 * `dht.records` — `representation_key(url, validator)` (the only form in which a URL reaches the DHT),
   `ProviderRecord`, `ManifestRecord`, `Transport`.
-* `addresses.network_prefix(host)` (the bottom module `addresses`) — the unit in which independent parties are counted, and
-  `canonical_host`. `dht.attestation` — which publisher hosts storing nodes vouch they observed.
+* `addresses.network_prefix(host)` (the bottom module `addresses`): the unit in which independent parties are
+  counted, and `canonical_host`. `dht.attestation` — which publisher hosts storing nodes vouch they observed.
 * `dht.identity` — `NodeIdentity` (Ed25519 key in the data dir; node id = SHA-256(public key)[:20]).
 * `dht.errors` — `LocalError` (our side) vs `PeerError` (a remote node's bad input) and their subclasses.
 

@@ -148,6 +148,17 @@ class Choice:
 
     settings: TransitionSettings
     why: str
+    host_slow: bool = False  # its host was slow recently: the privacy rule lets it look up at once
+
+
+def _slow(state: _Host, flags: TransitionSettings, now: float) -> bool:
+    """Was the host slow in its downloads of the last `HALF_LIFE` s: a switch that helped, a rate under R, or a
+    normal first byte later than T? (`proxy.discovery_rule`: such a host's next download may look up at once.)"""
+    if state.fade(now) < 0.5:
+        return False
+    rate, first = state.rate(), state.normal_first_byte()
+    return (state.t_score > 0 or state.r_score > 0 or (rate is not None and rate < flags.min_rate)
+            or (first is not None and first > flags.first_byte_timeout))
 
 
 @dataclasses.dataclass
@@ -217,7 +228,7 @@ class Adaptive:
         settings = dataclasses.replace(flags, first_byte_timeout=round(t, 4), min_rate=round(r),
                                        rate_window=round(w, 4))
         why = f"adaptive ({state.downloads} downloads, switches {state.helped} helped / {state.needless} needless)"
-        return Choice(settings, why)
+        return Choice(settings, why, _slow(state, flags, now))
 
     def learn(self, host: str, outcome: Outcome, now: float) -> str | None:
         """Take one finished download's outcome; returns the switch's verdict (`helped`, `needless`) or None."""

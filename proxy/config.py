@@ -19,6 +19,7 @@ from typing import Any
 import addresses
 from swarm.service.swarm_service import FETCH_PEERS, LINGER
 
+from .discovery_rule import DEFAULT_LARGE
 from .errors import ConfigError
 from .transition import DEFAULT_EARLY_LOOKUP, DEFAULT_FIRST_BYTE_TIMEOUT, DEFAULT_MIN_RATE, DEFAULT_RATE_WINDOW
 
@@ -132,6 +133,10 @@ def parse_size(text: str | int | float) -> float:
 
 def _byte_count(text: str | int) -> int:
     return int(_number(parse_size(text), float, zero_ok=False, shown=text))
+
+
+def _byte_count_or_zero(text: str | int) -> int:
+    return int(parse_size(text))
 
 
 def parse_block_size(text: str | int) -> int | None:
@@ -350,7 +355,7 @@ OPTIONS: tuple[Option, ...] = (
            "is refused (403) as DNS rebinding. localhost, single-label names, .local, .internal, .lan, .home.arpa "
            "and IP addresses always may", "LIST"),
     Option("share-private-origins", parse_private_origins, (),
-           "loopback, private or link-local origins whose content may be swarmed, announced and served to peers "
+           "loopback, private or link-local origins whose content may be looked up, announced and served to peers "
            "like a public origin's (and which any name may resolve to), as ADDRESS or ADDRESS:PORT, IPv6 in "
            "brackets, comma separated, e.g. 192.168.1.20:8080,[fd00::7]; content fetched from any other "
            "non-public address is never shared", "LIST"),
@@ -409,6 +414,11 @@ OPTIONS: tuple[Option, ...] = (
            "use --first-byte-timeout, --min-rate and --rate-window as they are for every origin; without it they "
            "are where each origin host starts and the bounds of what its downloads teach (T within [T/4, 4T], R "
            "within [R/4, R], W within [W/8, 4W]; /_swarm/requests shows the values used)", "BOOL"),
+    Option("discover-size", _byte_count_or_zero, DEFAULT_LARGE,
+           "files at least this large may be looked up in the DHT and announced even when their origin is fast; "
+           "smaller ones only when the origin was slow (T, R, a head silent for half of T), asked for it, or its "
+           "host was slow recently: fast browsing tells the DHT nothing; 0 lets every size (suffixes k, M, Ki, "
+           "Mi)", "BYTES"),
     Option("linger", _non_negative_float, LINGER,
            "seconds to keep serving a file to peers after downloading it; 0 serves until it is evicted",
            "SECONDS"),
@@ -462,6 +472,7 @@ class Config:
     rate_window: float
     early_lookup: float
     no_adaptive: bool
+    discover_size: int
     linger: float
     no_share: bool
     store_size: int

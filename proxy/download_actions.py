@@ -65,6 +65,12 @@ class EndClaim:
 
 
 @dataclasses.dataclass(frozen=True)
+class LookAhead:
+    """Start the lookup of the URL's claims before the head (`SwarmEngine.look_ahead`): the privacy rule allows it
+    (`proxy.discovery_rule`: its host was slow recently, or the head has been silent too long)."""
+
+
+@dataclasses.dataclass(frozen=True)
 class StartLookup:
     headless: bool  # before any origin byte: the stricter quorum applies
 
@@ -198,7 +204,7 @@ class Fail:
     error: object
 
 
-Action = (RelayAsIs | RelayHead | Respond | OpenSpool | ClaimFetching | EndClaim | StartLookup | StopLookup | StartHead
-          | StopHead | Switch | StartSwarm | StartSegments | StopSwarm | CloseOrigin | ReopenOrigin | Deliver
-          | RejectManifest | SwarmError | Note | OriginComplete | WithdrawSegments | Account | HandOver | Finish | Cut
-          | Fail)
+Action = (RelayAsIs | RelayHead | Respond | OpenSpool | ClaimFetching | EndClaim | LookAhead | StartLookup
+          | StopLookup | StartHead | StopHead | Switch | StartSwarm | StartSegments | StopSwarm | CloseOrigin
+          | ReopenOrigin | Deliver | RejectManifest | SwarmError | Note | OriginComplete | WithdrawSegments | Account
+          | HandOver | Finish | Cut | Fail)

@@ -7,11 +7,12 @@ when to call `timer(now)`. The phases (HEAD, HEADLESS, WAIT, STREAM, SWITCHED, M
 docs/ARCHITECTURE.md, "The download".
 
 Parking (`proxy.download_parking`, settings in `proxy.parking`): a download that would still run at its early
-lookup looks the URL up at its head; if enough independent others already fetch it from the origin it leaves the
-origin to them (at once, or when a later lookup finds them) and waits for their vouches; else it says it fetches too
-(`ClaimFetching`). A file of several segments is then taken segment by segment (`StartSegments`,
-`proxy.segment_swarm`) instead of waiting whole. A trusted manifest that the lookup at the head found before the
-origin could be judged is kept (`KEPT_FOR`): at the early point, or a switch, it is used without a second lookup.
+lookup looks the URL up at its head and leaves the origin to enough independent others fetching it, or says it
+fetches too (`ClaimFetching`); a file of several segments is then taken segment by segment (`StartSegments`).
+A trusted manifest found before the origin could be judged is kept (`KEPT_FOR`) for the early point or a switch.
+Privacy (`proxy.discovery_rule`): nothing is looked up, claimed, announced or vouched for unless the origin was
+slow (a switch, the early point, a head silent for half of T), asked for it, its host was slow recently, or the
+file is large (`discovery_rule.Discretion`).
 
 Guarantees the tests check: swarming never makes a download fail that the origin alone would finish (with the
 origin's Range stream reopened if we had closed it ourselves); a response that cannot be completed is cut, never
@@ -24,10 +25,11 @@ from typing import TYPE_CHECKING
 
 from swarm.content.manifest import MAX_BLOCK_SIZE, choose_block_size
 
-from .download_actions import (Account, Action, ClaimFetching, CloseOrigin, Cut, Deliver, Fail, Finish, HandOver, Note,
-                               OpenSpool, OriginComplete, RejectManifest, RelayAsIs, RelayHead, ReopenOrigin, Respond,
-                               Source, StartHead, StartLookup, StartSwarm, StopHead, StopLookup, StopSwarm, SwarmError,
-                               Switch, WithdrawSegments)
+from .download_actions import (Account, Action, ClaimFetching, CloseOrigin, Cut, Deliver, Fail, Finish, HandOver,
+                               LookAhead, Note, OpenSpool, OriginComplete, RejectManifest, RelayAsIs, RelayHead,
+                               ReopenOrigin, Respond, Source, StartHead, StartLookup, StartSwarm, StopHead, StopLookup,
+                               StopSwarm, SwarmError, Switch, WithdrawSegments)
+from .discovery_rule import Discretion
 from .download_parking import ParkingSteps
 from .download_settings import DownloadSettings
 from .download_state import Phase, Producer
@@ -37,10 +39,8 @@ from .transition import CROWD_CAUSE, DIED_CAUSE, T_CAUSE, TransitionPolicy
 if TYPE_CHECKING:
     from .engine import Found
 
-# The origin bytes kept to check the first swarm block against: one block of the largest size.
-TAIL_LIMIT = MAX_BLOCK_SIZE
-# How long the head's lookup answer stands in for the early lookup's, when it came before the origin could be
-# judged: a trusted manifest stays trusted, and a running fetch brings in the providers that appeared since.
+TAIL_LIMIT = MAX_BLOCK_SIZE  # the origin bytes kept to check the first swarm block against: the largest block
+# How long the head's lookup answer, found before the origin could be judged, stands in for the early lookup's.
 KEPT_FOR = 3.0
 
 
@@ -64,9 +64,7 @@ class DownloadCore(ParkingSteps):
         self.validator: str | None = None
         self.content_type: str | None = None
         self.published = None  # the origin's own manifest (server plugin)
-        self.hinted = False
-        self.ranges = False
-        self.publishable = False
+        self.hinted = self.ranges = self.publishable = False
         self.promised_start = 0  # where a late origin answer must start at the latest
         # Lookups: at most one runs; a switched download schedules the next one at `lookup_at`.
         self.looking = False
@@ -87,15 +85,14 @@ class DownloadCore(ParkingSteps):
         # The merge.
         self.tail = bytearray()  # the last origin bytes delivered, up to TAIL_LIMIT (for the manifest check)
         self.tail_end = 0
-        self.check = b""
-        self.check_at = 0
-        self.fetch_start = 0
-        self.swarm_position = 0
+        self.check, self.check_at = b"", 0  # origin bytes the first swarm block must match, and where they are
+        self.fetch_start = self.swarm_position = 0
         self.reopen = False  # we closed the origin's stream ourselves: on a swarm failure, reopen it
         self.swarm_error: str | None = None
         self.delivered = {Source.ORIGIN: 0, Source.SWARM: 0}
         self.handed_over = False
         self.digest: BodyDigest | None = None  # the origin's Repr-Digest, when the answer is the whole representation
+        self.discretion = Discretion(settings.discovery, settings.host_slow, settings.before_head)
 
     # -- what the shell asks -------------------------------------------------------------------------------------
     @property
@@ -112,7 +109,8 @@ class DownloadCore(ParkingSteps):
 
     def next_deadline(self) -> float | None:
         if self.phase is Phase.HEAD:
-            return self.policy.next_deadline()
+            deadlines = [self.policy.next_deadline(), self.discretion.silent_at]
+            return min((d for d in deadlines if d is not None), default=None)
         if self.phase is Phase.STREAM:
             deadlines = [self.policy.next_deadline(), None if self.looked_early else self.policy.lookup_due_at(),
                          None if self.looking else self.recheck_at]
@@ -123,9 +121,11 @@ class DownloadCore(ParkingSteps):
 
     # -- events --------------------------------------------------------------------------------------------------
     def start(self, now: float) -> list[Action]:
-        """The GET is sent to the origin."""
+        """The GET is sent. Its claims are looked up now if its host was slow recently, else once its head is late."""
         self.policy.start(now)
-        return []
+        at_once = self.discretion.start(now, self.settings.transition.first_byte_timeout,
+                                        discovery=self.settings.parking.after > 0)
+        return [LookAhead()] if at_once else []
 
     def timer(self, now: float) -> list[Action]:
         return self._tick(now)
@@ -338,7 +338,7 @@ class DownloadCore(ParkingSteps):
             return actions + self._origin_finished()
         if self.hinted:  # before any body byte: the origin published its manifest and asks us to swarm
             return actions + self._switch(self.policy.hint(now) or T_CAUSE, "the origin asks clients to swarm", now)
-        if self._may_park() and self.policy.lookup_due_at() is not None \
+        if self._may_park() and self.policy.lookup_due_at() is not None and self._discoverable() \
                 and self.end - self.position > self.policy.min_rate * self.policy.early_lookup:
             self.looking = True  # it would still run at the early lookup even at R: do others fetch it already?
             actions.append(StartLookup(headless=False))
@@ -349,15 +349,23 @@ class DownloadCore(ParkingSteps):
         if self.phase is Phase.HEADLESS and self.held_until is not None and now >= self.held_until:
             return self._release_held()
         if self.phase is Phase.HEAD:
+            early: list[Action] = []
+            if self.discretion.silence_over(now):
+                early = [Note("no response head yet: the origin counts as slow; looking it up"), LookAhead()]
             if self.policy.check(now) is None:
-                return []
+                return early
+            self.discretion.slow = True
+            if not self.discretion.before_head:  # a local name: nothing is looked up before its head says where
+                self.phase = Phase.WAIT
+                return early + [Note("no first byte in time; a local name: waiting for the origin's answer")]
             self.phase, self.looking, self.head_pending = Phase.HEADLESS, True, True
-            return [Switch(T_CAUSE, 0, "no first byte in time"), StartHead(), StartLookup(headless=True)]
+            return early + [Switch(T_CAUSE, 0, "no first byte in time"), StartHead(), StartLookup(headless=True)]
         if self.phase is Phase.STREAM:
             actions: list[Action] = []
             due = None if self.looked_early else self.policy.lookup_due_at()
             if due is not None and now >= due:
                 self.looked_early = True
+                self.discretion.slow = self.discretion.slow or self.policy.slow_so_far(now)
                 if self.policy.slow_so_far(now) and not self.looking and self._take_kept(now):
                     self.policy.crowd(now)  # records `crowd` (slow so far, at the early point): switched below
                     actions.append(Note("the origin is slow so far; the swarm has it (the lookup at its head)"))
@@ -383,7 +391,7 @@ class DownloadCore(ParkingSteps):
 
     def _switch(self, cause: str, reason: str, now: float) -> list[Action]:
         """Leave the origin's lead: finish from the swarm if it can, else from the origin alone."""
-        self.phase = Phase.SWITCHED
+        self.phase, self.discretion.slow = Phase.SWITCHED, True
         actions: list[Action] = [Switch(cause, self.position, reason)]
         if self.found is not None or self._take_kept(now):  # an early lookup found it: no second lookup
             return actions + self._merge()
@@ -474,9 +482,8 @@ class DownloadCore(ParkingSteps):
         manifest = self.found.manifest
         actions = self._stop_lookups()
         if self.origin is Producer.RUNNING and self.ranges and self.validator and self._swarm_takes_over():
-            # The origin serves ranges and the swarm has it all: the stream would go on sending every client the
-            # same prefix, unread. The Range source takes blocks nobody has; a failed swarm reopens the stream
-            # where delivery got to.
+            # The swarm has it all: the stream would send a prefix nobody reads. The Range source takes blocks nobody
+            # has; a failed swarm reopens the stream where delivery got to.
             self.origin, self.reopen = Producer.GONE, True
             actions.append(CloseOrigin())
         block, position = manifest.block_size, self.position
@@ -492,11 +499,9 @@ class DownloadCore(ParkingSteps):
         return actions + [StartSwarm(self.found, self.fetch_start, self.end)]
 
     def _swarm_takes_over(self) -> bool:
-        """Does the swarm take the rest alone? When the origin asks us to swarm and published the manifest, and
-        when the crowd rule switched (the origin slow, a trusted copy with providers in the swarm): in the lab's
-        crowd at 20/s, streams kept open beside the swarm were half of what the origin sent, one 16 KiB chunk
-        each, arriving after the swarm had delivered those bytes. A T or R switch keeps the origin racing: it may
-        still be the faster of the two."""
+        """Does the swarm take the rest alone? When the origin asked (with its manifest), and on a crowd switch: in
+        the lab's crowd at 20/s, streams kept open beside the swarm were half of what the origin sent, unread. A T
+        or R switch keeps the origin racing: it may still be the faster of the two."""
         assert self.found is not None
         if self.hinted:
             return self.found.source == "origin"
@@ -527,10 +532,10 @@ class DownloadCore(ParkingSteps):
             actions.append(CloseOrigin())
         if self.digest and self.digest.disagrees():  # the manifest's bytes are not what the origin serves
             self.publishable, self.swarm_position = False, -1  # nothing of it is kept or shared
-            actions.append(WithdrawSegments(f"the body disagrees with its {self.digest.algorithm} Repr-Digest"))
+            algorithm = self.digest.algorithm
+            actions.append(WithdrawSegments(f"the body disagrees with its {algorithm} Repr-Digest"))
             if self.delivered[Source.SWARM]:
-                self.swarm_error = f"digest_mismatch: the body does not match the origin's Repr-Digest " \
-                                   f"({self.digest.algorithm})"
+                self.swarm_error = f"digest_mismatch: the body does not match the origin's Repr-Digest ({algorithm})"
                 actions += [RejectManifest(self.found.source if self.found else "segments"),
                             SwarmError(self.swarm_error)]
                 return actions + self._hand_over(swarm_done=False) + self._cut(self.swarm_error)
@@ -543,7 +548,8 @@ class DownloadCore(ParkingSteps):
         self.swarm = Producer.GONE
         # The swarm is stopped first: stopping fills its report, which Account reads.
         return [StopSwarm(), Account(self.delivered[Source.SWARM]),
-                HandOver(self.found.manifest if self.found else None, self.fetch_start, swarm_done, self.publishable)]
+                HandOver(self.found.manifest if self.found else None, self.fetch_start, swarm_done,
+                         self.publishable and self._discoverable())]
 
     def _origin_finished(self) -> list[Action]:
         """The origin delivered the last byte (the response's `end`)."""
@@ -555,7 +561,13 @@ class DownloadCore(ParkingSteps):
             self.publishable = False
             why = f"the body disagrees with its {self.digest.algorithm} Repr-Digest"
             actions += [Note(f"{why}: not shared"), WithdrawSegments(why)]
+        elif self.publishable and not self._discoverable():
+            self.publishable = False
+            actions.append(Note("kept private: a fast origin and a small file (nothing announced)"))
         return actions + [OriginComplete(self.publishable), Finish()]
+
+    def _discoverable(self) -> bool:  # may it look its URL up, claim, announce or vouch for it?
+        return self.discretion.allows(hinted=self.hinted, size=self.size)
 
     def _deliver(self, source: Source, piece: bytes) -> Deliver:
         self.position += len(piece)

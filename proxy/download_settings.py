@@ -10,6 +10,7 @@ import dataclasses
 
 from swarm.content.manifest import MAX_BLOCKS
 
+from .discovery_rule import DiscoveryRule
 from .parking import ParkingSettings
 from .transition import TransitionSettings
 
@@ -32,6 +33,9 @@ class DownloadSettings:
     block_size: int | None = None  # of the manifests made from origin bytes (--block-size); None: by size
     parking: ParkingSettings = ParkingSettings()
     head_grace: float = HEAD_GRACE_SECONDS
+    discovery: DiscoveryRule = DiscoveryRule()  # when it may look up or announce (the privacy rule)
+    host_slow: bool = False  # this download's host was slow recently (`Adaptive.choose`)
+    before_head: bool = True  # its name alone says the origin may be shared: look it up before the head if need be
 
     def spool_block_size(self, size: int, published: int | None) -> int | None:
         """The block size to hash `size` origin bytes in: a published manifest's, else --block-size, else (None)

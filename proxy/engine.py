@@ -215,16 +215,16 @@ class SwarmEngine:
     # -- finding a manifest and providers ------------------------------------------------------------------------
 
     def look_ahead(self, url: str, *, timeout: float = 5.0) -> asyncio.Future | None:
-        """Start the lookup of `url`'s claims as its GET leaves, for the `find` its head asks for (`looked_ahead`);
+        """Start the lookup of `url`'s claims before its head, for the `find` the head asks for (`looked_ahead`);
         None when there is nothing to look up (no discovery; our own copy answers).
 
-        The head's lookup took about 0.17 s after the head in the lab's crowd at 20/s, and a newcomer read the
-        origin all that while (about 0.3 s from its request), which divided the origin among more readers and made
-        the two whole copies a quorum needs come later. Started with the request, the lookup runs while the
-        connection and the head are on their way. The providers looked up with it are those of the root the
-        claims would let us trust whatever version the head names; `find` decides with the head's size and
-        validator, as always, and looks providers up again if it trusts another root. A response that turns out
-        small or not to be shared drops it (`proxy.fallback`): a few datagrams to the DHT for such a GET."""
+        The privacy rule (`proxy.discovery_rule`) starts it only when the head is late (half of T) or the host was
+        slow recently (`download_actions.LookAhead`), never as every GET leaves. The head's lookup took about
+        0.17 s after the head in the lab's crowd at 20/s, and a newcomer read the origin all that while, which
+        divided the origin among more readers; started before the head, the lookup runs while the head is on its
+        way. The providers looked up with it are those of the root the claims would let us trust whatever version
+        the head names; `find` decides with the head's size and validator, as always, and looks providers up
+        again if it trusts another root. A response that turns out small or not to be shared drops it."""
         if self.service.discovery is None or url_key(url) in self._own_manifests:
             return None
         return asyncio.ensure_future(self.service.claims(url_key(url), timeout=timeout,

@@ -99,6 +99,20 @@ def rebinding_refusal(host: str, port: int, refused: Sequence[str]) -> str:
             f"origin only; its content is then swarmed and served to peers like a public origin's).\n")
 
 
+PRIVATE_ORIGIN = "private-origin"  # why a GET was not swarmed: its origin is this machine's or its network's
+
+
+def may_swarm_name(host: str, port: int, local_domains: Iterable[str] = (), origins: Iterable[Origin] = ()) -> bool:
+    """Before anything is connected: may a GET of `host`:`port` be looked up before its head comes? An IP literal
+    when public or listed; a name unless it is local by itself or under `local_domains` (it may resolve to a
+    private address, and a lookup would tell the DHT about it before the connection says where it went). A
+    public name can reach only public addresses, or listed ones (`screen`); at the head, `may_share` decides on
+    where the connection really went."""
+    if addresses.parse(host) is not None:
+        return addresses.is_public(host) or is_listed(host, port, origins)
+    return not is_local_name(host, local_domains)
+
+
 def may_share(connected_address: str | None, port: int, origins: Iterable[Origin]) -> bool:
     """Whether content fetched from `connected_address`:`port` (where the origin connection really went) may be
     looked up, announced, vouched for or served: a public address always, a non-public one only when the user

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+from collections.abc import Iterable
 
 import aiohttp
 from aiohttp import web
@@ -21,11 +22,13 @@ from swarm.content.segments import Segments
 
 from . import download_actions as act
 from .adaptive import Adaptive, Outcome, Probe, ProbedSettings
+from .discovery_rule import DEFAULT_LARGE, DiscoveryRule
 from .download_core import DownloadCore
 from .download_ledger import Ledger
 from .download_settings import DownloadSettings
 from .engine import Found, Miss, SwarmEngine, url_key
 from .errors import ClientGone
+from .exposure import PRIVATE_ORIGIN, Origin, may_share, may_swarm_name
 from .origin import OriginStream, describe_failure, head
 from .origin_head import OriginHead, describe, range_request, synthesized_headers
 from .parking import ParkingSettings
@@ -53,12 +56,17 @@ class Fallback:
     def __init__(self, engine: SwarmEngine, session: aiohttp.ClientSession, stats: Stats, *,
                  first_byte_timeout: float, min_rate: float, rate_window: float, max_spool: int,
                  early_lookup: float = DEFAULT_EARLY_LOOKUP, block_size: int | None = None,
-                 adaptive: bool = True) -> None:
+                 adaptive: bool = True, discover_size: int = DEFAULT_LARGE,
+                 share_private_origins: Iterable[Origin] = (), local_domains: Iterable[str] = ()) -> None:
+        """`share_private_origins`, `local_domains`: `--share-private-origins` and `--local-domains`: content from a
+        non-public address is swarmed only from a listed origin (`proxy.exposure.may_share`)."""
         self.engine, self.session, self.stats = engine, session, stats
         self.settings = DownloadSettings(
             TransitionSettings(first_byte_timeout, min_rate, rate_window, early_lookup),
             max_spool=max_spool, sharing=engine.sharing, block_size=block_size,
-            parking=ParkingSettings(after=engine.trust.vouchers if engine.discovery is not None else 0))
+            parking=ParkingSettings(after=engine.trust.vouchers if engine.discovery is not None else 0),
+            discovery=DiscoveryRule(discover_size))
+        self.private_origins, self.local_domains = tuple(share_private_origins), tuple(local_domains)
         # Every download is made with `settings`, except its T/R/W: those are chosen per download (`_choose`).
         self.flags = self.settings.transition
         self.adaptive = Adaptive(self.flags) if adaptive else None  # --no-adaptive: the flags, always
@@ -73,6 +81,10 @@ class Fallback:
             record.swarm_skipped = "ranges" if decision.swarmable else decision.reason
             return None
         settings, probe = self._choose(url, record)
+        # A name that may be this machine's or its network's (localhost, a single label, .lan, an unlisted private
+        # literal): nothing is looked up before its head says where the connection went (`may_share`).
+        before_head = may_swarm_name(url.raw_host or "", url.port or 80, self.local_domains, self.private_origins)
+        settings = dataclasses.replace(settings, before_head=before_head)
         download = _Download(self, request, url, headers, record, settings)
         complete = False
         try:
@@ -87,16 +99,16 @@ class Fallback:
         """The next download's settings, with the T/R/W of the adaptive core for the URL's host (else the flags),
         shown in its record; and the probe its policies will fill, when adaptive."""
         probe = None
-        transition, record.trw_source = self.flags, "flags (--no-adaptive)"
+        transition, record.trw_source, host_slow = self.flags, "flags (--no-adaptive)", False
         if self.adaptive is not None:
             choice = self.adaptive.choose(url.raw_host or "", asyncio.get_running_loop().time())
             probe = Probe()
             transition = ProbedSettings(**dataclasses.asdict(choice.settings), probe=probe)
-            record.trw_source = choice.why
+            record.trw_source, host_slow = choice.why, choice.host_slow
         record.first_byte_timeout = transition.first_byte_timeout
         record.min_rate = transition.min_rate
         record.rate_window = transition.rate_window
-        return dataclasses.replace(self.settings, transition=transition), probe
+        return dataclasses.replace(self.settings, transition=transition, host_slow=host_slow), probe
 
     def _learn(self, url: URL, probe: Probe, record: RequestRecord, complete: bool) -> None:
         """Tell the adaptive core how the download went, once it ended (however it ended)."""
@@ -155,8 +167,6 @@ class _Download:
 
     async def run(self) -> web.StreamResponse | None:
         core, self.origin = self.core, OriginStream(self.owner.session, self.url, self.headers)
-        if core.settings.parking.after:  # a lookup at the head is likely: its DHT part starts now
-            self.claims_ahead = self.engine.look_ahead(str(self.url))
         await self._execute(core.start(self.loop.time()))
         try:
             while not core.done:
@@ -219,6 +229,10 @@ class _Download:
         if kind == "head":
             self.origin_head = describe(str(self.url), self.request.headers, value.status, value.headers,
                                         value.raw_headers)
+            if self.origin_head.swarmable and not may_share(self.origin.connected_address if self.origin else None,
+                                                            self.url.port or 80, self.owner.private_origins):
+                # Where the connection really went decides, not the name: a private address nobody listed.
+                self.origin_head = dataclasses.replace(self.origin_head, swarmable=False, reason=PRIVATE_ORIGIN)
             actions = core.origin_head(self.origin_head, now)
             if not core.looking:  # not shared, small, or fast enough to need no lookup: none looks ahead
                 _drop(self.claims_ahead)
@@ -287,6 +301,9 @@ class _Download:
                     self.vouches = None
                 log.info("%s: others ahead fetch it from the origin: this download leaves it to them", self.url)
                 self.engine.fetch_ended(str(self.url), vouching=False)
+            case act.LookAhead():  # the head is late, or the host was slow recently: its DHT part starts now
+                if self.claims_ahead is None:
+                    self.claims_ahead = self.engine.look_ahead(str(self.url))
             case act.StartLookup(headless):
                 self.waits["lookup"] = asyncio.ensure_future(self._find(headless))
             case act.StartHead():

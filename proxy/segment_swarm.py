@@ -185,6 +185,7 @@ class SegmentTrust:
             return None
         start, end = cut.span(index)
         claim = ManifestClaim(IN_PROGRESS_ROOT, end - start, cut.block_size, validator_bytes(validator))
+        service.counters.claims += 1
         service.shares.forget_vouch(key)  # the claim takes our slot under `key`: the share must vouch again
 
         async def put() -> None:

@@ -374,7 +374,10 @@ class ProxyServer:
                                  first_byte_timeout=cfg.first_byte_timeout, min_rate=cfg.min_rate,
                                  rate_window=cfg.rate_window, early_lookup=cfg.early_lookup,
                                  max_spool=cfg.store_size, block_size=cfg.block_size,
-                                 adaptive=not cfg.no_adaptive)
+                                 adaptive=not cfg.no_adaptive, discover_size=cfg.discover_size,
+                                 share_private_origins=cfg.share_private_origins,
+                                 local_domains=cfg.local_domains)
+        self.stats.watch_discovery(lambda: self.engine.counters if self.engine is not None else None)
 
     async def _bootstrap(self) -> None:
         assert self.dht is not None

@@ -91,6 +91,28 @@ class RequestRecord:
 TODAY_COUNTERS = ("requests", "requests_swarmed", "transitions", "bytes_peers")
 
 
+class _DiscoveryCollector:
+    """Counters kept by the swarm service, exported as they are when scraped."""
+
+    METRICS = (("lookups", "DHT lookups made (a key's claims, a root's providers)"),
+               ("announced", "Content roots announced as provided"),
+               ("published", "Manifest records vouched for (a URL's or a segment's)"),
+               ("claims", "In-progress claims put (this node fetches a URL or segment from its origin)"))
+
+    def __init__(self, counters: Callable[[], Any]) -> None:
+        self.counters = counters
+
+    def collect(self):
+        from prometheus_client.core import CounterMetricFamily
+
+        values = self.counters()
+        for name, text in self.METRICS:
+            yield CounterMetricFamily(f"swarmproxy_dht_{name}", text, value=getattr(values, name, 0))
+
+    def describe(self):
+        return []
+
+
 class Stats:
     def __init__(self, history: int, clock: Callable[[], float] = time.time) -> None:
         self.started_monotonic = time.monotonic()
@@ -266,6 +288,11 @@ class Stats:
             "hash_failures": self.counters["hash_failures"],
             "peer_bans": self.counters["peer_bans"],
         }
+
+    def watch_discovery(self, counters: Callable[[], Any]) -> None:
+        """Export what this node told the DHT (`swarm.service.shares.ShareCounters`, read at each scrape): the
+        privacy rule's effect, visible (`proxy.discovery_rule`)."""
+        self.registry.register(_DiscoveryCollector(counters))
 
     def prometheus_text(self) -> bytes:
         return prom.generate_latest(self.registry)

@@ -174,7 +174,8 @@ class SwarmNodes:
             # Pack's linger 0 is "leave when done"; the proxy's --linger 0 means "until evicted".
             linger=str(p.linger or 0.001),
             trust=p.trust, transport=p.transport, block_size=p.block_size,
-            fetch_peers=str(p.fetch_peers), read_timeout="60")
+            fetch_peers=str(p.fetch_peers), read_timeout="60",
+            share_private_origins=SWARM_ORIGIN)  # the lab's origin, on loopback: listed as a user lists a mirror
 
     async def start(self, on_first: Callable[[str], None] | None = None,
                     say: Callable[[str], None] | None = None) -> None:

@@ -140,8 +140,10 @@ class Arm:
                         for k, kind in enumerate(KINDS)}
         flags = {"first_byte_timeout": str(DEFAULT_FIRST_BYTE_TIMEOUT), "min_rate": str(DEFAULT_MIN_RATE),
                  "rate_window": str(DEFAULT_RATE_WINDOW), **ARMS[name]}
+        listed = ",".join(origin.host for origin in self.origins.values())  # the lab's loopback origins
         self.cluster = LocalClientsCluster(workdir / name, hosts=[host(2, 50 * index + i) for i in range(p.users)],
-                                           log_level="ERROR", transport="tcp", read_timeout="60", **flags)
+                                           log_level="ERROR", transport="tcp", read_timeout="60",
+                                           share_private_origins=listed, **flags)
         self.urls: dict[tuple[str, int], str] = {}
         self.records: list[dict] = []
 

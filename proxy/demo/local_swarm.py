@@ -2,7 +2,9 @@
 
 Used by `swarmproxy demo`, the tests and the lab (whose variant, bench/lab/cluster.py, gives each node's user
 an address of its own). Node i binds its DHT and peer listener on 127.0.0.(first_host+i), port 0; node 0 is
-everyone's bootstrap node. LAN discovery is off: nothing leaves loopback.
+everyone's bootstrap node. LAN discovery is off: nothing leaves loopback. The demo's, the tests' and the lab's
+origins listen on 127.0.0.1, so it is listed in `--share-private-origins` (as a user lists an office mirror):
+content from any other loopback address stays unshared, as on a user's machine.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ class Cluster:
         host = self.hosts[index] if self.hosts is not None else f"127.0.0.{self.first_host + index}"
         flags = {"listen": self.proxy_listen(host), "data_dir": str(self.tmp_path / f"node{index}"),
                  "dht_listen": f"{host}:0", "peer_listen": f"{host}:0", "no_lan_discovery": True,
-                 "read_timeout": "20", "connect_timeout": "5"}
+                 "read_timeout": "20", "connect_timeout": "5", "share_private_origins": "127.0.0.1"}
         if self.bootstrap is not None:
             flags["bootstrap"] = [self.bootstrap]
         elif index:

@@ -47,6 +47,8 @@ _HELD = _Held()
 class ShareCounters:
     announced: int = 0  # announcements made (a root announced again after a withdrawal counts again)
     published: int = 0  # manifest claims put (vouched for)
+    claims: int = 0  # in-progress claims put ("this node fetches it from the origin now")
+    lookups: int = 0  # DHT lookups made: of a key's claims, and of a root's providers
 
 
 class Shares:

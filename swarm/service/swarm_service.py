@@ -249,6 +249,7 @@ class SwarmService:
         this node, nor one we share no transport with. [] without discovery."""
         if self.discovery is None:
             return []
+        self.counters.lookups += 1
         enough = enough or max(PROVIDER_POOL, self.fetch_peers)
         own = self.discovery.node_id
         found: dict[bytes, Provider] = {}
@@ -276,6 +277,7 @@ class SwarmService:
         storing node's time (a busy host's timeout, in a crowd) to every download's first byte."""
         if self.discovery is None:
             return None
+        self.counters.lookups += 1
         try:
             async with asyncio.timeout(timeout):
                 summaries = await self.discovery.get_manifests(key)
@@ -303,6 +305,7 @@ class SwarmService:
         if self.discovery is None or not self.sharing:
             return
         claim = ManifestClaim(IN_PROGRESS_ROOT, size, block_size, validator)
+        self.counters.claims += 1
         self.shares.forget_vouch(key)  # the claim takes our slot under `key`: a later share must vouch again
         self._chain_claim(key, lambda discovery: discovery.put_manifest(key, claim, ttl=IN_PROGRESS_TTL))
 
@@ -483,7 +486,9 @@ class SwarmService:
             "linger_s": self.shares.linger,
             "shared": len(self.shares.lingering),
             "bytes_uploaded": self.bytes_uploaded,
+            "lookups": self.counters.lookups,
             "announced": self.counters.announced,
             "published": self.counters.published,
+            "claims": self.counters.claims,
             "stored_bytes": self.store.used,
         }

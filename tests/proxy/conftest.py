@@ -250,7 +250,8 @@ async def slow_origin():
 def proxy_config(tmp_path: pathlib.Path, **overrides) -> Config:
     """Loopback only; no DHT or block engine unless a test asks for one (and then never off loopback)."""
     flags = {"listen": "127.0.0.1:0", "data_dir": str(tmp_path / "data"), "dht_listen": "off",
-             "peer_listen": "off", "no_lan_discovery": True}
+             "peer_listen": "off", "no_lan_discovery": True,
+             "share_private_origins": "127.0.0.1"}  # the tests' origins, listed as a user lists an office mirror
     flags.update({k: (v if isinstance(v, str) else v) for k, v in overrides.items()})
     return Config.load(flags, environ={})
 

@@ -19,6 +19,7 @@ from types import SimpleNamespace
 
 from proxy import download_actions as act
 from proxy.download_core import DownloadCore
+from proxy.discovery_rule import DiscoveryRule
 from proxy.download_settings import DownloadSettings
 from proxy.origin_head import OriginHead
 from proxy.transition import TransitionSettings
@@ -46,7 +47,10 @@ PUBLISHED = SimpleNamespace(block_size=BLOCK)  # the origin's own manifest, as O
 
 # T = 1 s, R = 10 000 B/s, W = 2 s (R·W = 20 000 bytes), early lookup 0.5 s; the R vectors turn the early lookup off.
 TRANSITION = TransitionSettings(first_byte_timeout=1.0, min_rate=10_000.0, rate_window=2.0, early_lookup=0.5)
-SETTINGS = DownloadSettings(TRANSITION, max_spool=1 << 20, sharing=True, repoll=(1.0, 2.0))
+# Every size counts as large here: these vectors are about the mechanics; the privacy rule's own vectors
+# (tests/proxy/test_download_privacy.py) use the default threshold.
+SETTINGS = DownloadSettings(TRANSITION, max_spool=1 << 20, sharing=True, repoll=(1.0, 2.0),
+                            discovery=DiscoveryRule(large=0))
 NO_EARLY = dataclasses.replace(SETTINGS, transition=dataclasses.replace(TRANSITION, early_lookup=0.0))
 
 

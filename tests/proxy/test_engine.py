@@ -124,7 +124,7 @@ async def test_evicted_content_is_forgotten_and_withdrawn(world, tmp_path):
 async def test_eviction_ends_the_dht_announcement_of_a_real_node(tmp_path, slow_origin):
     """The same through a proxy with a disk store and a real DHT node: the evicted root is no longer among
     the announcements the DHT node refreshes."""
-    cluster = Cluster(tmp_path, store_size=str(int(len(DATA) * 1.5)))
+    cluster = Cluster(tmp_path, store_size=str(int(len(DATA) * 1.5)), discover_size="0")
     try:
         node = await cluster.add()
         first, second = slow_origin.add("/a.bin", DATA), slow_origin.add("/b.bin", DATA[::-1])

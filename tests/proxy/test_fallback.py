@@ -29,7 +29,10 @@ DATA = hashlib.sha256(b"fallback").digest() * (SIZE // 32 + 1)
 DATA = DATA[:SIZE]
 
 # Switches by T and R, not by the crowd rule: no early lookup (before the 0.25 s default, one at W was off anyway).
-FAST_SWITCH = {"first_byte_timeout": "0.3", "min_rate": "160k", "rate_window": "0.5", "early_lookup": "0"}
+# Every size may be announced (--discover-size 0): these tests are about the swarm, not the privacy rule, whose own
+# tests (test_fallback_privacy, test_download_privacy) run with the product's default.
+FAST_SWITCH = {"first_byte_timeout": "0.3", "min_rate": "160k", "rate_window": "0.5", "early_lookup": "0",
+               "discover_size": "0"}
 
 
 @pytest_asyncio.fixture
@@ -164,7 +167,8 @@ async def test_a_crawling_download_asks_again_and_moves_to_peers_that_appeared(c
 
 async def test_a_crowd_that_has_the_file_takes_a_slow_download_before_w(tmp_path, slow_origin):
     # W = 30 s: only the crowd rule can move this download; it looks up 0.3 s after the first byte.
-    cluster = Cluster(tmp_path, first_byte_timeout="5", min_rate="160k", rate_window="30", early_lookup="0.3")
+    cluster = Cluster(tmp_path, first_byte_timeout="5", min_rate="160k", rate_window="30", early_lookup="0.3",
+                      discover_size="0")
     try:
         url = await seeded(cluster, slow_origin)
         slow_origin.set_rate(64_000)
@@ -180,7 +184,8 @@ async def test_a_crowd_that_has_the_file_takes_a_slow_download_before_w(tmp_path
 
 
 async def test_an_origin_that_is_fast_so_far_is_not_looked_up_early(tmp_path, slow_origin):
-    cluster = Cluster(tmp_path, first_byte_timeout="5", min_rate="160k", rate_window="30", early_lookup="0.3")
+    cluster = Cluster(tmp_path, first_byte_timeout="5", min_rate="160k", rate_window="30", early_lookup="0.3",
+                      discover_size="0")
     try:
         url = await seeded(cluster, slow_origin, publishers=1)
         slow_origin.set_rate(2_000_000)  # well above R, and still sending at the early-lookup point

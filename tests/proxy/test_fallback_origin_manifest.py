@@ -24,7 +24,7 @@ from swarm.content.manifest import HEADER, HINT_HEADER, OriginManifest, build_ma
 BLOCKS = 81  # of 16 KiB: more than INLINE_HASHES, so the layer is fetched from its path, not inline
 SIZE = (BLOCKS - 1) * 16384 + 777
 DATA = (hashlib.sha256(b"origin manifest").digest() * (SIZE // 32 + 1))[:SIZE]
-FAST_SWITCH = {"first_byte_timeout": "0.3", "min_rate": "160k", "rate_window": "0.5"}
+FAST_SWITCH = {"first_byte_timeout": "0.3", "min_rate": "160k", "rate_window": "0.5", "discover_size": "0"}
 # An origin that hints is a busy one: at this rate its stream takes over a second, while the lookup that
 # replaces it takes milliseconds on loopback. Unthrottled, the stream would deliver everything first.
 BUSY_RATE = 1_000_000

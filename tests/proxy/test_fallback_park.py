@@ -11,12 +11,14 @@ import hashlib
 import pytest_asyncio
 
 from proxy.demo.local_swarm import Cluster
+from proxy.discovery_rule import DiscoveryRule
 from proxy.engine import url_key
 from proxy.server import ProxyServer
 
 DATA = (hashlib.sha256(b"park").digest() * 12_500)[:400_000]
 # W = 30 s: only the early lookup (0.3 s after the first byte) can move a download off the origin here.
-SETTINGS = {"first_byte_timeout": "5", "min_rate": "160k", "rate_window": "30", "early_lookup": "0.3"}
+SETTINGS = {"first_byte_timeout": "5", "min_rate": "160k", "rate_window": "30", "early_lookup": "0.3",
+            "discover_size": "0"}  # every size may be announced: the privacy rule has tests of its own
 
 
 @pytest_asyncio.fixture
@@ -136,13 +138,14 @@ def watch_heads(monkeypatch, order: list[str]) -> None:
     monkeypatch.setattr(proxy.fallback, "describe", describe)
 
 
-async def test_the_lookup_at_the_head_was_started_with_the_request(cluster, slow_origin, monkeypatch):
-    """The DHT's part of the head's lookup runs while the origin's head is on its way (`SwarmEngine.look_ahead`):
-    one lookup, asked before the head came, answers the lookup at the head."""
+async def test_a_late_head_starts_the_lookup_before_it_comes(cluster, slow_origin, monkeypatch):
+    """The DHT's part of the head's lookup runs while a late head is on its way (`SwarmEngine.look_ahead`, started
+    by the privacy rule once the head is silent for half of T): one lookup, asked before the head came, answers the
+    lookup at the head."""
     url = slow_origin.add("/ahead.bin", DATA)
     slow_origin.set_rate(60_000)
-    slow_origin.first_byte_delay = 0.2  # a busy origin's queue: the head comes late
-    (node,) = await cluster.grow(1)
+    slow_origin.first_byte_delay = 0.5  # a busy origin's queue: the head comes after half of T (0.3 s)
+    node = await cluster.add(first_byte_timeout="0.6", discover_size=str(DiscoveryRule().large))
     order: list[str] = []
     watch_claims(node, order)
     watch_heads(monkeypatch, order)
@@ -154,21 +157,24 @@ async def test_the_lookup_at_the_head_was_started_with_the_request(cluster, slow
     status, _, body = await download
     assert status == 200 and body == DATA
     events = cluster.last_record(node)["events"]
-    assert any("lookup: no-record" in e for e in events[:1]), events
+    assert any("no response head yet" in e for e in events[:1]), events
+    assert any("lookup: no-record" in e for e in events[:2]), events
 
 
-async def test_a_response_too_small_to_share_drops_the_lookup_started_with_its_request(
-        cluster, slow_origin, monkeypatch):
-    url = slow_origin.add("/small.bin", DATA[:20_000])  # under R x early lookup: no lookup at its head
-    (node,) = await cluster.grow(1)
+async def test_a_prompt_head_of_a_small_file_is_never_looked_up(cluster, slow_origin, monkeypatch):
+    """Before the privacy rule every GET's claims were looked up as it left, and a small or unshared response
+    dropped the lookup at its head: a few datagrams for every page's every image. Now a prompt head is never
+    looked up (the size rule's default: the file is small)."""
+    url = slow_origin.add("/small.bin", DATA[:20_000])
+    node = await cluster.add(first_byte_timeout="0.6", discover_size=str(DiscoveryRule().large))
     order: list[str] = []
-    cancelled = watch_claims(node, order, stall=True)
+    watch_claims(node, order, stall=True)
     watch_heads(monkeypatch, order)
     status, _, body = await cluster.get(node, url)
     assert status == 200 and body == DATA[:20_000]
-    await asyncio.wait_for(cancelled.wait(), 5)
-    assert order == ["lookup", "head"]
-    assert cluster.last_record(node)["events"] == []  # no lookup answered for it
+    assert order == ["head"]
+    events = cluster.last_record(node)["events"]
+    assert node.engine.counters.lookups == 0 and len(events) == 1 and "kept private" in events[0]
 
 
 async def test_a_download_that_steps_back_vouches_for_no_more_segments():

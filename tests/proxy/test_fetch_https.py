@@ -25,7 +25,8 @@ from .tls_origin import tls_origin, trusting_cluster
 
 DATA = (hashlib.sha256(b"https").digest() * 40_000)[:1_200_000]
 # W = 30 s: a crawling origin is left by the crowd rule, 0.3 s after its first byte, once peers hold the file.
-SETTINGS = {"first_byte_timeout": "5", "min_rate": "160k", "rate_window": "30", "early_lookup": "0.3"}
+SETTINGS = {"first_byte_timeout": "5", "min_rate": "160k", "rate_window": "30", "early_lookup": "0.3",
+            "discover_size": "0"}  # every size may be announced: the privacy rule has tests of its own
 
 
 @pytest.fixture(scope="module")

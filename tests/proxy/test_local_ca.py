@@ -189,7 +189,7 @@ async def test_a_bad_connect_target_under_a_listed_domain_is_a_400_never_a_tunne
 async def test_the_proxy_answers_a_traversal_connect_with_a_400_and_goes_on(tmp_path):
     from proxy.demo.local_swarm import Cluster
     (tmp_path / "outside").mkdir()
-    cluster = Cluster(tmp_path / "nodes", mitm_hosts=f"*.{DOMAIN}")
+    cluster = Cluster(tmp_path / "nodes", mitm_hosts=f"*.{DOMAIN}", discover_size="0")
     try:
         node = await cluster.add()
         host, port = node.addresses["proxy"].rsplit(":", 1)

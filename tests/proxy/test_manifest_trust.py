@@ -97,7 +97,8 @@ ROWS = {
     "carrier-nat-per-address": (
         "quorum:2", [v("a", "100.64.0.1"), v("b", "100.64.0.2")], {}, TrustDecision(agreed(), "quorum", "ok", 2)),
     "embedded-ipv4-is-that-host": (  # NAT64 and 6to4 spellings of one /24 are that /24
-        "quorum:2", [v("a", "64:ff9b::c01f:c401"), v("b", "2002:c01f:c402::1"), v("c", "192.31.196.3")], {},
+        "quorum:2", [v("a", "64:ff9b::c01f:c401"), v("b", "2002:c01f:c402::1"), v("c", "192.31.196.3")],
+        {},
         TrustDecision(None, "none", "below-quorum", 1)),
     "ipv6-same-48": (
         "quorum:2", [v("a", "2620:4f:1:a::1"), v("b", "2620:4f:1:b::1")], {},

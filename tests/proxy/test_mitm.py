@@ -27,7 +27,7 @@ from .tls_origin import tls_origin, trusting_cluster
 
 DATA = (hashlib.sha256(b"mitm").digest() * 40_000)[:1_000_000]
 SETTINGS = {"first_byte_timeout": "5", "min_rate": "160k", "rate_window": "30", "early_lookup": "0.3",
-            "mitm_hosts": "localhost", "connect_ports": "*"}
+            "discover_size": "0", "mitm_hosts": "localhost", "connect_ports": "*"}
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 
 from proxy.errors import OriginError
-from proxy.exposure import is_local_name, may_share, rebinding_refusal, screen
+from proxy.exposure import is_local_name, may_share, may_swarm_name, rebinding_refusal, screen
 from proxy.origin import OriginStream, connected_address, describe_failure, make_session
 from proxy.origin_resolver import OriginResolver, RebindingRefused, StaticResolver
 
@@ -97,6 +97,22 @@ def test_the_refusal_names_the_host_the_address_and_both_ways_to_allow_it():
 ])
 def test_may_share(address, port, origins, shared):
     assert may_share(address, port, origins) is shared
+
+
+@pytest.mark.parametrize("host, port, local_domains, origins, early", [
+    ("downloads.example.com", 80, (), (), True),  # a public name reaches public (or listed) addresses only
+    (PUBLIC_V4, 80, (), (), True),
+    ("localhost", 80, (), (("127.0.0.1", None),), False),  # a local name: its head says where it went
+    ("nas", 80, (), (), False),
+    ("printer.lan", 80, (), (), False),
+    ("wiki.corp.example.com", 80, ("corp.example.com",), (), False),  # may resolve to a private address
+    ("127.0.0.1", 80, (), (), False),
+    ("127.0.0.1", 80, (), (("127.0.0.1", None),), True),  # listed: the user shares it
+    ("10.0.0.5", 8080, (), (("10.0.0.5", 80),), False),  # another port than the listed one
+    ("198.51.100.7", 80, (), (), False),  # special-purpose: nobody's origin
+], ids=str)
+def test_which_urls_may_be_looked_up_before_their_head(host, port, local_domains, origins, early):
+    assert may_swarm_name(host, port, local_domains, origins) is early
 
 
 async def test_the_resolver_refuses_a_public_name_that_resolves_only_to_local_addresses():

@@ -25,7 +25,7 @@ SIZE = 600_000
 DATA = (hashlib.sha256(b"the origin's file").digest() * (SIZE // 32 + 1))[:SIZE]
 EVIL = (b"<script>alert('the attacker')</script>" * (SIZE // 38 + 1))[:SIZE]
 CLAIMED = ["198.51.100.7", "203.0.113.9", "192.0.2.44"]
-FAST_SWITCH = {"first_byte_timeout": "0.3", "min_rate": "160k", "rate_window": "0.5"}
+FAST_SWITCH = {"first_byte_timeout": "0.3", "min_rate": "160k", "rate_window": "0.5", "discover_size": "0"}
 
 
 @pytest_asyncio.fixture

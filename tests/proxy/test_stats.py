@@ -78,7 +78,7 @@ async def test_a_download_finished_from_peers_counts(tmp_path, slow_origin):
     """Three nodes fetch a file from the origin and vouch for it; a fourth, whose origin crawls, switches (R) and
     takes most of it from them: its status says one request swarmed, with those bytes from peers."""
     data = hashlib.sha256(b"stats").digest() * (600_000 // 32)
-    cluster = Cluster(tmp_path, first_byte_timeout="0.3", min_rate="160k", rate_window="0.5")
+    cluster = Cluster(tmp_path, first_byte_timeout="0.3", min_rate="160k", rate_window="0.5", discover_size="0")
     try:
         url = slow_origin.add("/f.bin", data)
         for node in await cluster.grow(3):

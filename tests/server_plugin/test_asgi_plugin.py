@@ -394,7 +394,7 @@ async def uvicorn_origin(tmp_path):
 
 @pytest_asyncio.fixture
 async def cluster(tmp_path):
-    group = Cluster(tmp_path / "nodes")
+    group = Cluster(tmp_path / "nodes", discover_size="0")
     yield group
     await group.close()
 

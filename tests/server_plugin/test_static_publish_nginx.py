@@ -47,7 +47,7 @@ SIZE = 2 * 1024 * 1024 + 777  # 129 blocks of 16 KiB by the auto rule: more than
 DATA = (hashlib.sha256(b"static publish").digest() * (SIZE // 32 + 1))[:SIZE]
 ODD = {"a b é.bin": b"1" * 5000, 'quote" back\\slash $x;{}.bin': b"2" * 5000, "100%.bin": b"3" * 5000,
        "Case.bin": b"4" * 5000, "case.bin": b"5" * 5000}
-FAST_SWITCH = {"first_byte_timeout": "0.3", "min_rate": "160k", "rate_window": "0.5"}
+FAST_SWITCH = {"first_byte_timeout": "0.3", "min_rate": "160k", "rate_window": "0.5", "discover_size": "0"}
 
 NGINX_CONF = """\
 daemon off;
