@@ -357,7 +357,7 @@ class DownloadCore(ParkingSteps):
             self.discretion.slow = True
             if not self.discretion.before_head:  # a local name: nothing is looked up before its head says where
                 self.phase = Phase.WAIT
-                return early + [Note("no first byte in time; a local name: waiting for the origin's answer")]
+                return early + [Switch(T_CAUSE, 0, "no first byte in time; a local name waits for its origin")]
             self.phase, self.looking, self.head_pending = Phase.HEADLESS, True, True
             return early + [Switch(T_CAUSE, 0, "no first byte in time"), StartHead(), StartLookup(headless=True)]
         if self.phase is Phase.STREAM:

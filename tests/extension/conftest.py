@@ -145,7 +145,9 @@ class ProxyProcess:
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "proxy.cli", "run", "--listen", "127.0.0.1:0", "--ready-file", str(ready),
-                 "--dht-listen", "off", "--data-dir", str(tmp / "data"), *extra],
+                 "--dht-listen", "off", "--data-dir", str(tmp / "data"),
+                 # The pages' origins are on loopback: listed, as a user lists an office mirror.
+                 "--share-private-origins", "127.0.0.1", *extra],
                 cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 20
         while not ready.exists():  # the ready file is written atomically once the listeners are bound

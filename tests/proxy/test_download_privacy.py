@@ -119,7 +119,7 @@ def test_a_name_that_may_be_private_is_not_looked_up_before_its_head():
     core = DownloadCore(dataclasses.replace(PRIVATE, before_head=False, host_slow=True))
     assert core.start(0.0) == [] and core.next_deadline() == pytest.approx(1.0)  # T alone: no silence, no look-ahead
     actions = core.timer(1.0)
-    assert names(actions) == ["Note"] and "waiting for the origin" in actions[0].text
+    assert names(actions) == ["Switch"] and "waits for its origin" in actions[0].reason  # T, with no lookup
     assert core.next_deadline() is None  # nothing but the origin's answer
     actions = core.origin_head(head(), 1.5) + core.origin_data(CONTENT, 1.6)
     assert next(a for a in actions if isinstance(a, act.OriginComplete)).publishable is True  # T: it was slow
