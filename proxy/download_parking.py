@@ -1,8 +1,9 @@
 """Parking, the fallback download's steps for leaving the origin to others (`proxy.parking` has its settings).
 
 A download that would still run at its early lookup looks the URL up at its head; if enough independent others
-already fetch it from the origin it leaves the origin to them (at once, or when a later lookup finds them) and
-waits for their vouches, or takes a file of several segments segment by segment (`StartSegments`). These are
+already fetch it from the origin it leaves the origin to them once the origin has shown it is slow (at the early
+point's lookup, or a later one: `ParkingSettings.leave`) and waits for their vouches, or takes a file of several
+segments segment by segment (`StartSegments`). These are
 methods of `proxy.download_core.DownloadCore`, kept here to keep that module readable: they read and set its state.
 """
 
@@ -46,6 +47,9 @@ class ParkingSteps:
     def _stop_lookups(self) -> list[Action]:
         raise NotImplementedError  # DownloadCore's: stop a lookup under way
 
+    def _tick(self, now: float) -> list[Action]:
+        raise NotImplementedError  # DownloadCore's: what is due at `now`
+
     def _may_park(self) -> bool:
         """Can this download leave the origin for the fetchers, and come back to where it is if they fail it?"""
         return (self.settings.parking.after > 0 and self.phase in (Phase.STREAM, Phase.SWITCHED) and self.ranges
@@ -53,18 +57,28 @@ class ParkingSteps:
                 and self.position < self.end)
 
     def _park_if(self, others: int, ahead: int, now: float) -> list[Action] | None:
-        """Park if enough others fetch it. One that said it fetches too steps back for those ahead of it (holders,
-        and earlier claimers, ordered alike by every node: `manifest_trust.ahead_of`): arrivals closer than a claim
-        takes to land all claimed, and each more reader of the whole file divides the origin for all."""
+        """Park if enough others fetch it and the origin has shown it is slow (`ParkingSettings.leave`). One that
+        said it fetches too steps back for those ahead of it (holders, and earlier claimers, ordered alike by every
+        node: `manifest_trust.ahead_of`): arrivals closer than a claim takes to land all claimed, and each more
+        reader of the whole file divides the origin for all."""
         if not self._may_park() or (ahead if self.claimed else others) < self.settings.parking.after:
             return None
+        first, body = self.policy.first_byte_at, self.delivered[Source.ORIGIN]
+        since_head = now - first if first is not None else 0.0
+        judged = slow = True  # a switched download's origin was judged slow by its switch
+        if self.phase is Phase.STREAM:  # judged at the early point, by the transition's rule
+            due = self.policy.lookup_due_at()
+            judged, slow = due is None or now >= due, self.policy.slow_so_far(now)
+        if self.settings.parking.leave(body=body, since_head=since_head, judged=judged, slow=slow) != "leave":
+            # It stays. One that never said it fetches does not say so now, with enough others at it: the early
+            # point's lookup asks again if the origin is slow by then. The rest goes on as when too few fetch it.
+            return self._tick(now) if self.phase is Phase.STREAM and not self.claimed else None
         actions: list[Action] = [EndClaim()] if self.claimed else []
         self.claimed = False
-        return actions + self._park(ahead if actions else others, now)
+        return actions + self._park(ahead if actions else others, body / since_head, now)
 
-    def _park(self, others: int, now: float) -> list[Action]:
-        parking, first, got = self.settings.parking, self.policy.first_byte_at, self.delivered[Source.ORIGIN]
-        rate = got / (now - first) if got and first is not None and now > first else self.policy.min_rate
+    def _park(self, others: int, rate: float, now: float) -> list[Action]:
+        parking = self.settings.parking
         wait = parking.wait(remaining=self.end - self.position, rate=rate)
         why = f"{others} independent other{'s' if others != 1 else ''} fetch it from the origin"
         actions: list[Action] = [] if self.phase is Phase.SWITCHED else [

@@ -6,9 +6,11 @@ download whose lookup at its head finds fewer than `after` independent others fe
 fetches it (and will vouch), and one that finds at least that many leaves the origin to them: it closes its stream (only
 if the origin serves ranges to come back to), asks for their vouches every `poll` s, and after `wait(...)` s
 without them reopens the origin at a Range where it left off. Others are counted by network, like a quorum
-(`proxy.manifest_trust.working`), so one party with many keys in one network counts once; and a party that only
-pretends to fetch can make a download take at most about twice what its origin would have. The download's core
-(`proxy.download_core`) keeps the state; this module holds the rule's settings and its one computation.
+(`proxy.manifest_trust.working`), so one party with many keys in one network counts once. A download leaves its
+origin only once the origin has shown a rate, and only a slow one (`leave`): a party that only pretends to fetch
+can make a download whose origin is slow take at most about twice what its origin would have, and cannot slow a
+healthy one at all. The download's core (`proxy.download_core`) keeps the state; this module holds the rule's
+settings and its computations.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ import dataclasses
 # How often a parked download asks for the fetchers' vouches.
 PARK_POLL_SECONDS = 0.5
 # It waits for them at least PARK_SECONDS (in the lab's flash crowd of 100 KB at 256 KB/s the first copies are
-# vouched for 1-3 s after the crowd arrived), or as long as the origin would still have taken at the rate it gave so
-# far (30 MB at a crowd's share of 256 KB/s: minutes; at R when it gave no body byte yet: a download parked at its
-# head once waited the whole PARK_MAX_SECONDS for fetchers that had left), but never more than PARK_MAX_SECONDS.
+# vouched for 1-3 s after the crowd arrived), or as long as the origin would still have taken at the rate it showed
+# (30 MB at a crowd's share of 256 KB/s: minutes), but never more than PARK_MAX_SECONDS. Never at a rate it did not
+# show: the wait of a download parked before any body byte was once taken at R, and a healthy origin's 20 MB (10 s
+# at 2 MB/s) then waited 125 s for fake fetchers; it waits PARK_SECONDS (`leave`).
 PARK_SECONDS = 5.0
 PARK_MAX_SECONDS = 600.0
 # A download taken segment by segment asks for the next segment's vouches at most this far apart. Its polls back
@@ -58,9 +61,29 @@ class ParkingSettings:
 
     def wait(self, *, remaining: int, rate: float) -> float:
         """How long to wait for the fetchers: as long as the origin would still take for `remaining` bytes at
-        `rate` (the rate it gave so far, or R when it gave none yet), within [shortest, longest]."""
-        origin_eta = remaining / rate if rate > 0 else self.longest
+        `rate`, the rate it showed (`leave`), within [shortest, longest]; `shortest` when it showed none (0)."""
+        origin_eta = remaining / rate if rate > 0 else 0.0
         return max(self.shortest, min(origin_eta, self.longest))
+
+    @staticmethod
+    def leave(*, body: int, since_head: float, judged: bool, slow: bool) -> str:
+        """Does a download that sees enough others fetching leave its origin now? "leave" (it then waits at the
+        rate the origin showed: `body` bytes in the `since_head` s since its head), "later" (not judged yet: it
+        stays, and a later lookup asks again), or "stay" (a healthy origin).
+
+        The origin is judged at the early point (`judged`: `early_lookup` s after its head), not before: the first
+        read comes with the head, a burst of the server's buffers (200 KB in a millisecond from the lab's
+        throttled origin), and says nothing of its rate. Only a `slow` one (under R so far, by the transition's
+        rule) is left, as Pack's rule leaves an origin only when it is slow: one that gives this download R or
+        more is not the overloaded origin parking spares. One that sent no body byte since its head is slow too,
+        and is left (a crowd's newcomer costs the origin nothing then, and an origin that sends heads only is
+        left at all), but its rate is none: R once stood in for it, and a 2 MB/s origin's 20 MB parked at its head
+        waited 125 s for fake fetchers; it now waits the shortest wait. So fake fetchers never slow a healthy
+        download, and one whose origin is slow by at most what it would still have taken at the rate it showed
+        (or the shortest wait)."""
+        if not judged or since_head <= 0:
+            return "later"
+        return "leave" if slow or body <= 0 else "stay"
 
     def segment_source(self, *, trusted: bool, others: int, waited: float, limit: float,
                        enough: int | None = None) -> str:

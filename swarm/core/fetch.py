@@ -36,8 +36,11 @@ from swarm.errors import HashMismatch, PeerError
 from swarm.net import wire
 
 # A hash layer is a few KB: a peer that has not sent it this long after the HASH_REQUEST is asked no longer
-# alone. Until some peer sends it no block can be verified, the origin's included, and a fetch that waited on
-# one silent peer had no other way out than the 30 s stall watchdog.
+# alone: every other peer is asked at once (a party with many silent providers costs one more LAYER_TIMEOUT, not
+# one per provider). Until some peer sends it no block can be verified, the origin's included, and a fetch that
+# waited on silent peers had no other way out than the 30 s stall watchdog: a quorum for the right root served by
+# peers that never answered took 50 s instead of 20. One that nobody answered that long after the last ask has no
+# source (`has_sources`), and its caller moves on to the origin.
 LAYER_TIMEOUT = 5.0
 
 __all__ = ["Announce", "FetchCore", "Send", "OriginFetch", "OriginCancel", "Close", "Verified", "Deliver", "Finished",
@@ -148,8 +151,10 @@ class FetchCore:
         self._in_policy: set[Peer] = set()
         self._origin_wanted = False
         self._layer_asked: Peer | None = None
-        self._layer_asked_at = 0.0
-        self._layer_slow: set[Peer] = set()  # asked, silent past LAYER_TIMEOUT: their late answer still counts
+        self._layer_asked_at: float | None = None  # when the wait for the layer began: an ask alone, or the round
+        self._layer_round = False  # one peer asked alone stayed silent: every peer is asked at once since
+        self._layer_lost = False  # nobody sent it within LAYER_TIMEOUT of the last wait's start, nobody left to ask
+        self._layer_slow: set[Peer] = set()  # asked in the round, or silent past LAYER_TIMEOUT: their answer counts
         self._no_layer: set[Peer] = set()  # peers that had no layer when asked (asked again on HAVE)
         self._verified_ahead: set[int] = set()
         self.next_delivery = first_block
@@ -170,7 +175,7 @@ class FetchCore:
         deadline = self.policy.next_deadline()
         if self.starts is not None and (expiry := self.starts.next_expiry()) is not None:
             deadline = expiry if deadline is None else min(deadline, expiry)
-        if self.layer is None and self._layer_asked is not None:
+        if self.layer is None and self._layer_asked_at is not None and not self._layer_lost:
             layer_due = self._layer_asked_at + LAYER_TIMEOUT
             deadline = layer_due if deadline is None else min(deadline, layer_due)
         return deadline
@@ -195,8 +200,16 @@ class FetchCore:
 
     @property
     def has_sources(self) -> bool:
-        """Anyone left who could still supply a block (the origin counts)."""
+        """Anyone left who could still supply a block. The origin counts once the layer is known: without it no
+        block can be verified, so until then only peers that may still send it do."""
+        if self.layer is None:
+            return bool(self._peers) and not self._layer_lost
         return bool(self._peers) or self._origin_wanted
+
+    @property
+    def layer_lost(self) -> bool:
+        """No peer sent the hash layer within LAYER_TIMEOUT of being asked, and no other is left to ask."""
+        return self.layer is None and self._layer_lost
 
     def start(self, now: float) -> list[FetchAction]:
         """Deliver what is held already. Call once, before anything else."""
@@ -269,9 +282,7 @@ class FetchCore:
             if peer in self._no_layer:  # holding a block means holding the layer: it may be asked again
                 self._no_layer.discard(peer)
                 if self.layer is None and self._layer_asked is None:
-                    self._layer_asked, self._layer_asked_at = peer, now
-                    actions = [Send(peer, wire.HashRequest(0, count))]
-                    return actions + self._on_message(peer, message, now)
+                    return self._ask_for_layer(now) + self._on_message(peer, message, now)
             if self.starts is not None:
                 self.starts.on_have(peer, message.block)
             if peer in self._in_policy:
@@ -330,10 +341,16 @@ class FetchCore:
 
     def on_timer(self, now: float) -> list[FetchAction]:
         actions: list[FetchAction] = []
-        if self.layer is None and self._layer_asked is not None and now >= self._layer_asked_at + LAYER_TIMEOUT:
-            self._layer_slow.add(self._layer_asked)
-            self._layer_asked = None
-            actions += self._ask_for_layer(now)
+        if self.layer is None and self._layer_asked_at is not None and not self._layer_lost \
+                and now >= self._layer_asked_at + LAYER_TIMEOUT:
+            asked: list[FetchAction] = []
+            if self._layer_asked is not None:  # silent alone: the round asks every other peer at once
+                self._layer_slow.add(self._layer_asked)
+                self._layer_asked, self._layer_round, self._layer_asked_at = None, True, now
+                asked = self._ask_for_layer(now)
+            # Nobody asked now: those asked stayed silent, or said they have none and sent no HAVE since.
+            self._layer_lost = not asked
+            actions += asked
         actions += self._translate(self.policy.on_timeout(now))
         if self.starts is not None and self.starts.expire(now):  # stale STARTs: their blocks may go elsewhere
             actions += self._translate(self.policy.refill(now))
@@ -404,7 +421,12 @@ class FetchCore:
         candidates = [peer for peer in self._peers if peer not in self._no_layer and peer not in self._layer_slow]
         if not candidates:
             return []
-        self._layer_asked, self._layer_asked_at = candidates[0], now
+        if self._layer_round:  # joins the round, without moving its deadline (unless it had passed)
+            if self._layer_lost:
+                self._layer_asked_at, self._layer_lost = now, False
+            self._layer_slow.update(candidates)
+            return [Send(peer, wire.HashRequest(0, count)) for peer in candidates]
+        self._layer_asked, self._layer_asked_at, self._layer_lost = candidates[0], now, False
         return [Send(self._layer_asked, wire.HashRequest(0, count))]
 
     def _on_layer(self, peer: Peer, message: wire.HashResponse, now: float) -> list[FetchAction]:

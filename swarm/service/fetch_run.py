@@ -14,7 +14,8 @@ from collections.abc import AsyncIterator, Iterable
 from typing import TYPE_CHECKING, Protocol
 
 from swarm.content.manifest import Manifest
-from swarm.core.fetch import Announce, Close, Deliver, FetchCore, Finished, OriginCancel, OriginFetch, Send, Verified
+from swarm.core.fetch import (LAYER_TIMEOUT, Announce, Close, Deliver, FetchCore, Finished, OriginCancel, OriginFetch,
+                              Send, Verified)
 from swarm.errors import FetchFailed, OriginSourceError, PeerError, StoreError, TransportError
 from swarm.net.transport import Address, Connection
 from swarm.service.report import FetchReport
@@ -248,8 +249,12 @@ class _FetchRun:
     def check_stalled(self) -> None:
         if self.done or self.failure or self.pending_connects or self.core.has_sources:
             return
-        self.failure = ("no source left: every peer failed or left" +
-                        (" and the origin cannot serve ranges" if self.origin is not None else ""))
+        if self.core.layer is None:  # no block can be verified without it, the origin's neither
+            self.failure = (f"no peer sent the hash layer within {LAYER_TIMEOUT:g} s of being asked"
+                            if self.core.layer_lost else "no source left: every peer left before the hash layer")
+        else:
+            self.failure = ("no source left: every peer failed or left" +
+                            (" and the origin cannot serve ranges" if self.origin is not None else ""))
         self.deliveries.put_nowait(None)
 
     async def write(self) -> None:

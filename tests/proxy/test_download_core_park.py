@@ -1,9 +1,9 @@
 """Table-driven tests of parking in the download's core (`proxy.download_core`): a download that sees enough
-independent others fetch the same version from the origin leaves the origin at its head (or at a later lookup) and
-waits for their vouches; one that sees fewer says it fetches. Same driver as the other
-core tests (`download_vectors.py`): T = 1 s, R = 10 000 B/s, W = 2 s, early lookup 0.5 s; 100 000 bytes in 16 KiB
-blocks; the origin's head at 0.1. Here a download parks for two others, asks again every 0.5 s and waits 1 s (the
-test of the wait's length is below).
+independent others fetch the same version from the origin leaves the origin to them once the origin has shown it is
+slow (at the early point's lookup, or a later one) and waits for their vouches; one that sees fewer says it fetches.
+Same driver as the other core tests (`download_vectors.py`): T = 1 s, R = 10 000 B/s, W = 2 s, early lookup 0.5 s;
+100 000 bytes in 16 KiB blocks; the origin's head at 0.1, so the early point at 0.6. Here a download parks for two
+others, asks again every 0.5 s and waits 1 s (the tests of the wait's length are below).
 """
 
 from __future__ import annotations
@@ -23,8 +23,14 @@ from .download_vectors import (ABORT, BAD, BLOCKS, CONTENT, DEADLINE, FOUND, H20
 PARK = dataclasses.replace(SETTINGS, parking=ParkingSettings(after=2, poll=0.5, shortest=1.0, longest=1.0))
 RANGES = head(ranges=True)
 AT_HEAD = HEAD(RANGES, 0.1, "RelayHead OpenSpool(100000,None) StartLookup")  # still running at the early point
-EARLY = TIMER("Note StartLookup", 0.6)  # the early lookup: slow so far (only the head's 100 bytes)
-PARKED = [AT_HEAD, LOOK(None, 0.15, "Switch(fetching@0) CloseOrigin", others=2)]  # waits 1 s, asks every 0.5 s
+EARLY = TIMER("Note StartLookup", 0.6)  # the early lookup: slow so far
+# Two others fetch it: the head's lookup neither parks (no body byte: no rate to wait at) nor claims.
+SEEN = LOOK(None, 0.15, "", others=2)
+SLOW = O(3000, 0.3, "D(o,3000)")  # 3100 bytes with the head by the early point: under R (5000)
+# Parked at the early point's lookup: waits 1 s (the origin would take 17.6 s more at the 5455 B/s it showed), asks
+# every 0.5 s.
+PARKED = [AT_HEAD, SEEN, SLOW, EARLY, LOOK(None, 0.65, "Switch(fetching@3000) CloseOrigin", others=2)]
+PARKED_LAST = "StopSwarm Account(97000) HandOver(0,done,True) D(s,1696) Finish"
 GONE_LAST = "StopSwarm Account(100000) HandOver(0,done,True) D(s,1696) Finish"
 
 
@@ -36,42 +42,70 @@ def vector(*steps, settings=PARK, **fields) -> Vector:
 
 
 VECTORS = [
-    pytest.param(vector(PARKED, DEADLINE(0.65), TIMER("StartLookup"),
-                        LOOK(FOUND, 0.7, "StartSwarm(0-100000)"), BLOCKS(0, 98304, 0.8), S(None, 0.9, GONE_LAST)),
-                 id="parks-at-the-head-and-finishes-from-peers"),
+    pytest.param(vector(PARKED, DEADLINE(1.15), TIMER("StartLookup"),
+                        LOOK(FOUND, 1.2, "StartSwarm(0-100000)"), S(None, 1.3, "D(s,13384)"), BLOCKS(16384, 98304, 1.4),
+                        S(None, 1.5, PARKED_LAST)),
+                 id="parks-at-the-early-point-and-finishes-from-peers"),
     pytest.param(vector(
-        PARKED, TIMER("StartLookup"), LOOK(None, 0.7, "", others=2), DEADLINE(1.15), TIMER("StartLookup"),
-        LOOK(None, 1.2, 'Note ReopenOrigin(0-100000,"v1")', others=2),
-        HEAD(head(206, start=0, end=SIZE, ranges=True), 1.3, ""),
-        O(100_000, 1.4, "D(o,100000) OriginComplete(True) Finish")), id="waits-at-most-the-timeout-then-the-origin"),
+        AT_HEAD, SEEN, EARLY, LOOK(None, 0.65, "Switch(fetching@0) CloseOrigin", others=2),  # no body byte: slow,
+        DEADLINE(1.15), TIMER("StartLookup"), LOOK(None, 1.2, "", others=2),  # and no rate: the shortest wait
+        DEADLINE(1.65), TIMER("StartLookup"), LOOK(None, 1.7, 'Note ReopenOrigin(0-100000,"v1")', others=2),
+        HEAD(head(206, start=0, end=SIZE, ranges=True), 1.8, ""),
+        O(100_000, 1.9, "D(o,100000) OriginComplete(True) Finish")), id="no-body-byte-waits-the-shortest-wait"),
+    # The attack: parties in two networks say they fetch it and never vouch. A healthy origin (over R by the early
+    # point) is never left for them, and the download never claims: it finishes from the origin as without them.
+    pytest.param(vector(AT_HEAD, SEEN, O(50_000, 0.3, "D(o,50000)"), TIMER("", 0.6),
+                        O(50_000, 0.9, "D(o,50000) OriginComplete(True) Finish")),
+                 id="fake-fetchers-cannot-make-a-healthy-download-leave-its-origin"),
+    pytest.param(vector(AT_HEAD, SEEN, O(50_000, 0.3, "D(o,50000)"), TIMER("", 0.6),  # fast at the early point
+                        O(10_000, 2.0, "D(o,10000)"),  # then slow: R sees 10 000 B in W once 0.3's leave it
+                        TIMER("Switch(R@60000) StartLookup"), LOOK(None, 2.6, "CloseOrigin", others=2),
+                        TIMER("StartLookup"), LOOK(FOUND, 3.2, "StartSwarm(49152-100000)"), S(None, 3.3, "D(s,5536)"),
+                        BLOCKS(65536, 98304, 3.4),
+                        S(None, 3.5, "StopSwarm Account(40000) HandOver(49152,done,True) D(s,1696) Finish")),
+                 id="an-origin-that-turns-slow-is-left-after-its-switch"),
     pytest.param(vector(
-        PARKED, TIMER("StartLookup"), LOOK(None, 1.2, 'Note ReopenOrigin(0-100000,"v1")'),
-        HEAD(head(206, start=0, end=SIZE, ranges=True), 1.3, ""), O(30_000, 1.4, "D(o,30000)"),
-        DEADLINE(2.2), TIMER("StartLookup"),  # after the wait, the lookups go on as after any switch
-        LOOK(FOUND, 2.3, "StartSwarm(16384-100000)"), S(None, 2.4, "D(s,2768)"), BLOCKS(32768, 98304, 2.5),
-        S(None, 2.6, "CloseOrigin StopSwarm Account(70000) HandOver(16384,done,True) D(s,1696) Finish")),
+        HEAD(RANGES, 0.1, "RelayHead OpenSpool(100000,None)"), DEADLINE(2.1), TIMER("Switch(R@0) StartLookup"),
+        LOOK(None, 2.2, "CloseOrigin", others=2),  # no body byte in W: no rate, the shortest wait
+        DEADLINE(2.7), TIMER("StartLookup"), LOOK(FOUND, 2.8, "StartSwarm(0-100000)"), BLOCKS(0, 98304, 2.9),
+        S(None, 3.0, GONE_LAST), settings=dataclasses.replace(PARK, transition=NO_EARLY.transition)),
+        id="switched-by-R-before-a-body-byte-parks-for-the-shortest-wait"),
+    pytest.param(vector(
+        PARKED, TIMER("StartLookup"), LOOK(None, 1.2, "", others=2), DEADLINE(1.65), TIMER("StartLookup"),
+        LOOK(None, 1.7, 'Note ReopenOrigin(3000-100000,"v1")', others=2),
+        HEAD(head(206, start=3000, end=SIZE, ranges=True), 1.8, ""),
+        O(97_000, 1.9, "D(o,97000) OriginComplete(True) Finish")), id="waits-at-most-the-timeout-then-the-origin"),
+    pytest.param(vector(
+        PARKED, TIMER("StartLookup"), LOOK(None, 1.7, 'Note ReopenOrigin(3000-100000,"v1")'),
+        HEAD(head(206, start=3000, end=SIZE, ranges=True), 1.8, ""), O(30_000, 1.9, "D(o,30000)"),
+        DEADLINE(2.7), TIMER("StartLookup"),  # after the wait, the lookups go on as after any switch
+        LOOK(FOUND, 2.8, "StartSwarm(32768-100000)"), S(None, 2.9, "D(s,16152)"), BLOCKS(49152, 98304, 3.0),
+        S(None, 3.1, "CloseOrigin StopSwarm Account(67000) HandOver(32768,done,True) D(s,1696) Finish")),
         id="back-on-the-origin-found-later"),
     pytest.param(vector(
-        PARKED, TIMER("StartLookup"), LOOK(None, 1.2, 'Note ReopenOrigin(0-100000,"v1")'),
-        HEAD(head(206, start=0, end=SIZE, validator='"v2"'), 1.3, "CloseOrigin"), DEADLINE(2.2), TIMER("StartLookup"),
-        LOOK(None, 2.3, "Cut(broke_off)"), ends="Cut"), id="back-on-the-origin-another-version-cut"),
+        PARKED, TIMER("StartLookup"), LOOK(None, 1.7, 'Note ReopenOrigin(3000-100000,"v1")'),
+        HEAD(head(206, start=3000, end=SIZE, validator='"v2"'), 1.8, "CloseOrigin"), DEADLINE(2.7),
+        TIMER("StartLookup"), LOOK(None, 2.8, "Cut(broke_off)"), ends="Cut"),
+        id="back-on-the-origin-another-version-cut"),
     pytest.param(vector(
-        AT_HEAD, O(4000, 0.3, "D(o,4000)"), LOOK(None, 0.35, "Switch(fetching@4000) CloseOrigin", others=3),
-        TIMER("StartLookup"), LOOK(FOUND, 0.9, "StartSwarm(0-100000)"), S(None, 1.0, "D(s,12384)"),
-        BLOCKS(16384, 98304, 1.1), S(None, 1.2, "StopSwarm Account(96000) HandOver(0,done,True) D(s,1696) Finish")),
+        AT_HEAD, O(4000, 0.3, "D(o,4000)"), LOOK(None, 0.35, "", others=3),  # before the early point: not judged
+        EARLY, LOOK(None, 0.65, "Switch(fetching@4000) CloseOrigin", others=3),
+        TIMER("StartLookup"), LOOK(FOUND, 1.2, "StartSwarm(0-100000)"), S(None, 1.3, "D(s,12384)"),
+        BLOCKS(16384, 98304, 1.4), S(None, 1.5, "StopSwarm Account(96000) HandOver(0,done,True) D(s,1696) Finish")),
         id="parks-mid-body-first-block-checked"),
     pytest.param(vector(
-        AT_HEAD, O(4000, 0.3, "D(o,4000)"), LOOK(None, 0.35, "Switch(fetching@4000) CloseOrigin", others=2),
-        TIMER("StartLookup"), LOOK(FOUND, 0.9, "StartSwarm(0-100000)"),
-        S(None, 1.0, 'RejectManifest(self) StopSwarm SwarmError(manifest_mismatch) ReopenOrigin(4000-100000,"v1")'),
-        HEAD(head(206, start=4000, end=SIZE), 1.1, ""),
-        O(96_000, 1.2, "CloseOrigin StopSwarm Account(0) HandOver(0,partial,True) D(o,96000) Finish"), swarm=BAD),
+        AT_HEAD, O(4000, 0.3, "D(o,4000)"), LOOK(None, 0.35, "", others=2), EARLY,
+        LOOK(None, 0.65, "Switch(fetching@4000) CloseOrigin", others=2), TIMER("StartLookup"),
+        LOOK(FOUND, 1.2, "StartSwarm(0-100000)"),
+        S(None, 1.3, 'RejectManifest(self) StopSwarm SwarmError(manifest_mismatch) ReopenOrigin(4000-100000,"v1")'),
+        HEAD(head(206, start=4000, end=SIZE), 1.4, ""),
+        O(96_000, 1.5, "CloseOrigin StopSwarm Account(0) HandOver(0,partial,True) D(o,96000) Finish"), swarm=BAD),
         id="liars-manifest-after-parking-never-delivered"),
     pytest.param(vector(
-        PARKED, TIMER("StartLookup"), LOOK(FOUND, 0.7, "StartSwarm(0-100000)"), S(None, 0.8, "D(s,16384)"),
-        SFAIL(0.9, 'Note SwarmError(swarm_failed) ReopenOrigin(16384-100000,"v1")'),
-        HEAD(head(206, start=16384, end=SIZE), 1.0, ""),
-        O(83_616, 1.1, "CloseOrigin StopSwarm Account(16384) HandOver(0,partial,True) D(o,83616) Finish")),
+        PARKED, TIMER("StartLookup"), LOOK(FOUND, 1.2, "StartSwarm(0-100000)"), S(None, 1.3, "D(s,13384)"),
+        SFAIL(1.4, 'Note SwarmError(swarm_failed) ReopenOrigin(16384-100000,"v1")'),
+        HEAD(head(206, start=16384, end=SIZE), 1.5, ""),
+        O(83_616, 1.6, "CloseOrigin StopSwarm Account(13384) HandOver(0,partial,True) D(o,83616) Finish")),
         id="parked-swarm-fails-origin-reopened"),
     pytest.param(vector(
         AT_HEAD, LOOK(None, 0.15, "ClaimFetching", others=1), EARLY, LOOK(None, 0.7, "", others=1),
@@ -112,10 +146,10 @@ VECTORS = [
                         O(100_000, 0.9, "D(o,100000) OriginComplete(True) Finish"), settings=SETTINGS),
                  id="parking-off-neither-parks-nor-claims"),
     pytest.param(vector(
-        HEAD(head(206, start=50_000, end=SIZE, ranges=True), 0.1, "RelayHead StartLookup"),
-        LOOK(None, 0.15, "Switch(fetching@50000) CloseOrigin", others=2), TIMER("StartLookup"),
-        LOOK(FOUND, 0.7, "StartSwarm(49152-100000)"), S(None, 0.8, "D(s,15536)"), BLOCKS(65536, 98304, 0.9),
-        S(None, 1.0, "StopSwarm Account(50000) HandOver(49152,done,True) D(s,1696) Finish")),
+        HEAD(head(206, start=50_000, end=SIZE, ranges=True), 0.1, "RelayHead StartLookup"), SEEN,
+        O(2000, 0.3, "D(o,2000)"), EARLY, LOOK(None, 0.65, "Switch(fetching@52000) CloseOrigin", others=2),
+        TIMER("StartLookup"), LOOK(FOUND, 1.2, "StartSwarm(49152-100000)"), S(None, 1.3, "D(s,13536)"),
+        BLOCKS(65536, 98304, 1.4), S(None, 1.5, "StopSwarm Account(48000) HandOver(49152,done,True) D(s,1696) Finish")),
         id="a-range-request-parks-too"),
     pytest.param(vector(
         HEAD(RANGES, 0.1, "RelayHead OpenSpool(100000,None)"), O(5000, 0.2, "D(o,5000)"), DEADLINE(2.1),
@@ -124,10 +158,10 @@ VECTORS = [
         BLOCKS(16384, 98304, 3.0), S(None, 3.1, "StopSwarm Account(95000) HandOver(0,done,True) D(s,1696) Finish"),
         settings=dataclasses.replace(PARK, transition=NO_EARLY.transition)), id="switched-by-R-then-parks"),
     pytest.param(vector(
-        PARKED, TIMER("StartLookup"), LOOK(None, 1.2, 'Note ReopenOrigin(0-100000,"v1")'),
-        HEAD(head(206, start=0, end=SIZE, ranges=True), 1.3, ""), O(30_000, 1.4, "D(o,30000)"), DEADLINE(2.2),
-        TIMER("StartLookup"), LOOK(None, 2.3, "Note", others=3),  # parks once: the origin goes on
-        O(70_000, 2.4, "D(o,70000) OriginComplete(True) Finish")), id="parks-only-once"),
+        PARKED, TIMER("StartLookup"), LOOK(None, 1.7, 'Note ReopenOrigin(3000-100000,"v1")'),
+        HEAD(head(206, start=3000, end=SIZE, ranges=True), 1.8, ""), O(30_000, 1.9, "D(o,30000)"), DEADLINE(2.7),
+        TIMER("StartLookup"), LOOK(None, 2.8, "Note", others=3),  # parks once: the origin goes on
+        O(67_000, 2.9, "D(o,67000) OriginComplete(True) Finish")), id="parks-only-once"),
     pytest.param(vector(
         HEAD(head(ranges=True, size=4000), 0.1, "RelayHead OpenSpool(4000,None)"),
         O(4000, 0.2, "D(o,4000) OriginComplete(True) Finish")), id="small-body-no-lookup-at-the-head"),
@@ -158,10 +192,10 @@ def test_a_file_of_several_segments_is_taken_segment_by_segment(monkeypatch) -> 
     """Instead of parking, a file of several segments is taken segment by segment from the vouchers or the origin's
     ranges (`proxy.segment_swarm`): one producer, from the delivery point, in the spool's blocks."""
     monkeypatch.setattr(segments, "SEGMENT_TARGET", 32 * 1024)  # 100 000 bytes: 4 segments of 2 blocks
-    Driver(vector(AT_HEAD, O(20_000, 0.3, "D(o,20000)"),
-                  LOOK(None, 0.35, "Switch(fetching@20000) CloseOrigin StartSegments(20000-100000,16384)", others=2),
-                  S(12_768, 0.4, "D(s,12768)"), BLOCKS(32768, 98304, 0.5),
-                  S(None, 0.6, "StopSwarm Account(80000) HandOver(20000,done,True) D(s,1696) Finish"))).run()
+    Driver(vector(AT_HEAD, O(4000, 0.3, "D(o,4000)"), LOOK(None, 0.35, "", others=2), EARLY,
+                  LOOK(None, 0.65, "Switch(fetching@4000) CloseOrigin StartSegments(4000-100000,16384)", others=2),
+                  S(28_768, 0.7, "D(s,28768)"), BLOCKS(32768, 98304, 0.8),
+                  S(None, 0.9, "StopSwarm Account(96000) HandOver(4000,done,True) D(s,1696) Finish"))).run()
 
 
 def test_the_claim_names_the_version_and_the_spools_block_size() -> None:
@@ -186,19 +220,24 @@ def test_a_party_in_one_network_cannot_park_anyone_by_itself() -> None:
 @pytest.mark.parametrize("origin_bytes,park_max,until", [
     (4000, 10.0, 10.65),  # the origin would take 13.2 s more at 4000 B in 0.55 s: capped at park_max
     (4000, 60.0, 0.65 + 96_000 / (4000 / 0.55)),  # as long as the origin would still take
-    (0, 60.0, 10.65),  # no body byte from the origin yet: as long as it would take at R (10 000 B/s)
-    (0, 5.0, 5.65),
+    (1000, 60.0, 0.65 + 99_000 / (1000 / 0.55)),  # 99 000 B at 1818 B/s: 54.5 s, within park_max
+    (0, 60.0, 1.65),  # no body byte: no rate, the shortest wait (1 s here; it waited 10 s, at R, before)
+    (0, 5.0, 1.65),
+    (6000, 60.0, None),  # 6100 B with the head in 0.5 s: over R, a healthy origin is never left
 ])
 def test_a_parked_download_waits_as_long_as_the_origin_would_still_take(origin_bytes, park_max, until) -> None:
     core = DownloadCore(dataclasses.replace(PARK, parking=dataclasses.replace(PARK.parking, longest=park_max)))
     core.start(0.0)
     core.origin_head(RANGES, 0.1)
+    assert core.lookup_done(None, 0.15, others=2) == []  # the head's lookup saw them: neither parks nor claims
     if origin_bytes:
         core.origin_data(CONTENT[:origin_bytes], 0.3)
     core.timer(0.6)
-    assert core.looking
-    core.lookup_done(None, 0.65, others=2)
-    assert core.parked_until == pytest.approx(until)
+    assert core.looking == (until is not None)  # the early lookup runs only when the origin is slow so far
+    if core.looking:
+        core.lookup_done(None, 0.65, others=2)
+    assert core.parked_until == (None if until is None else pytest.approx(until))
+    assert core.wants_origin == (until is None) and not core.claimed
 
 
 @pytest.mark.parametrize("parked_for,poll", [(0.0, 0.5), (3.9, 0.5), (8.0, 1.0), (120.0, 15.0)])
@@ -239,7 +278,8 @@ def test_a_fetcher_steps_back_for_two_fetchers_ahead_of_it() -> None:
     core.origin_head(RANGES, 0.1)
     core.timer(0.6)
     assert [type(a) for a in core.lookup_done(None, 0.7, others=1)] == [ClaimFetching] and core.claimed
-    assert "StartLookup" in [type(a).__name__ for a in core.timer(2.2)]  # R: no body byte in W
+    core.origin_data(CONTENT[:2000], 0.8)
+    assert "StartLookup" in [type(a).__name__ for a in core.timer(2.2)]  # R: 2000 B in W
     assert "EndClaim" not in [type(a).__name__ for a in core.lookup_done(None, 2.3, others=3, ahead=1)]
     assert core.claimed and core.wants_origin
     assert [type(a).__name__ for a in core.timer(core.next_deadline())] == ["StartLookup"]
