@@ -121,11 +121,6 @@ def is_public(host: str | None) -> bool:
     return kind_of(host) is Kind.PUBLIC
 
 
-def is_local(host: str | None) -> bool:
-    """Loopback, private or link-local: this machine or the networks right around it."""
-    return kind_of(host) in (Kind.LOOPBACK, Kind.PRIVATE, Kind.LINK_LOCAL)
-
-
 def is_loopback(host: str | None) -> bool:
     return kind_of(host) is Kind.LOOPBACK
 
@@ -160,7 +155,3 @@ def network_prefix(host: str | None) -> str:
     length = PUBLIC_IPV4_PREFIX if ip.version == 4 else PUBLIC_IPV6_PREFIX
     return str(ipaddress.ip_network(f"{ip}/{length}", strict=False))
 
-
-def counts(host: str | None) -> bool:
-    """Whether an address counts in any network at all (`network_prefix` is not `UNKNOWN_PREFIX`)."""
-    return network_prefix(host) != UNKNOWN_PREFIX

@@ -13,9 +13,10 @@ against what an attacker cannot choose for free, as BEP 42 binds node ids to add
   that they observed it there. A lying storing node is one network: not enough on its own.
 
 Anything else leaves the host unattested (`None`), and an unattested publisher weighs nothing in a quorum
-(`proxy.manifest_trust`). To forge a host, an attacker needs storing nodes in two networks and the
-reader's lookup to reach them; with real addresses in N networks it can vouch N times anyway, so forging gains
-it nothing it did not have.
+(`proxy.manifest_trust`). To forge a host, an attacker needs lying storing nodes in two networks
+near the key and the reader's lookup to reach them. Such a party can then attest hosts it claims in further
+networks: that is a residual risk SECURITY.md states (each remote attestation should consume an attesting
+network of its own; not done yet).
 """
 
 from __future__ import annotations

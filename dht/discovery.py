@@ -51,7 +51,7 @@ class Provider:
 class ManifestSummary:
     """What the DHT holds about a representation. `publisher_id` and `publisher_host` are set by whoever
     returns it: the host only when the storing nodes attest that the record came from there
-    (`dht.attestation`), else None — a quorum counts it in the one network of all unattested publishers."""
+    (`dht.attestation`), else None: an unattested publisher weighs nothing in a quorum."""
 
     content_root: bytes
     size: int

@@ -30,9 +30,9 @@ import struct
 import sys
 import time
 from collections import Counter, OrderedDict
-from ipaddress import ip_address
 from typing import Awaitable, Callable
 
+import addresses
 from dht.admission import RateLimiter
 from dht.identity import NODE_ID_BYTES
 
@@ -59,13 +59,6 @@ def decode_beacon(data: bytes) -> tuple[bytes, int] | None:
     if magic != _MAGIC or port == 0:
         return None
     return node_id, port
-
-
-def _is_loopback(address: str) -> bool:
-    try:
-        return ip_address(address).is_loopback
-    except ValueError:
-        return False
 
 
 class BeaconFilter:
@@ -118,7 +111,7 @@ class LanDiscovery(asyncio.DatagramProtocol):
         self.interval_s = interval_s
         self.monotonic = monotonic
         self.filter = BeaconFilter(node_id)
-        self.loopback = _is_loopback(interface)
+        self.loopback = addresses.is_loopback(interface)
         self.counters: Counter[str] = Counter()
         self.transport: asyncio.DatagramTransport | None = None
         self._beacon_task: asyncio.Task | None = None
@@ -207,7 +200,7 @@ class LanDiscovery(asyncio.DatagramProtocol):
             node_id, dht_port = beacon
             if node_id == self.node_id:
                 return  # our own beacon, looped back
-            if self.loopback and not _is_loopback(addr[0]):
+            if self.loopback and not addresses.is_loopback(addr[0]):
                 self.counters["dropped_off_link"] += 1  # a loopback LAN talks to this machine only
                 return
             self.counters["beacons_heard"] += 1

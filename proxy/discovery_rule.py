@@ -12,7 +12,8 @@ them nothing, so a download looks its URL up, claims it, announces or vouches fo
   byte beyond the flags);
 * the file is **large** (`large` bytes or more, `--discover-size`): where a swarm pays whatever the origin's speed.
 
-Never otherwise. Each allowance has a name, shown in the request's record and counted.
+Never otherwise. Each allowance has a name (`DiscoveryRule.allows`); what a node told the DHT is counted by the
+swarm service (`swarm.service.shares.ShareCounters`: lookups, announced, published, claims).
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ DEFAULT_LARGE = 16 * 1024 * 1024  # bytes: a large download (an ISO, an installe
 SILENCE_OF_T = 0.5
 
 SLOW, HINT, HOST_SLOW, LARGE = "slow", "hint", "host-slow", "large"
-PRIVATE = "fast-and-small"  # why a download told strangers nothing
 
 
 @dataclasses.dataclass(frozen=True)

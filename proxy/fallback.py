@@ -18,6 +18,7 @@ import aiohttp
 from aiohttp import web
 from yarl import URL
 
+import addresses
 from swarm.content.segments import Segments
 
 from . import download_actions as act
@@ -30,6 +31,7 @@ from .engine import Found, Miss, SwarmEngine, url_key
 from .errors import ClientGone
 from .exposure import PRIVATE_ORIGIN, Origin, may_share, may_swarm_name
 from .origin import OriginStream, describe_failure, head
+from .origin_resolver import OriginResolver
 from .origin_head import OriginHead, describe, range_request, synthesized_headers
 from .parking import ParkingSettings
 from .publish_gate import request_gate
@@ -57,9 +59,12 @@ class Fallback:
                  first_byte_timeout: float, min_rate: float, rate_window: float, max_spool: int,
                  early_lookup: float = DEFAULT_EARLY_LOOKUP, block_size: int | None = None,
                  adaptive: bool = True, discover_size: int = DEFAULT_LARGE,
-                 share_private_origins: Iterable[Origin] = (), local_domains: Iterable[str] = ()) -> None:
+                 share_private_origins: Iterable[Origin] = (), local_domains: Iterable[str] = (),
+                 resolver: OriginResolver | None = None) -> None:
         """`share_private_origins`, `local_domains`: `--share-private-origins` and `--local-domains`: content from a
-        non-public address is swarmed only from a listed origin (`proxy.exposure.may_share`)."""
+        non-public address is swarmed only from a listed origin (`proxy.exposure.may_share`). `resolver`: the origin
+        session's, asked whether a name led to such addresses before anything is looked up ahead of its head."""
+        self.resolver = resolver
         self.engine, self.session, self.stats = engine, session, stats
         self.settings = DownloadSettings(
             TransitionSettings(first_byte_timeout, min_rate, rate_window, early_lookup),
@@ -302,7 +307,7 @@ class _Download:
                 log.info("%s: others ahead fetch it from the origin: this download leaves it to them", self.url)
                 self.engine.fetch_ended(str(self.url), vouching=False)
             case act.LookAhead():  # the head is late, or the host was slow recently: its DHT part starts now
-                if self.claims_ahead is None:
+                if self.claims_ahead is None and self._leads_to_shareable():
                     self.claims_ahead = self.engine.look_ahead(str(self.url))
             case act.StartLookup(headless):
                 self.waits["lookup"] = asyncio.ensure_future(self._find(headless))
@@ -394,6 +399,10 @@ class _Download:
         """A trusted manifest and its providers, or None (a failed lookup found nothing: the origin goes on); the
         weight of the others fetching the same version from the origin, and of those ahead of us (`Miss.ahead`)."""
         core, looked_ahead, self.claims_ahead = self.core, self.claims_ahead, None
+        if headless and not self._leads_to_shareable():
+            _drop(looked_ahead)
+            self._say("lookup: not before the origin's address is known")
+            return None, 0, 0
         try:
             found = await self.engine.find(str(self.url), known_size=core.size, known_validator=core.validator,
                                            published=core.published, content_type=core.content_type,
@@ -406,6 +415,12 @@ class _Download:
         self._say(f"lookup: a {found.source} manifest" if isinstance(found, Found) else
                     f"lookup: {found} ({miss.others} fetching, {miss.ahead} of them ahead)")
         return self.ledger.usable(found), miss.others, miss.ahead
+
+    def _leads_to_shareable(self) -> bool:
+        """Before the head: did the URL's name resolve to addresses whose content may be shared? (A literal was
+        judged by `may_swarm_name`; a name resolving to a private address nobody listed never reaches the DHT.)"""
+        host, resolver = self.url.raw_host or "", self.owner.resolver
+        return addresses.parse(host) is not None or resolver is None or resolver.resolved_shareable(host)
 
     async def _next_chunk(self) -> tuple[str, object]:
         try:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import errno
 import logging
 import socket
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 
 from aiohttp.abc import AbstractResolver, ResolveResult
@@ -24,9 +25,11 @@ from aiohttp.resolver import ThreadedResolver
 import addresses
 
 from .errors import OriginError
-from .exposure import Origin, is_internal, rebinding_refusal, screen
+from .exposure import Origin, is_internal, may_share, rebinding_refusal, screen
 
 log = logging.getLogger("swarmproxy.resolver")
+
+REMEMBERED_NAMES = 1024  # names whose last answer `resolved_shareable` can tell, the least recently resolved forgotten
 
 
 class RebindingRefused(OSError):
@@ -78,6 +81,7 @@ class OriginResolver(AbstractResolver):
         self._base = base
         self.local_domains = tuple(local_domains)
         self.origins = tuple(origins)
+        self._shareable: OrderedDict[str, bool] = OrderedDict()  # name -> its last answer may be shared
 
     def _base_resolver(self) -> AbstractResolver:
         if self._base is None:  # made on first use: ThreadedResolver wants the running loop
@@ -92,9 +96,22 @@ class OriginResolver(AbstractResolver):
         if refused:
             log.warning("%s: not connecting to %s (a public name resolving to non-public addresses: DNS "
                         "rebinding?)", host, ", ".join(found[i] for i in refused))
+        self._remember(host, bool(kept) and all(may_share(found[i], port, self.origins) for i in kept))
         if not kept:
             raise RebindingRefused(rebinding_refusal(host, port, [found[i] for i in refused]))
         return [results[i] for i in kept]
+
+    def _remember(self, host: str, shareable: bool) -> None:
+        self._shareable[host] = shareable
+        self._shareable.move_to_end(host)
+        while len(self._shareable) > REMEMBERED_NAMES:
+            self._shareable.popitem(last=False)
+
+    def resolved_shareable(self, host: str) -> bool:
+        """Whether `host`'s last answer held only addresses whose content may be shared (public, or listed): the
+        fallback download looks a URL up before its head only then, so that a public-looking name of a private
+        origin (an intranet's, not under --local-domains) never reaches the DHT. False until it was resolved."""
+        return self._shareable.get(host, False)
 
     async def addresses_for(self, host: str, port: int, *, local_client: bool) -> list[ResolveResult]:
         """Where a CONNECT tunnel (or a remote client's request) to host:port may go: an IP literal as it is, a

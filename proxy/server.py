@@ -376,7 +376,7 @@ class ProxyServer:
                                  max_spool=cfg.store_size, block_size=cfg.block_size,
                                  adaptive=not cfg.no_adaptive, discover_size=cfg.discover_size,
                                  share_private_origins=cfg.share_private_origins,
-                                 local_domains=cfg.local_domains)
+                                 local_domains=cfg.local_domains, resolver=self.resolver)
         self.stats.watch_discovery(lambda: self.engine.counters if self.engine is not None else None)
 
     async def _bootstrap(self) -> None:

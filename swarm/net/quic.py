@@ -76,7 +76,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from swarm.errors import ConnectFailed
-from swarm.net.handshakes import Decision, HandshakeGate
+from swarm.net.handshakes import RETRY_ABOVE, Decision, HandshakeGate
 from swarm.net.quic_connection import ALPN, CONTROL_STREAM, QuicConnection
 from swarm.net.transport import (CONNECT_TIMEOUT, Address, Connection, ConnectionSettings, Listener, Transport,
                                  source_address)
@@ -229,7 +229,7 @@ class QuicListener(Listener):
         self._address: Address = ("", 0)
         self._live: set[QuicConnection] = set()
         # Connections opening: from their first Initial until their control stream opens, or they end.
-        self.gate = HandshakeGate(total=settings.backlog, retry_above=min(settings.backlog // 4, 32))
+        self.gate = HandshakeGate(total=settings.backlog, retry_above=min(settings.backlog // 4, RETRY_ABOVE))
         self._arriving: Address = ("", 0)  # the sender of the datagram `_Server` is handing to aioquic
 
     @property

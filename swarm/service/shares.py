@@ -179,7 +179,7 @@ class Shares:
             node.unshare(root)
         if self.discovery is not None:
             log.info("no longer sharing %s: %s", root.hex()[:16], why)
-            self._spawn(self._withdraw(root))
+            self._spawn(self._withdraw(root, after=self._announcing.get(root)))
 
     def unvouch(self, key: bytes, root: bytes) -> None:
         """Withdraw our vouch for `root` under `key`, after its announcement if one is under way (a withdrawal
@@ -193,6 +193,7 @@ class Shares:
         async def run() -> None:
             if pending is not None:
                 await asyncio.gather(pending, return_exceptions=True)
+                self.vouched.discard((key, root))  # the put it waited for noted it again
             with contextlib.suppress(*discovery.errors):
                 await discovery.withdraw_manifest(key)
 
@@ -237,7 +238,14 @@ class Shares:
         except self.discovery.errors as exc:
             log.warning("announcing %s failed: %s", root.hex()[:16], exc)
 
-    async def _withdraw(self, root: bytes) -> None:
+    async def _withdraw(self, root: bytes, *, after: Any = None) -> None:
+        """Withdraw `root`'s announcement, after the one `after` under way (a withdrawal must not overtake it)."""
         assert self.discovery is not None
+        if after is not None:
+            await asyncio.gather(after, return_exceptions=True)
+            if root in self.lingering:  # shared again meanwhile: its announcement stands
+                return
+            self.announced.discard(root)  # what the announcement noted after `withdraw` is void
+            self.kept_up.discard(root)
         with contextlib.suppress(*self.discovery.errors):
             await self.discovery.withdraw(root)

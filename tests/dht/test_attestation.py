@@ -1,4 +1,4 @@
-"""`dht.attestation` and `dht.networks.canonical_host`: a host written in a record counts only where storing nodes
+"""`dht.attestation` and `addresses.canonical_host`: a host written in a record counts only where storing nodes
 saw it. (`network_prefix`'s table is in tests/proxy/test_manifest_trust.py, beside the quorum that uses it.)"""
 
 from __future__ import annotations

@@ -140,6 +140,22 @@ async def test_the_resolver_lets_local_names_listed_domains_and_listed_origins_t
         await resolver.resolve("mirror.example.com", 80, socket.AF_UNSPEC)
 
 
+async def test_a_name_is_known_shareable_only_once_it_resolved_to_shareable_addresses():
+    """The fallback looks a URL up before its head only when its name led to public (or listed) addresses: an
+    intranet's public-looking name, or one whose DNS has not answered yet, never reaches the DHT that early."""
+    base = StaticResolver({"files.example": [PUBLIC_V4], "wiki.corp.example.com": ["10.0.0.7"],
+                           "mirror.example.com": ["10.0.0.5"], "rebind.example": ["127.0.0.1"]})
+    resolver = OriginResolver(base, local_domains=("corp.example.com",), origins=(("10.0.0.5", None),))
+    assert not resolver.resolved_shareable("files.example")  # not resolved yet: not known
+    for host in ("files.example", "wiki.corp.example.com", "mirror.example.com"):
+        await resolver.resolve(host, 80, socket.AF_UNSPEC)
+    with pytest.raises(RebindingRefused):
+        await resolver.resolve("rebind.example", 80, socket.AF_UNSPEC)
+    assert resolver.resolved_shareable("files.example") and resolver.resolved_shareable("mirror.example.com")
+    assert not resolver.resolved_shareable("wiki.corp.example.com")  # allowed to connect, never shared
+    assert not resolver.resolved_shareable("rebind.example")
+
+
 async def test_addresses_for_a_tunnel_takes_literals_as_they_are_and_keeps_remote_clients_public():
     base = StaticResolver({})  # a literal is never looked up
     resolver = OriginResolver(base)
