@@ -31,8 +31,8 @@ from .engine import Found, Miss, SwarmEngine, url_key
 from .errors import ClientGone
 from .exposure import PRIVATE_ORIGIN, Origin, may_share, may_swarm_name
 from .origin import OriginStream, describe_failure, head
-from .origin_resolver import OriginResolver
 from .origin_head import OriginHead, describe, range_request, synthesized_headers
+from .origin_resolver import OriginResolver
 from .parking import ParkingSettings
 from .publish_gate import request_gate
 from .ranges import parse_range
