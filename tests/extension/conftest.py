@@ -30,6 +30,8 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
+from .firefox_bidi import FIREFOX, Firefox
+
 ROOT = Path(__file__).resolve().parents[2]
 EXTENSION = ROOT / "extension"
 # The suite photographs the popup and options pages into a scratch directory, so that it leaves the clone clean;
@@ -249,3 +251,16 @@ def launch_chromium(tmp_path_factory: pytest.TempPathFactory, *extra_args: str,
 def chromium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
     with launch_chromium(tmp_path_factory) as browser:
         yield browser
+
+
+# Firefox ESR, over WebDriver BiDi (no geckodriver), with the extension installed; module scope like Chromium's.
+@pytest.fixture(scope="module")
+def firefox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Firefox]:
+    if not (os.path.exists(FIREFOX) and os.access(FIREFOX, os.X_OK)):
+        pytest.skip(f"{FIREFOX} is missing (Debian: apt-get install firefox-esr; scripts/test.sh does it)")
+    browser = Firefox(tmp_path_factory.mktemp("firefox-profile"), tmp_path_factory.mktemp("firefox-downloads"))
+    try:
+        assert browser.install_extension(EXTENSION) == "extension@swarmproxy.invalid"
+        yield browser
+    finally:
+        browser.close()

@@ -17,7 +17,6 @@ import asyncio
 import collections
 import hashlib
 import json
-import os
 import re
 import threading
 import time
@@ -31,7 +30,7 @@ import pytest
 from aiohttp import web
 
 from .conftest import EXTENSION, Browser, ProxyProcess
-from .firefox_bidi import EXTENSION_UUID, FIREFOX, Firefox
+from .firefox_bidi import EXTENSION_UUID, Firefox
 
 pytestmark = pytest.mark.e2e
 FILE = hashlib.sha256(b"only this machine reaches it").digest() * 2048  # 64 KiB
@@ -258,19 +257,7 @@ def wait_for_download(page, download_id: int) -> dict:
     }""", download_id)
 
 
-# Firefox ESR, over WebDriver BiDi (no geckodriver), with the extension installed.
-
-@pytest.fixture(scope="module")  # closed before the next module, like the Chromium fixture (conftest.py)
-def firefox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Firefox]:
-    if not (os.path.exists(FIREFOX) and os.access(FIREFOX, os.X_OK)):
-        pytest.skip(f"{FIREFOX} is missing (Debian: apt-get install firefox-esr; scripts/test.sh does it)")
-    browser = Firefox(tmp_path_factory.mktemp("firefox-profile"), tmp_path_factory.mktemp("firefox-downloads"))
-    try:
-        assert browser.install_extension(EXTENSION) == "extension@swarmproxy.invalid"
-        yield browser
-    finally:
-        browser.close()
-
+# Firefox ESR, over WebDriver BiDi (the `firefox` fixture: conftest.py), with the extension installed.
 
 @pytest.mark.parametrize("page_host", ["localhost", "127.0.0.1"])
 def test_firefox_pages_cannot_make_the_proxy_fetch_nor_read_it(firefox: Firefox, servers: Servers,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,22 +16,10 @@ from urllib.parse import quote
 import pytest
 
 from .conftest import DOWNLOAD, EXTENSION, SCREENSHOTS, Origin, ProxyProcess
-from .firefox_bidi import EXTENSION_UUID, FIREFOX, BiDiError, Firefox
+from .firefox_bidi import EXTENSION_UUID, BiDiError, Firefox
 
 pytestmark = pytest.mark.e2e
 PAGES = f"moz-extension://{EXTENSION_UUID}/src"
-
-
-@pytest.fixture(scope="module")  # closed before the next module, like the Chromium fixture (conftest.py)
-def firefox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Firefox]:
-    if not (os.path.exists(FIREFOX) and os.access(FIREFOX, os.X_OK)):
-        pytest.skip(f"{FIREFOX} is missing (Debian: apt-get install firefox-esr; scripts/test.sh does it)")
-    browser = Firefox(tmp_path_factory.mktemp("firefox-profile"), tmp_path_factory.mktemp("firefox-downloads"))
-    try:
-        assert browser.install_extension(EXTENSION) == "extension@swarmproxy.invalid"
-        yield browser
-    finally:
-        browser.close()
 
 
 @pytest.fixture
