@@ -137,6 +137,16 @@ def canonical_host(host: str | None) -> str | None:
     return str(ip)
 
 
+def source(host: str | None) -> tuple[str | None, str | None]:
+    """What a peer's address counts as where sources are shared out (slots, handshakes): its one spelling
+    (`canonical_host`) and its network (`network_prefix`); None for what is not an IP literal, or in no network."""
+    canonical = canonical_host(host)
+    if canonical is None:
+        return None, None
+    network = network_prefix(canonical)
+    return canonical, None if network == UNKNOWN_PREFIX else network
+
+
 def network_prefix(host: str | None) -> str:
     """The network an address counts in; see the module docstring.
 

@@ -76,14 +76,6 @@ class _Slot:
         return self.arrived if self.last_download is None else self.last_download
 
 
-def _groups(address: str | None) -> tuple[str | None, str | None]:
-    host = addresses.canonical_host(address)
-    if host is None:
-        return None, None
-    network = addresses.network_prefix(host)
-    return host, None if network == addresses.UNKNOWN_PREFIX else network
-
-
 class SlotPolicy:
     def __init__(self, capacity: int, *, protect_for: float = PROTECT_FOR, per_address: int | None = None,
                  per_network: int | None = None) -> None:
@@ -114,7 +106,7 @@ class SlotPolicy:
     def admit(self, peer: Peer, now: float, address: str | None = None) -> list[SlotAction]:
         """A connection from `address` arrived: [] when it has a slot, [Evict(other)] when it took other's, or
         [Refuse(it)]."""
-        host, network = _groups(address)
+        host, network = addresses.source(address)
         actions: list[SlotAction] = []
         if len(self._slots) >= self.capacity:
             at_share = self._at_share(host, network)

@@ -102,8 +102,6 @@ class HandshakeGate:
 
 
 def _groups(address: str) -> tuple[str, str | None]:
-    """The address as counted (one spelling per host: a mapped IPv4 address is the IPv4 one), and its network;
-    None for an address in no network (special-purpose, or not an IP literal)."""
-    host = addresses.canonical_host(address) or address
-    network = addresses.network_prefix(host)
-    return host, None if network == addresses.UNKNOWN_PREFIX else network
+    """The address as counted (one spelling per host: a mapped IPv4 address is the IPv4 one), and its network."""
+    host, network = addresses.source(address)
+    return host or address, network
