@@ -51,6 +51,7 @@ class _Summary:
     publisher_id: bytes
     publisher_host: str | None
     published_at: float
+    attested_by: frozenset[str] = frozenset()  # the coordinator's own record of who wrote it: first-hand
 
 
 class RedisDiscovery:

@@ -13,10 +13,12 @@ against what an attacker cannot choose for free, as BEP 42 binds node ids to add
   that they observed it there. A lying storing node is one network: not enough on its own.
 
 Anything else leaves the host unattested (`None`), and an unattested publisher weighs nothing in a quorum
-(`proxy.manifest_trust`). To forge a host, an attacker needs lying storing nodes in two networks
-near the key and the reader's lookup to reach them. Such a party can then attest hosts it claims in further
-networks: that is a residual risk SECURITY.md states (each remote attestation should consume an attesting
-network of its own; not done yet).
+(`proxy.manifest_trust`). To forge a host, an attacker needs lying storing nodes in two networks near the key
+and the reader's lookup to reach them; and since such a party could then attest any number of hosts it claims,
+a host attested by others carries the networks that attested it (`attesters`): an honest storing node reports
+only what arrived, so such a host is either real or a lie of every one of them, and a quorum never weighs more
+than the fewest networks that could have shown it (`proxy.manifest_trust`). Lying storing nodes in m networks
+add at most m, as m publishers would.
 """
 
 from __future__ import annotations
@@ -54,3 +56,12 @@ class Attestations:
         if pair in self._by_us or len(self._by_networks.get(pair, ())) >= MIN_ATTESTING_NETWORKS:
             return claimed
         return None
+
+    def attesters(self, record: ManifestRecord) -> frozenset[str]:
+        """The networks whose storing nodes attest `record`'s host: empty when our own store saw it arrive (no
+        one else's word is needed) or when it is not attested (`host` is None)."""
+        claimed = canonical_host(record.host)
+        pair = (record.publisher_key, claimed)
+        if claimed is None or pair in self._by_us or self.host(record) is None:
+            return frozenset()
+        return frozenset(self._by_networks[pair])

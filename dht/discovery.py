@@ -27,7 +27,7 @@ from typing import AsyncIterator, Protocol
 from dht.errors import DhtError, InvalidArgument
 from dht.identity import NODE_ID_BYTES
 from dht.node import DhtNode
-from dht.records import KEY_BYTES, MAX_TTL_S, ManifestRecord, ProviderRecord, Transport, manifest_problem
+from dht.records import KEY_BYTES, MAX_TTL_S, ProviderRecord, Transport, manifest_problem
 from dht.wire import pack_address
 
 _UNSPECIFIED = ("0.0.0.0", "::", "")
@@ -51,7 +51,8 @@ class Provider:
 class ManifestSummary:
     """What the DHT holds about a representation. `publisher_id` and `publisher_host` are set by whoever
     returns it: the host only when the storing nodes attest that the record came from there
-    (`dht.attestation`), else None: an unattested publisher weighs nothing in a quorum."""
+    (`dht.attestation`), else None: an unattested publisher weighs nothing in a quorum; `attested_by` the
+    networks whose storing nodes attest it, each of which a quorum spends on this publisher alone."""
 
     content_root: bytes
     size: int
@@ -60,6 +61,7 @@ class ManifestSummary:
     publisher_id: bytes = b""
     publisher_host: str | None = None
     published_at: float = 0.0  # the signed record's timestamp
+    attested_by: frozenset[str] = frozenset()  # the networks that attest the host; empty: first-hand (our store)
 
 
 class ManifestFields(Protocol):
@@ -146,10 +148,11 @@ class DhtDiscovery:
         await self.node.withdraw_manifest(repr_key)
 
     async def get_manifests(self, repr_key: bytes) -> list[ManifestSummary]:
-        found: list[tuple[ManifestRecord, str | None]] = await self.node.get_manifests(repr_key)
+        found = await self.node.get_manifests(repr_key)
         return [
-            ManifestSummary(r.content_root, r.size, r.block_size, r.validator, r.publisher_id, host, r.timestamp)
-            for r, host in found
+            ManifestSummary(r.content_root, r.size, r.block_size, r.validator, r.publisher_id, host, r.timestamp,
+                            attesters)
+            for r, host, attesters in found
         ]
 
 

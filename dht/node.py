@@ -516,9 +516,10 @@ class DhtNode:
         """Providers of `root`, one per publisher, yielded as they arrive. Close it (aclosing) to stop early."""
         return self.find_records(KIND_PROVIDER, root)  # type: ignore[return-value]
 
-    async def get_manifests(self, repr_key: bytes) -> list[tuple[ManifestRecord, str | None]]:
+    async def get_manifests(self, repr_key: bytes) -> list[tuple[ManifestRecord, str | None, frozenset[str]]]:
         """Every publisher's newest manifest summary for `repr_key`, newest first, each with its host if the
-        storing nodes attest it (`dht.attestation`), else None."""
+        storing nodes attest it (`dht.attestation`), else None, and the networks that attest it (empty when our
+        own store did)."""
         newest: dict[bytes, ManifestRecord] = {}
         attestations = Attestations()
         async with contextlib.aclosing(self._find_copies(KIND_MANIFEST, repr_key)) as copies:
@@ -529,7 +530,7 @@ class DhtNode:
                 if known is None or record.timestamp_ms > known.timestamp_ms:
                     newest[record.publisher_key] = record
         found = sorted(newest.values(), key=lambda r: r.timestamp_ms, reverse=True)
-        return [(record, attestations.host(record)) for record in found]
+        return [(record, attestations.host(record), attestations.attesters(record)) for record in found]
 
     # ------------------------------------------------------------------------------------------ maintenance
 

@@ -113,7 +113,7 @@ class EngineCounters(ShareCounters):
 
 def _vouches(summaries) -> list[Vouch]:
     return [Vouch(s.publisher_id, s.content_root, s.size, s.block_size, s.validator, s.publisher_host,
-                  s.published_at) for s in summaries]
+                  s.published_at, s.attested_by) for s in summaries]
 
 
 def _trusted_root(policy: TrustPolicy, *, known_size: int | None = None,

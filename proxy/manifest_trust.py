@@ -7,11 +7,15 @@ already checked the signatures, so a `Vouch` here is "publisher X, reachable at 
 
 Independence is counted by network, not by key: keys are free, addresses are not. A group's weight
 is the largest number of (publisher id, network prefix) pairs with no id and no prefix used twice
-(a maximum matching, so the answer does not depend on the order records arrive in); prefixes are
+(a maximum matching, so the answer does not depend on the order records arrive in), capped as below; prefixes are
 `addresses.network_prefix`. A publisher's host is the one the DHT's storing nodes *observed* its
 record arrive from (`dht.attestation`), never what the publisher wrote. A vouch with no attested host, or
 one in no network (a special-purpose address), weighs nothing: not one shared "unknown" network, which *added*
-to the real ones and let one address plus one planted key make `quorum:2`. The rule is the same for manifests,
+to the real ones and let one address plus one planted key make `quorum:2`. And since storing nodes that lie
+together can attest any host they like, a group never weighs more than the fewest networks a party would need
+to show it to us (its publishers' networks, or, for a host only others attested, all the networks that attested
+it): storing nodes in two networks attesting ten claimed hosts weigh two, as two publishers of their own would;
+three honest publishers that store and attest each other's records weigh three. The rule is the same for manifests,
 segment vouches, in-progress claims, headless answers and the "ahead" order, whatever Discovery found them.
 
 The policy (`parse_trust`): `origin` never believes the DHT; `quorum:N` takes the heaviest group
@@ -39,6 +43,11 @@ from swarm.service.discovery import IN_PROGRESS_ROOT
 # manifest the block engine accepts, by the engine's own bounds, so that nobody is believed for one it rejects.
 ROOT_BYTES = HASH_SIZE  # a content root is a merkle root
 MAX_QUORUM = 16
+# `_fewest_networks` searches which attested hosts could be lies over at most this many publishers whose hosts only
+# others attested (2^10 cases at worst, under 2 ms; 17 took up to 55 ms a decision), so a stranger's many records
+# cost us no more: a group then weighs at most this many of them (`quorum:11` and above also needs hosts that
+# our own store saw).
+FEWEST_SEARCHED = 10
 
 _QUORUM = re.compile(r"quorum:([0-9]{1,2})")
 
@@ -54,6 +63,7 @@ class Vouch:
     validator: bytes
     publisher_host: str | None = None  # the IP storing nodes observed its record arrive from, if attested
     published_at: float = 0.0  # when the publisher made it, by its own clock (orders claims; proves nothing)
+    attested_by: frozenset[str] = frozenset()  # the networks that attest the host; empty: seen first-hand
 
 
 @dataclass(frozen=True)
@@ -118,17 +128,19 @@ def _well_formed(v: Vouch) -> bool:
 
 
 def _weight(vouches: list[Vouch]) -> int:
-    """Maximum matching between publisher ids and network prefixes (Kuhn's augmenting paths); a vouch whose host
-    nobody attested, or that counts in no network, is left out: it weighs nothing."""
-    prefixes_of: dict[bytes, set[str]] = {}
+    """How many of `vouches`' publishers count (see the module docstring): the largest number of publishers with
+    distinct ids in distinct host networks (a maximum matching, Kuhn's augmenting paths), but never more than the
+    fewest networks a party would need to hold to show us exactly these (`_fewest_networks`). Unattested vouches,
+    or hosts in no network, weigh nothing."""
+    sources: dict[bytes, dict[str, set[frozenset[str]]]] = {}  # id -> host network -> attesting networks
     for v in vouches:
         prefix = network_prefix(v.publisher_host)
         if prefix != UNKNOWN_PREFIX:
-            prefixes_of.setdefault(v.publisher_id, set()).add(prefix)
+            sources.setdefault(v.publisher_id, {}).setdefault(prefix, set()).add(frozenset(v.attested_by))
     owner: dict[str, bytes] = {}  # prefix -> the id it is matched to
 
     def augment(pid: bytes, seen: set[str]) -> bool:
-        for prefix in sorted(prefixes_of[pid]):
+        for prefix in sorted(sources[pid]):
             if prefix in seen:
                 continue
             seen.add(prefix)
@@ -137,7 +149,35 @@ def _weight(vouches: list[Vouch]) -> int:
                 return True
         return False
 
-    return sum(augment(pid, set()) for pid in sorted(prefixes_of))
+    matched = sum(augment(pid, set()) for pid in sorted(sources))
+    return min(matched, _fewest_networks([(prefix, sources[pid][prefix]) for prefix, pid in sorted(owner.items())]))
+
+
+def _fewest_networks(publishers: list[tuple[str, set[frozenset[str]]]]) -> int:
+    """The fewest networks a party must hold to show us these publishers, each as (host network, the sets of
+    networks that attested it; an empty set: our own store saw it arrive). A host our own store saw is where its
+    publisher is. One attested by others is either where its publisher is, or a lie told by *every* storing node
+    that attested it (an honest one reports only what arrived), so a party holding those networks could have
+    made it up. Exact over the first `FEWEST_SEARCHED` hosts only others attested (a search over which are
+    lies; more add nothing then): never more than the truth, so never more weight than a party's networks."""
+    held = {prefix for prefix, attested in publishers if frozenset() in attested}
+    doubtful = [(prefix, sorted(attested, key=lambda s: (len(s), sorted(s)))) for prefix, attested in publishers
+                if frozenset() not in attested][:FEWEST_SEARCHED]
+    best = len(held | {prefix for prefix, _ in doubtful})  # every host where it claims to be
+
+    def search(index: int, networks: frozenset[str]) -> None:
+        nonlocal best
+        if len(networks) >= best:
+            return
+        if index == len(doubtful):
+            best = len(networks)
+            return
+        prefix, lies = doubtful[index]
+        for option in sorted([frozenset((prefix,)), *lies], key=lambda o: len(o - networks)):
+            search(index + 1, networks | option)
+
+    search(0, frozenset(held))
+    return best
 
 
 def decide(candidates: Iterable[Vouch], policy: TrustPolicy, *, known_size: int | None = None,

@@ -142,19 +142,20 @@ class SegmentTrust:
         if segment is None:
             return SegmentLookup(None, 0, "lookup-failed")
         summaries, providers_by_root = segment
-        vouches = [Vouch(s.publisher_id, s.content_root, s.size, s.block_size, s.validator, s.publisher_host)
-                   for s in summaries]
+        vouches = [Vouch(s.publisher_id, s.content_root, s.size, s.block_size, s.validator, s.publisher_host,
+                         attested_by=s.attested_by) for s in summaries]
         # Who vouched for this segment, and who fetches it or the whole file from the origin now: together, whether
         # waiting for them can end in a quorum.
         ours = [v for v in vouches if (v.size, v.validator) == (end - start, wanted)]
-        fetching = [(v.publisher_id, v.publisher_host) for v in ours if v.content_root == IN_PROGRESS_ROOT]
-        vouched = [(v.publisher_id, v.publisher_host) for v in ours if v.content_root != IN_PROGRESS_ROOT]
+        fetching = [v for v in ours if v.content_root == IN_PROGRESS_ROOT]
+        vouched = [v for v in ours if v.content_root != IN_PROGRESS_ROOT]
         decision = decide(vouches, self.engine.trust, known_size=end - start, known_validator=wanted)
         root = decision.accepted.content_root if decision.accepted else None
         providers = providers_by_root.get(root, []) if root else []
 
-        def weight(helpers: list[tuple[bytes, str | None]]) -> int:
-            return working([Vouch(pid, IN_PROGRESS_ROOT, 0, cut.block_size, wanted, host) for pid, host in helpers],
+        def weight(helpers: list[Vouch]) -> int:  # who will bring this segment, counted as a quorum is
+            return working([dataclasses.replace(v, content_root=IN_PROGRESS_ROOT, size=0,
+                                                 block_size=cut.block_size) for v in helpers],
                            size=0, validator=wanted, exclude=service.discovery.node_id)
         # Trusted but held by nobody (its vouchers left): only those still fetching can still bring it.
         helpers = fetching if root else fetching + vouched
@@ -163,7 +164,8 @@ class SegmentTrust:
             whole = await service.claims(url_key, timeout=LOOKUP_TIMEOUT)
             if whole is None:  # who fetches the file is unknown: so is `others`
                 return SegmentLookup(None, 0, "lookup-failed")
-            others = weight(helpers + [(s.publisher_id, s.publisher_host) for s in whole[0]
+            others = weight(helpers + [Vouch(s.publisher_id, IN_PROGRESS_ROOT, 0, cut.block_size, wanted,
+                                             s.publisher_host, attested_by=s.attested_by) for s in whole[0]
                                        if (s.size, s.validator, s.content_root) == (cut.size, wanted,
                                                                                      IN_PROGRESS_ROOT)])
         if root is None:

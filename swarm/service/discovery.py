@@ -80,7 +80,8 @@ class ManifestSummary(Protocol):
     """One publisher's claim about a key, as discovery returns it. `publisher_host` is set only when the
     storing nodes vouch that the claim came from there, else None. `published_at`: when the publisher made
     this claim, by its own clock (seconds; 0.0 when discovery does not say): it orders claims alike for every
-    reader, and proves nothing."""
+    reader, and proves nothing. `attested_by`: the networks whose storing nodes vouch for the host, empty when
+    discovery saw it first-hand; a quorum spends each on one publisher only (`proxy.manifest_trust`)."""
 
     @property
     def content_root(self) -> bytes: ...
@@ -96,6 +97,8 @@ class ManifestSummary(Protocol):
     def publisher_host(self) -> str | None: ...
     @property
     def published_at(self) -> float: ...
+    @property
+    def attested_by(self) -> frozenset[str]: ...
 
 
 @runtime_checkable

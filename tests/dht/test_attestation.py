@@ -59,6 +59,20 @@ def test_attested_host(what, reports, expected):
     assert attestations.host(record) == expected
 
 
+@pytest.mark.parametrize("reports, attesters", [
+    ([(CLAIM, None), (CLAIM, "192.52.193.1"), (CLAIM, "192.175.48.5")], set()),  # our store saw it: first-hand
+    ([(CLAIM, "192.52.193.1"), (CLAIM, "192.52.193.9"), (CLAIM, "192.175.48.5")], {"192.52.193.0/24",
+                                                                                 "192.175.48.0/24"}),
+    ([(CLAIM, "192.52.193.1")], set()),  # not attested at all: nothing to spend
+])
+def test_attesters_are_the_networks_a_quorum_spends(reports, attesters):
+    record = manifest()
+    attestations = Attestations()
+    for observed, responder in reports:
+        attestations.observe(record, observed, responder)
+    assert attestations.attesters(record) == attesters
+
+
 def test_minimum_is_two_networks():
     assert MIN_ATTESTING_NETWORKS == 2  # the module docstring's argument needs more than one storer's word
 

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from addresses import network_prefix
 from dht.discovery import DhtDiscovery
 from dht.identity import NodeIdentity
 from dht.node import DhtNode
@@ -27,6 +28,8 @@ GOOD_ROOT, EVIL_ROOT = b"G" * 32, b"E" * 32
 SIZE, BLOCK = 10_000_000, 1 << 20
 # Public addresses in as many networks as the attacker likes to claim: it controls none of them.
 CLAIMED = ["198.51.100.7", "203.0.113.9", "192.0.2.33", "100.64.7.1", "2001:db8:77::1", "198.18.0.1"]
+# ... and hosts in public networks (AS112, AMT: no route out of the test; nothing is sent to them).
+FAR_PUBLIC = ["192.31.196.7", "192.175.48.9", "192.52.193.66", "2620:4f:1::1"]
 
 
 async def start_node(host: str, bootstrap: list[tuple[str, int]], identity: NodeIdentity | None = None) -> DhtNode:
@@ -49,11 +52,11 @@ async def network():
         await asyncio.gather(*(n.stop(save=False) for n in nodes))
 
 
-async def attackers(network: list[DhtNode], count: int) -> list[DhtNode]:
-    """`count` lying DHT nodes of one party, all on one address (different ports)."""
+async def attackers(network: list[DhtNode], count: int, hosts: tuple[str, ...] = (ATTACKER_HOST,)) -> list[DhtNode]:
+    """`count` lying DHT nodes of one party, on `hosts` in turn (one address by default; different ports)."""
     nodes = []
-    for _ in range(count):
-        node = await start_node(ATTACKER_HOST, [network[0].address, network[1].address])
+    for index in range(count):
+        node = await start_node(hosts[index % len(hosts)], [network[0].address, network[1].address])
         node.store = LyingStore(node.config.store_limits)
         nodes.append(node)
     await asyncio.gather(*(n.find_node(n.node_id) for n in network))  # honest nodes learn about them too
@@ -66,8 +69,8 @@ def forged(identity: NodeIdentity, host: str) -> ManifestRecord:
 
 
 def vouches(found) -> list[Vouch]:
-    return [Vouch(s.publisher_id, s.content_root, s.size, s.block_size, s.validator, s.publisher_host)
-            for s in found]
+    return [Vouch(s.publisher_id, s.content_root, s.size, s.block_size, s.validator, s.publisher_host,
+                  attested_by=s.attested_by) for s in found]
 
 
 async def test_many_keys_and_claimed_hosts_from_one_address_make_no_quorum(network):
@@ -90,6 +93,29 @@ async def test_many_keys_and_claimed_hosts_from_one_address_make_no_quorum(netwo
         assert {s.publisher_host for s in found} == {None}  # two liars on one address are one network
         decision = decide(vouches(found), parse_trust("quorum:2"))
         assert decision.accepted is None and decision.reason == "below-quorum" and decision.publishers == 0
+    finally:
+        await asyncio.gather(*(n.stop(save=False) for n in lying))
+
+
+async def test_liars_in_two_networks_add_two_to_a_quorum_whatever_they_claim(network):
+    """Lying storing nodes in two networks swear to every host they like: before, each claimed host counted (six
+    networks from two), so `quorum:3` fell to them; now each attested host spends an attesting network of its own,
+    and the two add two, as two publishers of their own would."""
+    lying = await attackers(network, 4, hosts=(ATTACKER_HOST, "127.0.0.67"))
+    try:
+        for host in FAR_PUBLIC:
+            record = forged(NodeIdentity.generate(), host)
+            for liar in lying:
+                liar.store._insert((KIND_MANIFEST, KEY), record, "self", None)
+        reader = network[-1]
+        reader.store = RecordStore(reader.config.store_limits)  # not a storing node of its own: remote words only
+        found = await DhtDiscovery(reader).get_manifests(KEY)
+        attested = [s for s in found if s.publisher_host is not None]
+        assert len({network_prefix(s.publisher_host) for s in attested}) >= 3  # the lie is believed host by host ...
+        assert all(s.attested_by == {ATTACKER_HOST + "/32", "127.0.0.67/32"} for s in attested)
+        decision = decide(vouches(found), parse_trust("quorum:3"))
+        assert decision.accepted is None and decision.reason == "below-quorum"  # ... but weighs two
+        assert decision.publishers == 2
     finally:
         await asyncio.gather(*(n.stop(save=False) for n in lying))
 
@@ -126,15 +152,16 @@ async def test_relayed_records_keep_the_address_they_were_observed_from(network)
     reader = await start_node("127.0.0.40", [network[2].address])
     try:
         reader.store = RecordStore(reader.config.store_limits)  # it holds nothing itself
-        [(record, host)] = await reader.get_manifests(KEY)
+        [(record, host, attesters)] = await reader.get_manifests(KEY)
         assert record.publisher_id == alice.node_id and host == alice.address[0]
+        assert len(attesters) >= 2  # the storing nodes' networks, as the reader sees them
     finally:
         await reader.stop(save=False)
 
     # Someone else relaying Alice's own signed record does not move her: refused, and her slot stays hers.
     relay = await start_node(ATTACKER_HOST, [network[1].address])
     try:
-        [(record, _)] = await network[-1].get_manifests(KEY)
+        [(record, _, _)] = await network[-1].get_manifests(KEY)
         fresh = await start_node("127.0.0.41", [network[1].address])
         try:
             relay.routing.add(Contact(fresh.node_id, *fresh.address), relay.monotonic())  # a node that does not hold it yet
@@ -158,11 +185,11 @@ async def test_a_record_published_into_a_small_network_counts_once_others_join()
         for host in HONEST_HOSTS[2:6]:
             nodes.append(await start_node(host, [alice.address]))
         reader = nodes[-1]
-        [(_, host)] = await reader.get_manifests(KEY)
+        [(_, host, _)] = await reader.get_manifests(KEY)
         assert host is None  # one storing node saw it: one network
         await alice.maintain()
         assert alice.counters["republished"] == 1
-        [(_, host)] = await reader.get_manifests(KEY)
+        [(_, host, _)] = await reader.get_manifests(KEY)
         assert host == alice.address[0]
     finally:
         await asyncio.gather(*(n.stop(save=False) for n in nodes))

@@ -182,7 +182,7 @@ async def test_manifest_records_several_publishers():
         content_root = os.urandom(32)
         for publisher in nodes[:3]:
             assert await publisher.put_manifest(key, content_root, 10**6, 1 << 18, '"abc"') >= 5
-        manifests = [record for record, _host in await nodes[10].get_manifests(key)]
+        manifests = [record for record, _host, _by in await nodes[10].get_manifests(key)]
         assert sorted(m.publisher_id for m in manifests) == sorted(n.node_id for n in nodes[:3])
         assert {(m.content_root, m.size, m.block_size, m.validator) for m in manifests} == {
             (content_root, 10**6, 1 << 18, b'"abc"')

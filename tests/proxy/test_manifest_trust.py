@@ -22,14 +22,17 @@ BLOCK = 65536
 
 
 def v(pid: str, host: str | None, root: bytes = ROOT_A, size: int = SIZE, block: int = BLOCK,
-      validator: bytes = V1, at: float = 0.0) -> Vouch:
-    return Vouch(pid.encode(), root, size, block, validator, host, at)
+      validator: bytes = V1, at: float = 0.0, by: tuple[str, ...] = ()) -> Vouch:
+    """A vouch; `by`: the networks that attested its host (none: our own store saw it)."""
+    return Vouch(pid.encode(), root, size, block, validator, host, at, frozenset(by))
 
 
 def agreed(root: bytes = ROOT_A, size: int = SIZE, block: int = BLOCK, validator: bytes = V1) -> AgreedManifest:
     return AgreedManifest(root, size, block, validator)
 
 
+LIARS = ("192.52.193.0/24", "100.64.0.1/32")  # two networks of lying storing nodes
+STORERS = ("8.8.8.0/24", "9.9.9.0/24", "1.1.1.0/24", "2620:4f:9::/48")  # honest storing nodes (strings only)
 LIAR_24 = [v(f"liar{i}", f"192.31.196.{i}", root=ROOT_B) for i in range(1, 21)]  # 20 keys, one /24
 
 # "Far public" hosts are from ranges `addresses` calls public (AS112 192.31.196/24 and 192.175.48/24, AMT
@@ -146,6 +149,40 @@ ROWS = {
         "any", LIAR_24 + [v("a", "192.52.193.10"), v("b", "192.175.48.9")], {}, TrustDecision(agreed(), "any", "ok", 2)),
     "origin-never-believes-the-dht": (
         "origin", [v("a", "192.31.196.1"), v("b", "192.175.48.1")], {}, TrustDecision(None, "none", "trust=origin", 0)),
+    # Hosts attested by other storing nodes: never more weight than the fewest networks a party needs to show them
+    # (each host where it is, or every network that attested it lying).
+    "two-lying-networks-attest-three-hosts-weigh-two": (
+        "quorum:3", [v("a", "192.31.196.1", by=LIARS), v("b", "192.175.48.1", by=LIARS),
+                     v("c", "2620:4f:1::1", by=LIARS)], {},
+        TrustDecision(None, "none", "below-quorum", 2)),
+    "attesters-that-publish-lend-nothing": (  # the liars publish from their own networks too: still two
+        "quorum:3", [v("a", "192.52.193.1"), v("b", "100.64.0.1"),
+                     v("c", "192.31.196.1", by=LIARS), v("d", "192.175.48.1", by=LIARS)], {},
+        TrustDecision(None, "none", "below-quorum", 2)),
+    "honest-storers-attest-a-remote-quorum": (  # the same storing nodes attest every honest publisher
+        "quorum:3", [v("a", "192.31.196.1", by=STORERS), v("b", "192.175.48.1", by=STORERS),
+                     v("c", "2620:4f:1::1", by=STORERS)], {},
+        TrustDecision(agreed(), "quorum", "ok", 3)),
+    "first-hand-and-remote-together": (
+        "quorum:2", [v("a", "192.31.196.1"), v("b", "192.175.48.1", by=("192.52.193.0/24", "2620:4f:2::/48"))],
+        {}, TrustDecision(agreed(), "quorum", "ok", 2)),
+    "one-attester-for-two-hosts-counts-one": (
+        "quorum:2", [v("a", "192.31.196.1", by=("192.52.193.0/24",)), v("b", "192.175.48.1", by=("192.52.193.0/24",))],
+        {}, TrustDecision(None, "none", "below-quorum", 1)),
+    "a-claim-beside-a-first-hand-host-needs-its-own-network": (
+        # a is seen first-hand in b's /24 and attested elsewhere by liars: true or not, two networks stand behind it
+        "quorum:3", [v("a", "192.31.196.1"), v("a", "192.175.48.1", by=LIARS), v("b", "192.31.196.2")], {},
+        TrustDecision(None, "none", "below-quorum", 2)),
+    # A small DHT: the storing nodes are the publishers. Two of them could have made the third up (both attest it).
+    "three-publishers-that-attest-each-other-weigh-two": (
+        "quorum:2", [v("a", "192.31.196.1", by=("192.175.48.0/24", "192.52.193.0/24")),
+                     v("b", "192.175.48.1", by=("192.31.196.0/24", "192.52.193.0/24")),
+                     v("c", "192.52.193.1", by=("192.31.196.0/24", "192.175.48.0/24"))], {},
+        TrustDecision(agreed(), "quorum", "ok", 2)),
+    "more-claimed-hosts-than-attesting-networks": (  # three storing nodes attest five hosts: at most three
+        "quorum:4", [v(f"h{i}", host, by=STORERS[:3]) for i, host in enumerate(
+            ["192.31.196.1", "192.175.48.1", "192.52.193.1", "2620:4f:1::1", "2620:4f:2::1"])], {},
+        TrustDecision(None, "none", "below-quorum", 3)),
     "in-progress-claims-are-never-a-manifest": (
         "quorum:2", [v("a", "192.31.196.1", root=FETCHING), v("b", "192.175.48.1", root=FETCHING)], {},
         TrustDecision(None, "none", "no-candidates", 0)),
@@ -319,3 +356,23 @@ def test_decision_is_order_independent_and_sound(candidates, policy, seed):
     assert decision.publishers <= len({network_prefix(c.publisher_host) for c in backers})
     if parsed.mode == "quorum":
         assert decision.publishers >= parsed.quorum
+
+
+ATTACKER_HOSTS = ["192.31.196.1", "192.175.48.1", "192.52.193.1", "2620:4f:1::1", "127.0.0.9"]
+CLAIMABLE = ["192.31.197.1", "8.8.8.8", "9.9.9.9", "2620:4f:7::1", "127.0.0.10", "100.64.0.3"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(owned=st.integers(1, len(ATTACKER_HOSTS)), choices=st.lists(st.tuples(
+    st.booleans(), st.integers(0, 20), st.sampled_from(CLAIMABLE), st.sets(st.integers(0, 20), max_size=4)),
+    max_size=12))
+def test_a_party_weighs_at_most_its_own_networks(owned, choices):
+    """Whatever keys, claimed hosts and attestations a party with `owned` real networks makes up (each publisher
+    seen first-hand at one of its hosts, or at a claimed host attested by storing nodes in its networks), it
+    never weighs more than `owned`."""
+    mine = ATTACKER_HOSTS[:owned]
+    networks = [network_prefix(host) for host in mine]
+    forged = [v(f"k{i}", mine[pick % owned]) if first_hand else
+              v(f"k{i}", claimed, by=tuple(networks[a % owned] for a in attesters) or (networks[0],))
+              for i, (first_hand, pick, claimed, attesters) in enumerate(choices)]
+    assert mt._weight(forged) <= owned
