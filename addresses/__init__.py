@@ -28,6 +28,9 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 UNKNOWN_PREFIX = "unknown"  # `network_prefix` of anything that counts in no network
 PUBLIC_IPV4_PREFIX = 24
 PUBLIC_IPV6_PREFIX = 48
+# One subscriber's IPv6 block: a home line or a VM gets a /64 (RFC 6177), so a public IPv6 address is one source
+# per /64 where sources are shared out; per /128 it could take 2^64 per-address shares.
+PUBLIC_IPV6_SOURCE_PREFIX = 64
 
 
 class Kind(enum.Enum):
@@ -139,11 +142,15 @@ def canonical_host(host: str | None) -> str | None:
 
 def source(host: str | None) -> tuple[str | None, str | None]:
     """What a peer's address counts as where sources are shared out (slots, handshakes): its one spelling
-    (`canonical_host`) and its network (`network_prefix`); None for what is not an IP literal, or in no network."""
+    (`canonical_host`; a public IPv6 address's /64: one subscriber) and its network (`network_prefix`); None for
+    what is not an IP literal, or in no network."""
     canonical = canonical_host(host)
     if canonical is None:
         return None, None
     network = network_prefix(canonical)
+    ip = effective(ipaddress.ip_address(canonical))
+    if ip.version == 6 and classify(ip) is Kind.PUBLIC:
+        canonical = str(ipaddress.ip_network(f"{ip}/{PUBLIC_IPV6_SOURCE_PREFIX}", strict=False))
     return canonical, None if network == UNKNOWN_PREFIX else network
 
 

@@ -95,6 +95,10 @@ CASES = [
      ["admit a 127.0.0.2 0 -> -", "admit b ::ffff:127.0.0.2 0 -> -", "admit c [::ffff:127.0.0.2] 0 -> -",
       "admit d 127.0.0.3 0 -> -", "took a 1", "took b 1", "took c 1", "took d 1",
       f"admit new 127.0.0.4 {T} -> evict a"]),
+    ("public IPv6 addresses of one /64 are one subscriber's", 4, {"per_address": 2},
+     ["admit a 2a00:1:2:3::1 0 -> -", "admit b 2a00:1:2:3::2 0 -> -", "admit c 2a00:1:2:3:ffff::9 0 -> -",
+      "admit d 127.0.0.3 0 -> -", "took a 1", "took b 1", "took c 1", "took d 1",
+      f"admit new 127.0.0.4 {T} -> evict a"]),
     ("public IPv6 addresses of one /48 share a network", 4, {"per_address": 1, "per_network": 2},
      [f"admit v{i} 2a00:1:2:{i}::1 0 -> -" for i in range(4)] + [f"took v{i} 1" for i in range(4)]
      + [f"admit new 2a00:9::1 {T} -> evict v0"]),
