@@ -38,6 +38,7 @@ from .errors import ConfigError
 CA_LIFETIME = datetime.timedelta(days=365)
 LEAF_LIFETIME = datetime.timedelta(days=1)
 LEAF_RENEW_BEFORE = datetime.timedelta(hours=1)
+LEAF_FILE = re.compile(r"[0-9a-f]{64}\.pem")  # `leaf_path`: the SHA-256 of the name
 BACKDATE = datetime.timedelta(hours=1)  # a client whose clock is a little behind still accepts a fresh leaf
 MAX_LEAVES = 256  # leaves kept in memory (and on disk) at once; the least recently made go first
 CA_NAME = "swarmproxy local CA (this machine only)"
@@ -177,7 +178,18 @@ class LocalCA:
                               "run `swarmproxy ca rotate` and trust the new one")
         if not isinstance(key, ec.EllipticCurvePrivateKey):
             raise ConfigError(f"the local CA key in {self.key_path} is not an EC key; `swarmproxy ca rotate`")
+        self._sweep_leaves()
         return cert, key
+
+    def _sweep_leaves(self) -> None:
+        """Delete what `leaves/` holds besides leaves named by a hash: earlier trees named them by the client's SNI,
+        and those files (each with its private key, signed by this CA) were never read or evicted again."""
+        leaves = self.directory / "leaves"
+        if not leaves.is_dir():
+            return
+        for entry in leaves.iterdir():
+            if not LEAF_FILE.fullmatch(entry.name):
+                entry.unlink(missing_ok=True)  # a link itself, never what it points at
 
     def rotate(self) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
         """Make a new CA (for the current patterns) and forget every leaf of the old one."""

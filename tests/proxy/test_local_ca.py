@@ -108,6 +108,18 @@ def test_leaves_are_filed_under_the_hash_of_the_normalised_name(root, ca):
     assert all(re.fullmatch(r"[0-9a-f]{64}\.pem", name) for name in files)
 
 
+def test_leaves_named_the_old_way_are_deleted_when_the_ca_loads(root, ca):
+    """Leaves were once filed under the client's SNI: a key signed by our CA lying about, never used again."""
+    ca.context_for(GOOD)
+    leaves = root / "data" / "ca" / "leaves"
+    (leaves / f"{GOOD}.pem").write_bytes(b"an old leaf and its key")
+    (root / "kept.pem").write_bytes(PRECIOUS)
+    (leaves / "link.pem").symlink_to(root / "kept.pem")
+    LocalCA(root / "data" / "ca", parse_mitm_hosts(f"*.{DOMAIN}"))
+    assert [p.name for p in leaves.iterdir()] == [hashlib.sha256(GOOD.encode()).hexdigest() + ".pem"]
+    assert (root / "kept.pem").read_bytes() == PRECIOUS  # a link is removed, never followed
+
+
 def test_eviction_deletes_only_the_evicted_leaf(root, ca, monkeypatch):
     monkeypatch.setattr(local_ca, "MAX_LEAVES", 1)
     leaves = root / "data" / "ca" / "leaves"
