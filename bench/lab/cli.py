@@ -3,7 +3,8 @@
 Scenarios (each writes report.json, summary.txt and figure.png into --out):
   flashcrowd  100 KB file, load 1..20 clients/s: direct vs swarmproxy (Pack figs. 4.1/4.2)
   sweep       vary one of T, R, W, block size, linger, connection limit (figs. 4.3-4.5, 4.8, 4.9, 4.11),
-              or ours: early (the crowd rule's delay), trust (quorum:2 against Pack's 'any')
+              or ours: early (the crowd rule's delay), trust (quorum:2 against Pack's 'any'), discover (the
+              privacy rule's --discover-size: 16Mi, the default, against 0, a lookup at every request)
   page        one 100 KB object, then ten 10 KB objects in parallel (figs. 4.6/4.7)
   largefile   30 MB, 100 clients at 1/s: swarmproxy vs libtorrent with the origin as web seed (table 4.1)
   mixed       Pack's future work: adaptive T/R/W vs the best fixed T/R/W of `sweep` (and the defaults) in one run,

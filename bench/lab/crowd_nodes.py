@@ -20,6 +20,7 @@ import aiohttp
 
 from proxy.config import parse_block_size
 from proxy.demo.slow_origin import SlowOrigin
+from proxy.discovery_rule import DEFAULT_LARGE
 from proxy.server import ProxyServer
 from proxy.transition import DEFAULT_EARLY_LOOKUP, DEFAULT_FIRST_BYTE_TIMEOUT, DEFAULT_MIN_RATE, DEFAULT_RATE_WINDOW
 from server_plugin.aiohttp_plugin import install
@@ -53,6 +54,7 @@ class CrowdParams:
     linger: float = LINGER
     fetch_peers: int = FETCH_PEERS
     trust: str = "quorum:2"
+    discover_size: str = str(DEFAULT_LARGE)  # the privacy rule's size threshold (`--discover-size`; 0: every size)
     transport: str = "tcp"
     direct: bool = True  # also run the direct half
     client_timeout: float = 1800.0
@@ -174,7 +176,7 @@ class SwarmNodes:
             # Pack's linger 0 is "leave when done"; the proxy's --linger 0 means "until evicted".
             linger=str(p.linger or 0.001),
             trust=p.trust, transport=p.transport, block_size=p.block_size,
-            fetch_peers=str(p.fetch_peers), read_timeout="60",
+            fetch_peers=str(p.fetch_peers), read_timeout="60", discover_size=p.discover_size,
             share_private_origins=SWARM_ORIGIN)  # the lab's origin, on loopback: listed as a user lists a mirror
 
     async def start(self, on_first: Callable[[str], None] | None = None,

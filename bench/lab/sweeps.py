@@ -5,11 +5,16 @@ from __future__ import annotations
 
 from typing import Callable
 
+from proxy.config import parse_size
 from proxy.manifest_trust import parse_trust
 
 
 def _trust(text: str) -> str:
     return str(parse_trust(text))  # raises ValueError on a policy the proxy would refuse
+
+
+def _size(text: str) -> str:
+    return str(int(parse_size(text)))  # raises ValueError on a size the proxy would refuse
 
 
 # What `sweep --param` varies: (CrowdParams field, how a value is written, Pack's values).
@@ -23,4 +28,7 @@ SWEEPS: dict[str, tuple[str, Callable[[str], object], list[str]]] = {
     "connections": ("fetch_peers", int, ["1", "2", "4", "16", "50"]),
     # ours: what our default quorum costs against Pack's trust-the-first-publisher
     "trust": ("trust", _trust, ["quorum:2", "any"]),
+    # ours: what the privacy rule costs: 16Mi (the default: a 100 KB file is looked up only once its origin is
+    # slow) against 0 (every download may look up at once, as before the rule)
+    "discover": ("discover_size", _size, ["16Mi", "0"]),
 }

@@ -57,12 +57,16 @@ def test_plan_details():
     assert cli.plan(_args("largefile", "--quick")).runs[0][1].workers == 0
     assert cli.plan(_args("largefile", "--workers", "0")).runs[0][1].workers == 0
     assert cli.plan(_args("flashcrowd")).runs[0][1].workers == 0
+    discover = cli.plan(_args("sweep", "--param", "discover")).runs
+    assert [(label, p.discover_size) for label, p in discover] == [("discover=16Mi", "16777216"), ("discover=0", "0")]
+    assert cli.plan(_args("flashcrowd")).runs[0][1].discover_size == "16777216"  # the proxy's own default
     custom = cli.plan(_args("flashcrowd", "--delay", "10", "--node-rate", "2M", "--origin-rate", "100k")).base
     assert (custom.delay, custom.node_up, custom.node_down, custom.origin_rate) == (0.01, 2e6, 2e6, 100e3)
 
 
 @pytest.mark.parametrize("argv", [["flashcrowd", "--loads", "0"], ["flashcrowd", "--loads", "x"],
                                   ["sweep", "--param", "T", "--values", "soon"], ["flashcrowd", "--size", "big"],
+                                  ["sweep", "--param", "discover", "--values", "lots"],
                                   ["flashcrowd", "--clients", "0"], ["flashcrowd", "--workers", "-1"]])
 def test_bad_plans_are_clear_errors(argv):
     with pytest.raises(ConfigError):
