@@ -4,9 +4,10 @@ A lookup tells the DHT nodes near a URL's key that this address wants it, and a 
 keys back into URLs; an announcement or a vouch tells them this address has it. Ordinary fast browsing must tell
 them nothing, so a download looks its URL up, claims it, announces or vouches for it only when swarming can pay:
 
-* its origin was **slow** (`T`: no first byte within T; `R`: under R for W; a slow start at the early point; the
-  origin breaking off; or no response head within `silence` of the request: a narrower signal than the request
-  itself, which made every GET a lookup);
+* its origin was **slow** (`T`: no first byte within T; `R`: under R for W; a slow start at the early point; under
+  R to its last byte, for a download that ended before W but lasted past T; the origin breaking off; or no
+  response head within `silence` of the request: a narrower signal than the request itself, which made every GET
+  a lookup);
 * the origin **asked** for it (the server plugin's hint);
 * its **host was slow recently** (the adaptive history of `proxy.adaptive`: a recent switch, or a rate or first
   byte beyond the flags);

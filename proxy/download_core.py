@@ -185,7 +185,7 @@ class DownloadCore(ParkingSteps):
             piece = data[self.position - offset:self.end - offset]
             actions = [self._deliver_origin(piece)]
             if self.position >= self.end:
-                return actions + self._origin_finished()
+                return actions + self._origin_finished(now)
             return actions + self._tick(now)
         if self.phase is not Phase.MERGE:
             return []
@@ -335,7 +335,7 @@ class DownloadCore(ParkingSteps):
             if self.validator:  # else nobody can vouch for it: no claim is worth making
                 self.spool_block = block_size or choose_block_size(self.size)
         if self.position >= self.end:
-            return actions + self._origin_finished()
+            return actions + self._origin_finished(now)
         if self.hinted:  # before any body byte: the origin published its manifest and asks us to swarm
             return actions + self._switch(self.policy.hint(now) or T_CAUSE, "the origin asks clients to swarm", now)
         if self._may_park() and self.policy.lookup_due_at() is not None and self._discoverable() \
@@ -551,8 +551,9 @@ class DownloadCore(ParkingSteps):
                 HandOver(self.found.manifest if self.found else None, self.fetch_start, swarm_done,
                          self.publishable and self._discoverable())]
 
-    def _origin_finished(self) -> list[Action]:
+    def _origin_finished(self, now: float) -> list[Action]:
         """The origin delivered the last byte (the response's `end`)."""
+        self.discretion.slow = self.discretion.slow or self.policy.slow_to_the_end(now)
         self.policy.finish()
         self.phase = Phase.DONE
         self.origin = Producer.GONE

@@ -206,6 +206,16 @@ class TransitionPolicy:
             return False
         return self._under_r(self._advance(now))
 
+    def slow_to_the_end(self, now: float) -> bool:
+        """At the origin's last byte: did it stay under R (over at most the last W) for a download that lasted at
+        least T past its first byte? One that ends before W is otherwise never judged at R: a crowd's first
+        fetcher, fast at its early point and slowed by the crowd after it, took 1.3 s for 100 KB and was kept
+        private as a fast download (T keeps a fast origin's small files out: they end within it)."""
+        if self._first is None or self._finished or self._cause is not None \
+                or now - self._first < self.first_byte_timeout:
+            return False
+        return self._under_r(self._advance(now))
+
     def finish(self) -> None:
         """The origin delivered everything: no switch from now on (a recorded cause stays)."""
         self._finished = True

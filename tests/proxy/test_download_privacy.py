@@ -59,6 +59,21 @@ def test_a_fast_small_download_looks_nothing_up_and_announces_nothing():
     assert any(isinstance(a, act.Note) and "private" in a.text for a in actions)
 
 
+def test_a_download_slowed_after_its_early_point_and_done_before_w_was_slow():
+    """A crowd's first fetcher: fast at its early point, slowed by the crowd after it, done before W: under R
+    from its first byte to its last, so it may vouch (it was kept private as a fast download before)."""
+    settings = dataclasses.replace(PRIVATE, transition=dataclasses.replace(PRIVATE.transition, min_rate=160_000.0))
+    core = DownloadCore(settings)
+    core.start(0.0)
+    actions = core.origin_head(head(ranges=True), 0.1)
+    actions += core.origin_data(CONTENT[:90_000], 0.15)
+    actions += core.timer(0.6)  # the early point: 90 kB in 0.5 s is R or more, no lookup
+    assert not {"LookAhead", "StartLookup"} & set(names(actions))
+    actions = core.origin_data(CONTENT[90_000:], 1.9)  # 100 kB in 1.8 s: under 160 kB/s
+    complete = next(a for a in actions if isinstance(a, act.OriginComplete))
+    assert complete.publishable is True
+
+
 def test_a_large_download_is_looked_up_at_its_head_and_announced():
     core = DownloadCore(PRIVATE)
     assert core.start(0.0) == []

@@ -33,6 +33,7 @@ def _stream(first: float, last: float, step: float, n: int) -> list[tuple]:
 #   ("crowd", t, expected)   crowd(t) == expected (an early lookup found a trusted copy at t)
 #   ("lookup", expected)     lookup_due_at() == expected
 #   ("slow", t, expected)    slow_so_far(t) == expected
+#   ("end", t, expected)     slow_to_the_end(t) == expected (the origin's last byte came at t)
 SCRIPTS = [
     pytest.param({}, _stream(0.1, 10.0, 0.01, 20_000) + [("check", 10.0, None)],
                  id="steady-2MB/s-never-switches"),
@@ -123,6 +124,17 @@ SCRIPTS = [
     pytest.param({"early_lookup": 0.25}, [("bytes", 0.1, 300), ("lookup", 0.1 + 0.25), ("crowd", 0.1 + 0.25, "crowd")],
                  # at the exact early point the shell's timer fires: 0.1 + 0.25 - 0.1 is 0.24999999999999997
                  id="crowd-at-the-early-point-in-floats"),
+    # At the last byte: under R from the first byte to the last, for a download that lasted past T (0.75 s).
+    pytest.param({}, [("bytes", 0.05, 60_000), ("bytes", 0.6, 20_000), ("bytes", 1.3, 20_000), ("end", 1.3, True)],
+                 id="end-100KB-in-1.25s-was-slow"),  # a crowd's first fetcher: fast at first, then slowed
+    pytest.param({}, [("bytes", 0.05, 2_000), ("bytes", 0.06, 4_000), ("end", 0.06, False)],
+                 id="end-a-small-file-within-T-is-never-judged"),
+    pytest.param({}, _stream(0.1, 1.5, 0.01, 2_000) + [("end", 1.5, False)],
+                 id="end-200kB/s-to-the-end-was-fast"),
+    pytest.param({}, [("bytes", 0.05, 300), ("bytes", 3.0, 500_000), ("check", 3.0, "R"), ("end", 3.0, False)],
+                 id="end-after-a-switch-judges-nothing-more"),
+    pytest.param({}, [("bytes", 0.05, 1_000), ("finish",), ("end", 2.0, False)],
+                 id="end-after-finish-judges-nothing"),
 ]
 
 
@@ -148,6 +160,8 @@ def _run(params: dict, ops: list[tuple]) -> TransitionPolicy:
             assert policy.lookup_due_at() == op[1], "lookup_due_at()"
         elif kind == "slow":
             assert policy.slow_so_far(op[1]) == op[2], f"slow_so_far({op[1]!r})"
+        elif kind == "end":
+            assert policy.slow_to_the_end(op[1]) == op[2], f"slow_to_the_end({op[1]!r})"
         elif kind == "deadline":
             assert policy.next_deadline() == op[1], "next_deadline()"
         else:  # pragma: no cover - a typo in the table
