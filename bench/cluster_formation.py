@@ -48,8 +48,10 @@ from bench.cluster_harness import RedisServer, redis_missing
 from cluster.agent import Agent, AgentConfig
 from cluster.coord import Coord
 from cluster.errors import BadRecord
+from cluster.intent import SigningKey
 from cluster.overlay import DC_REPS, RACK_REPS, Level, Location, Slot, View, dc_slots, rack_slots
-from cluster.records import FINISHED, MemberRecord, TransferRecord, transfer_id
+from cluster.push import signed_transfer
+from cluster.records import FINISHED, MemberRecord, TransferRecord
 from cluster.run import TransferRun
 from swarm.content.manifest import build_manifest
 
@@ -97,6 +99,9 @@ class Counter:
         self.active = 0  # reconciles under way
 
 
+OWNER = SigningKey.generate()  # the bench's owner key: its pushes are signed as a real owner's
+
+
 class BenchAgent(Agent):
     """An agent whose block engine does not run: it reconciles (records, slots, views) and fetches nothing."""
 
@@ -127,7 +132,8 @@ class Bench:
             rack = i % args.racks
             dc = rack % args.dcs
             config = AgentConfig(url, f"dc{dc}", f"r{rack}", host=f"10.{dc}.{rack}.{i // args.racks}",
-                                 data_dir=directory / f"a{i}", reconcile=args.reconcile)
+                                 data_dir=directory / f"a{i}", reconcile=args.reconcile,
+                                 trusted_keys=frozenset({OWNER.public}))
             agent = BenchAgent(config)
             # Not the default 3 s: every agent shares this process's event loop, where an answer is read late.
             agent.coord.timeout = CALL_TIMEOUT
@@ -207,9 +213,7 @@ async def run(args: argparse.Namespace, directory: pathlib.Path, url: str) -> di
         registered = time.monotonic() - registered
         manifest, layer = build_manifest([b"\x00" * args.size], args.size)
         seeder = "5e" * 32
-        record = TransferRecord(transfer_id(manifest.root), "bench.bin", TransferRecord.pack(manifest.encode()),
-                                TransferRecord.pack(b"".join(layer)), 0, time.time(), seeder, "*",
-                                await probe.server_id())
+        record = signed_transfer(manifest, layer, "bench.bin", OWNER, seeder=seeder, server=await probe.server_id())
         me = MemberRecord(seeder, FINISHED, manifest.num_blocks, manifest.num_blocks, seeder=True, role="seeder")
         before_push = await commandstats(probe)
         reconciles_at_push = bench.counter.reconciles

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import redis
 
+from cluster.intent import SigningKey
 from cluster.records import NAMESPACE, AgentRecord, Keys, MemberRecord, TransferRecord
 
 REDIS_BINARY = "redis-server"
@@ -141,13 +142,19 @@ class Cluster:
         self.agents: dict[str, AgentProc] = {}
         self.keys = Keys(NAMESPACE)
         self.env = dict(os.environ, PYTHONPATH=str(pathlib.Path(__file__).resolve().parent.parent))
+        # The owner's key, as `cluster keygen` makes it: pushes and cancels are signed, agents trust its public half.
+        self.owner_key = directory / "owner.key"
+        if not self.owner_key.exists():
+            directory.mkdir(parents=True, exist_ok=True)
+            SigningKey.generate().save(self.owner_key)
+        self.owner_public = SigningKey.load(self.owner_key).public
 
     def add_agent(self, name: str, host: str, dc: str, rack: str, start: bool = True) -> AgentProc:
         data_dir = self.directory / name
         agent = AgentProc(name, host, dc, rack, data_dir, [
             "agent", "--redis", self.redis.url, "--dc", dc, "--rack", rack, "--listen", f"{host}:0",
             "--data-dir", str(data_dir), "--name", name, "--reconcile", str(self.reconcile),
-            *self.extra_agent_args])
+            "--trust-key", self.owner_public, *self.extra_agent_args])
         self.agents[name] = agent
         if start:
             self.start(agent)
@@ -182,7 +189,7 @@ class Cluster:
         return subprocess.Popen(
             [*prefix, *python_command("push", str(path), "--redis", self.redis.url, "--listen", f"{host}:0", "--quiet",
                            "--reconcile", str(self.reconcile), "--data-dir", str(self.directory / "seeder"),
-                           *extra)],
+                           "--key", str(self.owner_key), *extra)],
             stdout=subprocess.PIPE, stderr=open(self.directory / "push.log", "ab"), env=self.env)
 
     # -- what redis says -----------------------------------------------------------------------------------------

@@ -7,7 +7,9 @@ reconcile loop. Every `reconcile` seconds, or at once when a wake-up arrives on 
    the slot holders a head start of one slot TTL of server uptime, `cluster.overlay`);
 2. rewrites its agent record and its provider announcements (TTL keys: a restarted redis is refilled here);
 3. reads the transfers, restores any that redis lost (it has their manifest), starts a `TransferRun` for each new
-   one it is targeted by, stops the cancelled ones;
+   one it is targeted by, stops the cancelled ones: each push and each cancel only if a key the agent trusts
+   signed it, and it is no replay or rollback (`cluster.intent`; what it accepted is kept in DATA_DIR); a push of
+   a name already pushed replaces the older one;
 4. reconciles each run: member record, overlay role, slots, reading only the part of the overlay it acts on
    (`cluster.scope`); the locations and addresses of the peers it meets are learnt from those records.
 
@@ -30,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fnmatch
+import json
 import logging
 import os
 import pathlib
@@ -41,6 +44,7 @@ from dataclasses import dataclass, field
 from cluster.coord import Coord
 from cluster.discovery import RedisDiscovery
 from cluster.errors import BadRecord, RedisUnavailable
+from cluster.intent import CANCEL, PUSH, Ledger, SignedIntent
 from cluster.overlay import Level, Location
 from cluster.records import KEY_TTL, NAMESPACE, RECONCILE_EVERY, SLOT_TTL, AgentRecord, MemberRecord, TransferRecord
 from cluster.run import STALL_TIMEOUT, TransferRun
@@ -78,6 +82,10 @@ class AgentConfig:
     capacities: Capacities = field(default_factory=Capacities)
     reserve: float = RESERVE
     stall_timeout: float = STALL_TIMEOUT
+    trusted_keys: frozenset[str] = frozenset()  # public keys whose signed pushes and cancels it acts on
+
+
+LEDGER_FILE = "intents.json"  # in the data dir: what the agent accepted, so a restart refuses the same replays
 
 
 def load_node_id(data_dir: pathlib.Path) -> bytes:
@@ -135,6 +143,8 @@ class Agent:
         self._rate_mark: tuple[float, int] = (time.monotonic(), 0)
         self._rate = 0.0
         self._tasks: set[asyncio.Task] = set()
+        self.ledger = Ledger(_read_json(self.data_dir / LEDGER_FILE))
+        self.refused: dict[str, str] = {}  # transfer id -> why its push or cancel was refused (said once)
 
     # -- lookups for the transport and discovery ----------------------------------------------------------------
 
@@ -263,7 +273,8 @@ class Agent:
             if tid not in transfers and restarted and not run.cancelled:
                 await self.coord.put_transfer(run.record, only_if_missing=True)
                 transfers[tid] = run.record
-        cancelled = await self.coord.cancelled(set(transfers) | set(self.runs))
+        cancels = await self.coord.cancelled(set(transfers) | set(self.runs))
+        cancelled = {tid for tid, text in cancels.items() if self._admit(tid, text, CANCEL) is not None}
         for tid in cancelled & set(self.runs):
             self._cancel(self.runs[tid])
         for tid, transfer in transfers.items():
@@ -278,12 +289,45 @@ class Agent:
     def _targeted(self, transfer: TransferRecord) -> bool:
         return fnmatch.fnmatchcase(f"{self.location.dc}/{self.location.rack}/{self.name}", transfer.hosts)
 
+    def _admit(self, tid: str, text: str | bytes | None, action: str,
+                fields: tuple | None = None) -> SignedIntent | None:
+        """The signed intent `text` if the agent may act on it for transfer `tid` now (and notes it), else None:
+        unsigned, signed by a key it does not trust, not for this transfer (`fields`: what the record says:
+        name, priority, hosts, root, size), a replay or a rollback (`cluster.intent.Ledger`). Said once."""
+        try:
+            signed = SignedIntent.load(text)
+        except BadRecord as exc:
+            return self._refuse(tid, action, str(exc))
+        intent = signed.intent
+        if intent.action != action or intent.tid != tid or (fields is not None and fields != (
+                intent.name, intent.priority, intent.hosts, intent.root, intent.size)):
+            return self._refuse(tid, action, "its signed intent is for another transfer or other fields")
+        if (problem := self.ledger.judge(signed, self.config.trusted_keys, time.time())) is not None:
+            return self._refuse(tid, action, problem)
+        if self.ledger.state().get(intent.name) != [intent.seq, intent.tid, action == CANCEL]:
+            self.ledger.accept(signed)
+            _write_json(self.data_dir / LEDGER_FILE, self.ledger.state())
+        self.refused.pop(tid, None)
+        return signed
+
+    def _refuse(self, tid: str, action: str, why: str) -> None:
+        if self.refused.get(tid) != why:
+            self.refused[tid] = why
+            log.warning("transfer %s: refusing its %s: %s", tid, action, why)
+        return None
+
     def _begin(self, transfer: TransferRecord) -> None:
         try:
             run = TransferRun(self, transfer)
         except BadRecord as exc:
             log.warning("ignoring %s", exc)
             return
+        fields = (transfer.name, transfer.priority, transfer.hosts, run.root.hex(), run.manifest.size)
+        if self._admit(transfer.tid, transfer.intent, PUSH, fields) is None:
+            return
+        for older in [r for r in self.runs.values() if r.record.name == transfer.name and not r.cancelled]:
+            log.info("transfer %s: replaced by %s, a later push of %s", older.tid, transfer.tid, transfer.name)
+            self._cancel(older)  # its copy in files/ is replaced once the new one is complete
         self.runs[transfer.tid] = run
         log.info("transfer %s: %s, %d bytes, priority %d", run.tid, transfer.name, run.manifest.size,
                  transfer.priority)
@@ -341,3 +385,19 @@ class Agent:
 
     def limits(self) -> dict[Level, float | None]:
         return dict(self.planner.limits)
+
+
+def _read_json(path: pathlib.Path) -> dict:
+    """A small state file, or {} when it is missing or damaged (the agent then knows less, never more)."""
+    with contextlib.suppress(OSError, ValueError):
+        value = json.loads(path.read_text())
+        if isinstance(value, dict):
+            return value
+    return {}
+
+
+def _write_json(path: pathlib.Path, value: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(value, sort_keys=True))
+    os.replace(tmp, path)

@@ -1,9 +1,10 @@
 """cluster overlay mode: push files to many hosts, topology-aware, coordinated through redis
 
-    swarmproxy cluster agent --redis URL --rack R --dc D [--listen HOST:PORT] [--data-dir DIR]
-    swarmproxy cluster push FILE --redis URL [--priority N] [--hosts PATTERN]
+    swarmproxy cluster keygen -o OWNER.key        (prints the public key agents trust)
+    swarmproxy cluster agent --redis URL --rack R --dc D --trust-key KEY [--listen HOST:PORT] [--data-dir DIR]
+    swarmproxy cluster push FILE --redis URL --key OWNER.key [--priority N] [--hosts PATTERN]
     swarmproxy cluster status [--json] [--watch]
-    swarmproxy cluster cancel ID
+    swarmproxy cluster cancel ID --key OWNER.key
 
 Found by `swarmproxy` through the `swarmproxy.commands` entry point (pyproject.toml). Every error is one line on
 stderr and an exit status, never a traceback.
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -22,10 +24,12 @@ import re
 import signal
 import socket
 import sys
+import time
 import urllib.parse
 
-from cluster.errors import ClusterError, ConfigError
-from cluster.records import NAMESPACE, RECONCILE_EVERY, check_name
+from cluster.errors import BadRecord, ClusterError, ConfigError
+from cluster.intent import CANCEL, SignedIntent, SigningKey, public_key
+from cluster.records import NAMESPACE, RECONCILE_EVERY, TRANSFER_TTL, check_name
 from cluster.throttle import RESERVE, Capacities
 
 __all__ = ["main"]
@@ -108,6 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "redis is away (retrying every period) and resumes after a restart from the block store.")
     common(agent)
     agent.add_argument("--rack", required=True, type=_name("rack"), help="this host's rack (letters, digits, .-_)")
+    agent.add_argument("--trust-key", dest="trust_keys", action="append", required=True, metavar="KEY",
+                       help="a public key (swarmproxy-cluster-ed25519:...) whose signed pushes and cancels this "
+                            "agent acts on; repeat for several owners. Anything else in redis is ignored")
     agent.add_argument("--dc", required=True, type=_name("dc"), help="this host's datacenter")
     agent.add_argument("--listen", type=_address, default=None, metavar="HOST:PORT",
                        help="peer port; other hosts connect to HOST (default: the address we reach redis from, "
@@ -137,6 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "Prints a JSON summary on stdout: transfer id, seconds, and the seeder's upload ratio.")
     common(push)
     push.add_argument("file", type=pathlib.Path, metavar="FILE")
+    push.add_argument("--key", type=pathlib.Path, required=True, metavar="FILE",
+                      help="the owner's private key (from 'cluster keygen'): agents act only on signed pushes")
     push.add_argument("--priority", type=int, default=0, metavar="N",
                       help="higher first: agents fetch one transfer at a time (default: 0)")
     target = push.add_mutually_exclusive_group()
@@ -171,6 +180,17 @@ def build_parser() -> argparse.ArgumentParser:
                                              "(finished copies stay in their files/).")
     common(cancel)
     cancel.add_argument("transfer", metavar="ID", help="the transfer id (or a unique prefix), from 'status'")
+    cancel.add_argument("--key", type=pathlib.Path, required=True, metavar="FILE",
+                        help="the owner's private key: agents act only on signed cancels")
+
+    keygen = commands.add_parser(
+        "keygen", help="make the owner's key: pushes and cancels are signed with it, agents trust its public half",
+        description="Write a new Ed25519 private key to FILE (mode 0600; never over an existing file) and print "
+                    "its public key, which every agent is started with (--trust-key). Keep FILE where only the "
+                    "cluster's owner can read it: whoever holds it can push to every agent.")
+    keygen.add_argument("-o", "--output", type=pathlib.Path, required=True, metavar="FILE",
+                        help="where to write the private key")
+    keygen.add_argument("-v", "--verbose", action="store_true", help=argparse.SUPPRESS)
     return parser
 
 
@@ -221,9 +241,11 @@ async def _agent(args: argparse.Namespace, stop: asyncio.Event) -> int:
     host, port = args.listen or (reachable_host(args.redis), 0)
     if not 0 <= args.reserve < 1:
         raise ConfigError("--reserve must be in [0, 1)")
+    for key in args.trust_keys:
+        public_key(key)  # a clear error now for a key that is not one
     config = AgentConfig(args.redis, args.dc, args.rack, host, port, args.data_dir or _default_data_dir(),
                          args.name or "", args.namespace, args.reconcile, capacities=_capacities(args),
-                         reserve=args.reserve)
+                         reserve=args.reserve, trusted_keys=frozenset(key.strip() for key in args.trust_keys))
     agent = Agent(config)
     if args.metrics is not None:
         from cluster.metrics import serve_metrics
@@ -247,7 +269,7 @@ async def _push(args: argparse.Namespace, stop: asyncio.Event) -> int:
     host, port = args.listen or (reachable_host(args.redis), 0)
     config = PushConfig(args.file, args.redis, args.priority, args.hosts, host, port, data_dir=args.data_dir,
                         namespace=args.namespace, wait=args.wait, timeout=args.timeout, quiet=args.quiet,
-                        upload_rate=args.upload_rate, reconcile=args.reconcile)
+                        upload_rate=args.upload_rate, reconcile=args.reconcile, key=SigningKey.load(args.key))
     try:
         result = await push(config, stop)
     except TimeoutError as exc:
@@ -291,14 +313,29 @@ async def _cancel(args: argparse.Namespace, stop: asyncio.Event) -> int:
         if len(matches) != 1:
             raise NoSuchTransfer(f"no transfer {args.transfer!r}" if not matches else
                                  f"{args.transfer!r} names {len(matches)} transfers: {', '.join(matches)}")
-        await coord.cancel(matches[0])
+        key = SigningKey.load(args.key)
+        try:
+            pushed = SignedIntent.load(transfers[matches[0]].intent).intent
+        except BadRecord:
+            raise ClusterError(f"transfer {matches[0]} carries no signed push: agents never took it up") from None
+        cancel = dataclasses.replace(pushed, action=CANCEL, expires=time.time() + TRANSFER_TTL)
+        await coord.cancel(matches[0], key.sign(cancel).dump())
         print(f"cancelled transfer {matches[0]}", file=sys.stderr)
         return 0
     finally:
         await coord.close()
 
 
-HANDLERS = {"agent": _agent, "push": _push, "status": _status, "cancel": _cancel}
+async def _keygen(args: argparse.Namespace, stop: asyncio.Event) -> int:
+    key = SigningKey.generate()
+    key.save(args.output)
+    print(key.public, flush=True)
+    print(f"wrote the private key to {args.output}; start every agent with --trust-key {key.public}",
+          file=sys.stderr)
+    return 0
+
+
+HANDLERS = {"agent": _agent, "push": _push, "status": _status, "cancel": _cancel, "keygen": _keygen}
 
 
 def main(argv: list[str] | None = None) -> int:

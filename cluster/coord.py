@@ -194,16 +194,18 @@ class Coord:
                 log.warning("skipping %s: %s", self.keys.transfer(ident), exc)
         return found
 
-    async def cancel(self, tid: str) -> None:
-        await self._guard(lambda: self.redis.set(self.keys.cancel(tid), b"1", px=_ms(TRANSFER_TTL)))
+    async def cancel(self, tid: str, signed: str) -> None:
+        """Post the owner's signed cancel of `tid` (`cluster.intent`)."""
+        await self._guard(lambda: self.redis.set(self.keys.cancel(tid), signed.encode(), px=_ms(TRANSFER_TTL)))
         await self.wake_up()
 
-    async def cancelled(self, tids: Iterable[str]) -> set[str]:
+    async def cancelled(self, tids: Iterable[str]) -> dict[str, bytes]:
+        """The cancels posted for any of `tids`: transfer id -> what was posted (a signed cancel, or not)."""
         tids = list(tids)
         if not tids:
-            return set()
+            return {}
         values = await self._guard(lambda: self.redis.mget([self.keys.cancel(t) for t in tids]))
-        return {t for t, v in zip(tids, values) if v is not None}
+        return {t: v for t, v in zip(tids, values) if v is not None}
 
     async def forget_transfer(self, tid: str) -> None:
         async def go():

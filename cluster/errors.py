@@ -6,7 +6,7 @@ traceback.
 
 from __future__ import annotations
 
-__all__ = ["ClusterError", "ConfigError", "RedisUnavailable", "BadRecord", "NoSuchTransfer"]
+__all__ = ["ClusterError", "ConfigError", "RedisUnavailable", "BadRecord", "NoSuchTransfer", "TransferCancelled"]
 
 
 class ClusterError(Exception):
@@ -27,3 +27,7 @@ class BadRecord(ClusterError):
 
 class NoSuchTransfer(ClusterError):
     """`cancel` or `status` named a transfer redis does not know."""
+
+
+class TransferCancelled(ClusterError):
+    """The owner cancelled a transfer while it was pushed: not every agent holds it (the push exits non-zero)."""

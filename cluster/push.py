@@ -25,15 +25,18 @@ from dataclasses import dataclass
 from cluster.coord import Coord
 from cluster.discovery import RedisDiscovery
 from cluster.division import EntryPlan, StallWatch
-from cluster.errors import RedisUnavailable
+from cluster.errors import BadRecord, ConfigError, RedisUnavailable, TransferCancelled
+from cluster.intent import CANCEL, PUSH, Intent, SignedIntent, SigningKey
 from cluster.overlay import Level, View, merged, recovering
-from cluster.records import FINISHED, NAMESPACE, RECONCILE_EVERY, SLOT_TTL, MemberRecord, TransferRecord, transfer_id
+from cluster.records import (FINISHED, NAMESPACE, RECONCILE_EVERY, SLOT_TTL, TRANSFER_TTL, MemberRecord,
+                             TransferRecord, transfer_id)
 from cluster.run import read_view
 from cluster.transport import LeveledTransport
+from swarm.content.manifest import Manifest
 from swarm.service.swarm_service import SwarmService
 from swarm.store.disk import DiskBlockStore
 
-__all__ = ["PushConfig", "push"]
+__all__ = ["PushConfig", "push", "signed_transfer"]
 
 log = logging.getLogger("swarmproxy.cluster")
 
@@ -53,6 +56,7 @@ class PushConfig:
     timeout: float | None = None
     quiet: bool = False
     upload_rate: float | None = None
+    key: SigningKey | None = None  # the owner's key: agents act only on pushes a key they trust signed
 
 
 @dataclass
@@ -73,8 +77,36 @@ def targeted(records: dict, pattern: str) -> set[str]:
     return {node for node, r in records.items() if fnmatch.fnmatchcase(f"{r.dc}/{r.rack}/{r.name}", pattern)}
 
 
+def sequence() -> int:
+    """A push's sequence number for its file name: milliseconds of the owner's clock, so a later push of a name
+    outranks an earlier one without any state to keep (agents refuse a lower one: a rollback)."""
+    return time.time_ns() // 1_000_000
+
+
+def signed_transfer(manifest: Manifest, layer: list[bytes], name: str, key: SigningKey, *, priority: int = 0, hosts: str = "*",
+                    seeder: str = "", server: str = "") -> TransferRecord:
+    """The transfer record of a push of `manifest` as `name`, with the owner's signed intent in it."""
+    tid = transfer_id(manifest.root)
+    intent = Intent(PUSH, tid, name, manifest.root.hex(), manifest.size, priority, hosts, sequence(),
+                    time.time() + TRANSFER_TTL)
+    return TransferRecord(tid, name, TransferRecord.pack(manifest.encode()), TransferRecord.pack(b"".join(layer)),
+                          priority, time.time(), seeder, hosts, server, key.sign(intent).dump())
+
+
+def cancel_is_genuine(text: bytes | str | None, tid: str, key: SigningKey) -> bool:
+    """Whether a cancel posted for `tid` was signed by the owner's key (anyone else's is ignored)."""
+    try:
+        signed = SignedIntent.load(text)
+    except BadRecord:
+        return False
+    return signed.intent.action == CANCEL and signed.intent.tid == tid and signed.verify(frozenset({key.public})) \
+        is None
+
+
 async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushResult:
     stop = stop or asyncio.Event()
+    if config.key is None:
+        raise ConfigError("a push must be signed: --key FILE (made by `swarmproxy cluster keygen`)")
     coord = Coord(config.redis_url, config.namespace)
     await coord.ping()  # a clear error now rather than a seeder nobody can find
     with tempfile.TemporaryDirectory(prefix="swarmproxy-push-") as scratch:
@@ -99,10 +131,9 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
             manifest = await service.nodes["tcp"].seed_file(config.file)
             layer = list(store.hash_layer(manifest.root))
             await service.start(config.host, config.port)
-            tid = transfer_id(manifest.root)
-            record = TransferRecord(tid, config.file.name, TransferRecord.pack(manifest.encode()),
-                                    TransferRecord.pack(b"".join(layer)), config.priority, time.time(), node,
-                                    config.hosts, await coord.server_id())
+            record = signed_transfer(manifest, layer, config.file.name, config.key, priority=config.priority,
+                                     hosts=config.hosts, seeder=node, server=await coord.server_id())
+            tid = record.tid
             me = MemberRecord(node, FINISHED, manifest.num_blocks, manifest.num_blocks, seeder=True, role="seeder",
                               started=time.time())
             await coord.put_transfer(record)
@@ -141,9 +172,9 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
                     if plan:
                         plan[0].stalled = stalled  # work stealing: a stalled member is shown all
                         service.reveal()
-                    if tid in await coord.cancelled([tid]):
-                        _say(config, f"transfer {tid} was cancelled")
-                        break
+                    posted = (await coord.cancelled([tid])).get(tid)
+                    if posted is not None and cancel_is_genuine(posted, tid, config.key):
+                        raise TransferCancelled(f"transfer {tid} was cancelled before every agent held it")
                 except RedisUnavailable as exc:
                     log.warning("%s; retrying every %g s", exc, config.reconcile)
                 else:

@@ -9,7 +9,7 @@ disappears by itself and a redis that restarted empty is filled again within one
 | `agents`                       | set of node ids (an index, pruned)         | the agents |
 | `transfer:{id}` | `TransferRecord` (manifest, layer, ...) | pusher (agents restore it), `TRANSFER_TTL` |
 | `transfers`                    | set of transfer ids (an index, pruned)     | as above |
-| `cancel:{id}`                  | "1"                                        | `cancel`, `TRANSFER_TTL` |
+| `cancel:{id}`                  | the owner's signed cancel (`cluster.intent`) | `cancel`, `TRANSFER_TTL` |
 | `t:{id}:member:{node}`         | `MemberRecord` (progress, state, bytes, role, location) | the member, `KEY_TTL` |
 | `t:{id}:members`               | set of node ids (an index, pruned)  | the members; read by pusher, `status` |
 | `t:{id}:rack:{dc}:{rack}`      | set of the rack's members' node ids (an index, pruned) | the members, `KEY_TTL` |
@@ -169,6 +169,7 @@ class TransferRecord:
     seeder: str = ""
     hosts: str = "*"  # which agents take part: a glob on "dc/rack/name"
     server: str = ""  # the run id of the redis server it was published on (`cluster.overlay.Representation`)
+    intent: str = ""  # the owner's signed push (`cluster.intent.SignedIntent.dump`): agents act on nothing else
 
     def dump(self) -> str:
         return _dump(self)

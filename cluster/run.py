@@ -256,15 +256,18 @@ class TransferRun:
 
     def export(self) -> pathlib.Path:
         """The content as a file in the data dir's `files/`: a hard link to the store's verified data file (no
-        copy), else a copy of every block read back verified."""
+        copy), else a copy of every block read back verified. A file of that name holding other bytes (an older
+        push of the name) is replaced at once (a rename): a reader sees the old file or the new one, never a mix.
+        """
         files = self.agent.data_dir / "files"
         files.mkdir(parents=True, exist_ok=True)
         target = files / (pathlib.Path(self.record.name).name or self.tid)
-        if target.exists():
-            return target
         store = self.agent.store
-        tmp = target.with_name(f".{target.name}.{os.getpid()}")
         location = store.block_location(self.root, 0) if self.manifest.size else None
+        with contextlib.suppress(OSError):
+            if location is not None and os.path.samefile(location.path, target):
+                return target  # already this content, linked
+        tmp = target.with_name(f".{target.name}.{os.getpid()}")
         try:
             if location is not None:
                 os.link(location.path, tmp)

@@ -12,6 +12,7 @@ import pytest
 
 from bench.cluster_harness import Cluster, RedisServer, free_port, python_command, redis_missing, wait_until
 from cluster.cli import build_parser, main, parse_rate
+from cluster.intent import SigningKey
 
 needs_redis = pytest.mark.skipif(redis_missing() is not None, reason=str(redis_missing()))
 CLEAR = "\x1b[H\x1b[2J"  # what `status --watch` prints before each screen
@@ -31,13 +32,30 @@ def test_parse_rate_refuses(text):
         parse_rate(text)
 
 
-@pytest.mark.parametrize("command", ["agent", "push", "status", "cancel"])
+@pytest.mark.parametrize("command", ["agent", "push", "status", "cancel", "keygen"])
 def test_every_command_explains_itself(command, capsys):
     with pytest.raises(SystemExit) as exit_:
         main([command, "--help"])
     assert exit_.value.code == 0
     text = capsys.readouterr().out
-    assert "--redis" in text and len(text) > 300
+    assert ("--redis" in text or command == "keygen") and len(text) > 300
+
+
+def test_keygen_prints_the_public_key_and_never_overwrites(tmp_path):
+    made = run("keygen", "-o", str(tmp_path / "owner.key"))
+    assert made.returncode == 0, made.stderr
+    public = made.stdout.strip()
+    assert public.startswith("swarmproxy-cluster-ed25519:") and public in made.stderr
+    again = run("keygen", "-o", str(tmp_path / "owner.key"))
+    assert again.returncode == 1 and "never overwritten" in again.stderr and "Traceback" not in again.stderr
+
+
+def test_an_agent_needs_a_key_it_trusts(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["agent", "--rack", "r", "--dc", "d"])
+    assert "--trust-key" in capsys.readouterr().err
+    done = run("agent", "--rack", "r", "--dc", "d", "--trust-key", "not-a-key", "--redis", "redis://127.0.0.1:1/0")
+    assert done.returncode == 1 and "swarmproxy-cluster-ed25519:" in done.stderr and "Traceback" not in done.stderr
 
 
 def test_names_must_fit_in_keys(capsys):
@@ -50,14 +68,21 @@ def run(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run(python_command(*args), capture_output=True, text=True, timeout=timeout)
 
 
+def owner_key(tmp_path) -> str:
+    path = tmp_path / "owner.key"
+    if not path.exists():
+        SigningKey.generate().save(path)
+    return str(path)
+
+
 def test_dead_redis_is_one_line_not_a_traceback(tmp_path):
     url = f"redis://127.0.0.1:{free_port()}/0"
-    for args in (("status", "--redis", url), ("cancel", "abc", "--redis", url)):
+    for args in (("status", "--redis", url), ("cancel", "abc", "--redis", url, "--key", owner_key(tmp_path))):
         done = run(*args)
         assert done.returncode == 1
         assert "Traceback" not in done.stderr
         assert done.stderr.startswith("swarmproxy cluster: redis at ") and done.stderr.count("\n") == 1
-    missing = run("push", str(tmp_path / "nothing"), "--redis", url)
+    missing = run("push", str(tmp_path / "nothing"), "--redis", url, "--key", owner_key(tmp_path))
     assert missing.returncode == 1 and "not a readable file" in missing.stderr
 
 
@@ -88,7 +113,7 @@ def test_status_and_cancel(tmp_path):
         payload = tmp_path / "data.bin"
         payload.write_bytes(b"x" * 100_000)
         published = run("push", str(payload), "--redis", server.url, "--listen", "127.0.0.1:0", "--no-wait",
-                        "--priority", "7", "--quiet")
+                        "--priority", "7", "--quiet", "--key", owner_key(tmp_path))
         assert published.returncode == 0, published.stderr
         tid = json.loads(published.stdout)["transfer"]
         status = run("status", "--json", "--redis", server.url)
@@ -99,8 +124,8 @@ def test_status_and_cancel(tmp_path):
         assert not transfer["cancelled"]
         text = run("status", "--redis", server.url).stdout
         assert tid in text and "data.bin" in text
-        assert run("cancel", "ffff", "--redis", server.url).returncode == 1
-        cancelled = run("cancel", tid[:6], "--redis", server.url)
+        assert run("cancel", "ffff", "--redis", server.url, "--key", owner_key(tmp_path)).returncode == 1
+        cancelled = run("cancel", tid[:6], "--redis", server.url, "--key", owner_key(tmp_path))
         assert cancelled.returncode == 0 and tid in cancelled.stderr
         assert json.loads(run("status", "--json", "--redis", server.url).stdout)["transfers"][0]["cancelled"]
     finally:
@@ -123,7 +148,7 @@ def test_status_watch_redraws_until_interrupted(tmp_path):
         payload = tmp_path / "watched.bin"
         payload.write_bytes(b"y" * 50_000)
         published = run("push", str(payload), "--redis", server.url, "--listen", "127.0.0.1:0", "--no-wait",
-                        "--quiet")
+                        "--quiet", "--key", owner_key(tmp_path))
         assert published.returncode == 0, published.stderr
         tid = json.loads(published.stdout)["transfer"]
         # A later screen, not the first one, shows it: the command read redis again.

@@ -61,8 +61,8 @@ async def test_transfer_restored_only_if_missing(coord):
     other = TransferRecord("t1", "other", "", "")
     assert not await coord.put_transfer(other, only_if_missing=True)
     assert (await coord.transfers())["t1"] == record
-    await coord.cancel("t1")
-    assert await coord.cancelled(["t1", "t2"]) == {"t1"}
+    await coord.cancel("t1", "signed")
+    assert await coord.cancelled(["t1", "t2"]) == {"t1": b"signed"}
 
 
 @needs_redis

@@ -4,7 +4,6 @@ order, so who takes which slot is known. No sleep, no fixed port."""
 
 from __future__ import annotations
 
-import time
 
 import pytest
 
@@ -12,13 +11,16 @@ from bench.cluster_formation import BenchAgent, formed
 from bench.cluster_harness import redis_missing
 from cluster.agent import AgentConfig
 from cluster.coord import Coord
+from cluster.intent import SigningKey
 from cluster.overlay import Location
-from cluster.records import FINISHED, MemberRecord, ProviderRecord, TransferRecord, transfer_id
+from cluster.push import signed_transfer
+from cluster.records import FINISHED, MemberRecord, ProviderRecord
 from swarm.content.manifest import build_manifest
 
 pytestmark = pytest.mark.skipif(redis_missing() is not None, reason=str(redis_missing()))
 
 SEEDER = "5e" * 32
+OWNER = SigningKey.generate()
 
 
 class World:
@@ -34,7 +36,8 @@ class World:
         for _ in range(count):
             i = len(self.agents)
             # Hosts of one length: the records read must weigh the same whatever the agent's number.
-            config = AgentConfig(self.url, dc, rack, host=f"10.0.0.{100 + i}", data_dir=self.directory / f"a{i}")
+            config = AgentConfig(self.url, dc, rack, host=f"10.0.0.{100 + i}", data_dir=self.directory / f"a{i}",
+                                 trusted_keys=frozenset({OWNER.public}))
             agent = BenchAgent(config)
             agent.address = (config.host, 7000)
             self.agents.append(agent)
@@ -43,10 +46,8 @@ class World:
 
     async def push(self) -> None:
         manifest, layer = build_manifest([b"\x00" * 65536], 65536)
-        self.tid = transfer_id(manifest.root)
-        record = TransferRecord(self.tid, "f", TransferRecord.pack(manifest.encode()),
-                                TransferRecord.pack(b"".join(layer)), 0, time.time(), SEEDER, "*",
-                                await self.probe.server_id())
+        record = signed_transfer(manifest, layer, "f", OWNER, seeder=SEEDER, server=await self.probe.server_id())
+        self.tid = record.tid
         await self.probe.put_transfer(record)
         await self.probe.put_member(self.tid, MemberRecord(SEEDER, FINISHED, 1, 1, seeder=True, role="seeder"))
 
