@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import redis
 
+from bench.secure_redis import SecureSetup
 from cluster.intent import SigningKey
 from cluster.records import NAMESPACE, AgentRecord, Keys, MemberRecord, TransferRecord
 
@@ -57,22 +58,26 @@ def wait_until(condition: Callable[[], object], timeout: float, what: str) -> ob
 class RedisServer:
     """`redis-server` without persistence (a restart loses everything, as `SHUTDOWN NOSAVE` would)."""
 
-    def __init__(self, directory: pathlib.Path, port: int | None = None, host: str = "127.0.0.1") -> None:
+    def __init__(self, directory: pathlib.Path, port: int | None = None, host: str = "127.0.0.1",
+                 secure: bool = False) -> None:
+        """`secure`: the documented setup (`bench.secure_redis`): TLS only, an ACL user, no default user."""
         self.directory = directory
         self.host = host  # the address it binds: a network namespace test's redis is on the test's veth
         self.port = port or free_port(host)
         self.process: subprocess.Popen | None = None
         self.log = directory / "redis.log"
+        self.secure = SecureSetup(directory, self.host, self.port) if secure else None
 
     @property
     def url(self) -> str:
-        return f"redis://{self.host}:{self.port}/0"
+        return self.secure.url if self.secure else f"redis://{self.host}:{self.port}/0"
 
     def start(self, timeout: float = 15.0) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
-            [REDIS_BINARY, "--port", str(self.port), "--bind", self.host, "--save", "", "--appendonly", "no",
-             "--dir", str(self.directory), "--protected-mode", "no"],
+            [REDIS_BINARY, *(self.secure.server_args() if self.secure else ["--port", str(self.port)]),
+             "--bind", self.host, "--save", "", "--appendonly", "no", "--dir", str(self.directory),
+             "--protected-mode", "no"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         ready = threading.Event()
 
@@ -89,7 +94,8 @@ class RedisServer:
             raise TimeoutError(f"redis-server did not start on port {self.port}: see {self.log}")
 
     def client(self) -> redis.Redis:
-        return redis.Redis(host=self.host, port=self.port, socket_timeout=5)
+        return redis.Redis(host=self.host, port=self.port, socket_timeout=5,
+                           **(self.secure.client_kwargs() if self.secure else {}))
 
     def shutdown_nosave(self) -> None:
         with self.client() as client:
@@ -149,12 +155,13 @@ class Cluster:
             SigningKey.generate().save(self.owner_key)
         self.owner_public = SigningKey.load(self.owner_key).public
 
-    def add_agent(self, name: str, host: str, dc: str, rack: str, start: bool = True) -> AgentProc:
+    def add_agent(self, name: str, host: str, dc: str, rack: str, start: bool = True,
+                  extra: tuple[str, ...] = ()) -> AgentProc:
         data_dir = self.directory / name
         agent = AgentProc(name, host, dc, rack, data_dir, [
             "agent", "--redis", self.redis.url, "--dc", dc, "--rack", rack, "--listen", f"{host}:0",
             "--data-dir", str(data_dir), "--name", name, "--reconcile", str(self.reconcile),
-            "--trust-key", self.owner_public, *self.extra_agent_args])
+            "--trust-key", self.owner_public, *self.extra_agent_args, *extra])
         self.agents[name] = agent
         if start:
             self.start(agent)

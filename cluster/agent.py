@@ -37,6 +37,7 @@ import logging
 import os
 import pathlib
 import secrets
+import shutil
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -46,11 +47,13 @@ from cluster.discovery import RedisDiscovery
 from cluster.errors import BadRecord, RedisUnavailable
 from cluster.intent import CANCEL, PUSH, Ledger, SignedIntent
 from cluster.overlay import Level, Location
-from cluster.records import KEY_TTL, NAMESPACE, RECONCILE_EVERY, SLOT_TTL, AgentRecord, MemberRecord, TransferRecord
+from cluster.records import (DISK_RESERVE, KEY_TTL, NAMESPACE, RECONCILE_EVERY, SLOT_TTL, AgentRecord, MemberRecord,
+                             TransferRecord)
 from cluster.run import STALL_TIMEOUT, TransferRun
 from cluster.scope import FollowUp
 from cluster.throttle import RESERVE, Capacities, Planner, cpu_idle_between, parse_proc_stat
 from cluster.transport import LeveledTransport
+from cluster.turns import BENCHED_PERIODS, STARVED_PERIODS, Turns
 from swarm.service.swarm_service import SwarmService
 from swarm.store.disk import DiskBlockStore
 
@@ -83,6 +86,7 @@ class AgentConfig:
     reserve: float = RESERVE
     stall_timeout: float = STALL_TIMEOUT
     trusted_keys: frozenset[str] = frozenset()  # public keys whose signed pushes and cancels it acts on
+    disk_reserve: int = DISK_RESERVE  # bytes of the data dir's disk a transfer may never take
 
 
 LEDGER_FILE = "intents.json"  # in the data dir: what the agent accepted, so a restart refuses the same replays
@@ -144,6 +148,7 @@ class Agent:
         self._rate = 0.0
         self._tasks: set[asyncio.Task] = set()
         self.ledger = Ledger(_read_json(self.data_dir / LEDGER_FILE))
+        self.turns = Turns(STARVED_PERIODS * config.reconcile, BENCHED_PERIODS * config.reconcile)
         self.refused: dict[str, str] = {}  # transfer id -> why its push or cancel was refused (said once)
 
     # -- lookups for the transport and discovery ----------------------------------------------------------------
@@ -280,8 +285,12 @@ class Agent:
         for tid, transfer in transfers.items():
             if tid not in self.runs and tid not in cancelled and self._targeted(transfer):
                 self._begin(transfer)
+        now = time.monotonic()
         for run in list(self.runs.values()):
-            if not run.cancelled:
+            if run.refused:  # said in its member record, and nothing else: it takes no part
+                await self.coord.put_member(run.tid, run.member_record())
+            elif not run.cancelled:
+                self.turns.observe(run.tid, run.verified(), now)
                 await run.reconcile(self.coord)
         self.server_id = server_id  # only now: a reconcile cut short by redis going away again is redone whole
         self.service.reveal()  # the plan may show peers more now
@@ -325,18 +334,35 @@ class Agent:
         fields = (transfer.name, transfer.priority, transfer.hosts, run.root.hex(), run.manifest.size)
         if self._admit(transfer.tid, transfer.intent, PUSH, fields) is None:
             return
-        for older in [r for r in self.runs.values() if r.record.name == transfer.name and not r.cancelled]:
+        self.runs[transfer.tid] = run
+        if (short := self._short_of_space(run)) is not None:  # reported in its member record; a restart asks again
+            run.refused = short
+            log.warning("transfer %s: refusing it: %s", run.tid, short)
+            return
+        for older in [r for r in self.runs.values() if r.record.name == transfer.name and r is not run
+                      and not r.cancelled and not r.refused]:
             log.info("transfer %s: replaced by %s, a later push of %s", older.tid, transfer.tid, transfer.name)
             self._cancel(older)  # its copy in files/ is replaced once the new one is complete
-        self.runs[transfer.tid] = run
         log.info("transfer %s: %s, %d bytes, priority %d", run.tid, transfer.name, run.manifest.size,
                  transfer.priority)
         run.fetch_task = self._spawn(run.fetch_loop(self.may_fetch, self.changed))
+
+    def _short_of_space(self, run: TransferRun) -> str | None:
+        """Why the data dir's disk cannot take `run`'s missing bytes and keep `disk_reserve` free, or None."""
+        try:
+            free = shutil.disk_usage(self.data_dir).free
+        except OSError as exc:
+            return f"cannot tell the free space of {self.data_dir}: {exc.strerror or exc}"
+        if run.missing_at_start > free - self.config.disk_reserve:
+            return (f"not enough disk space: {run.missing_at_start} bytes to fetch, {free} free, "
+                    f"{self.config.disk_reserve} kept in reserve")
+        return None
 
     def _cancel(self, run: TransferRun) -> None:
         if run.cancelled:
             return
         run.cancelled = True
+        self.turns.forget(run.tid)
         self.changed.set()  # its fetch loop sees `cancelled` and stops
         if run.done.is_set():
             log.info("transfer %s: cancelled; the complete copy stays in files/", run.tid)
@@ -351,9 +377,10 @@ class Agent:
         self.service.withdraw(run.root, "transfer cancelled")  # ... and no longer announced in redis
 
     def may_fetch(self, run: TransferRun) -> bool:
-        """One fetch at a time, highest priority first: `run` may go if no unfinished run is ahead of it."""
-        waiting = [r for r in self.runs.values() if not r.cancelled and not r.done.is_set()]
-        return bool(waiting) and min(waiting, key=lambda r: r.record.sort_key()) is run
+        """One fetch at a time, highest priority first, none that starves (`cluster.turns`): may `run` go?"""
+        waiting = [(r.record.sort_key(), r.tid) for r in self.runs.values()
+                   if not r.cancelled and not r.refused and not r.done.is_set()]
+        return self.turns.pick(waiting, time.monotonic()) == run.tid
 
     # -- measured rates, CPU, throttle ----------------------------------------------------------------------------
 

@@ -29,7 +29,7 @@ import urllib.parse
 
 from cluster.errors import BadRecord, ClusterError, ConfigError
 from cluster.intent import CANCEL, SignedIntent, SigningKey, public_key
-from cluster.records import NAMESPACE, RECONCILE_EVERY, TRANSFER_TTL, check_name
+from cluster.records import DISK_RESERVE, NAMESPACE, RECONCILE_EVERY, TRANSFER_TTL, check_name
 from cluster.throttle import RESERVE, Capacities
 
 __all__ = ["main"]
@@ -52,6 +52,18 @@ def parse_rate(text: str) -> float | None:
     if text.strip().endswith(("b/s", "bit/s")) and not text.strip().endswith("B/s"):
         value /= 8
     return value or None
+
+
+_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kKmMgGtT]?)(i?)B?\s*$")
+
+
+def parse_size_arg(text: str) -> int:
+    """A number of bytes: 1073741824, 1G, 1Gi, 500M, 0."""
+    match = _SIZE.match(text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size (e.g. 1Gi, 500M, 0)")
+    number, prefix, binary = float(match.group(1)), match.group(2).lower(), match.group(3)
+    return int(number * (1024 if binary else 1000) ** {"": 0, "k": 1, "m": 2, "g": 3, "t": 4}[prefix])
 
 
 def _address(text: str) -> tuple[str, int]:
@@ -136,6 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "(default: none)")
     agent.add_argument("--reserve", type=float, default=RESERVE, metavar="FRACTION",
                        help=f"part of each capacity left for other traffic (default: {RESERVE:g})")
+    agent.add_argument("--disk-reserve", type=parse_size_arg, default=DISK_RESERVE, metavar="BYTES",
+                       help="disk space of the data dir a transfer may never take: one that would is refused, and "
+                            "the push reports it (default: 1Gi)")
 
     push = commands.add_parser(
         "push", help="publish a file and seed it until every agent has it",
@@ -245,7 +260,8 @@ async def _agent(args: argparse.Namespace, stop: asyncio.Event) -> int:
         public_key(key)  # a clear error now for a key that is not one
     config = AgentConfig(args.redis, args.dc, args.rack, host, port, args.data_dir or _default_data_dir(),
                          args.name or "", args.namespace, args.reconcile, capacities=_capacities(args),
-                         reserve=args.reserve, trusted_keys=frozenset(key.strip() for key in args.trust_keys))
+                         reserve=args.reserve, trusted_keys=frozenset(key.strip() for key in args.trust_keys),
+                         disk_reserve=args.disk_reserve)
     agent = Agent(config)
     if args.metrics is not None:
         from cluster.metrics import serve_metrics
@@ -270,10 +286,7 @@ async def _push(args: argparse.Namespace, stop: asyncio.Event) -> int:
     config = PushConfig(args.file, args.redis, args.priority, args.hosts, host, port, data_dir=args.data_dir,
                         namespace=args.namespace, wait=args.wait, timeout=args.timeout, quiet=args.quiet,
                         upload_rate=args.upload_rate, reconcile=args.reconcile, key=SigningKey.load(args.key))
-    try:
-        result = await push(config, stop)
-    except TimeoutError as exc:
-        raise ClusterError(str(exc)) from None
+    result = await push(config, stop)
     print(result_json(result), flush=True)
     return 0
 

@@ -6,7 +6,8 @@ traceback.
 
 from __future__ import annotations
 
-__all__ = ["ClusterError", "ConfigError", "RedisUnavailable", "BadRecord", "NoSuchTransfer", "TransferCancelled"]
+__all__ = ["ClusterError", "ConfigError", "RedisUnavailable", "BadRecord", "NoSuchTransfer", "PushIncomplete",
+           "TransferCancelled"]
 
 
 class ClusterError(Exception):
@@ -31,3 +32,8 @@ class NoSuchTransfer(ClusterError):
 
 class TransferCancelled(ClusterError):
     """The owner cancelled a transfer while it was pushed: not every agent holds it (the push exits non-zero)."""
+
+
+class PushIncomplete(ClusterError):
+    """A push ended with agents that do not hold the file (refused it, or not within --timeout): the push exits
+    non-zero, saying which agent holds what."""

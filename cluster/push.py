@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from cluster.coord import Coord
 from cluster.discovery import RedisDiscovery
 from cluster.division import EntryPlan, StallWatch
-from cluster.errors import BadRecord, ConfigError, RedisUnavailable, TransferCancelled
+from cluster.errors import BadRecord, ConfigError, PushIncomplete, RedisUnavailable, TransferCancelled
 from cluster.intent import CANCEL, PUSH, Intent, SignedIntent, SigningKey
 from cluster.overlay import Level, View, merged, recovering
-from cluster.records import (FINISHED, NAMESPACE, RECONCILE_EVERY, SLOT_TTL, TRANSFER_TTL, MemberRecord,
+from cluster.records import (FINISHED, NAMESPACE, RECONCILE_EVERY, REFUSED, SLOT_TTL, TRANSFER_TTL, MemberRecord,
                              TransferRecord, transfer_id)
 from cluster.run import read_view
 from cluster.transport import LeveledTransport
@@ -91,6 +91,21 @@ def signed_transfer(manifest: Manifest, layer: list[bytes], name: str, key: Sign
                     time.time() + TRANSFER_TTL)
     return TransferRecord(tid, name, TransferRecord.pack(manifest.encode()), TransferRecord.pack(b"".join(layer)),
                           priority, time.time(), seeder, hosts, server, key.sign(intent).dump())
+
+
+def outcome(agents: dict, members: dict[str, MemberRecord], nodes: set[str]) -> str:
+    """What each of `nodes` holds, by name: refused (why), fetching (how far), or nothing heard."""
+    said = []
+    for node in sorted(nodes, key=lambda n: agents[n].name if n in agents else n):
+        name = agents[node].name if node in agents else node[:12]
+        member = members.get(node)
+        if member is None:
+            said.append(f"{name}: nothing reported")
+        elif member.state == REFUSED:
+            said.append(f"{name}: refused ({member.reason})")
+        else:
+            said.append(f"{name}: {member.progress:.0%} fetched")
+    return "; ".join(said)
 
 
 def cancel_is_genuine(text: bytes | str | None, tid: str, key: SigningKey) -> bool:
@@ -181,12 +196,17 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
                     alive = targeted(agents, config.hosts)
                     seen |= alive
                     done = {n for n, m in members.items() if m.state == FINISHED and not m.seeder}
-                    if alive and alive <= done:  # an agent that died and stays away is not waited for
+                    refused = {n: m.reason for n, m in members.items() if m.state == REFUSED and n in alive}
+                    if alive and alive <= done | set(refused):  # an agent that died and stays away is not waited for
+                        if refused:
+                            raise PushIncomplete(f"{len(done & alive)}/{len(alive)} agents hold {config.file.name}; "
+                                                 + outcome(agents, members, alive - done))
                         break
                     _say(config, f"{len(done & seen)}/{len(seen)} agents finished, "
                                  f"seeder sent {service.bytes_uploaded / max(1, manifest.size):.3f} x the file")
                 if config.timeout is not None and time.monotonic() - started > config.timeout:
-                    raise TimeoutError(f"not every agent finished within {config.timeout:g} s")
+                    raise PushIncomplete(f"not every agent finished within {config.timeout:g} s: "
+                                         + outcome(agents, members, seen - done))
                 try:
                     await asyncio.wait_for(stop.wait(), config.reconcile)
                     break

@@ -22,7 +22,7 @@ disappears by itself and a redis that restarted empty is filled again within one
 | `prov:{root}`                  | set of node ids (an index, pruned)         | the providers |
 
 The channel `wake` only wakes agents up (pub/sub is at-most-once): a lost message costs one reconcile period.
-A member is PENDING until its record says FINISHED.
+A member is PENDING until its record says FINISHED, or REFUSED (with its reason: not enough disk space).
 
 An agent reads its rack's index, and a representant the racks', DCs' and seeders' indexes and the slots they
 lead to (`cluster.scope`): never the whole transfer's `members`, which is N records for each of N agents.
@@ -44,9 +44,10 @@ NAMESPACE = "swarmproxy:cluster"
 RECONCILE_EVERY = 2.0  # seconds between an agent's reconciles (--reconcile)
 KEY_TTL = 15.0  # seconds an agent's, member's or provider's key lives unless rewritten (several periods)
 SLOT_TTL = 15.0  # seconds a representant slot outlives its holder's last refresh
+DISK_RESERVE = 1 << 30  # bytes an agent keeps free on its data dir's disk: a transfer that would take them is refused
 TRANSFER_TTL = 7 * 86400.0  # a transfer nobody keeps up (no pusher, no agent that has it) is forgotten after this
 
-PENDING, FINISHED = "PENDING", "FINISHED"
+PENDING, FINISHED, REFUSED = "PENDING", "FINISHED", "REFUSED"  # REFUSED: the agent will not take it (`reason`)
 _NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 
@@ -206,6 +207,7 @@ class MemberRecord:
 
     node: str
     state: str = PENDING
+    reason: str = ""  # why a REFUSED member will not take the transfer
     verified: int = 0
     blocks: int = 0
     seeder: bool = False

@@ -25,7 +25,7 @@ from cluster.coord import Coord
 from cluster.division import EntryPlan, StallWatch
 from cluster.errors import BadRecord, RedisUnavailable
 from cluster.overlay import Level, Representation, Slot, View, merged
-from cluster.records import FINISHED, PENDING, MemberRecord, TransferRecord
+from cluster.records import FINISHED, PENDING, REFUSED, MemberRecord, TransferRecord
 from cluster.scope import Stillness, assemble
 from cluster.scope import deep as scope_deep
 from swarm.content.manifest import Manifest, decode
@@ -66,6 +66,7 @@ class TransferRun:
         self.view_changed = True  # by the last reconcile (`cluster.scope.FollowUp`)
         self.stalls = StallWatch()
         self.cancelled = False
+        self.refused = ""  # why this agent will not take it (disk space): reported, never fetched
         self.done = asyncio.Event()
         self.started = time.time()
         self.finished_at = 0.0
@@ -115,7 +116,8 @@ class TransferRun:
         location, address = self.agent.location, self.agent.address
         return MemberRecord(
             node=self.node, dc=location.dc, rack=location.rack, host=address[0] if address else "",
-            state=FINISHED if self.done.is_set() else PENDING, verified=verified,
+            state=REFUSED if self.refused else FINISHED if self.done.is_set() else PENDING, reason=self.refused,
+            verified=verified,
             blocks=self.manifest.num_blocks, role=self.role(), rate=self.agent.receive_rate(),
             fetching=self.agent.may_fetch(self),
             received={level.label: n for level, n in transport.received.items()},

@@ -1,4 +1,4 @@
-"""`swarmproxy cluster status`: per transfer, per location, progress, rates, representants, ETA, PENDING/FINISHED.
+"""`swarmproxy cluster status`: per transfer, per location, progress, rates, representants, ETA, PENDING/FINISHED/REFUSED.
 
 `snapshot(coord)` reads redis into plain dicts (what `--json` prints); `render(snapshot)` draws them for people.
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from cluster.coord import Coord
 from cluster.overlay import Level, Member, View
-from cluster.records import FINISHED
+from cluster.records import FINISHED, REFUSED
 from cluster.run import manifest_of
 
 __all__ = ["render", "snapshot"]
@@ -35,13 +35,17 @@ async def snapshot(coord: Coord) -> dict:
             agent = agents.get(node)
             place = str(agent.location) if agent else "(gone)"
             entry = places.setdefault(place, {"members": 0, "finished": 0, "verified": 0, "blocks": 0,
-                                              "rate": 0.0, "representants": [], "pending": [], "done": []})
+                                              "rate": 0.0, "representants": [], "pending": [], "done": [],
+                                              "refused": []})
             entry["members"] += 1
             entry["verified"] += member.verified
             entry["blocks"] += member.blocks
             entry["rate"] += member.rate
             name = agent.name if agent else node[:12]
-            (entry["done"] if member.state == FINISHED else entry["pending"]).append(name)
+            if member.state == REFUSED:
+                entry["refused"].append(f"{name} ({member.reason})")
+            else:
+                (entry["done"] if member.state == FINISHED else entry["pending"]).append(name)
             entry["finished"] += member.state == FINISHED
             if view.is_rack_rep(node):
                 entry["representants"].append(name + (" (dc)" if view.is_dc_rep(node) else ""))
@@ -85,4 +89,6 @@ def render(snap: dict) -> str:
                 lines.append(f"      representants: {', '.join(sorted(e['representants']))}")
             if e["pending"]:
                 lines.append(f"      PENDING: {', '.join(sorted(e['pending']))}")
+            if e["refused"]:
+                lines.append(f"      REFUSED: {'; '.join(sorted(e['refused']))}")
     return "\n".join(lines)
