@@ -150,6 +150,7 @@ class Agent:
         self.ledger = Ledger(_read_json(self.data_dir / LEDGER_FILE))
         self.turns = Turns(STARVED_PERIODS * config.reconcile, BENCHED_PERIODS * config.reconcile)
         self.refused: dict[str, str] = {}  # transfer id -> why its push or cancel was refused (said once)
+        self.refused_intents: dict[str, str] = {}  # transfer id -> the push refused (a changed record is judged anew)
 
     # -- lookups for the transport and discovery ----------------------------------------------------------------
 
@@ -326,13 +327,17 @@ class Agent:
         return None
 
     def _begin(self, transfer: TransferRecord) -> None:
+        if self.refused_intents.get(transfer.tid) == transfer.intent:
+            return  # refused before, unchanged since: not decoded and judged again every period
         try:
             run = TransferRun(self, transfer)
         except BadRecord as exc:
             log.warning("ignoring %s", exc)
+            self.refused_intents[transfer.tid] = transfer.intent
             return
         fields = (transfer.name, transfer.priority, transfer.hosts, run.root.hex(), run.manifest.size)
         if self._admit(transfer.tid, transfer.intent, PUSH, fields) is None:
+            self.refused_intents[transfer.tid] = transfer.intent
             return
         self.runs[transfer.tid] = run
         if (short := self._short_of_space(run)) is not None:  # reported in its member record; a restart asks again
