@@ -15,7 +15,8 @@ to the real ones and let one address plus one planted key make `quorum:2`. And s
 together can attest any host they like, a group never weighs more than the fewest networks a party would need
 to show it to us (its publishers' networks, or, for a host only others attested, all the networks that attested
 it): storing nodes in two networks attesting ten claimed hosts weigh two, as two publishers of their own would;
-three honest publishers that store and attest each other's records weigh three. The rule is the same for manifests,
+three publishers that only attest each other's records weigh two (any two could have made the third up) until
+the reader's own store sees them, and three once it does. The rule is the same for manifests,
 segment vouches, in-progress claims, headless answers and the "ahead" order, whatever Discovery found them.
 
 The policy (`parse_trust`): `origin` never believes the DHT; `quorum:N` takes the heaviest group
