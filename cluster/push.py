@@ -83,8 +83,8 @@ def sequence() -> int:
     return time.time_ns() // 1_000_000
 
 
-def signed_transfer(manifest: Manifest, layer: list[bytes], name: str, key: SigningKey, *, priority: int = 0, hosts: str = "*",
-                    seeder: str = "", server: str = "") -> TransferRecord:
+def signed_transfer(manifest: Manifest, layer: list[bytes], name: str, key: SigningKey, *, priority: int = 0,
+                    hosts: str = "*", seeder: str = "", server: str = "") -> TransferRecord:
     """The transfer record of a push of `manifest` as `name`, with the owner's signed intent in it."""
     tid = transfer_id(manifest.root)
     intent = Intent(PUSH, tid, name, manifest.root.hex(), manifest.size, priority, hosts, sequence(),
