@@ -1,4 +1,5 @@
-"""`swarmproxy cluster status`: per transfer, per location, progress, rates, representants, ETA, PENDING/FINISHED/REFUSED.
+"""`swarmproxy cluster status`: per transfer, per location, progress, rates, representants, ETA,
+PENDING/FINISHED/REFUSED.
 
 `snapshot(coord)` reads redis into plain dicts (what `--json` prints); `render(snapshot)` draws them for people.
 """
