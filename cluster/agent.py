@@ -316,7 +316,10 @@ class Agent:
             return self._refuse(tid, action, problem)
         if self.ledger.state().get(intent.name) != [intent.seq, intent.tid, action == CANCEL]:
             self.ledger.accept(signed)
-            _write_json(self.data_dir / LEDGER_FILE, self.ledger.state())
+            try:
+                _write_json(self.data_dir / LEDGER_FILE, self.ledger.state())
+            except OSError as exc:  # a full disk: this run remembers it; a restart before the next write would not
+                log.warning("cannot save what this agent accepted in %s: %s", LEDGER_FILE, exc.strerror or exc)
         self.refused.pop(tid, None)
         return signed
 
