@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import pathlib
+import signal
 import time
 
 import pytest
@@ -220,7 +221,17 @@ def test_a_corrupted_peer_is_banned_and_its_bytes_never_stored(cluster, tmp_path
     bad = agents[0]
     with open(bad.data_dir / "files" / "payload.bin", "r+b") as handle:  # the store's data file (a hard link)
         handle.write(os.urandom(size))
-    newcomer = cluster.add_agent("r1a9", "127.0.1.99", "dc1", "r1")
+    # The good peers are paused until the newcomer has met the bad one: otherwise it may fetch every block from
+    # them and never ask the bad peer at all (seen in CI).
+    good = agents[1:]
+    for agent in good:
+        agent.process.send_signal(signal.SIGSTOP)
+    try:
+        newcomer = cluster.add_agent("r1a9", "127.0.1.99", "dc1", "r1")
+        wait_until(lambda: (m := cluster.member_of(tid, newcomer)) and m.banned >= 1, 120, "the bad peer banned")
+    finally:
+        for agent in good:
+            agent.process.send_signal(signal.SIGCONT)
     wait_until(lambda: (m := cluster.member_of(tid, newcomer)) and m.state == "FINISHED", 120, "the newcomer done")
     assert sha256(newcomer.data_dir / "files" / "payload.bin") == digest
     record = cluster.member_of(tid, newcomer)
