@@ -75,7 +75,12 @@ class ParkingSteps:
             return self._tick(now) if self.phase is Phase.STREAM and not self.claimed else None
         actions: list[Action] = [EndClaim()] if self.claimed else []
         self.claimed = False
-        return actions + self._park(ahead if actions else others, body / since_head, now)
+        # The rate it showed, or R when it showed none: an origin that sent no body byte by its judgement is under
+        # R, so waiting as long as R would take still waits no longer than that origin would have. (The shortest
+        # wait stood in for it once: the 10 MB largefile's newcomers, parked at their heads, took the file's
+        # segments from the origin after 5 s, and a 30-client crowd of them starved the origin: none finished.)
+        shown = body / since_head if body > 0 else self.policy.min_rate
+        return actions + self._park(ahead if actions else others, shown, now)
 
     def _park(self, others: int, rate: float, now: float) -> list[Action]:
         parking = self.settings.parking

@@ -21,9 +21,9 @@ import dataclasses
 PARK_POLL_SECONDS = 0.5
 # It waits for them at least PARK_SECONDS (in the lab's flash crowd of 100 KB at 256 KB/s the first copies are
 # vouched for 1-3 s after the crowd arrived), or as long as the origin would still have taken at the rate it showed
-# (30 MB at a crowd's share of 256 KB/s: minutes), but never more than PARK_MAX_SECONDS. Never at a rate it did not
-# show: the wait of a download parked before any body byte was once taken at R, and a healthy origin's 20 MB (10 s
-# at 2 MB/s) then waited 125 s for fake fetchers; it waits PARK_SECONDS (`leave`).
+# (30 MB at a crowd's share of 256 KB/s: minutes), but never more than PARK_MAX_SECONDS. Only an origin judged slow
+# is left (`leave`): a healthy origin's 20 MB (10 s at 2 MB/s), parked at its head, once waited 125 s for fake
+# fetchers. One that sent no body byte by then showed no rate, and is waited for as long as R would still take.
 PARK_SECONDS = 5.0
 PARK_MAX_SECONDS = 600.0
 # A download taken segment by segment asks for the next segment's vouches at most this far apart. Its polls back
@@ -61,7 +61,7 @@ class ParkingSettings:
 
     def wait(self, *, remaining: int, rate: float) -> float:
         """How long to wait for the fetchers: as long as the origin would still take for `remaining` bytes at
-        `rate`, the rate it showed (`leave`), within [shortest, longest]; `shortest` when it showed none (0)."""
+        `rate`, the rate it showed (R when it showed none: `leave`), within [shortest, longest]; `shortest` at 0."""
         origin_eta = remaining / rate if rate > 0 else 0.0
         return max(self.shortest, min(origin_eta, self.longest))
 
@@ -77,10 +77,10 @@ class ParkingSettings:
         rule) is left, as Pack's rule leaves an origin only when it is slow: one that gives this download R or
         more is not the overloaded origin parking spares. One that sent no body byte since its head is slow too,
         and is left (a crowd's newcomer costs the origin nothing then, and an origin that sends heads only is
-        left at all), but its rate is none: R once stood in for it, and a 2 MB/s origin's 20 MB parked at its head
-        waited 125 s for fake fetchers; it now waits the shortest wait. So fake fetchers never slow a healthy
-        download, and one whose origin is slow by at most what it would still have taken at the rate it showed
-        (or the shortest wait)."""
+        left at all). It showed no rate, and is waited for as long as R would still take: it is slower than R so
+        far. (Before this judgement, a 2 MB/s origin's 20 MB parked at its head waited 125 s for fake fetchers.)
+        So fake fetchers never slow a healthy download, and one whose origin is slow by at most what it would
+        still have taken at the rate it showed, or at R."""
         if not judged or since_head <= 0:
             return "later"
         return "leave" if slow or body <= 0 else "stay"

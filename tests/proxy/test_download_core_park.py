@@ -24,7 +24,7 @@ PARK = dataclasses.replace(SETTINGS, parking=ParkingSettings(after=2, poll=0.5, 
 RANGES = head(ranges=True)
 AT_HEAD = HEAD(RANGES, 0.1, "RelayHead OpenSpool(100000,None) StartLookup")  # still running at the early point
 EARLY = TIMER("Note StartLookup", 0.6)  # the early lookup: slow so far
-# Two others fetch it: the head's lookup neither parks (no body byte: no rate to wait at) nor claims.
+# Two others fetch it: the head's lookup neither parks (too early to judge the origin) nor claims.
 SEEN = LOOK(None, 0.15, "", others=2)
 SLOW = O(3000, 0.3, "D(o,3000)")  # 3100 bytes with the head by the early point: under R (5000)
 # Parked at the early point's lookup: waits 1 s (the origin would take 17.6 s more at the 5455 B/s it showed), asks
@@ -48,10 +48,10 @@ VECTORS = [
                  id="parks-at-the-early-point-and-finishes-from-peers"),
     pytest.param(vector(
         AT_HEAD, SEEN, EARLY, LOOK(None, 0.65, "Switch(fetching@0) CloseOrigin", others=2),  # no body byte: slow,
-        DEADLINE(1.15), TIMER("StartLookup"), LOOK(None, 1.2, "", others=2),  # and no rate: the shortest wait
+        DEADLINE(1.15), TIMER("StartLookup"), LOOK(None, 1.2, "", others=2),  # and no rate: at R (capped at 1 s)
         DEADLINE(1.65), TIMER("StartLookup"), LOOK(None, 1.7, 'Note ReopenOrigin(0-100000,"v1")', others=2),
         HEAD(head(206, start=0, end=SIZE, ranges=True), 1.8, ""),
-        O(100_000, 1.9, "D(o,100000) OriginComplete(True) Finish")), id="no-body-byte-waits-the-shortest-wait"),
+        O(100_000, 1.9, "D(o,100000) OriginComplete(True) Finish")), id="no-body-byte-waits-as-long-as-R-would-take"),
     # The attack: parties in two networks say they fetch it and never vouch. A healthy origin (over R by the early
     # point) is never left for them, and the download never claims: it finishes from the origin as without them.
     pytest.param(vector(AT_HEAD, SEEN, O(50_000, 0.3, "D(o,50000)"), TIMER("", 0.6),
@@ -66,10 +66,10 @@ VECTORS = [
                  id="an-origin-that-turns-slow-is-left-after-its-switch"),
     pytest.param(vector(
         HEAD(RANGES, 0.1, "RelayHead OpenSpool(100000,None)"), DEADLINE(2.1), TIMER("Switch(R@0) StartLookup"),
-        LOOK(None, 2.2, "CloseOrigin", others=2),  # no body byte in W: no rate, the shortest wait
+        LOOK(None, 2.2, "CloseOrigin", others=2),  # no body byte in W: no rate, at R (capped at 1 s)
         DEADLINE(2.7), TIMER("StartLookup"), LOOK(FOUND, 2.8, "StartSwarm(0-100000)"), BLOCKS(0, 98304, 2.9),
         S(None, 3.0, GONE_LAST), settings=dataclasses.replace(PARK, transition=NO_EARLY.transition)),
-        id="switched-by-R-before-a-body-byte-parks-for-the-shortest-wait"),
+        id="switched-by-R-before-a-body-byte-parks-as-long-as-R-would-take"),
     pytest.param(vector(
         PARKED, TIMER("StartLookup"), LOOK(None, 1.2, "", others=2), DEADLINE(1.65), TIMER("StartLookup"),
         LOOK(None, 1.7, 'Note ReopenOrigin(3000-100000,"v1")', others=2),
@@ -221,8 +221,8 @@ def test_a_party_in_one_network_cannot_park_anyone_by_itself() -> None:
     (4000, 10.0, 10.65),  # the origin would take 13.2 s more at 4000 B in 0.55 s: capped at park_max
     (4000, 60.0, 0.65 + 96_000 / (4000 / 0.55)),  # as long as the origin would still take
     (1000, 60.0, 0.65 + 99_000 / (1000 / 0.55)),  # 99 000 B at 1818 B/s: 54.5 s, within park_max
-    (0, 60.0, 1.65),  # no body byte: no rate, the shortest wait (1 s here; it waited 10 s, at R, before)
-    (0, 5.0, 1.65),
+    (0, 60.0, 0.65 + 100_000 / 10_000),  # no body byte: slower than R, waited for as long as R would take
+    (0, 5.0, 5.65),  # (5 s at the shortest wait once: a crowd's newcomers then took its segments from the origin)
     (6000, 60.0, None),  # 6100 B with the head in 0.5 s: over R, a healthy origin is never left
 ])
 def test_a_parked_download_waits_as_long_as_the_origin_would_still_take(origin_bytes, park_max, until) -> None:

@@ -4,7 +4,7 @@ Parties in as many networks as the quorum say they fetch a URL from its origin a
 whose lookup at its head saw them parked at once and waited as long as its origin would still take at R (no body
 byte yet: R stood in for the origin's rate). Now a download leaves its origin only once it judged it slow, at the
 early point (under R, or no body byte at all), and waits at most as long as that origin would still have taken at
-the rate it showed (or the shortest wait, 5 s, when it showed none).
+the rate it showed (or at R when it showed none: it is slower than R so far).
 
 The first test plays whole downloads on a fake clock (the core and a throttled origin, lookups that always find the
 fakes and never a manifest) and compares each with the same download without the fakes. The last one is end to end,
@@ -106,7 +106,7 @@ def download(size: int, rate: float, fakes: int) -> Run:
     (1_000_000, 400_000, True),
     (2_000_000, 240_000, True),  # 1.5 R
     (1_000_000, 100_000, False),  # a slow origin may be left: for at most what it would still take
-    (3_000_000, 50_000, False),  # no body byte by the early point: no rate, the shortest wait
+    (3_000_000, 50_000, False),  # no body byte by the early point: slower than R, waited for at R
     (400_000, 60_000, False),  # the origin would finish sooner than the shortest wait (5 s)
 ])
 def test_fake_fetchers_delay_a_download_by_at_most_what_its_origin_would_still_take(size, rate, healthy) -> None:
@@ -117,12 +117,12 @@ def test_fake_fetchers_delay_a_download_by_at_most_what_its_origin_would_still_t
         return
     assert attacked.parked is not None  # a slow origin is left to the fetchers...
     at, body = attacked.parked
-    shown = body / (at - HEAD_AT)  # ...at the rate it showed since its head, about its own (none: the shortest wait)
+    shown = body / (at - HEAD_AT) if body else SETTINGS.transition.min_rate  # ...at the rate it showed since its head, about its own (none: R)
     assert rate / 2 <= shown <= rate or body == 0
     wait = SETTINGS.parking.wait(remaining=size - body, rate=shown)
     # Delayed by the wait, and by reopening: a new head, and the first chunk of the origin's pace.
     assert baseline.ended < attacked.ended <= baseline.ended + wait + HEAD_AT + CHUNK / rate
-    assert wait == max(SETTINGS.parking.shortest, (size - body) / shown if body else 0)
+    assert wait == max(SETTINGS.parking.shortest, (size - body) / shown)
 
 
 SIZE = 600_000
@@ -160,7 +160,7 @@ async def test_fake_fetchers_in_two_networks_do_not_make_a_healthy_download_leav
 
 
 @pytest.mark.parametrize("body,since_head,judged,slow,verdict", [
-    (0, 1.0, True, True, "leave"),  # no body byte by the early point: slow, and no rate (the shortest wait)
+    (0, 1.0, True, True, "leave"),  # no body byte by the early point: slow, and no rate (waited for at R)
     (100_000, 0.0, True, True, "later"),
     (100_000, 0.1, False, True, "later"),  # before the early point: a first read is a burst
     (100_000, 0.5, True, False, "stay"),  # a healthy origin is never left
@@ -175,7 +175,7 @@ def test_a_download_leaves_only_an_origin_that_showed_a_slow_rate(body, since_he
     (3_000_000, 100_000, 30.0),
     (100_000, 100_000, 5.0),  # at least `shortest`
     (10**9, 1_000, 600.0),  # at most `longest`
-    (20_000_000, 0, 5.0),  # no rate shown (no body byte): `shortest`, never an estimate
+    (20_000_000, 0, 5.0),  # no rate at all: `shortest` (a download that showed none is waited for at R)
 ])
 def test_the_wait_is_what_the_origin_would_still_take_at_its_rate(remaining, rate, wait) -> None:
     assert ParkingSettings(after=2).wait(remaining=remaining, rate=rate) == pytest.approx(wait)
