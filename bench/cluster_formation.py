@@ -48,6 +48,7 @@ from bench.cluster_harness import RedisServer, redis_missing
 from cluster.agent import Agent, AgentConfig
 from cluster.coord import Coord
 from cluster.errors import BadRecord
+from cluster.identity import Identity
 from cluster.intent import SigningKey
 from cluster.overlay import DC_REPS, RACK_REPS, Level, Location, Slot, View, dc_slots, rack_slots
 from cluster.push import signed_transfer
@@ -133,7 +134,7 @@ class Bench:
             dc = rack % args.dcs
             config = AgentConfig(url, f"dc{dc}", f"r{rack}", host=f"10.{dc}.{rack}.{i // args.racks}",
                                  data_dir=directory / f"a{i}", reconcile=args.reconcile,
-                                 trusted_keys=frozenset({OWNER.public}))
+                                 trusted_keys=frozenset({OWNER.public}), identity=Identity.issue(OWNER, f"a{i}"))
             agent = BenchAgent(config)
             # Not the default 3 s: every agent shares this process's event loop, where an answer is read late.
             agent.coord.timeout = CALL_TIMEOUT
@@ -205,16 +206,18 @@ async def run(args: argparse.Namespace, directory: pathlib.Path, url: str) -> di
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     tasks = [asyncio.ensure_future(bench.agent_loop(a, stop)) for a in bench.agents]
-    probe = Coord(url, timeout=CALL_TIMEOUT)
+    seeding_as = Identity.issue(OWNER, "seeder")  # as `cluster push` does: its records are sealed
+    probe = Coord(url, timeout=CALL_TIMEOUT, identity=seeding_as)
     try:
         registered = time.monotonic()
         while bench.counter.reconciles < 2 * args.agents:  # every agent has reconciled about twice: settled
             await asyncio.sleep(POLL)  # polls an in-memory counter
         registered = time.monotonic() - registered
         manifest, layer = build_manifest([b"\x00" * args.size], args.size)
-        seeder = "5e" * 32
+        seeder = seeding_as.node
         record = signed_transfer(manifest, layer, "bench.bin", OWNER, seeder=seeder, server=await probe.server_id())
-        me = MemberRecord(seeder, FINISHED, manifest.num_blocks, manifest.num_blocks, seeder=True, role="seeder")
+        me = MemberRecord(seeder, FINISHED, verified=manifest.num_blocks, blocks=manifest.num_blocks, seeder=True,
+                          role="seeder")
         before_push = await commandstats(probe)
         reconciles_at_push = bench.counter.reconciles
         began = loop.time()

@@ -22,8 +22,10 @@ from dataclasses import dataclass, field
 import redis
 
 from bench.secure_redis import SecureSetup
+from cluster.errors import BadRecord
+from cluster.identity import Gate, Identity
 from cluster.intent import SigningKey
-from cluster.records import NAMESPACE, AgentRecord, Keys, MemberRecord, TransferRecord
+from cluster.records import NAMESPACE, AgentRecord, Keys, MemberRecord, TransferRecord, build
 
 REDIS_BINARY = "redis-server"
 READY = b"Ready to accept connections"
@@ -124,9 +126,12 @@ class AgentProc:
     prefix: list[str] = field(default_factory=list)  # run it through this (`ip netns exec NS`), else directly
 
     @property
+    def identity(self) -> pathlib.Path:
+        return self.data_dir.parent / f"{self.name}.identity"  # beside its data dir, as a host keeps it apart
+
+    @property
     def node(self) -> str | None:
-        path = self.data_dir / "node_id"
-        return path.read_text().strip() if path.exists() else None
+        return Identity.load(self.identity).node if self.identity.exists() else None
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -154,14 +159,18 @@ class Cluster:
             directory.mkdir(parents=True, exist_ok=True)
             SigningKey.generate().save(self.owner_key)
         self.owner_public = SigningKey.load(self.owner_key).public
+        self.gate = Gate(frozenset({self.owner_public}))  # what redis says, as an agent believes it
 
     def add_agent(self, name: str, host: str, dc: str, rack: str, start: bool = True,
                   extra: tuple[str, ...] = ()) -> AgentProc:
         data_dir = self.directory / name
-        agent = AgentProc(name, host, dc, rack, data_dir, [
+        agent = AgentProc(name, host, dc, rack, data_dir)
+        if not agent.identity.exists():  # what `cluster admit` writes, once per host
+            Identity.issue(SigningKey.load(self.owner_key), name).save(agent.identity)
+        agent.args = [
             "agent", "--redis", self.redis.url, "--dc", dc, "--rack", rack, "--listen", f"{host}:0",
-            "--data-dir", str(data_dir), "--name", name, "--reconcile", str(self.reconcile),
-            "--trust-key", self.owner_public, *self.extra_agent_args, *extra])
+            "--data-dir", str(data_dir), "--identity", str(agent.identity), "--reconcile", str(self.reconcile),
+            "--trust-key", self.owner_public, *self.extra_agent_args, *extra]
         self.agents[name] = agent
         if start:
             self.start(agent)
@@ -205,7 +214,17 @@ class Cluster:
         with self.redis.client() as client:
             nodes = [n.decode() for n in client.smembers(self.keys.agents)]
             values = client.mget([self.keys.agent(n) for n in nodes]) if nodes else []
-        return {n: AgentRecord.load(v) for n, v in zip(nodes, values) if v is not None}
+        return self._opened("agent", AgentRecord, self.keys.agent, dict(zip(nodes, values)))
+
+    def _opened(self, kind: str, cls, where: Callable[[str], str], values: dict) -> dict:
+        """The records an admitted agent sealed (anything else in redis is left out, as agents leave it)."""
+        found = {}
+        for node, value in values.items():
+            try:
+                found[node] = build(cls, self.gate.open(kind, where(node), node, value), kind)
+            except BadRecord:
+                continue
+        return found
 
     def transfers(self) -> dict[str, TransferRecord]:
         with self.redis.client() as client:
@@ -217,7 +236,7 @@ class Cluster:
         with self.redis.client() as client:
             nodes = [n.decode() for n in client.smembers(self.keys.members(tid))]
             values = client.mget([self.keys.member(tid, n) for n in nodes]) if nodes else []
-        return {n: MemberRecord.load(v) for n, v in zip(nodes, values) if v is not None}
+        return self._opened("member", MemberRecord, lambda n: self.keys.member(tid, n), dict(zip(nodes, values)))
 
     def member_of(self, tid: str, agent: AgentProc) -> MemberRecord | None:
         return self.members(tid).get(agent.node or "")

@@ -23,8 +23,10 @@ Transfers are fetched one at a time, highest priority first (older first among e
 preempts a running fetch, whose verified blocks stay in the store for later. The agent keeps serving everything
 it holds complete.
 
-The node id (the cluster identity in redis) is kept in the data dir, so a restarted agent re-reads its role: its
-slots are still under its id. The block store is re-verified on start (`swarm.store.disk`).
+The node id (the cluster identity in redis) is the public key of the agent's identity (`cluster.identity`: made
+by `swarmproxy cluster admit`, the owner's admission inside), so a restarted agent re-reads its role: its slots are
+still under its id. Everything it writes under that id is sealed with it, and it believes only the records of
+agents a trusted owner admitted. The block store is re-verified on start (`swarm.store.disk`).
 """
 
 from __future__ import annotations
@@ -36,7 +38,6 @@ import json
 import logging
 import os
 import pathlib
-import secrets
 import shutil
 import time
 from collections.abc import Iterable
@@ -44,7 +45,8 @@ from dataclasses import dataclass, field
 
 from cluster.coord import Coord
 from cluster.discovery import RedisDiscovery
-from cluster.errors import BadRecord, RedisUnavailable
+from cluster.errors import BadRecord, ConfigError, RedisUnavailable
+from cluster.identity import Gate, Identity
 from cluster.intent import CANCEL, PUSH, Ledger, SignedIntent
 from cluster.overlay import Level, Location
 from cluster.records import (DISK_RESERVE, KEY_TTL, NAMESPACE, RECONCILE_EVERY, SLOT_TTL, AgentRecord, MemberRecord,
@@ -85,26 +87,13 @@ class AgentConfig:
     capacities: Capacities = field(default_factory=Capacities)
     reserve: float = RESERVE
     stall_timeout: float = STALL_TIMEOUT
-    trusted_keys: frozenset[str] = frozenset()  # public keys whose signed pushes and cancels it acts on
+    trusted_keys: frozenset[str] = frozenset()  # owner keys: whose signed pushes and cancels it acts on, and whose
+    # admitted agents' reports it believes (`cluster.identity`)
+    identity: Identity | None = None  # this agent's key and the owner's admission of it (required)
     disk_reserve: int = DISK_RESERVE  # bytes of the data dir's disk a transfer may never take
 
 
 LEDGER_FILE = "intents.json"  # in the data dir: what the agent accepted, so a restart refuses the same replays
-
-
-def load_node_id(data_dir: pathlib.Path) -> bytes:
-    """This agent's id, made once and kept in the data dir: a restarted agent is the same member."""
-    path = data_dir / "node_id"
-    with contextlib.suppress(OSError, ValueError):
-        node_id = bytes.fromhex(path.read_text().strip())
-        if len(node_id) == 32:
-            return node_id
-    node_id = secrets.token_bytes(32)
-    data_dir.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"node_id.{os.getpid()}")
-    tmp.write_text(node_id.hex() + "\n")
-    os.replace(tmp, path)
-    return node_id
 
 
 class Agent:
@@ -113,13 +102,18 @@ class Agent:
         self.data_dir = pathlib.Path(config.data_dir)
         self.location = Location(config.dc, config.rack)
         self.name = config.name or f"{config.host}"
-        self.node_id = load_node_id(self.data_dir)
-        self.node = self.node_id.hex()
+        if config.identity is None:
+            raise ConfigError("an agent needs its identity: --identity FILE (made by `swarmproxy cluster admit`)")
+        # Its id is its public key: a restarted agent (the same identity file) is the same member, and no record
+        # can speak for another agent's id.
+        self.identity = config.identity
+        self.node_id, self.node = self.identity.node_id, self.identity.node
         # After redis restarted, non-holders leave free slots to their holders for as long as a slot outlives its
         # holder's last refresh anyway: a holder whose loop is slow (a busy host) still gets its slot back.
         self.grace = config.slot_ttl
         self.stall_timeout = config.stall_timeout
-        self.coord = Coord(config.redis_url, config.namespace, key_ttl=config.key_ttl, slot_ttl=config.slot_ttl)
+        self.coord = Coord(config.redis_url, config.namespace, key_ttl=config.key_ttl, slot_ttl=config.slot_ttl,
+                           identity=self.identity, gate=Gate(config.trusted_keys))
         self.store = DiskBlockStore(self.data_dir / "blocks")
         self.planner = Planner(config.capacities, reserve=config.reserve)
         self.transport = LeveledTransport(self.location, self.location_of_host, self.planner.meter.on_bytes)

@@ -1,9 +1,11 @@
 """cluster overlay mode: push files to many hosts, topology-aware, coordinated through redis
 
     swarmproxy cluster keygen -o OWNER.key        (prints the public key agents trust)
-    swarmproxy cluster agent --redis URL --rack R --dc D --trust-key KEY [--listen HOST:PORT] [--data-dir DIR]
+    swarmproxy cluster admit --key OWNER.key --name HOST -o HOST.identity   (one per agent host)
+    swarmproxy cluster agent --redis URL --rack R --dc D --trust-key KEY --identity HOST.identity
+                             [--listen HOST:PORT] [--data-dir DIR]
     swarmproxy cluster push FILE --redis URL --key OWNER.key [--priority N] [--hosts PATTERN]
-    swarmproxy cluster status [--json] [--watch]
+    swarmproxy cluster status [--json] [--watch] [--trust-key KEY]
     swarmproxy cluster cancel ID --key OWNER.key
 
 Found by `swarmproxy` through the `swarmproxy.commands` entry point (pyproject.toml). Every error is one line on
@@ -28,6 +30,7 @@ import time
 import urllib.parse
 
 from cluster.errors import BadRecord, ClusterError, ConfigError
+from cluster.identity import Gate, Identity
 from cluster.intent import CANCEL, SignedIntent, SigningKey, public_key
 from cluster.records import DISK_RESERVE, NAMESPACE, RECONCILE_EVERY, TRANSFER_TTL, check_name
 from cluster.throttle import RESERVE, Capacities
@@ -127,11 +130,16 @@ def build_parser() -> argparse.ArgumentParser:
     agent.add_argument("--trust-key", dest="trust_keys", action="append", required=True, metavar="KEY",
                        help="a public key (swarmproxy-cluster-ed25519:...) whose signed pushes and cancels this "
                             "agent acts on; repeat for several owners. Anything else in redis is ignored")
+    agent.add_argument("--identity", type=pathlib.Path, required=True, metavar="FILE",
+                       help="this agent's key and the owner's admission of it (from 'cluster admit'): everything "
+                            "it reports is signed with it, and other agents and pushes believe only admitted agents")
     agent.add_argument("--dc", required=True, type=_name("dc"), help="this host's datacenter")
     agent.add_argument("--listen", type=_address, default=None, metavar="HOST:PORT",
                        help="peer port; other hosts connect to HOST (default: the address we reach redis from, "
                             "port 0: any free port)")
-    agent.add_argument("--name", default=None, help="this host's name in 'status' and --hosts (default: HOST)")
+    agent.add_argument("--name", default=None,
+                       help="this host's name in 'status' and --hosts (default: the name its identity was admitted "
+                            "under; another is refused)")
     agent.add_argument("--data-dir", type=pathlib.Path, default=None, metavar="DIR",
                        help="block store, node id and finished files (default: $XDG_DATA_HOME/swarmproxy/cluster)")
     agent.add_argument("--reconcile", type=float, default=RECONCILE_EVERY, metavar="SECONDS",
@@ -161,6 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
     push.add_argument("file", type=pathlib.Path, metavar="FILE")
     push.add_argument("--key", type=pathlib.Path, required=True, metavar="FILE",
                       help="the owner's private key (from 'cluster keygen'): agents act only on signed pushes")
+    push.add_argument("--trust-key", dest="trust_keys", action="append", default=[], metavar="KEY",
+                      help="another owner's public key whose admitted agents this push believes too (default: only "
+                           "agents admitted with --key)")
     push.add_argument("--priority", type=int, default=0, metavar="N",
                       help="higher first: agents fetch one transfer at a time (default: 0)")
     target = push.add_mutually_exclusive_group()
@@ -189,6 +200,9 @@ def build_parser() -> argparse.ArgumentParser:
     common(status)
     status.add_argument("--json", action="store_true", help="print the snapshot as JSON, for scripts")
     status.add_argument("--watch", action="store_true", help="redraw every second until interrupted")
+    status.add_argument("--trust-key", dest="trust_keys", action="append", default=[], metavar="KEY",
+                        help="show only what agents this owner key admitted reported, signed (repeatable; "
+                             "default: every record in redis, unverified)")
 
     cancel = commands.add_parser("cancel", help="cancel a transfer",
                                  description="Agents stop fetching transfer ID and drop what they fetched of it "
@@ -206,6 +220,19 @@ def build_parser() -> argparse.ArgumentParser:
     keygen.add_argument("-o", "--output", type=pathlib.Path, required=True, metavar="FILE",
                         help="where to write the private key")
     keygen.add_argument("-v", "--verbose", action="store_true", help=argparse.SUPPRESS)
+
+    admit = commands.add_parser(
+        "admit", help="make an agent's identity: its own key, admitted by the owner's",
+        description="Write a new agent identity to FILE (mode 0600; never over an existing file): an Ed25519 key "
+                    "of its own and the owner's signature admitting it as NAME. Copy FILE to the agent's host "
+                    "only and start the agent with --identity FILE. Agents and pushes believe only the reports "
+                    "of admitted agents: a host registered in redis without one is ignored.")
+    admit.add_argument("--key", type=pathlib.Path, required=True, metavar="FILE", help="the owner's private key")
+    admit.add_argument("--name", required=True, type=_name("agent name"),
+                       help="the agent's name (in 'status' and --hosts): usually its host name")
+    admit.add_argument("-o", "--output", type=pathlib.Path, required=True, metavar="FILE",
+                       help="where to write the identity")
+    admit.add_argument("-v", "--verbose", action="store_true", help=argparse.SUPPRESS)
     return parser
 
 
@@ -256,12 +283,17 @@ async def _agent(args: argparse.Namespace, stop: asyncio.Event) -> int:
     host, port = args.listen or (reachable_host(args.redis), 0)
     if not 0 <= args.reserve < 1:
         raise ConfigError("--reserve must be in [0, 1)")
-    for key in args.trust_keys:
-        public_key(key)  # a clear error now for a key that is not one
+    trusted = _keys(args.trust_keys)
+    identity = Identity.load(args.identity)
+    if (problem := identity.admission.verify(trusted)) is not None:
+        raise ConfigError(f"{args.identity}: {problem}: start the agent with the --trust-key of the owner who "
+                          "admitted it")
+    if args.name and args.name != identity.admission.name:
+        raise ConfigError(f"--name {args.name!r}: {args.identity} was admitted as {identity.admission.name!r}")
     config = AgentConfig(args.redis, args.dc, args.rack, host, port, args.data_dir or _default_data_dir(),
-                         args.name or "", args.namespace, args.reconcile, capacities=_capacities(args),
-                         reserve=args.reserve, trusted_keys=frozenset(key.strip() for key in args.trust_keys),
-                         disk_reserve=args.disk_reserve)
+                         identity.admission.name, args.namespace, args.reconcile, capacities=_capacities(args),
+                         reserve=args.reserve, trusted_keys=trusted, disk_reserve=args.disk_reserve,
+                         identity=identity)
     agent = Agent(config)
     if args.metrics is not None:
         from cluster.metrics import serve_metrics
@@ -285,7 +317,8 @@ async def _push(args: argparse.Namespace, stop: asyncio.Event) -> int:
     host, port = args.listen or (reachable_host(args.redis), 0)
     config = PushConfig(args.file, args.redis, args.priority, args.hosts, host, port, data_dir=args.data_dir,
                         namespace=args.namespace, wait=args.wait, timeout=args.timeout, quiet=args.quiet,
-                        upload_rate=args.upload_rate, reconcile=args.reconcile, key=SigningKey.load(args.key))
+                        upload_rate=args.upload_rate, reconcile=args.reconcile, key=SigningKey.load(args.key),
+                        trusted=_keys(args.trust_keys))
     result = await push(config, stop)
     print(result_json(result), flush=True)
     return 0
@@ -295,7 +328,8 @@ async def _status(args: argparse.Namespace, stop: asyncio.Event) -> int:
     from cluster.coord import Coord
     from cluster.status import render, snapshot
 
-    coord = Coord(args.redis, args.namespace)
+    trusted = _keys(args.trust_keys)
+    coord = Coord(args.redis, args.namespace, gate=Gate(trusted) if trusted else None)
     try:
         while True:
             snap = await snapshot(coord)
@@ -305,6 +339,9 @@ async def _status(args: argparse.Namespace, stop: asyncio.Event) -> int:
                 if args.watch:
                     print("\x1b[H\x1b[2J", end="")
                 print(render(snap), flush=True)
+                if not trusted:
+                    print("(records as redis holds them, unverified: --trust-key OWNER_KEY shows only what "
+                          "admitted agents signed)", flush=True)
             if not args.watch:
                 return 0
             with contextlib.suppress(asyncio.TimeoutError):
@@ -348,7 +385,24 @@ async def _keygen(args: argparse.Namespace, stop: asyncio.Event) -> int:
     return 0
 
 
-HANDLERS = {"agent": _agent, "push": _push, "status": _status, "cancel": _cancel, "keygen": _keygen}
+async def _admit(args: argparse.Namespace, stop: asyncio.Event) -> int:
+    identity = Identity.issue(SigningKey.load(args.key), args.name)
+    identity.save(args.output)
+    print(identity.key.public, flush=True)
+    print(f"wrote {args.name}'s identity to {args.output}: copy it to that host only, and start its agent with "
+          f"--identity FILE", file=sys.stderr)
+    return 0
+
+
+def _keys(texts: list[str]) -> frozenset[str]:
+    """Public keys from the command line, each checked now (a clear error for one that is not a key)."""
+    for text in texts:
+        public_key(text)
+    return frozenset(text.strip() for text in texts)
+
+
+HANDLERS = {"agent": _agent, "push": _push, "status": _status, "cancel": _cancel, "keygen": _keygen,
+            "admit": _admit}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,7 +2,8 @@
 
 Each call either succeeds or raises `RedisUnavailable` with one line saying why (the server is down, refused the
 command, timed out): callers in a loop log it and retry next period, commands print it and exit. A record that
-does not parse is skipped (`BadRecord`), never trusted.
+does not parse is skipped (`BadRecord`), never trusted. With an identity, what this process writes under its node
+id is sealed (`cluster.identity`); with a gate, only records an admitted agent sealed are read (the rest skipped).
 
 Indexes (sets of ids) are pruned as their keys expire: a set member whose key is gone is removed when read.
 """
@@ -13,16 +14,19 @@ import asyncio
 import contextlib
 import logging
 import urllib.parse
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import asdict
 from typing import TypeVar
 
 import redis.asyncio as aioredis
 import redis.exceptions
 
 from cluster.errors import BadRecord, RedisUnavailable
+from cluster.identity import Gate, Identity
 from cluster.overlay import Location, Slot, rack_slots
 from cluster.records import (KEY_TTL, NAMESPACE, SLOT_TTL, TRANSFER_TTL, AgentRecord, Keys, MemberRecord,
-                             ProviderRecord, TransferRecord)
+                             ProviderRecord, TransferRecord, build, unverified)
 from cluster.scope import across, empty_dcs, empty_racks, rep_racks
 
 __all__ = ["Coord", "redacted"]
@@ -70,24 +74,40 @@ def _held(slots: list[Slot], values: list) -> dict[Slot, str]:
     return {s: v for s, v in zip(slots, map(_text, values)) if v is not None}
 
 
-def _records(values: Mapping[str, bytes | str | None], key: Callable[[str], str], load: Callable = MemberRecord.load
-             ) -> dict:
-    """The records that are there and parse; one that does not is skipped, never trusted."""
+Loader = Callable[[str, bytes | str], object]  # (node id, the value read) -> the record, or BadRecord
+SKIPS_REMEMBERED = 4096  # (key, why) pairs said at WARNING once: a writer who keeps a bad record there floods no log
+_said: OrderedDict[tuple[str, str], None] = OrderedDict()
+
+
+def _skipping(key: str, why: str) -> None:
+    said = (key, why) in _said
+    _said[(key, why)] = None
+    _said.move_to_end((key, why))
+    while len(_said) > SKIPS_REMEMBERED:
+        _said.popitem(last=False)
+    log.log(logging.DEBUG if said else logging.WARNING, "skipping %s: %s", key, why)
+
+
+def _records(values: Mapping[str, bytes | str | None], key: Callable[[str], str], load: Loader) -> dict:
+    """The records that are there and parse (and open); one that does not is skipped, never trusted."""
     found = {}
     for ident, value in values.items():
         if value is None:
             continue
         try:
-            found[ident] = load(value)
+            found[ident] = load(ident, value)
         except BadRecord as exc:
-            log.warning("skipping %s: %s", key(ident), exc)
+            _skipping(key(ident), str(exc))
     return found
 
 
 class Coord:
     def __init__(self, url: str, namespace: str = NAMESPACE, *, timeout: float = CALL_TIMEOUT,
-                 key_ttl: float = KEY_TTL, slot_ttl: float = SLOT_TTL) -> None:
+                 key_ttl: float = KEY_TTL, slot_ttl: float = SLOT_TTL, identity: Identity | None = None,
+                 gate: Gate | None = None) -> None:
+        """`identity`: seal what is written under its node id; `gate`: read only sealed records it opens."""
         self.url = url
+        self.identity, self.gate = identity, gate
         self.keys = Keys(namespace)
         self.key_ttl, self.slot_ttl = key_ttl, slot_ttl
         try:
@@ -109,6 +129,25 @@ class Coord:
             detail = str(exc) or type(exc).__name__
             raise RedisUnavailable(f"redis at {redacted(self.url)}: {detail}") from None
 
+    def _seal(self, kind: str, where: str, record, *, fresh: bool = True) -> str:
+        """What to write at `where`: the record sealed by our identity, or as it is without one. A record that
+        needs no freshness (a provider's) is sealed at time 0, so that the same record always reads the same."""
+        if self.identity is None:
+            return record.dump()
+        return self.identity.seal(kind, where, asdict(record), None if fresh else 0.0)
+
+    def _loader(self, kind: str, cls, where: Callable[[str], str], *, fresh: bool = True) -> Loader:
+        gate = self.gate
+        if gate is None:
+            return lambda ident, value: build(cls, unverified(value, kind), kind)
+
+        def load(ident: str, value: bytes | str):
+            record = build(cls, gate.open(kind, where(ident), ident, value, fresh=fresh), kind)
+            if getattr(record, "node", ident) != ident:
+                raise BadRecord(f"{kind} record: names another node")
+            return record
+        return load
+
     # -- the server ---------------------------------------------------------------------------------------------
 
     async def server_id(self) -> str:
@@ -128,15 +167,17 @@ class Coord:
     async def put_agent(self, node: str, record: AgentRecord) -> None:
         async def go():
             async with self.redis.pipeline(transaction=False) as pipe:
-                pipe.set(self.keys.agent(node), record.dump(), px=_ms(self.key_ttl))
+                key = self.keys.agent(node)
+                pipe.set(key, self._seal("agent", key, record), px=_ms(self.key_ttl))
                 pipe.sadd(self.keys.agents, node)
                 await pipe.execute()
         await self._guard(go)
 
     async def agents(self) -> dict[str, AgentRecord]:
-        return await self._indexed(self.keys.agents, self.keys.agent, AgentRecord.load)
+        return await self._indexed(self.keys.agents, self.keys.agent,
+                                   self._loader("agent", AgentRecord, self.keys.agent))
 
-    async def _indexed(self, index: str, key: Callable[[str], str], load: Callable) -> dict:
+    async def _indexed(self, index: str, key: Callable[[str], str], load: Loader) -> dict:
         async def go():
             ids = sorted(i.decode() for i in await self.redis.smembers(index))
             values = await self.redis.mget([key(i) for i in ids]) if ids else []
@@ -168,7 +209,8 @@ class Coord:
         never changes, and it carries the whole hash layer (tens of KiB to MiB), which every agent reading every
         period would pull across every rack uplink."""
         if not known:
-            return await self._indexed(self.keys.transfers, self.keys.transfer, TransferRecord.load)
+            return await self._indexed(self.keys.transfers, self.keys.transfer,
+                                       lambda ident, value: TransferRecord.load(value))
 
         async def go():
             ids = sorted(i.decode() for i in await self.redis.smembers(self.keys.transfers))
@@ -191,7 +233,7 @@ class Coord:
             try:
                 found[ident] = TransferRecord.load(value)
             except BadRecord as exc:
-                log.warning("skipping %s: %s", self.keys.transfer(ident), exc)
+                _skipping(self.keys.transfer(ident), str(exc))
         return found
 
     async def cancel(self, tid: str, signed: str) -> None:
@@ -226,7 +268,8 @@ class Coord:
 
         async def go():
             async with self.redis.pipeline(transaction=False) as pipe:
-                pipe.set(self.keys.member(tid, record.node), record.dump(), px=ttl)
+                key = self.keys.member(tid, record.node)
+                pipe.set(key, self._seal("member", key, record), px=ttl)
                 pipe.sadd(self.keys.members(tid), record.node)
                 location = record.location
                 if record.seeder:
@@ -272,7 +315,8 @@ class Coord:
             wanted = sorted(set(holders.values()) - set(values))
             if wanted:
                 values.update(zip(wanted, await self.redis.mget([keys.member(tid, n) for n in wanted])))
-            records = _records(values, lambda n: keys.member(tid, n))
+            where = lambda n: keys.member(tid, n)  # noqa: E731
+            records = _records(values, where, self._loader("member", MemberRecord, where))
             more = rep_racks(holders, records, [*mine, *slots]) if deep else []
             if more:
                 holders.update(_held(more, await self.redis.mget([keys.slot(tid, s) for s in more])))
@@ -291,7 +335,8 @@ class Coord:
         return await self._guard(go)
 
     async def members(self, tid: str) -> dict[str, MemberRecord]:
-        return await self._indexed(self.keys.members(tid), lambda n: self.keys.member(tid, n), MemberRecord.load)
+        where = lambda n: self.keys.member(tid, n)  # noqa: E731
+        return await self._indexed(self.keys.members(tid), where, self._loader("member", MemberRecord, where))
 
     async def holders(self, tid: str, slots: list[Slot]) -> dict[Slot, str]:
         if not slots:
@@ -315,25 +360,28 @@ class Coord:
     async def announce(self, root: bytes, node: str, record: ProviderRecord) -> None:
         async def go():
             async with self.redis.pipeline(transaction=False) as pipe:
-                pipe.set(self.keys.provider(root, node), record.dump(), px=_ms(self.key_ttl))
+                key = self.keys.provider(root, node)
+                pipe.set(key, self._seal("provider", key, record, fresh=False), px=_ms(self.key_ttl))
                 pipe.sadd(self.keys.providers(root), node)
                 await pipe.execute()
         await self._guard(go)
 
     async def withdraw(self, root: bytes, node: str, record: ProviderRecord) -> None:
-        await self._guard(lambda: self.redis.eval(_DELETE_IF, 1, self.keys.provider(root, node), record.dump()))
+        key = self.keys.provider(root, node)
+        await self._guard(lambda: self.redis.eval(_DELETE_IF, 1, key, self._seal("provider", key, record, fresh=False)))
 
     async def providers(self, root: bytes, nodes: Iterable[str] | None = None) -> dict[str, ProviderRecord]:
         """The providers of `root`: every one announced, or only those of `nodes` (the peers an agent may talk
         to: its view, not every provider of a transfer every agent of the cluster holds)."""
+        where = lambda n: self.keys.provider(root, n)  # noqa: E731
+        load = self._loader("provider", ProviderRecord, where, fresh=False)
         if nodes is None:
-            return await self._indexed(self.keys.providers(root), lambda n: self.keys.provider(root, n),
-                                       ProviderRecord.load)
+            return await self._indexed(self.keys.providers(root), where, load)
         nodes = sorted(set(nodes))
         if not nodes:
             return {}
-        values = await self._guard(lambda: self.redis.mget([self.keys.provider(root, n) for n in nodes]))
-        return _records(dict(zip(nodes, values)), lambda n: self.keys.provider(root, n), ProviderRecord.load)
+        values = await self._guard(lambda: self.redis.mget([where(n) for n in nodes]))
+        return _records(dict(zip(nodes, values)), where, load)
 
     # -- wake-ups -----------------------------------------------------------------------------------------------
 

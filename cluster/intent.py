@@ -124,7 +124,8 @@ def public_key(text: str) -> bytes:
 
 
 class SigningKey:
-    """The owner's private key: made by `generate`, kept in a file readable by its owner only."""
+    """An Ed25519 private key: the owner's (`generate`, kept in a file readable by its owner only), or an agent's
+    (inside its identity, `cluster.identity`)."""
 
     def __init__(self, private: Ed25519PrivateKey) -> None:
         self._private = private
@@ -134,6 +135,16 @@ class SigningKey:
     @classmethod
     def generate(cls) -> SigningKey:
         return cls(Ed25519PrivateKey.generate())
+
+    @classmethod
+    def from_seed(cls, seed: bytes) -> SigningKey:
+        if len(seed) != SEED_BYTES:
+            raise ConfigError(f"an Ed25519 seed is {SEED_BYTES} bytes, not {len(seed)}")
+        return cls(Ed25519PrivateKey.from_private_bytes(seed))
+
+    def seed(self) -> bytes:
+        return self._private.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw,
+                                           serialization.NoEncryption())
 
     @classmethod
     def load(cls, path: os.PathLike | str) -> SigningKey:
@@ -147,8 +158,7 @@ class SigningKey:
 
     def save(self, path: os.PathLike | str) -> None:
         """Write the key to `path` (mode 0600), never over an existing file."""
-        seed = self._private.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw,
-                                           serialization.NoEncryption())
+        seed = self.seed()
         try:
             descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:
@@ -159,8 +169,11 @@ class SigningKey:
             file.write(KEY_FILE_MAGIC + seed)
 
     def sign(self, intent: Intent) -> SignedIntent:
-        signature = self._private.sign(intent.canonical())
-        return SignedIntent(intent, self.public, base64.b64encode(signature).decode("ascii"))
+        return SignedIntent(intent, self.public, base64.b64encode(self.sign_bytes(intent.canonical())).decode("ascii"))
+
+    def sign_bytes(self, data: bytes) -> bytes:
+        """The raw signature of `data`: callers put a domain tag of their own in front (`cluster.identity`)."""
+        return self._private.sign(data)
 
 
 class Ledger:

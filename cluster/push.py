@@ -7,6 +7,10 @@ seeder, which sits in the root group of the overlay. Then, every period, it rewr
 nothing) and its announcement, and waits until every agent it targets is FINISHED — the agents alive then, and
 those that join while it runs (a late rack). With `--no-wait` it returns once the transfer is published: the agents
 then have only each other, so use it only for content some agent already holds.
+
+It believes only what agents a trusted owner admitted reported, sealed (`cluster.identity`): a ghost registered in
+redis is not waited for, and a forged FINISHED counts for nothing. An agent is done when its report says it holds
+this push's content root under this push's file name.
 """
 
 from __future__ import annotations
@@ -16,7 +20,6 @@ import fnmatch
 import json
 import logging
 import pathlib
-import secrets
 import sys
 import tempfile
 import time
@@ -26,6 +29,7 @@ from cluster.coord import Coord
 from cluster.discovery import RedisDiscovery
 from cluster.division import EntryPlan, StallWatch
 from cluster.errors import BadRecord, ConfigError, PushIncomplete, RedisUnavailable, TransferCancelled
+from cluster.identity import Gate, Identity
 from cluster.intent import CANCEL, PUSH, Intent, SignedIntent, SigningKey
 from cluster.overlay import Level, View, merged, recovering
 from cluster.records import (FINISHED, NAMESPACE, RECONCILE_EVERY, REFUSED, SLOT_TTL, TRANSFER_TTL, MemberRecord,
@@ -57,6 +61,8 @@ class PushConfig:
     quiet: bool = False
     upload_rate: float | None = None
     key: SigningKey | None = None  # the owner's key: agents act only on pushes a key they trust signed
+    # Owner keys besides `key` whose admitted agents' reports this push believes (`cluster.identity`).
+    trusted: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -122,12 +128,14 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
     stop = stop or asyncio.Event()
     if config.key is None:
         raise ConfigError("a push must be signed: --key FILE (made by `swarmproxy cluster keygen`)")
-    coord = Coord(config.redis_url, config.namespace)
+    # The seeder's own identity, admitted by the owner's key on the spot: agents believe its records as an agent's.
+    identity = Identity.issue(config.key, "seeder")
+    coord = Coord(config.redis_url, config.namespace, identity=identity,
+                  gate=Gate(config.trusted | {config.key.public}))
     await coord.ping()  # a clear error now rather than a seeder nobody can find
     with tempfile.TemporaryDirectory(prefix="swarmproxy-push-") as scratch:
         store = DiskBlockStore(pathlib.Path(config.data_dir or scratch) / "blocks")
-        node_id = secrets.token_bytes(32)
-        node = node_id.hex()
+        node_id, node = identity.node_id, identity.node
         by_host: dict = {}
         plan: list[EntryPlan] = []  # the latest entry plan, once read
 
@@ -149,8 +157,8 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
             record = signed_transfer(manifest, layer, config.file.name, config.key, priority=config.priority,
                                      hosts=config.hosts, seeder=node, server=await coord.server_id())
             tid = record.tid
-            me = MemberRecord(node, FINISHED, manifest.num_blocks, manifest.num_blocks, seeder=True, role="seeder",
-                              started=time.time())
+            me = MemberRecord(node, FINISHED, verified=manifest.num_blocks, blocks=manifest.num_blocks, seeder=True,
+                              role="seeder", started=time.time(), root=manifest.root.hex(), name=record.name)
             await coord.put_transfer(record)
             await coord.put_member(tid, me)
             service.share(manifest)
@@ -195,7 +203,8 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
                 else:
                     alive = targeted(agents, config.hosts)
                     seen |= alive
-                    done = {n for n, m in members.items() if m.state == FINISHED and not m.seeder}
+                    done = {n for n, m in members.items() if m.state == FINISHED and not m.seeder
+                            and m.root == me.root and m.name == me.name}
                     refused = {n: m.reason for n, m in members.items() if m.state == REFUSED and n in alive}
                     if alive and alive <= done | set(refused):  # an agent that died and stays away is not waited for
                         if refused:

@@ -38,7 +38,8 @@ from dataclasses import asdict, dataclass, field
 from cluster.errors import BadRecord, ConfigError
 from cluster.overlay import Level, Location, Slot
 
-__all__ = ["AgentRecord", "Keys", "MemberRecord", "ProviderRecord", "TransferRecord", "check_name"]
+__all__ = ["AgentRecord", "Keys", "MemberRecord", "ProviderRecord", "TransferRecord", "build", "check_name",
+           "unverified"]
 
 NAMESPACE = "swarmproxy:cluster"
 RECONCILE_EVERY = 2.0  # seconds between an agent's reconciles (--reconcile)
@@ -130,7 +131,19 @@ def _dump(value: object) -> str:
 
 
 def _build(cls, data: bytes | str | None, kind: str):
+    return build(cls, _load(data, kind), kind)
+
+
+def unverified(data: bytes | str | None, kind: str) -> dict:
+    """A record's fields, sealed or not, without opening the seal (`cluster.identity.Gate` does): for a reader with
+    no key to check against (`status` without --trust-key), which says so."""
     value = _load(data, kind)
+    record = value.get("record")
+    return record if isinstance(record, dict) and "signature" in value else value
+
+
+def build(cls, value: dict, kind: str):
+    """A record of class `cls` from its fields (as `asdict` gave them); BadRecord if they are not its fields."""
     try:
         return cls(**value)
     except TypeError as exc:
@@ -229,6 +242,10 @@ class MemberRecord:
     dc: str = ""
     rack: str = ""
     host: str = ""
+    # What it holds, as its signed report says (`cluster.identity`): the pushed content root (hex) under which
+    # file name. A push counts a member FINISHED only for its own root and name.
+    root: str = ""
+    name: str = ""
 
     @property
     def location(self) -> Location | None:

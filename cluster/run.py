@@ -125,7 +125,8 @@ class TransferRun:
             extra_bytes=max(0, sum(transport.received.values()) - self.missing_at_start),
             hash_failures=self.agent.service.nodes["tcp"].fetch_totals.hash_failures,
             banned=self.agent.service.nodes["tcp"].fetch_totals.banned,
-            started=self.started, finished=self.finished_at, resumed=self.resumed_with)
+            started=self.started, finished=self.finished_at, resumed=self.resumed_with,
+            root=self.manifest.root.hex(), name=self.record.name)
 
     async def _read(self, coord: Coord, deep: bool) -> tuple[View, dict[str, MemberRecord]]:
         records, holders = await coord.scope(self.tid, self.agent.location, deep)

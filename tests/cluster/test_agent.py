@@ -6,6 +6,8 @@ import types
 
 from cluster.agent import FETCH_PEERS, Agent, AgentConfig
 from cluster.discovery import ClusterProvider
+from cluster.identity import Identity
+from cluster.intent import SigningKey
 from cluster.records import MemberRecord
 from swarm.content.manifest import build_manifest
 
@@ -15,7 +17,9 @@ def provider(index: int, host: str) -> ClusterProvider:
 
 
 def test_a_root_member_in_a_big_rack_takes_the_seeder_and_its_nearest_peers_first(tmp_path):
-    agent = Agent(AgentConfig("redis://127.0.0.1:1/0", "dc1", "r1", host="10.1.0.1", data_dir=tmp_path))
+    owner = SigningKey.generate()
+    agent = Agent(AgentConfig("redis://127.0.0.1:1/0", "dc1", "r1", host="10.1.0.1", data_dir=tmp_path,
+                              trusted_keys=frozenset({owner.public}), identity=Identity.issue(owner, "a1")))
     rack = [provider(i, f"10.1.0.{i + 2}") for i in range(100)]  # a rack of 101 agents
     other_rack = [provider(200 + i, f"10.2.0.{i + 2}") for i in range(10)]
     seeder = provider(999, "10.9.0.1")  # outside the DC

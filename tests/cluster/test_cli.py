@@ -54,8 +54,29 @@ def test_an_agent_needs_a_key_it_trusts(capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["agent", "--rack", "r", "--dc", "d"])
     assert "--trust-key" in capsys.readouterr().err
-    done = run("agent", "--rack", "r", "--dc", "d", "--trust-key", "not-a-key", "--redis", "redis://127.0.0.1:1/0")
+    done = run("agent", "--rack", "r", "--dc", "d", "--trust-key", "not-a-key", "--identity", "x",
+               "--redis", "redis://127.0.0.1:1/0")
     assert done.returncode == 1 and "swarmproxy-cluster-ed25519:" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_an_agent_needs_an_identity_its_owner_admitted(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["agent", "--rack", "r", "--dc", "d", "--trust-key", "k"])
+    assert "--identity" in capsys.readouterr().err
+    made = run("admit", "--key", owner_key(tmp_path), "--name", "host1", "-o", str(tmp_path / "host1.identity"))
+    assert made.returncode == 0 and made.stdout.startswith("swarmproxy-cluster-ed25519:"), made.stderr
+    again = run("admit", "--key", owner_key(tmp_path), "--name", "host1", "-o", str(tmp_path / "host1.identity"))
+    assert again.returncode == 1 and "never overwritten" in again.stderr
+    stranger = SigningKey.generate().public
+    base = ("agent", "--rack", "r", "--dc", "d", "--redis", "redis://127.0.0.1:1/0")
+    for args, said in [((*base, "--trust-key", stranger, "--identity", str(tmp_path / "host1.identity")),
+                        "does not trust"),
+                       ((*base, "--trust-key", stranger, "--identity", str(tmp_path / "none")), "cannot read"),
+                       ((*base, "--trust-key", stranger, "--identity", owner_key(tmp_path)), "not an agent identity"),
+                       ((*base, "--trust-key", SigningKey.load(owner_key(tmp_path)).public, "--identity",
+                         str(tmp_path / "host1.identity"), "--name", "host2"), "admitted as 'host1'")]:
+        done = run(*args)
+        assert done.returncode == 1 and said in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
 def test_names_must_fit_in_keys(capsys):

@@ -11,6 +11,7 @@ from bench.cluster_formation import BenchAgent, formed
 from bench.cluster_harness import redis_missing
 from cluster.agent import AgentConfig
 from cluster.coord import Coord
+from cluster.identity import Identity
 from cluster.intent import SigningKey
 from cluster.overlay import Location
 from cluster.push import signed_transfer
@@ -19,8 +20,9 @@ from swarm.content.manifest import build_manifest
 
 pytestmark = pytest.mark.skipif(redis_missing() is not None, reason=str(redis_missing()))
 
-SEEDER = "5e" * 32
 OWNER = SigningKey.generate()
+SEEDER_IDENTITY = Identity.issue(OWNER, "seeder")
+SEEDER = SEEDER_IDENTITY.node
 
 
 class World:
@@ -28,7 +30,7 @@ class World:
         self.directory = directory
         self.url = url
         self.agents: list[BenchAgent] = []
-        self.probe = Coord(url)
+        self.probe = Coord(url, identity=SEEDER_IDENTITY)  # writes as the pusher does
         self.tid = ""
 
     def add(self, dc: str, rack: str, count: int) -> list[BenchAgent]:
@@ -37,7 +39,7 @@ class World:
             i = len(self.agents)
             # Hosts of one length: the records read must weigh the same whatever the agent's number.
             config = AgentConfig(self.url, dc, rack, host=f"10.0.0.{100 + i}", data_dir=self.directory / f"a{i}",
-                                 trusted_keys=frozenset({OWNER.public}))
+                                 trusted_keys=frozenset({OWNER.public}), identity=Identity.issue(OWNER, f"a{i:04d}"))
             agent = BenchAgent(config)
             agent.address = (config.host, 7000)
             self.agents.append(agent)
@@ -49,7 +51,8 @@ class World:
         record = signed_transfer(manifest, layer, "f", OWNER, seeder=SEEDER, server=await self.probe.server_id())
         self.tid = record.tid
         await self.probe.put_transfer(record)
-        await self.probe.put_member(self.tid, MemberRecord(SEEDER, FINISHED, 1, 1, seeder=True, role="seeder"))
+        await self.probe.put_member(self.tid, MemberRecord(SEEDER, FINISHED, verified=1, blocks=1, seeder=True,
+                                                           role="seeder"))
 
     async def rounds(self, count: int = 3, agents=None) -> None:
         for _ in range(count):
