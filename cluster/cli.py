@@ -32,6 +32,7 @@ import urllib.parse
 from cluster.errors import BadRecord, ClusterError, ConfigError
 from cluster.identity import Gate, Identity
 from cluster.intent import CANCEL, SignedIntent, SigningKey, public_key
+from cluster.patience import GIVE_UP_AFTER
 from cluster.records import DISK_RESERVE, NAMESPACE, RECONCILE_EVERY, TRANSFER_TTL, check_name
 from cluster.throttle import RESERVE, Capacities
 
@@ -182,6 +183,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help="where agents connect to the seeder (default: the address we reach redis from)")
     push.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
                       help="give up (exit 1) if not every agent finished by then (default: wait)")
+    push.add_argument("--give-up-after", type=float, default=GIVE_UP_AFTER, metavar="SECONDS",
+                      help="stop waiting for an agent whose verified blocks have not grown for this long while it "
+                           "was fetching (time redis was unreachable does not count); the push then exits 1 naming "
+                           f"it (default: {GIVE_UP_AFTER:g})")
     push.add_argument("--no-wait", dest="wait", action="store_false",
                       help="return once published (only for content agents already hold)")
     push.add_argument("--reconcile", type=float, default=RECONCILE_EVERY, metavar="SECONDS",
@@ -318,7 +323,7 @@ async def _push(args: argparse.Namespace, stop: asyncio.Event) -> int:
     config = PushConfig(args.file, args.redis, args.priority, args.hosts, host, port, data_dir=args.data_dir,
                         namespace=args.namespace, wait=args.wait, timeout=args.timeout, quiet=args.quiet,
                         upload_rate=args.upload_rate, reconcile=args.reconcile, key=SigningKey.load(args.key),
-                        trusted=_keys(args.trust_keys))
+                        trusted=_keys(args.trust_keys), give_up_after=args.give_up_after)
     result = await push(config, stop)
     print(result_json(result), flush=True)
     return 0

@@ -32,6 +32,7 @@ from cluster.errors import BadRecord, ConfigError, PushIncomplete, RedisUnavaila
 from cluster.identity import Gate, Identity
 from cluster.intent import CANCEL, PUSH, Intent, SignedIntent, SigningKey
 from cluster.overlay import Level, View, merged, recovering
+from cluster.patience import GIVE_UP_AFTER, Patience
 from cluster.records import (FINISHED, NAMESPACE, RECONCILE_EVERY, REFUSED, SLOT_TTL, TRANSFER_TTL, MemberRecord,
                              TransferRecord, transfer_id)
 from cluster.run import read_view
@@ -63,6 +64,7 @@ class PushConfig:
     key: SigningKey | None = None  # the owner's key: agents act only on pushes a key they trust signed
     # Owner keys besides `key` whose admitted agents' reports this push believes (`cluster.identity`).
     trusted: frozenset[str] = frozenset()
+    give_up_after: float = GIVE_UP_AFTER  # s without progress after which an agent is no longer waited for
 
 
 @dataclass
@@ -99,9 +101,12 @@ def signed_transfer(manifest: Manifest, layer: list[bytes], name: str, key: Sign
                           priority, time.time(), seeder, hosts, server, key.sign(intent).dump())
 
 
-def outcome(agents: dict, members: dict[str, MemberRecord], nodes: set[str]) -> str:
-    """What each of `nodes` holds, by name: refused (why), fetching (how far), or nothing heard."""
+def outcome(agents: dict, members: dict[str, MemberRecord], nodes: set[str],
+            stuck: dict[str, float] | None = None) -> str:
+    """What each of `nodes` holds, by name: refused (why), fetching (how far; given up after `stuck` s without
+    progress), or nothing heard."""
     said = []
+    stuck = stuck or {}
     for node in sorted(nodes, key=lambda n: agents[n].name if n in agents else n):
         name = agents[node].name if node in agents else node[:12]
         member = members.get(node)
@@ -109,6 +114,8 @@ def outcome(agents: dict, members: dict[str, MemberRecord], nodes: set[str]) -> 
             said.append(f"{name}: nothing reported")
         elif member.state == REFUSED:
             said.append(f"{name}: refused ({member.reason})")
+        elif node in stuck:
+            said.append(f"{name}: {member.progress:.0%} fetched, no progress for {stuck[node]:.0f} s (given up)")
         else:
             said.append(f"{name}: {member.progress:.0%} fetched")
     return "; ".join(said)
@@ -171,6 +178,7 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
             last_signature: tuple = ()
             view = View()
             stalls = StallWatch()
+            patience = Patience(config.give_up_after, gap=2 * config.reconcile)
             while config.wait:
                 try:
                     await coord.put_transfer(record)
@@ -182,6 +190,7 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
                     fresh, members = await read_view(coord, tid)  # everyone: one reader, O(N) a period
                     now = asyncio.get_running_loop().time()
                     stalled = stalls.observe_round(members, now)
+                    given_up = patience.observe_round({n: m for n, m in members.items() if not m.seeder}, now)
                     server_id, uptime = await coord.server()
                     # As the agents do (`cluster.run`): after redis came back empty, absence is no departure.
                     view = merged(view, fresh) if recovering(server_id, uptime, record.server, SLOT_TTL) else fresh
@@ -206,10 +215,12 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
                     done = {n for n, m in members.items() if m.state == FINISHED and not m.seeder
                             and m.root == me.root and m.name == me.name}
                     refused = {n: m.reason for n, m in members.items() if m.state == REFUSED and n in alive}
-                    if alive and alive <= done | set(refused):  # an agent that died and stays away is not waited for
-                        if refused:
+                    stuck = {n: patience.waited(n) for n in given_up & alive - done - set(refused)}
+                    # An agent that died and stays away is not waited for, nor one that makes no progress.
+                    if alive and alive <= done | set(refused) | set(stuck):
+                        if refused or stuck:
                             raise PushIncomplete(f"{len(done & alive)}/{len(alive)} agents hold {config.file.name}; "
-                                                 + outcome(agents, members, alive - done))
+                                                 + outcome(agents, members, alive - done, stuck))
                         break
                     _say(config, f"{len(done & seen)}/{len(seen)} agents finished, "
                                  f"seeder sent {service.bytes_uploaded / max(1, manifest.size):.3f} x the file")

@@ -13,3 +13,13 @@ def redis_server(tmp_path):
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture(params=["plain", "tls-acl"])
+def attacked_redis(request, tmp_path):
+    """For the attacks on the cluster's trust: a redis anyone reaches, and the documented production setup (TLS
+    only, an ACL user: docs/cluster.md), where the attacker holds the cluster's own credentials."""
+    server = RedisServer(tmp_path / "redis", secure=request.param == "tls-acl")
+    server.start()
+    yield server
+    server.stop()

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+from dataclasses import asdict
 
 import pytest
 
 from bench.cluster_harness import Cluster, redis_missing, wait_until
+from cluster.identity import Identity
 from cluster.intent import SigningKey
+from cluster.records import AgentRecord, MemberRecord
 from cluster.push import signed_transfer
 from swarm.content.manifest import build_manifest
 
@@ -62,4 +66,49 @@ def test_a_transfer_nobody_can_serve_does_not_hold_a_lower_one_back(tmp_path, re
         assert json.loads(out)["agents"] == 1
         assert (tmp_path / "a0" / "files" / "alive.bin").read_bytes() == path.read_bytes()
     finally:
+        cluster.stop_all()
+
+
+class StuckAgent:
+    """An admitted agent that stays registered and reports PENDING, fetching, never a block further (its peer
+    port firewalled, say): what it writes is what a real one would, sealed with its identity."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.identity = Identity.issue(SigningKey.load(cluster.owner_key), "stuck")
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def _loop(self) -> None:
+        keys, node = self.cluster.keys, self.identity.node
+        while not self.stop.is_set():
+            with self.cluster.redis.client() as client:
+                agent = AgentRecord("127.0.1.99", 9, "dc1", "r1", "stuck")
+                client.set(keys.agent(node), self.identity.seal("agent", keys.agent(node), asdict(agent)), px=15_000)
+                client.sadd(keys.agents, node)
+                for tid in (t.decode() for t in client.smembers(keys.transfers)):
+                    member = MemberRecord(node, verified=1, blocks=100, dc="dc1", rack="r1", host="127.0.1.99")
+                    where = keys.member(tid, node)
+                    client.set(where, self.identity.seal("member", where, asdict(member)), px=15_000)
+                    client.sadd(keys.members(tid), node)
+            self.stop.wait(0.3)
+
+
+def test_an_agent_that_never_progresses_is_given_up_on_and_named(tmp_path, redis_server):
+    cluster = Cluster(tmp_path, redis_server)
+    stuck = StuckAgent(cluster)
+    try:
+        cluster.add_agent("a0", "127.0.1.10", "dc1", "r1")
+        stuck.thread.start()
+        wait_until(lambda: len(cluster.registered()) == 2, 60, "the agent and the stuck one registered")
+        path = tmp_path / "image.bin"
+        path.write_bytes(os.urandom(SIZE))
+        push = cluster.push(path, "--timeout", "120", "--give-up-after", "5")
+        push.communicate(timeout=180)
+        said = (tmp_path / "push.log").read_text()
+        assert push.returncode == 1 and "stuck: 1% fetched, no progress for 5 s (given up)" in said, said[-2000:]
+        assert "1/2 agents hold image.bin" in said
+        assert (tmp_path / "a0" / "files" / "image.bin").read_bytes() == path.read_bytes()
+    finally:
+        stuck.stop.set()
         cluster.stop_all()

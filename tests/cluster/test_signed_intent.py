@@ -1,7 +1,8 @@
 """Only the owner can push, replace or cancel: attacks with one redis write each, against real agents and redis.
 
 Each test fails on the tree before signed intents: a forged push of top priority wedged every later push, a forged
-cancel dropped a transfer, a re-push of a name left the older bytes in place, and a cancelled push exited 0.
+cancel dropped a transfer, a re-push of a name left the older bytes in place, and a cancelled push exited 0. Each
+runs on a plain redis and on the documented TLS + ACL setup, the attacker holding the cluster's credentials.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ SIZE = 300_000
 
 
 @pytest.fixture
-def cluster(tmp_path, redis_server):
-    c = Cluster(tmp_path, redis_server)
+def cluster(tmp_path, attacked_redis):
+    c = Cluster(tmp_path, attacked_redis)
     for i in range(3):
         c.add_agent(f"a{i}", f"127.0.1.{i + 10}", "dc1", "r1")
     wait_until(lambda: len(c.registered()) == 3, 60, "3 agents registered")

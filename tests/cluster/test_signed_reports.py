@@ -13,22 +13,19 @@ import threading
 import pytest
 
 from bench.attacks.cluster_writes import Forger, ghosts, held, keep_writing
-from bench.cluster_harness import Cluster, RedisServer, redis_missing, wait_until
+from bench.cluster_harness import Cluster, redis_missing, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(redis_missing() is not None, reason=str(redis_missing()))]
 
 
 @pytest.fixture
-def cluster(tmp_path):
-    server = RedisServer(tmp_path / "redis")
-    server.start()
-    group = Cluster(tmp_path, server)
+def cluster(tmp_path, attacked_redis):  # plain, and the documented TLS + ACL setup
+    group = Cluster(tmp_path, attacked_redis)
     for i in range(3):
         group.add_agent(f"a{i}", f"127.0.1.{i + 10}", "dc1", "r1")
     wait_until(lambda: len(group.registered()) == 3, 60, "3 agents registered")
     yield group
     group.stop_all()
-    server.stop()
 
 
 def attacked(cluster: Cluster, writes, every: float):
