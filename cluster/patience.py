@@ -14,11 +14,15 @@ The clock agrees with the rest of the cluster's tolerance:
   (`cluster.turns`); its clock starts again.
 * **a late agent starts fresh.** An agent's clock starts when its record is first read (a rack that joins late),
   and again whenever it makes progress.
+
+An agent registered that never writes a member record is judged the same way, from when it was first seen. One
+that was seen and then went away (its host died: its keys expire) is **unreachable** once it has been away that
+long on the same clock; an agent that restarts within it is simply waited for.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from cluster.division import MemberState
 
@@ -33,9 +37,12 @@ class Patience:
         self._seen = 0.0  # seconds of rounds read so far (gaps capped at `gap`)
         self._last_round: float | None = None
         self._progress: dict[str, tuple[int, float]] = {}  # node -> (verified, `_seen` when it last grew)
+        self._present: dict[str, float] = {}  # node -> `_seen` when its record or registration was last read
 
-    def observe_round(self, records: Mapping[str, MemberState], now: float) -> frozenset[str]:
-        """Every member record read this round; the agents given up on, among those read."""
+    def observe_round(self, records: Mapping[str, MemberState], now: float, registered: Iterable[str] = ()
+                      ) -> frozenset[str]:
+        """Every member record read this round, and the agents registered now; the agents given up on among
+        those (no progress for `after`)."""
         if self._last_round is not None:
             self._seen += min(max(0.0, now - self._last_round), self.gap)
         self._last_round = now
@@ -43,8 +50,18 @@ class Patience:
             before = self._progress.get(node)
             if before is None or record.verified > before[0] or not record.fetching:
                 self._progress[node] = (record.verified, self._seen)
-        return frozenset(node for node in records if self.waited(node) >= self.after
-                         and records[node].verified < records[node].blocks)
+            self._present[node] = self._seen
+        present = set(records)
+        for node in registered:  # registered, no record yet: its clock starts when first seen
+            self._progress.setdefault(node, (-1, self._seen))
+            self._present[node] = self._seen
+            present.add(node)
+        return frozenset(node for node in present if self.waited(node) >= self.after
+                         and (node not in records or records[node].verified < records[node].blocks))
+
+    def absent(self, node: str) -> float:
+        """Seconds (as counted above) since `node`'s record or registration was last read."""
+        return self._seen - self._present.get(node, self._seen)
 
     def waited(self, node: str) -> float:
         """Seconds (as counted above) since `node` last made progress; 0 for one never read."""

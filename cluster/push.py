@@ -5,8 +5,10 @@ stores it by hard link where it can (`DiskBlockStore.adopt`: no copy), starts a 
 and publishes the transfer record (manifest + layer + priority + which hosts) with its own member record as the
 seeder, which sits in the root group of the overlay. Then, every period, it rewrites both (a redis restart loses
 nothing) and its announcement, and waits until every agent it targets is FINISHED — the agents alive then, and
-those that join while it runs (a late rack). With `--no-wait` it returns once the transfer is published: the agents
-then have only each other, so use it only for content some agent already holds.
+those that join while it runs (a late rack). It exits 0 only then; it exits 1 naming the others once each has
+refused the transfer, made no progress for `--give-up-after` s, or been away that long (its host died:
+`cluster.patience`). With `--no-wait` it returns once the transfer is published: the agents then have only each
+other, so use it only for content some agent already holds.
 
 It believes only what agents a trusted owner admitted reported, sealed (`cluster.identity`): a ghost registered in
 redis is not waited for, and a forged FINISHED counts for nothing. An agent is done when its report says it holds
@@ -102,15 +104,19 @@ def signed_transfer(manifest: Manifest, layer: list[bytes], name: str, key: Sign
 
 
 def outcome(agents: dict, members: dict[str, MemberRecord], nodes: set[str],
-            stuck: dict[str, float] | None = None) -> str:
-    """What each of `nodes` holds, by name: refused (why), fetching (how far; given up after `stuck` s without
-    progress), or nothing heard."""
+            stuck: dict[str, float] | None = None, gone: dict[str, float] | None = None) -> str:
+    """What each of `nodes` holds, by name: unreachable (gone for `gone` s), refused (why), fetching (how far;
+    given up after `stuck` s without progress), or nothing heard."""
     said = []
-    stuck = stuck or {}
+    stuck, gone = stuck or {}, gone or {}
     for node in sorted(nodes, key=lambda n: agents[n].name if n in agents else n):
         name = agents[node].name if node in agents else node[:12]
         member = members.get(node)
-        if member is None:
+        if node in gone:
+            said.append(f"{name}: unreachable (gone for {gone[node]:.0f} s)")
+        elif member is None and node in stuck:
+            said.append(f"{name}: nothing reported for {stuck[node]:.0f} s (given up)")
+        elif member is None:
             said.append(f"{name}: nothing reported")
         elif member.state == REFUSED:
             said.append(f"{name}: refused ({member.reason})")
@@ -174,7 +180,10 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
             _say(config, f"pushing {config.file} ({manifest.size} bytes) as transfer {tid} "
                          f"from {service.address[0]}:{service.address[1]}")
             started = time.monotonic()
-            seen: set[str] = set()
+            seen: set[str] = set()  # every targeted agent registered at some point of the push
+            finished: set[str] = set()  # those that reported the pushed root under its name (and may have left)
+            known: dict = {}  # their registrations, for their names
+            members: dict[str, MemberRecord] = {}
             last_signature: tuple = ()
             view = View()
             stalls = StallWatch()
@@ -190,7 +199,8 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
                     fresh, members = await read_view(coord, tid)  # everyone: one reader, O(N) a period
                     now = asyncio.get_running_loop().time()
                     stalled = stalls.observe_round(members, now)
-                    given_up = patience.observe_round({n: m for n, m in members.items() if not m.seeder}, now)
+                    given_up = patience.observe_round({n: m for n, m in members.items() if not m.seeder}, now,
+                                                      targeted(agents, config.hosts))
                     server_id, uptime = await coord.server()
                     # As the agents do (`cluster.run`): after redis came back empty, absence is no departure.
                     view = merged(view, fresh) if recovering(server_id, uptime, record.server, SLOT_TTL) else fresh
@@ -212,21 +222,25 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
                 else:
                     alive = targeted(agents, config.hosts)
                     seen |= alive
-                    done = {n for n, m in members.items() if m.state == FINISHED and not m.seeder
-                            and m.root == me.root and m.name == me.name}
-                    refused = {n: m.reason for n, m in members.items() if m.state == REFUSED and n in alive}
-                    stuck = {n: patience.waited(n) for n in given_up & alive - done - set(refused)}
-                    # An agent that died and stays away is not waited for, nor one that makes no progress.
-                    if alive and alive <= done | set(refused) | set(stuck):
-                        if refused or stuck:
-                            raise PushIncomplete(f"{len(done & alive)}/{len(alive)} agents hold {config.file.name}; "
-                                                 + outcome(agents, members, alive - done, stuck))
+                    known.update(agents)
+                    finished |= {n for n, m in members.items() if m.state == FINISHED and not m.seeder
+                                 and m.root == me.root and m.name == me.name and n in seen}
+                    refused = {n: m.reason for n, m in members.items() if m.state == REFUSED and n in seen}
+                    stuck = {n: patience.waited(n) for n in given_up & alive - finished - set(refused)}
+                    away = {n: patience.absent(n) for n in seen - alive - finished - set(refused)}
+                    gone = {n: t for n, t in away.items() if t >= config.give_up_after}
+                    # Waited for: every agent seen, until it holds the file, refused it, made no progress for
+                    # --give-up-after, or has been away (its host died) that long; only the first is a success.
+                    if seen and alive <= finished | set(refused) | set(stuck) and set(away) <= set(gone):
+                        if refused or stuck or gone:
+                            raise PushIncomplete(f"{len(finished)}/{len(seen)} agents hold {config.file.name}; "
+                                                 + outcome(known, members, seen - finished, stuck, gone))
                         break
-                    _say(config, f"{len(done & seen)}/{len(seen)} agents finished, "
+                    _say(config, f"{len(finished)}/{len(seen)} agents finished, "
                                  f"seeder sent {service.bytes_uploaded / max(1, manifest.size):.3f} x the file")
                 if config.timeout is not None and time.monotonic() - started > config.timeout:
                     raise PushIncomplete(f"not every agent finished within {config.timeout:g} s: "
-                                         + outcome(agents, members, seen - done))
+                                         + outcome(known, members, seen - finished))
                 try:
                     await asyncio.wait_for(stop.wait(), config.reconcile)
                     break

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 from dataclasses import asdict
 
@@ -106,9 +107,35 @@ def test_an_agent_that_never_progresses_is_given_up_on_and_named(tmp_path, redis
         push = cluster.push(path, "--timeout", "120", "--give-up-after", "5")
         push.communicate(timeout=180)
         said = (tmp_path / "push.log").read_text()
-        assert push.returncode == 1 and "stuck: 1% fetched, no progress for 5 s (given up)" in said, said[-2000:]
+        assert push.returncode == 1 and re.search(r"stuck: 1% fetched, no progress for \d+ s \(given up\)", said), \
+            said[-2000:]
         assert "1/2 agents hold image.bin" in said
         assert (tmp_path / "a0" / "files" / "image.bin").read_bytes() == path.read_bytes()
     finally:
         stuck.stop.set()
+        cluster.stop_all()
+
+
+def test_an_agent_whose_host_died_during_a_push_is_named_unreachable(tmp_path, redis_server):
+    """Before, an agent that died mid-push was simply no longer waited for, and the push exited 0 although it
+    held nothing."""
+    cluster = Cluster(tmp_path, redis_server)
+    try:
+        for i in range(2):
+            cluster.add_agent(f"a{i}", f"127.0.1.{i + 10}", "dc1", "r1")
+        wait_until(lambda: len(cluster.registered()) == 2, 60, "2 agents registered")
+        path = tmp_path / "image.bin"
+        path.write_bytes(os.urandom(1_500_000))
+        # 20 s: past the work stealing (10 s) that shows a0 what the dead a1 was to bring it
+        push = cluster.push(path, "--timeout", "120", "--give-up-after", "20", "--upload-rate", "200k")
+        wait_until(lambda: cluster.transfers(), 30, "the transfer published")
+        cluster.kill9(cluster.agents["a1"])  # 7.5 s at least at 200 kB/s: it dies holding part of it at most
+        push.communicate(timeout=180)
+        said = (tmp_path / "push.log").read_text()
+        # Its keys outlive it by their TTL: named as given up on (no progress) or, once they expired, unreachable.
+        assert push.returncode == 1 and re.search(r"a1: (unreachable \(gone for \d+ s\)|\d+% fetched, no progress "
+                                                  r"for \d+ s \(given up\))", said), said[-2000:]
+        assert "1/2 agents hold image.bin" in said
+        assert (tmp_path / "a0" / "files" / "image.bin").read_bytes() == path.read_bytes()
+    finally:
         cluster.stop_all()

@@ -48,6 +48,23 @@ def test_patience(rounds, given_up) -> None:
     assert last == given_up
 
 
+def test_a_registered_agent_that_never_reports_is_given_up_on() -> None:
+    patience = Patience(AFTER, GAP)
+    given_up = frozenset()
+    for now in range(0, 12, 2):
+        given_up = patience.observe_round({}, float(now), registered=["silent"] if now >= 0 else [])
+    assert given_up == {"silent"}
+
+
+def test_an_agent_that_went_away_is_absent_on_the_same_clock() -> None:
+    patience = Patience(AFTER, GAP)
+    for now in range(0, 6, 2):
+        patience.observe_round({"a": Rec(3), "b": Rec(3)}, float(now))
+    for now in (6.0, 8.0, 300.0, 302.0):  # b's host died; a redis outage of 300 s in between
+        patience.observe_round({"a": Rec(3)}, now)
+    assert patience.absent("b") == 2 + 2 + GAP + 2 and patience.absent("a") == 0.0
+
+
 def test_waited_counts_only_time_the_push_could_read() -> None:
     patience = Patience(AFTER, GAP)
     for now in (0.0, 2.0, 500.0):
