@@ -216,7 +216,10 @@ class Agent:
         follow_up = FollowUp(self.config.reconcile)
         self._spawn(self.coord.listen_wake(self.woken))
         while not stop.is_set():
-            await self.reconcile()
+            try:
+                await self.reconcile()
+            except Exception:  # noqa: BLE001 - the loop must outlive anything redis holds; the next period retries
+                log.exception("reconcile failed; retrying in %g s", self.config.reconcile)
             self.woken.clear()
             wait = follow_up.wait(any(r.view_changed for r in self.runs.values() if not r.cancelled))
             waits = [asyncio.ensure_future(e.wait()) for e in (stop, self.woken)]

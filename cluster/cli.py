@@ -321,6 +321,8 @@ async def _push(args: argparse.Namespace, stop: asyncio.Event) -> int:
 
     if not args.file.is_file():
         raise ConfigError(f"{args.file}: not a readable file")
+    if not 0 < args.give_up_after < float("inf"):
+        raise ConfigError(f"--give-up-after {args.give_up_after:g}: give a number of seconds above 0")
     host, port = args.listen or (reachable_host(args.redis), 0)
     config = PushConfig(args.file, args.redis, args.priority, args.hosts, host, port, data_dir=args.data_dir,
                         namespace=args.namespace, wait=args.wait, timeout=args.timeout, quiet=args.quiet,

@@ -63,11 +63,16 @@ def _ms(seconds: float) -> int:
 
 
 def _text(value: bytes | str | None) -> str | None:
-    return value.decode() if isinstance(value, bytes) else value
+    """A value as text; None for one that is not UTF-8 (a stranger's write: skipped like any bad record)."""
+    try:
+        return value.decode() if isinstance(value, bytes) else value
+    except UnicodeDecodeError:
+        return None
 
 
 def _names(members: Iterable[bytes | str]) -> list[str]:
-    return sorted(_text(m) or "" for m in members)
+    """The ids in an index, sorted; any that are not text are left out."""
+    return sorted(name for name in map(_text, members) if name)
 
 
 def _held(slots: list[Slot], values: list) -> dict[Slot, str]:
@@ -179,7 +184,7 @@ class Coord:
 
     async def _indexed(self, index: str, key: Callable[[str], str], load: Loader) -> dict:
         async def go():
-            ids = sorted(i.decode() for i in await self.redis.smembers(index))
+            ids = _names(await self.redis.smembers(index))
             values = await self.redis.mget([key(i) for i in ids]) if ids else []
             gone = [i for i, v in zip(ids, values) if v is None]
             if gone:
@@ -213,7 +218,7 @@ class Coord:
                                        lambda ident, value: TransferRecord.load(value))
 
         async def go():
-            ids = sorted(i.decode() for i in await self.redis.smembers(self.keys.transfers))
+            ids = _names(await self.redis.smembers(self.keys.transfers))
             old = [i for i in ids if i in known]
             new = [i for i in ids if i not in known]
             async with self.redis.pipeline(transaction=False) as pipe:

@@ -176,7 +176,7 @@ class Gate:
             if not isinstance(record, dict) or not isinstance(at, (int, float)) or isinstance(at, bool) \
                     or not isinstance(signature, str):
                 raise BadRecord(f"{kind} record: wrong fields")
-        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError, RecursionError):
             raise BadRecord(f"{kind} record: not a sealed report (written by an agent without an identity?)") \
                 from None
         except BadRecord as exc:

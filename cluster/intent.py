@@ -94,7 +94,7 @@ class SignedIntent:
             if not isinstance(key, str) or not isinstance(signature, str):
                 raise BadRecord("signed intent: key and signature must be text")
             return cls(Intent(**{**intent, "expires": float(intent["expires"])}), key, signature)
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:
             raise BadRecord(f"signed intent: {exc}") from None
 
     def verify(self, trusted: frozenset[str]) -> str | None:

@@ -11,7 +11,9 @@ The clock agrees with the rest of the cluster's tolerance:
   returns; the push cannot read anything meanwhile. Only time between two rounds it read counts, each gap at most
   `gap` seconds (two reconcile periods), so an outage of any length costs an agent at most that much patience.
 * **waiting its turn is no stall.** An agent fetching a transfer of higher priority first says `fetching: false`
-  (`cluster.turns`); its clock starts again.
+  (`cluster.turns`); its clock stands still meanwhile (it does not start again: a transfer that cannot progress
+  and yields its turn every 30 s would otherwise never be given up on). Any change of its verified count, up or
+  down (a wiped store), starts it again.
 * **a late agent starts fresh.** An agent's clock starts when its record is first read (a rack that joins late),
   and again whenever it makes progress.
 
@@ -36,34 +38,37 @@ class Patience:
         self.after, self.gap = after, gap
         self._seen = 0.0  # seconds of rounds read so far (gaps capped at `gap`)
         self._last_round: float | None = None
-        self._progress: dict[str, tuple[int, float]] = {}  # node -> (verified, `_seen` when it last grew)
+        self._stalled: dict[str, tuple[int, float]] = {}  # node -> (verified, seconds fetching without a change)
         self._present: dict[str, float] = {}  # node -> `_seen` when its record or registration was last read
 
     def observe_round(self, records: Mapping[str, MemberState], now: float, registered: Iterable[str] = ()
                       ) -> frozenset[str]:
         """Every member record read this round, and the agents registered now; the agents given up on among
-        those (no progress for `after`)."""
-        if self._last_round is not None:
-            self._seen += min(max(0.0, now - self._last_round), self.gap)
+        those: fetching for `after` s in all without their verified count changing (waiting their turn pauses
+        the count, any change restarts it)."""
+        step = 0.0 if self._last_round is None else min(max(0.0, now - self._last_round), self.gap)
         self._last_round = now
-        for node, record in records.items():
-            before = self._progress.get(node)
-            if before is None or record.verified > before[0] or not record.fetching:
-                self._progress[node] = (record.verified, self._seen)
+        self._seen += step
+        present = set(records) | set(registered)
+        for node in present:
+            record = records.get(node)
+            verified = record.verified if record is not None else -1  # registered, no record yet
+            fetching = record.fetching if record is not None else True
+            before = self._stalled.get(node)
+            if before is None or verified != before[0]:
+                stalled = 0.0
+            else:
+                stalled = before[1] + (step if fetching else 0.0)
+            self._stalled[node] = (verified, stalled)
             self._present[node] = self._seen
-        present = set(records)
-        for node in registered:  # registered, no record yet: its clock starts when first seen
-            self._progress.setdefault(node, (-1, self._seen))
-            self._present[node] = self._seen
-            present.add(node)
-        return frozenset(node for node in present if self.waited(node) >= self.after
+        return frozenset(node for node in present if self._stalled[node][1] >= self.after
                          and (node not in records or records[node].verified < records[node].blocks))
+
+    def waited(self, node: str) -> float:
+        """Seconds (as counted above) `node` has been fetching without progress; 0 for one never read."""
+        entry = self._stalled.get(node)
+        return 0.0 if entry is None else entry[1]
 
     def absent(self, node: str) -> float:
         """Seconds (as counted above) since `node`'s record or registration was last read."""
         return self._seen - self._present.get(node, self._seen)
-
-    def waited(self, node: str) -> float:
-        """Seconds (as counted above) since `node` last made progress; 0 for one never read."""
-        entry = self._progress.get(node)
-        return 0.0 if entry is None else self._seen - entry[1]

@@ -221,17 +221,25 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
                     log.warning("%s; retrying every %g s", exc, config.reconcile)
                 else:
                     alive = targeted(agents, config.hosts)
-                    seen |= alive
+                    # An admitted agent that reported on this transfer took it up (it judged itself targeted):
+                    # waited for even when its registration cannot be read (gone, or removed from the index).
+                    seen |= alive | {n for n, m in members.items() if not m.seeder}
                     known.update(agents)
                     finished |= {n for n, m in members.items() if m.state == FINISHED and not m.seeder
                                  and m.root == me.root and m.name == me.name and n in seen}
                     refused = {n: m.reason for n, m in members.items() if m.state == REFUSED and n in seen}
-                    stuck = {n: patience.waited(n) for n in given_up & alive - finished - set(refused)}
+                    # The same bytes pushed under another name are one transfer (its id is the content's): an agent
+                    # that holds them under the first name does not take the second up, and says so.
+                    refused |= {n: f"holds this content as {m.name!r}, not under a second name"
+                                for n, m in members.items() if m.state == FINISHED and not m.seeder
+                                and n in seen - finished and m.name != me.name}
+                    stuck = {n: patience.waited(n) for n in given_up & seen - finished - set(refused)}
                     away = {n: patience.absent(n) for n in seen - alive - finished - set(refused)}
                     gone = {n: t for n, t in away.items() if t >= config.give_up_after}
                     # Waited for: every agent seen, until it holds the file, refused it, made no progress for
                     # --give-up-after, or has been away (its host died) that long; only the first is a success.
-                    if seen and alive <= finished | set(refused) | set(stuck) and set(away) <= set(gone):
+                    settled = finished | set(refused) | set(stuck)
+                    if seen and alive <= settled and set(away) <= set(gone) | settled:
                         if refused or stuck or gone:
                             raise PushIncomplete(f"{len(finished)}/{len(seen)} agents hold {config.file.name}; "
                                                  + outcome(known, members, seen - finished, stuck, gone))
@@ -243,9 +251,12 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
                                          + outcome(known, members, seen - finished))
                 try:
                     await asyncio.wait_for(stop.wait(), config.reconcile)
-                    break
                 except asyncio.TimeoutError:
-                    pass
+                    continue
+                if config.wait:  # interrupted (SIGINT, SIGTERM): not a success
+                    raise PushIncomplete(f"interrupted with {len(finished)}/{len(seen)} agents holding "
+                                         f"{config.file.name}: " + outcome(known, members, seen - finished))
+                break
             result = PushResult(tid, manifest.root.hex(), manifest.size, time.monotonic() - started,
                                 transport.sent[Level.OUTSIDE] + transport.sent[Level.DC] + transport.sent[Level.RACK],
                                 len(seen))

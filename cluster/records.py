@@ -119,7 +119,7 @@ def _load(data: bytes | str | None, kind: str) -> dict:
         raise BadRecord(f"no {kind} record")
     try:
         value = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # RecursionError: '[[[[...' nested deep
         raise BadRecord(f"{kind} record: {exc}") from None
     if not isinstance(value, dict):
         raise BadRecord(f"{kind} record is not an object")

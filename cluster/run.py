@@ -249,8 +249,12 @@ class TransferRun:
     async def _finish(self) -> None:
         self.service.completed(self.manifest)
         self.finished_at = time.time()
-        with contextlib.suppress(OSError, StoreError, HashMismatch):
+        try:
             await asyncio.to_thread(self.export)
+        except (OSError, StoreError, HashMismatch) as exc:
+            # Verified and served, but not under its name: the push must not count it as held (it says why).
+            self.refused = f"cannot write files/{self.record.name}: {getattr(exc, 'strerror', None) or exc}"
+            log.warning("transfer %s: %s", self.tid, self.refused)
         self.done.set()
         log.info("transfer %s: complete (%d bytes, %s)", self.tid, self.manifest.size, self.record.name)
         with contextlib.suppress(RedisUnavailable):

@@ -10,7 +10,7 @@ from bench.cluster_harness import free_port, redis_missing
 from cluster.coord import Coord, redacted
 from cluster.discovery import RedisDiscovery
 from cluster.errors import RedisUnavailable
-from cluster.overlay import Level, Slot
+from cluster.overlay import Level, Location, Slot
 from cluster.records import AgentRecord, MemberRecord, TransferRecord
 from swarm.service.discovery import Discovery, Provider
 
@@ -52,6 +52,21 @@ async def test_a_bad_record_is_skipped(coord):
     await coord.redis.set(coord.keys.member("t", "bad"), b"{not json")
     await coord.redis.sadd(coord.keys.members("t"), "bad")
     assert set(await coord.members("t")) == {"good"}
+
+
+@needs_redis
+async def test_hostile_values_and_ids_are_skipped_never_a_crash(coord):
+    """A stranger's writes: a record nested deeper than the parser's recursion, an id that is not UTF-8."""
+    await coord.put_member("t", MemberRecord("good"))
+    await coord.redis.set(coord.keys.member("t", "deep"), b"[" * 5000)
+    await coord.redis.sadd(coord.keys.members("t"), "deep", b"\xff\xfe")
+    await coord.redis.sadd(coord.keys.rack("t", Location("d", "r")), "deep", b"\xff")
+    await coord.redis.sadd(coord.keys.agents, b"\xff")
+    await coord.redis.sadd(coord.keys.transfers, b"\xfe")
+    assert set(await coord.members("t")) == {"good"}
+    assert await coord.agents() == {} and await coord.transfers() == {}
+    records, _ = await coord.scope("t", Location("d", "r"), deep=True)
+    assert records == {}
 
 
 @needs_redis

@@ -146,3 +146,9 @@ def test_a_gate_verifies_each_admission_once() -> None:
     finally:
         Admission.verify = real  # type: ignore[method-assign]
     assert calls == [AGENT.key.public]
+
+
+@pytest.mark.parametrize("text", ["[" * 5000, '{"record": ' + "[" * 5000, b"\xff\xfe"])
+def test_hostile_bytes_are_a_bad_record_never_a_crash(text) -> None:
+    with pytest.raises(BadRecord):
+        gate().open("member", WHERE, AGENT.node, text)

@@ -29,8 +29,12 @@ VECTORS = [
     pytest.param([(0, {"a": Rec(3)}), (2, {"a": Rec(3)}), (400, {"a": Rec(3)})]
                  + [(t, {"a": Rec(3)}) for t in range(402, 410, 2)], {"a"},
                  id="after-the-outage-the-clock-runs-again"),
-    pytest.param([(t, {"a": Rec(3, fetching=t < 6 or t > 8)}) for t in range(0, 16, 2)], set(),
+    pytest.param([(t, {"a": Rec(3, fetching=t < 4 or t > 10)}) for t in range(0, 14, 2)], set(),
                  id="waiting-its-turn-is-no-stall"),
+    pytest.param([(t, {"a": Rec(3, fetching=t % 4 == 0)}) for t in range(0, 24, 2)], {"a"},
+                 id="yielding-its-turn-again-and-again-still-adds-up"),
+    pytest.param([(t, {"a": Rec(9 - t // 2)}) for t in range(0, 16, 2)], set(),
+                 id="a-count-that-drops-is-a-change"),
     pytest.param([(t, {"a": Rec(5)} | ({"late": Rec(0)} if t >= 8 else {})) for t in range(0, 14, 2)], {"a"},
                  id="a-late-agent-starts-fresh"),
     pytest.param([(t, {"a": Rec(10)}) for t in range(0, 30, 2)], set(), id="a-finished-agent-is-never-given-up"),
