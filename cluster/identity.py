@@ -160,7 +160,9 @@ class Gate:
     def __init__(self, trusted: frozenset[str], clock: Callable[[], float] = time.time,
                  max_age: float = REPORT_MAX_AGE) -> None:
         self.trusted, self.clock, self.max_age = trusted, clock, max_age
-        self._admissions: OrderedDict[bytes, str | None] = OrderedDict()  # canonical admission -> problem or None
+        # (key, name, owner, signature) -> (problem or None, the agent's public key object): each admission is
+        # verified once, and its key decoded once (an agent reads the same few dozen agents' records every period).
+        self._admissions: OrderedDict[tuple[str, ...], tuple[str | None, Ed25519PublicKey | None]] = OrderedDict()
 
     def open(self, kind: str, where: str, node: str, text: bytes | str | None, *, fresh: bool = True) -> dict:
         """The record the agent `node` sealed for `where`; BadRecord saying why if it does not open. `fresh`:
@@ -181,28 +183,33 @@ class Gate:
                 from None
         except BadRecord as exc:
             raise BadRecord(f"{kind} record: {exc}") from None
-        if (problem := self._admitted(admission)) is not None:
+        problem, signer = self._admitted(admission)
+        if problem is not None or signer is None:
             raise BadRecord(f"{kind} record: {problem}")
+        if signer.public_bytes_raw().hex() != node:
+            raise BadRecord(f"{kind} record: written for another node than its signer")
         try:
-            if node_of(admission.key) != node:
-                raise BadRecord(f"{kind} record: written for another node than its signer")
-            raw = base64.b64decode(signature, validate=True)
-            Ed25519PublicKey.from_public_bytes(public_key(admission.key)).verify(
-                raw, _sealed_bytes(kind, where, record, at))
-        except (binascii.Error, ValueError, ConfigError, InvalidSignature):
+            signer.verify(base64.b64decode(signature, validate=True), _sealed_bytes(kind, where, record, at))
+        except (binascii.Error, ValueError, InvalidSignature):
             raise BadRecord(f"{kind} record: its signature does not verify") from None
         if fresh and abs(self.clock() - at) > self.max_age:
             raise BadRecord(f"{kind} record: not written within the last {self.max_age:g} s (a replay, or its "
                             f"writer's clock is off by more than that)")
         return record
 
-    def _admitted(self, admission: Admission) -> str | None:
-        cache_key = _canonical(asdict(admission))
+    def _admitted(self, admission: Admission) -> tuple[str | None, Ed25519PublicKey | None]:
+        """(why not, None) unless a trusted owner admitted it; else (None, the agent's public key)."""
+        cache_key = (admission.key, admission.name, admission.owner, admission.signature)
         if cache_key in self._admissions:
             self._admissions.move_to_end(cache_key)
             return self._admissions[cache_key]
-        problem = admission.verify(self.trusted)
-        self._admissions[cache_key] = problem
+        problem, signer = admission.verify(self.trusted), None
+        if problem is None:
+            try:
+                signer = Ed25519PublicKey.from_public_bytes(public_key(admission.key))
+            except (ValueError, ConfigError):
+                problem = "its admission names no Ed25519 key"
+        self._admissions[cache_key] = (problem, signer)
         while len(self._admissions) > ADMISSIONS_REMEMBERED:
             self._admissions.popitem(last=False)
-        return problem
+        return problem, signer
