@@ -186,9 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
     push.add_argument("--give-up-after", type=float, default=GIVE_UP_AFTER, metavar="SECONDS",
                       help="stop waiting for an agent whose verified blocks have not grown for this long while it "
                            "was fetching, or that went away (its host died) for this long (time redis was "
-                           f"unreachable does not count); the push then exits 1 naming it. Keep it above the agents' own "
-                           f"recovery: work stealing after 10 s, a fetch restarted after 60 s without a block "
-                           f"(default: {GIVE_UP_AFTER:g})")
+                           "unreachable does not count); the push then exits 1 naming it. Keep it above the "
+                           "agents' own recovery: work stealing after 10 s, a fetch restarted after 60 s without "
+                           f"a block (default: {GIVE_UP_AFTER:g})")
     push.add_argument("--no-wait", dest="wait", action="store_false",
                       help="return once published (only for content agents already hold)")
     push.add_argument("--reconcile", type=float, default=RECONCILE_EVERY, metavar="SECONDS",

@@ -117,7 +117,8 @@ def test_fake_fetchers_delay_a_download_by_at_most_what_its_origin_would_still_t
         return
     assert attacked.parked is not None  # a slow origin is left to the fetchers...
     at, body = attacked.parked
-    shown = body / (at - HEAD_AT) if body else SETTINGS.transition.min_rate  # ...at the rate it showed since its head, about its own (none: R)
+    # ...at the rate it showed since its head, about its own (none: R)
+    shown = body / (at - HEAD_AT) if body else SETTINGS.transition.min_rate
     assert rate / 2 <= shown <= rate or body == 0
     wait = SETTINGS.parking.wait(remaining=size - body, rate=shown)
     # Delayed by the wait, and by reopening: a new head, and the first chunk of the origin's pace.
