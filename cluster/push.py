@@ -104,16 +104,19 @@ def signed_transfer(manifest: Manifest, layer: list[bytes], name: str, key: Sign
 
 
 def outcome(agents: dict, members: dict[str, MemberRecord], nodes: set[str],
-            stuck: dict[str, float] | None = None, gone: dict[str, float] | None = None) -> str:
-    """What each of `nodes` holds, by name: unreachable (gone for `gone` s), refused (why), fetching (how far;
-    given up after `stuck` s without progress), or nothing heard."""
+            stuck: dict[str, float] | None = None, gone: dict[str, float] | None = None,
+            refused: dict[str, str] | None = None) -> str:
+    """What each of `nodes` holds, by name: unreachable (gone for `gone` s), refused (why: its record's reason, or
+    `refused`'s), fetching (how far; given up after `stuck` s without progress), or nothing heard."""
     said = []
-    stuck, gone = stuck or {}, gone or {}
+    stuck, gone, refused = stuck or {}, gone or {}, refused or {}
     for node in sorted(nodes, key=lambda n: agents[n].name if n in agents else n):
         name = agents[node].name if node in agents else node[:12]
         member = members.get(node)
         if node in gone:
             said.append(f"{name}: unreachable (gone for {gone[node]:.0f} s)")
+        elif node in refused and (member is None or member.state != REFUSED):
+            said.append(f"{name}: refused ({refused[node]})")
         elif member is None and node in stuck:
             said.append(f"{name}: nothing reported for {stuck[node]:.0f} s (given up)")
         elif member is None:
@@ -242,7 +245,7 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
                     if seen and alive <= settled and set(away) <= set(gone) | settled:
                         if refused or stuck or gone:
                             raise PushIncomplete(f"{len(finished)}/{len(seen)} agents hold {config.file.name}; "
-                                                 + outcome(known, members, seen - finished, stuck, gone))
+                                                 + outcome(known, members, seen - finished, stuck, gone, refused))
                         break
                     _say(config, f"{len(finished)}/{len(seen)} agents finished, "
                                  f"seeder sent {service.bytes_uploaded / max(1, manifest.size):.3f} x the file")

@@ -139,3 +139,22 @@ def test_an_agent_whose_host_died_during_a_push_is_named_unreachable(tmp_path, r
         assert (tmp_path / "a0" / "files" / "image.bin").read_bytes() == path.read_bytes()
     finally:
         cluster.stop_all()
+
+
+def test_the_same_bytes_pushed_under_a_second_name_say_so(tmp_path, redis_server):
+    """One transfer (its id is the content's): the agent keeps them under the first name. Before, the second push
+    exited 0 although no agent held files/second.bin (and with names checked, it waited for good)."""
+    cluster = Cluster(tmp_path, redis_server)
+    try:
+        cluster.add_agent("a0", "127.0.1.10", "dc1", "r1")
+        wait_until(lambda: len(cluster.registered()) == 1, 60, "an agent registered")
+        first, second = tmp_path / "first.bin", tmp_path / "second.bin"
+        first.write_bytes(os.urandom(SIZE))
+        second.write_bytes(first.read_bytes())
+        assert cluster.push(first, "--timeout", "60").wait(timeout=120) == 0
+        push = cluster.push(second, "--timeout", "60")
+        assert push.wait(timeout=120) == 1
+        said = (tmp_path / "push.log").read_text()
+        assert "a0: refused (holds this content as 'first.bin', not under a second name)" in said, said[-2000:]
+    finally:
+        cluster.stop_all()
