@@ -15,6 +15,7 @@ trees before signed reports (`cluster/identity.py`) believed every report.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import pathlib
@@ -53,9 +54,12 @@ def write(cluster: Cluster, key: str, value: bytes, index: str | None = None, me
         client.publish(cluster.keys.wake, b"1")
 
 
-def keep_writing(cluster: Cluster, writes: Callable[[], list[tuple[str, bytes, str, str]]], every: float,
-                 stop: threading.Event) -> threading.Thread:
-    """An attacker with redis write access: (key, value, index, member) written every `every` s until `stop`."""
+@contextlib.contextmanager
+def attacking(cluster: Cluster, writes: Callable[[], list[tuple[str, bytes, str, str]]], every: float):
+    """An attacker with redis write access, for the `with` block: (key, value, index, member) written every
+    `every` s."""
+    stop = threading.Event()
+
     def loop() -> None:
         while not stop.is_set():
             with cluster.redis.client() as client:
@@ -65,7 +69,11 @@ def keep_writing(cluster: Cluster, writes: Callable[[], list[tuple[str, bytes, s
             stop.wait(every)
     thread = threading.Thread(target=loop, daemon=True)
     thread.start()
-    return thread
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def ghosts(cluster: Cluster) -> list[tuple[str, bytes, str, str]]:
@@ -163,10 +171,8 @@ def run(directory: pathlib.Path) -> dict:
         push.communicate(timeout=60)
         result["3. the owner cancels a push under way"] = f"push exit {push.returncode}"
 
-        stop = threading.Event()
         ghosts_written = ghosts(cluster)
-        threads = [keep_writing(cluster, lambda: ghosts_written, 0.5, stop)]
-        try:
+        with attacking(cluster, lambda: ghosts_written, 0.5):
             plain = directory / "plain.bin"
             plain.write_bytes(os.urandom(SIZE))
             began = time.monotonic()
@@ -175,14 +181,8 @@ def run(directory: pathlib.Path) -> dict:
             result["4. three ghost agents, then the owner's push"] = (
                 f"push exit {push.returncode} after {time.monotonic() - began:.1f} s; agents holding the file: "
                 f"{sum(1 for b in held(cluster, 'plain.bin') if b == plain.read_bytes())}/3")
-        finally:
-            stop.set()
-            for thread in threads:
-                thread.join()
-        stop = threading.Event()
         before = set(cluster.transfers())
-        threads = [keep_writing(cluster, Forger(cluster, before), 0.02, stop)]
-        try:
+        with attacking(cluster, Forger(cluster, before), 0.02):
             slow = directory / "slow.bin"
             slow.write_bytes(os.urandom(5 * SIZE))
             began = time.monotonic()
@@ -192,10 +192,6 @@ def run(directory: pathlib.Path) -> dict:
             result["5. forged FINISHED reports during a push"] = (
                 f"push exit {push.returncode} after {time.monotonic() - began:.1f} s; agents holding the file "
                 f"when it exited: {holding}/3")
-        finally:
-            stop.set()
-            for thread in threads:
-                thread.join()
         return result
     finally:
         cluster.stop_all()

@@ -23,3 +23,16 @@ def attacked_redis(request, tmp_path):
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture
+def three_agents(tmp_path, attacked_redis):
+    """Three agents in one rack on `attacked_redis` (both setups), registered."""
+    from bench.cluster_harness import Cluster, wait_until
+
+    group = Cluster(tmp_path, attacked_redis)
+    for i in range(3):
+        group.add_agent(f"a{i}", f"127.0.1.{i + 10}", "dc1", "r1")
+    wait_until(lambda: len(group.registered()) == 3, 60, "3 agents registered")
+    yield group
+    group.stop_all()

@@ -8,44 +8,29 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 
 import pytest
 
-from bench.attacks.cluster_writes import Forger, ghosts, held, keep_writing
-from bench.cluster_harness import Cluster, redis_missing, wait_until
+from bench.attacks.cluster_writes import Forger, attacking, ghosts, held
+from bench.cluster_harness import redis_missing, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(redis_missing() is not None, reason=str(redis_missing()))]
 
 
 @pytest.fixture
-def cluster(tmp_path, attacked_redis):  # plain, and the documented TLS + ACL setup
-    group = Cluster(tmp_path, attacked_redis)
-    for i in range(3):
-        group.add_agent(f"a{i}", f"127.0.1.{i + 10}", "dc1", "r1")
-    wait_until(lambda: len(group.registered()) == 3, 60, "3 agents registered")
-    yield group
-    group.stop_all()
-
-
-def attacked(cluster: Cluster, writes, every: float):
-    stop = threading.Event()
-    return stop, keep_writing(cluster, writes, every, stop)
+def cluster(three_agents):  # plain, and the documented TLS + ACL setup
+    return three_agents
 
 
 def test_ghost_agents_are_not_waited_for(cluster, tmp_path):
     written = ghosts(cluster)
-    stop, thread = attacked(cluster, lambda: written, 0.2)
-    try:
+    with attacking(cluster, lambda: written, 0.2):
         with cluster.redis.client() as client:
             wait_until(lambda: len(client.smembers(cluster.keys.agents)) == 6, 30, "the ghosts registered")
         path = tmp_path / "plain.bin"
         path.write_bytes(os.urandom(300_000))
         push = cluster.push(path, "--timeout", "60")
         out, _ = push.communicate(timeout=120)
-    finally:
-        stop.set()
-        thread.join()
     assert push.returncode == 0, (tmp_path / "push.log").read_text()[-2000:]
     assert json.loads(out)["agents"] == 3  # the summary counts the agents it can believe
     assert held(cluster, "plain.bin") == [path.read_bytes()] * 3
@@ -55,13 +40,9 @@ def test_forged_finished_reports_do_not_end_a_push(cluster, tmp_path):
     path = tmp_path / "slow.bin"
     path.write_bytes(os.urandom(1_500_000))
     before = set(cluster.transfers())
-    stop, thread = attacked(cluster, Forger(cluster, before, window=3.0), 0.02)  # then the agents' own are read
-    try:
+    with attacking(cluster, Forger(cluster, before, window=3.0), 0.02):  # then the agents' own are read
         push = cluster.push(path, "--timeout", "60", "--upload-rate", "200k")  # 7.5 s at least: a long window
         push.communicate(timeout=120)
         holding = held(cluster, "slow.bin")  # as the push exits: what it said is true now
         assert push.returncode == 0, (tmp_path / "push.log").read_text()[-2000:]
         assert holding == [path.read_bytes()] * 3
-    finally:
-        stop.set()
-        thread.join()
