@@ -86,6 +86,10 @@ async def test_a_newcomer_takes_vouched_segments_before_anyone_has_the_whole_fil
     url = slow_origin.add("/big.bin", DATA)
     slow_origin.set_rate(150_000)
     first, second, newcomer, *witnesses = await cluster.grow(6)
+    asked_for_manifests = []  # a segment's manifest is made from the agreed fields, never asked of a busy holder
+    real_full_manifest = newcomer.engine.service.full_manifest
+    monkeypatch.setattr(newcomer.engine.service, "full_manifest",
+                        lambda root, providers: asked_for_manifests.append(root) or real_full_manifest(root, providers))
     # Three more nodes vouch for every segment but the last (as if they had read them): however many vouched for
     # the segments it takes from peers, the newcomer never vouches for the file it assembles.
     cut, etag = Segments(len(DATA), CUT_BLOCK), slow_origin.files["/big.bin"][1]
@@ -118,6 +122,7 @@ async def test_a_newcomer_takes_vouched_segments_before_anyone_has_the_whole_fil
     # of the whole file hold it last); the others from the fetchers.
     assert record["segments"] == ["peers"] * 6 + ["origin"]
     assert record["bytes_peers"] == 6 * SEGMENT and record["bytes_origin"] == SEGMENT and record["error"] is None
+    assert asked_for_manifests == []
     assert made[0] == 2 and made[6] == 3  # it vouches for what it got from the origin only
     said = [e.split(" ", 1)[1] for e in record["events"]]  # its events say where each segment came from, and why
     assert any(e.startswith("last segment 6 ahead from origin") for e in said), said
@@ -241,9 +246,10 @@ class FakeClock:
         self.now += seconds
 
 
-async def scripted_fetch(answer, *, wait: float, jitter: float) -> tuple[bytes, list, SegmentedFetch]:
+async def scripted_fetch(answer, *, wait: float, jitter: float, peers=None) -> tuple[bytes, list, SegmentedFetch]:
     """A two-segment SegmentedFetch on a fake clock whose lookups answer `answer(index)` (each takes a second) and
-    whose peers and origin answer at once; parking waits `wait` s at most. The body, what came from where when."""
+    whose peers (`peers(start, end)`'s pieces when given) and origin answer at once; parking waits `wait` s at
+    most. The body, what came from where when."""
     import aiohttp
 
     from proxy.parking import ParkingSettings
@@ -269,7 +275,8 @@ async def scripted_fetch(answer, *, wait: float, jitter: float) -> tuple[bytes, 
 
         async def from_peers(found, start, end):
             taken.append(("peers", clock.now))
-            yield b"p" * (end - start)
+            for piece in (peers or (lambda start, end: [b"p" * (end - start)]))(start, end):
+                yield piece
 
         async def from_origin(index, start, end):
             taken.append(("origin", clock.now))
@@ -339,6 +346,49 @@ async def test_fetchers_missing_from_one_lookup_are_not_taken_for_gone():
     assert fetch.sources[0] == "origin"
     at = taken[0][1]
     assert 1.0 + OTHERS_MEMORY <= at <= 1.0 + OTHERS_MEMORY + 1.0 + 4.0  # a lookup and a poll late at most
+
+
+def failing_peers(failures: int):
+    """Peers that send a quarter of what is asked and then fail, `failures` times; then all of it."""
+    from swarm.errors import FetchFailed
+
+    asked: list[tuple[int, int]] = []
+
+    def peers(start, end):
+        asked.append((start, end))
+        if len(asked) <= failures:
+            yield b"p" * (SEGMENT // 4)
+            raise FetchFailed("no peer sent the hash layer within 5 s of being asked")
+        yield b"p" * (end - start)
+
+    return peers, asked
+
+
+async def test_a_segment_its_holders_fail_is_asked_again_from_where_they_left_off_not_the_whole_file():
+    """Busy holders fail a segment midway (a hash layer queued behind a crowd's blocks): the download asks for that
+    segment's rest again, and never takes the rest of the file from the origin (on the tree before, the failure
+    ended the segmented download: the 100-client largefile's two such failures read 30 MB each from the origin)."""
+    from proxy.segment_swarm import SegmentLookup
+
+    peers, asked = failing_peers(1)
+    body, taken, fetch = await scripted_fetch(lambda index: SegmentLookup(FOUND, 2, "ok"), wait=60.0, jitter=0.0,
+                                              peers=peers)
+    assert body == b"p" * 2 * SEGMENT
+    assert asked == [(0, SEGMENT), (SEGMENT // 4, SEGMENT), (0, SEGMENT)]
+    assert [source for source, _ in taken] == ["peers"] * 3 and fetch.sources == ["peers", "peers"]
+
+
+async def test_a_segment_its_holders_fail_twice_comes_from_the_origin_and_the_next_from_peers_again():
+    from proxy.segment_swarm import PEER_TRIES, SegmentLookup
+
+    peers, asked = failing_peers(PEER_TRIES)
+    body, taken, fetch = await scripted_fetch(lambda index: SegmentLookup(FOUND, 2, "ok"), wait=60.0, jitter=0.0,
+                                              peers=peers)
+    quarter = SEGMENT // 4
+    assert body == b"p" * 2 * quarter + b"o" * (SEGMENT - 2 * quarter) + b"p" * SEGMENT
+    assert asked == [(0, SEGMENT), (quarter, SEGMENT), (0, SEGMENT)]
+    assert [source for source, _ in taken] == ["peers", "peers", "origin", "peers"]
+    assert fetch.sources == ["origin", "peers"]
 
 
 @pytest.mark.parametrize("lookup_seconds,longest", [(0.0, 0.5), (0.4, 0.8), (1.0, 2.0), (30.0, 2.0)])
