@@ -48,9 +48,10 @@ from dataclasses import dataclass, field
 
 from bench.cluster_bound import Link, makespan_bound
 from bench.cluster_harness import Cluster, RedisServer, redis_missing, wait_until
-from bench.cluster_sim import figures, parse_size
+from bench.cluster_sim import figures
 from cluster.run import manifest_of
 from cluster.throttle import RESERVE
+from swarm.content.sizes import parse_rate, parse_size
 
 MiB = 1 << 20
 BURST = 64 * 1024  # tbf bucket, bytes: at least one GSO super-packet, else tbf would drop it
@@ -459,7 +460,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=parse_size, default=32 * MiB, help="file size (default: 32Mi)")
     parser.add_argument("--racks", type=int, default=2, help="racks (default: 2)")
     parser.add_argument("--per-rack", type=int, default=3, help="agents per rack (default: 3)")
-    parser.add_argument("--uplink", type=parse_size, default=2_000_000,
+    parser.add_argument("--uplink", type=parse_rate, default=2_000_000,
                         help="rack 1's uplink rate in bytes/s, each direction (default: 2M = 2 000 000)")
     parser.add_argument("--runs", type=int, default=1,
                         help="push this many times, one after the other, and report each ratio and their median "

@@ -29,15 +29,7 @@ import time
 
 from bench.cluster_harness import Cluster, RedisServer, redis_missing, wait_until
 from cluster.overlay import Level
-
-SIZES = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
-
-
-def parse_size(text: str) -> int:
-    text = text.strip().lower().removesuffix("i").removesuffix("b")
-    if text and text[-1] in SIZES:
-        return int(float(text[:-1]) * SIZES[text[-1]])
-    return int(text)
+from swarm.content.sizes import parse_size
 
 
 def figures(cluster: Cluster, tid: str, size: int, push_result: dict) -> dict:

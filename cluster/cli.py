@@ -35,6 +35,7 @@ from cluster.intent import CANCEL, SignedIntent, SigningKey, public_key
 from cluster.patience import GIVE_UP_AFTER
 from cluster.records import DISK_RESERVE, NAMESPACE, RECONCILE_EVERY, TRANSFER_TTL, check_name
 from cluster.throttle import RESERVE, Capacities
+from swarm.content.sizes import format_size, parse_size
 
 __all__ = ["main"]
 
@@ -56,18 +57,6 @@ def parse_rate(text: str) -> float | None:
     if text.strip().endswith(("b/s", "bit/s")) and not text.strip().endswith("B/s"):
         value /= 8
     return value or None
-
-
-_SIZE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kKmMgGtT]?)(i?)B?\s*$")
-
-
-def parse_size_arg(text: str) -> int:
-    """A number of bytes: 1073741824, 1G, 1Gi, 500M, 0."""
-    match = _SIZE.match(text)
-    if not match:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a size (e.g. 1Gi, 500M, 0)")
-    number, prefix, binary = float(match.group(1)), match.group(2).lower(), match.group(3)
-    return int(number * (1024 if binary else 1000) ** {"": 0, "k": 1, "m": 2, "g": 3, "t": 4}[prefix])
 
 
 def _address(text: str) -> tuple[str, int]:
@@ -157,9 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "(default: none)")
     agent.add_argument("--reserve", type=float, default=RESERVE, metavar="FRACTION",
                        help=f"part of each capacity left for other traffic (default: {RESERVE:g})")
-    agent.add_argument("--disk-reserve", type=parse_size_arg, default=DISK_RESERVE, metavar="BYTES",
+    agent.add_argument("--disk-reserve", type=parse_size, default=DISK_RESERVE, metavar="BYTES",
                        help="disk space of the data dir a transfer may never take: one that would is refused, and "
-                            "the push reports it (default: 1Gi)")
+                            f"the push reports it (k, M, G, T: powers of 1024; default: {format_size(DISK_RESERVE)})")
 
     push = commands.add_parser(
         "push", help="publish a file and seed it until every agent has it",

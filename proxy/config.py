@@ -17,6 +17,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import addresses
+from swarm.content import sizes
+from swarm.content.manifest import MAX_BLOCK_SIZE, MIN_BLOCK_SIZE
+from swarm.errors import BadSize
 from swarm.service.swarm_service import FETCH_PEERS, LINGER
 
 from .discovery_rule import DEFAULT_LARGE
@@ -115,45 +118,32 @@ def _trust(text: str) -> str:
     return str(text).strip()
 
 
-_SUFFIXES = {"": 1, "k": 1000, "m": 1000**2, "g": 1000**3, "ki": 1024, "mi": 1024**2, "gi": 1024**3,
-             "ti": 1024**4, "t": 1000**4}
-
-
-def parse_size(text: str | int | float) -> float:
-    """'160000', '160k', '1.5M', '10Gi' -> a number (k/M/G are powers of 1000, Ki/Mi/Gi of 1024)."""
-    raw = str(text).strip().lower().removesuffix("b").removesuffix("/s")
-    number = raw.rstrip("kmgti")
-    suffix = raw[len(number):]
+def _as_config_error(parse: Callable[[Any], Any], text: Any) -> Any:
+    """`parse(text)` with `swarm.content.sizes`' grammar (the one every size and rate flag shares), a BadSize
+    becoming the ConfigError the caller prefixes with the option's name."""
     try:
-        value = float(number) * _SUFFIXES[suffix]
-    except (ValueError, KeyError):
-        raise ConfigError(f"{text!r} is not a size (e.g. 160000, 160k, 1.5M, 10Gi)") from None
-    return _number(value, float, zero_ok=True, shown=text)
+        return parse(text)
+    except BadSize as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _size(text: str | int) -> int:
+    return _as_config_error(sizes.parse_size, text)
 
 
 def _byte_count(text: str | int) -> int:
-    return int(_number(parse_size(text), float, zero_ok=False, shown=text))
+    return int(_number(_size(text), float, zero_ok=False, shown=text))
 
 
-def _byte_count_or_zero(text: str | int) -> int:
-    return int(parse_size(text))
+def _rate(text: str | float) -> float:
+    return _as_config_error(sizes.parse_rate, text)
 
 
-def parse_block_size(text: str | int) -> int | None:
-    """'auto' -> None (the rule of `swarm.content.manifest.choose_block_size`), else a power of two from 16Ki
-    to 4Mi."""
-    from swarm.content.manifest import MAX_BLOCK_SIZE, MIN_BLOCK_SIZE
+def _block_size(text: str | int) -> int | None:
+    return _as_config_error(sizes.parse_block_size, text)
 
-    if str(text).strip().lower() == "auto":
-        return None
-    wrong = ConfigError(f"block size {text!r} is not auto or a power of two from 16Ki to 4Mi (e.g. 64Ki, 1Mi)")
-    try:
-        value = parse_size(text)
-    except ConfigError:
-        raise wrong from None
-    if value != int(value) or not MIN_BLOCK_SIZE <= value <= MAX_BLOCK_SIZE or int(value) & (int(value) - 1):
-        raise wrong
-    return int(value)
+
+_MIN_BLOCK, _MAX_BLOCK = sizes.format_size(MIN_BLOCK_SIZE), sizes.format_size(MAX_BLOCK_SIZE)  # 16Ki, 4Mi
 
 
 def _non_negative_float(text: str | float) -> float:
@@ -377,7 +367,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("tunnel-idle-timeout", _positive_float, 600.0,
            "seconds a CONNECT tunnel or an upgraded connection (WebSocket) may pass no byte either way before "
            "it is closed", "SECONDS"),
-    Option("max-header-size", _positive_int, 65536,
+    Option("max-header-size", _byte_count, 65536,
            "longest request line or header line accepted, in bytes; longer is answered 431", "BYTES"),
     Option("request-history", _positive_int, 200,
            "how many recent requests /_swarm/requests keeps", "N"),
@@ -402,7 +392,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("first-byte-timeout", _positive_float, DEFAULT_FIRST_BYTE_TIMEOUT,
            "switch to peers when the origin sends no byte at all (headers count) within this many seconds (T)",
            "SECONDS"),
-    Option("min-rate", parse_size, DEFAULT_MIN_RATE,
+    Option("min-rate", _rate, DEFAULT_MIN_RATE,
            "switch to peers when the origin delivers less than this many bytes/s over --rate-window (R); "
            "0 never switches for rate; suffixes k, M (1000) and Ki, Mi (1024)", "BYTES"),
     Option("rate-window", _positive_float, DEFAULT_RATE_WINDOW,
@@ -414,11 +404,11 @@ OPTIONS: tuple[Option, ...] = (
            "use --first-byte-timeout, --min-rate and --rate-window as they are for every origin; without it they "
            "are where each origin host starts and the bounds of what its downloads teach (T within [T/4, 4T], R "
            "within [R/4, R], W within [W/8, 4W]; /_swarm/requests shows the values used)", "BOOL"),
-    Option("discover-size", _byte_count_or_zero, DEFAULT_LARGE,
+    Option("discover-size", _size, DEFAULT_LARGE,
            "files at least this large may be looked up in the DHT and announced even when their origin is fast; "
            "smaller ones only when the origin was slow (T, R, a head silent for half of T), asked for it, or its "
-           "host was slow recently: fast browsing tells the DHT nothing; 0 lets every size (suffixes k, M, Ki, "
-           "Mi)", "BYTES"),
+           "host was slow recently: fast browsing tells the DHT nothing; 0 lets every size (k, M, G: powers of "
+           "1024)", "BYTES"),
     Option("linger", _non_negative_float, LINGER,
            "seconds to keep serving a file to peers after downloading it; 0 serves until it is evicted",
            "SECONDS"),
@@ -426,12 +416,12 @@ OPTIONS: tuple[Option, ...] = (
            "never serve blocks to others nor announce anything (downloads may still use peers)", "BOOL"),
     Option("store-size", _byte_count, 10 * 1024**3,
            "disk space for shared content under the data dir; least recently used content is evicted "
-           "beyond it", "BYTES"),
-    Option("block-size", parse_block_size, None,
+           "beyond it (k, M, G: powers of 1024)", "BYTES"),
+    Option("block-size", _block_size, None,
            "block size of the manifests this node makes of what it got from the origin: auto (by file size, "
-           "16Ki up to 4Mi) or a power of two from 16Ki to 4Mi, the largest a peer sends in one message (auto "
-           "again where that would exceed 2^24 blocks); a swarm download uses the block size of the manifest it "
-           "found", "SIZE"),
+           f"{_MIN_BLOCK} up to {_MAX_BLOCK}) or a power of two from {_MIN_BLOCK} to {_MAX_BLOCK} (64k is 64Ki), the "
+           "largest a peer sends in one message (auto again where that would exceed 2^24 blocks); a swarm download "
+           "uses the block size of the manifest it found", "SIZE"),
     Option("fetch-peers", _positive_int, FETCH_PEERS,
            "at most this many providers are used per swarm download (and no more than its blocks + 2); "
            "when more are found, this many are picked at random, so the load spreads", "N"),

@@ -26,9 +26,10 @@ import time
 from collections.abc import Callable, Iterator
 
 from swarm.content.manifest import (INLINE_HASHES, MAX_BLOCK_SIZE, MAX_BLOCKS, METADATA_INLINE_HASHES, MIN_BLOCK_SIZE,
-                                    READ_SIZE, Manifest, ManifestError, build_manifest, choose_block_size,
-                                    format_header, parse_header)
+                                    READ_SIZE, TARGET_MAX_BLOCKS, Manifest, ManifestError, build_manifest,
+                                    choose_block_size, format_header, parse_header)
 from swarm.content.merkle import HASH_SIZE, HashMismatch, block_count
+from swarm.content.sizes import format_size, parse_block_size, parse_size
 
 from . import static_config as config
 from . import static_s3 as s3
@@ -39,7 +40,6 @@ DEFAULT_LAYERS = LAYER_PREFIX.strip("/")  # under DIR: where the layer path find
 PROGRESS_BYTES = 256 << 20  # a run hashing this much, or this many files, shows its progress on stderr
 PROGRESS_FILES = 1000
 _HEX_NAME = re.compile(r"[0-9a-f]{64}")
-_SIZE = re.compile(r"(\d+)\s*([kmgt]?)(?:i?b)?", re.IGNORECASE)
 
 EPILOG = """\
 Every file of at least --min-size bytes under DIR is published, hidden files (a name starting with '.') only
@@ -102,23 +102,6 @@ class Tally:
         self.failed += failure
 
 
-def parse_size(text: str) -> int:
-    """`65536`, `16k`, `4M`, `1GiB`: k, M, G and T are powers of 1024."""
-    match = _SIZE.fullmatch(text.strip())
-    if match is None:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (e.g. 65536, 16k, 4M)")
-    return int(match.group(1)) << (10 * " kmgt".index(match.group(2).lower() or " "))
-
-
-def parse_block_size(text: str) -> int | None:
-    if text == "auto":
-        return None
-    size = parse_size(text)
-    if not MIN_BLOCK_SIZE <= size <= MAX_BLOCK_SIZE or size & (size - 1):
-        raise argparse.ArgumentTypeError(f"a block size is auto or a power of two from 16k to 16M, not {text!r}")
-    return size
-
-
 def _url_prefix(text: str) -> str:
     if not text.startswith("/") or config.unusable_path(text):
         raise argparse.ArgumentTypeError(f"a URL prefix is a path starting with '/', not {text!r}")
@@ -156,10 +139,14 @@ def build_parser() -> argparse.ArgumentParser:
                          help="write the configuration as files there (nginx-http.conf, nginx-server.conf, "
                               "apache.conf) instead of printing it")
     publish.add_argument("--block-size", metavar="auto|SIZE", type=parse_block_size, default=None,
-                         help="block size of every manifest (default: auto, the proxy's rule by file size: "
-                              "16k up to 32 MiB, then at most ~2048 blocks, up to 4M)")
+                         help=f"block size of every manifest: a power of two from {format_size(MIN_BLOCK_SIZE)} to "
+                              f"{format_size(MAX_BLOCK_SIZE)} (64k is 64Ki), or auto (the default: the proxy's rule "
+                              f"by file size, {format_size(MIN_BLOCK_SIZE)} up to "
+                              f"{format_size(MIN_BLOCK_SIZE * TARGET_MAX_BLOCKS)}, then at most ~{TARGET_MAX_BLOCKS} "
+                              f"blocks, up to {format_size(MAX_BLOCK_SIZE)})")
     publish.add_argument("--min-size", metavar="SIZE", type=parse_size, default=1,
-                         help="smaller files get no field (default: 1, every non-empty file)")
+                         help="smaller files get no field (default: 1, every non-empty file; k, M, G: powers of "
+                              "1024)")
     publish.add_argument("--hidden", action="store_true", help="publish hidden files and directories too")
     publish.add_argument("--jobs", metavar="N", type=int, default=min(4, os.cpu_count() or 1),
                          help="files hashed at once (default: the CPUs, at most 4)")

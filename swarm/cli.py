@@ -20,8 +20,9 @@ import signal
 import sys
 import time
 
-from swarm.content.manifest import READ_SIZE, build_manifest, choose_block_size
+from swarm.content.manifest import MAX_BLOCK_SIZE, MIN_BLOCK_SIZE, READ_SIZE, build_manifest, choose_block_size
 from swarm.content.merkle import HASH_SIZE
+from swarm.content.sizes import format_size, parse_block_size, parse_rate
 from swarm.errors import SwarmError
 
 
@@ -38,8 +39,10 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                     '{"root": HEX, "size": N, "block_size": N}.',
     )
     manifest.add_argument("file", metavar="FILE", help="the file to hash")
-    manifest.add_argument("--block-size", type=int, default=None, metavar="BYTES",
-                          help="block size, a power of two >= 16384 (default: chosen from the size)")
+    manifest.add_argument("--block-size", type=parse_block_size, default=None, metavar="SIZE",
+                          help=f"block size, a power of two from {format_size(MIN_BLOCK_SIZE)} to "
+                               f"{format_size(MAX_BLOCK_SIZE)}, e.g. 64k (k, M: powers of 1024; default: auto, "
+                               "chosen from the size)")
     manifest.set_defaults(swarm_handler=_manifest)
 
     seed = commands.add_parser(
@@ -53,8 +56,9 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                       help="where peers connect; port 0 picks a free one (default: 127.0.0.1:0)")
     seed.add_argument("--ready-file", default=None, metavar="FILE",
                       help='once serving, write {"peer": "HOST:PORT", "root": HEX} here')
-    seed.add_argument("--upload-rate", type=float, default=None, metavar="BYTES_PER_S",
-                      help="upload limit for all peers together (default: unlimited)")
+    seed.add_argument("--upload-rate", type=parse_rate, default=None, metavar="BYTES_PER_S",
+                      help="upload limit for all peers together, e.g. 1.25M (k, M: powers of 1000, Ki, Mi: of "
+                           "1024; default: unlimited)")
     seed.set_defaults(swarm_handler=_run_async(_seed))
 
     get = commands.add_parser(
@@ -329,7 +333,7 @@ def _manifest(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"swarmproxy: cannot read {args.file}: {exc.strerror or exc}", file=sys.stderr)
         return 1
-    except (ValueError, SwarmError) as exc:  # e.g. a block size that is not a power of two
+    except (ValueError, SwarmError) as exc:  # e.g. more blocks of --block-size than a manifest may have
         print(f"swarmproxy: {exc}", file=sys.stderr)
         return 2
     print(json.dumps({"root": manifest.root.hex(), "size": manifest.size, "block_size": manifest.block_size}))

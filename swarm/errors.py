@@ -12,6 +12,7 @@ from the narrowest fitting class, so existing `except` clauses keep catching the
 
 from __future__ import annotations
 
+import argparse
 import errno as _errno
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "ConnectionClosed",
     "OriginSourceError",
     "FetchFailed",
+    "BadSize",
 ]
 
 
@@ -131,3 +133,10 @@ class OriginSourceError(SwarmError):
 
 class FetchFailed(SwarmError):
     """A fetch cannot complete: no source is left that could supply the missing blocks (`swarm.service.node`)."""
+
+
+class BadSize(SwarmError, ValueError, argparse.ArgumentTypeError):
+    """A size, rate or block size someone wrote is not one (`swarm.content.sizes`); the message says why.
+
+    A `ValueError` for callers that catch those, and an `ArgumentTypeError` because argparse prints only that
+    kind's message as is when a parser is a `type=`: any other ValueError becomes "invalid ... value"."""

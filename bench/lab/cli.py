@@ -34,8 +34,8 @@ import pathlib
 import sys
 from typing import TYPE_CHECKING
 
-from proxy.config import parse_size
 from proxy.errors import ConfigError
+from swarm.content.sizes import BadSize, parse_rate, parse_size
 
 from .. import extra
 
@@ -80,11 +80,14 @@ def build_parser(prog: str = "swarmproxy lab") -> argparse.ArgumentParser:
                           "50: 1,000 clients at 20/s)")
     lab.add_argument("--clients", type=int, metavar="N",
                      help="clients per run, overriding --duration (mixed: users per arm, 6)")
-    lab.add_argument("--size", metavar="BYTES", help="file size (default 100k; largefile 30M)")
+    lab.add_argument("--size", metavar="BYTES",
+                     help="file size; k, M: powers of 1024 (default 100000; largefile 30000000)")
     lab.add_argument("--delay", type=float, default=25.0, metavar="MS", help="one-way delay between hosts (25)")
     lab.add_argument("--node-rate", default="1.25M", metavar="BYTES",
-                     help="each host's upload and download cap in bytes/s (default 1.25M = 10 Mbit/s)")
-    lab.add_argument("--origin-rate", default="256k", metavar="BYTES", help="origin bandwidth in total (256k)")
+                     help="each host's upload and download cap in bytes/s; k, M: powers of 1000 (default 1.25M = "
+                          "10 Mbit/s)")
+    lab.add_argument("--origin-rate", default="256k", metavar="BYTES",
+                     help="origin bandwidth in total, bytes/s (256k = 256000)")
     lab.add_argument("--origin-connections", type=int, default=256, metavar="N",
                      help="origin's concurrent responses (256)")
     lab.add_argument("--param", choices=sorted(SWEEPS), default="T", help="sweep: the parameter to vary (T)")
@@ -106,6 +109,15 @@ def build_parser(prog: str = "swarmproxy lab") -> argparse.ArgumentParser:
     return lab
 
 
+def amount(parse, flag: str, text: str):
+    """`parse(text)`, `swarm.content.sizes`' `parse_size` (k = 1024) or `parse_rate` (k = 1000), a bad text being
+    the lab's ConfigError naming `flag`."""
+    try:
+        return parse(text)
+    except BadSize as exc:
+        raise ConfigError(f"{flag}: {exc}") from None
+
+
 def _csv(text: str, convert) -> list:
     try:
         return [convert(part) for part in text.split(",") if part.strip()]
@@ -120,9 +132,11 @@ def plan(args: argparse.Namespace) -> Plan:
     from .sweeps import SWEEPS
 
     quick = args.quick
-    size = int(parse_size(args.size)) if args.size else (30_000_000 if args.scenario == "largefile" else 100_000)
-    base = CrowdParams(size=size, delay=args.delay / 1000, node_up=parse_size(args.node_rate),
-                       node_down=parse_size(args.node_rate), origin_rate=parse_size(args.origin_rate),
+    size = amount(parse_size, "--size", args.size) if args.size else \
+        (30_000_000 if args.scenario == "largefile" else 100_000)
+    node_rate = amount(parse_rate, "--node-rate", args.node_rate)
+    base = CrowdParams(size=size, delay=args.delay / 1000, node_up=node_rate,
+                       node_down=node_rate, origin_rate=amount(parse_rate, "--origin-rate", args.origin_rate),
                        origin_connections=args.origin_connections, transport=args.transport, seed=args.seed,
                        origin_plugin=bool(args.origin_plugin if args.origin_plugin is not None
                                           else args.scenario == "largefile"),

@@ -400,7 +400,9 @@ def draw(pyplot, report: dict):
 def params_from(args) -> MixedParams:
     """The run `swarmproxy lab mixed` asks for: --quick, --clients (users per arm), --duration, --size, --delay,
     --node-rate, --seed."""
-    from proxy.config import parse_size
+    from swarm.content.sizes import parse_rate, parse_size
+
+    from .cli import amount
 
     p = quick() if args.quick else MixedParams()
     if args.clients is not None:
@@ -408,9 +410,9 @@ def params_from(args) -> MixedParams:
     if args.duration is not None:
         p.duration = args.duration
     if args.size:
-        p.size = int(parse_size(args.size))
+        p.size = amount(parse_size, "--size", args.size)
     p.delay = args.delay / 1000
-    p.node_rate = parse_size(args.node_rate)
+    p.node_rate = amount(parse_rate, "--node-rate", args.node_rate)
     p.seed = args.seed
     return p
 

@@ -16,8 +16,8 @@ import pathlib
 import tempfile
 from typing import Callable
 
-from proxy.config import parse_size
 from proxy.demo.slow_origin import SlowOrigin
+from swarm.content.sizes import parse_size
 
 from . import report as rep
 from .crowd import CrowdRun
@@ -113,7 +113,7 @@ def _libtorrent_half(params: CrowdParams, arrivals: list[float], workdir: pathli
             say("libtorrent: the same arrivals, with the origin as a BEP 19 web seed and an ideal tracker")
             result = await run_bittorrent(
                 data=data, url=origin.add("/main.bin", data), origin_host=LIBTORRENT_ORIGIN, arrivals=arrivals,
-                hosts=[host(3, i) for i in range(len(arrivals))], model=model, piece_size=int(parse_size(params.block_size)),
+                hosts=[host(3, i) for i in range(len(arrivals))], model=model, piece_size=parse_size(params.block_size),
                 linger=params.linger, workdir=workdir / "libtorrent", progress=say, timeout=params.client_timeout)
         finally:
             await sampler.stop()

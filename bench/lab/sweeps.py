@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from proxy.config import parse_size
 from proxy.manifest_trust import parse_trust
+from swarm.content.sizes import parse_block_size, parse_size
 
 
 def _trust(text: str) -> str:
@@ -14,7 +14,12 @@ def _trust(text: str) -> str:
 
 
 def _size(text: str) -> str:
-    return str(int(parse_size(text)))  # raises ValueError on a size the proxy would refuse
+    return str(parse_size(text))  # raises ValueError (BadSize) on a size the proxy would refuse
+
+
+def _block(text: str) -> str:
+    parse_block_size(text)  # raises ValueError (BadSize) on a block size the proxy would refuse
+    return text
 
 
 # What `sweep --param` varies: (CrowdParams field, how a value is written, Pack's values).
@@ -23,7 +28,7 @@ SWEEPS: dict[str, tuple[str, Callable[[str], object], list[str]]] = {
     "R": ("min_rate", float, ["5000", "40000", "160000", "320000", "1000000"]),
     "W": ("rate_window", float, ["0.25", "1", "2", "4", "8"]),
     "early": ("early_lookup", float, ["0", "0.25", "0.5", "1"]),  # ours: the crowd rule
-    "block": ("block_size", str, ["16Ki", "32Ki", "64Ki", "128Ki"]),
+    "block": ("block_size", _block, ["16Ki", "32Ki", "64Ki", "128Ki"]),
     "linger": ("linger", float, ["0", "1", "2", "4", "20", "160"]),
     "connections": ("fetch_peers", int, ["1", "2", "4", "16", "50"]),
     # ours: what our default quorum costs against Pack's trust-the-first-publisher

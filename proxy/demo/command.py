@@ -21,8 +21,7 @@ import tempfile
 import time
 from typing import TYPE_CHECKING
 
-from ..config import parse_size
-from ..errors import ConfigError
+from swarm.content.sizes import BadSize, parse_rate, parse_size
 
 if TYPE_CHECKING:
     import aiohttp
@@ -38,20 +37,21 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     demo.add_argument("--size", default="4Mi", metavar="BYTES",
-                      help="size of the demo file (default: 4Mi; suffixes k, M, Ki, Mi)")
+                      help="size of the demo file (default: 4Mi; k, M: powers of 1024)")
     demo.add_argument("--peers", type=int, default=3, metavar="N",
                       help="background peers that fetched the file earlier (default: 3)")
     demo.add_argument("--origin-rate", default="200k", metavar="BYTES",
-                      help="the overloaded origin's total bandwidth in bytes/s (default: 200k)")
+                      help="the overloaded origin's total bandwidth in bytes/s (default: 200k; k, M: powers of "
+                           "1000, Ki, Mi: of 1024)")
     demo.add_argument("--transport", choices=("tcp", "quic", "both"), default="tcp",
                       help="peer transport of the demo nodes (default: tcp)")
 
 
 def run(args: argparse.Namespace) -> int:
     try:
-        size = int(parse_size(args.size))
-        rate = parse_size(args.origin_rate)
-    except ConfigError as exc:
+        size = parse_size(args.size)
+        rate = parse_rate(args.origin_rate)
+    except BadSize as exc:
         print(f"swarmproxy demo: {exc}", file=sys.stderr)
         return 2
     if not 1 <= args.peers <= 50 or size <= 0 or rate <= 0:

@@ -32,6 +32,21 @@ def test_parse_rate_refuses(text):
         parse_rate(text)
 
 
+AGENT = ["agent", "--rack", "r", "--dc", "d", "--trust-key", "k", "--identity", "x"]
+
+
+@pytest.mark.parametrize("text, value", [("1G", 2**30), ("1Gi", 2**30), ("500M", 500 * 2**20), ("0", 0),
+                                         ("1073741824", 2**30)])
+def test_disk_reserve_is_a_size_whose_k_is_1024(text, value):
+    assert build_parser().parse_args([*AGENT, "--disk-reserve", text]).disk_reserve == value
+
+
+def test_a_bad_disk_reserve_says_why(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([*AGENT, "--disk-reserve", "lots"])
+    assert "--disk-reserve: 'lots' is not a size (e.g. " in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("command", ["agent", "push", "status", "cancel", "keygen"])
 def test_every_command_explains_itself(command, capsys):
     with pytest.raises(SystemExit) as exit_:

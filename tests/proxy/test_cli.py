@@ -34,6 +34,8 @@ def test_help_for_each_command(capsys, command):
     (["run", "--listen", "x:y"], "not HOST:PORT"),
     (["run", "--connect-ports", "https"], "not a port number"),
     (["run", "--block-size", "48Ki"], "not auto or a power of two"),
+    (["run", "--block-size", "16M"], "--block-size: block size '16M' is not auto or a power of two from 16Ki to 4Mi"),
+    (["run", "--store-size", "lots"], "--store-size: 'lots' is not a size"),
     (["run", "--config", "/nonexistent/swarmproxy.toml"], "does not exist"),
 ])
 def test_bad_settings_exit_2_with_one_line(argv, needle, tmp_path):

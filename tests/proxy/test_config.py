@@ -109,15 +109,41 @@ def test_every_option_documented_in_readme():
 
 
 @pytest.mark.parametrize("text,expected", [("auto", None), ("AUTO", None), ("16Ki", 16384), ("64ki", 65536),
-                                           ("1Mi", 1 << 20), ("4Mi", 4 << 20), ("131072", 131072)])
+                                           ("64k", 65536), ("64K", 65536), ("1Mi", 1 << 20), ("4M", 4 << 20),
+                                           ("4Mi", 4 << 20), ("131072", 131072)])
 def test_block_size(text, expected):
     assert Config.load({"block_size": text}, environ={}).block_size == expected
 
 
-@pytest.mark.parametrize("text", ["8Ki", "48Ki", "8Mi", "16Mi", "64k", "0", "-16Ki", "big", "16.5Ki"])
+@pytest.mark.parametrize("text", ["8Ki", "8k", "48Ki", "8Mi", "16Mi", "16M", "0", "-16Ki", "big", "16.5Ki"])
 def test_block_size_rejects_what_is_not_a_power_of_two_from_16ki_to_4mi(text):
-    with pytest.raises(ConfigError, match="--block-size: block size .* is not auto or a power of two from 16Ki"):
+    with pytest.raises(ConfigError, match="--block-size: block size .* is not auto or a power of two from 16Ki to "
+                                          "4Mi"):
         Config.load({"block_size": text}, environ={})
+
+
+# Every size option reads k, M, G as powers of 1024 (swarm.content.sizes); a rate reads them as powers of 1000.
+@pytest.mark.parametrize("attr,text,expected", [
+    ("store_size", "10G", 10 << 30), ("store_size", "10Gi", 10 << 30), ("store_size", "1500M", 1500 << 20),
+    ("discover_size", "16M", 16 << 20), ("discover_size", "0", 0), ("discover_size", "100k", 102_400),
+    ("max_header_size", "64k", 65536), ("max_header_size", "8192", 8192),
+    ("min_rate", "160k", 160_000), ("min_rate", "160Ki", 163_840), ("min_rate", "0", 0),
+])
+def test_sizes_are_binary_and_rates_decimal(attr, text, expected):
+    assert getattr(Config.load({attr: text}, environ={}), attr) == expected
+
+
+@pytest.mark.parametrize("flags,message", [
+    ({"store_size": "0"}, "--store-size: '0' must be greater than 0"),
+    ({"store_size": "lots"}, "--store-size: 'lots' is not a size (e.g. "),
+    ({"discover_size": "-1k"}, "--discover-size: '-1k' must not be negative"),
+    ({"max_header_size": "0"}, "--max-header-size: '0' must be greater than 0"),
+    ({"min_rate": "fast"}, "--min-rate: 'fast' is not a rate in bytes/s"),
+])
+def test_bad_sizes_name_the_option(flags, message):
+    with pytest.raises(ConfigError) as caught:
+        Config.load(flags, environ={})
+    assert str(caught.value).startswith(message)
 
 
 def test_block_size_and_fetch_peers_defaults_and_layers():

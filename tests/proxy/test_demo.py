@@ -21,12 +21,12 @@ def run_demo(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
 
 @pytest.mark.e2e
 def test_demo_downloads_byte_exact_through_the_swarm():
-    result = run_demo("--size", "300k", "--peers", "2", "--origin-rate", "100k")
+    result = run_demo("--size", "300000", "--peers", "2", "--origin-rate", "100k")
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     assert "byte-exact: yes" in out, out
     assert "switched to peers:" in out, out
-    assert "(300,000 bytes)" in out  # --size 300k is 300,000 bytes (k = 1000)
+    assert "(300,000 bytes)" in out
     assert re.search(r"peer 1: serving it at 127\.0\.0\.\d+:\d+", out) and "peer 2: serving" in out, out
     assert "peer 3:" not in out
     match = re.search(r"bytes from peers:\s+(\d+)% \(([\d,]+) of ([\d,]+);", out)
@@ -54,7 +54,7 @@ BAD_ARGUMENTS = [
     pytest.param(["--size", "0.5"], "greater than 0", id="size-under-one-byte"),
     pytest.param(["--size=-1k"], "must not be negative", id="size-negative"),
     pytest.param(["--origin-rate", "0"], "greater than 0", id="rate-zero"),
-    pytest.param(["--origin-rate", "fast"], "'fast' is not a size", id="rate-not-a-size"),
+    pytest.param(["--origin-rate", "fast"], "'fast' is not a rate in bytes/s", id="rate-not-a-rate"),
     pytest.param(["--transport", "pigeon"], "invalid choice", id="unknown-transport"),
     pytest.param(["--size", "nan"], "swarmproxy demo:", id="size-nan"),
     pytest.param(["--size", "inf"], "swarmproxy demo:", id="size-inf"),

@@ -254,6 +254,21 @@ def test_sizes(text, value):
     assert sp.parse_size(text) == value
 
 
+@pytest.mark.parametrize("flag, text, value", [("--block-size", "64k", 65536), ("--block-size", "4M", 4 << 20),
+                                               ("--block-size", "auto", None), ("--min-size", "1k", 1024)])
+def test_size_flags_read_k_as_1024(flag, text, value):
+    args = sp.build_parser().parse_args(["publish", "DIR", flag, text])
+    assert getattr(args, flag[2:].replace("-", "_")) == value
+
+
+@pytest.mark.parametrize("text", ["16M", "8k", "1000"])
+def test_a_refused_block_size_states_the_real_bounds(text, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        sp.build_parser().parse_args(["publish", "DIR", "--block-size", text])
+    assert exit_.value.code == 2
+    assert f"block size {text!r} is not auto or a power of two from 16Ki to 4Mi" in capsys.readouterr().err
+
+
 def test_the_help_explains_the_command(capsys):
     with pytest.raises(SystemExit):
         sp.main(["publish", "--help"])
