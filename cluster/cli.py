@@ -35,6 +35,7 @@ from cluster.intent import CANCEL, SignedIntent, SigningKey, public_key
 from cluster.patience import GIVE_UP_AFTER
 from cluster.records import DISK_RESERVE, NAMESPACE, RECONCILE_EVERY, TRANSFER_TTL, check_name
 from cluster.throttle import RESERVE, Capacities
+from swarm.cli import default_data_dir
 from swarm.content.sizes import format_size, parse_size
 
 __all__ = ["main"]
@@ -73,11 +74,6 @@ def _name(kind: str):
         except ConfigError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
     return parse
-
-
-def _default_data_dir() -> pathlib.Path:
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return pathlib.Path(base) / "swarmproxy" / "cluster"
 
 
 def reachable_host(redis_url: str) -> str:
@@ -286,7 +282,7 @@ async def _agent(args: argparse.Namespace, stop: asyncio.Event) -> int:
                           "admitted it")
     if args.name and args.name != identity.admission.name:
         raise ConfigError(f"--name {args.name!r}: {args.identity} was admitted as {identity.admission.name!r}")
-    config = AgentConfig(args.redis, args.dc, args.rack, host, port, args.data_dir or _default_data_dir(),
+    config = AgentConfig(args.redis, args.dc, args.rack, host, port, args.data_dir or default_data_dir() / "cluster",
                          identity.admission.name, args.namespace, args.reconcile, capacities=_capacities(args),
                          reserve=args.reserve, trusted_keys=trusted, disk_reserve=args.disk_reserve,
                          identity=identity)

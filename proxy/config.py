@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import addresses
+from swarm.cli import default_data_dir
 from swarm.content import sizes
 from swarm.content.manifest import MAX_BLOCK_SIZE, MIN_BLOCK_SIZE
 from swarm.errors import BadSize
@@ -278,11 +279,6 @@ def _log_level(text: str) -> str:
     if value not in {"DEBUG", "INFO", "WARNING", "ERROR"}:
         raise ConfigError(f"log level {text!r} is not one of debug, info, warning, error")
     return value
-
-
-def default_data_dir() -> pathlib.Path:
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return pathlib.Path(base) / "swarmproxy"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -145,7 +145,7 @@ def _node(args: argparse.Namespace, **kwargs):
     from swarm.service.node import SwarmNode
     from swarm.store.disk import DiskBlockStore
 
-    data_dir = pathlib.Path(args.data_dir) if args.data_dir else _default_data_dir()
+    data_dir = pathlib.Path(args.data_dir) if args.data_dir else default_data_dir()
     store = DiskBlockStore(data_dir / "blocks")
     if args.transport == "quic":
         from swarm.net.quic import QuicTransport
@@ -156,7 +156,10 @@ def _node(args: argparse.Namespace, **kwargs):
     return SwarmNode(store, transport, **kwargs)
 
 
-def _default_data_dir() -> pathlib.Path:
+def default_data_dir() -> pathlib.Path:
+    """Where swarmproxy keeps its state unless told otherwise: $XDG_DATA_HOME/swarmproxy, else (unset or empty, as
+    the XDG base directory spec says) ~/.local/share/swarmproxy. The one definition: `run` (proxy.config), `swarm
+    seed|get` and the cluster agent (its `cluster` directory under it) all default to it."""
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
     return pathlib.Path(base) / "swarmproxy"
 

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from swarm.cli import default_data_dir
 from swarm.content import merkle
 
 
@@ -90,3 +91,14 @@ def test_output_falls_back_to_writing_when_the_store_refuses(tmp_path):
     output.finish()
     assert (tmp_path / "out").read_bytes() == data
     assert manifest.root in store  # nothing was moved out
+
+
+@pytest.mark.parametrize("xdg, expected", [("/x/data", "/x/data/swarmproxy"), ("", "{home}/.local/share/swarmproxy"),
+                                           (None, "{home}/.local/share/swarmproxy")])
+def test_the_one_default_data_dir(monkeypatch, tmp_path, xdg, expected):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    if xdg is None:
+        monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    else:
+        monkeypatch.setenv("XDG_DATA_HOME", xdg)
+    assert str(default_data_dir()) == expected.format(home=tmp_path)
