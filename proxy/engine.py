@@ -39,6 +39,7 @@ from swarm.content.merkle import block_count
 from swarm.errors import ManifestError, StoreError
 from swarm.net.transport import Transport
 from swarm.service.discovery import IN_PROGRESS_ROOT, Discovery, Provider, validator_bytes
+from swarm.service.node import FETCH_STALL_TIMEOUT
 from swarm.service.origin_source import OriginRangeSource
 from swarm.service.store_work import fill_entry
 from swarm.service.swarm_service import FETCH_PEERS, LINGER, PROVIDER_WAIT, ShareCounters, SwarmService
@@ -368,7 +369,7 @@ class SwarmEngine:
                                  content_encoding=manifest.content_encoding)
 
     def fetch(self, found: Found, *, origin: OriginRangeSource | None, start: int, end: int,
-              stall_timeout: float = 30.0, report=None) -> AsyncIterator[bytes]:
+              stall_timeout: float = FETCH_STALL_TIMEOUT, report=None) -> AsyncIterator[bytes]:
         """Verified bytes `start..end-1` in order, from the providers (one transport) and the origin."""
         return self.service.fetch(found.manifest, found.providers, layer=found.layer, origin=origin, start=start,
                                   end=end, stall_timeout=stall_timeout, report=report)

@@ -24,6 +24,7 @@ from swarm.content.manifest import MAX_BLOCK_SIZE, MIN_BLOCK_SIZE, READ_SIZE, bu
 from swarm.content.merkle import HASH_SIZE
 from swarm.content.sizes import format_size, parse_block_size, parse_rate
 from swarm.errors import SwarmError
+from swarm.service.node import FETCH_STALL_TIMEOUT  # proxy.config, on every `swarmproxy` path, imports it anyway
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -74,8 +75,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
                      help="a peer to fetch from (repeatable)")
     get.add_argument("-o", "--output", required=True, metavar="OUT", help="file to write ('-' for stdout)")
     _common(get)
-    get.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
-                     help="give up when no block arrives for this long (default: 30)")
+    get.add_argument("--timeout", type=float, default=FETCH_STALL_TIMEOUT, metavar="SECONDS",
+                     help=f"give up when no block arrives for this long (default: {FETCH_STALL_TIMEOUT:g})")
     get.set_defaults(swarm_handler=_run_async(_get))
 
 

@@ -83,12 +83,21 @@ from swarm.store.interface import BlockLocation, BlockStore, Evicted, StoreEvent
 if TYPE_CHECKING:  # a type only: importing it pulls in aiohttp, ~0.15 s of start-up for `swarm get`
     from swarm.service.origin_source import OriginRangeSource
 
-__all__ = ["SwarmNode", "FetchFailed", "Link", "UploadThrottle"]
+__all__ = ["SwarmNode", "FetchFailed", "Link", "UploadThrottle", "FETCH_STALL_TIMEOUT"]
 
 log = logging.getLogger("swarmproxy.swarm")
 
 #: `upload_throttle(connection)`: what a BLOCK sent on that served connection is taken from; None: unlimited.
 UploadThrottle = Callable[[Connection], Throttle | None]
+
+# A fetch that verifies no block from any source, peers or the origin, for this long fails (FetchFailed), so that
+# its caller goes elsewhere: the proxy's download reopens the origin at a Range, `swarm get` exits. 30 s lets the
+# largest block (MAX_BLOCK_SIZE, 4 MiB) arrive from one source at the rate under which the proxy calls an origin
+# slow (R, 160 000 B/s: 26 s), yet a download whose sources all fell silent is back at its origin within half a
+# minute. The one default of SwarmNode.fetch, SwarmService.fetch, the proxy's engine and `swarm get --timeout`;
+# the cluster agent passes its own (cluster.run.STALL_TIMEOUT), and a served peer that does not read is another
+# timer (swarm.core.serve.STALL_TIMEOUT).
+FETCH_STALL_TIMEOUT = 30.0
 
 # A throttle may refuse and yet name no delay: a `ThrottleGroup` member queued behind one that has not come back
 # for its turn. Polling at this pace until it does (or loses its place) keeps that from spinning the loop.
@@ -436,7 +445,7 @@ class SwarmNode:
         start: int = 0,
         end: int | None = None,
         connect_timeout: float = CONNECT_TIMEOUT,
-        stall_timeout: float = 60.0,
+        stall_timeout: float = FETCH_STALL_TIMEOUT,
         window: int = 8,
         into_store: bool = False,
         report: FetchReport | None = None,

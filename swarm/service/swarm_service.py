@@ -41,7 +41,7 @@ from swarm.errors import FetchFailed, PeerError, StoreError, SwarmError, Transpo
 from swarm.net.transport import Transport
 from swarm.service.discovery import (IN_PROGRESS_ROOT, IN_PROGRESS_TTL, Discovery, ManifestClaim, ManifestSummary,
                                      Provider, TransportFlags)
-from swarm.service.node import SwarmNode, UploadThrottle
+from swarm.service.node import FETCH_STALL_TIMEOUT, SwarmNode, UploadThrottle
 from swarm.service.shares import ShareCounters, Shares
 from swarm.service.store_work import Body, fill_prefix, in_block_size_stored, in_thread
 from swarm.store.interface import BlockStore, Evicted, StoreFailed
@@ -354,8 +354,8 @@ class SwarmService:
 
     def fetch(self, manifest: Manifest, providers: list[Provider], *, layer: list[bytes] | None = None,
               origin: OriginRangeSource | None = None, start: int = 0, end: int | None = None,
-              stall_timeout: float = 30.0, report=None, window: int | None = None, into_store: bool = False,
-              rng: random.Random | None = None, distance=None) -> AsyncIterator[bytes]:
+              stall_timeout: float = FETCH_STALL_TIMEOUT, report=None, window: int | None = None,
+              into_store: bool = False, rng: random.Random | None = None, distance=None) -> AsyncIterator[bytes]:
         """Verified bytes `start..end-1` of `manifest`'s content in order, from `providers` (over one
         transport), more providers as they appear, and `origin` as a capped Range source.
 

@@ -6,6 +6,7 @@ announcing, lingering, fetching) is tested in tests/swarm/service/test_swarm_ser
 from __future__ import annotations
 
 import hashlib
+import inspect
 import os
 
 import pytest
@@ -19,6 +20,7 @@ from proxy.origin_head import OriginHead
 from proxy.spool import Spool
 from swarm.net.memory import MemoryNetwork, MemoryTransport
 from swarm.service.discovery import IN_PROGRESS_ROOT, ManifestClaim
+from swarm.service.node import FETCH_STALL_TIMEOUT
 from swarm.store.memory import MemoryBlockStore
 from tests.swarm.service.fake_timers import FakeTimers
 from tests.swarm.service.test_swarm_service import served  # the engine serves through its service
@@ -449,3 +451,7 @@ async def test_a_fetcher_that_stores_its_download_replaces_the_claim_with_its_vo
         assert (await engine.find(URL, known_size=len(DATA), known_validator='"v1"')).source == "self"
     finally:
         await engine.stop()
+
+
+def test_a_swarm_download_stalls_after_the_engines_one_default():
+    assert inspect.signature(SwarmEngine.fetch).parameters["stall_timeout"].default == FETCH_STALL_TIMEOUT

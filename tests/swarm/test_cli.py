@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import subprocess
@@ -10,8 +11,9 @@ import time
 
 import pytest
 
-from swarm.cli import default_data_dir
+from swarm.cli import add_commands, default_data_dir
 from swarm.content import merkle
+from swarm.service.node import FETCH_STALL_TIMEOUT
 
 
 def swarmproxy(*argv: str) -> subprocess.CompletedProcess:
@@ -102,3 +104,10 @@ def test_the_one_default_data_dir(monkeypatch, tmp_path, xdg, expected):
     else:
         monkeypatch.setenv("XDG_DATA_HOME", xdg)
     assert str(default_data_dir()) == expected.format(home=tmp_path)
+
+
+def test_get_gives_up_after_the_fetch_stall_default():
+    parser = argparse.ArgumentParser()
+    add_commands(parser.add_subparsers())
+    args = parser.parse_args(["swarm", "get", "0" * 64, "--peer", "127.0.0.1:1", "-o", "out"])
+    assert args.timeout == FETCH_STALL_TIMEOUT

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import inspect
 
 import pytest
 
@@ -15,8 +16,9 @@ from swarm.core.serve import SendBlock
 from swarm.errors import FetchFailed, HashMismatch
 from swarm.net import wire
 from swarm.net.memory import MemoryNetwork, MemoryTransport
-from swarm.service.node import SwarmNode
+from swarm.service.node import FETCH_STALL_TIMEOUT, SwarmNode
 from swarm.service.report import FetchReport
+from swarm.service.swarm_service import SwarmService
 from swarm.store.memory import MemoryBlockStore
 
 BLOCK = 16384
@@ -393,3 +395,9 @@ async def test_the_largest_block_a_manifest_may_have_travels_between_peers(swarm
     _, address, manifest = await swarm.seed(data, block_size=MAX_BLOCK_SIZE)
     leecher, _ = await swarm.node()
     assert await download(leecher, manifest, [address]) == data
+
+
+@pytest.mark.parametrize("fetch", [SwarmNode.fetch, SwarmService.fetch], ids=["node", "service"])
+def test_a_fetch_that_verifies_nothing_fails_after_the_one_default(fetch):
+    """The node said 60 s, the service over it 30 s: one constant now, the 30 s every proxy download used."""
+    assert inspect.signature(fetch).parameters["stall_timeout"].default == FETCH_STALL_TIMEOUT == 30.0
