@@ -89,8 +89,38 @@ def _summary(entry: metadata.EntryPoint) -> str:
     return doc.strip().split("\n", 1)[0]
 
 
+class _Commands(argparse._SubParsersAction):
+    """A command's flags it does not know are its own usage error: argparse hands them back to the top level, whose
+    usage (`swarmproxy [-h] [--version] COMMAND ...`) says nothing of what `run --bogus` got wrong."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        super().__call__(parser, namespace, values, option_string)
+        # where argparse puts a command's leftovers for the top level (private, unchanged from 3.7 to 3.13)
+        extra = vars(namespace).pop(argparse._UNRECOGNIZED_ARGS_ATTR, None)
+        if extra:
+            self.choices[values[0]].error(f"unrecognized arguments: {' '.join(extra)}")
+
+
+class CommandParser(argparse.ArgumentParser):
+    """The parser of `swarmproxy` and of every command under it (argparse makes subparsers of the parent's class).
+
+    A parser with commands given none of them prints its help, the list of its commands, where argparse would say
+    only "the following arguments are required: COMMAND": bare `swarmproxy` is a newcomer's first try."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.register("action", "parsers", _Commands)
+
+    def parse_known_args(self, args=None, namespace=None):
+        commands = [a for a in self._actions if isinstance(a, _Commands) and a.required]
+        if commands and not (sys.argv[1:] if args is None else list(args)):
+            self.print_help(sys.stderr)
+            self.exit(2)
+        return super().parse_known_args(args, namespace)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = CommandParser(
         prog="swarmproxy",
         description="A local HTTP forward proxy: point a browser or curl at it "
                     "(curl --proxy http://127.0.0.1:8080 URL).",

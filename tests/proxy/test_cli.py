@@ -45,6 +45,36 @@ def test_bad_settings_exit_2_with_one_line(argv, needle, tmp_path):
     assert needle in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize("argv, listed", [
+    ([], ["run ", "status ", "get ", "ca ", "demo ", "swarm "]),
+    (["swarm"], ["manifest ", "seed ", "get "]),
+])
+def test_a_command_given_no_subcommand_lists_them(argv, listed, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"usage: {' '.join(['swarmproxy', *argv])} ") and "required" not in err
+    assert all(f"\n    {name}" in err for name in listed), err
+
+
+@pytest.mark.parametrize("argv, usage, error", [
+    (["run", "--bogus"], "usage: swarmproxy run [-h] [--listen HOST:PORT]", "swarmproxy run: error: "),
+    (["status", "extra"], "usage: swarmproxy status [-h]", "swarmproxy status: error: "),
+    (["swarm", "manifest", "f", "--bogus"], "usage: swarmproxy swarm manifest [-h]",
+     "swarmproxy swarm manifest: error: "),
+    (["--bogus", "status"], "usage: swarmproxy [-h]", "swarmproxy: error: "),  # before the command: the top's
+])
+def test_an_unknown_argument_is_its_commands_usage_error(argv, usage, error, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(usage), err
+    unknown = next(a for a in argv if a in ("--bogus", "extra"))
+    assert err.strip().endswith(f"{error}unrecognized arguments: {unknown}"), err
+
+
 def test_status_without_a_proxy_fails_clearly(unused_tcp_port, capsys):
     assert cli.main(["status", "--proxy", f"127.0.0.1:{unused_tcp_port}", "--timeout", "2"]) == 1
     assert "no proxy answers" in capsys.readouterr().err
