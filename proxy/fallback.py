@@ -391,7 +391,9 @@ class _Download:
                     self.request.transport.close()
                 raise ClientGone(reason)
             case act.Fail(error):
-                raise describe_failure(error, self.url.raw_host or "", self.url.explicit_port) from None
+                timeout = self.owner.session.timeout
+                raise describe_failure(error, self.url.raw_host or "", self.url.explicit_port,
+                                       connect_timeout=timeout.sock_connect, read_timeout=timeout.sock_read) from None
 
     # -- what is awaited -----------------------------------------------------------------------------------------
 

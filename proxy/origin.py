@@ -64,9 +64,24 @@ def make_session(*, connect_timeout: float, read_timeout: float, max_connections
     )
 
 
-def describe_failure(exc: BaseException, host: str, port: int | None) -> OriginError:
+# OpenSSL's verify results that mean "signed by a CA you do not trust" (X509_V_ERR_*): a private CA, a corporate
+# proxy's, a self-signed origin. The fix is to give that CA to the proxy, the TLS client here, not to `get` or the
+# browser; an expired certificate or one for another name is not cured by any CA.
+UNKNOWN_ISSUER = {
+    2,   # UNABLE_TO_GET_ISSUER_CERT
+    18,  # DEPTH_ZERO_SELF_SIGNED_CERT
+    19,  # SELF_SIGNED_CERT_IN_CHAIN
+    20,  # UNABLE_TO_GET_ISSUER_CERT_LOCALLY
+    21,  # UNABLE_TO_VERIFY_LEAF_SIGNATURE
+}
+CA_FILE_HINT = ("; if you trust the CA that signed it, give it to the proxy, which verifies origins: swarmproxy run "
+                "--ca-file CA.pem (or SSL_CERT_FILE)")
+
+
+def describe_failure(exc: BaseException, host: str, port: int | None, *, connect_timeout: float | None = None,
+                     read_timeout: float | None = None) -> OriginError:
     """Turn a connection-phase exception into the answer the client should get (502 or 504; 403 for a name the
-    rebinding rule refused)."""
+    rebinding rule refused). `connect_timeout` and `read_timeout`, the settings in force, are named in a 504."""
     where = f"{host}:{port}" if port else host
     refused = getattr(exc, "os_error", None) if isinstance(exc, aiohttp.ClientConnectorError) else exc
     if isinstance(refused, RebindingRefused):  # the connector wraps what its resolver raised as a DNS error
@@ -74,11 +89,16 @@ def describe_failure(exc: BaseException, host: str, port: int | None) -> OriginE
     if isinstance(exc, aiohttp.ClientConnectorDNSError) or isinstance(exc, socket.gaierror):
         cause = exc.os_error if isinstance(exc, aiohttp.ClientConnectorError) else exc
         return OriginError(502, f"dns: cannot resolve host {host}: {_strerror(cause)}")
+    if isinstance(exc, aiohttp.SocketTimeoutError):  # the session's sock_read: silence once connected
+        return OriginError(504, f"timeout: origin {where} was silent for {_seconds(read_timeout)} (the proxy's "
+                                "--read-timeout)")
     if isinstance(exc, (aiohttp.ConnectionTimeoutError, asyncio.TimeoutError, TimeoutError)):
-        # SocketTimeoutError (silence while reading) is a TimeoutError too: both are 504.
-        return OriginError(504, f"timeout: origin {where} did not answer in time")
+        return OriginError(504, f"timeout: origin {where} could not be reached within {_seconds(connect_timeout)} "
+                                "(the proxy's --connect-timeout)")
     if isinstance(exc, aiohttp.ClientConnectorCertificateError):
-        return OriginError(502, f"tls: certificate of {where} is not valid: {exc.certificate_error}")
+        error = exc.certificate_error
+        hint = CA_FILE_HINT if getattr(error, "verify_code", None) in UNKNOWN_ISSUER else ""
+        return OriginError(502, f"tls: certificate of {where} is not valid: {error}{hint}")
     if isinstance(exc, (aiohttp.ClientSSLError, ssl.SSLError)):
         return OriginError(502, f"tls: TLS handshake with {where} failed: {exc}")
     if isinstance(exc, aiohttp.ClientConnectorError):
@@ -94,6 +114,10 @@ def describe_failure(exc: BaseException, host: str, port: int | None) -> OriginE
     if isinstance(exc, OSError):
         return OriginError(502, f"connect: cannot connect to {where}: {_strerror(exc)}")
     return OriginError(502, f"origin: request to {where} failed: {type(exc).__name__}: {exc}")
+
+
+def _seconds(setting: float | None) -> str:
+    return "the time allowed" if setting is None else f"{setting:g} s"
 
 
 def _strerror(exc: BaseException | None) -> str:

@@ -124,7 +124,8 @@ async def relay(request: web.BaseRequest, session: aiohttp.ClientSession, record
         except OriginError:
             raise
         except Exception as exc:
-            raise describe_failure(exc, url.raw_host or "", url.explicit_port) from None
+            raise describe_failure(exc, url.raw_host or "", url.explicit_port,
+                                   connect_timeout=connect_timeout) from None
     upgrade = hdr.wants_upgrade(request.headers.items()) if forward is None else None
     out_headers = hdr.add_via(
         hdr.end_to_end(request.headers.items(), drop=DROP_FROM_REQUEST, upgrade=upgrade is not None),
@@ -153,7 +154,8 @@ async def relay(request: web.BaseRequest, session: aiohttp.ClientSession, record
     except asyncio.CancelledError:
         raise
     except Exception as exc:
-        raise describe_failure(exc, url.raw_host or "", url.explicit_port) from None
+        raise describe_failure(exc, url.raw_host or "", url.explicit_port, connect_timeout=session.timeout.sock_connect,
+                               read_timeout=session.timeout.sock_read) from None
 
     try:
         response = response_for(upstream, upgrade=upstream.status == 101 and upgrade is not None)

@@ -82,7 +82,7 @@ async def open_tunnel(host: str, port: int, *, timeout: float, local_client: boo
     except OriginError:
         raise
     except Exception as exc:
-        raise describe_failure(exc, host, port) from None
+        raise describe_failure(exc, host, port, connect_timeout=timeout) from None
 
 
 async def connect(request: web.BaseRequest, record: RequestRecord, *, allowed: frozenset[int] | None,

@@ -162,9 +162,10 @@ async def test_connection_refused_is_502(proxy, unused_tcp_port):
     assert b"connection refused" in response.body
 
 
-async def test_silent_origin_is_504(proxy, origin):
+async def test_silent_origin_is_504_naming_the_read_timeout(proxy, origin):
     response = await request(address(proxy), get(origin.url + "/silent"))
     assert response.status == 504
+    assert b"was silent for 2 s (the proxy's --read-timeout)" in response.body  # the fixture's 2 s
     assert (await request(address(proxy), get(origin.url + "/bytes/3"))).status == 200
 
 
