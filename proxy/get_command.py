@@ -59,7 +59,8 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                      help="where to write (default: the URL's last path segment in the current directory; "
                           "- for standard output)")
     get.add_argument("-c", "--continue", dest="resume", action="store_true",
-                     help="resume a partial FILE from where it ends (a Range request)")
+                     help="resume a partial FILE from where it ends (a Range request; says the byte it resumes "
+                          "at, and warns when the origin ignores the Range and the file starts over)")
     get.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
     get.add_argument("--proxy", default=None, metavar="HOST:PORT",
                      help="where the proxy listens (default: SWARMPROXY_LISTEN, else 127.0.0.1:8080)")
@@ -118,6 +119,10 @@ def _download(proxy: str, url: str, output: str, *, resume: bool, quiet: bool) -
                                  "`swarmproxy run`, or say where with --proxy)") from None
     with response:
         appending = have and response.status == 206
+        if have and not quiet:  # -c: say what it did with the partial file, so that a restart is never a surprise
+            print(f"{output}: resuming at byte {have:,}" if appending else
+                  f"swarmproxy get: warning: the origin ignored the Range (it answered {response.status}, not 206): "
+                  f"{output} is downloaded again from the start", file=sys.stderr)
         total = _total(response, have if appending else 0)
         try:
             sink: BinaryIO = sys.stdout.buffer if to_stdout else open(output, "ab" if appending else "wb")
