@@ -13,11 +13,11 @@ against what an attacker cannot choose for free, as BEP 42 binds node ids to add
   that they observed it there. A lying storing node is one network: not enough on its own.
 
 Anything else leaves the host unattested (`None`), and an unattested publisher weighs nothing in a quorum
-(`proxy.manifest_trust`). To forge a host, an attacker needs lying storing nodes in two networks near the key
+(`swarm.trust`). To forge a host, an attacker needs lying storing nodes in two networks near the key
 and the reader's lookup to reach them; and since such a party could then attest any number of hosts it claims,
 a host attested by others carries the networks that attested it (`attesters`): an honest storing node reports
 only what arrived, so such a host is either real or a lie of every one of them, and a quorum never weighs more
-than the fewest networks that could have shown it (`proxy.manifest_trust`). Lying storing nodes in m networks
+than the fewest networks that could have shown it (`swarm.trust`). Lying storing nodes in m networks
 add at most m, as m publishers would.
 """
 

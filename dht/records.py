@@ -46,7 +46,7 @@ KIND_MANIFEST = 2
 KEY_BYTES = 32  # content roots and representation keys are SHA-256 sized
 MAX_TTL_S = 24 * 3600
 MAX_VALIDATOR_BYTES = 200
-# A manifest record's block size is the block engine's field, carried for its readers (`proxy.manifest_trust`
+# A manifest record's block size is the block engine's field, carried for its readers (`swarm.trust`
 # and then `swarm.content.manifest` check it against the engine's rule before anything is fetched): the DHT,
 # which stores and serves records and must not import the engine, only requires that it fits the record's u32.
 _U32_MAX = 0xFFFF_FFFF

@@ -22,10 +22,14 @@ from swarm.content import sizes
 from swarm.content.manifest import MAX_BLOCK_SIZE, MIN_BLOCK_SIZE
 from swarm.errors import BadSize
 from swarm.service.swarm_service import FETCH_PEERS, LINGER
+from swarm.trust import TrustPolicy, parse_trust
 
 from .discovery_rule import DEFAULT_LARGE
 from .errors import ConfigError
 from .transition import DEFAULT_EARLY_LOOKUP, DEFAULT_FIRST_BYTE_TIMEOUT, DEFAULT_MIN_RATE, DEFAULT_RATE_WINDOW
+
+# Two independent networks: one party with one address (and any number of keys) is never believed on its own.
+DEFAULT_TRUST = parse_trust("quorum:2")
 
 DEFAULT_PORT = 8080
 
@@ -109,14 +113,12 @@ def _transport(text: str) -> str:
     return value
 
 
-def _trust(text: str) -> str:
-    from .manifest_trust import parse_trust  # the policy's own parser is the one source of truth
+def _trust(text: str) -> TrustPolicy:
     try:
-        parse_trust(str(text).strip())
+        return parse_trust(str(text))  # the policy's own parser is the one source of truth
     except ValueError as exc:
         # The caller names the option (--trust, SWARMPROXY_TRUST or the file's key): say it once.
         raise ConfigError(str(exc).removeprefix("trust ")) from None
-    return str(text).strip()
 
 
 def _as_config_error(parse: Callable[[Any], Any], text: Any) -> Any:
@@ -381,7 +383,7 @@ OPTIONS: tuple[Option, ...] = (
            "never swarms", "HOST:PORT"),
     Option("transport", _transport, "both",
            "peer transports offered and used: tcp (fast on a LAN), quic (one UDP socket, TLS), or both", "NAME"),
-    Option("trust", _trust, "quorum:2",
+    Option("trust", _trust, DEFAULT_TRUST,
            "which manifests from the DHT to believe: quorum:N (N independent publishers that got the file "
            "from the origin agree), origin (only our own), any (the first one; labs and trusted LANs only)",
            "POLICY"),
@@ -452,7 +454,7 @@ class Config:
     no_lan_discovery: bool
     peer_listen: HostPort | None
     transport: str
-    trust: str
+    trust: TrustPolicy
     first_byte_timeout: float
     min_rate: float
     rate_window: float

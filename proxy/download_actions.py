@@ -10,6 +10,7 @@ import enum
 from typing import TYPE_CHECKING
 
 from swarm.content.manifest import Manifest
+from swarm.trust import ManifestSource
 
 if TYPE_CHECKING:
     from .engine import Found
@@ -142,7 +143,7 @@ class Deliver:
 @dataclasses.dataclass(frozen=True)
 class RejectManifest:
     """The manifest's bytes differ from the origin's: count it and keep nothing of it."""
-    source: str
+    source: ManifestSource
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,13 +6,13 @@ chunks, end or failure, the timer — and executes the actions each call returns
 when to call `timer(now)`. The phases (HEAD, HEADLESS, WAIT, STREAM, SWITCHED, MERGE, DONE) are described in
 docs/ARCHITECTURE.md, "The download".
 
-Parking (`proxy.download_parking`, settings in `proxy.parking`): a download that would still run at its early
-lookup looks the URL up at its head and leaves the origin to enough independent others fetching it, or says it
-fetches too (`ClaimFetching`); a file of several segments is then taken segment by segment (`StartSegments`).
-A trusted manifest found before the origin could be judged is kept (`KEPT_FOR`) for the early point or a switch.
-Privacy (`proxy.discovery_rule`): nothing is looked up, claimed, announced or vouched for unless the origin was
-slow (a switch, the early point, a head silent for half of T), asked for it, its host was slow recently, or the
-file is large (`discovery_rule.Discretion`).
+Parking (`proxy.download_parking`, settings in `proxy.parking`): a download that would still run at its early lookup
+looks the URL up at its head and leaves the origin to enough independent others fetching it, or says it fetches too
+(`ClaimFetching`); a file of several segments is then taken segment by segment (`StartSegments`). A trusted manifest
+found before the origin could be judged is kept (`KEPT_FOR`) for the early point or a switch. Privacy
+(`proxy.discovery_rule`): nothing is looked up, claimed, announced or vouched for unless the origin was slow (a
+switch, the early point, a head silent for half of T), asked for it, its host was slow recently, or the file is large
+(`discovery_rule.Discretion`).
 
 Guarantees the tests check: swarming never makes a download fail that the origin alone would finish (with the
 origin's Range stream reopened if we had closed it ourselves); a response that cannot be completed is cut, never
@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from swarm.content.manifest import MAX_BLOCK_SIZE, choose_block_size
+from swarm.trust import ManifestSource
 
 from .download_actions import (Account, Action, ClaimFetching, CloseOrigin, Cut, Deliver, Fail, Finish, HandOver,
                                LookAhead, Note, OpenSpool, OriginComplete, RejectManifest, RelayAsIs, RelayHead,
@@ -219,7 +220,7 @@ class DownloadCore(ParkingSteps):
 
     def lookup_done(self, found: Found | None, now: float, others: int = 0, ahead: int = 0) -> list[Action]:
         """A lookup's trusted manifest (None: none), the weight of the independent others that hold or fetch this
-        version from the origin (`manifest_trust.working`), and of those a fetcher steps back for (`Miss.ahead`)."""
+        version from the origin (`swarm.trust.working`), and of those a fetcher steps back for (`Miss.ahead`)."""
         if not self.looking:
             return []
         self.looking = False
@@ -400,12 +401,6 @@ class DownloadCore(ParkingSteps):
             actions.append(StartLookup(headless=False))
         return actions
 
-    def _recheck_later(self, now: float) -> None:
-        """After a lookup of a download that claimed: the next recheck, `parking.rechecks[i]` s from now after i
-        rechecks (none once they are used up)."""
-        rechecks = self.settings.parking.rechecks
-        self.recheck_at = now + rechecks[self.rechecks] if self.rechecks < len(rechecks) else None
-
     def _take_kept(self, now: float) -> bool:
         """Make the head's lookup's manifest the one to swarm with, if it is at most KEPT_FOR s old."""
         kept, self.kept = self.kept, None
@@ -458,7 +453,7 @@ class DownloadCore(ParkingSteps):
         if status == 416:
             self.phase = Phase.DONE
             return actions + [Respond(416, 0, 0, manifest, None)]
-        if described is None and found.source in ("quorum", "any"):
+        if described is None and found.source in (ManifestSource.QUORUM, ManifestSource.ANY):
             described = (UNVOUCHED_TYPE, None)  # never a stranger's Content-Type
         self.found = found
         self.position = self.tail_end = self.promised_start = start
@@ -504,7 +499,7 @@ class DownloadCore(ParkingSteps):
         or R switch keeps the origin racing: it may still be the faster of the two."""
         assert self.found is not None
         if self.hinted:
-            return self.found.source == "origin"
+            return self.found.source is ManifestSource.ORIGIN
         return self.policy.cause == CROWD_CAUSE and bool(self.found.providers)
 
     def _reopen(self) -> list[Action]:
@@ -536,7 +531,7 @@ class DownloadCore(ParkingSteps):
             actions.append(WithdrawSegments(f"the body disagrees with its {algorithm} Repr-Digest"))
             if self.delivered[Source.SWARM]:
                 self.swarm_error = f"digest_mismatch: the body does not match the origin's Repr-Digest ({algorithm})"
-                actions += [RejectManifest(self.found.source if self.found else "segments"),
+                actions += [RejectManifest(self.found.source if self.found else ManifestSource.SEGMENTS),
                             SwarmError(self.swarm_error)]
                 return actions + self._hand_over(swarm_done=False) + self._cut(self.swarm_error)
         actions += self._hand_over(swarm_done=self.swarm_position >= self.end)

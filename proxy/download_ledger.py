@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from swarm.content.manifest import Manifest
 from swarm.service.report import FetchReport
+from swarm.trust import ManifestSource
 
 from .engine import Found, Miss, SwarmEngine
 from .spool import Spool
@@ -59,7 +60,7 @@ class Ledger:
         counts[cause] = counts.get(cause, 0) + 1
         self.owner.stats.transition(cause)
 
-    def rejected(self, source: str) -> None:
+    def rejected(self, source: ManifestSource) -> None:
         log.warning("%s: the manifest from %s does not match the origin's bytes; dropping the swarm", self.url, source)
         self.engine.counters.manifests_rejected += 1
 

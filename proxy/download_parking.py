@@ -43,6 +43,8 @@ class ParkingSteps:
     parked_at: float | None
     parked_until: float | None
     lookup_at: float | None
+    recheck_at: float | None
+    rechecks: int
 
     def _stop_lookups(self) -> list[Action]:
         raise NotImplementedError  # DownloadCore's: stop a lookup under way
@@ -59,7 +61,7 @@ class ParkingSteps:
     def _park_if(self, others: int, ahead: int, now: float) -> list[Action] | None:
         """Park if enough others fetch it and the origin has shown it is slow (`ParkingSettings.leave`). One that
         said it fetches too steps back for those ahead of it (holders, and earlier claimers, ordered alike by every
-        node: `manifest_trust.ahead_of`): arrivals closer than a claim takes to land all claimed, and each more
+        node: `swarm.trust.ahead_of`): arrivals closer than a claim takes to land all claimed, and each more
         reader of the whole file divides the origin for all."""
         if not self._may_park() or (ahead if self.claimed else others) < self.settings.parking.after:
             return None
@@ -110,3 +112,9 @@ class ParkingSteps:
         self.lookup_at = now + wait
         return [Note("the fetchers' vouches did not come in time; back to the origin"),
                 ReopenOrigin(self.position, self.end, self.validator)]
+
+    def _recheck_later(self, now: float) -> None:
+        """After a lookup of a download that claimed: the next recheck, `parking.rechecks[i]` s from now after i
+        rechecks (none once they are used up)."""
+        rechecks = self.settings.parking.rechecks
+        self.recheck_at = now + rechecks[self.rechecks] if self.rechecks < len(rechecks) else None

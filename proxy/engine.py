@@ -7,7 +7,7 @@ about URLs and the origin, for the fallback download (`proxy.fallback`):
 * `find(url, ...)` — which manifest may we trust for this URL, and who holds its blocks? The origin's own
   manifest when it publishes one (`proxy.origin_manifest`); else our own manifests (computed from bytes this
   node got from the origin: `self`), then the manifest claims under the URL's key weighed by
-  `proxy.manifest_trust` (`quorum` / `any`), then the full manifest from a provider, checked against the root.
+  `swarm.trust` (`quorum` / `any`), then the full manifest from a provider, checked against the root.
   At most `--fetch-peers` providers, picked at random among those found.
 * `fetch(found, ...)` — verified bytes from the providers plus the origin as one capped Range source.
 * `ingest(spool, ...)` — after a download from the origin: store, share, and vouch for the URL (only for bytes
@@ -45,7 +45,7 @@ from swarm.service.store_work import fill_entry
 from swarm.service.swarm_service import FETCH_PEERS, LINGER, PROVIDER_WAIT, ShareCounters, SwarmService
 from swarm.store.interface import BlockStore
 
-from .manifest_trust import AgreedManifest, TrustPolicy, Vouch, ahead_of, decide, unattested, working
+from swarm.trust import AgreedManifest, ManifestSource, TrustPolicy, Vouch, ahead_of, decide, unattested, working
 from .origin_head import OriginHead
 from .origin_manifest import fetch_layer
 from .spool import Spool
@@ -82,7 +82,7 @@ class Found:
     """A manifest we may use, where it came from, and the peers that hold its blocks."""
 
     manifest: Manifest
-    source: str  # "origin", "self", "quorum" or "any"
+    source: ManifestSource  # ORIGIN, SELF, QUORUM or ANY
     providers: list[Provider]
     layer: list[bytes] | None = None  # the hash layer when we have it already (else a provider sends it)
 
@@ -95,7 +95,7 @@ class Miss:
     detail: str = ""  # e.g. "1 publisher"
     others: int = 0  # the weight of the others who hold or are fetching this version from the origin (`working`)
     # Of those, the ones a download that claimed to fetch it steps back for: holders, and earlier claimers
-    # (`manifest_trust.ahead_of`).
+    # (`swarm.trust.ahead_of`).
     ahead: int = 0
 
     def __str__(self) -> str:
@@ -260,7 +260,7 @@ class SwarmEngine:
         if own is not None and self._consistent(own, known_size, known_validator):
             if looked_ahead is not None:
                 looked_ahead.cancel()
-            return Found(own, "self", service.pick(await service.providers(own.root), own))
+            return Found(own, ManifestSource.SELF, service.pick(await service.providers(own.root), own))
         if service.discovery is None:
             return Miss("dht-off")
         policy = self.trust.headless() if headless else self.trust
@@ -333,7 +333,7 @@ class SwarmEngine:
             layer = await fetch_layer(self.session, url, published)
             if layer is None:
                 return Miss("no-layer", "the origin's hash layer could not be fetched")
-        return Found(manifest, "origin", self.service.pick(providers, manifest), layer)
+        return Found(manifest, ManifestSource.ORIGIN, self.service.pick(providers, manifest), layer)
 
     @staticmethod
     def _consistent(manifest: Manifest, size: int | None, validator: str | None) -> bool:

@@ -20,6 +20,7 @@ from yarl import URL
 
 import addresses
 from swarm.content.segments import Segments
+from swarm.trust import ManifestSource
 
 from . import download_actions as act
 from .adaptive import Adaptive, Outcome, Probe, ProbedSettings
@@ -332,7 +333,7 @@ class _Download:
                                                 report=self.ledger.report)
             case act.StartSegments(start, end, block_size, origin_rate):
                 self.ledger.skipped(None)
-                self.record.manifest_source, self.segmented = "segments", True
+                self.record.manifest_source, self.segmented = ManifestSource.SEGMENTS, True
                 assert self.core.size is not None and self.core.validator is not None
                 fetch = SegmentedFetch(self.engine, str(self.url), url_key(str(self.url)),
                                        Segments(self.core.size, block_size), validator=self.core.validator,

@@ -6,7 +6,7 @@ download whose lookup at its head finds fewer than `after` independent others fe
 fetches it (and will vouch), and one that finds at least that many leaves the origin to them: it closes its stream (only
 if the origin serves ranges to come back to), asks for their vouches every `poll` s, and after `wait(...)` s
 without them reopens the origin at a Range where it left off. Others are counted by network, like a quorum
-(`proxy.manifest_trust.working`), so one party with many keys in one network counts once. A download leaves its
+(`swarm.trust.quorum.working`), so one party with many keys in one network counts once. A download leaves its
 origin only once the origin has shown a rate, and only a slow one (`leave`): a party that only pretends to fetch
 can make a download whose origin is slow take at most about twice what its origin would have, and cannot slow a
 healthy one at all. The download's core (`proxy.download_core`) keeps the state; this module holds the rule's

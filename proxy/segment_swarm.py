@@ -1,6 +1,6 @@
 """Trust before a complete copy: a file swarmed by its segments while its first fetchers still read the origin.
 
-Without the origin's help a manifest needs every byte (`proxy.manifest_trust`), so a crowd would wait for two
+Without the origin's help a manifest needs every byte (`swarm.trust`), so a crowd would wait for two
 whole copies before anyone swarms. A file of several segments (`swarm.content.segments`) is also shared as its
 segments, each a content of its own:
 
@@ -8,7 +8,7 @@ segments, each a content of its own:
   it under `segment_key(url key, size, index)`, a small signed DHT record like a manifest's (`SegmentTrust.vouch`).
   The first fetchers of a crowd do so as their stream passes each segment's end (`SpoolVouches`);
 * a newcomer that would park (`proxy.download_core`) takes the file segment by segment instead
-  (`SegmentedFetch`): a segment that a quorum of independent vouchers agree on (`manifest_trust.decide`, exactly
+  (`SegmentedFetch`): a segment that a quorum of independent vouchers agree on (`swarm.trust.decide`, exactly
   as for a whole manifest: one party with many keys in one network weighs one) is fetched from its holders,
   verified block by block against that root; while enough independent others vouched for it or are fetching it
   (or the file) from the origin, it waits for them, for at most parking's wait for the whole rest counted from the
@@ -47,7 +47,7 @@ from swarm.service.report import FetchReport
 from swarm.service.store_work import BytesBody, fill_entry
 
 from .engine import Found
-from .manifest_trust import Vouch, decide, working
+from swarm.trust import Vouch, decide, working
 from .parking import ParkingSettings
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ def segment_key(url_key: bytes, size: int, index: int) -> bytes:
 class SegmentLookup:
     found: Found | None  # a trusted segment manifest and its providers
     others: int  # the weight of the independent others who vouched for it or fetch it (or the file) from the origin
-    reason: str  # why not found: `manifest_trust`'s reasons, "no-provider", "no-manifest", "lookup-failed"
+    reason: str  # why not found: `swarm.trust.decide`'s reasons, "no-provider", "no-manifest", "lookup-failed"
     enough: int | None = None  # the weight of `others` worth waiting for: 1 when only a provider is missing
 
 

@@ -350,7 +350,6 @@ class ProxyServer:
         from swarm.store.disk import DiskBlockStore
 
         from .engine import SwarmEngine
-        from .manifest_trust import parse_trust
 
         cfg = self.config
         assert cfg.peer_listen is not None
@@ -362,7 +361,7 @@ class ProxyServer:
         if discovery is None and self.dht is not None:
             discovery = DhtDiscovery(self.dht)
         self.engine = SwarmEngine(store, make_transports(cfg.transport), discovery, self._session,
-                                  trust=parse_trust(cfg.trust), spool_dir=cfg.data_dir / "spool",
+                                  trust=cfg.trust, spool_dir=cfg.data_dir / "spool",
                                   linger=cfg.linger, share=not cfg.no_share, fetch_peers=cfg.fetch_peers)
         try:
             host, port = await self.engine.start(cfg.peer_listen.host, cfg.peer_listen.port)

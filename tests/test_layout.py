@@ -24,6 +24,8 @@ ALLOWED = {
     "swarm.core": ("swarm.content", "swarm.core", "swarm.net.wire", "swarm.errors", "addresses"),
     "swarm.store": ("swarm.content", "swarm.store", "swarm.net.wire", "swarm.errors"),
     "swarm.net": ("swarm.content", "swarm.net", "swarm.store.interface", "swarm.errors", "addresses"),
+    # The trust rule: which content from strangers to believe. Pure, under every Discovery and both modes.
+    "swarm.trust": ("swarm.trust", "swarm.content", "swarm.errors", "addresses"),
     "server_plugin": ("server_plugin", "swarm.content"),
     "proxy": ("proxy", "swarm", "dht", "addresses"),
     "proxy.demo": ("proxy", "swarm", "dht", "server_plugin", "addresses"),  # the demo's origin runs the plugin
@@ -32,7 +34,7 @@ ALLOWED = {
 }
 
 # Sans-I/O cores: every decision a call with `now`, so they import nothing that does I/O or reads the clock.
-CORE_PACKAGES = ("swarm.core", "swarm.content")
+CORE_PACKAGES = ("swarm.core", "swarm.content", "swarm.trust")
 CORE_MODULES = (
     "swarm.net.wire", "swarm.net.decoder", "swarm.net.handshakes",
     "proxy.transition", "proxy.adaptive", "proxy.parking", "proxy.download_settings", "proxy.download_core",

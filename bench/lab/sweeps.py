@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Callable
 
-from proxy.manifest_trust import parse_trust
 from swarm.content.sizes import parse_block_size, parse_size
+from swarm.trust import parse_trust
 
 
 def _trust(text: str) -> str:

@@ -26,12 +26,12 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
+from swarm.trust.quorum import IN_PROGRESS_ROOT  # what a claim names: the trust rule's vocabulary
+
 __all__ = ["Discovery", "IN_PROGRESS_ROOT", "IN_PROGRESS_TTL", "ManifestClaim", "ManifestSummary", "Provider",
            "TransportFlags", "UNSPECIFIED_HOST", "validator_bytes"]
 
 UNSPECIFIED_HOST = "0.0.0.0"  # an announced host meaning "this node's address as other nodes see it"
-# No merkle root is all zeros (it is a SHA-256 output), so this root cannot name real content.
-IN_PROGRESS_ROOT = bytes(32)
 # Seconds an in-progress claim lives unless refreshed: a node that died mid-download stops counting soon.
 IN_PROGRESS_TTL = 120
 
@@ -81,7 +81,7 @@ class ManifestSummary(Protocol):
     storing nodes vouch that the claim came from there, else None. `published_at`: when the publisher made
     this claim, by its own clock (seconds; 0.0 when discovery does not say): it orders claims alike for every
     reader, and proves nothing. `attested_by`: the networks whose storing nodes vouch for the host, empty when
-    discovery saw it first-hand; a quorum spends each on one publisher only (`proxy.manifest_trust`)."""
+    discovery saw it first-hand; a quorum spends each on one publisher only (`swarm.trust`)."""
 
     @property
     def content_root(self) -> bytes: ...

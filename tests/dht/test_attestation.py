@@ -1,5 +1,5 @@
 """`dht.attestation` and `addresses.canonical_host`: a host written in a record counts only where storing nodes
-saw it. (`network_prefix`'s table is in tests/proxy/test_manifest_trust.py, beside the quorum that uses it.)"""
+saw it. (`network_prefix`'s table is in tests/swarm/trust/test_quorum.py, beside the quorum that uses it.)"""
 
 from __future__ import annotations
 

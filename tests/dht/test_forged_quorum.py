@@ -16,7 +16,7 @@ from dht.node import DhtNode
 from dht.records import KIND_MANIFEST, ManifestRecord, representation_key
 from dht.storage import RecordStore
 from dht.wire import Contact
-from proxy.manifest_trust import Vouch, decide, parse_trust
+from swarm.trust import Vouch, decide, parse_trust
 
 from .conftest import TEST_CONFIG
 from .liars import LyingStore

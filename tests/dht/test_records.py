@@ -55,7 +55,7 @@ def test_manifest_round_trip_and_size():
 
 @pytest.mark.parametrize("block_size", [0, 1000, 3 * 16384, 1 << 30, (1 << 32) - 1])
 def test_manifest_block_size_is_opaque_to_the_dht(block_size):
-    # The block engine's rule is checked by the records' readers (proxy.manifest_trust, swarm.content.manifest),
+    # The block engine's rule is checked by the records' readers (swarm.trust.quorum, swarm.content.manifest),
     # not here.
     record = manifest(block_size=block_size)
     assert decode_record(record.encode()).block_size == block_size

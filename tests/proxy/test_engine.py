@@ -15,7 +15,7 @@ from dht.discovery import FakeDiscovery, FakeDiscoveryNetwork, Provider
 from dht.records import KIND_PROVIDER, Transport
 from proxy.demo.local_swarm import Cluster
 from proxy.engine import Found, Miss, SwarmEngine, agreed_manifest, url_key
-from proxy.manifest_trust import AgreedManifest, parse_trust
+from swarm.trust import AgreedManifest, parse_trust
 from proxy.origin_head import OriginHead
 from proxy.spool import Spool
 from swarm.net.memory import MemoryNetwork, MemoryTransport

@@ -48,7 +48,7 @@ async def seeded(cluster: Cluster, slow_origin: SlowOrigin, path: str = "/big.bi
     default: a quorum of 2 for an R switch, and the one more that a T switch before any origin byte needs; and
     in a DHT this small the storing nodes are the publishers, whose records attest each other: a party holding
     all but one of their networks could have made the last one up, so n of them weigh n - 1 to a reader whose
-    own store did not see them (`proxy.manifest_trust._fewest_networks`)."""
+    own store did not see them (`swarm.trust.quorum._fewest_networks`)."""
     url = slow_origin.add(path, data, headers=headers or None)
     for node in await cluster.grow(publishers):
         status, _, body = await cluster.get(node, url)

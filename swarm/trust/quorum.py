@@ -1,4 +1,4 @@
-"""Which manifest from the DHT may we believe? The pure quorum decision.
+"""Which manifest from a Discovery may we believe? The pure quorum decision, for the proxy and the cluster alike.
 
 docs/ARCHITECTURE.md "Content identity, integrity and trust": a manifest from the DHT is used only when enough
 *independent* publishers vouch for the same one. Each publisher is a node that fetched the bytes
@@ -19,38 +19,39 @@ three publishers that only attest each other's records weigh two (any two could 
 the reader's own store sees them, and three once it does. The rule is the same for manifests,
 segment vouches, in-progress claims, headless answers and the "ahead" order, whatever Discovery found them.
 
-The policy (`parse_trust`): `origin` never believes the DHT; `quorum:N` takes the heaviest group
+The policy (`swarm.trust.policy`): `origin` never believes the DHT; `quorum:N` takes the heaviest group
 if it weighs at least N and no other group does (two quorums for different bytes is an attack or
 a corrupt swarm: believe neither); `any` (Pack's behaviour, for a lab or a trusted LAN) takes the
 heaviest group unless another ties with it.
 
 Claims naming `IN_PROGRESS_ROOT` ("I am fetching it from the origin now") are never a manifest; `working` weighs
 them, with the real claims for the same version, to tell a newcomer whether enough independent others will
-vouch soon that waiting for them beats asking an overloaded origin too (`proxy.download_core`, "park").
+vouch soon that waiting for them beats asking an overloaded origin too (the proxy's download core, "park"), and
+`ahead_of` orders claimers alike for every reader.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from addresses import UNKNOWN_PREFIX, network_prefix
 from swarm.content.manifest import MAX_BLOCK_SIZE, MIN_BLOCK_SIZE
 from swarm.content.merkle import HASH_SIZE
-from swarm.service.discovery import IN_PROGRESS_ROOT
+
+from .policy import ManifestSource, TrustMode, TrustPolicy
 
 # The DHT carries a manifest record's block size opaquely (`dht.records`): a vouch counts only if it could be a
 # manifest the block engine accepts, by the engine's own bounds, so that nobody is believed for one it rejects.
 ROOT_BYTES = HASH_SIZE  # a content root is a merkle root
-MAX_QUORUM = 16
+# The root an in-progress claim names ("I am fetching it from the origin now"): no merkle root is all zeros (it is a
+# SHA-256 output), so it cannot name real content.
+IN_PROGRESS_ROOT = bytes(32)
 # `_fewest_networks` searches which attested hosts could be lies over at most this many publishers whose hosts only
 # others attested (2^10 cases at worst, under 2 ms; 17 took up to 55 ms a decision), so a stranger's many records
 # cost us no more: a group then weighs at most this many of them (`quorum:11` and above also needs hosts that
 # our own store saw).
 FEWEST_SEARCHED = 10
-
-_QUORUM = re.compile(r"quorum:([0-9]{1,2})")
 
 
 @dataclass(frozen=True)
@@ -78,45 +79,11 @@ class AgreedManifest:
 
 
 @dataclass(frozen=True)
-class TrustPolicy:
-    mode: str  # "origin", "quorum" or "any"
-    quorum: int = 0  # N for "quorum", else 0
-
-    def __str__(self) -> str:
-        return f"quorum:{self.quorum}" if self.mode == "quorum" else self.mode
-
-    @property
-    def vouchers(self) -> int:
-        """How many independent vouchers make a manifest believable: 0 when none ever does (`origin`)."""
-        return {"quorum": self.quorum, "any": 1}.get(self.mode, 0)
-
-    def headless(self) -> TrustPolicy:
-        """The policy for answering before the origin has said anything (a `T` switch with no response head).
-
-        Behind every other switch stands the origin's own word: its size and validator filter the candidates
-        and its first bytes are checked against the peers'. Without it, one more independent network must
-        stand in for it, so a party that just makes a quorum cannot answer a URL the origin is slow to answer.
-        `any` (a lab, a trusted LAN) and `origin` (no DHT manifest at all) stay as they are."""
-        return TrustPolicy("quorum", self.quorum + 1) if self.mode == "quorum" else self
-
-
-@dataclass(frozen=True)
 class TrustDecision:
     accepted: AgreedManifest | None
-    source: str  # "quorum" or "any" when accepted, else "none"
+    source: ManifestSource  # QUORUM or ANY when accepted, else NONE
     reason: str  # "ok", "trust=origin", "no-candidates", "inconsistent", "below-quorum", "conflict"
     publishers: int  # weight of the accepted group, or of the heaviest group when rejected
-
-
-def parse_trust(text: str) -> TrustPolicy:
-    """`origin`, `any` or `quorum:N` with N in 1..16 (case and surrounding blanks ignored)."""
-    value = str(text).strip().lower()
-    if value in ("origin", "any"):
-        return TrustPolicy(value)
-    match = _QUORUM.fullmatch(value)
-    if match is not None and 1 <= int(match.group(1)) <= MAX_QUORUM:
-        return TrustPolicy("quorum", int(match.group(1)))
-    raise ValueError(f"trust must be 'origin', 'any' or 'quorum:N' with N from 1 to {MAX_QUORUM}, got {text!r}")
 
 
 def _well_formed(v: Vouch) -> bool:
@@ -188,37 +155,37 @@ def decide(candidates: Iterable[Vouch], policy: TrustPolicy, *, known_size: int 
     `known_size` / `known_validator` are what the origin already told us; a candidate that
     contradicts them is dropped before counting.
     """
-    if policy.mode == "origin":
-        return TrustDecision(None, "none", "trust=origin", 0)
+    if policy.mode is TrustMode.ORIGIN:
+        return TrustDecision(None, ManifestSource.NONE, "trust=origin", 0)
     vouches = [v for v in candidates if _well_formed(v) and v.content_root != IN_PROGRESS_ROOT]
     if not vouches:
-        return TrustDecision(None, "none", "no-candidates", 0)
+        return TrustDecision(None, ManifestSource.NONE, "no-candidates", 0)
     vouches = [v for v in vouches if (known_size is None or v.size == known_size)
                and (known_validator is None or v.validator == known_validator)]
     if not vouches:
-        return TrustDecision(None, "none", "inconsistent", 0)
+        return TrustDecision(None, ManifestSource.NONE, "inconsistent", 0)
 
     groups: dict[AgreedManifest, list[Vouch]] = {}
     for v in _without_equivocators(vouches):
         groups.setdefault(_agreed(v), []).append(v)
     if not groups:
-        return TrustDecision(None, "none", "conflict", 0)  # every publisher contradicted itself
+        return TrustDecision(None, ManifestSource.NONE, "conflict", 0)  # every publisher contradicted itself
 
     ranked = sorted(((_weight(members), key) for key, members in groups.items()),
                     key=lambda pair: pair[0], reverse=True)
     best_weight, best = ranked[0]
     runner_up = ranked[1][0] if len(ranked) > 1 else 0
-    if policy.mode == "any":
+    if policy.mode is TrustMode.ANY:
         if best_weight == 0:  # nobody attested: `any` trusts the first *publisher*, never a bare claim
-            return TrustDecision(None, "none", "below-quorum", 0)
+            return TrustDecision(None, ManifestSource.NONE, "below-quorum", 0)
         if runner_up == best_weight:
-            return TrustDecision(None, "none", "conflict", best_weight)
-        return TrustDecision(best, "any", "ok", best_weight)
+            return TrustDecision(None, ManifestSource.NONE, "conflict", best_weight)
+        return TrustDecision(best, ManifestSource.ANY, "ok", best_weight)
     if best_weight < policy.quorum:
-        return TrustDecision(None, "none", "below-quorum", best_weight)
+        return TrustDecision(None, ManifestSource.NONE, "below-quorum", best_weight)
     if runner_up >= policy.quorum:
-        return TrustDecision(None, "none", "conflict", best_weight)
-    return TrustDecision(best, "quorum", "ok", best_weight)
+        return TrustDecision(None, ManifestSource.NONE, "conflict", best_weight)
+    return TrustDecision(best, ManifestSource.QUORUM, "ok", best_weight)
 
 
 def unattested(candidates: Iterable[Vouch]) -> int:

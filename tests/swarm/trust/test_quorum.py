@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from addresses import network_prefix
-from proxy import manifest_trust as mt
-from proxy.manifest_trust import (AgreedManifest, TrustDecision, TrustPolicy, Vouch, ahead_of, decide, parse_trust,
+from swarm.trust import quorum as mt
+from swarm.trust import (AgreedManifest, TrustDecision, TrustPolicy, Vouch, ahead_of, decide, parse_trust,
                                   working)
 from swarm.service.discovery import IN_PROGRESS_ROOT
 
