@@ -24,9 +24,9 @@ from swarm.errors import BadSize
 from swarm.service.swarm_service import FETCH_PEERS, LINGER
 from swarm.trust import TrustPolicy, parse_trust
 
-from .discovery_rule import DEFAULT_LARGE
+from .download.discovery_rule import DEFAULT_LARGE
 from .errors import ConfigError
-from .transition import DEFAULT_EARLY_LOOKUP, DEFAULT_FIRST_BYTE_TIMEOUT, DEFAULT_MIN_RATE, DEFAULT_RATE_WINDOW
+from .download.transition import DEFAULT_EARLY_LOOKUP, DEFAULT_FIRST_BYTE_TIMEOUT, DEFAULT_MIN_RATE, DEFAULT_RATE_WINDOW
 
 # Two independent networks: one party with one address (and any number of keys) is never believed on its own.
 DEFAULT_TRUST = parse_trust("quorum:2")

@@ -2,7 +2,7 @@
 
 One `SwarmEngine` per proxy, over one `swarm.service.swarm_service.SwarmService` (the block store's peers, providers,
 fetching, announcing, lingering and withdrawing: everything that is not about HTTP). What is left here is
-about URLs and the origin, for the fallback download (`proxy.fallback`):
+about URLs and the origin, for the fallback download (`proxy.download.fallback`):
 
 * `find(url, ...)` — which manifest may we trust for this URL, and who holds its blocks? The origin's own
   manifest when it publishes one (`proxy.origin_manifest`); else our own manifests (computed from bytes this
@@ -85,6 +85,9 @@ class Found:
     source: ManifestSource  # ORIGIN, SELF, QUORUM or ANY
     providers: list[Provider]
     layer: list[bytes] | None = None  # the hash layer when we have it already (else a provider sends it)
+
+    def __post_init__(self) -> None:
+        self.source = ManifestSource(self.source)  # "origin" is ManifestSource.ORIGIN: `is` holds
 
 
 @dataclasses.dataclass(frozen=True)
@@ -219,7 +222,7 @@ class SwarmEngine:
         """Start the lookup of `url`'s claims before its head, for the `find` the head asks for (`looked_ahead`);
         None when there is nothing to look up (no discovery; our own copy answers).
 
-        The privacy rule (`proxy.discovery_rule`) starts it only when the head is late (half of T) or the host was
+        The privacy rule (`download.discovery_rule`) starts it only when the head is late (half of T) or the host was
         slow recently (`download_actions.LookAhead`), never as every GET leaves. The head's lookup took about
         0.17 s after the head in the lab's crowd at 20/s, and a newcomer read the origin all that while, which
         divided the origin among more readers; started before the head, the lookup runs while the head is on its

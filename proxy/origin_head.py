@@ -1,7 +1,7 @@
 """What an origin's response head means for a fallback download (pure functions, no I/O).
 
-The asyncio shell (`proxy.fallback`) turns aiohttp's response head into an `OriginHead` once; the download's
-core (`proxy.download_core`) decides on that summary alone, so its tests need no server. The head of our own
+The asyncio shell (`proxy.download.fallback`) turns aiohttp's response head into an `OriginHead` once; the download's
+core (`proxy.download.core`) decides on that summary alone, so its tests need no server. The head of our own
 answer when the swarm answers before the origin has said anything is made here too.
 """
 

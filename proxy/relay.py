@@ -106,7 +106,7 @@ async def relay(request: web.BaseRequest, session: aiohttp.ClientSession, record
                 tunnel_idle: float | None = None, resolver: OriginResolver | None = None) -> web.StreamResponse:
     """Answer `request` from its origin. Raises OriginError before a response started, ClientGone after.
 
-    A GET without a body goes to `swarm` first (the fallback download, `proxy.fallback`), which answers it
+    A GET without a body goes to `swarm` first (the fallback download, `proxy.download.fallback`), which answers it
     when the publish gate lets it switch to peers; everything else is relayed here as is. `target` and
     `forward`: the URL and request fields to use instead of the request's own (the explicit fetch,
     `proxy.fetch_endpoint`). `resolver`: the one in `session`'s connector (which applies the DNS-rebinding rule

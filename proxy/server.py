@@ -35,7 +35,7 @@ from . import edge
 from .admin import Admin
 from .config import Config
 from .errors import ClientGone, ListenError, OriginError
-from .fallback import Fallback
+from .download.fallback import Fallback
 from .fetch_endpoint import fetch_target, forwarded_fields
 from .origin import make_session
 from .origin_resolver import OriginResolver

@@ -57,7 +57,7 @@ class RequestRecord:
     # A download taken segment by segment (`manifest_source` "segments"): where each segment came from, in order
     # (`peers` once a quorum vouched for it, `origin` by Range when nobody else had it in time).
     segments: list[str] = dataclasses.field(default_factory=list)
-    # The T, R and W this GET was watched with: the flags, or what the adaptive core (`proxy.adaptive`) chose for
+    # The T, R and W this GET was watched with: the flags, or what the adaptive core (`download.adaptive`) chose for
     # its host, as `trw_source` says. After a T, R or crowd switch, `switch_verdict` is the core's judgement:
     # `helped` (peers delivered, and it ended sooner than the origin's rate promised) or `needless`.
     first_byte_timeout: float | None = None
@@ -291,7 +291,7 @@ class Stats:
 
     def watch_discovery(self, counters: Callable[[], Any]) -> None:
         """Export what this node told the DHT (`swarm.service.shares.ShareCounters`, read at each scrape): the
-        privacy rule's effect, visible (`proxy.discovery_rule`)."""
+        privacy rule's effect, visible (`proxy.download.discovery_rule`)."""
         self.registry.register(_DiscoveryCollector(counters))
 
     def prometheus_text(self) -> bytes:

@@ -37,9 +37,10 @@ ALLOWED = {
 CORE_PACKAGES = ("swarm.core", "swarm.content", "swarm.trust")
 CORE_MODULES = (
     "swarm.net.wire", "swarm.net.decoder", "swarm.net.handshakes",
-    "proxy.transition", "proxy.adaptive", "proxy.parking", "proxy.download_settings", "proxy.download_core",
-    "proxy.download_parking", "proxy.download_state", "proxy.download_actions", "proxy.origin_head",
-    "proxy.publish_gate", "proxy.url_privacy", "proxy.ranges", "proxy.exposure", "proxy.discovery_rule",
+    "proxy.download.transition", "proxy.download.adaptive", "proxy.download.parking", "proxy.download.settings",
+    "proxy.download.core", "proxy.download.parking_steps", "proxy.download.state", "proxy.download.actions",
+    "proxy.download.discovery_rule", "proxy.origin_head", "proxy.publish_gate", "proxy.url_privacy", "proxy.ranges",
+    "proxy.exposure",
     "dht.attestation", "dht.announcements", "dht.routing", "dht.records", "addresses",
     "cluster.overlay", "cluster.throttle", "cluster.division", "cluster.records", "cluster.scope",
 )
@@ -110,6 +111,24 @@ def test_imports_point_one_way(package):
     assert not bad, "\n".join(bad)
 
 
+# Packages inside a room, each on its own floor: what they import of the room lies below them, and nothing below
+# imports them back (a module above, such as the server or the configuration, may).
+FLOORS = {"proxy.download": ("proxy.cli", "proxy.server", "proxy.config", "proxy.startup_log", "proxy.demo")}
+
+
+@pytest.mark.parametrize("package", sorted(FLOORS))
+def test_a_package_is_imported_only_from_above(package):
+    room = package.rpartition(".")[0]
+    below = {imported for name, path in _modules((package.replace(".", "/"),)) for imported in _imports(name, path)
+             if _within(imported, room) and not _within(imported, package)}
+    assert below, f"{package} imports nothing of {room}: the test would prove nothing"
+    bad = [f"{path.relative_to(ROOT)} imports {imported}" for name, path in _modules((room,))
+           if not _within(name, package) and not any(_within(name, above) for above in FLOORS[package])
+           for imported in _imports(name, path) if _within(imported, package)]
+    assert not bad, "\n".join(bad)
+    assert not [m for m in below if any(_within(m, above) for above in FLOORS[package])]
+
+
 def test_cores_do_no_io():
     """Nor does anything of ours they import when they run (what `if TYPE_CHECKING:` names does not count)."""
     names = dict(_modules(PRODUCT))
@@ -138,7 +157,8 @@ def test_modules_are_small():
 
 def test_the_rules_catch_a_wrong_import(tmp_path):
     """The checker itself: a lab import in the proxy and a proxy import in swarm are both seen."""
-    assert _rule("proxy.fallback") == ALLOWED["proxy"] and _rule("proxy.demo.slow_origin") == ALLOWED["proxy.demo"]
+    assert _rule("proxy.download.fallback") == ALLOWED["proxy"]
+    assert _rule("proxy.demo.slow_origin") == ALLOWED["proxy.demo"]
     module = tmp_path / "x.py"
-    module.write_text("from bench.lab import cli\nimport proxy.fallback\nfrom . import sibling\n")
-    assert list(_imports("swarm.core.x", module)) == ["bench.lab.cli", "proxy.fallback", "swarm.core"]
+    module.write_text("from bench.lab import cli\nimport proxy.download.fallback\nfrom . import sibling\n")
+    assert list(_imports("swarm.core.x", module)) == ["bench.lab.cli", "proxy.download.fallback", "swarm.core"]

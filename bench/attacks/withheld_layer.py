@@ -30,7 +30,7 @@ from swarm.core import serve
 # Under R (160 kB/s) but fast enough for the swarm to be worth it: the victim switches to the quorum's peers.
 SWITCH = {"first_byte_timeout": "0.75", "min_rate": "160k", "rate_window": "2", "early_lookup": "0.25"}
 try:  # the privacy rule keeps a fast download of a small file to itself: the publishers must vouch for theirs
-    import proxy.discovery_rule  # noqa: F401
+    import proxy.download.discovery_rule  # noqa: F401
     SWITCH["discover_size"] = "0"
 except ImportError:  # a tree from before it vouches for every download
     pass

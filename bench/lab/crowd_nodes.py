@@ -19,9 +19,10 @@ from typing import Callable
 import aiohttp
 
 from proxy.demo.slow_origin import SlowOrigin
-from proxy.discovery_rule import DEFAULT_LARGE
+from proxy.download.discovery_rule import DEFAULT_LARGE
 from proxy.server import ProxyServer
-from proxy.transition import DEFAULT_EARLY_LOOKUP, DEFAULT_FIRST_BYTE_TIMEOUT, DEFAULT_MIN_RATE, DEFAULT_RATE_WINDOW
+from proxy.download.transition import (DEFAULT_EARLY_LOOKUP, DEFAULT_FIRST_BYTE_TIMEOUT, DEFAULT_MIN_RATE,
+                                      DEFAULT_RATE_WINDOW)
 from server_plugin.aiohttp_plugin import install
 from server_plugin.publisher import Publisher, Representation
 from swarm.content.sizes import parse_block_size

@@ -45,7 +45,7 @@ from typing import Callable
 import aiohttp
 
 from proxy.demo.slow_origin import SlowOrigin
-from proxy.transition import DEFAULT_FIRST_BYTE_TIMEOUT, DEFAULT_MIN_RATE, DEFAULT_RATE_WINDOW
+from proxy.download.transition import DEFAULT_FIRST_BYTE_TIMEOUT, DEFAULT_MIN_RATE, DEFAULT_RATE_WINDOW
 
 from . import report as rep
 from .cluster import LocalClientsCluster

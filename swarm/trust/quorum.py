@@ -209,7 +209,7 @@ def ahead_of(candidates: Iterable[Vouch], own: bytes, own_claimed_at: float) -> 
     id alone: the earlier claimer is the one further along, and the origin it read so far is not thrown away.
     Its own claim, once found, is judged by the same record as everyone else judges it. A claimer that lies about
     its time gains nothing an id ground to be small would not: honest ones step back for it, and come back to the
-    origin when it never vouches (`proxy.parking`)."""
+    origin when it never vouches (`proxy.download.parking`)."""
     candidates = list(candidates)
     listed = [v.published_at for v in candidates if v.publisher_id == own and v.content_root == IN_PROGRESS_ROOT]
     mine = (listed[0] if listed else own_claimed_at, own)

@@ -72,7 +72,7 @@ async def test_the_explicit_fetchs_answer_is_sandboxed_and_a_relayed_one_is_not(
 
 
 async def test_the_fallback_download_names_its_record(tmp_path, origin):
-    """With the block engine on, a GET is answered by the fallback download (proxy.fallback), not the relay."""
+    """With the block engine on, a GET is answered by the fallback download (proxy.download.fallback), not the relay."""
     lone = Cluster(tmp_path, dht_listen="off")
     try:
         node = await lone.add()

@@ -172,7 +172,7 @@ async def test_the_explicit_fetch_refuses_a_rebound_name(proxy, secret):
 
 
 async def test_the_fallback_download_refuses_a_rebound_name(tmp_path, secret):
-    """With the block engine on, a GET goes through the fallback download (`proxy.fallback`) first."""
+    """With the block engine on, a GET goes through the fallback download (`proxy.download.fallback`) first."""
     server = await started(tmp_path, peer_listen="127.0.0.1:0")
     try:
         assert server.fallback is not None

@@ -3,7 +3,7 @@
 Without the layer (BEP 52's piece layers, checked against the content root) no block can be verified, the origin's
 neither. A fetch asks one peer first; one silent for LAYER_TIMEOUT is asked no longer alone: every other peer is
 asked at once, and once none answered LAYER_TIMEOUT after that, the fetch has no source, and its caller takes the
-origin (`proxy.download_core` reopens it). Before, such a fetch waited for its 30 s stall watchdog: a quorum for
+origin (`proxy.download.core` reopens it). Before, such a fetch waited for its 30 s stall watchdog: a quorum for
 the right root served by peers that never answered took 50 s instead of 20 (bench/attacks/withheld_layer.py).
 On a fake clock; tests/swarm/service/test_withheld_layer.py runs real nodes.
 """

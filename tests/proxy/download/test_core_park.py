@@ -1,4 +1,4 @@
-"""Table-driven tests of parking in the download's core (`proxy.download_core`): a download that sees enough
+"""Table-driven tests of parking in the download's core (`proxy.download.core`): a download that sees enough
 independent others fetch the same version from the origin leaves the origin to them once the origin has shown it is
 slow (at the early point's lookup, or a later one) and waits for their vouches; one that sees fewer says it fetches.
 Same driver as the other core tests (`download_vectors.py`): T = 1 s, R = 10 000 B/s, W = 2 s, early lookup 0.5 s;
@@ -12,9 +12,9 @@ import dataclasses
 
 import pytest
 
-from proxy.download_actions import ClaimFetching
-from proxy.download_core import DownloadCore
-from proxy.parking import ParkingSettings
+from proxy.download.actions import ClaimFetching
+from proxy.download.core import DownloadCore
+from proxy.download.parking import ParkingSettings
 from swarm.content import segments
 
 from .download_vectors import (ABORT, BAD, BLOCKS, CONTENT, DEADLINE, FOUND, H200, HEAD, LOOK, NO_EARLY, SETTINGS,
@@ -190,7 +190,7 @@ def test_vector(vector: Vector) -> None:
 
 def test_a_file_of_several_segments_is_taken_segment_by_segment(monkeypatch) -> None:
     """Instead of parking, a file of several segments is taken segment by segment from the vouchers or the origin's
-    ranges (`proxy.segment_swarm`): one producer, from the delivery point, in the spool's blocks."""
+    ranges (`proxy.download.segments`): one producer, from the delivery point, in the spool's blocks."""
     monkeypatch.setattr(segments, "SEGMENT_TARGET", 32 * 1024)  # 100 000 bytes: 4 segments of 2 blocks
     Driver(vector(AT_HEAD, O(4000, 0.3, "D(o,4000)"), LOOK(None, 0.35, "", others=2), EARLY,
                   LOOK(None, 0.65, "Switch(fetching@4000) CloseOrigin StartSegments(4000-100000,16384)", others=2),

@@ -1,6 +1,7 @@
-"""What the download's core (`proxy.download_core`) asks its shell to do: one frozen dataclass per action.
+"""What the download's core (`proxy.download.core`) asks its shell to do: one frozen dataclass per action.
 
-The shell (`proxy.fallback`) executes a list of them in order; their names say what, their fields say with what.
+The shell (`proxy.download.fallback`) executes a list of them in order; their names say what, their fields say with
+what.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from swarm.content.manifest import Manifest
 from swarm.trust import ManifestSource
 
 if TYPE_CHECKING:
-    from .engine import Found
+    from ..engine import Found
 
 
 class Source(enum.Enum):
@@ -68,7 +69,7 @@ class EndClaim:
 @dataclasses.dataclass(frozen=True)
 class LookAhead:
     """Start the lookup of the URL's claims before the head (`SwarmEngine.look_ahead`): the privacy rule allows it
-    (`proxy.discovery_rule`: its host was slow recently, or the head has been silent too long)."""
+    (`proxy.download.discovery_rule`: its host was slow recently, or the head has been silent too long)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,7 +108,7 @@ class StartSwarm:
 
 @dataclasses.dataclass(frozen=True)
 class StartSegments:
-    """Take bytes `start..end-1` segment by segment (`proxy.segment_swarm`): from the peers who hold a vouched
+    """Take bytes `start..end-1` segment by segment (`proxy.download.segments`): from the peers who hold a vouched
     segment, else from the origin by Range; the origin's own stream is closed. `block_size` cuts the segments;
     `origin_rate` (B/s, the origin's so far or R) says how long to wait for a segment's vouches."""
     start: int

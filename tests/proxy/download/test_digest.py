@@ -8,8 +8,8 @@ import hashlib
 
 import pytest
 
-from proxy import download_actions as act
-from proxy.download_core import DownloadCore
+from proxy.download import actions as act
+from proxy.download.core import DownloadCore
 from proxy.origin_head import repr_digest
 from swarm.content.manifest import build_manifest
 

@@ -1,16 +1,16 @@
 """The fallback download's decisions, sans-I/O: origin first, the swarm when slow, one response in order.
 
 `DownloadCore` never touches a socket or the clock (the model is h11 and mitmproxy's layers). The asyncio shell
-(`proxy.fallback`) feeds it events — the origin's head, body chunks, end or failure, a lookup's result, the swarm's
+(`fallback`) feeds it events — the origin's head, body chunks, end or failure, a lookup's result, the swarm's
 chunks, end or failure, the timer — and executes the actions each call returns, in order; `next_deadline()` says
 when to call `timer(now)`. The phases (HEAD, HEADLESS, WAIT, STREAM, SWITCHED, MERGE, DONE) are described in
 docs/ARCHITECTURE.md, "The download".
 
-Parking (`proxy.download_parking`, settings in `proxy.parking`): a download that would still run at its early lookup
+Parking (`parking_steps`, settings in `parking`): a download that would still run at its early lookup
 looks the URL up at its head and leaves the origin to enough independent others fetching it, or says it fetches too
 (`ClaimFetching`); a file of several segments is then taken segment by segment (`StartSegments`). A trusted manifest
 found before the origin could be judged is kept (`KEPT_FOR`) for the early point or a switch. Privacy
-(`proxy.discovery_rule`): nothing is looked up, claimed, announced or vouched for unless the origin was slow (a
+(`discovery_rule`): nothing is looked up, claimed, announced or vouched for unless the origin was slow (a
 switch, the early point, a head silent for half of T), asked for it, its host was slow recently, or the file is large
 (`discovery_rule.Discretion`).
 
@@ -26,19 +26,19 @@ from typing import TYPE_CHECKING
 from swarm.content.manifest import MAX_BLOCK_SIZE, choose_block_size
 from swarm.trust import ManifestSource
 
-from .download_actions import (Account, Action, ClaimFetching, CloseOrigin, Cut, Deliver, Fail, Finish, HandOver,
+from .actions import (Account, Action, ClaimFetching, CloseOrigin, Cut, Deliver, Fail, Finish, HandOver,
                                LookAhead, Note, OpenSpool, OriginComplete, RejectManifest, RelayAsIs, RelayHead,
                                ReopenOrigin, Respond, Source, StartHead, StartLookup, StartSwarm, StopHead, StopLookup,
                                StopSwarm, SwarmError, Switch, WithdrawSegments)
 from .discovery_rule import Discretion
-from .download_parking import ParkingSteps
-from .download_settings import DownloadSettings
-from .download_state import Phase, Producer
-from .origin_head import UNVOUCHED_TYPE, BodyDigest, OriginHead, client_range, late_start, resumed_start, same_version
+from .parking_steps import ParkingSteps
+from .settings import DownloadSettings
+from .state import Phase, Producer
+from ..origin_head import UNVOUCHED_TYPE, BodyDigest, OriginHead, client_range, late_start, resumed_start, same_version
 from .transition import CROWD_CAUSE, DIED_CAUSE, T_CAUSE, TransitionPolicy
 
 if TYPE_CHECKING:
-    from .engine import Found
+    from ..engine import Found
 
 TAIL_LIMIT = MAX_BLOCK_SIZE  # the origin bytes kept to check the first swarm block against: the largest block
 # How long the head's lookup answer, found before the origin could be judged, stands in for the early lookup's.

@@ -1,4 +1,4 @@
-"""The privacy rule (`proxy.discovery_rule`) in the download's core: a fast, small download tells the DHT nothing;
+"""The privacy rule (`discovery_rule`) in the download's core: a fast, small download tells the DHT nothing;
 slowness, the origin's hint, a host slow recently or a large file let it look up and announce. Pure, fake clock."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import dataclasses
 
 import pytest
 
-from proxy import download_actions as act
-from proxy.discovery_rule import HINT, HOST_SLOW, LARGE, SLOW, DiscoveryRule
-from proxy.download_core import DownloadCore
-from proxy.parking import ParkingSettings
+from proxy.download import actions as act
+from proxy.download.discovery_rule import HINT, HOST_SLOW, LARGE, SLOW, DiscoveryRule
+from proxy.download.core import DownloadCore
+from proxy.download.parking import ParkingSettings
 
 from .download_vectors import CONTENT, PUBLISHED, SETTINGS, SIZE, head
 

@@ -1,7 +1,7 @@
-"""A driver for table-driven tests of `proxy.download_core`: vectors of (event, time, expected actions).
+"""A driver for table-driven tests of `proxy.download.core`: vectors of (event, time, expected actions).
 
 A vector is a list of steps; each step feeds one event to a `DownloadCore` at a fake time (plain floats) and names
-the exact actions expected back, as compact signatures (see `sig`). The driver plays the shell (`proxy.fallback`):
+the exact actions expected back, as compact signatures (see `sig`). The driver plays the shell (`fallback`):
 origin bytes come from the origin's content at the origin's own offset (reset by every origin head), swarm bytes
 from the swarm's content from `StartSwarm.start` on, and it checks on every step that the vector is one the shell
 could produce (no event for a wait the shell does not have, no event later than the core's deadline) and that the
@@ -17,12 +17,13 @@ import dataclasses
 import hashlib
 from types import SimpleNamespace
 
-from proxy import download_actions as act
-from proxy.download_core import DownloadCore
-from proxy.discovery_rule import DiscoveryRule
-from proxy.download_settings import DownloadSettings
+from proxy.download import actions as act
+from proxy.download.core import DownloadCore
+from proxy.download.discovery_rule import DiscoveryRule
+from proxy.download.settings import DownloadSettings
+from swarm.trust import ManifestSource
 from proxy.origin_head import OriginHead
-from proxy.transition import TransitionSettings
+from proxy.download.transition import TransitionSettings
 from swarm.content.manifest import build_manifest
 
 BLOCK = 16 * 1024
@@ -48,7 +49,7 @@ PUBLISHED = SimpleNamespace(block_size=BLOCK)  # the origin's own manifest, as O
 # T = 1 s, R = 10 000 B/s, W = 2 s (R·W = 20 000 bytes), early lookup 0.5 s; the R vectors turn the early lookup off.
 TRANSITION = TransitionSettings(first_byte_timeout=1.0, min_rate=10_000.0, rate_window=2.0, early_lookup=0.5)
 # Every size counts as large here: these vectors are about the mechanics; the privacy rule's own vectors
-# (tests/proxy/test_download_privacy.py) use the default threshold.
+# (tests/proxy/download/test_privacy.py) use the default threshold.
 SETTINGS = DownloadSettings(TRANSITION, max_spool=1 << 20, sharing=True, repoll=(1.0, 2.0),
                             discovery=DiscoveryRule(large=0))
 NO_EARLY = dataclasses.replace(SETTINGS, transition=dataclasses.replace(TRANSITION, early_lookup=0.0))
@@ -57,8 +58,11 @@ NO_EARLY = dataclasses.replace(SETTINGS, transition=dataclasses.replace(TRANSITI
 @dataclasses.dataclass(frozen=True)
 class Found:
     manifest: object
-    source: str = "self"
+    source: ManifestSource = ManifestSource.SELF
     providers: tuple = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "source", ManifestSource(self.source))  # as `proxy.engine.Found` does
 
 
 FOUND = Found(MANIFEST)

@@ -1,6 +1,6 @@
-"""Table-driven tests of the download's sans-I/O core (`proxy.download_core`): the origin's lead, `T` and the
+"""Table-driven tests of the download's sans-I/O core (`proxy.download.core`): the origin's lead, `T` and the
 headless answer. Each row steps one `DownloadCore` through events at fake times and names the exact actions every
-event returns; `tests/proxy/download_vectors.py` plays the shell and checks the invariants of every download (the
+event returns; `download_vectors.py` plays the shell and checks the invariants of every download (the
 client gets exactly the representation's bytes start..end, never twice, never a gap; bookkeeping once; nothing
 after done). The merge (R, repoll, died, crowd, hint, cuts) is in `test_download_core_merge.py`.
 
@@ -15,7 +15,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from proxy.download_core import DownloadCore
+from proxy.download.core import DownloadCore
 
 from .download_vectors import (ANSWER, BLOCKS, DEADLINE, EMPTY_MANIFEST, FOUND, H200, HEAD, HFAIL, LOOK,
                                MANIFEST, NO_EARLY, SETTINGS, SIZE, TIMER, V1, V2, Driver, Found, O, S, Vector, head)

@@ -9,7 +9,7 @@ them nothing, so a download looks its URL up, claims it, announces or vouches fo
   response head within `silence` of the request: a narrower signal than the request itself, which made every GET
   a lookup);
 * the origin **asked** for it (the server plugin's hint);
-* its **host was slow recently** (the adaptive history of `proxy.adaptive`: a recent switch, or a rate or first
+* its **host was slow recently** (the adaptive history of `proxy.download.adaptive`: a recent switch, or a rate or first
   byte beyond the flags);
 * the file is **large** (`large` bytes or more, `--discover-size`): where a swarm pays whatever the origin's speed.
 
@@ -53,7 +53,7 @@ class DiscoveryRule:
 
 @dataclasses.dataclass
 class Discretion:
-    """One download's side of the rule (owned by `proxy.download_core`): what it has seen of its origin so far, and
+    """One download's side of the rule (owned by `proxy.download.core`): what it has seen of its origin so far, and
     when its head's silence starts counting as slow."""
 
     rule: DiscoveryRule

@@ -1,7 +1,7 @@
 """Parking end to end in one process: with an origin that gives no help, the first slow downloads of a file say
 they fetch it from the origin; a newcomer that sees two independent fetchers leaves the origin to them, waits for
 their vouches, and finishes from them; one party with many keys cannot make it leave (docs/ARCHITECTURE.md,
-"Transition"; `proxy.download_core`, "Parking")."""
+"Transition"; `proxy.download.core`, "Parking")."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import hashlib
 import pytest_asyncio
 
 from proxy.demo.local_swarm import Cluster
-from proxy.discovery_rule import DiscoveryRule
+from proxy.download.discovery_rule import DiscoveryRule
 from proxy.engine import url_key
 from proxy.server import ProxyServer
 
@@ -128,14 +128,14 @@ def watch_claims(node: ProxyServer, order: list[str], *, stall: bool = False) ->
 
 
 def watch_heads(monkeypatch, order: list[str]) -> None:
-    import proxy.fallback
+    import proxy.download.fallback
 
-    real = proxy.fallback.describe
+    real = proxy.download.fallback.describe
 
     def describe(*args, **kwargs):
         order.append("head")
         return real(*args, **kwargs)
-    monkeypatch.setattr(proxy.fallback, "describe", describe)
+    monkeypatch.setattr(proxy.download.fallback, "describe", describe)
 
 
 async def test_a_late_head_starts_the_lookup_before_it_comes(cluster, slow_origin, monkeypatch):
@@ -181,8 +181,8 @@ async def test_a_download_that_steps_back_vouches_for_no_more_segments():
     """After `EndClaim` the spool may take peers' segments (a parked, segmented download), and a swarm failure
     reopens the origin at the spool's end: the download's segment vouches must be gone by then, or it would vouch
     for peers' bytes as first-hand."""
-    from proxy import download_actions as act
-    from proxy.fallback import _Download
+    from proxy.download import actions as act
+    from proxy.download.fallback import _Download
     from proxy.stats import RequestRecord
 
     released, ended = [], []

@@ -1,4 +1,4 @@
-"""The fallback download's asyncio shell: one loop that feeds `proxy.download_core` and executes its actions.
+"""The fallback download's asyncio shell: one loop that feeds `proxy.download.core` and executes its actions.
 
 For a GET that passes the request side of the publish gate (`proxy.publish_gate`) the request goes to the
 origin; the core decides everything after that (when to switch, what to deliver from which producer, when to
@@ -22,25 +22,25 @@ import addresses
 from swarm.content.segments import Segments
 from swarm.trust import ManifestSource
 
-from . import download_actions as act
+from . import actions as act
 from .adaptive import Adaptive, Outcome, Probe, ProbedSettings
 from .discovery_rule import DEFAULT_LARGE, DiscoveryRule
-from .download_core import DownloadCore
-from .download_ledger import Ledger
-from .download_settings import DownloadSettings
-from .engine import Found, Miss, SwarmEngine, url_key
-from .errors import ClientGone
-from .exposure import PRIVATE_ORIGIN, Origin, may_share, may_swarm_name
-from .origin import OriginStream, describe_failure, head
-from .origin_head import OriginHead, describe, range_request, synthesized_headers
-from .origin_resolver import OriginResolver
+from .core import DownloadCore
+from .ledger import Ledger
+from .settings import DownloadSettings
+from ..engine import Found, Miss, SwarmEngine, url_key
+from ..errors import ClientGone
+from ..exposure import PRIVATE_ORIGIN, Origin, may_share, may_swarm_name
+from ..origin import OriginStream, describe_failure, head
+from ..origin_head import OriginHead, describe, range_request, synthesized_headers
+from ..origin_resolver import OriginResolver
 from .parking import ParkingSettings
-from .publish_gate import request_gate
-from .ranges import parse_range
-from .relay import RelayedResponse, _copy_body, response_for
-from .segment_swarm import SegmentedFetch, SegmentTrust, SpoolVouches
-from .spool import Spool
-from .stats import RequestRecord, Stats
+from ..publish_gate import request_gate
+from ..ranges import parse_range
+from ..relay import RelayedResponse, _copy_body, response_for
+from .segments import SegmentedFetch, SegmentTrust, SpoolVouches
+from ..spool import Spool
+from ..stats import RequestRecord, Stats
 from .transition import DEFAULT_EARLY_LOOKUP, TransitionSettings
 
 log = logging.getLogger("swarmproxy.fallback")

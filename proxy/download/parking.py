@@ -9,7 +9,7 @@ without them reopens the origin at a Range where it left off. Others are counted
 (`swarm.trust.quorum.working`), so one party with many keys in one network counts once. A download leaves its
 origin only once the origin has shown a rate, and only a slow one (`leave`): a party that only pretends to fetch
 can make a download whose origin is slow take at most about twice what its origin would have, and cannot slow a
-healthy one at all. The download's core (`proxy.download_core`) keeps the state; this module holds the rule's
+healthy one at all. The download's core (`proxy.download.core`) keeps the state; this module holds the rule's
 settings and its computations.
 """
 
@@ -87,7 +87,7 @@ class ParkingSettings:
 
     def segment_source(self, *, trusted: bool, others: int, waited: float, limit: float,
                        enough: int | None = None) -> str:
-        """Where a segmented download takes its next segment (`proxy.segment_swarm`): "peers" once a quorum
+        """Where a segmented download takes its next segment (`proxy.download.segments`): "peers" once a quorum
         vouched for it and someone holds it; "wait" while at least `enough` (default `after`) independent others
         vouched for it or fetch it from the origin, as long as the download's waits (`waited`, since others last
         delivered) stay under `limit`; else "origin" (it then vouches for the segment itself)."""

@@ -1,4 +1,4 @@
-"""The adaptive T/R/W core (`proxy/adaptive.py`): verdicts of single downloads, what histories of each kind of
+"""The adaptive T/R/W core (`proxy/download/adaptive.py`): verdicts of single downloads, what histories of each kind of
 origin do to T, R and W, the bounds, fading, flapping, the host memory and the probe. A fake clock throughout:
 every time is a number passed in."""
 
@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from proxy.adaptive import HALF_LIFE, Adaptive, Outcome, Probe, ProbedSettings
-from proxy.transition import TransitionSettings
+from proxy.download.adaptive import HALF_LIFE, Adaptive, Outcome, Probe, ProbedSettings
+from proxy.download.transition import TransitionSettings
 
 FLAGS = TransitionSettings(first_byte_timeout=0.75, min_rate=160_000.0, rate_window=2.0, early_lookup=0.5)
 T0, R0, W0 = FLAGS.first_byte_timeout, FLAGS.min_rate, FLAGS.rate_window

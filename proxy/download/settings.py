@@ -1,6 +1,6 @@
-"""The settings of one fallback download (`proxy.download_core`), and the defaults they start from.
+"""The settings of one fallback download (`proxy.download.core`), and the defaults they start from.
 
-One frozen object per proxy (`proxy.fallback` builds it from the command line; the adaptive T/R/W give each
+One frozen object per proxy (`proxy.download.fallback` builds it from the command line; the adaptive T/R/W give each
 download its own `transition`), so the core reads every knob from one place and tests pass their own.
 """
 

@@ -1,7 +1,7 @@
 """What one fallback download leaves behind: its request record, the engine's counters, its bytes in the store.
 
-The download's shell (`proxy.fallback`) calls one method per bookkeeping action of its core
-(`proxy.download_core`); each count is made here once. Storing and announcing happen after the response, in tasks
+The download's shell (`proxy.download.fallback`) calls one method per bookkeeping action of its core
+(`proxy.download.core`); each count is made here once. Storing and announcing happen after the response, in tasks
 the `Fallback` tracks, so that a client never waits for them.
 """
 
@@ -15,13 +15,13 @@ from swarm.content.manifest import Manifest
 from swarm.service.report import FetchReport
 from swarm.trust import ManifestSource
 
-from .engine import Found, Miss, SwarmEngine
-from .spool import Spool
-from .stats import RequestRecord, Stats
+from ..engine import Found, Miss, SwarmEngine
+from ..spool import Spool
+from ..stats import RequestRecord, Stats
 
 if TYPE_CHECKING:
-    from .download_core import DownloadCore
-    from .segment_swarm import SegmentedFetch
+    from .core import DownloadCore
+    from .segments import SegmentedFetch
 
 log = logging.getLogger("swarmproxy.fallback")
 

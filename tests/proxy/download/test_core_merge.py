@@ -1,4 +1,4 @@
-"""Table-driven tests of the download's sans-I/O core (`proxy.download_core`) once the origin has answered: `R`,
+"""Table-driven tests of the download's sans-I/O core (`proxy.download.core`) once the origin has answered: `R`,
 the repoll, an origin that dies, the crowd rule and early lookup, the origin's hint, and the cuts and aborts of
 the merge. Same driver and settings as `test_download_core.py` (see `download_vectors.py`): T = 1 s, R = 10 000
 B/s, W = 2 s (R·W = 20 000 bytes), early lookup 0.5 s (off in the R rows), repoll 1 s then 2 s; 100 000 bytes in
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from proxy.download_core import DownloadCore
+from proxy.download.core import DownloadCore
 
 from .download_vectors import (ABORT, BAD, BLOCKS, CONTENT, DEADLINE, FOUND, H200, HEAD, HFAIL, LOOK, MANIFEST,
                                NO_EARLY, PUBLISHED, SIZE, TIMER, Driver, Found, O, OEND, OFAIL, S, SEND, SFAIL,

@@ -1,4 +1,4 @@
-"""The states of a fallback download (`proxy.download_core`), shared by the modules its decisions are split into."""
+"""The states of a fallback download (`proxy.download.core`), shared by the modules its decisions are split into."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """What a node tells the DHT, end to end with the product's defaults: fast browsing nothing, a slow origin or a large
-file what swarming needs, a private origin nothing at all (`proxy.discovery_rule`, `proxy.exposure.may_share`).
+file what swarming needs, a private origin nothing at all (`proxy.download.discovery_rule`, `proxy.exposure.may_share`).
 
 Before the rule, every public GET was looked up as it left and every completed response published: 50 GETs of a
 4 KB file gave 51 DHT publications. Before the sharing rule, anything fetched from a loopback or private address

@@ -1,6 +1,6 @@
 """Trust before a complete copy, end to end in one process: the first two fetchers of a file vouch for each
 segment as their origin streams pass it; a newcomer takes the vouched segments from them while neither has the
-whole file, waits for the next ones, and one liar's vouches are outvoted (`proxy.segment_swarm`)."""
+whole file, waits for the next ones, and one liar's vouches are outvoted (`proxy.download.segments`)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ import hashlib
 import pytest
 import pytest_asyncio
 
-from proxy import segment_swarm
+from proxy.download import segments as segment_swarm
 from proxy.demo.local_swarm import Cluster
 from proxy.engine import url_key
-from proxy.segment_swarm import SegmentedFetch, SegmentTrust, segment_key
+from proxy.download.segments import SegmentedFetch, SegmentTrust, segment_key
 from proxy.server import ProxyServer
 from swarm.content import segments
 from swarm.content.merkle import merkle_root
@@ -252,7 +252,7 @@ async def scripted_fetch(answer, *, wait: float, jitter: float, peers=None) -> t
     most. The body, what came from where when."""
     import aiohttp
 
-    from proxy.parking import ParkingSettings
+    from proxy.download.parking import ParkingSettings
 
     clock = FakeClock()
     cut = Segments(2 * SEGMENT, CUT_BLOCK)
@@ -293,7 +293,7 @@ FOUND = type("Found", (), {"providers": []})()
 async def test_the_wait_for_vouches_is_bounded_and_counts_from_the_last_segment_others_delivered():
     """Segment 0 comes from peers after 4 s of waiting; segment 1's fetchers stop delivering: after the budget
     (the whole rest at the origin's rate, here 5 s) since segment 0 it is taken from the origin."""
-    from proxy.segment_swarm import SegmentLookup
+    from proxy.download.segments import SegmentLookup
 
     answers = {0: iter([None, None, None, FOUND]), 1: iter([None] * 1000)}
 
@@ -318,7 +318,7 @@ async def test_the_wait_for_vouches_is_bounded_and_counts_from_the_last_segment_
 async def test_a_failed_lookup_is_no_reason_to_ask_the_origin():
     """A busy DHT times a lookup out: that says nothing of who fetches the segment, so the download keeps the last
     count it had (at first, the fetchers it parked for) and goes on waiting instead of joining the origin."""
-    from proxy.segment_swarm import SegmentLookup
+    from proxy.download.segments import SegmentLookup
 
     answers = iter([SegmentLookup(None, 0, "lookup-failed")] * 3 + [SegmentLookup(FOUND, 2, "ok")] * 10)
     body, _, fetch = await scripted_fetch(lambda index: next(answers), wait=60.0, jitter=0.0)
@@ -328,7 +328,7 @@ async def test_a_failed_lookup_is_no_reason_to_ask_the_origin():
 async def test_a_trusted_segments_count_of_others_is_not_kept_for_the_next():
     """A trusted segment's lookup counts only that segment's claimers (none, once it is vouched for): when the next
     segment's lookups time out, the download still waits for the fetchers it parked for."""
-    from proxy.segment_swarm import SegmentLookup
+    from proxy.download.segments import SegmentLookup
 
     answers = iter([SegmentLookup(FOUND, 0, "ok")] + [SegmentLookup(None, 0, "lookup-failed")] * 3
                    + [SegmentLookup(FOUND, 0, "ok")] * 10)
@@ -339,7 +339,7 @@ async def test_a_trusted_segments_count_of_others_is_not_kept_for_the_next():
 async def test_fetchers_missing_from_one_lookup_are_not_taken_for_gone():
     """A busy DHT answers a lookup from nodes that miss the fetchers' claims: the download goes on waiting for
     OTHERS_MEMORY s after it last saw them, and only then (nobody seen since) takes the segment from the origin."""
-    from proxy.segment_swarm import OTHERS_MEMORY, SegmentLookup
+    from proxy.download.segments import OTHERS_MEMORY, SegmentLookup
 
     answers = iter([SegmentLookup(None, 2, "below-quorum")] + [SegmentLookup(None, 0, "no-record")] * 1000)
     body, taken, fetch = await scripted_fetch(lambda index: next(answers), wait=600.0, jitter=0.0)
@@ -368,7 +368,7 @@ async def test_a_segment_its_holders_fail_is_asked_again_from_where_they_left_of
     """Busy holders fail a segment midway (a hash layer queued behind a crowd's blocks): the download asks for that
     segment's rest again, and never takes the rest of the file from the origin (on the tree before, the failure
     ended the segmented download: the 100-client largefile's two such failures read 30 MB each from the origin)."""
-    from proxy.segment_swarm import SegmentLookup
+    from proxy.download.segments import SegmentLookup
 
     peers, asked = failing_peers(1)
     body, taken, fetch = await scripted_fetch(lambda index: SegmentLookup(FOUND, 2, "ok"), wait=60.0, jitter=0.0,
@@ -379,7 +379,7 @@ async def test_a_segment_its_holders_fail_is_asked_again_from_where_they_left_of
 
 
 async def test_a_segment_its_holders_fail_twice_comes_from_the_origin_and_the_next_from_peers_again():
-    from proxy.segment_swarm import PEER_TRIES, SegmentLookup
+    from proxy.download.segments import PEER_TRIES, SegmentLookup
 
     peers, asked = failing_peers(PEER_TRIES)
     body, taken, fetch = await scripted_fetch(lambda index: SegmentLookup(FOUND, 2, "ok"), wait=60.0, jitter=0.0,
@@ -395,7 +395,7 @@ async def test_a_segment_its_holders_fail_twice_comes_from_the_origin_and_the_ne
 def test_the_pause_before_claiming_follows_the_dhts_pace_within_a_bound(lookup_seconds, longest):
     """Twice a lookup's time (a claim's put takes about as long), at least the poll, and at most HESITATION_MAX:
     a lookup slowed on purpose must not stretch every segment's wait."""
-    from proxy.parking import ParkingSettings
+    from proxy.download.parking import ParkingSettings
 
     fetch = SegmentedFetch.__new__(SegmentedFetch)
     fetch.parking, fetch.lookup_seconds = ParkingSettings(after=2, poll=0.5), lookup_seconds

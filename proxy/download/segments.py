@@ -7,7 +7,7 @@ segments, each a content of its own:
 * a node that received a whole segment *from the origin* stores it, serves and announces its root, and vouches for
   it under `segment_key(url key, size, index)`, a small signed DHT record like a manifest's (`SegmentTrust.vouch`).
   The first fetchers of a crowd do so as their stream passes each segment's end (`SpoolVouches`);
-* a newcomer that would park (`proxy.download_core`) takes the file segment by segment instead
+* a newcomer that would park (`proxy.download.core`) takes the file segment by segment instead
   (`SegmentedFetch`): a segment that a quorum of independent vouchers agree on (`swarm.trust.decide`, exactly
   as for a whole manifest: one party with many keys in one network weighs one) is fetched from its holders,
   verified block by block against that root; while enough independent others vouched for it or are fetching it
@@ -16,13 +16,13 @@ segments, each a content of its own:
   first, and then vouches for it itself. So the origin sends each segment about quorum times, not once per client.
 
 A liar's vouch is outvoted (it weighs one network) and a block that disagrees with the trusted root is never
-delivered: the block engine drops it and bans its sender. Holders that fail a segment (busy, or lying about
-holding it) cost that segment a second try, then its rest from the origin: never the rest of the file. A node that got a segment from peers serves it but
-never vouches for it. A download's segments stay shared until it ends, then linger as any content. The
-download's spool takes the verified segments too (`proxy.fallback`), so one that covered the whole file ends with
-the file whole: it is stored and served, and vouched for only when every byte came from the origin
-(`proxy.download_ledger`): a file assembled from peers' segments is never vouched for, so a poisoned segment
-cannot recruit its victims as publishers. `Segments.file_root` gives the same root from the segments' roots.
+delivered: the block engine drops it and bans its sender. Holders that fail a segment (busy, or lying about holding
+it) cost that segment a second try, then its rest from the origin: never the rest of the file. A node that got a
+segment from peers serves it but never vouches for it. A download's segments stay shared until it ends, then linger
+as any content. The download's spool takes the verified segments too (`fallback`), so one that covered the whole
+file ends with the file whole: it is stored and served, and vouched for only when every byte came from the origin
+(`ledger`): a file assembled from peers' segments is never vouched for, so a poisoned segment cannot
+recruit its victims as publishers. `Segments.file_root` gives the same root from the segments' roots.
 """
 
 from __future__ import annotations
@@ -46,13 +46,13 @@ from swarm.service.origin_source import OriginRangeSource
 from swarm.service.report import FetchReport
 from swarm.service.store_work import BytesBody, fill_entry
 
-from .engine import Found
+from ..engine import Found
 from swarm.trust import Vouch, decide, working
 from .parking import ParkingSettings
 
 if TYPE_CHECKING:
-    from .engine import SwarmEngine
-    from .spool import Spool
+    from ..engine import SwarmEngine
+    from ..spool import Spool
 
 log = logging.getLogger("swarmproxy.segments")
 

@@ -153,7 +153,7 @@ class Choice:
 
 def _slow(state: _Host, flags: TransitionSettings, now: float) -> bool:
     """Was the host slow in its downloads of the last `HALF_LIFE` s: a switch that helped, a rate under R, or a
-    normal first byte later than T? (`proxy.discovery_rule`: such a host's next download may look up at once.)"""
+    normal first byte later than T? (`discovery_rule`: such a host's next download may look up at once.)"""
     if state.fade(now) < 0.5:
         return False
     rate, first = state.rate(), state.normal_first_byte()

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proxy.transition import TransitionPolicy
+from proxy.download.transition import TransitionPolicy
 
 def _after(t: float) -> float:
     return math.nextafter(t, math.inf)

@@ -1,19 +1,19 @@
-"""Parking, the fallback download's steps for leaving the origin to others (`proxy.parking` has its settings).
+"""Parking, the fallback download's steps for leaving the origin to others (`proxy.download.parking` has its settings).
 
 A download that would still run at its early lookup looks the URL up at its head; if enough independent others
 already fetch it from the origin it leaves the origin to them once the origin has shown it is slow (at the early
 point's lookup, or a later one: `ParkingSettings.leave`) and waits for their vouches, or takes a file of several
 segments segment by segment (`StartSegments`). These are
-methods of `proxy.download_core.DownloadCore`, kept here to keep that module readable: they read and set its state.
+methods of `proxy.download.core.DownloadCore`, kept here to keep that module readable: they read and set its state.
 """
 
 from __future__ import annotations
 
 from swarm.content.segments import segmented
 
-from .download_actions import Action, CloseOrigin, EndClaim, Note, ReopenOrigin, Source, StartSegments, Switch
-from .download_settings import DownloadSettings
-from .download_state import Phase, Producer
+from .actions import Action, CloseOrigin, EndClaim, Note, ReopenOrigin, Source, StartSegments, Switch
+from .settings import DownloadSettings
+from .state import Phase, Producer
 from .transition import FETCHING_CAUSE, TransitionPolicy
 
 __all__ = ["ParkingSteps"]
@@ -93,7 +93,7 @@ class ParkingSteps:
         self.phase, self.parked_at = Phase.SWITCHED, now
         self.origin, self.reopen = Producer.GONE, True
         if self.spool_block and self.size and segmented(self.size, self.spool_block):
-            # Segment by segment: from peers once vouched, before anyone has it all (`proxy.segment_swarm`).
+            # Segment by segment: from peers once vouched, before anyone has it all (`proxy.download.segments`).
             self.phase, self.swarm, self.swarm_position = Phase.MERGE, Producer.RUNNING, self.position
             self.fetch_start = self.position
             return actions + self._stop_lookups() + [
