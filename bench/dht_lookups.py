@@ -102,7 +102,7 @@ async def one_lookup(node: BenchNode, root: bytes, expected_port: int, timeout_s
 
     try:
         await asyncio.wait_for(consume(), timeout_s)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         result.error = "timeout"
     except Exception as exc:  # noqa: BLE001 - a failed lookup is a data point, not a crash of the bench
         result.error = repr(exc)
@@ -383,7 +383,8 @@ async def run_size(n: int, args) -> dict:
             and summary["p99_s"] is not None and summary["p99_s"] <= TARGETS["p99_s_max"]
         )
     log(f"N={n}: success {summary['success_rate']}, first provider p50 {summary['p50_s']}s p99 {summary['p99_s']}s, "
-        f"hops {summary['mean_hops']}, rpcs {summary['rpcs_per_lookup']}, cpu {summary['cpu_ms_per_lookup']} ms/lookup, "
+        f"hops {summary['mean_hops']}, rpcs {summary['rpcs_per_lookup']}, "
+        f"cpu {summary['cpu_ms_per_lookup']} ms/lookup, "
         f"loop lag p99 {summary['loop_lag_p99_ms']} ms, process {our_cores:.2f} cores, "
         f"machine {machine_busy_cores if machine_busy_cores is None else round(machine_busy_cores, 2)} cores busy"
         + ("" if not invalid else f" -- INVALID: {'; '.join(invalid)}"))

@@ -215,7 +215,8 @@ def main() -> None:
         size = args.size_mb * 1000 * 1000
         results: dict[str, object] = {
             "command": "python " + " ".join(sys.argv),
-            "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+            "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} cores, "
+                       f"Python {platform.python_version()}",
         }
         for route, label in (("mem", "aiohttp_origin_from_memory"), ("file", "sendfile_origin")):
             print(f"throughput, {args.size_mb} MB, {label} ...", file=sys.stderr)
@@ -223,7 +224,8 @@ def main() -> None:
             direct = result["direct"]["gb_per_s"]
             ratios = {"swarmproxy_vs_direct": round(result["swarmproxy"]["gb_per_s"] / direct, 3)}
             if "tinyproxy" in result:
-                ratios["swarmproxy_vs_tinyproxy"] = round(result["swarmproxy"]["gb_per_s"] / result["tinyproxy"]["gb_per_s"], 3)
+                ratios["swarmproxy_vs_tinyproxy"] = round(
+                    result["swarmproxy"]["gb_per_s"] / result["tinyproxy"]["gb_per_s"], 3)
             results[f"throughput_{label}"] = {**result, "ratios": ratios}
         print("latency, 1 KiB responses ...", file=sys.stderr)
         results["latency_1kib"] = asyncio.run(latency(origin, proxy, args.latency_requests))

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import dataclasses
+import hashlib
 import pathlib
 import statistics
 import tempfile

@@ -35,7 +35,7 @@ def _name(common: str) -> x509.Name:
 def make_tls(directory: pathlib.Path, host: str) -> dict[str, pathlib.Path]:
     """A CA and a server certificate for `host` (an IP literal): ca.pem, server.pem, server.key."""
     directory.mkdir(parents=True, exist_ok=True)
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca = (x509.CertificateBuilder().subject_name(_name("swarmproxy test redis CA")).issuer_name(_name(
         "swarmproxy test redis CA")).public_key(ca_key.public_key()).serial_number(x509.random_serial_number())

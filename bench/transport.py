@@ -38,7 +38,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 LT_WORKER = r'''
 import json, sys, time, libtorrent as lt
-role, torrent, directory, listen_port, peers = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), json.loads(sys.argv[5])
+role, torrent, directory = sys.argv[1], sys.argv[2], sys.argv[3]
+listen_port, peers = int(sys.argv[4]), json.loads(sys.argv[5])
 settings = {
     "listen_interfaces": f"127.0.0.1:{listen_port}", "enable_dht": False, "enable_lsd": False,
     "enable_upnp": False, "enable_natpmp": False, "enable_outgoing_utp": False, "enable_incoming_utp": False,
@@ -141,8 +142,9 @@ def libtorrent_case(work: pathlib.Path, source: pathlib.Path, size: int, seeds: 
         torrent.write_bytes(lt.bencode(creator.generate()))
     procs, peers = [], []
     try:
-        for index in range(seeds):
-            proc = subprocess.Popen([sys.executable, "-c", LT_WORKER, "seed", str(torrent), str(source.parent), "0", "[]"],
+        for _index in range(seeds):
+            proc = subprocess.Popen([sys.executable, "-c", LT_WORKER, "seed", str(torrent), str(source.parent), "0",
+                                     "[]"],
                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
             procs.append(proc)
             peers.append(["127.0.0.1", json.loads(proc.stdout.readline())["port"]])
@@ -212,7 +214,8 @@ def main() -> None:
                 rounds[name].append(case())
         report: dict[str, object] = {
             "command": "python " + " ".join(sys.argv),
-            "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
+            "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} cores, "
+                       f"Python {platform.python_version()}",
             "size_mib": args.size_mb,
         }
         for name, results in rounds.items():
@@ -224,7 +227,8 @@ def main() -> None:
                 "cpu_s_per_gb_all_processes": round(cpu / (size / 1e9), 2),
             }
         report["ratios"] = {
-            "tcp_vs_libtorrent_1x1": round(report["swarmproxy_tcp_1x1"]["mb_per_s"] / report["libtorrent_tcp_1x1"]["mb_per_s"], 2),
+            "tcp_vs_libtorrent_1x1": round(report["swarmproxy_tcp_1x1"]["mb_per_s"]
+                                           / report["libtorrent_tcp_1x1"]["mb_per_s"], 2),
             f"tcp_vs_libtorrent_{args.seeds}x1": round(report[f"swarmproxy_tcp_{args.seeds}x1"]["mb_per_s"]
                                                       / report[f"libtorrent_tcp_{args.seeds}x1"]["mb_per_s"], 2),
             "quic_vs_bare_aioquic": round(report["swarmproxy_quic_1x1"]["mb_per_s"]

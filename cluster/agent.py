@@ -49,8 +49,16 @@ from cluster.errors import BadRecord, ConfigError, RedisUnavailable
 from cluster.identity import Gate, Identity
 from cluster.intent import CANCEL, PUSH, Ledger, SignedIntent
 from cluster.overlay import Level, Location
-from cluster.records import (DISK_RESERVE, KEY_TTL, NAMESPACE, RECONCILE_EVERY, SLOT_TTL, AgentRecord, MemberRecord,
-                             TransferRecord)
+from cluster.records import (
+    DISK_RESERVE,
+    KEY_TTL,
+    NAMESPACE,
+    RECONCILE_EVERY,
+    SLOT_TTL,
+    AgentRecord,
+    MemberRecord,
+    TransferRecord,
+)
 from cluster.run import STALL_TIMEOUT, TransferRun
 from cluster.scope import FollowUp
 from cluster.throttle import RESERVE, Capacities, Planner, cpu_idle_between, parse_proc_stat
@@ -304,13 +312,16 @@ class Agent:
         try:
             signed = SignedIntent.load(text)
         except BadRecord as exc:
-            return self._refuse(tid, action, str(exc))
+            self._refuse(tid, action, str(exc))
+            return None
         intent = signed.intent
         if intent.action != action or intent.tid != tid or (fields is not None and fields != (
                 intent.name, intent.priority, intent.hosts, intent.root, intent.size)):
-            return self._refuse(tid, action, "its signed intent is for another transfer or other fields")
+            self._refuse(tid, action, "its signed intent is for another transfer or other fields")
+            return None
         if (problem := self.ledger.judge(signed, self.config.trusted_keys, time.time())) is not None:
-            return self._refuse(tid, action, problem)
+            self._refuse(tid, action, problem)
+            return None
         if self.ledger.state().get(intent.name) != [intent.seq, intent.tid, action == CANCEL]:
             self.ledger.accept(signed)
             try:

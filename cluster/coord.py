@@ -25,8 +25,19 @@ import redis.exceptions
 from cluster.errors import BadRecord, RedisUnavailable
 from cluster.identity import Gate, Identity
 from cluster.overlay import Location, Slot, rack_slots
-from cluster.records import (KEY_TTL, NAMESPACE, SLOT_TTL, TRANSFER_TTL, AgentRecord, Keys, MemberRecord,
-                             ProviderRecord, TransferRecord, build, unverified)
+from cluster.records import (
+    KEY_TTL,
+    NAMESPACE,
+    SLOT_TTL,
+    TRANSFER_TTL,
+    AgentRecord,
+    Keys,
+    MemberRecord,
+    ProviderRecord,
+    TransferRecord,
+    build,
+    unverified,
+)
 from cluster.scope import across, empty_dcs, empty_racks, rep_racks
 
 __all__ = ["Coord", "redacted"]
@@ -130,7 +141,7 @@ class Coord:
         try:
             async with asyncio.timeout(self.timeout * 2):
                 return await call()
-        except (redis.exceptions.RedisError, OSError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, redis.exceptions.RedisError, OSError) as exc:
             detail = str(exc) or type(exc).__name__
             raise RedisUnavailable(f"redis at {redacted(self.url)}: {detail}") from None
 
@@ -246,7 +257,7 @@ class Coord:
         await self._guard(lambda: self.redis.set(self.keys.cancel(tid), signed.encode(), px=_ms(TRANSFER_TTL)))
         await self.wake_up()
 
-    async def cancelled(self, tids: Iterable[str]) -> dict[str, bytes]:
+    async def cancelled(self, tids: Iterable[str]) -> dict[str, bytes | str]:
         """The cancels posted for any of `tids`: transfer id -> what was posted (a signed cancel, or not)."""
         tids = list(tids)
         if not tids:

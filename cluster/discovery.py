@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from cluster.coord import Coord
@@ -95,7 +95,7 @@ class RedisDiscovery:
         for root, record in list(self.announced.items()):
             await self.coord.announce(root, self.node, record)
 
-    async def find_providers(self, root: bytes) -> AsyncIterator[ClusterProvider]:
+    async def find_providers(self, root: bytes) -> AsyncGenerator[ClusterProvider, None]:
         for node, record in (await self.coord.providers(root, self.candidates(root))).items():
             if node == self.node or not self.allowed(root, node):
                 continue

@@ -50,8 +50,8 @@ what they are shown comes from every rack of the DC that holds it, never from a 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Mapping, MutableSequence
-from typing import Protocol
+from collections.abc import Callable, Iterable, Mapping, MutableSequence
+from typing import Any, Protocol
 
 from cluster.overlay import Level, Location, View
 
@@ -77,7 +77,7 @@ class SliceFirst(random.Random):
         super().__init__(seed)
         self.preferred = preferred
 
-    def shuffle(self, x: MutableSequence) -> None:  # type: ignore[override]
+    def shuffle(self, x: MutableSequence[Any]) -> None:
         mine = [b for b in x if b in self.preferred]
         rest = [b for b in x if b not in self.preferred]
         super().shuffle(mine)
@@ -127,18 +127,19 @@ class EntryPlan:
         self.view = view
         self.num_blocks = num_blocks
         members = [m for m in view.members.values() if not m.seeder and m.location is not None]
+        located = [m.location for m in members if m.location is not None]  # all of them: narrowed for the checker
         root = sorted(m.node for m in members if view.is_dc_rep(m.node))
         self.root = _nest(None, root, num_blocks)
-        dcs = sorted({m.location.dc for m in members})  # type: ignore[union-attr]
+        dcs = sorted({loc.dc for loc in located})
         self.dc = {dc: _nest(self.root, sorted(view.dc_reps_of(dc)), num_blocks) for dc in dcs}
-        racks = sorted({m.location for m in members}, key=str)  # type: ignore[arg-type]
+        racks = sorted(set(located), key=str)
         self.rack = {loc: _nest(self.dc.get(loc.dc), sorted(view.rack_reps_of(loc)), num_blocks)
                      for loc in racks}
         # per DC, its racks that have representants (the nodes of every block's tree between racks), by name
         standing = {(slot.dc, slot.rack) for slot in view.holders if slot.level is Level.RACK}
         self._racks = {dc: sorted(rack for d, rack in standing if d == dc) for dc in dcs}
         self._cache: dict[tuple[str, str], frozenset[int] | None] = {}
-        self.signature: tuple = ()  # what the shell built it from, to tell a new view from the same one
+        self.signature: tuple[object, ...] = ()  # what the shell built it from, to tell a new view from the same one
         self.stalled: frozenset[str] = frozenset()  # members shown everything (`StallWatch`)
 
     def owners_for(self, server: str, receiver: str) -> list[str] | None:
@@ -169,7 +170,7 @@ class EntryPlan:
                 b for b, owner in enumerate(owners) if owner == receiver and (parent is None or parent(b)))
         return self._cache[key]
 
-    def _from_parent_rack(self, server: str, receiver: str):
+    def _from_parent_rack(self, server: str, receiver: str) -> Callable[[int], bool] | None:
         """Between racks of one DC, a block is shown only by the rack it comes from in its tree: the rack it entered
         the DC through (its home) is the root, and the DC's racks with representants, in name order rotated to
         start at the home, form a `HOME_FANOUT`-ary tree (with three racks, the home gives to both others).
@@ -248,7 +249,11 @@ class StallWatch:
 class MemberState(Protocol):
     """What `StallWatch` reads of a member record (`cluster.records.MemberRecord`)."""
 
-    verified: int
-    blocks: int
-    fetching: bool
-    role: str
+    @property
+    def verified(self) -> int: ...
+    @property
+    def blocks(self) -> int: ...
+    @property
+    def fetching(self) -> bool: ...
+    @property
+    def role(self) -> str: ...

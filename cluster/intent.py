@@ -86,7 +86,7 @@ class SignedIntent:
             wanted = {f.name: f.type for f in fields(Intent)}
             if not isinstance(intent, dict) or set(intent) != set(wanted):
                 raise BadRecord("signed intent: wrong fields")
-            kinds = {"str": str, "int": int, "float": (int, float)}
+            kinds: dict[str, type | tuple[type, ...]] = {"str": str, "int": int, "float": (int, float)}
             for name, kind in wanted.items():
                 if not isinstance(intent[name], kinds[str(kind)]) or isinstance(intent[name], bool):
                     raise BadRecord(f"signed intent: {name} is not a {kind}")

@@ -142,7 +142,7 @@ class View:
             return {("root",)}
         assert member.location is not None
         loc = member.location
-        groups = {("rack", loc.dc, loc.rack)}
+        groups: set[tuple[str, ...]] = {("rack", loc.dc, loc.rack)}
         if self.is_rack_rep(node):
             groups.add(("dc", loc.dc))
             if self.is_dc_rep(node):

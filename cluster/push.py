@@ -35,8 +35,17 @@ from cluster.identity import Gate, Identity
 from cluster.intent import CANCEL, PUSH, Intent, SignedIntent, SigningKey
 from cluster.overlay import Level, View, merged, recovering
 from cluster.patience import GIVE_UP_AFTER, Patience
-from cluster.records import (FINISHED, NAMESPACE, RECONCILE_EVERY, REFUSED, SLOT_TTL, TRANSFER_TTL, MemberRecord,
-                             TransferRecord, transfer_id)
+from cluster.records import (
+    FINISHED,
+    NAMESPACE,
+    RECONCILE_EVERY,
+    REFUSED,
+    SLOT_TTL,
+    TRANSFER_TTL,
+    MemberRecord,
+    TransferRecord,
+    transfer_id,
+)
 from cluster.run import read_view
 from cluster.transport import LeveledTransport
 from swarm.content.manifest import Manifest
@@ -180,8 +189,10 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
             service.share(manifest)
             await service.settled()
             await coord.wake_up()
+            address = service.address
+            assert address is not None  # (started above)
             _say(config, f"pushing {config.file} ({manifest.size} bytes) as transfer {tid} "
-                         f"from {service.address[0]}:{service.address[1]}")
+                         f"from {address[0]}:{address[1]}")
             started = time.monotonic()
             seen: set[str] = set()  # every targeted agent registered at some point of the push
             finished: set[str] = set()  # those that reported the pushed root under its name (and may have left)
@@ -254,7 +265,7 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
                                          + outcome(known, members, seen - finished))
                 try:
                     await asyncio.wait_for(stop.wait(), config.reconcile)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     continue
                 if config.wait:  # interrupted (SIGINT, SIGTERM): not a success
                     raise PushIncomplete(f"interrupted with {len(finished)}/{len(seen)} agents holding "

@@ -34,9 +34,12 @@ import base64
 import json
 import re
 from dataclasses import asdict, dataclass, field
+from typing import Any, TypeVar
 
 from cluster.errors import BadRecord, ConfigError
 from cluster.overlay import Level, Location, Slot
+
+R = TypeVar("R")  # a record class
 
 __all__ = ["AgentRecord", "Keys", "MemberRecord", "ProviderRecord", "TransferRecord", "build", "check_name",
            "unverified"]
@@ -114,7 +117,7 @@ class Keys:
         return f"{self.ns}:wake"
 
 
-def _load(data: bytes | str | None, kind: str) -> dict:
+def _load(data: bytes | str | None, kind: str) -> dict[str, Any]:
     if data is None:
         raise BadRecord(f"no {kind} record")
     try:
@@ -130,11 +133,11 @@ def _dump(value: object) -> str:
     return json.dumps(asdict(value), separators=(",", ":"), sort_keys=True)  # type: ignore[call-overload]
 
 
-def _build(cls, data: bytes | str | None, kind: str):
+def _build(cls: type[R], data: bytes | str | None, kind: str) -> R:
     return build(cls, _load(data, kind), kind)
 
 
-def unverified(data: bytes | str | None, kind: str) -> dict:
+def unverified(data: bytes | str | None, kind: str) -> dict[str, Any]:
     """A record's fields, sealed or not, without opening the seal (`cluster.identity.Gate` does): for a reader with
     no key to check against (`status` without --trust-key), which says so."""
     value = _load(data, kind)
@@ -142,7 +145,7 @@ def unverified(data: bytes | str | None, kind: str) -> dict:
     return record if isinstance(record, dict) and "signature" in value else value
 
 
-def build(cls, value: dict, kind: str):
+def build(cls: type[R], value: dict[str, Any], kind: str) -> R:
     """A record of class `cls` from its fields (as `asdict` gave them); BadRecord if they are not its fields."""
     try:
         return cls(**value)
@@ -209,7 +212,7 @@ class TransferRecord:
             raise BadRecord("transfer record: the layer is not a whole number of hashes")
         return [blob[i:i + hash_size] for i in range(0, len(blob), hash_size)]
 
-    def sort_key(self) -> tuple:
+    def sort_key(self) -> tuple[int, float, str]:
         """Higher priority first, then older first."""
         return (-self.priority, self.created, self.tid)
 
@@ -229,8 +232,8 @@ class MemberRecord:
     rate: float = 0.0  # bytes/s received, recent
     # Block bytes by level label ("rack", "dc", "outside"), this agent's over all its transfers: the transport
     # counts per connection, not per content.
-    received: dict = field(default_factory=dict)
-    sent: dict = field(default_factory=dict)
+    received: dict[str, int] = field(default_factory=dict)
+    sent: dict[str, int] = field(default_factory=dict)
     extra_bytes: int = 0  # block bytes received beyond what was missing when this agent (re)started
     resumed: int = 0  # blocks found verified in the store when the agent (re)started
     hash_failures: int = 0

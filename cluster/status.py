@@ -6,6 +6,8 @@ PENDING/FINISHED/REFUSED.
 
 from __future__ import annotations
 
+from typing import Any
+
 from cluster.coord import Coord
 from cluster.overlay import Level, Member, View
 from cluster.records import FINISHED, REFUSED
@@ -20,7 +22,7 @@ async def snapshot(coord: Coord) -> dict:
     agents = await coord.agents()
     transfers = await coord.transfers()
     cancelled = await coord.cancelled(transfers)
-    out = {"agents": {n: {"host": a.host, "port": a.port, "dc": a.dc, "rack": a.rack, "name": a.name}
+    out: dict[str, Any] = {"agents": {n: {"host": a.host, "port": a.port, "dc": a.dc, "rack": a.rack, "name": a.name}
                       for n, a in agents.items()}, "transfers": []}
     for tid, transfer in sorted(transfers.items(), key=lambda item: item[1].sort_key()):
         manifest, _layer = manifest_of(transfer)
@@ -29,7 +31,7 @@ async def snapshot(coord: Coord) -> dict:
                        for n, m in members.items() if m.seeder or n in agents)
         holders = await coord.holders(tid, view.slots())
         view.holders = holders
-        places: dict[str, dict] = {}
+        places: dict[str, dict[str, Any]] = {}
         for node, member in members.items():
             if member.seeder:
                 continue

@@ -61,7 +61,9 @@ class Attestations:
         """The networks whose storing nodes attest `record`'s host: empty when our own store saw it arrive (no
         one else's word is needed) or when it is not attested (`host` is None)."""
         claimed = canonical_host(record.host)
+        if claimed is None:
+            return frozenset()
         pair = (record.publisher_key, claimed)
-        if claimed is None or pair in self._by_us or self.host(record) is None:
+        if pair in self._by_us or self.host(record) is None:
             return frozenset()
         return frozenset(self._by_networks[pair])

@@ -34,5 +34,5 @@ async def resolve(address: tuple[str, int], local_host: str) -> tuple[str, int] 
     local_family = socket.AF_INET6 if ":" in local_host else socket.AF_INET
     for family, _type, _proto, _name, sockaddr in infos:
         if family == local_family:
-            return (sockaddr[0], sockaddr[1])
+            return (str(sockaddr[0]), int(sockaddr[1]))
     return None

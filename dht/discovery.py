@@ -21,8 +21,9 @@ and `errors`: the exception types a call fails with when the network or other no
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
-from typing import AsyncIterator, Protocol
+from typing import Protocol
 
 from dht.errors import DhtError, InvalidArgument
 from dht.identity import NODE_ID_BYTES
@@ -133,7 +134,7 @@ class DhtDiscovery:
     async def withdraw(self, root: bytes) -> None:
         await self.node.withdraw(root)
 
-    async def find_providers(self, root: bytes) -> AsyncIterator[Provider]:
+    async def find_providers(self, root: bytes) -> AsyncGenerator[Provider, None]:
         _check_root("root", root)
         record: ProviderRecord
         async for record in self.node.find_providers(root):
@@ -196,7 +197,7 @@ class FakeDiscovery:
     async def withdraw(self, root: bytes) -> None:
         self.network.providers.get(root, {}).pop(self.node_id, None)
 
-    async def find_providers(self, root: bytes) -> AsyncIterator[Provider]:
+    async def find_providers(self, root: bytes) -> AsyncGenerator[Provider, None]:
         _check_root("root", root)
         self.network.lookups += 1
         for provider in list(self.network.providers.get(root, {}).values()):

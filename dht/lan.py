@@ -30,7 +30,7 @@ import struct
 import sys
 import time
 from collections import Counter, OrderedDict
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 import addresses
 from dht.admission import RateLimiter
@@ -191,7 +191,7 @@ class LanDiscovery(asyncio.DatagramProtocol):
     def error_received(self, exc: Exception) -> None:
         self.counters["socket_errors"] += 1
 
-    def datagram_received(self, data: bytes, addr: tuple) -> None:  # type: ignore[override]
+    def datagram_received(self, data: bytes, addr: tuple) -> None:
         try:
             beacon = decode_beacon(data)
             if beacon is None:

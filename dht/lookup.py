@@ -17,8 +17,8 @@ with `on_reply` or `on_failure`; it stops when `finished(now)` says so. Rules:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from dht.wire import Contact
 

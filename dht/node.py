@@ -25,7 +25,8 @@ import random
 import socket
 import time
 from collections import Counter, OrderedDict
-from typing import AsyncIterator, Callable, Iterable, cast
+from collections.abc import AsyncGenerator, Callable, Iterable
+from typing import cast
 
 from dht.admission import RateLimiter, WriteTokens
 from dht.announcements import AnnouncementSchedule
@@ -296,7 +297,8 @@ class DhtNode:
         size = await self.bootstrap(self._entry_points)
         log.log(logging.INFO if size else logging.DEBUG, "DHT: no contact left; joined again: %d contacts", size)
 
-    async def _drive(self, lookup: Lookup, make_request: Callable[[], Message]) -> AsyncIterator[tuple[Contact, Message]]:
+    async def _drive(self, lookup: Lookup, make_request: Callable[[], Message]
+                     ) -> AsyncGenerator[tuple[Contact, Message], None]:
         """Run `lookup` over the network, yielding every successful reply as it arrives."""
         protocol = self._require_protocol()
         loop = asyncio.get_running_loop()
@@ -394,7 +396,8 @@ class DhtNode:
         method = _WRITE_METHOD_OF_KIND[record.kind]
         targets = (await self._closest_with_tokens(record.dht_key))[: self.config.replicas]
         futures = [
-            protocol.request(c.address, self._request(method, token=token, record=record.wire), self.config.rpc_timeout_s)
+            protocol.request(c.address, self._request(method, token=token, record=record.wire),
+                             self.config.rpc_timeout_s)
             for c, token in targets
         ]
         replies = await asyncio.gather(*futures)
@@ -403,7 +406,8 @@ class DhtNode:
         full = sum(1 for status in answered if status in _FULL_STATUSES)
         position = int.from_bytes(record.dht_key, "big")
         farthest = max((int.from_bytes(c.node_id, "big") ^ position for c, _ in targets), default=-1)
-        we_are_close = len(targets) < self.config.replicas or (int.from_bytes(self.node_id, "big") ^ position) < farthest
+        we_are_close = (len(targets) < self.config.replicas
+                        or (int.from_bytes(self.node_id, "big") ^ position) < farthest)
         if we_are_close and self.store.put(record, "self", self.clock()).accepted:
             accepted += 1
         self.counters["published"] += 1
@@ -414,8 +418,9 @@ class DhtNode:
     ) -> int:
         """Announce that we provide `root` at host:port, and keep re-announcing until `withdraw(root)`."""
         ttl = ttl_s if ttl_s is not None else self.config.provider_ttl_s
-        params = dict(root=root, host=host, port=port, transports=int(transports))
-        record = ProviderRecord.create(self.identity, now=self.clock(), ttl_s=ttl, **params)
+        params: dict[str, object] = dict(root=root, host=host, port=port, transports=int(transports))
+        record = ProviderRecord.create(self.identity, now=self.clock(), ttl_s=ttl, root=root, host=host, port=port,
+                                       transports=int(transports))
         self.announcements.add(KIND_PROVIDER, root, params, ttl, self.monotonic())
         return await self._publish_own(KIND_PROVIDER, root, record)
 
@@ -434,7 +439,8 @@ class DhtNode:
         The record carries `own_host()`, the only address storing nodes accept it from; raises
         `InvalidArgument` while that is unknown."""
         ttl = ttl_s if ttl_s is not None else self.config.manifest_ttl_s
-        params = dict(repr_key=repr_key, content_root=content_root, size=size, block_size=block_size, validator=validator)
+        params = dict(repr_key=repr_key, content_root=content_root, size=size, block_size=block_size,
+                      validator=validator)
         self.announcements.add(KIND_MANIFEST, repr_key, params, ttl, self.monotonic())
         return await self._publish_own(KIND_MANIFEST, repr_key, self._record_of(KIND_MANIFEST, params, ttl))
 
@@ -481,14 +487,15 @@ class DhtNode:
             return None
         return record
 
-    async def _find_copies(self, kind: int, key: bytes) -> AsyncIterator[tuple[Record, str | None, str | None]]:
+    async def _find_copies(self, kind: int, key: bytes
+                           ) -> AsyncGenerator[tuple[Record, str | None, str | None], None]:
         """Every valid copy of a (kind, key) record as replies arrive, local store first: (record, the address
         its storer observed it arrive from, the storer's address as we see it — None for our own store)."""
         if len(key) != KEY_BYTES:
             raise InvalidArgument(f"record keys are {KEY_BYTES} bytes")
         method = Method.FIND_PROVIDERS if kind == KIND_PROVIDER else Method.GET_RECORDS
-        for record, observed in self.store.get_observed(kind, key, self.clock()):
-            yield record, observed, None
+        for held, observed in self.store.get_observed(kind, key, self.clock()):
+            yield held, observed, None
         target = dht_key(kind, key)
         # A poll of the same key: one round trip; and not waiting for the last stragglers of the k closest.
         lookup = await self._new_lookup(target, self._warm(target), slack=_READ_SLACK)
@@ -503,7 +510,7 @@ class DhtNode:
         finally:
             self._keep_warm(target, lookup)  # for a write of the same key that may follow (publish)
 
-    async def find_records(self, kind: int, key: bytes) -> AsyncIterator[Record]:
+    async def find_records(self, kind: int, key: bytes) -> AsyncGenerator[Record, None]:
         """Yield each publisher's record for (kind, key) once, as replies arrive (local store first)."""
         seen: set[bytes] = set()
         async with contextlib.aclosing(self._find_copies(kind, key)) as copies:
@@ -512,7 +519,7 @@ class DhtNode:
                     seen.add(record.publisher_key)
                     yield record
 
-    def find_providers(self, root: bytes) -> AsyncIterator[ProviderRecord]:
+    def find_providers(self, root: bytes) -> AsyncGenerator[ProviderRecord, None]:
         """Providers of `root`, one per publisher, yielded as they arrive. Close it (aclosing) to stop early."""
         return self.find_records(KIND_PROVIDER, root)  # type: ignore[return-value]
 
@@ -578,7 +585,7 @@ class DhtNode:
         dropped = {k: v for k, v in protocol_counters.items() if k.startswith("dropped_") or k == "handler_errors"}
         return {
             "node_id": self.node_id.hex(),
-            "address": "%s:%d" % self.address if self.running else None,
+            "address": f"{self.address[0]}:{self.address[1]}" if self.running else None,
             "routing_table_size": len(self.routing),
             "external_host": self.external_host(),
             "records": self.store.stats(),

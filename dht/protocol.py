@@ -16,6 +16,7 @@ with any argument types; it accepts replies from any address; and it has no per-
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 from collections import Counter
@@ -78,7 +79,7 @@ class DhtDatagramProtocol(asyncio.DatagramProtocol):
 
     # -------------------------------------------------------------------------------------------- receiving
 
-    def datagram_received(self, data: bytes, addr: tuple) -> None:  # type: ignore[override]
+    def datagram_received(self, data: bytes, addr: tuple) -> None:
         try:
             self._datagram_received(data, (addr[0], addr[1]))
         except Exception:  # noqa: BLE001 - the one place that must contain everything
@@ -139,7 +140,7 @@ class DhtDatagramProtocol(asyncio.DatagramProtocol):
         message.type = MessageType.REQUEST
         timer = loop.call_at(loop.time() + timeout, self._on_timeout, txid)
         self._outstanding[txid] = (future, (addr[0], addr[1]), message.method, timer)
-        future.add_done_callback(lambda _f, t=txid: self._forget(t))
+        future.add_done_callback(functools.partial(self._forget_done, txid))
         try:
             self._send(message, (addr[0], addr[1]))
         except (OSError, ValueError) as exc:  # unreachable address family, encoding cap
@@ -159,6 +160,9 @@ class DhtDatagramProtocol(asyncio.DatagramProtocol):
         timer.cancel()
         if not future.done():
             future.set_result(reply)
+
+    def _forget_done(self, txid: bytes, _done: asyncio.Future) -> None:  # the request's future is settled
+        self._forget(txid)
 
     def _forget(self, txid: bytes) -> None:
         entry = self._outstanding.pop(txid, None)

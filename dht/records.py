@@ -34,7 +34,7 @@ import ipaddress
 import struct
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import ClassVar, Union
+from typing import Any, ClassVar
 from urllib.parse import urldefrag
 
 from dht.errors import BadSignature, InvalidArgument, MalformedRecord
@@ -222,7 +222,7 @@ class ManifestRecord(_RecordBase):
         return decode_record(_sign(identity, KIND_MANIFEST, now, ttl_s, body))  # type: ignore[return-value]
 
 
-Record = Union[ProviderRecord, ManifestRecord]
+Record = ProviderRecord | ManifestRecord
 
 
 def decode_record(data: bytes) -> Record:
@@ -252,7 +252,7 @@ def decode_record(data: bytes) -> Record:
     raise MalformedRecord(f"unknown record kind {kind}")
 
 
-def _decode_provider_body(body: bytes, common: dict) -> ProviderRecord:
+def _decode_provider_body(body: bytes, common: dict[str, Any]) -> ProviderRecord:
     if len(body) < KEY_BYTES:
         raise MalformedRecord("provider record body too short")
     root = body[:KEY_BYTES]
@@ -267,7 +267,7 @@ def _decode_provider_body(body: bytes, common: dict) -> ProviderRecord:
     return ProviderRecord(**common, root=root, host=host, port=port, transports=transports)
 
 
-def _decode_manifest_body(body: bytes, common: dict) -> ManifestRecord:
+def _decode_manifest_body(body: bytes, common: dict[str, Any]) -> ManifestRecord:
     if len(body) < _MANIFEST_FIXED.size:
         raise MalformedRecord("manifest record body too short")
     repr_key, content_root, size, block_size = _MANIFEST_FIXED.unpack_from(body, 0)

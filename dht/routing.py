@@ -22,8 +22,9 @@ import json
 import logging
 import os
 from collections import Counter, deque
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Coroutine
+from typing import Any
 
 from kademlia.node import Node as KadNode
 from kademlia.routing import RoutingTable
@@ -47,7 +48,7 @@ OUTCOMES_KEPT = 32
 _ID_BITS = NODE_ID_BYTES * 8
 
 
-def _shared_prefix_bits(nodes) -> int:
+def _shared_prefix_bits(nodes: Iterable[Any]) -> int:  # kademlia's untyped Node objects
     """How many leading bits all these node ids share: kademlia's `KBucket.depth`, on integers. Its own
     version spells every id as a 160-character string of '0' and '1' on each call."""
     first, differing = None, 0
@@ -146,7 +147,7 @@ class RoutingTableFacade:
         else:
             self._invalidate()
 
-    def _splits(self, bucket) -> bool:
+    def _splits(self, bucket: Any) -> bool:  # a kademlia KBucket (untyped)
         """kademlia's rule (its paper's section 4.2): a full bucket splits if our own id falls in its range,
         or if its contacts' shared prefix is not a multiple of 5 bits."""
         return bucket.has_in_range(self._table.node) or _shared_prefix_bits(bucket.nodes.values()) % 5 != 0
@@ -180,14 +181,14 @@ class RoutingTableFacade:
     def unanswered(self, contact: Contact) -> bool:
         """A request of ours to `contact` went unanswered; True when that made it leave the table.
 
-        After FAILURES_BEFORE_EVICTION in a row it leaves if its bucket has a replacement waiting (the Kademlia
-        paper's section 4.1), or if we ourselves are heard: at least half of our latest OUTCOMES_KEPT requests
-        were answered. A node whose own link is full or down times out on everyone, and evicting them all for it
-        emptied whole buckets: in the lab's flash crowd at 20/s, busy nodes (replies queued behind the blocks
-        they served) dropped every contact of the far half of the id space, and in one traced run 14 of the 31
-        provider lookups made 10 s in had no contact in the target's half and found no provider. Kept, a stale contact costs a lookup one request timeout until it answers
-        again (any message from it clears its count) or a replacement arrives. One that never answers cannot
-        stay by this rule unless most of the contacts we ask do not answer either."""
+        After FAILURES_BEFORE_EVICTION in a row it leaves if its bucket has a replacement waiting (the Kademlia paper's
+        section 4.1), or if we ourselves are heard: at least half of our latest OUTCOMES_KEPT requests were answered. A
+        node whose own link is full or down times out on everyone, and evicting them all for it emptied whole buckets:
+        in the lab's flash crowd at 20/s, busy nodes (replies queued behind the blocks they served) dropped every
+        contact of the far half of the id space, and in one traced run 14 of the 31 provider lookups made 10 s in had no
+        contact in the target's half and found no provider. Kept, a stale contact costs a lookup one request timeout
+        until it answers again (any message from it clears its count) or a replacement arrives. One that never answers
+        cannot stay by this rule unless most of the contacts we ask do not answer either."""
         self._outcomes.append(False)
         bucket = self._table.buckets[self._table.get_bucket_for(KadNode(contact.node_id))]
         if contact.node_id not in bucket.nodes:

@@ -25,8 +25,8 @@ from __future__ import annotations
 import enum
 import heapq
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 from addresses import canonical_host
 from dht.records import KIND_MANIFEST, KIND_PROVIDER, MAX_TTL_S, Record

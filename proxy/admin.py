@@ -34,6 +34,8 @@ from .stats import Stats
 if TYPE_CHECKING:
     from dht.node import DhtNode
 
+    from .engine import SwarmEngine
+
 log = logging.getLogger("swarmproxy")
 
 PREFIX = "/_swarm/"
@@ -50,7 +52,8 @@ RECORD = "/_swarm/requests/"
 
 class Admin:
     def __init__(self, stats: Stats, addresses: Callable[[], dict[str, str]],
-                 dht: Callable[[], DhtNode | None] = lambda: None, engine: Callable[[], object] = lambda: None,
+                 dht: Callable[[], DhtNode | None] = lambda: None,
+                 engine: Callable[[], SwarmEngine | None] = lambda: None,
                  listen_port: Callable[[], int | None] = lambda: None,
                  fetch: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]] | None = None) -> None:
         self.stats = stats

@@ -24,6 +24,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from importlib import metadata
+from typing import Any
 
 from swarm import cli as swarm_cli
 
@@ -137,7 +138,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     for option in OPTIONS:
-        kwargs = {"dest": option.attr, "default": None, "metavar": option.metavar}
+        kwargs: dict[str, Any] = {"dest": option.attr, "default": None, "metavar": option.metavar}
         help_text = f"{option.help} (default: {_default_text(option)}"
         help_text += ")" if option.flag_only else f"; env {option.env})"
         if option.parse.__name__ == "_parse_bool":

@@ -25,8 +25,8 @@ from swarm.service.swarm_service import FETCH_PEERS, LINGER
 from swarm.trust import TrustPolicy, parse_trust
 
 from .download.discovery_rule import DEFAULT_LARGE
-from .errors import ConfigError
 from .download.transition import DEFAULT_EARLY_LOOKUP, DEFAULT_FIRST_BYTE_TIMEOUT, DEFAULT_MIN_RATE, DEFAULT_RATE_WINDOW
+from .errors import ConfigError
 
 # Two independent networks: one party with one address (and any number of keys) is never believed on its own.
 DEFAULT_TRUST = parse_trust("quorum:2")

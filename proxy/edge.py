@@ -213,7 +213,7 @@ def parse_error_text(kind: str, message: str) -> str | None:
     'Host' header" for `CONNECT host` and only the URL when a port is out of range."""
     if kind == "InvalidURLError":
         try:
-            urllib.parse.urlsplit(message).port
+            _ = urllib.parse.urlsplit(message).port  # raises on a port out of range: aiohttp said only the URL
         except ValueError as exc:
             # urlsplit's words: "Port out of range 0-65535", "Port could not be cast to integer value as 'x'"
             return f"400 Bad Request: invalid URL {message}: {str(exc)[:1].lower()}{str(exc)[1:]}"

@@ -29,7 +29,7 @@ import os
 import pathlib
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 import aiohttp
@@ -44,8 +44,8 @@ from swarm.service.origin_source import OriginRangeSource
 from swarm.service.store_work import fill_entry
 from swarm.service.swarm_service import FETCH_PEERS, LINGER, PROVIDER_WAIT, ShareCounters, SwarmService
 from swarm.store.interface import BlockStore
-
 from swarm.trust import AgreedManifest, ManifestSource, TrustPolicy, Vouch, ahead_of, decide, unattested, working
+
 from .origin_head import OriginHead
 from .origin_manifest import fetch_layer
 from .spool import Spool
@@ -276,10 +276,10 @@ class SwarmEngine:
         vouches = _vouches(summaries)
         others = ahead = 0
         if known_size is not None and known_validator:
-            own, wanted = service.discovery.node_id, validator_bytes(known_validator)
-            others = working(vouches, size=known_size, validator=wanted, exclude=own)
-            ahead = working(ahead_of(vouches, own, self._claimed_at.get(key, math.inf)),
-                            size=known_size, validator=wanted, exclude=own)
+            me, wanted = service.discovery.node_id, validator_bytes(known_validator)
+            others = working(vouches, size=known_size, validator=wanted, exclude=me)
+            ahead = working(ahead_of(vouches, me, self._claimed_at.get(key, math.inf)),
+                            size=known_size, validator=wanted, exclude=me)
         if all(s.content_root == IN_PROGRESS_ROOT for s in summaries):
             log.info("no manifest record for %s", url)
             return Miss("no-record", f"{others} fetching from the origin" if others else "", others, ahead)
@@ -372,7 +372,7 @@ class SwarmEngine:
                                  content_encoding=manifest.content_encoding)
 
     def fetch(self, found: Found, *, origin: OriginRangeSource | None, start: int, end: int,
-              stall_timeout: float = FETCH_STALL_TIMEOUT, report=None) -> AsyncIterator[bytes]:
+              stall_timeout: float = FETCH_STALL_TIMEOUT, report=None) -> AsyncGenerator[bytes, None]:
         """Verified bytes `start..end-1` in order, from the providers (one transport) and the origin."""
         return self.service.fetch(found.manifest, found.providers, layer=found.layer, origin=origin, start=start,
                                   end=end, stall_timeout=stall_timeout, report=report)

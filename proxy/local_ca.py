@@ -130,7 +130,7 @@ def constrained_domains(patterns: tuple[str, ...]) -> list[str]:
 
 
 def _now() -> datetime.datetime:
-    return datetime.datetime.now(datetime.timezone.utc)
+    return datetime.datetime.now(datetime.UTC)
 
 
 def _write_private(path: pathlib.Path, data: bytes) -> None:

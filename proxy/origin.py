@@ -147,7 +147,7 @@ class OriginResponse(aiohttp.ClientResponse):
 
     peer_address: str | None = None
 
-    async def start(self, connection):  # type: ignore[override]
+    async def start(self, connection):
         self.peer_address = _peer_of(connection)
         return await super().start(connection)
 
@@ -184,7 +184,7 @@ class OriginStream:
             return "head", self.upstream
         try:
             chunk = await self.upstream.content.readany()
-        except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
             return "failed", f"origin stopped mid-response: {type(exc).__name__}"
         return ("data", chunk) if chunk else ("end", None)
 

@@ -12,9 +12,19 @@ import binascii
 import dataclasses
 import hashlib
 import logging
+from collections.abc import Iterable
 
-from swarm.content.manifest import (HEADER, HINT_HEADER, HINT_SWARM, METADATA_HEADERS, Manifest, OriginManifest,
-                                    parse_header)
+from multidict import MultiMapping
+
+from swarm.content.manifest import (
+    HEADER,
+    HINT_HEADER,
+    HINT_SWARM,
+    METADATA_HEADERS,
+    Manifest,
+    OriginManifest,
+    parse_header,
+)
 from swarm.errors import PeerError
 
 from . import headers as hdr
@@ -22,6 +32,7 @@ from .publish_gate import content_length_of, gate
 from .ranges import content_range, parse_content_range, parse_range
 
 log = logging.getLogger("swarmproxy.origin_manifest")
+Fields = MultiMapping[str]  # a request's or response's header fields, as aiohttp gives them (a repeated one stays)
 
 # The RFC 9530 digest algorithms a body is checked against, in order of preference (the registry's active ones).
 DIGESTS = {"sha-256": hashlib.sha256, "sha-512": hashlib.sha512}
@@ -32,16 +43,16 @@ DIGESTS = {"sha-256": hashlib.sha256, "sha-512": hashlib.sha512}
 UNVOUCHED_TYPE = "application/octet-stream"
 
 
-def manifest_validator(headers) -> str | None:
+def manifest_validator(headers: Fields) -> str | None:
     """What the manifest records as validator: the strong ETag as sent, else Last-Modified."""
     etag = headers.get("ETag")
     if etag and not etag.strip().startswith("W/"):
-        return etag.strip()
+        return str(etag).strip()
     modified = headers.get("Last-Modified")
     return modified.strip() if modified else None
 
 
-def published(headers, size: int | None) -> OriginManifest | None:
+def published(headers: Fields, size: int | None) -> OriginManifest | None:
     """The origin's manifest from a response's fields, if it published a usable one for `size` bytes."""
     values = headers.getall(HEADER, [])  # a multidict: a repeated field must not hide behind its first copy
     if not values:  # an object store's copy of it (S3, GCS user metadata); two of them are a repeat too
@@ -63,7 +74,7 @@ def published(headers, size: int | None) -> OriginManifest | None:
     return manifest
 
 
-def hinted(headers) -> bool:
+def hinted(headers: Fields) -> bool:
     """The origin asks us to take the rest from peers now (`Swarm-Hint: swarm`)."""
     return (headers.get(HINT_HEADER) or "").strip().lower() == HINT_SWARM
 
@@ -89,7 +100,8 @@ class OriginHead:
     digest: tuple[str, bytes] | None = None  # the origin's Repr-Digest (algorithm, digest), if we can check it
 
 
-def describe(url: str, request_headers, status: int, headers, raw_headers=()) -> OriginHead:
+def describe(url: str, request_headers: Fields, status: int, headers: Fields,
+             raw_headers: Iterable[tuple[bytes, bytes]] = ()) -> OriginHead:
     """The summary of one origin answer to a GET for `url` sent with `request_headers`."""
     decision = gate("GET", url, request_headers.items(), status, headers.items())
     size = content_length_of(status, headers.items())

@@ -46,7 +46,7 @@ async def fetch_layer(session: aiohttp.ClientSession, url: str, manifest: Origin
                 if answer.status != 200:
                     raise ValueError(f"status {answer.status}")
                 raw = await _read_at_most(answer.content, expected + 1)  # one more: a longer body is wrong too
-    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, OSError) as exc:
+    except (TimeoutError, aiohttp.ClientError, ValueError, OSError) as exc:
         log.info("no hash layer from %s: %s", target, exc or type(exc).__name__)
         return None
     layer = [raw[i:i + HASH_SIZE] for i in range(0, len(raw), HASH_SIZE)]

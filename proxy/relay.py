@@ -47,7 +47,7 @@ class RelayedResponse(web.StreamResponse):
     sniffs and who it thinks answered.
     """
 
-    async def prepare(self, request: web.BaseRequest):  # type: ignore[override]
+    async def prepare(self, request: web.BaseRequest):
         if not self.prepared:
             # Ours replaces any the origin sent: that one would name a record of some other proxy, or be forged.
             record_id = request.get(RECORD_ID)
@@ -171,7 +171,8 @@ async def relay(request: web.BaseRequest, session: aiohttp.ClientSession, record
 def response_for(upstream: aiohttp.ClientResponse, *, upgrade: bool = False) -> RelayedResponse:
     """The client's response head for an origin response: end-to-end fields, Via, nothing invented."""
     response = RelayedResponse(status=upstream.status, reason=_reason(upstream.reason))
-    for name, value in hdr.add_via(hdr.end_to_end(upstream.headers.items(), upgrade=upgrade), upstream.version):
+    version = upstream.version or (1, 1)  # aiohttp sets it once the status line is read, as it has been here
+    for name, value in hdr.add_via(hdr.end_to_end(upstream.headers.items(), upgrade=upgrade), version):
         response.headers.add(name, _sanitize(value))
     return response
 
@@ -186,8 +187,7 @@ async def _copy_body(upstream: aiohttp.ClientResponse, response: web.StreamRespo
                 break
             await response.write(chunk)
             record.bytes_origin += len(chunk)
-    except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError,
-            asyncio.TimeoutError) as exc:
+    except (TimeoutError, aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
         if request.transport is None or request.transport.is_closing():
             raise ClientGone("client closed the connection") from None
         # The origin failed mid-body. Ending the response normally would hand the client a short

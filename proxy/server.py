@@ -34,8 +34,8 @@ from dht.node import DhtConfig, DhtNode
 from . import edge
 from .admin import Admin
 from .config import Config
-from .errors import ClientGone, ListenError, OriginError
 from .download.fallback import Fallback
+from .errors import ClientGone, ListenError, OriginError
 from .fetch_endpoint import fetch_target, forwarded_fields
 from .origin import make_session
 from .origin_resolver import OriginResolver
@@ -46,6 +46,9 @@ from .stats import Stats
 from .tunnel import connect, parse_authority
 
 if TYPE_CHECKING:
+    import aiohttp
+
+    from .engine import SwarmEngine
     from .mitm import Interceptor
 
 log = logging.getLogger("swarmproxy")
@@ -260,14 +263,14 @@ class ProxyServer:
                                        origins=config.share_private_origins)
         self.stats = Stats(config.request_history)
         self.dht: DhtNode | None = None
-        self.engine = None  # proxy.engine.SwarmEngine once started, unless --peer-listen off
+        self.engine: SwarmEngine | None = None  # once started, unless --peer-listen off
         self.fallback: Fallback | None = None
         self.interceptor: Interceptor | None = None
         self.addresses: dict[str, str] = {}
         self._listen: tuple[str, int] | None = None  # the proxy listener's bound host and port
         self.admin = Admin(self.stats, lambda: self.addresses, lambda: self.dht, lambda: self.engine,
                            listen_port=lambda: self._listen[1] if self._listen else None, fetch=self._fetch)
-        self._session = None
+        self._session: aiohttp.ClientSession | None = None
         self._runner: web.BaseRunner | None = None
         self._bootstrap_task: asyncio.Task | None = None
         self._handling: set[asyncio.Task] = set()  # requests being answered; `stop` cancels them first
@@ -360,6 +363,7 @@ class ProxyServer:
             raise ListenError(f"cannot open the block store in {cfg.data_dir / 'blocks'}: {exc}") from None
         if discovery is None and self.dht is not None:
             discovery = DhtDiscovery(self.dht)
+        assert self._session is not None  # (made first, in start)
         self.engine = SwarmEngine(store, make_transports(cfg.transport), discovery, self._session,
                                   trust=cfg.trust, spool_dir=cfg.data_dir / "spool",
                                   linger=cfg.linger, share=not cfg.no_share, fetch_peers=cfg.fetch_peers)
@@ -369,7 +373,7 @@ class ProxyServer:
             raise ListenError(f"cannot listen for peers on {cfg.peer_listen} (--peer-listen): "
                               f"{exc.strerror or exc}") from None
         self.addresses["peer"] = _join(host, port)
-        self.fallback = Fallback(self.engine, self._session, self.stats,  # type: ignore[arg-type]
+        self.fallback = Fallback(self.engine, self._session, self.stats,
                                  first_byte_timeout=cfg.first_byte_timeout, min_rate=cfg.min_rate,
                                  rate_window=cfg.rate_window, early_lookup=cfg.early_lookup,
                                  max_spool=cfg.store_size, block_size=cfg.block_size,
@@ -507,7 +511,7 @@ class ProxyServer:
             host, port = parse_authority(request.raw_path)
         else:
             url = origin_url(request.raw_path) if target is None else target
-            host, port = url.raw_host or "", url.port
+            host, port = url.raw_host or "", url.port or 0
         if edge.reaches_listener(host, port, *self._listen):
             raise OriginError(403, edge.self_refusal(host, port, self.addresses["proxy"]))
 
@@ -517,7 +521,7 @@ def _join(host: str, port: int) -> str:
 
 
 def _bound(site: web.TCPSite) -> tuple[str, int]:
-    server = site._server  # the asyncio.Server; aiohttp exposes no public accessor for bound sockets
+    server = cast(asyncio.Server | None, site._server)  # aiohttp exposes no public accessor for bound sockets
     assert server is not None and server.sockets
     host, port = server.sockets[0].getsockname()[:2]
     return host, port

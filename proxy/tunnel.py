@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Protocol
@@ -125,7 +126,7 @@ async def _tunnel(request: web.BaseRequest, record: RequestRecord, reader: async
             origin_read=lambda: reader.read(CHUNK),
             to_origin=to_origin,
             to_client=to_client,
-            origin_half_close=lambda: writer.can_write_eof() and writer.write_eof(),
+            origin_half_close=functools.partial(_half_close, writer),
             idle=idle,
         )
     finally:
@@ -165,7 +166,9 @@ async def pipe_upgraded(request: web.BaseRequest, response: web.StreamResponse,
     connection = upstream.connection
     assert connection is not None and connection.transport is not None
     origin_protocol, origin_transport = connection.protocol, connection.transport
+    assert origin_protocol is not None  # a connection with a transport has its protocol
     from_origin = streams.StreamReader(origin_protocol, CHUNK, loop=loop)
+    # aiohttp's parser slot takes any object with feed_data/feed_eof: a raw feed makes the connection a pipe.
     origin_protocol.set_parser(_RawFeed(from_origin), from_origin)
     from_client, to_client = await _take_over(request, response, record)
 
@@ -181,7 +184,7 @@ async def pipe_upgraded(request: web.BaseRequest, response: web.StreamResponse,
             origin_read=from_origin.readany,
             to_origin=to_origin,
             to_client=to_client,
-            origin_half_close=lambda: origin_transport.can_write_eof() and origin_transport.write_eof(),
+            origin_half_close=functools.partial(_half_close, origin_transport),
             idle=idle,
         )
     finally:
@@ -196,7 +199,7 @@ async def _take_over(request: web.BaseRequest, response: web.StreamResponse, rec
     Returns the stream of bytes the client sends from here on, and a writer of bytes to the client.
     """
     from_client = streams.StreamReader(request.protocol, CHUNK, loop=asyncio.get_running_loop())
-    request.protocol.set_parser(_RawFeed(from_client))
+    request.protocol.set_parser(_RawFeed(from_client))  # type: ignore[arg-type]  # (any feed, as above)
     response.force_close()  # after a tunnel, the connection is the tunnel's; never reuse it for HTTP
     await response.prepare(request)
     _send_now(response)
@@ -214,6 +217,12 @@ def _send_now(response: web.StreamResponse) -> None:
     writer = response._payload_writer
     if writer is not None:
         writer.send_headers()
+
+
+def _half_close(writer: asyncio.StreamWriter | asyncio.WriteTransport) -> None:
+    """Pass a client's EOF on to the origin, where its transport can say so."""
+    if writer.can_write_eof():
+        writer.write_eof()
 
 
 async def _pump_both(*, client_read: Callable[[], Awaitable[bytes]], origin_read: Callable[[], Awaitable[bytes]],

@@ -45,7 +45,7 @@ def _middleware(publisher: Publisher, resolver: Resolver):
             return web.Response(status=answer.status, body=answer.body, headers=answer.headers)
         rep = resolver(request) if request.method in METHODS else None
         published = None if rep is None else await publish(publisher, rep)
-        if published is None:
+        if rep is None or published is None:
             return await handler(request)
         request[_REP] = published, rep.validator
         if request.method == "HEAD":

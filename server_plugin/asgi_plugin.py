@@ -29,8 +29,16 @@ from typing import Any
 
 from swarm.content.manifest import HEADER, HINT_HEADER
 
-from .fields import (METHODS, LayerAnswer, file_representation, file_under, layer_answer, may_carry, publish,
-                     starlette_etag)
+from .fields import (
+    METHODS,
+    LayerAnswer,
+    file_representation,
+    file_under,
+    layer_answer,
+    may_carry,
+    publish,
+    starlette_etag,
+)
 from .publisher import Published, Publisher, Representation
 
 Scope = MutableMapping[str, Any]
@@ -65,7 +73,7 @@ class SwarmMiddleware:
             return
         rep = self.resolver(scope) if method in METHODS else None
         published = None if rep is None else await publish(self.publisher, rep)
-        if published is None:
+        if rep is None or published is None:
             await self.app(scope, receive, send)
             return
         send = self._adding_fields(send, method, published, rep.validator)

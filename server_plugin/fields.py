@@ -34,7 +34,7 @@ LAYER_CACHE_CONTROL = "public, max-age=86400"
 
 def is_strong(etag: str | None) -> bool:
     """A strong entity tag (RFC 9110 §8.8.3): quoted, no `W/`. Only a strong one names exact bytes."""
-    return bool(etag) and len(etag) >= 2 and etag.startswith('"') and etag.endswith('"')
+    return etag is not None and len(etag) >= 2 and etag.startswith('"') and etag.endswith('"')
 
 
 def _content_range_total(value: str) -> int | None:

@@ -21,8 +21,15 @@ import logging
 from collections.abc import Callable, Iterable
 
 # The plugin needs only the content identity: ManifestError is the one `swarm.content.manifest` raises.
-from swarm.content.manifest import (HEADER, HINT_HEADER, HINT_SWARM, Manifest, ManifestError, build_manifest,
-                                    format_header)
+from swarm.content.manifest import (
+    HEADER,
+    HINT_HEADER,
+    HINT_SWARM,
+    Manifest,
+    ManifestError,
+    build_manifest,
+    format_header,
+)
 
 from .errors import NotPublishable
 
@@ -69,7 +76,7 @@ class Publisher:
         self._cache_size = cache
         self._entries: collections.OrderedDict[tuple, Published] = collections.OrderedDict()
         self._by_root: dict[bytes, Published] = {}
-        self._computing: dict[tuple, asyncio.Future] = {}
+        self._computing: dict[tuple, asyncio.Future[Published]] = {}
 
     # -- load ---------------------------------------------------------------------------------------------------
 

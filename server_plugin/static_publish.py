@@ -25,9 +25,21 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 
-from swarm.content.manifest import (INLINE_HASHES, MAX_BLOCK_SIZE, MAX_BLOCKS, METADATA_INLINE_HASHES, MIN_BLOCK_SIZE,
-                                    READ_SIZE, TARGET_MAX_BLOCKS, Manifest, ManifestError, build_manifest,
-                                    choose_block_size, format_header, parse_header)
+from swarm.content.manifest import (
+    INLINE_HASHES,
+    MAX_BLOCK_SIZE,
+    MAX_BLOCKS,
+    METADATA_INLINE_HASHES,
+    MIN_BLOCK_SIZE,
+    READ_SIZE,
+    TARGET_MAX_BLOCKS,
+    Manifest,
+    ManifestError,
+    build_manifest,
+    choose_block_size,
+    format_header,
+    parse_header,
+)
 from swarm.content.merkle import HASH_SIZE, HashMismatch, block_count
 from swarm.content.sizes import format_size, parse_block_size, parse_size
 

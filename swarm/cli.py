@@ -19,11 +19,13 @@ import pathlib
 import signal
 import sys
 import time
+from typing import IO
 
 from swarm.content.manifest import MAX_BLOCK_SIZE, MIN_BLOCK_SIZE, READ_SIZE, build_manifest, choose_block_size
 from swarm.content.merkle import HASH_SIZE
 from swarm.content.sizes import format_size, parse_block_size, parse_rate
 from swarm.errors import SwarmError
+from swarm.net.transport import Transport
 from swarm.service.node import FETCH_STALL_TIMEOUT  # proxy.config, on every `swarmproxy` path, imports it anyway
 
 
@@ -148,6 +150,7 @@ def _node(args: argparse.Namespace, **kwargs):
 
     data_dir = pathlib.Path(args.data_dir) if args.data_dir else default_data_dir()
     store = DiskBlockStore(data_dir / "blocks")
+    transport: Transport
     if args.transport == "quic":
         from swarm.net.quic import QuicTransport
         transport = QuicTransport()
@@ -256,7 +259,7 @@ class _Output:
         self.into_store = (path is not None and manifest.size > 0 and hasattr(store, "move_out")
                            and not (root in store and store.complete(root)))
         self.from_store = self.into_store  # until the store refuses a block
-        self.handle = None if self.into_store else open(path, "wb") if path else None
+        self.handle: IO[bytes] | None = None if self.into_store else open(path, "wb") if path else None
         self.block = 0
 
     def __enter__(self) -> _Output:
@@ -276,9 +279,10 @@ class _Output:
             chunk = self.store.read_block(root, block, verify=True)
         elif self.from_store:  # the store refused this block: write everything ourselves from here
             self.from_store = False
-            self.handle = open(self.path, "wb")
+            assert self.path is not None  # (into the store only with a path)
+            self.handle = handle = open(self.path, "wb")
             for earlier in range(block):
-                self.handle.write(self.store.read_block(root, earlier, verify=True))
+                handle.write(self.store.read_block(root, earlier, verify=True))
         (self.handle or sys.stdout.buffer).write(chunk)
         return len(chunk)
 

@@ -26,11 +26,10 @@ import threading
 import time
 from collections.abc import Callable
 
+import cluster
 from bench.cluster_harness import Cluster, RedisServer, python_command, wait_until
 from cluster.records import FINISHED, AgentRecord, MemberRecord, TransferRecord
 from swarm.content.manifest import build_manifest
-
-import cluster
 
 # Trees with signed intents have the module (looked up beside the package: an editable install would find it in
 # another checkout).

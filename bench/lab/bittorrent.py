@@ -43,7 +43,8 @@ import ipaddress
 import pathlib
 import time
 import urllib.parse
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .. import extra
 from .netem import MAX_QUEUED, EmulatedLoop, LinkModel

@@ -145,7 +145,8 @@ def plan(args: argparse.Namespace) -> Plan:
                        workers=args.workers if args.workers is not None else
                        (os.cpu_count() or 1) if args.scenario == "largefile" and not quick else 0)
     if args.delay < 0 or args.origin_connections < 1 or args.origin_busy < 1 or \
-            (args.clients is not None and args.clients < 1) or (args.fetch_peers is not None and args.fetch_peers < 1) or \
+            (args.clients is not None and args.clients < 1) or \
+            (args.fetch_peers is not None and args.fetch_peers < 1) or \
             (args.workers is not None and args.workers < 0):
         raise ConfigError("--delay and --workers must be >= 0, --origin-connections, --origin-busy, --clients and "
                           "--fetch-peers >= 1")

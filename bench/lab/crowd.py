@@ -25,15 +25,26 @@ import logging
 import pathlib
 import random
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import aiohttp
 
 from proxy.demo.slow_origin import SlowOrigin
 from server_plugin.publisher import Representation
 
-from .crowd_nodes import (DIRECT_ORIGIN, SWARM_ORIGIN, CrowdParams, Files, SwarmNodes, arrive_at, fetch_all, host,
-                          no_full_collections, poisson_arrivals, publish)
+from .crowd_nodes import (
+    DIRECT_ORIGIN,
+    SWARM_ORIGIN,
+    CrowdParams,
+    Files,
+    SwarmNodes,
+    arrive_at,
+    fetch_all,
+    host,
+    no_full_collections,
+    poisson_arrivals,
+    publish,
+)
 from .honesty import Sampler
 from .netem import SharedLinks
 from .workers import WorkerPool

@@ -14,15 +14,19 @@ import hashlib
 import logging
 import pathlib
 import random
-from typing import Callable
+from collections.abc import Callable
 
 import aiohttp
 
 from proxy.demo.slow_origin import SlowOrigin
 from proxy.download.discovery_rule import DEFAULT_LARGE
+from proxy.download.transition import (
+    DEFAULT_EARLY_LOOKUP,
+    DEFAULT_FIRST_BYTE_TIMEOUT,
+    DEFAULT_MIN_RATE,
+    DEFAULT_RATE_WINDOW,
+)
 from proxy.server import ProxyServer
-from proxy.download.transition import (DEFAULT_EARLY_LOOKUP, DEFAULT_FIRST_BYTE_TIMEOUT, DEFAULT_MIN_RATE,
-                                      DEFAULT_RATE_WINDOW)
 from server_plugin.aiohttp_plugin import install
 from server_plugin.publisher import Publisher, Representation
 from swarm.content.sizes import parse_block_size
@@ -110,7 +114,7 @@ class Files:
     digest: dict[str, str]
 
     @classmethod
-    def on(cls, origin: SlowOrigin, params: CrowdParams) -> "Files":
+    def on(cls, origin: SlowOrigin, params: CrowdParams) -> Files:
         main = origin.add("/main.bin", content("main", params.size))
         objects = [origin.add(f"/object{i}.bin", content(f"object{i}", size)) for i, size in enumerate(params.objects)]
         return cls(main, objects, {origin.url + path: hashlib.sha256(entry[0]).hexdigest()

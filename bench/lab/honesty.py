@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from typing import Callable
+from collections.abc import Callable
 
 BUSY_LIMIT = 0.90
 
@@ -71,7 +71,7 @@ class Sampler:
                 "machine_busy": self.machine_busy, "network": self.network, "process_cpu": self.process_cpu}
 
     @classmethod
-    def from_samples(cls, samples: dict) -> "Sampler":
+    def from_samples(cls, samples: dict) -> Sampler:
         sampler = cls(samples["interval"])
         sampler.lags, sampler.loop_busy = list(samples["lags"]), list(samples["loop_busy"])
         sampler.machine_busy, sampler.process_cpu = list(samples["machine_busy"]), samples["process_cpu"]

@@ -40,7 +40,7 @@ import random
 import sys
 import tempfile
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import aiohttp
 
@@ -337,7 +337,7 @@ def _fmt(value) -> str:
 
 
 def text(report: dict) -> str:
-    p, s, h = report["params"], report["summary"], report["honesty"]
+    p, s, _h = report["params"], report["summary"], report["honesty"]
     lines = [f"swarmproxy lab mixed — {report['command']}",
              f"machine: {report['machine']['cpus']} CPUs, {report['machine']['memory_gib']} GiB, "
              f"Python {report['machine']['python']}",

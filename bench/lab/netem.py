@@ -31,7 +31,8 @@ import pathlib
 import shutil
 import subprocess
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 MAX_QUEUED = 256 * 1024  # undelivered bytes per stream before we stop reading its socket
 
@@ -132,14 +133,14 @@ class SharedLinks:
     limits: dict[str, tuple[float | None, float | None]]
 
     @classmethod
-    def create(cls, directory: pathlib.Path, model: LinkModel) -> "SharedLinks":
+    def create(cls, directory: pathlib.Path, model: LinkModel) -> SharedLinks:
         path = pathlib.Path(directory) / "links.shm"
         with open(path, "wb") as file:
             file.truncate(2 * _SLOTS * 8)  # sparse: only the pages of hosts in use are ever touched
         lock = multiprocessing.get_context("spawn").Lock()
         return cls(str(path), lock, model.delay, model.up_rate, model.down_rate, dict(model.rates))
 
-    def attach(self) -> "SharedLinkModel":
+    def attach(self) -> SharedLinkModel:
         return SharedLinkModel(self)
 
 

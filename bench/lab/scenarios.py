@@ -14,7 +14,7 @@ import asyncio
 import dataclasses
 import pathlib
 import tempfile
-from typing import Callable
+from collections.abc import Callable
 
 from proxy.demo.slow_origin import SlowOrigin
 from swarm.content.sizes import parse_size

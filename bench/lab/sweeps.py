@@ -3,7 +3,7 @@ list the parameters without loading the proxy and the emulated network."""
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from swarm.content.sizes import parse_block_size, parse_size
 from swarm.trust import parse_trust

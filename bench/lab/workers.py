@@ -28,8 +28,9 @@ import pathlib
 import resource
 import sys
 import traceback
+from collections.abc import Callable
 from multiprocessing.connection import Connection
-from typing import Any, Callable
+from typing import Any
 
 from .crowd_nodes import CrowdParams, Files, SwarmNodes, no_full_collections
 from .honesty import Sampler

@@ -16,6 +16,7 @@ import argparse
 import asyncio
 import hashlib
 import logging
+import pathlib
 import sys
 import tempfile
 import time
@@ -125,7 +126,7 @@ async def _demo(size: int, peers: int, rate: float, transport: str) -> int:
     await origin.start()
     url = origin.add("/demo.bin", data)
     with tempfile.TemporaryDirectory(prefix="swarmproxy-demo-") as tmp:
-        cluster = Cluster(tmp, first_host=40, transport=transport, log_level="WARNING")
+        cluster = Cluster(pathlib.Path(tmp), first_host=40, transport=transport, log_level="WARNING")
         try:
             _say(f"origin: {url} ({size:,} bytes), quiet for now")
             _say(f"starting {peers} background peer(s) that fetch the file from the origin first...")

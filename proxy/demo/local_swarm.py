@@ -19,6 +19,14 @@ from proxy.config import Config
 from proxy.server import ProxyServer
 
 
+class LocalNode(ProxyServer):
+    """A node of the cluster: its proxy, and where it stands in the cluster."""
+
+    url: str  # its proxy, as a client's proxy setting says it
+    host: str  # its own loopback address
+    index: int  # its place in the order nodes were added
+
+
 class Cluster:
     def __init__(self, tmp_path: pathlib.Path, *, first_host: int = 10, hosts: Sequence[str] | None = None,
                  bootstrap: str | None = None, **defaults: str) -> None:
@@ -34,10 +42,10 @@ class Cluster:
         self._closed = False
         self._added = 0
         self.defaults = defaults
-        self.nodes: list[ProxyServer] = []
+        self.nodes: list[LocalNode] = []
         self.client = aiohttp.ClientSession(auto_decompress=False, timeout=aiohttp.ClientTimeout(total=None))
 
-    async def add(self, **overrides: str) -> ProxyServer:
+    async def add(self, **overrides: str) -> LocalNode:
         """Start the next node. Several may start at once after the first (everyone's bootstrap) is up;
         `nodes` is then in order of readiness, and each node's `index` says which address it took."""
         index = self._added
@@ -52,7 +60,7 @@ class Cluster:
             flags["bootstrap"] = [self.nodes[0].addresses["dht"]]
         flags.update(self.defaults)
         flags.update(overrides)
-        server = ProxyServer(Config.load(flags, environ={}))
+        server = LocalNode(Config.load(flags, environ={}))
         try:
             await server.start()
         except BaseException:
@@ -60,16 +68,14 @@ class Cluster:
             raise
         if server._bootstrap_task is not None:
             await server._bootstrap_task
-        server.url = "http://" + server.addresses["proxy"]
-        server.host = host
-        server.index = index
+        server.url, server.host, server.index = "http://" + server.addresses["proxy"], host, index
         self.nodes.append(server)
         return server
 
-    async def grow(self, count: int, **overrides: str) -> list[ProxyServer]:
+    async def grow(self, count: int, **overrides: str) -> list[LocalNode]:
         return [await self.add(**overrides) for _ in range(count)]
 
-    async def get(self, node: ProxyServer, url: str, headers: dict[str, str] | None = None
+    async def get(self, node: LocalNode, url: str, headers: dict[str, str] | None = None
                   ) -> tuple[int, CIMultiDict[str], bytes]:
         """GET through `node`'s proxy; waits until what the node learned is stored and announced."""
         done = node.stats.counters["requests"] + 1
@@ -77,6 +83,7 @@ class Cluster:
             body = await response.read()
             result = response.status, response.headers.copy(), body
         await node.stats.wait_for_requests(done)  # the client may have all bytes before the record is closed
+        assert node.fallback is not None  # (a started node has one)
         await node.fallback.settled()
         return result
 
@@ -84,11 +91,11 @@ class Cluster:
         """Where the proxy of the node at `host` listens: loopback's usual address, as a user's would."""
         return "127.0.0.1:0"
 
-    def client_for(self, node: ProxyServer) -> aiohttp.ClientSession:
+    def client_for(self, node: LocalNode) -> aiohttp.ClientSession:
         """The session a user of `node` browses with: one shared by every node's users here."""
         return self.client
 
-    def last_record(self, node: ProxyServer) -> dict:
+    def last_record(self, node: LocalNode) -> dict:
         return node.stats.history[-1].as_json()
 
     async def close(self) -> None:

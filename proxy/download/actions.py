@@ -203,7 +203,7 @@ class Cut:
 @dataclasses.dataclass(frozen=True)
 class Fail:
     """The origin could not be reached and nothing else can answer: an HTTP error (502/504) from `error`."""
-    error: object
+    error: BaseException
 
 
 Action = (RelayAsIs | RelayHead | Respond | OpenSpool | ClaimFetching | EndClaim | LookAhead | StartLookup

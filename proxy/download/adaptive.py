@@ -175,7 +175,7 @@ class _Host:
 
     def fade(self, now: float) -> float:
         """The weight of what was learned, 1 just after the last download, halving every HALF_LIFE."""
-        return 0.5 ** (max(0.0, now - self.updated) / HALF_LIFE)
+        return float(0.5 ** (max(0.0, now - self.updated) / HALF_LIFE))
 
     def normal_first_byte(self) -> float | None:
         return None if self.fb_mean is None else self.fb_mean + DEV_WEIGHT * self.fb_dev
@@ -196,7 +196,7 @@ def _toward(flag: float, value: float, weight: float) -> float:
     """Geometric blend: `flag` at weight 0, `value` at 1 (T, R and W are scales)."""
     if flag <= 0 or value <= 0:
         return flag if weight < 1 else value
-    return flag * (value / flag) ** weight
+    return float(flag * (value / flag) ** weight)
 
 
 class Adaptive:

@@ -26,19 +26,18 @@ from typing import TYPE_CHECKING
 from swarm.content.manifest import MAX_BLOCK_SIZE, choose_block_size
 from swarm.trust import ManifestSource
 
-from .actions import (Account, Action, ClaimFetching, CloseOrigin, Cut, Deliver, Fail, Finish, HandOver,
-                               LookAhead, Note, OpenSpool, OriginComplete, RejectManifest, RelayAsIs, RelayHead,
-                               ReopenOrigin, Respond, Source, StartHead, StartLookup, StartSwarm, StopHead, StopLookup,
-                               StopSwarm, SwarmError, Switch, WithdrawSegments)
+from ..origin_head import UNVOUCHED_TYPE, BodyDigest, OriginHead, client_range, late_start, resumed_start, same_version
+from . import actions as act
+from .actions import Action, Deliver, Source
 from .discovery_rule import Discretion
 from .parking_steps import ParkingSteps
 from .settings import DownloadSettings
 from .state import Phase, Producer
-from ..origin_head import UNVOUCHED_TYPE, BodyDigest, OriginHead, client_range, late_start, resumed_start, same_version
 from .transition import CROWD_CAUSE, DIED_CAUSE, T_CAUSE, TransitionPolicy
 
 if TYPE_CHECKING:
     from ..engine import Found
+    from ..origin_manifest import OriginManifest
 
 TAIL_LIMIT = MAX_BLOCK_SIZE  # the origin bytes kept to check the first swarm block against: the largest block
 # How long the head's lookup answer, found before the origin could be judged, stands in for the early lookup's.
@@ -56,7 +55,7 @@ class DownloadCore(ParkingSteps):
         self.phase = Phase.HEAD
         self.origin = Producer.HEAD_PENDING
         self.origin_offset = 0  # where the origin's next body byte belongs in the representation
-        self.origin_error: object = None  # why the origin's request failed, before its head
+        self.origin_error: BaseException | None = None  # why the origin's request failed, before its head
         self.swarm = Producer.NONE
         self.position = 0  # the next byte the client gets
         self.end = 0
@@ -64,7 +63,7 @@ class DownloadCore(ParkingSteps):
         self.size: int | None = None
         self.validator: str | None = None
         self.content_type: str | None = None
-        self.published = None  # the origin's own manifest (server plugin)
+        self.published: OriginManifest | None = None  # the origin's own manifest (server plugin)
         self.hinted = self.ranges = self.publishable = False
         self.promised_start = 0  # where a late origin answer must start at the latest
         # Lookups: at most one runs; a switched download schedules the next one at `lookup_at`.
@@ -126,7 +125,7 @@ class DownloadCore(ParkingSteps):
         self.policy.start(now)
         at_once = self.discretion.start(now, self.settings.transition.first_byte_timeout,
                                         discovery=self.settings.parking.after > 0)
-        return [LookAhead()] if at_once else []
+        return [act.LookAhead()] if at_once else []
 
     def timer(self, now: float) -> list[Action]:
         return self._tick(now)
@@ -149,7 +148,7 @@ class DownloadCore(ParkingSteps):
             start = resumed_start(head, self.size, self.validator, self.promised_start)
             if isinstance(start, str):
                 self.origin = Producer.GONE
-                return [CloseOrigin(f"the origin's answer after waiting cannot be used: {start}")]
+                return [act.CloseOrigin(f"the origin's answer after waiting cannot be used: {start}")]
             self.origin, self.origin_offset = Producer.RUNNING, start
             return []
         if self.phase is Phase.MERGE:  # a late answer, used only if it is the representation we serve
@@ -159,20 +158,20 @@ class DownloadCore(ParkingSteps):
                 resumed_start(head, self.size, self.validator, self.promised_start)
             if isinstance(start, str):
                 self.origin = Producer.GONE
-                return [CloseOrigin(f"origin stream gone during the swarm download: {start}")] + self._starved()
+                return [act.CloseOrigin(f"origin stream gone during the swarm download: {start}")] + self._starved()
             self.origin, self.origin_offset = Producer.RUNNING, start
         return []
 
-    def origin_head_failed(self, error: object, now: float) -> list[Action]:
+    def origin_head_failed(self, error: BaseException, now: float) -> list[Action]:
         """The origin's request failed before its head (unreachable, refused, timed out)."""
         if self.origin is not Producer.HEAD_PENDING:
             return []
         self.origin, self.origin_error = Producer.GONE, error
         if self.phase in (Phase.HEAD, Phase.WAIT):
             self.phase = Phase.DONE
-            return [Fail(error)]
+            return [act.Fail(error)]
         if self.phase is Phase.MERGE:
-            return [Note(f"origin request failed during the swarm download: {error}")] + self._starved()
+            return [act.Note(f"origin request failed during the swarm download: {error}")] + self._starved()
         return []  # HEADLESS: the lookup decides
 
     def origin_data(self, data: bytes, now: float) -> list[Action]:
@@ -192,7 +191,7 @@ class DownloadCore(ParkingSteps):
             return []
         if offset > self.position:  # a stream that starts past us (another range): unusable
             self.origin = Producer.GONE
-            return [CloseOrigin(f"the origin's answer starts at {offset}, past {self.position}; dropping it")] \
+            return [act.CloseOrigin(f"the origin's answer starts at {offset}, past {self.position}; dropping it")] \
                 + self._starved()
         if offset + len(data) <= self.position:
             return []
@@ -240,7 +239,7 @@ class DownloadCore(ParkingSteps):
                 self.claimed = True  # too few others at it: this node fetches it, and will vouch
                 assert self.size is not None and self.validator is not None
                 self._recheck_later(now)
-                return [ClaimFetching(self.size, self.spool_block, self.validator)] + self._tick(now)
+                return [act.ClaimFetching(self.size, self.spool_block, self.validator)] + self._tick(now)
             elif found is None and self.claimed:
                 self._recheck_later(now)
             return self._tick(now)
@@ -263,7 +262,7 @@ class DownloadCore(ParkingSteps):
         wait = self.settings.repoll[min(self.polls, len(self.settings.repoll) - 1)]
         self.polls += 1
         self.lookup_at = now + wait
-        return [Note(f"no usable manifest or provider yet; the origin goes on, asking again in {wait:g} s", False)]
+        return [act.Note(f"no usable manifest or provider yet; the origin goes on, asking again in {wait:g} s", False)]
 
     def swarm_data(self, data: bytes, now: float) -> list[Action]:
         if self.swarm is not Producer.RUNNING or self.phase is not Phase.MERGE or not data:
@@ -276,7 +275,7 @@ class DownloadCore(ParkingSteps):
                 assert self.found is not None
                 self.swarm, self.swarm_position = Producer.GONE, -1  # nothing of it is kept or shared
                 self.swarm_error = "manifest_mismatch: peers' content differs from the origin's"
-                actions += [RejectManifest(self.found.source), StopSwarm(), SwarmError(self.swarm_error)]
+                actions += [act.RejectManifest(self.found.source), act.StopSwarm(), act.SwarmError(self.swarm_error)]
                 return actions + self._reopen() + self._starved()
         if self.swarm_position + len(data) > self.position:
             piece = data[self.position - self.swarm_position:] if self.swarm_position < self.position else data
@@ -300,8 +299,8 @@ class DownloadCore(ParkingSteps):
             return []
         self.swarm = Producer.GONE
         self.swarm_error = f"swarm_failed: {reason}"
-        return [Note(f"swarm download failed: {reason}"), SwarmError(self.swarm_error)] + self._reopen() \
-            + self._starved()
+        failed: list[Action] = [act.Note(f"swarm download failed: {reason}"), act.SwarmError(self.swarm_error)]
+        return failed + self._reopen() + self._starved()
 
     def abort(self) -> list[Action]:
         """The shell is leaving (done, cut, client gone, stopping): what must still happen, once."""
@@ -318,7 +317,7 @@ class DownloadCore(ParkingSteps):
         if not head.swarmable or head.end is None:
             self.policy.finish()
             self.phase = Phase.DONE
-            return [RelayAsIs(head.reason)]
+            return [act.RelayAsIs(head.reason)]
         self.phase = Phase.STREAM
         self.publishable = True
         self.size, self.validator, self.content_type = head.size, head.validator, head.content_type
@@ -327,12 +326,12 @@ class DownloadCore(ParkingSteps):
         self.end = head.end
         if head.status == 200:
             self.digest = BodyDigest(head.digest) if head.digest else None
-        actions: list[Action] = [RelayHead()]
+        actions: list[Action] = [act.RelayHead()]
         if head.status != 206 and self.size is not None and self.settings.sharing \
                 and self.size <= self.settings.max_spool:
             published = self.published.block_size if self.published else None
             block_size = self.settings.spool_block_size(self.size, published)
-            actions.append(OpenSpool(self.size, block_size))
+            actions.append(act.OpenSpool(self.size, block_size))
             if self.validator:  # else nobody can vouch for it: no claim is worth making
                 self.spool_block = block_size or choose_block_size(self.size)
         if self.position >= self.end:
@@ -342,7 +341,7 @@ class DownloadCore(ParkingSteps):
         if self._may_park() and self.policy.lookup_due_at() is not None and self._discoverable() \
                 and self.end - self.position > self.policy.min_rate * self.policy.early_lookup:
             self.looking = True  # it would still run at the early lookup even at R: do others fetch it already?
-            actions.append(StartLookup(headless=False))
+            actions.append(act.StartLookup(headless=False))
         return actions + self._tick(now)
 
     def _tick(self, now: float) -> list[Action]:
@@ -352,15 +351,16 @@ class DownloadCore(ParkingSteps):
         if self.phase is Phase.HEAD:
             early: list[Action] = []
             if self.discretion.silence_over(now):
-                early = [Note("no response head yet: the origin counts as slow; looking it up"), LookAhead()]
+                early = [act.Note("no response head yet: the origin counts as slow; looking it up"), act.LookAhead()]
             if self.policy.check(now) is None:
                 return early
             self.discretion.slow = True
             if not self.discretion.before_head:  # a local name: nothing is looked up before its head says where
                 self.phase = Phase.WAIT
-                return early + [Switch(T_CAUSE, 0, "no first byte in time; a local name waits for its origin")]
+                return early + [act.Switch(T_CAUSE, 0, "no first byte in time; a local name waits for its origin")]
             self.phase, self.looking, self.head_pending = Phase.HEADLESS, True, True
-            return early + [Switch(T_CAUSE, 0, "no first byte in time"), StartHead(), StartLookup(headless=True)]
+            return early + [act.Switch(T_CAUSE, 0, "no first byte in time"), act.StartHead(),
+                            act.StartLookup(headless=True)]
         if self.phase is Phase.STREAM:
             actions: list[Action] = []
             due = None if self.looked_early else self.policy.lookup_due_at()
@@ -369,17 +369,18 @@ class DownloadCore(ParkingSteps):
                 self.discretion.slow = self.discretion.slow or self.policy.slow_so_far(now)
                 if self.policy.slow_so_far(now) and not self.looking and self._take_kept(now):
                     self.policy.crowd(now)  # records `crowd` (slow so far, at the early point): switched below
-                    actions.append(Note("the origin is slow so far; the swarm has it (the lookup at its head)"))
+                    actions.append(act.Note("the origin is slow so far; the swarm has it (the lookup at its head)"))
                 elif self.policy.slow_so_far(now) and not self.looking:  # else fast enough: no early lookup
                     self.looking = True
-                    actions += [Note("the origin is slow so far; looking for peers already"),
-                                StartLookup(headless=False)]
+                    actions += [act.Note("the origin is slow so far; looking for peers already"),
+                                act.StartLookup(headless=False)]
             if self.recheck_at is not None and now >= self.recheck_at and not self.looking:
                 self.recheck_at = None
                 if self.claimed and self.policy.slow_so_far(now):  # else it finishes before stepping back pays
                     self.looking = True
                     self.rechecks += 1
-                    actions.append(StartLookup(headless=False))  # others ahead fetch it too, now their claims landed?
+                    # Others ahead fetch it too, now their claims landed?
+                    actions.append(act.StartLookup(headless=False))
             cause = self.policy.check(now)
             if cause is not None:
                 reason = "the swarm has it and the origin is slow" if cause == CROWD_CAUSE else f"transition {cause}"
@@ -387,18 +388,18 @@ class DownloadCore(ParkingSteps):
             return actions
         if self.phase is Phase.SWITCHED and self.lookup_at is not None and now >= self.lookup_at:
             self.lookup_at, self.looking = None, True
-            return [StartLookup(headless=False)]
+            return [act.StartLookup(headless=False)]
         return []
 
     def _switch(self, cause: str, reason: str, now: float) -> list[Action]:
         """Leave the origin's lead: finish from the swarm if it can, else from the origin alone."""
         self.phase, self.discretion.slow = Phase.SWITCHED, True
-        actions: list[Action] = [Switch(cause, self.position, reason)]
+        actions: list[Action] = [act.Switch(cause, self.position, reason)]
         if self.found is not None or self._take_kept(now):  # an early lookup found it: no second lookup
             return actions + self._merge()
         if not self.looking:  # an early lookup still running becomes the switch's first lookup
             self.looking = True
-            actions.append(StartLookup(headless=False))
+            actions.append(act.StartLookup(headless=False))
         return actions
 
     def _take_kept(self, now: float) -> bool:
@@ -416,13 +417,13 @@ class DownloadCore(ParkingSteps):
         if self.phase is Phase.STREAM:
             return self._switch(DIED_CAUSE, reason, now)
         if self.phase is Phase.SWITCHED:
-            actions: list[Action] = [Note(f"origin gone during the lookup: {reason}")]
+            actions: list[Action] = [act.Note(f"origin gone during the lookup: {reason}")]
             if not self.looking and self.lookup_at is None:  # cannot happen: a lookup runs or is scheduled
                 return actions + self._cut(f"origin_cut: the origin broke off after {self.position} bytes and "
                                            "no peer has the rest")
             return actions  # the lookup under way (or scheduled) is the last chance
         if self.phase is Phase.MERGE:
-            return [Note(f"origin stream gone during the swarm download: {reason}")] + self._starved()
+            return [act.Note(f"origin stream gone during the swarm download: {reason}")] + self._starved()
         return []
 
     def _release_held(self) -> list[Action]:
@@ -431,28 +432,29 @@ class DownloadCore(ParkingSteps):
 
     def _headless_found(self, found: Found | None) -> list[Action]:
         """The lookup after a `T` switch before any origin byte answered."""
-        actions: list[Action] = [StopHead()] if self.head_pending else []
+        actions: list[Action] = [act.StopHead()] if self.head_pending else []
         self.head_pending = False
         described = None
         head = self.head_answer
         if found is not None and head is not None and head.status == 200:
             if not same_version(head, found.manifest):
-                actions.append(Note("the origin's HEAD shows another version than the manifest; not swarming"))
+                actions.append(act.Note("the origin's HEAD shows another version than the manifest; not swarming"))
                 found = None
             else:
                 described = (head.content_type, head.content_encoding)
         if found is None:
             if self.origin is Producer.GONE:
                 self.phase = Phase.DONE
-                return actions + [Fail(self.origin_error)]
+                assert self.origin_error is not None  # (the origin is gone for it)
+                return actions + [act.Fail(self.origin_error)]
             self.phase = Phase.WAIT
-            return actions + [Note("no usable manifest or provider; waiting for the origin")]
+            return actions + [act.Note("no usable manifest or provider; waiting for the origin")]
         manifest = found.manifest
         self.size, self.validator = manifest.size, manifest.validator
         status, start, end = client_range(self.range_header, self.if_range, manifest.size, manifest.validator)
         if status == 416:
             self.phase = Phase.DONE
-            return actions + [Respond(416, 0, 0, manifest, None)]
+            return actions + [act.Respond(416, 0, 0, manifest, None)]
         if described is None and found.source in (ManifestSource.QUORUM, ManifestSource.ANY):
             described = (UNVOUCHED_TYPE, None)  # never a stranger's Content-Type
         self.found = found
@@ -460,13 +462,13 @@ class DownloadCore(ParkingSteps):
         self.end = end
         if status == 200 and head is not None and head.status == 200:
             self.digest = BodyDigest(head.digest) if head.digest else None
-        actions.append(Respond(status, start, end, manifest, described))
+        actions.append(act.Respond(status, start, end, manifest, described))
         if start >= end:  # an empty representation: nothing to fetch
             self.phase = Phase.DONE
-            return actions + [Finish()]
+            return actions + [act.Finish()]
         if start == 0 and end == manifest.size and self.settings.sharing and manifest.size <= self.settings.max_spool:
             # In the manifest's blocks: the swarm fills the same store entry, and a root has one block size.
-            actions.append(OpenSpool(manifest.size, manifest.block_size))
+            actions.append(act.OpenSpool(manifest.size, manifest.block_size))
         return actions + self._merge()
 
     def _merge(self) -> list[Action]:
@@ -480,7 +482,7 @@ class DownloadCore(ParkingSteps):
             # The swarm has it all: the stream would send a prefix nobody reads. The Range source takes blocks nobody
             # has; a failed swarm reopens the stream where delivery got to.
             self.origin, self.reopen = Producer.GONE, True
-            actions.append(CloseOrigin())
+            actions.append(act.CloseOrigin())
         block, position = manifest.block_size, self.position
         check_from = max(self.tail_end - len(self.tail), 0)
         if self.tail and self.tail_end == position and position > check_from:
@@ -491,7 +493,7 @@ class DownloadCore(ParkingSteps):
         self.check_at = position - len(self.check)
         self.tail.clear()
         self.swarm, self.swarm_position = Producer.RUNNING, self.fetch_start
-        return actions + [StartSwarm(self.found, self.fetch_start, self.end)]
+        return actions + [act.StartSwarm(self.found, self.fetch_start, self.end)]
 
     def _swarm_takes_over(self) -> bool:
         """Does the swarm take the rest alone? When the origin asked (with its manifest), and on a crowd switch: in
@@ -509,7 +511,7 @@ class DownloadCore(ParkingSteps):
         assert self.validator is not None
         self.reopen = False
         self.origin, self.promised_start = Producer.HEAD_PENDING, self.position
-        return [ReopenOrigin(self.position, self.end, self.validator)]
+        return [act.ReopenOrigin(self.position, self.end, self.validator)]
 
     def _starved(self) -> list[Action]:
         """Neither producer can go on: the response cannot be completed."""
@@ -524,26 +526,26 @@ class DownloadCore(ParkingSteps):
         actions: list[Action] = []
         if self.origin is not Producer.GONE:
             self.origin = Producer.GONE
-            actions.append(CloseOrigin())
+            actions.append(act.CloseOrigin())
         if self.digest and self.digest.disagrees():  # the manifest's bytes are not what the origin serves
             self.publishable, self.swarm_position = False, -1  # nothing of it is kept or shared
             algorithm = self.digest.algorithm
-            actions.append(WithdrawSegments(f"the body disagrees with its {algorithm} Repr-Digest"))
+            actions.append(act.WithdrawSegments(f"the body disagrees with its {algorithm} Repr-Digest"))
             if self.delivered[Source.SWARM]:
                 self.swarm_error = f"digest_mismatch: the body does not match the origin's Repr-Digest ({algorithm})"
-                actions += [RejectManifest(self.found.source if self.found else ManifestSource.SEGMENTS),
-                            SwarmError(self.swarm_error)]
+                actions += [act.RejectManifest(self.found.source if self.found else ManifestSource.SEGMENTS),
+                            act.SwarmError(self.swarm_error)]
                 return actions + self._hand_over(swarm_done=False) + self._cut(self.swarm_error)
         actions += self._hand_over(swarm_done=self.swarm_position >= self.end)
         self.phase = Phase.DONE
-        return actions + [last, Finish()]
+        return actions + [last, act.Finish()]
 
     def _hand_over(self, *, swarm_done: bool) -> list[Action]:
         self.handed_over = True
         self.swarm = Producer.GONE
         # The swarm is stopped first: stopping fills its report, which Account reads.
-        return [StopSwarm(), Account(self.delivered[Source.SWARM]),
-                HandOver(self.found.manifest if self.found else None, self.fetch_start, swarm_done,
+        return [act.StopSwarm(), act.Account(self.delivered[Source.SWARM]),
+                act.HandOver(self.found.manifest if self.found else None, self.fetch_start, swarm_done,
                          self.publishable and self._discoverable())]
 
     def _origin_finished(self, now: float) -> list[Action]:
@@ -556,11 +558,11 @@ class DownloadCore(ParkingSteps):
         if self.digest and self.digest.disagrees():  # the origin's own bytes: relayed as they are, never shared
             self.publishable = False
             why = f"the body disagrees with its {self.digest.algorithm} Repr-Digest"
-            actions += [Note(f"{why}: not shared"), WithdrawSegments(why)]
+            actions += [act.Note(f"{why}: not shared"), act.WithdrawSegments(why)]
         elif self.publishable and not self._discoverable():
             self.publishable = False
-            actions.append(Note("kept private: a fast origin and a small file (nothing announced)"))
-        return actions + [OriginComplete(self.publishable), Finish()]
+            actions.append(act.Note("kept private: a fast origin and a small file (nothing announced)"))
+        return actions + [act.OriginComplete(self.publishable), act.Finish()]
 
     def _discoverable(self) -> bool:  # may it look its URL up, claim, announce or vouch for it?
         return self.discretion.allows(hinted=self.hinted, size=self.size)
@@ -583,13 +585,13 @@ class DownloadCore(ParkingSteps):
     def _stop_lookups(self) -> list[Action]:
         actions: list[Action] = []
         if self.looking:
-            actions.append(StopLookup())
+            actions.append(act.StopLookup())
         if self.head_pending:
-            actions.append(StopHead())
+            actions.append(act.StopHead())
         self.looking = self.head_pending = False
         self.lookup_at = self.held = self.held_until = None
         return actions
 
     def _cut(self, reason: str) -> list[Action]:
         self.phase = Phase.DONE
-        return self._stop_lookups() + [Cut(reason)]
+        return self._stop_lookups() + [act.Cut(reason)]

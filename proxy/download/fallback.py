@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Iterable
+from collections.abc import AsyncGenerator, Iterable
 
 import aiohttp
 from aiohttp import web
@@ -22,25 +22,25 @@ import addresses
 from swarm.content.segments import Segments
 from swarm.trust import ManifestSource
 
-from . import actions as act
-from .adaptive import Adaptive, Outcome, Probe, ProbedSettings
-from .discovery_rule import DEFAULT_LARGE, DiscoveryRule
-from .core import DownloadCore
-from .ledger import Ledger
-from .settings import DownloadSettings
 from ..engine import Found, Miss, SwarmEngine, url_key
 from ..errors import ClientGone
 from ..exposure import PRIVATE_ORIGIN, Origin, may_share, may_swarm_name
 from ..origin import OriginStream, describe_failure, head
 from ..origin_head import OriginHead, describe, range_request, synthesized_headers
 from ..origin_resolver import OriginResolver
-from .parking import ParkingSettings
 from ..publish_gate import request_gate
 from ..ranges import parse_range
 from ..relay import RelayedResponse, _copy_body, response_for
-from .segments import SegmentedFetch, SegmentTrust, SpoolVouches
 from ..spool import Spool
 from ..stats import RequestRecord, Stats
+from . import actions as act
+from .adaptive import Adaptive, Outcome, Probe, ProbedSettings
+from .core import DownloadCore
+from .discovery_rule import DEFAULT_LARGE, DiscoveryRule
+from .ledger import Ledger
+from .parking import ParkingSettings
+from .segments import SegmentedFetch, SegmentTrust, SpoolVouches
+from .settings import DownloadSettings
 from .transition import DEFAULT_EARLY_LOOKUP, TransitionSettings
 
 log = logging.getLogger("swarmproxy.fallback")
@@ -155,7 +155,7 @@ class _Download:
         self.origin: OriginStream | None = None
         self.response: web.StreamResponse | None = None
         self.spool: Spool | None = None
-        self.chunks = None  # the block engine's verified chunks, once the swarm runs
+        self.chunks: AsyncGenerator[bytes, None] | None = None  # the block engine's verified chunks, once it runs
         self.vouches: SpoolVouches | None = None  # said it fetches from the origin: vouches segment by segment
         self.vouched_before: list[SegmentTrust] = []  # vouches of a claim it gave up, withdrawn with the rest
         self.segmented = False  # taken segment by segment (`StartSegments`)
@@ -208,6 +208,7 @@ class _Download:
         if pending:
             done, _ = await asyncio.wait(pending, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         else:  # only time: e.g. the origin broke off and the next lookup is due later
+            assert timeout is not None  # (refused above)
             await asyncio.sleep(timeout)
             done = set()
         if not done:
@@ -279,6 +280,7 @@ class _Download:
             case act.RelayAsIs(reason):
                 log.debug("not swarmable (%s): %s", reason, self.url)
                 self.ledger.skipped(reason)
+                assert self.origin is not None and self.origin.upstream is not None
                 upstream = self.origin.upstream
                 self.response = response_for(upstream)
                 await self.response.prepare(self.request)
@@ -427,6 +429,7 @@ class _Download:
 
     async def _next_chunk(self) -> tuple[str, object]:
         try:
+            assert self.chunks is not None  # (asked for only while the swarm runs)
             return "data", await anext(self.chunks)
         except StopAsyncIteration:
             return "end", None
@@ -442,6 +445,7 @@ class _Download:
 
     async def _write(self, data: bytes | None) -> None:
         """Send `data`, or end the response (None)."""
+        assert self.response is not None  # (written only after the head went out)
         try:
             await (self.response.write_eof() if data is None else self.response.write(data))
         except (ConnectionError, RuntimeError) as exc:

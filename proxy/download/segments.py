@@ -34,7 +34,7 @@ import hashlib
 import logging
 import random
 import struct
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING
 
 from swarm.content.manifest import Manifest
@@ -45,9 +45,9 @@ from swarm.service.discovery import IN_PROGRESS_ROOT, IN_PROGRESS_TTL, ManifestC
 from swarm.service.origin_source import OriginRangeSource
 from swarm.service.report import FetchReport
 from swarm.service.store_work import BytesBody, fill_entry
+from swarm.trust import Vouch, decide, working
 
 from ..engine import Found
-from swarm.trust import Vouch, decide, working
 from .parking import ParkingSettings
 
 if TYPE_CHECKING:
@@ -155,10 +155,12 @@ class SegmentTrust:
         root = decision.accepted.content_root if decision.accepted else None
         providers = providers_by_root.get(root, []) if root else []
 
+        me = service.discovery.node_id
+
         def weight(helpers: list[Vouch]) -> int:  # who will bring this segment, counted as a quorum is
             return working([dataclasses.replace(v, content_root=IN_PROGRESS_ROOT, size=0,
                                                  block_size=cut.block_size) for v in helpers],
-                           size=0, validator=wanted, exclude=service.discovery.node_id)
+                           size=0, validator=wanted, exclude=me)
         # Trusted but held by nobody (its vouchers left): only those still fetching can still bring it.
         helpers = fetching if root else fetching + vouched
         others = weight(helpers)
@@ -301,7 +303,7 @@ class SegmentedFetch:
         # The file's last segment, fetched ahead (`_prefetch_tail`): (where from, its bytes).
         self.tail: asyncio.Future[tuple[str, bytes]] | None = None
 
-    async def chunks(self, start: int, end: int) -> AsyncIterator[bytes]:
+    async def chunks(self, start: int, end: int) -> AsyncGenerator[bytes, None]:
         first, last = self.cut.index_of(start), self.cut.index_of(end - 1)
         self.budget = self.parking.wait(remaining=end - start, rate=self.origin_rate)
         ahead: asyncio.Future | None = None  # the next segment's lookup, run while this one is fetched
@@ -342,7 +344,7 @@ class SegmentedFetch:
         return lookup
 
     async def _segment(self, index: int, start: int, end: int, ahead: asyncio.Future | None
-                       ) -> AsyncIterator[bytes]:
+                       ) -> AsyncGenerator[bytes, None]:
         if self.tail is not None and index == self.cut.count - 1:
             try:
                 source, data = await self.tail
@@ -420,7 +422,7 @@ class SegmentedFetch:
         return min(max(self.parking.poll, 2 * self.lookup_seconds), max(self.parking.poll, HESITATION_MAX))
 
     async def _from_peers(self, found: Found, start: int, end: int, *,
-                          counted: bool = True) -> AsyncIterator[bytes]:
+                          counted: bool = True) -> AsyncGenerator[bytes, None]:
         engine, root = self.engine, found.manifest.root
         # No origin beside the peers: every Range request a crowd's segments made of it would slow the very
         # fetchers whose vouches the crowd waits for (a segment the peers fail falls back to the origin's stream).
@@ -436,7 +438,7 @@ class SegmentedFetch:
             engine.fetch_over(root)
 
     async def _from_origin(self, index: int, start: int, end: int, *, origin: OriginRangeSource | None = None,
-                           counted: bool = True) -> AsyncIterator[bytes]:
+                           counted: bool = True) -> AsyncGenerator[bytes, None]:
         """The whole segment from the origin (it is vouched for whole), block by block; `start..end` of it out."""
         lo, hi = self.cut.span(index)
         origin = origin or self.origin

@@ -44,14 +44,14 @@ def _bitfield_as_int(has: bytearray) -> int:
     return int.from_bytes(wide, "little")
 
 
-def _counts_as_int(counts: array) -> int:
+def _counts_as_int(counts: array[int]) -> int:
     if sys.byteorder == "big":
         counts = array(counts.typecode, counts)
         counts.byteswap()
     return int.from_bytes(counts.tobytes(), "little")
 
 
-def _int_as_counts(value: int, size: int) -> array:
+def _int_as_counts(value: int, size: int) -> array[int]:
     # no lane can borrow or carry: a count never drops below the bitfield that added to it, nor reaches 2**32
     counts = array(_COUNT_TYPE, value.to_bytes(size * _LANE, "little"))
     if sys.byteorder == "big":

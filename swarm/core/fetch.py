@@ -29,6 +29,7 @@ from collections.abc import Callable, Hashable, Iterable
 
 from swarm.content.manifest import Manifest
 from swarm.core.picker import ORIGIN, BlockState, Mode, Picker
+from swarm.core.policy import Action as PolicyAction
 from swarm.core.policy import Cancel, Discard, Drop, Either, PolicyConfig, Request, RequestPolicy
 from swarm.core.starts import START_TTL, NearerHolders, StartBook
 from swarm.core.trust import Trust
@@ -52,7 +53,7 @@ Peer = Hashable
 @dataclasses.dataclass(frozen=True)
 class Send:
     peer: Peer
-    message: object
+    message: wire.Message
 
 
 @dataclasses.dataclass(frozen=True)
@@ -362,7 +363,7 @@ class FetchCore:
         assert self.distance is not None
         return self.distance(peer)
 
-    def _held_back(self, source: object, now: float):
+    def _held_back(self, source: object, now: float) -> tuple[Either, Hashable] | None:
         if self.starts is None or source is ORIGIN:
             return None
         distance = self._distance(source)
@@ -380,7 +381,7 @@ class FetchCore:
             raise PeerError(f"block {block} outside 0..{self.manifest.num_blocks - 1}")
         return self.manifest.block_span(block)
 
-    def _received(self, source: Peer, block: int, data: bytes, now: float) -> list[FetchAction]:
+    def _received(self, source: Peer, block: int, data: bytes | bytearray, now: float) -> list[FetchAction]:
         policy_actions = self.policy.on_block(source, block, now)
         actions = self._translate(policy_actions)
         if any(isinstance(a, Discard) and a.block == block for a in policy_actions):
@@ -465,7 +466,7 @@ class FetchCore:
         actions: list[FetchAction] = [Close(peer, reason)]
         return actions + self.peer_lost(peer, now)
 
-    def _translate(self, policy_actions: list) -> list[FetchAction]:
+    def _translate(self, policy_actions: list[PolicyAction]) -> list[FetchAction]:
         """Policy actions (sources and blocks) -> wire sends, origin requests and closes."""
         actions: list[FetchAction] = []
         for action in policy_actions:

@@ -107,7 +107,7 @@ class _SourceView:
     requests: set[int] = field(default_factory=set)
     #: bumped whenever the source announces a block; part of the "nothing for you" memo
     have_version: int = 0
-    empty_memo: tuple[int, int] | None = None
+    empty_memo: tuple[int, int, Hashable | None] | None = None
     #: blocks it said it is fetching from the origin (START), latest last, at most STARTS_KEPT
     starts: deque[int] = field(default_factory=deque)
 

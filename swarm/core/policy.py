@@ -418,9 +418,9 @@ class RequestPolicy:
             key=lambda s: (self._sources[s].snubbed, -self.trust.points(s), self._sources[s].order),
         )
 
-    def _fill(self, sources: Iterable[Source], now: float) -> list[Request]:
+    def _fill(self, sources: Iterable[Source], now: float) -> list[Action]:
         """Give each of `sources` as many requests as its free slots allow."""
-        requests: list[Request] = []
+        requests: list[Action] = []
         for source in dict.fromkeys(sources):  # each once, in order
             state = self._sources.get(source)
             if state is None:

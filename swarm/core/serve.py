@@ -77,7 +77,7 @@ class Shared:
 
 @dataclasses.dataclass(frozen=True)
 class Send:
-    message: object
+    message: wire.Message
 
 
 @dataclasses.dataclass(frozen=True)

@@ -142,7 +142,10 @@ class Throttle:
         self._groups = [limit for limit in limits if isinstance(limit, ThrottleGroup)]
 
     def add(self, limit: TokenBucket | ThrottleGroup) -> None:
-        (self._buckets if isinstance(limit, TokenBucket) else self._groups).append(limit)
+        if isinstance(limit, TokenBucket):
+            self._buckets.append(limit)
+        else:
+            self._groups.append(limit)
 
     def consume(self, n: float, now: float) -> bool:
         """Take `n` from every limit if all can supply it at `now`; otherwise take nothing."""
@@ -272,10 +275,10 @@ class ThrottleGroup:
         assert self.bucket.rate is not None
         self._forget_absent(now)
         ahead = 0.0
-        for other, waiter in self._waiting.items():
+        for other, queued in self._waiting.items():
             if other == member:
                 break
-            ahead += min(waiter.need, self.bucket.burst)
+            ahead += min(queued.need, self.bucket.burst)
         need = min(n, self.bucket.burst)
         delay = max(0.0, (ahead + need - self.bucket.tokens(now)) / self.bucket.rate)
         waiter = self._waiting.get(member)

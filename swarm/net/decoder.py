@@ -23,10 +23,38 @@ from typing import NoReturn
 
 from swarm.content.merkle import HASH_SIZE, MAX_PROOF_LENGTH
 from swarm.errors import ProtocolError
-from swarm.net.wire import (_ALL_TRANSPORTS, _BLOCK_POSITION, _FRAME, _HANDSHAKE, _HASH_RESPONSE, _REJECT, _SPAN, _U16,
-                            _U32, BLOCK_HEADER_SIZE, Bitfield, Block, Cancel, Handshake, HashRequest, HashResponse,
-                            Have, KeepAlive, Limits, ManifestRequest, ManifestResponse, Message, MessageType, Pex,
-                            PexPeer, Reject, RejectReason, Request, Start, Transport)
+from swarm.net.wire import (
+    _ALL_TRANSPORTS,
+    _BLOCK_POSITION,
+    _FRAME,
+    _HANDSHAKE,
+    _HASH_RESPONSE,
+    _REJECT,
+    _SPAN,
+    _U16,
+    _U32,
+    BLOCK_HEADER_SIZE,
+    Bitfield,
+    Block,
+    Cancel,
+    Handshake,
+    HashRequest,
+    HashResponse,
+    Have,
+    KeepAlive,
+    Limits,
+    ManifestRequest,
+    ManifestResponse,
+    Message,
+    MessageType,
+    Pex,
+    PexPeer,
+    Reject,
+    RejectReason,
+    Request,
+    Start,
+    Transport,
+)
 
 __all__ = ["AdmitBlock", "Decoder"]
 
@@ -85,10 +113,10 @@ class Decoder:
         self._block_held = 0
         # Only the message is kept: an exception's traceback would pin the caller's buffer.
         self._error: str | None = None
-        # `get_buffer` / `buffer_updated` state: unparsed bytes are _scratch[_start:_end]; a BLOCK whose
+        # `get_buffer` / `buffer_updated` state: unparsed bytes are _scratch[_begin:_end]; a BLOCK whose
         # payload is being received in place is _direct (filled up to _direct_filled).
         self._scratch = bytearray()
-        self._start = self._end = 0
+        self._begin = self._end = 0
         self._direct: bytearray | None = None
         self._direct_filled = 0
         self._after_block = False
@@ -97,7 +125,7 @@ class Decoder:
     def buffered(self) -> int:
         """Bytes held for an incomplete frame."""
         direct = BLOCK_HEADER_SIZE + self._direct_filled if self._direct is not None else 0
-        return len(self._pending) + self._block_held + self._end - self._start + direct
+        return len(self._pending) + self._block_held + self._end - self._begin + direct
 
     @property
     def allocated(self) -> int:
@@ -119,16 +147,16 @@ class Decoder:
             return memoryview(bytearray(1))
         if self._direct is not None:
             return memoryview(self._direct)[self._direct_filled :]
-        pending = self._end - self._start
-        kind = self._scratch[self._start + _U32.size] if pending >= _FRAME.size else None
+        pending = self._end - self._begin
+        kind = self._scratch[self._begin + _U32.size] if pending >= _FRAME.size else None
         if pending < BLOCK_HEADER_SIZE and (kind == MessageType.BLOCK or kind is None and self._after_block):
             want = BLOCK_HEADER_SIZE - pending
         else:  # a long control frame (layer, bitfield) grows the buffer read by read, never by its header alone
             want = _SCRATCH_READ
         if len(self._scratch) - self._end < want:
-            if self._start:
-                self._scratch[:pending] = self._scratch[self._start : self._end]
-                self._start, self._end = 0, pending
+            if self._begin:
+                self._scratch[:pending] = self._scratch[self._begin : self._end]
+                self._begin, self._end = 0, pending
             if len(self._scratch) - self._end < want:  # a new one: the last view handed out may still be alive
                 # Doubling keeps the copying of a long frame linear, holding at most twice what has arrived.
                 grown = bytearray(max(self._end + want, 2 * self._end))
@@ -151,16 +179,16 @@ class Decoder:
         self._end += nbytes
         messages: list[Message] = []
         try:
-            with memoryview(self._scratch) as scratch, scratch[self._start : self._end] as view:
-                self._start += self._decode_frames(view, False, messages, in_place=True)
+            with memoryview(self._scratch) as scratch, scratch[self._begin : self._end] as view:
+                self._begin += self._decode_frames(view, False, messages, in_place=True)
         except ProtocolError as exc:
             self._die(str(exc))
-        pending = self._end - self._start
+        pending = self._end - self._begin
         if len(self._scratch) > 2 * max(pending, _SCRATCH_READ):  # a long frame is done: give its room back
-            self._scratch = bytearray(self._scratch[self._start : self._end])
-            self._start, self._end = 0, pending
+            self._scratch = bytearray(self._scratch[self._begin : self._end])
+            self._begin, self._end = 0, pending
         elif not pending:
-            self._start = self._end = 0
+            self._begin = self._end = 0
         if messages or self._direct is not None:
             self._after_block = self._direct is not None or type(messages[-1]) is Block
         return messages
@@ -170,7 +198,7 @@ class Decoder:
         self._pending = bytearray()
         self._block_parts = []
         self._scratch = bytearray()
-        self._start = self._end = 0
+        self._begin = self._end = 0
         self._direct = None
         raise ProtocolError(error)
 
@@ -380,7 +408,7 @@ class Decoder:
 
 _REJECT_REASONS = frozenset(int(reason) for reason in RejectReason)
 
-_DECODERS = {
+_DECODERS: dict[int, Callable[[Decoder, memoryview], Message]] = {  # by the frame's kind byte
     MessageType.KEEPALIVE: Decoder._keepalive,
     MessageType.HANDSHAKE: Decoder._handshake,
     MessageType.BITFIELD: Decoder._bitfield,

@@ -21,8 +21,18 @@ import itertools
 from swarm.errors import ConnectFailed, ProtocolError
 from swarm.net import wire
 from swarm.net.decoder import Decoder
-from swarm.net.transport import (CONNECT_TIMEOUT, Address, BlockPayload, CloseCause, CloseReason, Connection,
-                                 ConnectionSettings, Listener, Transport, read_location)
+from swarm.net.transport import (
+    CONNECT_TIMEOUT,
+    Address,
+    BlockPayload,
+    CloseCause,
+    CloseReason,
+    Connection,
+    ConnectionSettings,
+    Listener,
+    Transport,
+    read_location,
+)
 from swarm.net.wire import Message
 from swarm.store.interface import BlockLocation
 

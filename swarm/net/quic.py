@@ -78,8 +78,15 @@ from cryptography.x509.oid import NameOID
 from swarm.errors import ConnectFailed
 from swarm.net.handshakes import RETRY_ABOVE, Decision, HandshakeGate
 from swarm.net.quic_connection import ALPN, CONTROL_STREAM, QuicConnection
-from swarm.net.transport import (CONNECT_TIMEOUT, Address, Connection, ConnectionSettings, Listener, Transport,
-                                 source_address)
+from swarm.net.transport import (
+    CONNECT_TIMEOUT,
+    Address,
+    Connection,
+    ConnectionSettings,
+    Listener,
+    Transport,
+    source_address,
+)
 from swarm.net.wire import KeepAlive
 
 __all__ = ["ALPN", "QuicTransport", "QuicListener", "QuicConnection", "generate_certificate"]
@@ -92,7 +99,7 @@ def generate_certificate(common_name: str = "swarmproxy") -> tuple[x509.Certific
     """A fresh self-signed ECDSA P-256 certificate, valid from yesterday for a year (clock skew tolerant)."""
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     certificate = (
         x509.CertificateBuilder()
         .subject_name(name)
@@ -201,7 +208,8 @@ class _Server(QuicServer):
         if decision is Decision.DROP:
             return
         # With `_retry` set, aioquic answers an Initial without a token with a Retry, and checks a token.
-        self._retry = self._tokens if decision is Decision.RETRY or validated else None
+        # (aioquic reads None as "no Retry", as its constructor sets it, though the attribute's annotation omits it)
+        self._retry = self._tokens if decision is Decision.RETRY or validated else None  # type: ignore[assignment]
         self._listener._arriving = source  # (for `QuicListener._opened`, if aioquic creates the connection)
         try:
             super().datagram_received(data, addr)
@@ -330,7 +338,7 @@ class QuicTransport(Transport):
                 infos = await loop.getaddrinfo(host, port, type=socket.SOCK_DGRAM)
                 family, _, _, _, remote = infos[0]
                 quic = AioquicConnection(configuration=self._configuration(True))
-                local_host = source_address(self.listen_host, remote[0]) or (
+                local_host = source_address(self.listen_host, str(remote[0])) or (
                     "::" if family == socket.AF_INET6 else "0.0.0.0")
                 _, created = await loop.create_datagram_endpoint(
                     lambda: _Protocol(quic, settings=self.settings), local_addr=(local_host, 0), family=family

@@ -21,8 +21,15 @@ from aioquic.quic.connection import stream_is_client_initiated, stream_is_unidir
 from swarm.errors import ProtocolError
 from swarm.net import wire
 from swarm.net.decoder import Decoder
-from swarm.net.transport import (Address, BlockPayload, CloseCause, CloseReason, Connection, ConnectionSettings,
-                                 read_location)
+from swarm.net.transport import (
+    Address,
+    BlockPayload,
+    CloseCause,
+    CloseReason,
+    Connection,
+    ConnectionSettings,
+    read_location,
+)
 from swarm.net.wire import Block, Cancel, KeepAlive, Message, Reject, Request
 from swarm.store.interface import BlockLocation
 
@@ -35,7 +42,7 @@ class _Endpoint(Protocol):
     def _control_opened(self) -> None: ...
     def _terminated(self) -> None: ...
     def _transmit_soon(self) -> None: ...
-    def close(self) -> None: ...
+    def close(self, error_code: int = 0, reason_phrase: str = "") -> None: ...
 
 __all__ = ["ALPN", "CONTROL_STREAM", "QuicConnection"]
 
@@ -169,7 +176,7 @@ class QuicConnection(Connection):
 
     def _write(self, stream_id: int, data: bytes | bytearray | memoryview, end_stream: bool = False) -> None:
         try:
-            self._quic.send_stream_data(stream_id, data, end_stream)
+            self._quic.send_stream_data(stream_id, data, end_stream)  # type: ignore[arg-type]  # takes any buffer
         except (ValueError, RuntimeError) as exc:
             # aioquic refuses a stream the peer reset or stopped: a request stream's reply is then moot; the
             # control stream being unusable ends the connection.
@@ -188,9 +195,9 @@ class QuicConnection(Connection):
             self._write(stream_id, message.encode(), end_stream=True)
             return
         if isinstance(message, Reject):
-            stream_id = self._reply_stream((message.block, message.offset, message.length))
-            if stream_id is not None:
-                self._write(stream_id, message.encode(), end_stream=stream_id != CONTROL_STREAM)
+            reply = self._reply_stream((message.block, message.offset, message.length))
+            if reply is not None:
+                self._write(reply, message.encode(), end_stream=reply != CONTROL_STREAM)
             return
         self._write(CONTROL_STREAM, message.encode())
 

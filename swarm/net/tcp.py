@@ -35,12 +35,24 @@ import select
 import socket
 import threading
 from collections import deque
+from typing import cast
 
 from swarm.errors import ConnectFailed, ProtocolError
 from swarm.net import wire
 from swarm.net.decoder import Decoder
-from swarm.net.transport import (CONNECT_TIMEOUT, Address, BlockPayload, CloseCause, CloseReason, Connection,
-                                 ConnectionSettings, Listener, Transport, read_location, source_address)
+from swarm.net.transport import (
+    CONNECT_TIMEOUT,
+    Address,
+    BlockPayload,
+    CloseCause,
+    CloseReason,
+    Connection,
+    ConnectionSettings,
+    Listener,
+    Transport,
+    read_location,
+    source_address,
+)
 from swarm.net.wire import Message
 from swarm.store.interface import BlockLocation
 
@@ -127,7 +139,7 @@ class TcpConnection(Connection, asyncio.BufferedProtocol):
                 pass
         self._peername = _address(transport.get_extra_info("peername"))
         self._sockname = _address(transport.get_extra_info("sockname"))
-        transport.set_write_buffer_limits(high=self.send_limit, low=self._low_water)
+        cast(asyncio.Transport, transport).set_write_buffer_limits(high=self.send_limit, low=self._low_water)
         if self._listener is not None:
             self._listener._offer(self)
 
@@ -264,6 +276,7 @@ class TcpConnection(Connection, asyncio.BufferedProtocol):
                         self._sendfile_left = 0
                 else:
                     self._queued_bytes -= len(item)
+                    assert self._transport is not None  # the writer runs from connection_made on
                     self._transport.write(item)
                 self._buffer_shrank()
         except _SendfileStopped:

@@ -22,7 +22,7 @@ implementation's `errors`; anything else is a bug and propagates.
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -124,7 +124,7 @@ class Discovery(Protocol):
     async def withdraw(self, root: bytes) -> None:
         """Stop announcing `root`."""
 
-    def find_providers(self, root: bytes) -> AsyncIterator[Provider]:
+    def find_providers(self, root: bytes) -> AsyncGenerator[Provider, None]:
         """Providers of `root`, one per node, yielded as they are found. Close it (`contextlib.aclosing`) to
         stop early: outstanding queries are cancelled."""
 

@@ -10,12 +10,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Iterable
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import AsyncGenerator, Iterable
+from typing import TYPE_CHECKING, Protocol, cast
 
 from swarm.content.manifest import Manifest
-from swarm.core.fetch import (LAYER_TIMEOUT, Announce, Close, Deliver, FetchCore, Finished, OriginCancel, OriginFetch,
-                              Send, Verified)
+from swarm.core.fetch import (
+    LAYER_TIMEOUT,
+    Announce,
+    Close,
+    Deliver,
+    FetchCore,
+    Finished,
+    OriginCancel,
+    OriginFetch,
+    Send,
+    Verified,
+)
 from swarm.errors import FetchFailed, OriginSourceError, PeerError, StoreError, TransportError
 from swarm.net.transport import Address, Connection
 from swarm.service.report import FetchReport
@@ -59,10 +69,10 @@ class _FetchRun:
         first, last = start // manifest.block_size, (end - 1) // manifest.block_size
         self.core = FetchCore(manifest, layer, first_block=first, last_block=last, held=held,
                               config=node.policy, window=window, rng=rng, distance=distance)
-        self.entry = self.root in store.roots()
+        self.entry: bool | None = self.root in store.roots()  # None: it cannot be stored, never again this run
         if self.entry:
             store.pin(self.root)
-        self.memory: dict[int, bytes] = {}  # verified, not yet both written and delivered
+        self.memory: dict[int, bytes | bytearray] = {}  # verified, not yet both written and delivered
         self.written: set[int] = set()  # blocks the store has taken or refused
         self.handed = 0  # blocks before this one were handed to the consumer
         self.deliveries: asyncio.Queue[int | None] = asyncio.Queue()
@@ -139,7 +149,7 @@ class _FetchRun:
                               self.core.describe(self.now()))
                 if not self.progress.is_set():  # (a wait_for of 0 s raises even for a set event)
                     await asyncio.wait_for(self.progress.wait(), stall_timeout - quiet)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 if (now_bytes := self.origin_bytes()) > origin_bytes:
                     origin_bytes = now_bytes
                     continue
@@ -155,7 +165,7 @@ class _FetchRun:
     async def peer(self, address: Address, timeout: float) -> None:
         try:
             connection = await self.node._open(address, self.root, timeout)
-        except (TransportError, PeerError, asyncio.TimeoutError, OSError) as exc:
+        except (TimeoutError, TransportError, PeerError, OSError) as exc:
             log.debug("peer %s:%s not used: %s", address[0], address[1], exc)
             self.pending_connects -= 1
             self.check_stalled()
@@ -197,10 +207,10 @@ class _FetchRun:
         for action in actions:
             if isinstance(action, Send):
                 with contextlib.suppress(TransportError):
-                    action.peer.send_nowait(action.message)
+                    cast(Connection, action.peer).send_nowait(action.message)  # the core's peers are ours
             elif isinstance(action, Close):
                 log.info("dropping peer %s: %s", action.peer, action.reason)
-                action.peer.abort(action.reason)
+                cast(Connection, action.peer).abort(action.reason)
             elif isinstance(action, OriginFetch):
                 if action.block not in self.origin_tasks:
                     self.origin_tasks[action.block] = self.spawn(self.origin_fetch(action))
@@ -257,6 +267,10 @@ class _FetchRun:
                             (" and the origin cannot serve ranges" if self.origin is not None else ""))
         self.deliveries.put_nowait(None)
 
+    def _write_batch(self, batch: list) -> list[int]:  # in a worker thread
+        """The blocks of `batch` the store took."""
+        return [block for block, data in batch if self.node.store.write_block(self.root, block, data)]
+
     async def write(self) -> None:
         """Drain `write_queue` into the store, a batch per thread hop (a hop per block cost more CPU than the
         write itself). Creating the entry, which fsyncs, comes first, once the hash layer is known."""
@@ -275,8 +289,7 @@ class _FetchRun:
                     return
             while self.write_queue:
                 batch, self.write_queue = self.write_queue, []
-                stored = await asyncio.to_thread(
-                    lambda: [block for block, data in batch if store.write_block(self.root, block, data)])
+                stored = await asyncio.to_thread(self._write_batch, batch)
                 for block in stored:
                     self.node._announce_block(self.root, block)
                     if self.into_store:  # the consumer wants it from the store: memory is done
@@ -297,7 +310,7 @@ class _FetchRun:
                 self.settled.set()
                 self.written_out(self.pending)
 
-    async def chunks(self) -> AsyncIterator[bytes]:
+    async def chunks(self) -> AsyncGenerator[bytes, None]:
         block_size = self.manifest.block_size
         while True:
             block = await self.deliveries.get()
@@ -311,7 +324,7 @@ class _FetchRun:
             if self.into_store:
                 self.handed = block + 1
                 data = self.memory.pop(block, None)  # still here only if the store refused it
-                yield b"" if data is None else data
+                yield b"" if data is None else cast(bytes, data)  # a bytearray block goes out as is: it is only read
                 continue
             data = self.memory.get(block)
             if data is None:
@@ -321,7 +334,7 @@ class _FetchRun:
             self.handed = block + 1
             offset = block * block_size
             lo, hi = max(self.start - offset, 0), min(self.end - offset, len(data))
-            yield data if (lo, hi) == (0, len(data)) else data[lo:hi]
+            yield cast(bytes, data if (lo, hi) == (0, len(data)) else data[lo:hi])  # (bytes or bytearray, read only)
 
     async def stop(self) -> None:
         if not self.stopped:  # stop() may be called twice; count once

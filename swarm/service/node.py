@@ -61,21 +61,27 @@ import logging
 import os
 import random
 import secrets
-from collections.abc import AsyncIterator, Callable, Iterable
-from typing import TYPE_CHECKING
+from collections.abc import AsyncGenerator, Callable, Iterable
+from typing import TYPE_CHECKING, cast
 
 from swarm.content.manifest import READ_SIZE, Manifest, build_manifest, decode
 from swarm.core.policy import PolicyConfig
-from swarm.core.serve import HANDSHAKE_TIMEOUT
+from swarm.core.serve import HANDSHAKE_TIMEOUT, SendBlock, ServeCore, Shared, Shown
 from swarm.core.serve import Close as ServeClose
 from swarm.core.serve import Send as ServeSend
-from swarm.core.serve import SendBlock, ServeCore, Shared, Shown
 from swarm.core.slots import Evict, Refuse, SlotPolicy
 from swarm.core.throttle import Throttle, TokenBucket
 from swarm.errors import FetchFailed, NotInStore, PeerError, StoreError, TransportError
 from swarm.net import wire
-from swarm.net.transport import (CONNECT_TIMEOUT, Address, Connection, ConnectionCounters, Listener, Transport,
-                                 payload_length)
+from swarm.net.transport import (
+    CONNECT_TIMEOUT,
+    Address,
+    Connection,
+    ConnectionCounters,
+    Listener,
+    Transport,
+    payload_length,
+)
 from swarm.service.fetch_run import _FetchRun
 from swarm.service.report import FetchReport
 from swarm.store.interface import BlockLocation, BlockStore, Evicted, StoreEvent, StoreFailed
@@ -214,7 +220,7 @@ class SwarmNode:
             self._loop.call_soon_threadsafe(self._store_event, event)
 
     def _store_event(self, event: StoreEvent) -> None:
-        if isinstance(event, (Evicted, StoreFailed)):
+        if isinstance(event, (Evicted, StoreFailed)) and event.root is not None:  # (a store-wide failure names none)
             log.warning("content %s is no longer shared: %s", event.root.hex()[:16], event)
             self.unshare(event.root)
 
@@ -289,7 +295,7 @@ class SwarmNode:
                     connection.abort(action.reason)
                 elif isinstance(action, Evict):
                     log.info("closing %s: %s", action.peer, action.reason)
-                    action.peer.abort(action.reason)
+                    cast(Connection, action.peer).abort(action.reason)  # the core's peers are our connections
             if not refused:
                 self._spawn(self._serve(connection))
 
@@ -396,7 +402,7 @@ class SwarmNode:
         for address in peers:
             try:
                 connection = await self._open(address, root, timeout)
-            except (TransportError, PeerError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, TransportError, PeerError) as exc:
                 errors.append(f"{address[0]}:{address[1]}: {exc}")
                 continue
             try:
@@ -409,7 +415,7 @@ class SwarmNode:
                                 raise PeerError("its manifest has another root")
                             return manifest
                 raise PeerError("closed without sending the manifest")
-            except (PeerError, TransportError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, PeerError, TransportError) as exc:
                 errors.append(f"{address[0]}:{address[1]}: {exc or type(exc).__name__}")
             finally:
                 connection.abort("manifest fetched")
@@ -451,7 +457,7 @@ class SwarmNode:
         report: FetchReport | None = None,
         rng: random.Random | None = None,
         distance: Callable[[Connection], int] | None = None,
-    ) -> AsyncIterator[bytes]:
+    ) -> AsyncGenerator[bytes, None]:
         """Bytes `start..end-1` of `manifest`'s content, verified and in order, from `peers` and `origin`.
 
         Blocks the store already holds are used as they are; new blocks go into the store (and are served

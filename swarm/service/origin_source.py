@@ -74,7 +74,7 @@ def _parse_http_date(value: str) -> datetime.datetime | None:
     except (TypeError, ValueError, IndexError):
         return None
     if parsed.tzinfo is None:  # "-0000" and obsolete forms parse as naive; HTTP dates are always UTC
-        parsed = parsed.replace(tzinfo=datetime.timezone.utc)
+        parsed = parsed.replace(tzinfo=datetime.UTC)
     return parsed
 
 

@@ -31,7 +31,7 @@ import logging
 import random
 import threading
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from swarm.content.manifest import Manifest
@@ -39,8 +39,15 @@ from swarm.content.merkle import block_count
 from swarm.core.serve import Shown
 from swarm.errors import FetchFailed, PeerError, StoreError, SwarmError, TransportError
 from swarm.net.transport import Transport
-from swarm.service.discovery import (IN_PROGRESS_ROOT, IN_PROGRESS_TTL, Discovery, ManifestClaim, ManifestSummary,
-                                     Provider, TransportFlags)
+from swarm.service.discovery import (
+    IN_PROGRESS_ROOT,
+    IN_PROGRESS_TTL,
+    Discovery,
+    ManifestClaim,
+    ManifestSummary,
+    Provider,
+    TransportFlags,
+)
 from swarm.service.node import FETCH_STALL_TIMEOUT, SwarmNode, UploadThrottle
 from swarm.service.shares import ShareCounters, Shares
 from swarm.service.store_work import Body, fill_prefix, in_block_size_stored, in_thread
@@ -277,6 +284,7 @@ class SwarmService:
         storing node's time (a busy host's timeout, in a crowd) to every download's first byte."""
         if self.discovery is None:
             return None
+        failures: tuple[type[Exception], ...] = (TimeoutError, *self.discovery.errors)
         self.counters.lookups += 1
         try:
             async with asyncio.timeout(timeout):
@@ -293,7 +301,7 @@ class SwarmService:
                 else:  # the most vouched-for first: one a quorum may accept is not crowded out by a liar's many
                     candidates = [root for root, _ in vouchers.most_common(CLAIM_ROOTS)]
                 providers = await asyncio.gather(*(self.providers(root, wanted[root]) for root in candidates))
-        except (asyncio.TimeoutError, *self.discovery.errors) as exc:
+        except failures as exc:
             log.info("manifest lookup of %s failed: %s", key.hex()[:16], exc or type(exc).__name__)
             return None
         return summaries, dict(zip(candidates, providers))
@@ -355,7 +363,7 @@ class SwarmService:
     def fetch(self, manifest: Manifest, providers: list[Provider], *, layer: list[bytes] | None = None,
               origin: OriginRangeSource | None = None, start: int = 0, end: int | None = None,
               stall_timeout: float = FETCH_STALL_TIMEOUT, report=None, window: int | None = None,
-              into_store: bool = False, rng: random.Random | None = None, distance=None) -> AsyncIterator[bytes]:
+              into_store: bool = False, rng: random.Random | None = None, distance=None) -> AsyncGenerator[bytes, None]:
         """Verified bytes `start..end-1` of `manifest`'s content in order, from `providers` (over one
         transport), more providers as they appear, and `origin` as a capped Range source.
 
@@ -377,7 +385,7 @@ class SwarmService:
         return self._refreshed(chunks, node, name, manifest.root, set(peers), self.peers_for(manifest))
 
     async def _refreshed(self, chunks: AsyncIterator[bytes], node: SwarmNode, transport: str, root: bytes,
-                         known: set[tuple[str, int]], wanted: int) -> AsyncIterator[bytes]:
+                         known: set[tuple[str, int]], wanted: int) -> AsyncGenerator[bytes, None]:
         """`chunks`, while providers that appeared since the lookup join the fetch: in a flash crowd the first
         lookups find the first two or three copies, and everyone crowding them would wait."""
         refresher = asyncio.ensure_future(self.refresh_providers(node, transport, root, known, wanted))
@@ -450,7 +458,7 @@ class SwarmService:
 
     def _on_store_event(self, event: object) -> None:
         # Listeners may run in the store's writer thread: hop back to the loop.
-        if self._loop is not None and isinstance(event, (Evicted, StoreFailed)):
+        if self._loop is not None and isinstance(event, (Evicted, StoreFailed)) and event.root is not None:
             self._loop.call_soon_threadsafe(self._forget, event.root, str(event))
 
     def _forget(self, root: bytes, why: str) -> None:

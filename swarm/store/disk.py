@@ -275,10 +275,12 @@ class DiskBlockStore(BaseBlockStore):
             bits[-1] &= (0xFF << (8 - manifest.num_blocks % 8)) & 0xFF
         entry = _DiskEntry(self.directory, manifest, layer, bits)
         moved = False
+        assert not (move and isinstance(source, int)), "a descriptor is adopted, never moved"
+        path = source if isinstance(source, str) else ""
         try:
             if move:
                 try:
-                    os.replace(source, entry.data_path)
+                    os.replace(path, entry.data_path)
                     moved = True
                 except OSError as exc:
                     if exc.errno != errno.EXDEV:
@@ -292,14 +294,14 @@ class DiskBlockStore(BaseBlockStore):
         except OSError:
             if moved:  # give the caller its file back
                 try:
-                    os.replace(entry.data_path, source)
+                    os.replace(entry.data_path, path)
                 except OSError as exc:
                     logger.warning("block store: cannot move %s back to %s: %s", entry.data_path, source, exc)
-            for path in _paths(self.directory, manifest.root):
-                _unlink_quietly(path)  # a link's other name, the caller's file, is untouched
+            for leftover in _paths(self.directory, manifest.root):
+                _unlink_quietly(leftover)  # a link's other name, the caller's file, is untouched
             raise
         if move and not moved:  # copied from another filesystem
-            _unlink_quietly(Path(source))
+            _unlink_quietly(Path(path))
         return entry
 
     @staticmethod

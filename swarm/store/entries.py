@@ -18,8 +18,17 @@ from contextlib import contextmanager
 from swarm.content.manifest import Manifest
 from swarm.errors import HashMismatch, NotInStore, StoreError, StoreFull, StoreIOError
 from swarm.net.wire import Bitfield
-from swarm.store.interface import (BlockData, BlockLocation, EntryInfo, Evicted, Listener, StoreEvent, StoreFailed,
-                                   bitmap_length, entry_cost)
+from swarm.store.interface import (
+    BlockData,
+    BlockLocation,
+    EntryInfo,
+    Evicted,
+    Listener,
+    StoreEvent,
+    StoreFailed,
+    bitmap_length,
+    entry_cost,
+)
 
 __all__ = ["BaseBlockStore", "Entry"]
 

@@ -63,5 +63,6 @@ class MemoryBlockStore(BaseBlockStore):
                 entry.blocks[offset] = os.pread(handle.fileno(), length, offset)
                 entry.set(index, True)
         if move:
+            assert not isinstance(source, int), "a descriptor is adopted, never moved"
             os.unlink(source)
         return entry

@@ -6,8 +6,7 @@ is one vote, whatever the number of keys and hosts claimed), which group wins, w
 """
 
 from .policy import MAX_QUORUM, ManifestSource, TrustMode, TrustPolicy, parse_trust
-from .quorum import (IN_PROGRESS_ROOT, AgreedManifest, TrustDecision, Vouch, ahead_of, decide, unattested,
-                     working)
+from .quorum import IN_PROGRESS_ROOT, AgreedManifest, TrustDecision, Vouch, ahead_of, decide, unattested, working
 
 __all__ = ["IN_PROGRESS_ROOT", "MAX_QUORUM", "AgreedManifest", "ManifestSource", "TrustDecision", "TrustMode",
            "TrustPolicy", "Vouch", "ahead_of", "decide", "parse_trust", "unattested", "working"]

@@ -3,6 +3,7 @@ starts before redis."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import signal
 import subprocess
@@ -28,7 +29,7 @@ def test_parse_rate(text, value):
 
 @pytest.mark.parametrize("text", ["fast", "-1", "1T", ""])
 def test_parse_rate_refuses(text):
-    with pytest.raises(Exception):
+    with pytest.raises(argparse.ArgumentTypeError):
         parse_rate(text)
 
 

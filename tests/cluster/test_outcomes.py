@@ -14,8 +14,8 @@ import pytest
 from bench.cluster_harness import Cluster, redis_missing, wait_until
 from cluster.identity import Identity
 from cluster.intent import SigningKey
-from cluster.records import AgentRecord, MemberRecord
 from cluster.push import signed_transfer
+from cluster.records import AgentRecord, MemberRecord
 from swarm.content.manifest import build_manifest
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(redis_missing() is not None, reason=str(redis_missing()))]

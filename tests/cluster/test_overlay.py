@@ -2,8 +2,20 @@
 
 import pytest
 
-from cluster.overlay import (DC_REPS, RACK_REPS, Level, Location, Member, Representation, Slot, View, dc_slots,
-                             merged, rack_slots, recovering)
+from cluster.overlay import (
+    DC_REPS,
+    RACK_REPS,
+    Level,
+    Location,
+    Member,
+    Representation,
+    Slot,
+    View,
+    dc_slots,
+    merged,
+    rack_slots,
+    recovering,
+)
 
 R1, R2, R3 = Location("d1", "r1"), Location("d1", "r2"), Location("d1", "r3")
 OTHER_DC = Location("d2", "r1")

@@ -4,8 +4,16 @@ import pytest
 
 from cluster.errors import BadRecord, ConfigError
 from cluster.overlay import Level, Slot
-from cluster.records import FINISHED, AgentRecord, Keys, MemberRecord, ProviderRecord, TransferRecord, check_name, \
-    transfer_id
+from cluster.records import (
+    FINISHED,
+    AgentRecord,
+    Keys,
+    MemberRecord,
+    ProviderRecord,
+    TransferRecord,
+    check_name,
+    transfer_id,
+)
 
 
 @pytest.mark.parametrize("record", [

@@ -4,7 +4,6 @@ order, so who takes which slot is known. No sleep, no fixed port."""
 
 from __future__ import annotations
 
-
 import pytest
 
 from bench.cluster_formation import BenchAgent, formed

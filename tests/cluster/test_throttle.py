@@ -3,8 +3,16 @@
 import pytest
 
 from cluster.overlay import Level
-from cluster.throttle import MIN_SHARE, Capacities, Planner, RateMeter, cpu_factor, cpu_idle_between, \
-    parse_proc_stat, upload_limits
+from cluster.throttle import (
+    MIN_SHARE,
+    Capacities,
+    Planner,
+    RateMeter,
+    cpu_factor,
+    cpu_idle_between,
+    parse_proc_stat,
+    upload_limits,
+)
 
 M = 1_000_000
 

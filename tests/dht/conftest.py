@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from dht.identity import NodeIdentity
 from dht.config import DhtConfig
+from dht.identity import NodeIdentity
 from dht.node import DhtNode
 from dht.storage import StoreLimits
 
@@ -32,7 +32,8 @@ TEST_CONFIG = DhtConfig(
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: DHT test that takes long on a 2-core machine (deselect with -m 'not slow')")
+    config.addinivalue_line("markers",
+                            "slow: DHT test that takes long on a 2-core machine (deselect with -m 'not slow')")
 
 
 async def start_swarm(count: int, config: DhtConfig = TEST_CONFIG, seed: int = 0) -> list[DhtNode]:
@@ -69,7 +70,7 @@ class RawClient(asyncio.DatagramProtocol):
         self.transport = None
 
     @classmethod
-    async def open(cls) -> "RawClient":
+    async def open(cls) -> RawClient:
         loop = asyncio.get_running_loop()
         _, protocol = await loop.create_datagram_endpoint(cls, local_addr=("127.0.0.1", 0))
         return protocol
@@ -86,7 +87,7 @@ class RawClient(asyncio.DatagramProtocol):
     async def reply(self, timeout: float = 2.0) -> bytes | None:
         try:
             return await asyncio.wait_for(self.replies.get(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return None
 
     def drain(self) -> int:

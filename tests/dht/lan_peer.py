@@ -12,7 +12,6 @@ from dataclasses import replace
 
 from dht.identity import NodeIdentity
 from dht.node import DhtNode
-
 from tests.dht.conftest import TEST_CONFIG
 
 
@@ -33,7 +32,7 @@ async def main(group_port: int) -> int:
     print(json.dumps({"node_id": node.node_id.hex(), "lan": node.lan is not None}), flush=True)
     try:
         await asyncio.wait_for(node.found.wait(), 20)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return 2
     finally:
         contacts = node.routing.contacts()

@@ -9,8 +9,8 @@ import time
 
 from dht.identity import NodeIdentity
 from dht.node import DhtNode
-from dht.responder import Responder
 from dht.records import KIND_PROVIDER, ProviderRecord, decode_record
+from dht.responder import Responder
 from dht.storage import StoreResult
 from dht.wire import Contact, ErrorCode, Message, MessageType, Method, decode_message, encode_message
 
@@ -157,7 +157,7 @@ async def test_junk_datagrams_and_a_flood_do_not_stop_a_node():
         async def flood():
             # Valid requests from one address, far past its rate limit. Yielding every 100 datagrams only lets
             # the loop run (one process plays both sides); the flood is still ~100x the allowed rate.
-            for burst in range(40):
+            for _burst in range(40):
                 for _ in range(100):
                     client.send(valid_ping, target.address)
                 await asyncio.sleep(0)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from addresses import canonical_host
 from dht.attestation import MIN_ATTESTING_NETWORKS, Attestations
 from dht.identity import NodeIdentity
-from addresses import canonical_host
 from dht.records import ManifestRecord
 
 ALICE, MALLORY = NodeIdentity.generate(), NodeIdentity.generate()

@@ -21,7 +21,7 @@ from dht.wire import (
 
 NID = b"\x01" * 20
 TX = b"t" * 8
-CONTACTS = [Contact(bytes([i]) * 20, "10.0.0.%d" % i, 1000 + i) for i in range(1, 6)] + [
+CONTACTS = [Contact(bytes([i]) * 20, f"10.0.0.{i}", 1000 + i) for i in range(1, 6)] + [
     Contact(b"\x09" * 20, "2001:db8::9", 9)
 ]
 

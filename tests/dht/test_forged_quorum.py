@@ -125,7 +125,7 @@ async def test_honest_quorum_stands_beside_the_forgers(network):
     try:
         for publisher in network[:2]:  # two honest nodes fetched the file from the origin
             await publisher.put_manifest(KEY, GOOD_ROOT, SIZE, BLOCK, '"v1"')
-        for index, host in enumerate(CLAIMED):
+        for _index, host in enumerate(CLAIMED):
             record = forged(NodeIdentity.generate(), host)
             for liar in lying:
                 liar.store._insert((KIND_MANIFEST, KEY), record, "self", None)
@@ -164,7 +164,8 @@ async def test_relayed_records_keep_the_address_they_were_observed_from(network)
         [(record, _, _)] = await network[-1].get_manifests(KEY)
         fresh = await start_node("127.0.0.41", [network[1].address])
         try:
-            relay.routing.add(Contact(fresh.node_id, *fresh.address), relay.monotonic())  # a node that does not hold it yet
+            # a node that does not hold it yet
+            relay.routing.add(Contact(fresh.node_id, *fresh.address), relay.monotonic())
             before = fresh.counters["store_address_mismatch"]
             await relay.publish(record)
             assert fresh.counters["store_address_mismatch"] == before + 1

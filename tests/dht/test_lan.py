@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 from dht.lan import _IP_MULTICAST_ALL, BeaconFilter, LanDiscovery, decode_beacon, encode_beacon
-
 from tests.dht.conftest import TEST_CONFIG
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -139,7 +139,7 @@ async def test_records_expire_in_maintenance():
 async def test_lifecycle_and_argument_errors():
     node = DhtNode(NodeIdentity.generate(), TEST_CONFIG)
     with pytest.raises(NotRunning):
-        node.address
+        _ = node.address
     with pytest.raises(NotRunning):
         await node.ping(("127.0.0.1", 9))
     with pytest.raises(InvalidArgument):

@@ -8,8 +8,18 @@ from hypothesis import strategies as st
 
 from dht.errors import BadSignature, InvalidArgument, MalformedRecord, PeerError
 from dht.identity import NodeIdentity
-from dht.records import (KIND_MANIFEST, KIND_PROVIDER, MAX_RECORD_BYTES, MAX_TTL_S, ManifestRecord, ProviderRecord,
-                         Transport, decode_record, dht_key, representation_key)
+from dht.records import (
+    KIND_MANIFEST,
+    KIND_PROVIDER,
+    MAX_RECORD_BYTES,
+    MAX_TTL_S,
+    ManifestRecord,
+    ProviderRecord,
+    Transport,
+    decode_record,
+    dht_key,
+    representation_key,
+)
 
 ALICE = NodeIdentity.generate()
 ROOT = bytes(range(32))

@@ -33,7 +33,8 @@ CASES = {
         [(prov(0, port=1), "a", 1000, StoreResult.STORED), (prov(0, at=1001, port=2), "a", 1001, StoreResult.REPLACED)],
         1002, [2]),
     "replayed older refused": (
-        [(prov(0, at=1001, port=2), "a", 1001, StoreResult.STORED), (prov(0, at=1000, port=1), "x", 1002, StoreResult.STALE)],
+        [(prov(0, at=1001, port=2), "a", 1001, StoreResult.STORED),
+         (prov(0, at=1000, port=1), "x", 1002, StoreResult.STALE)],
         1002, [2]),
     "duplicate refused": (
         [(prov(0, port=1), "a", 1000, StoreResult.STORED), (prov(0, port=1), "a", 1000, StoreResult.STALE)],

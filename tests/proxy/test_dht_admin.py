@@ -15,7 +15,8 @@ from .rawhttp import request
 
 
 async def admin_get(server: ProxyServer, path: str):
-    response = await request(server.addresses["proxy"], f"GET {path} HTTP/1.1\r\nHost: {server.addresses['proxy']}\r\n\r\n".encode())
+    proxy = server.addresses["proxy"]
+    response = await request(proxy, f"GET {path} HTTP/1.1\r\nHost: {proxy}\r\n\r\n".encode())
     return response.status, json.loads(response.body)
 
 

@@ -12,7 +12,6 @@ import urllib.request
 
 import pytest
 
-
 from .conftest import run_tool, start_proxy_process
 
 pytestmark = pytest.mark.e2e

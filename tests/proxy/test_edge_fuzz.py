@@ -95,7 +95,7 @@ def exchange(address: str, data: bytes) -> bytes:
                 received += chunk
         except (BrokenPipeError, ConnectionResetError):
             pass  # the proxy closed while we sent or read (a reset may take an answer with it): a close
-        except socket.timeout:
+        except TimeoutError:
             raise AssertionError(f"the proxy neither answered nor closed within 10 s: {data[:200]!r}") from None
         return received
 

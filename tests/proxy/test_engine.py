@@ -15,17 +15,18 @@ from dht.discovery import FakeDiscovery, FakeDiscoveryNetwork, Provider
 from dht.records import KIND_PROVIDER, Transport
 from proxy.demo.local_swarm import Cluster
 from proxy.engine import Found, Miss, SwarmEngine, agreed_manifest, url_key
-from swarm.trust import AgreedManifest, parse_trust
 from proxy.origin_head import OriginHead
 from proxy.spool import Spool
 from swarm.net.memory import MemoryNetwork, MemoryTransport
 from swarm.service.discovery import IN_PROGRESS_ROOT, ManifestClaim
 from swarm.service.node import FETCH_STALL_TIMEOUT
 from swarm.store.memory import MemoryBlockStore
+from swarm.trust import AgreedManifest, parse_trust
 from tests.swarm.service.fake_timers import FakeTimers
 from tests.swarm.service.test_swarm_service import served  # the engine serves through its service
 
 DATA = hashlib.sha256(b"engine").digest() * 4000  # 128,000 bytes
+DATA_SIZE = len(DATA)
 URL = "http://origin.test/file.bin"
 
 
@@ -302,7 +303,7 @@ async def test_a_url_vouched_for_by_a_quorum_is_found_with_the_manifest_from_a_p
         await seeder.stop()
 
 
-def head(size=len(DATA), validator='"v1"', content_type="text/plain", content_encoding=None) -> OriginHead:
+def head(size=DATA_SIZE, validator='"v1"', content_type="text/plain", content_encoding=None) -> OriginHead:
     return OriginHead(status=200, swarmable=True, reason=None, size=size, validator=validator, start=0, end=size,
                       content_type=content_type, content_encoding=content_encoding)
 

@@ -21,9 +21,9 @@ from proxy.errors import ConfigError
 from proxy.get_command import OK
 from proxy.local_ca import LocalCA, matches, parse_mitm_hosts
 
-pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed (apt-get install curl)")
-
 from .tls_origin import tls_origin, trusting_cluster
+
+pytestmark = pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed (apt-get install curl)")
 
 DATA = (hashlib.sha256(b"mitm").digest() * 40_000)[:1_000_000]
 SETTINGS = {"first_byte_timeout": "5", "min_rate": "160k", "rate_window": "30", "early_lookup": "0.3",

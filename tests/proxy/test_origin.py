@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import ssl
 
 import aiohttp
@@ -32,7 +31,7 @@ GIVE_THE_CA = "give it to the proxy, which verifies origins: swarmproxy run --ca
     pytest.param(aiohttp.ConnectionTimeoutError("Connection timeout"), {"connect_timeout": 2.5}, 504,
                  "timeout: origin origin.example:8443 could not be reached within 2.5 s (the proxy's "
                  "--connect-timeout)", False, id="connect-timeout"),
-    pytest.param(asyncio.TimeoutError(), {"connect_timeout": 10.0}, 504,
+    pytest.param(TimeoutError(), {"connect_timeout": 10.0}, 504,
                  "could not be reached within 10 s (the proxy's --connect-timeout)", False, id="resolve-and-connect"),
     pytest.param(TimeoutError(), {}, 504,
                  "could not be reached within the time allowed (the proxy's --connect-timeout)", False,

@@ -3,15 +3,24 @@ against a corpus of real signed-URL formats (signed_url_corpus.py); redact_url."
 
 from __future__ import annotations
 
+from urllib.parse import quote, urlsplit, urlunsplit
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from multidict import CIMultiDict
 
-from urllib.parse import quote, urlsplit, urlunsplit
-
-from proxy.publish_gate import (GateDecision, cache_control, content_length_of, content_range, gate, redact_url,
-                                request_gate, strong_etag, validator_of)
+from proxy.publish_gate import (
+    GateDecision,
+    cache_control,
+    content_length_of,
+    content_range,
+    gate,
+    redact_url,
+    request_gate,
+    strong_etag,
+    validator_of,
+)
 from proxy.url_privacy import REDACTED, SECRET_WORDS, url_reason
 
 from .signed_url_corpus import ALLOWED, CORPUS, ISSUE_19, JWT_HS256, KNOWN_MISSES, SHA256_HEX

@@ -9,7 +9,6 @@ from hypothesis import strategies as st
 
 from proxy.ranges import RangeSpec, content_range, parse_content_range, parse_range
 
-
 # (Range value, (first, last, suffix) or None when the header is not served by us)
 PARSE_CASES = [
     pytest.param("bytes=0-0", (0, 0, None), id="first-byte"),

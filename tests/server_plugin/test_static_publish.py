@@ -180,7 +180,7 @@ def test_odd_names_reach_nginx_as_its_uri_and_apache_as_its_path(tmp_path):
     apache = files[config.APACHE]
     regexes = dict(re.findall(r'<LocationMatch "([^"]*)">\n    Header set Swarm-Manifest "([^"]*)"\n', apache))
     assert len(regexes) == len(names) + 1
-    for i, name in enumerate(names):
+    for name in names:
         matching = [v for k, v in regexes.items() if re.search(k.encode("utf-8", "surrogateescape"),
                                                                ("/files/" + name).encode("utf-8", "surrogateescape"))]
         assert len(matching) == 1 and parse_header(matching[0]).size == 100, name

@@ -21,10 +21,10 @@ from proxy.download import actions as act
 from proxy.download.core import DownloadCore
 from proxy.download.discovery_rule import DiscoveryRule
 from proxy.download.settings import DownloadSettings
-from swarm.trust import ManifestSource
-from proxy.origin_head import OriginHead
 from proxy.download.transition import TransitionSettings
+from proxy.origin_head import OriginHead
 from swarm.content.manifest import build_manifest
+from swarm.trust import ManifestSource
 
 BLOCK = 16 * 1024
 SIZE = 100_000

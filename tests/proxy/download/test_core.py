@@ -17,8 +17,30 @@ import pytest
 
 from proxy.download.core import DownloadCore
 
-from .download_vectors import (ANSWER, BLOCKS, DEADLINE, EMPTY_MANIFEST, FOUND, H200, HEAD, HFAIL, LOOK,
-                               MANIFEST, NO_EARLY, SETTINGS, SIZE, TIMER, V1, V2, Driver, Found, O, S, Vector, head)
+from .download_vectors import (
+    ANSWER,
+    BLOCKS,
+    DEADLINE,
+    EMPTY_MANIFEST,
+    FOUND,
+    H200,
+    HEAD,
+    HFAIL,
+    LOOK,
+    MANIFEST,
+    NO_EARLY,
+    SETTINGS,
+    SIZE,
+    TIMER,
+    V1,
+    V2,
+    Driver,
+    Found,
+    O,
+    S,
+    Vector,
+    head,
+)
 
 T_SWITCH = "Switch(T@0) StartHead StartLookup(headless)"
 RESPOND = "Respond(200,0-100000,text/html|None) OpenSpool(100000,16384) StartSwarm(0-100000)"

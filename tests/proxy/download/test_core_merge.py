@@ -11,9 +11,34 @@ import pytest
 
 from proxy.download.core import DownloadCore
 
-from .download_vectors import (ABORT, BAD, BLOCKS, CONTENT, DEADLINE, FOUND, H200, HEAD, HFAIL, LOOK, MANIFEST,
-                               NO_EARLY, PUBLISHED, SIZE, TIMER, Driver, Found, O, OEND, OFAIL, S, SEND, SFAIL,
-                               Vector, head, sig)
+from .download_vectors import (
+    ABORT,
+    BAD,
+    BLOCKS,
+    CONTENT,
+    DEADLINE,
+    FOUND,
+    H200,
+    HEAD,
+    HFAIL,
+    LOOK,
+    MANIFEST,
+    NO_EARLY,
+    OEND,
+    OFAIL,
+    PUBLISHED,
+    SEND,
+    SFAIL,
+    SIZE,
+    TIMER,
+    Driver,
+    Found,
+    O,
+    S,
+    Vector,
+    head,
+    sig,
+)
 
 R_HEAD = [HEAD(H200, 0.1, "RelayHead OpenSpool(100000,None)"), O(5000, 0.2, "D(o,5000)")]
 R_SWITCH = [*R_HEAD, DEADLINE(2.1), TIMER("Switch(R@5000) StartLookup")]

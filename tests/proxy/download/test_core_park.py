@@ -17,8 +17,27 @@ from proxy.download.core import DownloadCore
 from proxy.download.parking import ParkingSettings
 from swarm.content import segments
 
-from .download_vectors import (ABORT, BAD, BLOCKS, CONTENT, DEADLINE, FOUND, H200, HEAD, LOOK, NO_EARLY, SETTINGS,
-                               SFAIL, SIZE, TIMER, Driver, O, S, Vector, head)
+from .download_vectors import (
+    ABORT,
+    BAD,
+    BLOCKS,
+    CONTENT,
+    DEADLINE,
+    FOUND,
+    H200,
+    HEAD,
+    LOOK,
+    NO_EARLY,
+    SETTINGS,
+    SFAIL,
+    SIZE,
+    TIMER,
+    Driver,
+    O,
+    S,
+    Vector,
+    head,
+)
 
 PARK = dataclasses.replace(SETTINGS, parking=ParkingSettings(after=2, poll=0.5, shortest=1.0, longest=1.0))
 RANGES = head(ranges=True)

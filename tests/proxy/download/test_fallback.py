@@ -89,8 +89,8 @@ async def test_an_origins_repr_digest_is_checked_over_a_swarmed_body(cluster, sl
     # From now on the origin says (RFC 9530) which bytes it serves; when that is not what peers hold, a body
     # with their bytes in it must never end as if complete.
     said = DATA if agrees else b"what the origin serves now"
-    slow_origin.extra_headers["/big.bin"] = {"Repr-Digest": "sha-256=:%s:" % base64.b64encode(
-        hashlib.sha256(said).digest()).decode()}
+    slow_origin.extra_headers["/big.bin"] = {"Repr-Digest": "sha-256=:{}:".format(base64.b64encode(
+        hashlib.sha256(said).digest()).decode())}
     slow_origin.set_rate(64_000)
     node = await cluster.add()
     if agrees:

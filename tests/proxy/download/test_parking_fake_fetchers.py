@@ -21,14 +21,14 @@ import hashlib
 import pytest
 import pytest_asyncio
 
-from proxy.download import actions as act
 from proxy.demo.local_swarm import Cluster
-from proxy.download.discovery_rule import DiscoveryRule
+from proxy.download import actions as act
 from proxy.download.core import DownloadCore
-from proxy.download.settings import DownloadSettings
-from proxy.origin_head import OriginHead
+from proxy.download.discovery_rule import DiscoveryRule
 from proxy.download.parking import ParkingSettings
+from proxy.download.settings import DownloadSettings
 from proxy.download.transition import TransitionSettings
+from proxy.origin_head import OriginHead
 
 CHUNK = 16 * 1024
 HEAD_AT = 0.05  # the origin's head, after the GET went out at 0

@@ -8,8 +8,8 @@ import dataclasses
 import pytest
 
 from proxy.download import actions as act
-from proxy.download.discovery_rule import HINT, HOST_SLOW, LARGE, SLOW, DiscoveryRule
 from proxy.download.core import DownloadCore
+from proxy.download.discovery_rule import HINT, HOST_SLOW, LARGE, SLOW, DiscoveryRule
 from proxy.download.parking import ParkingSettings
 
 from .download_vectors import CONTENT, PUBLISHED, SETTINGS, SIZE, head

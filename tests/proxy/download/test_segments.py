@@ -12,10 +12,10 @@ import hashlib
 import pytest
 import pytest_asyncio
 
-from proxy.download import segments as segment_swarm
 from proxy.demo.local_swarm import Cluster
-from proxy.engine import url_key
+from proxy.download import segments as segment_swarm
 from proxy.download.segments import SegmentedFetch, SegmentTrust, segment_key
+from proxy.engine import url_key
 from proxy.server import ProxyServer
 from swarm.content import segments
 from swarm.content.merkle import merkle_root

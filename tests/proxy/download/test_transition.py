@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from proxy.download.transition import TransitionPolicy
 
+
 def _after(t: float) -> float:
     return math.nextafter(t, math.inf)
 

@@ -8,8 +8,19 @@ import random
 import pytest
 
 from swarm.content.manifest import build_manifest
-from swarm.core.fetch import (LAYER_TIMEOUT, Announce, Close, Deliver, FetchCore, Finished, OriginCancel, OriginFetch,
-                              Send, Verified, bitfield_to_bytes)
+from swarm.core.fetch import (
+    LAYER_TIMEOUT,
+    Announce,
+    Close,
+    Deliver,
+    FetchCore,
+    Finished,
+    OriginCancel,
+    OriginFetch,
+    Send,
+    Verified,
+    bitfield_to_bytes,
+)
 from swarm.core.policy import PolicyConfig
 from swarm.net import wire
 

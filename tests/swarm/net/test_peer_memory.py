@@ -25,6 +25,7 @@ from swarm.net.wire import Block, Handshake, KeepAlive, Reject, RejectReason, Re
 from swarm.service.node import SwarmNode
 from swarm.store.disk import DiskBlockStore
 from tests.swarm.core.test_serve import BLOCK, core, handshake
+
 # event_loop_policy: the fixture runs every test here on both loops, as in test_transport
 from tests.swarm.net.test_transport import KINDS, MiB, connected, event_loop_policy, receive, until  # noqa: F401
 

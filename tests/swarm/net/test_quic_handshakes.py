@@ -22,6 +22,7 @@ from aioquic.quic.packet import QuicPacketType, pull_quic_header
 
 from swarm.net.handshakes import PER_ADDRESS, TOTAL
 from swarm.net.quic import ALPN, QuicTransport
+
 # event_loop_policy: the fixture runs every test here on both loops, as in test_transport
 from tests.swarm.net.test_transport import event_loop_policy, until  # noqa: F401
 

@@ -19,8 +19,24 @@ from swarm.net.memory import MemoryNetwork, MemoryTransport
 from swarm.net.quic import QuicConnection, QuicTransport
 from swarm.net.tcp import TcpTransport
 from swarm.net.transport import CloseCause, Connection, ConnectionSettings, Transport, source_address
-from swarm.net.wire import (Bitfield, Block, Cancel, Handshake, HashRequest, HashResponse, Have, KeepAlive,
-                            ManifestRequest, ManifestResponse, Pex, PexPeer, Reject, RejectReason, Request, Start)
+from swarm.net.wire import (
+    Bitfield,
+    Block,
+    Cancel,
+    Handshake,
+    HashRequest,
+    HashResponse,
+    Have,
+    KeepAlive,
+    ManifestRequest,
+    ManifestResponse,
+    Pex,
+    PexPeer,
+    Reject,
+    RejectReason,
+    Request,
+    Start,
+)
 from swarm.store.interface import BlockLocation
 
 KINDS = ["memory", "tcp", "quic"]

@@ -10,9 +10,27 @@ from hypothesis import strategies as st
 from swarm.errors import PeerError, ProtocolError
 from swarm.net import wire
 from swarm.net.decoder import Decoder
-from swarm.net.wire import (Bitfield, Block, Cancel, Handshake, HashRequest, HashResponse, Have, KeepAlive, Limits,
-                            ManifestRequest, ManifestResponse, MessageType, Pex, PexPeer, Reject, RejectReason, Request,
-                            Start, Transport)
+from swarm.net.wire import (
+    Bitfield,
+    Block,
+    Cancel,
+    Handshake,
+    HashRequest,
+    HashResponse,
+    Have,
+    KeepAlive,
+    Limits,
+    ManifestRequest,
+    ManifestResponse,
+    MessageType,
+    Pex,
+    PexPeer,
+    Reject,
+    RejectReason,
+    Request,
+    Start,
+    Transport,
+)
 
 H1, H2 = b"\x11" * 32, b"\x22" * 32
 MAX_U32 = 2**32 - 1

@@ -42,7 +42,8 @@ async def started(world, store=None, *, discovery=None, **kwargs) -> SwarmServic
 async def stored(service: SwarmService, data: bytes = DATA, **manifest_fields):
     """`data` complete in the service's store, as a download leaves it."""
     manifest, layer = build_manifest([data], len(data), validator='"v1"', **manifest_fields)
-    await service.in_thread(manifest.root, lambda stop: fill_entry(service.store, manifest, layer, BytesBody(data), stop))
+    await service.in_thread(manifest.root,
+                            lambda stop: fill_entry(service.store, manifest, layer, BytesBody(data), stop))
     return manifest
 
 

@@ -7,10 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from addresses import network_prefix
-from swarm.trust import quorum as mt
-from swarm.trust import (AgreedManifest, TrustDecision, TrustPolicy, Vouch, ahead_of, decide, parse_trust,
-                                  working)
 from swarm.service.discovery import IN_PROGRESS_ROOT
+from swarm.trust import AgreedManifest, TrustDecision, TrustPolicy, Vouch, ahead_of, decide, parse_trust, working
+from swarm.trust import quorum as mt
 
 ROOT_A = b"A" * 32
 ROOT_B = b"B" * 32
@@ -146,7 +145,8 @@ ROWS = {
         "any", [v("a", "192.31.196.1"), v("c", "192.52.193.1", root=ROOT_B)], {},
         TrustDecision(None, "none", "conflict", 1)),
     "any-liar-24-weighs-one": (
-        "any", LIAR_24 + [v("a", "192.52.193.10"), v("b", "192.175.48.9")], {}, TrustDecision(agreed(), "any", "ok", 2)),
+        "any", LIAR_24 + [v("a", "192.52.193.10"), v("b", "192.175.48.9")], {},
+        TrustDecision(agreed(), "any", "ok", 2)),
     "origin-never-believes-the-dht": (
         "origin", [v("a", "192.31.196.1"), v("b", "192.175.48.1")], {}, TrustDecision(None, "none", "trust=origin", 0)),
     # Hosts attested by other storing nodes: never more weight than the fewest networks a party needs to show them
