@@ -15,12 +15,13 @@
   `ProviderRecord`, `ManifestRecord`, `Transport`.
 * `addresses.network_prefix(host)` (the bottom module `addresses`): the unit in which independent parties are
   counted, and `canonical_host`. `dht.attestation` — which publisher hosts storing nodes vouch they observed.
-* `dht.identity` — `NodeIdentity` (Ed25519 key in the data dir; node id = SHA-256(public key)[:20]).
+* `dht.identity` — `NodeIdentity` (an Ed25519 key; node id = SHA-256(public key)[:20]); `dht.key_file` keeps it
+  in the data dir.
 * `dht.errors` — `LocalError` (our side) vs `PeerError` (a remote node's bad input) and their subclasses.
 
 Internals, each a pure core or a thin shell: `responder` (answers one request), `storage` (record store with
 caps, expiry, replay protection, the address each record arrived from),
 `admission` (per-source token buckets, write tokens), `lookup` (iterative lookup state machine), `announcements`
 (refresh schedule), `wire` (datagram codec), `protocol` (guarded UDP endpoint), `routing` (the `kademlia`
-package's k-bucket table + JSON persistence), `lan` (multicast beacons).
+package's k-bucket table and its JSON form; `routing_file` keeps it in the data dir), `lan` (multicast beacons).
 """

@@ -28,6 +28,7 @@ from collections import Counter, OrderedDict
 from collections.abc import AsyncGenerator, Callable, Iterable
 from typing import cast
 
+from dht import key_file
 from dht.admission import RateLimiter, WriteTokens
 from dht.announcements import AnnouncementSchedule
 from dht.attestation import Attestations
@@ -50,7 +51,8 @@ from dht.records import (
     dht_key,
 )
 from dht.responder import Responder, source_key
-from dht.routing import RoutingTableFacade, load_contacts, save_contacts
+from dht.routing import RoutingTableFacade
+from dht.routing_file import load_contacts, save_contacts
 from dht.storage import RecordStore, StoreResult
 from dht.wire import Contact, Message, MessageType, Method
 
@@ -146,7 +148,7 @@ class DhtNode:
     @classmethod
     def from_data_dir(cls, data_dir: str | os.PathLike[str], config: DhtConfig | None = None, **kwargs) -> DhtNode:
         """A node whose key and routing table live in `data_dir` (created if needed)."""
-        return cls(NodeIdentity.load_or_create(data_dir), config, data_dir=data_dir, **kwargs)
+        return cls(key_file.load_or_create(data_dir), config, data_dir=data_dir, **kwargs)
 
     # ------------------------------------------------------------------------------------------- lifecycle
 

@@ -9,9 +9,9 @@ does not answer gives its place to the newest waiting contact. A contact that le
 leaves the table by `unanswered`'s rule: not when we are the one who cannot be heard. No I/O here: the ping and
 the requests are the node's.
 
-Persistence is a JSON file (``dht_routing.json``) — never pickle, which executes code on load — written
-atomically (temp file + rename) and read defensively: any malformed entry is skipped, a malformed file is
-ignored with a warning (a routing table is a cache; losing it costs one bootstrap).
+Persistence is JSON (`encode_contacts`, `decode_contacts`) — never pickle, which executes code on load — read
+defensively: any malformed entry is skipped, a malformed document refused (a routing table is a cache; losing it
+costs one bootstrap). The file itself (``dht_routing.json``, written atomically) is `dht.routing_file`'s.
 """
 
 from __future__ import annotations
@@ -20,10 +20,8 @@ import bisect
 import ipaddress
 import json
 import logging
-import os
 from collections import Counter, deque
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
-from pathlib import Path
 from typing import Any
 
 from kademlia.node import Node as KadNode
@@ -34,7 +32,6 @@ from dht.wire import Contact
 
 log = logging.getLogger(__name__)
 
-ROUTING_FILE_NAME = "dht_routing.json"
 _MAX_SAVED_CONTACTS = 500
 _CLOSEST_CACHE_TARGETS = 16  # targets whose answer closest() keeps; a crowd asks about a handful of keys
 # A contact heard from this recently is "good" (BEP 5's 15 minutes): a newcomer to its full bucket waits in the
@@ -255,30 +252,21 @@ class RoutingTableFacade:
         return [bucket.range for bucket in self._table.lonely_buckets()]
 
 
-def save_contacts(data_dir: str | os.PathLike[str], self_id: bytes, contacts: list[Contact]) -> None:
-    path = Path(data_dir) / ROUTING_FILE_NAME
-    document = {
+def encode_contacts(self_id: bytes, contacts: list[Contact]) -> str:
+    """The routing file's text (`dht.routing_file` writes it): this node's id and up to `_MAX_SAVED_CONTACTS`."""
+    return json.dumps({
         "version": 1,
         "node_id": self_id.hex(),
         "contacts": [[c.node_id.hex(), c.host, c.port] for c in contacts[:_MAX_SAVED_CONTACTS]],
-    }
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(document))
-    os.replace(tmp, path)
+    })
 
 
-def load_contacts(data_dir: str | os.PathLike[str]) -> list[Contact]:
-    path = Path(data_dir) / ROUTING_FILE_NAME
-    try:
-        document = json.loads(path.read_text())
-    except FileNotFoundError:
-        return []
-    except (OSError, ValueError) as exc:
-        log.warning("DHT: ignoring unreadable routing table %s: %s", path, exc)
-        return []
+def decode_contacts(text: str) -> list[Contact]:
+    """The contacts of a routing file's text; ValueError when it is not one. Entries that are not a node id, an IP
+    address and a port are skipped: a damaged file costs its bad entries, not the rest."""
+    document = json.loads(text)
     if not isinstance(document, dict) or document.get("version") != 1 or not isinstance(document.get("contacts"), list):
-        log.warning("DHT: ignoring routing table %s of unknown format", path)
-        return []
+        raise ValueError("not a routing table of a known format")
     contacts = []
     for entry in document["contacts"][:_MAX_SAVED_CONTACTS]:
         try:

@@ -7,14 +7,15 @@ import stat
 import pytest
 
 from dht.errors import IdentityError, LocalError
-from dht.identity import KEY_FILE_NAME, NODE_ID_BYTES, NodeIdentity, node_id_for, verify_signature
+from dht.identity import NODE_ID_BYTES, NodeIdentity, node_id_for, verify_signature
+from dht.key_file import KEY_FILE_NAME, load_or_create
 
 
 def test_created_with_mode_0600_and_reused(tmp_path):
-    first = NodeIdentity.load_or_create(tmp_path / "data")
+    first = load_or_create(tmp_path / "data")
     path = tmp_path / "data" / KEY_FILE_NAME
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    second = NodeIdentity.load_or_create(tmp_path / "data")
+    second = load_or_create(tmp_path / "data")
     assert second.node_id == first.node_id
     assert second.public_key == first.public_key
 
@@ -33,16 +34,16 @@ def test_node_id_is_truncated_sha256_of_public_key():
 def test_corrupt_key_file_is_a_clear_local_error(tmp_path, content):
     (tmp_path / KEY_FILE_NAME).write_bytes(content)
     with pytest.raises(IdentityError, match="corrupt") as info:
-        NodeIdentity.load_or_create(tmp_path)
+        load_or_create(tmp_path)
     assert isinstance(info.value, LocalError)
     assert (tmp_path / KEY_FILE_NAME).read_bytes() == content  # never silently replaced
 
 
 def test_loose_permissions_are_tightened(tmp_path):
-    NodeIdentity.load_or_create(tmp_path)
+    load_or_create(tmp_path)
     path = tmp_path / KEY_FILE_NAME
     os.chmod(path, 0o644)
-    NodeIdentity.load_or_create(tmp_path)
+    load_or_create(tmp_path)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
