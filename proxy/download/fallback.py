@@ -20,6 +20,7 @@ from yarl import URL
 
 import addresses
 from swarm.content.segments import Segments
+from swarm.errors import SwarmError
 from swarm.trust import ManifestSource
 
 from ..engine import Found, Miss, SwarmEngine, url_key
@@ -413,9 +414,12 @@ class _Download:
                                            published=core.published, content_type=core.content_type,
                                            headless=headless, origin_head=lambda: self.origin_head,
                                            looked_ahead=looked_ahead)
-        except Exception as exc:
-            log.warning("a swarm lookup failed: %r", exc)
+        except SwarmError as exc:  # the engine's own (a Discovery's errors end in a lookup that found nothing)
+            log.info("%s: a swarm lookup failed: %s", self.url, exc)
             found = Miss("lookup-failed")
+        except Exception:  # a bug: said loudly, with its traceback, and the origin alone goes on
+            log.exception("swarmproxy bug: the swarm lookup of %s raised", self.url)
+            found = Miss("lookup-bug", "an internal error; see the log")
         miss = found if isinstance(found, Miss) else Miss("")
         self._say(f"lookup: a {found.source} manifest" if isinstance(found, Found) else
                     f"lookup: {found} ({miss.others} fetching, {miss.ahead} of them ahead)")
