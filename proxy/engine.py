@@ -38,13 +38,14 @@ from swarm.content.manifest import Manifest, OriginManifest
 from swarm.content.merkle import block_count
 from swarm.errors import ManifestError, StoreError
 from swarm.net.transport import Transport
-from swarm.service.discovery import IN_PROGRESS_ROOT, Discovery, Provider, validator_bytes
+from swarm.service.discovery import Discovery, Provider, validator_bytes
 from swarm.service.node import FETCH_STALL_TIMEOUT
 from swarm.service.origin_source import OriginRangeSource
 from swarm.service.store_work import fill_entry
 from swarm.service.swarm_service import FETCH_PEERS, LINGER, PROVIDER_WAIT, ShareCounters, SwarmService
 from swarm.store.interface import BlockStore
-from swarm.trust import AgreedManifest, ManifestSource, TrustPolicy, Vouch, ahead_of, decide, unattested, working
+from swarm.trust import AgreedManifest, ManifestSource, TrustPolicy, Vouch, decide
+from swarm.trust.judge import judge
 
 from .origin_head import OriginHead
 from .origin_manifest import fetch_layer
@@ -273,25 +274,15 @@ class SwarmEngine:
         if claims is None:
             return Miss("lookup-failed")
         summaries, providers_by_root = claims
-        vouches = _vouches(summaries)
-        others = ahead = 0
-        if known_size is not None and known_validator:
-            me, wanted = service.discovery.node_id, validator_bytes(known_validator)
-            others = working(vouches, size=known_size, validator=wanted, exclude=me)
-            ahead = working(ahead_of(vouches, me, self._claimed_at.get(key, math.inf)),
-                            size=known_size, validator=wanted, exclude=me)
-        if all(s.content_root == IN_PROGRESS_ROOT for s in summaries):
-            log.info("no manifest record for %s", url)
-            return Miss("no-record", f"{others} fetching from the origin" if others else "", others, ahead)
-        decision = decide(vouches, policy, known_size=known_size, known_validator=known)
-        if decision.accepted is None:
-            self.counters.manifests_rejected += 1
-            log.info("no trusted manifest for %s: %s (%d publisher(s))", url, decision.reason, decision.publishers)
-            detail = f"{decision.publishers} publisher{'s' if decision.publishers != 1 else ''}"
-            if hidden := unattested(vouches):
-                detail += f", {hidden} unattested"
-            return Miss(decision.reason, detail, others, ahead)
-        accepted = decision.accepted
+        verdict = judge(_vouches(summaries), self.trust, known_size=known_size, known_validator=known,
+                        me=service.discovery.node_id, claimed_at=self._claimed_at.get(key, math.inf),
+                        headless=headless)
+        if verdict.accepted is None:
+            if verdict.rejected:
+                self.counters.manifests_rejected += 1
+            log.info("no trusted manifest for %s: %s", url, Miss(verdict.reason, verdict.detail))
+            return Miss(verdict.reason, verdict.detail, verdict.others, verdict.ahead)
+        accepted = verdict.accepted
         providers = providers_by_root.get(accepted.content_root)
         if providers is None:  # looked ahead for another root (or none): the head named this version
             blocks = block_count(accepted.size, accepted.block_size)
@@ -305,7 +296,7 @@ class SwarmEngine:
                 or validator_bytes(manifest.validator) != accepted.validator:
             log.info("no provider gave a manifest matching the record for %s", url)
             return Miss("no-manifest", "no provider gave one matching the record")
-        return Found(manifest, decision.source, service.pick(providers, manifest))
+        return Found(manifest, verdict.source, service.pick(providers, manifest))
 
     async def _find_published(self, url: str, published: OriginManifest, validator: str | None,
                               content_type: str | None) -> Found | Miss:
