@@ -74,7 +74,9 @@ RATE_SWITCHES = (R_CAUSE, CROWD_CAUSE)
 
 @dataclasses.dataclass
 class Probe:
-    """What one download's transition policies saw (several: a late origin answer after T starts a new one)."""
+    """What one download's transition policies saw (several: a late origin answer after T starts a new one). The
+    download's core owns it and fills it through the policies it makes (`observed_policy`); the shell hands it to
+    `Adaptive.learn` when the download is over."""
 
     started: float | None = None  # the request went to the origin
     first_byte: float | None = None  # its first byte (head) arrived
@@ -84,14 +86,10 @@ class Probe:
     switched_at: float | None = None
 
 
-@dataclasses.dataclass(frozen=True)
-class ProbedSettings(TransitionSettings):
-    """`TransitionSettings` whose policies report to `probe`."""
-
-    probe: Probe = dataclasses.field(default_factory=Probe, compare=False, repr=False)
-
-    def policy(self) -> TransitionPolicy:
-        return _ProbedPolicy(self.probe, self.first_byte_timeout, self.min_rate, self.rate_window, self.early_lookup)
+def observed_policy(settings: TransitionSettings, probe: Probe) -> TransitionPolicy:
+    """A transition policy by `settings` that reports what it sees to `probe`."""
+    return _ProbedPolicy(probe, settings.first_byte_timeout, settings.min_rate, settings.rate_window,
+                         settings.early_lookup)
 
 
 class _ProbedPolicy(TransitionPolicy):

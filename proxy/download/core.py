@@ -29,6 +29,7 @@ from swarm.trust import ManifestSource
 from ..origin_head import UNVOUCHED_TYPE, BodyDigest, OriginHead, client_range, late_start, resumed_start, same_version
 from . import actions as act
 from .actions import Action, Deliver, Source
+from .adaptive import Probe, observed_policy
 from .discovery_rule import Discretion
 from .parking_steps import ParkingSteps
 from .settings import DownloadSettings
@@ -51,7 +52,8 @@ class DownloadCore(ParkingSteps):
                  if_range: str | None = None) -> None:
         self.settings = settings
         self.range_header, self.if_range = range_header, if_range  # the client's, for a headless answer
-        self.policy: TransitionPolicy = settings.transition.policy()
+        self.probe = Probe()  # what its origin showed, for the adaptive core (`adaptive.Outcome`)
+        self.policy: TransitionPolicy = observed_policy(settings.transition, self.probe)
         self.phase = Phase.HEAD
         self.origin = Producer.HEAD_PENDING
         self.origin_offset = 0  # where the origin's next body byte belongs in the representation
@@ -140,7 +142,7 @@ class DownloadCore(ParkingSteps):
         if self.phase in (Phase.HEADLESS, Phase.WAIT):
             # The origin answered after T: its own answer is the better one. It may switch (once) later.
             actions = self._stop_lookups()
-            self.policy = self.settings.transition.policy()
+            self.policy = observed_policy(self.settings.transition, self.probe)
             self.policy.start(now)
             self.policy.on_bytes(head.head_size, now)
             return actions + self._relay(head, now)

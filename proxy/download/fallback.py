@@ -35,7 +35,7 @@ from ..relay import RelayedResponse, _copy_body, response_for
 from ..spool import Spool
 from ..stats import RequestRecord, Stats
 from . import actions as act
-from .adaptive import Adaptive, Outcome, Probe, ProbedSettings
+from .adaptive import Adaptive, Outcome, Probe
 from .core import DownloadCore
 from .discovery_rule import DEFAULT_LARGE, DiscoveryRule
 from .ledger import Ledger
@@ -87,7 +87,7 @@ class Fallback:
         if not decision.swarmable or ranges:
             record.swarm_skipped = "ranges" if decision.swarmable else decision.reason
             return None
-        settings, probe = self._choose(url, record)
+        settings = self._choose(url, record)
         # A name that may be this machine's or its network's (localhost, a single label, .lan, an unlisted private
         # literal): nothing is looked up before its head says where the connection went (`may_share`).
         before_head = may_swarm_name(url.raw_host or "", url.port or 80, self.local_domains, self.private_origins)
@@ -99,23 +99,20 @@ class Fallback:
             complete = record.error is None
             return response
         finally:
-            if probe is not None:
-                self._learn(url, probe, record, complete)
+            if self.adaptive is not None:
+                self._learn(url, download.core.probe, record, complete)
 
-    def _choose(self, url: URL, record: RequestRecord) -> tuple[DownloadSettings, Probe | None]:
+    def _choose(self, url: URL, record: RequestRecord) -> DownloadSettings:
         """The next download's settings, with the T/R/W of the adaptive core for the URL's host (else the flags),
-        shown in its record; and the probe its policies will fill, when adaptive."""
-        probe = None
+        shown in its record."""
         transition, record.trw_source, host_slow = self.flags, "flags (--no-adaptive)", False
         if self.adaptive is not None:
             choice = self.adaptive.choose(url.raw_host or "", asyncio.get_running_loop().time())
-            probe = Probe()
-            transition = ProbedSettings(**dataclasses.asdict(choice.settings), probe=probe)
-            record.trw_source, host_slow = choice.why, choice.host_slow
+            transition, record.trw_source, host_slow = choice.settings, choice.why, choice.host_slow
         record.first_byte_timeout = transition.first_byte_timeout
         record.min_rate = transition.min_rate
         record.rate_window = transition.rate_window
-        return dataclasses.replace(self.settings, transition=transition, host_slow=host_slow), probe
+        return dataclasses.replace(self.settings, transition=transition, host_slow=host_slow)
 
     def _learn(self, url: URL, probe: Probe, record: RequestRecord, complete: bool) -> None:
         """Tell the adaptive core how the download went, once it ended (however it ended)."""

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from proxy.download.adaptive import HALF_LIFE, Adaptive, Outcome, Probe, ProbedSettings
+from proxy.download.adaptive import HALF_LIFE, Adaptive, Outcome, Probe, observed_policy
 from proxy.download.transition import TransitionSettings
 
 FLAGS = TransitionSettings(first_byte_timeout=0.75, min_rate=160_000.0, rate_window=2.0, early_lookup=0.5)
@@ -193,26 +193,24 @@ def test_memory_is_bounded_least_recently_used_first():
 
 
 def test_the_probe_sees_the_request_the_first_byte_the_bytes_before_the_switch_and_the_switch():
-    settings = ProbedSettings(0.75, 160_000.0, 2.0, 0.5)
-    policy = settings.policy()
+    probe = Probe()
+    policy = observed_policy(TransitionSettings(0.75, 160_000.0, 2.0, 0.5), probe)
     policy.start(10.0)
     policy.on_bytes(300, 10.1)  # the head
     policy.on_bytes(10_000, 10.6)
     assert policy.check(12.2) == "R"
     policy.on_bytes(5_000, 12.3)  # after the switch: not the origin's rate before it
-    assert settings.probe == Probe(started=10.0, first_byte=10.1, seen=10_300, last_seen=10.6, cause="R",
-                                   switched_at=12.2)
+    assert probe == Probe(started=10.0, first_byte=10.1, seen=10_300, last_seen=10.6, cause="R", switched_at=12.2)
 
 
 def test_the_probe_keeps_the_request_time_when_a_late_answer_starts_a_new_policy():
-    settings = ProbedSettings(0.75, 160_000.0, 2.0, 0.5)
-    first = settings.policy()
+    settings, probe = TransitionSettings(0.75, 160_000.0, 2.0, 0.5), Probe()
+    first = observed_policy(settings, probe)
     first.start(0.0)
     assert first.check(0.75) == "T"
-    second = settings.policy()  # the origin answered after T: the download's core watches it afresh
+    second = observed_policy(settings, probe)  # the origin answered after T: the download's core watches it afresh
     second.start(1.2)
     second.on_bytes(300, 1.2)
-    probe = settings.probe
     assert (probe.started, probe.first_byte, probe.cause, probe.switched_at) == (0.0, 1.2, "T", 0.75)
     assert probe.seen == 0
 
