@@ -49,6 +49,7 @@ from swarm.trust import Vouch, decide, working
 
 from ..engine import Found
 from .parking import ParkingSettings
+from .segment_walk import Pause, Poll, Segment, SegmentLookup, SegmentWalk, Take
 
 if TYPE_CHECKING:
     from ..engine import SwarmEngine
@@ -58,26 +59,12 @@ log = logging.getLogger("swarmproxy.segments")
 
 SEGMENT_KEY_PREFIX = b"swarmproxy/segment\x00"
 LOOKUP_TIMEOUT = 5.0  # seconds for one segment's claims: a lookup that takes longer counts as none
-# A lookup that finds fewer others fetching than one within this many seconds before is taken for a busy DHT's
-# partial answer, not for the fetchers leaving (their claims live IN_PROGRESS_TTL): in the 100-client largefile
-# a tenth of the parked crowd saw the two fetchers vanish from one lookup and asked the origin for a segment.
-OTHERS_MEMORY = 20.0
-HESITATION_MAX = 2.0  # seconds: the longest pause before claiming a segment (`SegmentedFetch._hesitation`)
-PEER_TRIES = 2  # a segment whose holders failed it this often comes from the origin (from where they left off)
 
 
 def segment_key(url_key: bytes, size: int, index: int) -> bytes:
     """The discovery key of segment `index` of the `size`-byte version of the URL whose key is `url_key`: a
     hash, so the DHT never sees the URL, and one key per size, so versions of different sizes never mix."""
     return hashlib.sha256(SEGMENT_KEY_PREFIX + url_key + struct.pack(">QI", size, index)).digest()
-
-
-@dataclasses.dataclass(frozen=True)
-class SegmentLookup:
-    found: Found | None  # a trusted segment manifest and its providers
-    others: int  # the weight of the independent others who vouched for it or fetch it (or the file) from the origin
-    reason: str  # why not found: `swarm.trust.decide`'s reasons, "no-provider", "no-manifest", "lookup-failed"
-    enough: int | None = None  # the weight of `others` worth waiting for: 1 when only a provider is missing
 
 
 class SegmentTrust:
@@ -286,26 +273,22 @@ class SegmentedFetch:
         self.parking, self.origin_rate, self.report = parking, origin_rate, report
         self.trust = SegmentTrust(engine)
         self.clock = clock or asyncio.get_running_loop().time
-        self.sleep, self.jitter = sleep, jitter
+        self.sleep = sleep
+        self.walk = SegmentWalk(parking, origin_rate=origin_rate, now=self.clock(), jitter=jitter)  # the decisions
         self.origin = OriginRangeSource(engine.session, url, size=cut.size, validator=validator,
                                         max_concurrent=1)
         self.sources: list[str] = []  # per segment taken: "peers" or "origin", for the request's record
         self.event: Callable[[str], None] = lambda text: None  # the request's `events` (why each segment came whence)
-        # How long this download may wait for others' vouches since the last segment they delivered (or since it
-        # began): as long as parking would have waited for the whole rest (the bound a party that only pretends
-        # to fetch can impose), set by `chunks`.
-        self.budget = 0.0
-        self.waited = 0.0
-        self.waited_in_all = 0.0  # every wait of this download, which the polls back off with
-        self.lookup_seconds = 0.0  # how long this download's last lookup took: a claim's put takes about as long
-        self.others_known = parking.after  # the last count of others at a segment a lookup gave (or a higher one
-        self.others_at = self.clock()  # seen within OTHERS_MEMORY s), and when it was last seen
         # The file's last segment, fetched ahead (`_prefetch_tail`): (where from, its bytes).
         self.tail: asyncio.Future[tuple[str, bytes]] | None = None
 
+    async def _until(self, at: float) -> None:
+        """Wait until the walk's deadline `at`."""
+        await self.sleep(max(0.0, at - self.clock()))
+
     async def chunks(self, start: int, end: int) -> AsyncGenerator[bytes, None]:
         first, last = self.cut.index_of(start), self.cut.index_of(end - 1)
-        self.budget = self.parking.wait(remaining=end - start, rate=self.origin_rate)
+        self.walk.begin(start, end)
         ahead: asyncio.Future | None = None  # the next segment's lookup, run while this one is fetched
         if last - first >= 2 and last == self.cut.count - 1:
             self.tail = asyncio.ensure_future(self._prefetch_tail(last))
@@ -325,23 +308,11 @@ class SegmentedFetch:
                     task.add_done_callback(lambda done: done.cancelled() or done.exception())
 
     async def _look_up(self, index: int, *, file_fetchers: bool = True) -> SegmentLookup:
-        """The segment's lookup; one that failed (a busy DHT times out) keeps the last count of others at it, as
-        nobody fetching it would send the whole crowd to the origin (the download parked for `after` of them)."""
+        """The segment's lookup, as the walk goes by it (`SegmentWalk.looked_up`)."""
         began = self.clock()
         lookup = await self.trust.look_up(self.url_key, self.cut, index, self.validator, file_fetchers=file_fetchers,
                                           enough=self.parking.after)
-        self.lookup_seconds = self.clock() - began
-        if lookup.reason == "lookup-failed":
-            return dataclasses.replace(lookup, others=self.others_known)
-        # Only a count that includes the whole file's fetchers is kept: a trusted segment's lookup counts the
-        # segment's own claimers alone (`look_up` skips the rest), often none, and keeping that sent a crowd whose
-        # next lookups timed out to the origin.
-        if lookup.found is None and lookup.enough is None and file_fetchers:
-            now = self.clock()
-            if lookup.others >= self.others_known or now - self.others_at >= OTHERS_MEMORY:
-                self.others_known, self.others_at = lookup.others, now
-            return dataclasses.replace(lookup, others=self.others_known)
-        return lookup
+        return self.walk.looked_up(lookup, began=began, now=self.clock(), file_fetchers=file_fetchers)
 
     async def _segment(self, index: int, start: int, end: int, ahead: asyncio.Future | None
                        ) -> AsyncGenerator[bytes, None]:
@@ -356,34 +327,24 @@ class SegmentedFetch:
                     self.report.add(FetchReport(bytes_origin=end - start))
                 yield data[start:end]
                 return
-        began, hesitated, failures = self.clock(), False, 0
+        segment = Segment(index, began=self.clock())
         while True:
             lookup = await ahead if ahead is not None else None
             if lookup is None or lookup.found is None:  # only a trusted answer is worth keeping: ask again now
                 lookup = await self._look_up(index)
             ahead = None
-            waited = self.waited + self.clock() - began
-            source = self.parking.segment_source(trusted=lookup.found is not None, others=lookup.others,
-                                                 waited=waited, limit=self.budget, enough=lookup.enough)
-            if source == "peers" and failures >= PEER_TRIES:
-                source = "origin"  # its holders failed it twice: the origin's Range for the rest of this segment
-            if source == "wait":
+            step = self.walk.step(segment, lookup, self.clock())
+            if isinstance(step, Poll):
                 log.debug("%s: segment %d: %s, %d fetching; waiting", self.url, index, lookup.reason, lookup.others)
-                # Spread a crowd's polls (0.75-1.25 times the interval): parked together, they would ask together.
-                pause = self.parking.segment_poll(self.waited_in_all + self.clock() - began)
-                await self.sleep(pause * (0.75 + 0.5 * self.jitter()))
+                await self._until(step.at)
                 continue
-            if source == "origin" and not hesitated and not failures:
-                # A crowd that reaches the same segment at once would all ask the origin for it: a moment's
-                # random pause lets the first one's claim land, and the others wait for it instead.
-                hesitated = True
-                await self.sleep(self.jitter() * self._hesitation())
+            if isinstance(step, Pause):
+                await self._until(step.at)
                 continue
-            self.waited_in_all += self.clock() - began
-            self.event(f"segment {index} from {source} ({lookup.reason}, {lookup.others} others)")
-            # Waits count from the last segment others delivered: fetchers that deliver are no pretence.
-            self.waited = 0.0 if source == "peers" else waited
-            if failures:
+            assert isinstance(step, Take)
+            source = step.source
+            self.event(step.event)
+            if segment.failures:
                 self.sources[-1] = source  # where the rest of it comes from
             else:
                 self.sources.append(source)
@@ -406,20 +367,12 @@ class SegmentedFetch:
                 # Busy holders (a hash layer queued behind a crowd's blocks) or a lying one: this segment is
                 # asked again, never the whole rest of the file, which two such failures in the 100-client
                 # largefile sent to the origin (30 MB each, dividing the origin among four readers instead of two).
-                failures += 1
                 self.event(f"segment {index} from peers failed after byte {self.cut.span(index)[0] + start} "
                            f"({exc}); asking again")
                 log.info("%s: segment %d from peers failed (%s); asking again", self.url, index, exc)
-                began = self.clock()
+                self.walk.peers_failed(segment, self.clock())
                 continue
             return
-
-    def _hesitation(self) -> float:
-        """The longest random pause before claiming a segment: long enough for another's claim to land, which on
-        a busy DHT takes as long as a lookup (in the 100-client largefile, lookups of seconds let eleven parked
-        clients claim segment 0 together, each then reading it from the origin). At most HESITATION_MAX s: a
-        lookup slowed on purpose must not stretch every segment's wait past parking's bound."""
-        return min(max(self.parking.poll, 2 * self.lookup_seconds), max(self.parking.poll, HESITATION_MAX))
 
     async def _from_peers(self, found: Found, start: int, end: int, *,
                           counted: bool = True) -> AsyncGenerator[bytes, None]:
@@ -471,18 +424,18 @@ class SegmentedFetch:
         finds fewer than quorum others fetching this very segment (those who fetch the whole file do not count:
         they hold it last), which then vouch for it early."""
         lo, hi = self.cut.span(index)
-        await self.sleep(self.jitter() * self._hesitation())  # a crowd arriving together: the first claims land
+        await self.sleep(self.walk.tail_pause())  # a crowd arriving together: the first claims land
         began = self.clock()
         while True:
             lookup = await self._look_up(index, file_fetchers=False)
-            waited = self.clock() - began
-            source = self.parking.segment_source(trusted=lookup.found is not None, others=lookup.others,
-                                                 waited=waited, limit=self.budget, enough=lookup.enough)
-            if source == "wait":
-                await self.sleep(self.parking.next_poll(waited))
+            now = self.clock()
+            step = self.walk.tail_step(index, lookup, waited=now - began, now=now)
+            if isinstance(step, Poll):
+                await self._until(step.at)
                 continue
+            source = step.source
             log.info("%s: the last segment ahead, from %s", self.url, source)
-            self.event(f"last segment {index} ahead from {source} ({lookup.reason}, {lookup.others} others)")
+            self.event(step.event)
             if source == "peers":
                 assert lookup.found is not None
                 pieces = self._from_peers(lookup.found, 0, hi - lo, counted=False)

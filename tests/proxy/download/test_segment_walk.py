@@ -9,14 +9,14 @@ import asyncio
 
 import pytest
 
-from proxy.download import parking, segments
+from proxy.download import parking, segment_walk
 
 from .segment_vectors import VECTORS, VirtualLoop, play, settled
 
 
 def test_the_rules_the_vectors_arithmetic_assumes():
     """The vectors' times are computed from these constants: a change to one should fail here first, by name."""
-    assert (segments.OTHERS_MEMORY, segments.PEER_TRIES, segments.HESITATION_MAX) == (20.0, 2, 2.0)
+    assert (segment_walk.OTHERS_MEMORY, segment_walk.PEER_TRIES, segment_walk.HESITATION_MAX) == (20.0, 2, 2.0)
     assert parking.SEGMENT_POLL_MAX_SECONDS == 4.0
 
 

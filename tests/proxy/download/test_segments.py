@@ -13,7 +13,9 @@ import pytest
 import pytest_asyncio
 
 from proxy.demo.local_swarm import Cluster
+from proxy.download import segment_walk
 from proxy.download import segments as segment_swarm
+from proxy.download.segment_walk import SegmentWalk
 from proxy.download.segments import SegmentedFetch, SegmentTrust, segment_key
 from proxy.engine import url_key
 from proxy.server import ProxyServer
@@ -183,7 +185,7 @@ async def test_segments_nobody_else_fetches_come_from_the_origin_and_are_vouched
                                                                                      monkeypatch):
     """The two fetchers a newcomer waits for leave (their clients hang up, so their claims are withdrawn): it
     takes every segment from the origin by Range, and vouches for each, as they came from the origin."""
-    monkeypatch.setattr(segment_swarm, "OTHERS_MEMORY", 0.0)  # believe at once that they left
+    monkeypatch.setattr(segment_walk, "OTHERS_MEMORY", 0.0)  # believe at once that they left
     made, _, _ = count_vouches(monkeypatch)
     url = slow_origin.add("/left.bin", DATA)
     slow_origin.set_rate(30_000)
@@ -339,7 +341,7 @@ async def test_a_trusted_segments_count_of_others_is_not_kept_for_the_next():
 async def test_fetchers_missing_from_one_lookup_are_not_taken_for_gone():
     """A busy DHT answers a lookup from nodes that miss the fetchers' claims: the download goes on waiting for
     OTHERS_MEMORY s after it last saw them, and only then (nobody seen since) takes the segment from the origin."""
-    from proxy.download.segments import OTHERS_MEMORY, SegmentLookup
+    from proxy.download.segment_walk import OTHERS_MEMORY, SegmentLookup
 
     answers = iter([SegmentLookup(None, 2, "below-quorum")] + [SegmentLookup(None, 0, "no-record")] * 1000)
     body, taken, fetch = await scripted_fetch(lambda index: next(answers), wait=600.0, jitter=0.0)
@@ -379,7 +381,7 @@ async def test_a_segment_its_holders_fail_is_asked_again_from_where_they_left_of
 
 
 async def test_a_segment_its_holders_fail_twice_comes_from_the_origin_and_the_next_from_peers_again():
-    from proxy.download.segments import PEER_TRIES, SegmentLookup
+    from proxy.download.segment_walk import PEER_TRIES, SegmentLookup
 
     peers, asked = failing_peers(PEER_TRIES)
     body, taken, fetch = await scripted_fetch(lambda index: SegmentLookup(FOUND, 2, "ok"), wait=60.0, jitter=0.0,
@@ -397,6 +399,6 @@ def test_the_pause_before_claiming_follows_the_dhts_pace_within_a_bound(lookup_s
     a lookup slowed on purpose must not stretch every segment's wait."""
     from proxy.download.parking import ParkingSettings
 
-    fetch = SegmentedFetch.__new__(SegmentedFetch)
-    fetch.parking, fetch.lookup_seconds = ParkingSettings(after=2, poll=0.5), lookup_seconds
-    assert fetch._hesitation() == pytest.approx(longest)
+    walk = SegmentWalk(ParkingSettings(after=2, poll=0.5), origin_rate=1e6, now=0.0, jitter=lambda: 0.5)
+    walk.lookup_seconds = lookup_seconds
+    assert walk.hesitation() == pytest.approx(longest)
