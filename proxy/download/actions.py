@@ -187,6 +187,7 @@ class HandOver:
     fetch_start: int
     swarm_done: bool
     publishable: bool
+    vouch: bool  # a segmented download's file may be vouched for: every byte of it came from the origin
 
 
 @dataclasses.dataclass(frozen=True)

@@ -72,12 +72,9 @@ class DownloadCore(ParkingSteps):
         self.looking = False
         self.lookup_at: float | None = None
         self.polls = 0
-        self.looked_early = self.claimed = False  # claimed: ClaimFetching was said
-        self.recheck_at: float | None = None  # claimed: when to look again for the others ahead (`rechecks`)
-        self.rechecks = 0
-        self.parked_at: float | None = None  # when it parked (it parks once at most)
+        self.looked_early = False
         self.spool_block: int | None = None  # the block size of the spool, when one is kept (it can be vouched)
-        self.parked_until: float | None = None  # parked: when to stop waiting for the fetchers and reopen
+        self._init_parking()
         self.head_pending = False
         self.head_answer: OriginHead | None = None
         self.found: Found | None = None
@@ -546,9 +543,10 @@ class DownloadCore(ParkingSteps):
         self.handed_over = True
         self.swarm = Producer.GONE
         # The swarm is stopped first: stopping fills its report, which Account reads.
+        shared = self.publishable and self._discoverable()
         return [act.StopSwarm(), act.Account(self.delivered[Source.SWARM]),
-                act.HandOver(self.found.manifest if self.found else None, self.fetch_start, swarm_done,
-                         self.publishable and self._discoverable())]
+                act.HandOver(self.found.manifest if self.found else None, self.fetch_start, swarm_done, shared,
+                             shared and self._first_hand())]
 
     def _origin_finished(self, now: float) -> list[Action]:
         """The origin delivered the last byte (the response's `end`)."""

@@ -340,6 +340,7 @@ class _Download:
                                        parking=self.core.settings.parking,
                                        origin_rate=origin_rate, report=self.ledger.report)
                 fetch.sources = self.record.segments  # filled as each segment starts
+                fetch.taken = self.core.segment_taken
                 fetch.event = self._say
                 self.ledger.segments = fetch  # how strongly its segments were vouched for, at the hand-over
                 self.chunks = fetch.chunks(start, end)
@@ -381,8 +382,9 @@ class _Download:
                         trust.withdraw_all(why)
             case act.Account(from_swarm):
                 self.ledger.account(from_swarm)
-            case act.HandOver(manifest, fetch_start, swarm_done, publishable):
-                if self.ledger.hand_over(manifest, fetch_start, swarm_done, self.spool, publishable, self.response):
+            case act.HandOver(manifest, fetch_start, swarm_done, publishable, vouch):
+                if self.ledger.hand_over(manifest, fetch_start, swarm_done, self.spool, publishable, vouch,
+                                         self.response):
                     self.spool = None  # handed over: the download no longer closes it
             case act.Finish():
                 await self._write(None)

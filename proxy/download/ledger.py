@@ -85,21 +85,20 @@ class Ledger:
             spool.close()
 
     def hand_over(self, manifest: Manifest | None, fetch_start: int, swarm_done: bool, spool: Spool | None,
-                  publishable: bool, response) -> bool:
+                  publishable: bool, vouch: bool, response) -> bool:
         """After a merge: store and share what is complete, stop sharing what is not. True: the spool is ours.
         No manifest (a segmented download): each segment was shared, or dropped, when its fetch ended; and the
         spool, which took the verified segments too, holds the whole file when the download covered it all: it
-        is stored and shared like an origin download, and vouched for only when every byte came from the origin.
+        is stored and shared like an origin download, and vouched for only when every byte came from the origin
+        (`vouch`: the download's core decides it from where each segment came from).
         A file assembled from segments others vouched for is served, never vouched for: a party that made one
         segment's quorum and poisoned what its victims assembled would otherwise recruit them as publishers, each
         an independent network, and with them answer URLs the origin has not answered yet."""
         if manifest is None:
             if spool is None or not spool.complete or not publishable:
                 return False
-            # Every byte from the origin (the head before parking, each segment by Range) is first-hand anyway.
-            first_hand = all(source == "origin" for source in self.record.segments)
-            self.vouching = first_hand
-            self.owner.spawn(self._ingest(spool, response, close=True, publish=first_hand, own=first_hand))
+            self.vouching = vouch
+            self.owner.spawn(self._ingest(spool, response, close=True, publish=vouch, own=vouch))
             return True
         if swarm_done or (spool is not None and spool.complete):
             self.vouching = spool is not None and spool.complete and publishable

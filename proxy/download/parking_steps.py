@@ -37,14 +37,28 @@ class ParkingSteps:
     fetch_start: int
     swarm_position: int
     delivered: dict[Source, int]
-    claimed: bool
     reopen: bool
     polls: int
-    parked_at: float | None
-    parked_until: float | None
     lookup_at: float | None
-    recheck_at: float | None
-    rechecks: int
+
+    def _init_parking(self) -> None:
+        """The parking steps' own state, set by `DownloadCore.__init__`."""
+        self.claimed = False  # ClaimFetching was said
+        self.recheck_at: float | None = None  # claimed: when to look again for the others ahead (`rechecks`)
+        self.rechecks = 0
+        self.parked_at: float | None = None  # when it parked (it parks once at most)
+        self.parked_until: float | None = None  # parked: when to stop waiting for the fetchers and reopen
+        self.segment_sources: dict[int, str] = {}  # taken segment by segment: where each segment's bytes came from
+
+    def segment_taken(self, index: int, source: str) -> None:
+        """Segment `index` of a segmented download comes from `source` ("peers", "origin", "peers+origin")."""
+        self.segment_sources[index] = source
+
+    def _first_hand(self) -> bool:
+        """Did every byte come from the origin itself? Only then may the file be vouched for: a file assembled from
+        peers' segments (however many vouched for them) is served, never vouched for, or a poisoned segment
+        would recruit its victims as publishers."""
+        return all(source == "origin" for source in self.segment_sources.values())
 
     def _stop_lookups(self) -> list[Action]:
         raise NotImplementedError  # DownloadCore's: stop a lookup under way

@@ -277,7 +277,10 @@ class SegmentedFetch:
         self.walk = SegmentWalk(parking, origin_rate=origin_rate, now=self.clock(), jitter=jitter)  # the decisions
         self.origin = OriginRangeSource(engine.session, url, size=cut.size, validator=validator,
                                         max_concurrent=1)
-        self.sources: list[str] = []  # per segment taken: "peers" or "origin", for the request's record
+        self.sources: list[str] = []  # per segment taken: "peers", "origin" or "peers+origin", for the request's record
+        # Told where each segment's bytes came from as it is taken (and again when a retry changes it): the
+        # download's core decides from these whether the file it assembles may be vouched for.
+        self.taken: Callable[[int, str], None] = lambda index, source: None
         self.event: Callable[[str], None] = lambda text: None  # the request's `events` (why each segment came whence)
         # The file's last segment, fetched ahead (`_prefetch_tail`): (where from, its bytes).
         self.tail: asyncio.Future[tuple[str, bytes]] | None = None
@@ -322,12 +325,12 @@ class SegmentedFetch:
             except SwarmError as exc:  # the origin or the peers failed it
                 log.info("%s: the last segment fetched ahead failed (%s); asking again", self.url, exc)
             else:
-                self.sources.append(source)
+                self._took(index, source)
                 if source == "origin" and self.report is not None:
                     self.report.add(FetchReport(bytes_origin=end - start))
                 yield data[start:end]
                 return
-        segment = Segment(index, began=self.clock())
+        segment, partial, asked_from = Segment(index, began=self.clock()), False, start
         while True:
             lookup = await ahead if ahead is not None else None
             if lookup is None or lookup.found is None:  # only a trusted answer is worth keeping: ask again now
@@ -344,10 +347,9 @@ class SegmentedFetch:
             assert isinstance(step, Take)
             source = step.source
             self.event(step.event)
-            if segment.failures:
-                self.sources[-1] = source  # where the rest of it comes from
-            else:
-                self.sources.append(source)
+            # The rest of a segment its holders failed after some bytes: those bytes came from peers all the same.
+            self._took(index, "peers+origin" if partial and source == "origin" else source,
+                       again=segment.failures > 0)
             if source == "peers":
                 assert lookup.found is not None
                 log.info("%s: segment %d from %d peer(s)", self.url, index, len(lookup.found.providers))
@@ -370,9 +372,17 @@ class SegmentedFetch:
                 self.event(f"segment {index} from peers failed after byte {self.cut.span(index)[0] + start} "
                            f"({exc}); asking again")
                 log.info("%s: segment %d from peers failed (%s); asking again", self.url, index, exc)
+                partial = partial or start > asked_from  # some of its bytes came from them
                 self.walk.peers_failed(segment, self.clock())
                 continue
             return
+
+    def _took(self, index: int, source: str, *, again: bool = False) -> None:
+        if again:
+            self.sources[-1] = source  # where the rest of it comes from
+        else:
+            self.sources.append(source)
+        self.taken(index, source)
 
     async def _from_peers(self, found: Found, start: int, end: int, *,
                           counted: bool = True) -> AsyncGenerator[bytes, None]:

@@ -400,11 +400,12 @@ VECTORS = [
                     "segment 0 from peers (ok, 2 others)", "segment 1 from peers (ok, 2 others)"],
                    [("peers", 2 * L)], 2.0)),
     # PEER_TRIES (2) failures, at 1 and 2: after lookup 2-3 the rest from the origin, without a pause; the
-    # segment counts as "origin"; segment 1 from peers again (its lookahead ran 1-2).
+    # segment counts as "peers+origin" (its first bytes came from the holders: a file assembled with them is never
+    # vouched for); segment 1 from peers again (its lookahead ran 1-2).
     Vector("holders-fail-peer-tries-times-then-the-rest-from-origin",
            Scenario({0: [T(2)], 1: [T(2)]}, fails={("peers", 0): (BLOCK, BLOCK)}),
-           Outcome(["origin", "peers"], [(1.0, "peers", 0), (2.0, "peers", 0, BLOCK, L),
-                                         (3.0, "origin", 0, 2 * BLOCK, L), (3.0, "peers", 1)], {0: 3, 1: 1},
+           Outcome(["peers+origin", "peers"], [(1.0, "peers", 0), (2.0, "peers", 0, BLOCK, L),
+                                               (3.0, "origin", 0, 2 * BLOCK, L), (3.0, "peers", 1)], {0: 3, 1: 1},
                    ["segment 0 from peers (ok, 2 others)",
                     "segment 0 from peers failed after byte 16384 (no holder sent the block); asking again",
                     "segment 0 from peers (ok, 2 others)",

@@ -12,6 +12,7 @@ import dataclasses
 
 import pytest
 
+from proxy.download import actions as act
 from proxy.download.actions import ClaimFetching
 from proxy.download.core import DownloadCore
 from proxy.download.parking import ParkingSettings
@@ -304,3 +305,31 @@ def test_a_fetcher_steps_back_for_two_fetchers_ahead_of_it() -> None:
     assert [type(a).__name__ for a in core.timer(core.next_deadline())] == ["StartLookup"]
     names = [type(a).__name__ for a in core.lookup_done(None, 3.4, others=3, ahead=2)]
     assert names == ["EndClaim", "CloseOrigin"] and not core.claimed and not core.wants_origin
+
+
+@pytest.mark.parametrize("sources,vouch", [
+    (["origin", "origin", "origin"], True),
+    (["origin", "peers", "origin"], False),
+    # its holders failed it after some bytes, and the origin sent the rest: those bytes came from peers all the same
+    # (the ledger, which decided this before, read the record's last source, "origin", and vouched)
+    (["origin", "peers+origin", "origin"], False),
+])
+def test_a_segmented_file_is_vouched_for_only_when_every_byte_came_from_the_origin(monkeypatch, sources, vouch):
+    monkeypatch.setattr(segments, "SEGMENT_TARGET", 32 * 1024)  # 100 000 bytes: 4 segments of 2 blocks
+    driver = Driver(vector(AT_HEAD, O(4000, 0.3, "D(o,4000)"), LOOK(None, 0.35, "", others=2), EARLY,
+                           LOOK(None, 0.65, "Switch(fetching@4000) CloseOrigin StartSegments(4000-100000,16384)",
+                                others=2),
+                           S(28_768, 0.7, "D(s,28768)"), BLOCKS(32768, 98304, 0.8),
+                           S(None, 0.9, "StopSwarm Account(96000) HandOver(4000,done,True) D(s,1696) Finish")))
+    for index, source in enumerate(sources):
+        driver.core.segment_taken(index, source)
+    handed, apply = [], driver.apply
+
+    def recording(kind, action):
+        if isinstance(action, act.HandOver):
+            handed.append(action.vouch)
+        apply(kind, action)
+
+    driver.apply = recording
+    driver.run()
+    assert handed == [vouch]

@@ -390,7 +390,7 @@ async def test_a_segment_its_holders_fail_twice_comes_from_the_origin_and_the_ne
     assert body == b"p" * 2 * quarter + b"o" * (SEGMENT - 2 * quarter) + b"p" * SEGMENT
     assert asked == [(0, SEGMENT), (quarter, SEGMENT), (0, SEGMENT)]
     assert [source for source, _ in taken] == ["peers", "peers", "origin", "peers"]
-    assert fetch.sources == ["origin", "peers"]
+    assert fetch.sources == ["peers+origin", "peers"]  # its first quarter came from the holders
 
 
 @pytest.mark.parametrize("lookup_seconds,longest", [(0.0, 0.5), (0.4, 0.8), (1.0, 2.0), (30.0, 2.0)])
