@@ -35,7 +35,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from proxy.errors import ConfigError
-from swarm.content.sizes import BadSize, parse_rate, parse_size
+from swarm.content.sizes import parse_rate, parse_size
 
 from .. import extra
 
@@ -109,15 +109,6 @@ def build_parser(prog: str = "swarmproxy lab") -> argparse.ArgumentParser:
     return lab
 
 
-def amount(parse, flag: str, text: str):
-    """`parse(text)`, `swarm.content.sizes`' `parse_size` (k = 1024) or `parse_rate` (k = 1000), a bad text being
-    the lab's ConfigError naming `flag`."""
-    try:
-        return parse(text)
-    except BadSize as exc:
-        raise ConfigError(f"{flag}: {exc}") from None
-
-
 def _csv(text: str, convert) -> list:
     try:
         return [convert(part) for part in text.split(",") if part.strip()]
@@ -129,7 +120,7 @@ def plan(args: argparse.Namespace) -> Plan:
     """The runs a command line asks for (pure: the CI test checks plans without running them)."""
     from .crowd_nodes import CrowdParams
     from .scenarios import Plan
-    from .sweeps import SWEEPS
+    from .sweeps import SWEEPS, amount
 
     quick = args.quick
     size = amount(parse_size, "--size", args.size) if args.size else \

@@ -402,7 +402,7 @@ def params_from(args) -> MixedParams:
     --node-rate, --seed."""
     from swarm.content.sizes import parse_rate, parse_size
 
-    from .cli import amount
+    from .sweeps import amount
 
     p = quick() if args.quick else MixedParams()
     if args.clients is not None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from swarm.content.sizes import parse_block_size, parse_size
+from proxy.errors import ConfigError
+from swarm.content.sizes import BadSize, parse_block_size, parse_size
 from swarm.trust import parse_trust
 
 
@@ -37,3 +38,12 @@ SWEEPS: dict[str, tuple[str, Callable[[str], object], list[str]]] = {
     # slow) against 0 (every download may look up at once, as before the rule)
     "discover": ("discover_size", _size, ["16Mi", "0"]),
 }
+
+
+def amount(parse, flag: str, text: str):
+    """`parse(text)`, `swarm.content.sizes`' `parse_size` (k = 1024) or `parse_rate` (k = 1000), a bad text being
+    the lab's ConfigError naming `flag`."""
+    try:
+        return parse(text)
+    except BadSize as exc:
+        raise ConfigError(f"{flag}: {exc}") from None
