@@ -43,9 +43,9 @@ bound. What a host taught fades with the time since its last download: each sett
 towards its flag, half of the way after `HALF_LIFE`, which also tries switching again on a host once judged
 needless. Memory is bounded: at most `max_hosts` hosts, the least recently used forgotten first.
 
-`ProbedSettings` is how the asyncio shell learns what a download's transition policy saw without touching the
-download's core: its policies note the request time, the first byte, the origin bytes before the switch and the
-switch itself on a `Probe` the shell reads when the download ends.
+What a download's origin showed reaches this core through the download's own core: the transition policies it
+makes (`observed_policy`) note the request time, the first byte, the origin bytes before the switch and the switch
+itself on its `Probe`, which the shell hands to `Adaptive.learn` when the download ends.
 """
 
 from __future__ import annotations

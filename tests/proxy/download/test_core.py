@@ -2,7 +2,7 @@
 headless answer. Each row steps one `DownloadCore` through events at fake times and names the exact actions every
 event returns; `download_vectors.py` plays the shell and checks the invariants of every download (the
 client gets exactly the representation's bytes start..end, never twice, never a gap; bookkeeping once; nothing
-after done). The merge (R, repoll, died, crowd, hint, cuts) is in `test_download_core_merge.py`.
+after done). The merge (R, repoll, died, crowd, hint, cuts) is in `test_core_merge.py`.
 
 Settings (download_vectors): T = 1 s, R = 10 000 B/s, W = 2 s, early lookup 0.5 s, repoll 1 s then 2 s; content of
 100 000 bytes in 16 KiB blocks (6 whole blocks and one of 1 696 bytes); origin heads count 100 bytes.

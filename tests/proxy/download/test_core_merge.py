@@ -1,6 +1,6 @@
 """Table-driven tests of the download's sans-I/O core (`proxy.download.core`) once the origin has answered: `R`,
 the repoll, an origin that dies, the crowd rule and early lookup, the origin's hint, and the cuts and aborts of
-the merge. Same driver and settings as `test_download_core.py` (see `download_vectors.py`): T = 1 s, R = 10 000
+the merge. Same driver and settings as `test_core.py` (see `download_vectors.py`): T = 1 s, R = 10 000
 B/s, W = 2 s (R·W = 20 000 bytes), early lookup 0.5 s (off in the R rows), repoll 1 s then 2 s; 100 000 bytes in
 16 KiB blocks; the origin's head (100 bytes) arrives at 0.1, its first check of R is due at 2.1.
 """
