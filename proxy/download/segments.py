@@ -270,7 +270,7 @@ class SegmentedFetch:
                  clock: Callable[[], float] | None = None, sleep: Callable = asyncio.sleep,
                  jitter: Callable[[], float] = random.random) -> None:
         self.engine, self.url, self.url_key, self.cut, self.validator = engine, url, url_key, cut, validator
-        self.parking, self.origin_rate, self.report = parking, origin_rate, report
+        self.parking, self.report = parking, report
         self.trust = SegmentTrust(engine)
         self.clock = clock or asyncio.get_running_loop().time
         self.sleep = sleep
