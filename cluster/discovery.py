@@ -17,44 +17,20 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
-from dataclasses import dataclass
 
 from cluster.coord import Coord
 from cluster.errors import RedisUnavailable
 from cluster.records import ProviderRecord
+from swarm.discovery.seam import UNSPECIFIED_HOSTS, Attestation, ManifestClaim, Provider, Vouch
 
-__all__ = ["ClusterProvider", "RedisDiscovery"]
+__all__ = ["RedisDiscovery"]
 
 log = logging.getLogger("swarmproxy.cluster")
 
-_UNSPECIFIED = ("0.0.0.0", "::", "")
-
-
-@dataclass(frozen=True)
-class ClusterProvider:
-    node_id: bytes
-    host: str
-    port: int
-    transports: int
-
-    @property
-    def address(self) -> tuple[str, int]:
-        return (self.host, self.port)
-
-
-@dataclass(frozen=True)
-class _Summary:
-    content_root: bytes
-    size: int
-    block_size: int
-    validator: bytes
-    publisher_id: bytes
-    publisher_host: str | None
-    published_at: float
-    attested_by: frozenset[str] = frozenset()  # the coordinator's own record of who wrote it: first-hand
-
-
 class RedisDiscovery:
+    """`swarm.discovery.Discovery` over the cluster's redis (see the module docstring)."""
+
+    name = "redis"
     errors: tuple[type[Exception], ...] = (RedisUnavailable,)
 
     def __init__(self, coord: Coord, node_id: bytes, host: str,
@@ -66,7 +42,7 @@ class RedisDiscovery:
         self.allowed = allowed or (lambda root, node: True)  # (root, provider's node id hex) -> may we talk
         self.candidates = candidates or (lambda root: None)  # root -> the node ids worth looking up (None: all)
         self.announced: dict[bytes, ProviderRecord] = {}
-        self._claims: dict[bytes, list[_Summary]] = {}
+        self._claims: dict[bytes, list[Vouch]] = {}
 
     @property
     def node_id(self) -> bytes:
@@ -80,7 +56,7 @@ class RedisDiscovery:
         return self.host
 
     async def announce(self, root: bytes, address: tuple[str, int], transports: int = 1) -> None:
-        host = self.host if address[0] in _UNSPECIFIED else address[0]
+        host = self.host if address[0] in UNSPECIFIED_HOSTS else address[0]
         record = ProviderRecord(host, int(address[1]), int(transports))
         self.announced[root] = record  # kept even if redis is away now: `refresh` writes it when it is back
         await self.coord.announce(root, self.node, record)
@@ -95,7 +71,7 @@ class RedisDiscovery:
         for root, record in list(self.announced.items()):
             await self.coord.announce(root, self.node, record)
 
-    async def find_providers(self, root: bytes) -> AsyncGenerator[ClusterProvider, None]:
+    async def find_providers(self, root: bytes) -> AsyncGenerator[Provider, None]:
         for node, record in (await self.coord.providers(root, self.candidates(root))).items():
             if node == self.node or not self.allowed(root, node):
                 continue
@@ -103,15 +79,19 @@ class RedisDiscovery:
                 node_id = bytes.fromhex(node)
             except ValueError:
                 continue
-            yield ClusterProvider(node_id, record.host, record.port, record.transports)
+            yield Provider(node_id, record.host, record.port, record.transports)
 
-    async def put_manifest(self, repr_key: bytes, summary, *, ttl: int | None = None) -> None:
-        entry = _Summary(summary.content_root, summary.size, summary.block_size, bytes(summary.validator),
-                         self._node_id, self.host, time.time())
+    def status(self) -> dict[str, object]:
+        return {"node_id": self.node, "host": self.host, "announced": len(self.announced)}
+
+    async def put_manifest(self, repr_key: bytes, claim: ManifestClaim, *, ttl: int | None = None) -> None:
+        # Kept here, never written to redis: its only reader is this node, which saw it first-hand.
+        entry = Vouch(ManifestClaim(claim.content_root, claim.size, claim.block_size, bytes(claim.validator)),
+                      self._node_id, Attestation.FIRST_HAND, self.host, published_at=time.time())
         self._claims[repr_key] = [entry]  # this node's next claim under a key replaces its last
 
     async def withdraw_manifest(self, repr_key: bytes) -> None:
         self._claims.pop(repr_key, None)
 
-    async def get_manifests(self, repr_key: bytes) -> Sequence[_Summary]:
+    async def get_manifests(self, repr_key: bytes) -> Sequence[Vouch]:
         return list(self._claims.get(repr_key, ()))

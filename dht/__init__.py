@@ -1,11 +1,10 @@
 """Discovery: provider and manifest records over a hardened Kademlia DHT, plus LAN discovery.
 
-`dht` imports nothing else of swarmproxy. What other packages use:
+`dht` imports nothing else of swarmproxy but the discovery seam it implements (`swarm.discovery.seam`: the
+vocabulary of claims and providers, and their bounds). What other packages use:
 
-* `dht.discovery` — `DhtDiscovery` (over a `DhtNode`) and `FakeDiscovery` / `FakeDiscoveryNetwork` (in memory,
-  for tests of `swarm` and `proxy`), which satisfy `swarm.service.discovery.Discovery` structurally (``node_id``,
-  ``own_host()``, ``errors``, ``announce(root, address)``, ``withdraw(root)``, ``find_providers(root)`` async
-  iterator of `Provider`, ``put_manifest(repr_key, ManifestSummary)``, ``get_manifests(repr_key)``).
+* `dht.discovery` — `DhtDiscovery` (over a `DhtNode`): both roles of the seam, a provider directory and a claim
+  store whose claims come back as `Vouch`es with their publisher's address attested by the storing nodes.
 * `dht.node` — `DhtNode` (``from_data_dir``, ``start(host, port)``, ``bootstrap([(host, port), ...])``,
   ``announce``/``withdraw``, ``find_providers``, ``put_manifest``/``get_manifests``, ``find_node``, ``ping``,
   ``external_host()``/``own_host()``, ``stats()`` for ``GET /_swarm/dht``, ``stop()``) and

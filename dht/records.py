@@ -28,7 +28,6 @@ publisher's earlier record for that key and then disappears.
 
 from __future__ import annotations
 
-import enum
 import hashlib
 import ipaddress
 import struct
@@ -39,30 +38,22 @@ from urllib.parse import urldefrag
 
 from dht.errors import BadSignature, InvalidArgument, MalformedRecord
 from dht.identity import NODE_ID_BYTES, PUBLIC_KEY_BYTES, SIGNATURE_BYTES, NodeIdentity, node_id_for, verify_signature
+from swarm.discovery.seam import KEY_BYTES, MAX_TTL_S, claim_problem
+from swarm.discovery.seam import TransportFlags as Transport
+
+# The claim's vocabulary is the discovery seam's, which this DHT implements: its sizes and bounds are those of
+# every backend. A manifest record's block size is the block engine's field, carried opaquely for its readers
+# (`swarm.trust` and then `swarm.content.manifest` check it against the engine's rule before anything is fetched).
 
 RECORD_VERSION = 2  # 2: a manifest carries its publisher's host
 KIND_PROVIDER = 1
 KIND_MANIFEST = 2
-KEY_BYTES = 32  # content roots and representation keys are SHA-256 sized
-MAX_TTL_S = 24 * 3600
-MAX_VALIDATOR_BYTES = 200
-# A manifest record's block size is the block engine's field, carried for its readers (`swarm.trust`
-# and then `swarm.content.manifest` check it against the engine's rule before anything is fetched): the DHT,
-# which stores and serves records and must not import the engine, only requires that it fits the record's u32.
-_U32_MAX = 0xFFFF_FFFF
 MAX_RECORD_BYTES = 512  # hard cap on any encoded record; decode rejects anything longer
 
 _SIGNING_DOMAIN = b"swarmproxy-dht-record-v1\x00"
 _HEADER = struct.Struct(">BB32sQI")  # version, kind, publisher key, timestamp ms, ttl s
 _PROVIDER_TAIL = struct.Struct(">HB")  # port, transports
 _MANIFEST_FIXED = struct.Struct(">32s32sQI")  # repr key, content root, size, block size
-
-
-class Transport(enum.IntFlag):
-    """How a provider can be reached; a provider may offer several."""
-
-    TCP = 1
-    QUIC = 2
 
 
 _ALL_TRANSPORTS = int(Transport.TCP | Transport.QUIC)
@@ -214,7 +205,7 @@ class ManifestRecord(_RecordBase):
         _check_key("content_root", content_root)
         _check_common(now, ttl_s)
         validator_bytes = validator.encode("utf-8") if isinstance(validator, str) else bytes(validator)
-        problem = manifest_problem(size, block_size, validator_bytes)
+        problem = claim_problem(size, block_size, validator_bytes)
         if problem:
             raise InvalidArgument(problem)
         body = (_MANIFEST_FIXED.pack(repr_key, content_root, size, block_size) + _pack_address(host)
@@ -275,7 +266,7 @@ def _decode_manifest_body(body: bytes, common: dict[str, Any]) -> ManifestRecord
     if offset >= len(body) or len(body) != offset + 1 + body[offset]:
         raise MalformedRecord("manifest record length does not match its validator length")
     validator = body[offset + 1 :]
-    problem = manifest_problem(size, block_size, validator)
+    problem = claim_problem(size, block_size, validator)
     if problem:
         raise MalformedRecord(problem)
     return ManifestRecord(**common, repr_key=repr_key, content_root=content_root, size=size,
@@ -326,18 +317,6 @@ def _check_common(now: float, ttl_s: int) -> None:
         raise InvalidArgument(f"ttl_s must be in [0, {MAX_TTL_S}], got {ttl_s}")
     if not 0 <= now < 2**63 / 1000:
         raise InvalidArgument(f"timestamp out of range: {now}")
-
-
-def manifest_problem(size: int, block_size: int, validator: bytes) -> str | None:
-    """Why a manifest record's summary fields cannot be encoded, or None: the one check of `create` and decode,
-    public so that a caller (or a fake of the DHT) can check a summary exactly as a record would."""
-    if not 0 <= size < 2**63:
-        return f"size out of range: {size}"
-    if not 0 <= block_size <= _U32_MAX:  # opaque here: see _U32_MAX
-        return f"block size must fit its u32 field, got {block_size}"
-    if not 0 < len(validator) <= MAX_VALIDATOR_BYTES:
-        return f"validator must be 1..{MAX_VALIDATOR_BYTES} bytes, got {len(validator)}"
-    return None
 
 
 def _pack_address(host: str) -> bytes:

@@ -3,8 +3,11 @@
 GET /_swarm/status                 version, uptime, listen addresses, counters since start and today (JSON)
 GET /_swarm/requests               the last N requests, newest last (JSON list)
 GET /_swarm/requests/<id>          one of them, by the id a relayed response named in its Swarm-Request field
+GET /_swarm/discovery              every discovery backend's status, by name ("dht": the DHT node)
+GET /_swarm/discovery/providers/<root>  runs a lookup for a content root (64 hex digits) through every
+                                   backend, lists its providers
 GET /_swarm/dht                    the DHT node: id, routing table size, stored records, dropped datagrams
-GET /_swarm/dht/providers/<root>   runs a lookup for a content root (64 hex digits), lists its providers
+GET /_swarm/dht/providers/<root>   the same lookup as /_swarm/discovery/providers/<root>
 GET /_swarm/fetch?url=URL          the explicit fetch: swarmproxy downloads URL (https too) itself
 GET /metrics                       Prometheus text format
 
@@ -17,6 +20,7 @@ credentials redacted (`publish_gate.redact_url`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import time
@@ -25,6 +29,8 @@ from typing import TYPE_CHECKING
 
 from aiohttp import web
 
+from swarm.discovery.composite import backend_status
+
 from . import __version__
 from .edge import CLIENT_FIELD, admin_refusal, cross_site_refusal, cross_site_text
 from .fetch_endpoint import PATH as FETCH_PATH
@@ -32,7 +38,7 @@ from .responses import OwnResponse
 from .stats import Stats
 
 if TYPE_CHECKING:
-    from dht.node import DhtNode
+    from swarm.discovery import Discovery
 
     from .engine import SwarmEngine
 
@@ -45,14 +51,15 @@ def _json(data: object, status: int = 200) -> web.Response:
     return OwnResponse(status=status, text=json.dumps(data, indent=1) + "\n", content_type="application/json")
 
 
-PROVIDERS = "/_swarm/dht/providers/"
+PROVIDERS = ("/_swarm/discovery/providers/", "/_swarm/dht/providers/")
+OFF = "discovery is off (--dht-listen off)"
 MAX_PROVIDERS = 50
 RECORD = "/_swarm/requests/"
 
 
 class Admin:
     def __init__(self, stats: Stats, addresses: Callable[[], dict[str, str]],
-                 dht: Callable[[], DhtNode | None] = lambda: None,
+                 discovery: Callable[[], Discovery | None] = lambda: None,
                  engine: Callable[[], SwarmEngine | None] = lambda: None,
                  listen_port: Callable[[], int | None] = lambda: None,
                  fetch: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]] | None = None) -> None:
@@ -60,10 +67,11 @@ class Admin:
         self.listen_port = listen_port
         self.engine = engine
         self.addresses = addresses
-        self.dht = dht
+        self.discovery = discovery
         self.routes: dict[str, Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]] = {
             "/_swarm/status": self.status,
             "/_swarm/requests": self.requests,
+            "/_swarm/discovery": self.discovery_status,
             "/_swarm/dht": self.dht_status,
             "/metrics": self.metrics,
         }
@@ -88,8 +96,9 @@ class Admin:
                         request.raw_path.partition("?")[0][:100], who)
             return OwnResponse(status=403, text=cross_site_text(who) + "\n")
         route = self.routes.get(request.path)
-        if route is None and request.path.startswith(PROVIDERS):
-            route = self.providers
+        for prefix in PROVIDERS:
+            if route is None and request.path.startswith(prefix):
+                route = functools.partial(self.providers, prefix=prefix)
         if route is None and request.path.startswith(RECORD):
             route = self.request_record
         if route is None:
@@ -127,17 +136,24 @@ class Admin:
                                    "(--request-history) since swarmproxy started"}, 404)
         return _json(record.shown())
 
-    async def dht_status(self, _request: web.BaseRequest) -> web.StreamResponse:
-        node = self.dht()
-        if node is None:
-            return _json({"error": "the DHT is off (--dht-listen off)"}, 404)
-        return _json(node.stats())
+    async def discovery_status(self, _request: web.BaseRequest) -> web.StreamResponse:
+        discovery = self.discovery()
+        if discovery is None:
+            return _json({"error": OFF}, 404)
+        return _json(backend_status(discovery))
 
-    async def providers(self, request: web.BaseRequest) -> web.StreamResponse:
-        node = self.dht()
-        if node is None:
+    async def dht_status(self, _request: web.BaseRequest) -> web.StreamResponse:
+        discovery = self.discovery()
+        status = backend_status(discovery).get("dht") if discovery is not None else None
+        if status is None:
             return _json({"error": "the DHT is off (--dht-listen off)"}, 404)
-        text = request.path[len(PROVIDERS):]
+        return _json(status)
+
+    async def providers(self, request: web.BaseRequest, prefix: str) -> web.StreamResponse:
+        discovery = self.discovery()
+        if discovery is None:
+            return _json({"error": OFF}, 404)
+        text = request.path[len(prefix):]
         try:
             root = bytes.fromhex(text)
             if len(root) != 32:
@@ -146,12 +162,15 @@ class Admin:
             return _json({"error": f"{text[:80]!r} is not a content root (64 hex digits)"}, 400)
         started = time.monotonic()
         found = []
-        async with contextlib.aclosing(node.find_providers(root)) as providers:
-            async for record in providers:
-                found.append({"host": record.host, "port": record.port, "node_id": record.node_id.hex(),
-                              "transports": record.transports})
-                if len(found) >= MAX_PROVIDERS:
-                    break
+        try:
+            async with contextlib.aclosing(discovery.find_providers(root)) as providers:
+                async for record in providers:
+                    found.append({"host": record.host, "port": record.port, "node_id": record.node_id.hex(),
+                                  "transports": record.transports})
+                    if len(found) >= MAX_PROVIDERS:
+                        break
+        except discovery.errors as exc:
+            return _json({"error": f"the lookup failed: {exc}", "root": root.hex(), "providers": found}, 502)
         return _json({"root": root.hex(), "providers": found, "lookup_s": round(time.monotonic() - started, 3)})
 
     async def metrics(self, _request: web.BaseRequest) -> web.StreamResponse:

@@ -36,15 +36,15 @@ import aiohttp
 
 from swarm.content.manifest import Manifest, OriginManifest
 from swarm.content.merkle import block_count
+from swarm.discovery import Discovery, Provider, validator_bytes
 from swarm.errors import ManifestError, StoreError
 from swarm.net.transport import Transport
-from swarm.service.discovery import Discovery, Provider, validator_bytes
 from swarm.service.node import FETCH_STALL_TIMEOUT
 from swarm.service.origin_source import OriginRangeSource
 from swarm.service.store_work import fill_entry
 from swarm.service.swarm_service import FETCH_PEERS, LINGER, PROVIDER_WAIT, ShareCounters, SwarmService
 from swarm.store.interface import BlockStore
-from swarm.trust import AgreedManifest, ManifestSource, TrustPolicy, Vouch, decide
+from swarm.trust import ManifestClaim, ManifestSource, TrustPolicy, decide
 from swarm.trust.judge import judge
 
 from .origin_head import OriginHead
@@ -64,7 +64,7 @@ def url_key(url: str) -> bytes:
     return hashlib.sha256(URL_KEY_PREFIX + url.encode("utf-8", "surrogateescape")).digest()
 
 
-def agreed_manifest(url: str, accepted: AgreedManifest, head: OriginHead | None) -> Manifest | None:
+def agreed_manifest(url: str, accepted: ManifestClaim, head: OriginHead | None) -> Manifest | None:
     """The manifest of what a quorum agreed on, made from its fields and the origin's answer (`find`); None when
     the origin has not answered with that very version, or the fields and the origin's type make no manifest."""
     if head is None or head.size != accepted.size or not head.validator \
@@ -116,16 +116,11 @@ class EngineCounters(ShareCounters):
     manifests_rejected: int = 0
 
 
-def _vouches(summaries) -> list[Vouch]:
-    return [Vouch(s.publisher_id, s.content_root, s.size, s.block_size, s.validator, s.publisher_host,
-                  s.published_at, s.attested_by) for s in summaries]
-
-
 def _trusted_root(policy: TrustPolicy, *, known_size: int | None = None,
                   known_validator: bytes | None = None) -> Callable[[Any], list[bytes]]:
     """`SwarmService.claims`' `roots=`: the root `policy` lets us trust, whose providers alone are looked up."""
     def roots(summaries) -> list[bytes]:
-        accepted = decide(_vouches(summaries), policy, known_size=known_size, known_validator=known_validator).accepted
+        accepted = decide(summaries, policy, known_size=known_size, known_validator=known_validator).accepted
         return [accepted.content_root] if accepted is not None else []
     return roots
 
@@ -274,7 +269,7 @@ class SwarmEngine:
         if claims is None:
             return Miss("lookup-failed")
         summaries, providers_by_root = claims
-        verdict = judge(_vouches(summaries), self.trust, known_size=known_size, known_validator=known,
+        verdict = judge(summaries, self.trust, known_size=known_size, known_validator=known,
                         me=service.discovery.node_id, claimed_at=self._claimed_at.get(key, math.inf),
                         headless=headless)
         if verdict.accepted is None:

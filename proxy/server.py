@@ -28,8 +28,11 @@ from aiohttp.abc import AbstractResolver
 from aiohttp.http_parser import RawRequestMessage
 from yarl import URL
 
+from dht.discovery import DhtDiscovery
 from dht.errors import LocalError as DhtLocalError
 from dht.node import DhtConfig, DhtNode
+from swarm.discovery import Discovery
+from swarm.discovery.composite import backend_status, compose
 
 from . import edge
 from .admin import Admin
@@ -262,13 +265,14 @@ class ProxyServer:
         self.resolver = OriginResolver(resolver, local_domains=config.local_domains,
                                        origins=config.share_private_origins)
         self.stats = Stats(config.request_history)
-        self.dht: DhtNode | None = None
+        self.dht: DhtNode | None = None  # our DHT's node, which this server starts and stops (--dht-listen)
+        self.discovery: Discovery | None = None  # every discovery backend, as the engine and the admin API use them
         self.engine: SwarmEngine | None = None  # once started, unless --peer-listen off
         self.fallback: Fallback | None = None
         self.interceptor: Interceptor | None = None
         self.addresses: dict[str, str] = {}
         self._listen: tuple[str, int] | None = None  # the proxy listener's bound host and port
-        self.admin = Admin(self.stats, lambda: self.addresses, lambda: self.dht, lambda: self.engine,
+        self.admin = Admin(self.stats, lambda: self.addresses, lambda: self.discovery, lambda: self.engine,
                            listen_port=lambda: self._listen[1] if self._listen else None, fetch=self._fetch)
         self._session: aiohttp.ClientSession | None = None
         self._runner: web.BaseRunner | None = None
@@ -303,11 +307,12 @@ class ProxyServer:
         self.addresses["proxy"] = _join(host, port)
         if cfg.dht_listen is not None:
             await self._start_dht()
+        self.discovery = self._discovery()
         if cfg.peer_listen is not None:
             await self._start_engine()
         if cfg.mitm_hosts:
             await self._start_interceptor()
-        log_startup(log, cfg, self.addresses, self.dht.node_id.hex()[:16] if self.dht is not None else None)
+        log_startup(log, cfg, self.addresses, backend_status(self.discovery) if self.discovery is not None else {})
         if cfg.ready_file:
             _write_atomically(cfg.ready_file, json.dumps(self.addresses) + "\n")
         return self.addresses
@@ -345,9 +350,16 @@ class ProxyServer:
         if cfg.bootstrap:
             self._bootstrap_task = asyncio.create_task(self._bootstrap())
 
-    async def _start_engine(self, discovery=None) -> None:
+    def _discovery(self) -> Discovery | None:
+        """The discovery backends started, as one `Discovery`: our DHT, both roles (a provider directory and a
+        claim store); None when it is off. Another backend joins here, beside it (`swarm.discovery.compose`)."""
+        if self.dht is None:
+            return None
+        dht = DhtDiscovery(self.dht)
+        return compose([dht], [dht])
+
+    async def _start_engine(self) -> None:
         """The block engine, its peer listener(s) and the fallback hook (`--peer-listen`)."""
-        from dht.discovery import DhtDiscovery
         from swarm.errors import StoreError
         from swarm.service.swarm_service import make_transports
         from swarm.store.disk import DiskBlockStore
@@ -361,10 +373,8 @@ class ProxyServer:
             store = await asyncio.to_thread(DiskBlockStore, cfg.data_dir / "blocks", capacity=cfg.store_size)
         except StoreError as exc:
             raise ListenError(f"cannot open the block store in {cfg.data_dir / 'blocks'}: {exc}") from None
-        if discovery is None and self.dht is not None:
-            discovery = DhtDiscovery(self.dht)
         assert self._session is not None  # (made first, in start)
-        self.engine = SwarmEngine(store, make_transports(cfg.transport), discovery, self._session,
+        self.engine = SwarmEngine(store, make_transports(cfg.transport), self.discovery, self._session,
                                   trust=cfg.trust, spool_dir=cfg.data_dir / "spool",
                                   linger=cfg.linger, share=not cfg.no_share, fetch_peers=cfg.fetch_peers)
         try:

@@ -19,14 +19,18 @@ def _size(count: float) -> str:
     return f"{count:g} TiB"
 
 
-def startup_lines(cfg: Config, addresses: dict[str, str], dht_node_id: str | None) -> list[str]:
+def startup_lines(cfg: Config, addresses: dict[str, str], discovery: dict[str, object]) -> list[str]:
+    """`discovery`: each discovery backend's status by its name (`swarm.discovery.backend_status`)."""
     proxy = addresses["proxy"]
     lines = [f"swarmproxy listening on http://{proxy} (admin API on the same port: http://{proxy}/_swarm/status)"]
-    if "dht" in addresses:
+    dht = discovery.get("dht")
+    if isinstance(dht, dict) and "dht" in addresses:
         lan = "off" if cfg.no_lan_discovery else "on (multicast)"
-        lines.append(f"  DHT node {dht_node_id} on udp://{addresses['dht']}; LAN discovery {lan}")
+        lines.append(f"  DHT node {str(dht.get('node_id'))[:16]} on udp://{addresses['dht']}; LAN discovery {lan}")
     else:
         lines.append("  DHT off (--dht-listen off); LAN discovery off")
+    if others := [name for name in discovery if name != "dht"]:
+        lines.append(f"  also discovering through: {', '.join(others)}")
     if "peer" in addresses:
         over = {"tcp": "TCP", "quic": "QUIC (UDP)", "both": "TCP and QUIC (UDP), same port"}[cfg.transport]
         lines.append(f"  peers fetch from {addresses['peer']} over {over}")
@@ -51,8 +55,8 @@ def startup_lines(cfg: Config, addresses: dict[str, str], dht_node_id: str | Non
     return lines
 
 
-def log_startup(log: logging.Logger, cfg: Config, addresses: dict[str, str], dht_node_id: str | None) -> None:
+def log_startup(log: logging.Logger, cfg: Config, addresses: dict[str, str], discovery: dict[str, object]) -> None:
     # Consecutive calls with no await between them: no other task's line can land inside the block, and
     # each line keeps the log's own prefix (time, level) for grep.
-    for line in startup_lines(cfg, addresses, dht_node_id):
+    for line in startup_lines(cfg, addresses, discovery):
         log.info("%s", line)

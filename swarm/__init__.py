@@ -25,9 +25,13 @@ sub-packages, from the bottom up:
   `quic_connection`) and `memory` (in-process, fault injection) implementations.
 - `swarm.service` — the asyncio shells: `node.SwarmNode` serves what the store shares and fetches (`fetch_run`)
   verified bytes in order from peers and the origin as a Range source (`origin_source`), counting into a
-  `report.FetchReport`; `discovery` is the `Discovery` protocol swarm takes and `dht` implements; `swarm_service.
-  SwarmService` runs each content's life over any `Discovery` (providers, fetches that announce at once, sharing
-  with linger and withdrawal in `shares`, filling the store from a downloaded body in `store_work`).
+  `report.FetchReport`; `swarm_service.SwarmService` runs each content's life over any `Discovery` (providers,
+  fetches that announce at once, sharing with linger and withdrawal in `shares`, which tells watchers what starts
+  and stops being shared; filling the store from a downloaded body in `store_work`).
+- `swarm.trust` — whom to believe: the claims' vocabulary (`claims`: `ManifestClaim`, `Vouch` with its
+  `Attestation`), the policy, the quorum, one lookup's judgement.
+- `swarm.discovery` — the seam discovery backends implement (`seam`: a provider directory and a claim store;
+  `dht` and `cluster` implement both), several backends as one (`composite`), and one in memory (`memory`).
 - `swarm.cli` — `swarmproxy swarm manifest | seed | get`.
 
 In short:

@@ -32,6 +32,7 @@ __all__ = [
     "OriginSourceError",
     "FetchFailed",
     "BadSize",
+    "DiscoveryFailed",
 ]
 
 
@@ -140,3 +141,8 @@ class BadSize(SwarmError, ValueError, argparse.ArgumentTypeError):
 
     A `ValueError` for callers that catch those, and an `ArgumentTypeError` because argparse prints only that
     kind's message as is when a parser is a `type=`: any other ValueError becomes "invalid ... value"."""
+
+
+class DiscoveryFailed(SwarmError):
+    """A discovery call failed because of the network or other nodes (no answer, this node's address not known
+    yet): the `errors` of the in-memory backend and of the composite (`swarm.discovery`), logged and survived."""

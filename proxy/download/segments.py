@@ -40,8 +40,8 @@ from typing import TYPE_CHECKING
 from swarm.content.manifest import Manifest
 from swarm.content.merkle import MerkleHasher
 from swarm.content.segments import Segments, segmented
+from swarm.discovery import IN_PROGRESS_ROOT, IN_PROGRESS_TTL, ManifestClaim, validator_bytes
 from swarm.errors import FetchFailed, ManifestError, OriginSourceError, StoreError, SwarmError
-from swarm.service.discovery import IN_PROGRESS_ROOT, IN_PROGRESS_TTL, ManifestClaim, validator_bytes
 from swarm.service.origin_source import OriginRangeSource
 from swarm.service.report import FetchReport
 from swarm.service.store_work import BytesBody, fill_entry
@@ -131,8 +131,7 @@ class SegmentTrust:
         if segment is None:
             return SegmentLookup(None, 0, "lookup-failed")
         summaries, providers_by_root = segment
-        vouches = [Vouch(s.publisher_id, s.content_root, s.size, s.block_size, s.validator, s.publisher_host,
-                         attested_by=s.attested_by) for s in summaries]
+        vouches = list(summaries)
         # Who vouched for this segment, and who fetches it or the whole file from the origin now: together, whether
         # waiting for them can end in a quorum.
         ours = [v for v in vouches if (v.size, v.validator) == (end - start, wanted)]
@@ -144,10 +143,11 @@ class SegmentTrust:
 
         me = service.discovery.node_id
 
+        def bringing(v: Vouch) -> Vouch:  # one who will bring this segment, as one claim of the same kind
+            return dataclasses.replace(v, claim=ManifestClaim(IN_PROGRESS_ROOT, 0, cut.block_size, wanted))
+
         def weight(helpers: list[Vouch]) -> int:  # who will bring this segment, counted as a quorum is
-            return working([dataclasses.replace(v, content_root=IN_PROGRESS_ROOT, size=0,
-                                                 block_size=cut.block_size) for v in helpers],
-                           size=0, validator=wanted, exclude=me)
+            return working([bringing(v) for v in helpers], size=0, validator=wanted, exclude=me)
         # Trusted but held by nobody (its vouchers left): only those still fetching can still bring it.
         helpers = fetching if root else fetching + vouched
         others = weight(helpers)
@@ -155,10 +155,8 @@ class SegmentTrust:
             whole = await service.claims(url_key, timeout=LOOKUP_TIMEOUT)
             if whole is None:  # who fetches the file is unknown: so is `others`
                 return SegmentLookup(None, 0, "lookup-failed")
-            others = weight(helpers + [Vouch(s.publisher_id, IN_PROGRESS_ROOT, 0, cut.block_size, wanted,
-                                             s.publisher_host, attested_by=s.attested_by) for s in whole[0]
-                                       if (s.size, s.validator, s.content_root) == (cut.size, wanted,
-                                                                                     IN_PROGRESS_ROOT)])
+            others = weight(helpers + [s for s in whole[0] if (s.size, s.validator, s.content_root) ==
+                                       (cut.size, wanted, IN_PROGRESS_ROOT)])
         if root is None:
             return SegmentLookup(None, others, decision.reason)
         if not providers:

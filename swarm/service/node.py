@@ -221,7 +221,8 @@ class SwarmNode:
 
     def _store_event(self, event: StoreEvent) -> None:
         if isinstance(event, (Evicted, StoreFailed)) and event.root is not None:  # (a store-wide failure names none)
-            log.warning("content %s is no longer shared: %s", event.root.hex()[:16], event)
+            why = "evicted" if isinstance(event, Evicted) else f"the store failed: {event.error}"
+            log.warning("content %s is no longer shared: %s", event.root.hex()[:16], why)
             self.unshare(event.root)
 
     def _announce_block(self, root: bytes, block: int) -> None:

@@ -11,6 +11,9 @@
   key and root), and shared for `linger` seconds from the last time it was shared; then withdrawn. The store
   keeps it: only sharing ends.
 * Eviction or a store failure withdraws it at once (`SwarmService` forwards the store's events).
+* Whoever else offers what this node shares (the BitTorrent bridge) watches it: `watch(listener)` is told
+  `ContentShared(manifest)` when complete content starts being shared and `ContentWithdrawn(root, why)` when it
+  stops, once each, in that order.
 
 The linger timer is driven by `call_later` (`loop.call_later` unless given: tests pass a fake clock's).
 """
@@ -25,7 +28,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from swarm.content.manifest import Manifest
-from swarm.service.discovery import UNSPECIFIED_HOST, Discovery, ManifestClaim, validator_bytes
+from swarm.discovery.seam import UNSPECIFIED_HOST, Discovery, ManifestClaim, validator_bytes
 from swarm.service.node import SwarmNode
 from swarm.service.store_work import drop_partial
 from swarm.store.interface import BlockStore
@@ -41,6 +44,25 @@ class _Held:
 
 
 _HELD = _Held()
+
+
+@dataclasses.dataclass(frozen=True)
+class ContentShared:
+    """Complete content started being shared (it was not a moment ago)."""
+
+    manifest: Manifest
+
+
+@dataclasses.dataclass(frozen=True)
+class ContentWithdrawn:
+    """Content shared complete is no longer shared: its linger time ended, it was evicted, or the store failed."""
+
+    root: bytes
+    why: str
+
+
+ShareEvent = ContentShared | ContentWithdrawn
+ShareListener = Callable[[ShareEvent], None]
 
 
 @dataclasses.dataclass
@@ -85,6 +107,24 @@ class Shares:
         self.announced: set[bytes] = set()
         self.vouched: set[tuple[bytes, bytes]] = set()
         self._host_unknown_logged = False
+        self._listeners: list[ShareListener] = []
+        self.complete: set[bytes] = set()  # roots shared complete, as the watchers were told
+
+    def watch(self, listener: ShareListener) -> None:
+        """Tell `listener` of every `ShareEvent` from now on."""
+        self._listeners.append(listener)
+
+    def _withdrawn(self, root: bytes, why: str) -> None:
+        if root in self.complete:
+            self.complete.discard(root)
+            self._tell(ContentWithdrawn(root, why))
+
+    def _tell(self, event: ShareEvent) -> None:
+        for listener in self._listeners:
+            try:
+                listener(event)
+            except Exception:  # a watcher's bug must not cost the download that shared the content
+                log.exception("a share watcher failed on %s", event)
 
     def started(self, port: int) -> None:
         self._loop = asyncio.get_running_loop()
@@ -115,6 +155,7 @@ class Shares:
             return
         root = manifest.root
         self.fetch_announced.discard(root)
+        newly = root not in self.complete
         for node in self.nodes.values():
             node.share(root)
         if self.discovery is not None and self.port is not None:
@@ -130,6 +171,9 @@ class Shares:
             self.lingering[root] = _HELD
         elif self._loop is not None and self.linger > 0:
             self._linger(root)
+        if newly:
+            self.complete.add(root)
+            self._tell(ContentShared(manifest))
 
     def release(self, root: bytes) -> None:
         """Start the linger time of `root`, shared with `hold`."""
@@ -153,6 +197,7 @@ class Shares:
             return
         for node in self.nodes.values():
             node.unshare(root)
+        self._withdrawn(root, "abandoned")
         drop_partial(self.store, root)
         self.announced.discard(root)
         self.kept_up.discard(root)
@@ -177,6 +222,7 @@ class Shares:
             handle.cancel()
         for node in self.nodes.values():
             node.unshare(root)
+        self._withdrawn(root, why)
         if self.discovery is not None:
             log.info("no longer sharing %s: %s", root.hex()[:16], why)
             self._spawn(self._withdraw(root, after=self._announcing.get(root)))

@@ -37,19 +37,19 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from swarm.content.manifest import Manifest
 from swarm.content.merkle import block_count
 from swarm.core.serve import Shown
-from swarm.errors import FetchFailed, PeerError, StoreError, SwarmError, TransportError
-from swarm.net.transport import Transport
-from swarm.service.discovery import (
+from swarm.discovery.seam import (
     IN_PROGRESS_ROOT,
     IN_PROGRESS_TTL,
     Discovery,
     ManifestClaim,
-    ManifestSummary,
     Provider,
     TransportFlags,
+    Vouch,
 )
+from swarm.errors import FetchFailed, PeerError, StoreError, SwarmError, TransportError
+from swarm.net.transport import Transport
 from swarm.service.node import FETCH_STALL_TIMEOUT, SwarmNode, UploadThrottle
-from swarm.service.shares import ShareCounters, Shares
+from swarm.service.shares import ShareCounters, ShareListener, Shares
 from swarm.service.store_work import Body, fill_prefix, in_block_size_stored, in_thread
 from swarm.store.interface import BlockStore, Evicted, StoreFailed
 
@@ -165,6 +165,11 @@ class SwarmService:
         """Whether this node serves and announces what it fetches (else it only downloads)."""
         return self.shares.enabled
 
+    def watch_shares(self, listener: ShareListener) -> None:
+        """Tell `listener` when complete content starts being shared (`ContentShared`) and when it stops
+        (`ContentWithdrawn`: linger over, evicted, store failure): for whoever offers it elsewhere too."""
+        self.shares.watch(listener)
+
     @property
     def bytes_uploaded(self) -> int:
         return sum(node.bytes_uploaded for node in self.nodes.values())
@@ -271,8 +276,8 @@ class SwarmService:
         return list(found.values())
 
     async def claims(self, key: bytes, *, timeout: float,
-                     roots: Callable[[Sequence[ManifestSummary]], Iterable[bytes]] | None = None
-                     ) -> tuple[Sequence[ManifestSummary], dict[bytes, list[Provider]]] | None:
+                     roots: Callable[[Sequence[Vouch]], Iterable[bytes]] | None = None
+                     ) -> tuple[Sequence[Vouch], dict[bytes, list[Provider]]] | None:
         """Every publisher's summary under `key`, and the providers of (up to CLAIM_ROOTS of) the roots they
         name, or of those `roots(summaries)` picks (a caller that will use one root only: none, when no
         manifest is trusted yet, saves a lookup); None without discovery, or when it failed or took more than
@@ -459,7 +464,8 @@ class SwarmService:
     def _on_store_event(self, event: object) -> None:
         # Listeners may run in the store's writer thread: hop back to the loop.
         if self._loop is not None and isinstance(event, (Evicted, StoreFailed)) and event.root is not None:
-            self._loop.call_soon_threadsafe(self._forget, event.root, str(event))
+            why = "evicted" if isinstance(event, Evicted) else f"the store failed: {event.error}"
+            self._loop.call_soon_threadsafe(self._forget, event.root, why)
 
     def _forget(self, root: bytes, why: str) -> None:
         if self.on_forget is not None:

@@ -16,13 +16,14 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .claims import IN_PROGRESS_ROOT, ManifestClaim, Vouch
 from .policy import ManifestSource, TrustPolicy
-from .quorum import IN_PROGRESS_ROOT, AgreedManifest, Vouch, ahead_of, decide, unattested, working
+from .quorum import ahead_of, decide, unattested, working
 
 
 @dataclass(frozen=True)
 class Judgement:
-    accepted: AgreedManifest | None  # the summary to fetch by, or None
+    accepted: ManifestClaim | None  # the summary to fetch by, or None
     source: ManifestSource  # QUORUM or ANY when accepted, else NONE
     reason: str  # "ok", "no-record", or `decide`'s reason
     detail: str  # for the log and the request's record: "2 publishers, 1 unattested", "3 fetching from the origin"

@@ -39,14 +39,12 @@ from addresses import UNKNOWN_PREFIX, network_prefix
 from swarm.content.manifest import MAX_BLOCK_SIZE, MIN_BLOCK_SIZE
 from swarm.content.merkle import HASH_SIZE
 
+from .claims import IN_PROGRESS_ROOT, ManifestClaim, Vouch
 from .policy import ManifestSource, TrustMode, TrustPolicy
 
 # The DHT carries a manifest record's block size opaquely (`dht.records`): a vouch counts only if it could be a
 # manifest the block engine accepts, by the engine's own bounds, so that nobody is believed for one it rejects.
 ROOT_BYTES = HASH_SIZE  # a content root is a merkle root
-# The root an in-progress claim names ("I am fetching it from the origin now"): no merkle root is all zeros (it is a
-# SHA-256 output), so it cannot name real content.
-IN_PROGRESS_ROOT = bytes(32)
 # `_fewest_networks` searches which attested hosts could be lies over at most this many publishers whose hosts only
 # others attested (2^10 cases at worst, under 2 ms; 17 took up to 55 ms a decision), so a stranger's many records
 # cost us no more: a group then weighs at most this many of them (`quorum:11` and above also needs hosts that
@@ -55,32 +53,8 @@ FEWEST_SEARCHED = 10
 
 
 @dataclass(frozen=True)
-class Vouch:
-    """One publisher's manifest summary as found in the DHT."""
-
-    publisher_id: bytes
-    content_root: bytes
-    size: int
-    block_size: int
-    validator: bytes
-    publisher_host: str | None = None  # the IP storing nodes observed its record arrive from, if attested
-    published_at: float = 0.0  # when the publisher made it, by its own clock (orders claims; proves nothing)
-    attested_by: frozenset[str] = frozenset()  # the networks that attest the host; empty: seen first-hand
-
-
-@dataclass(frozen=True)
-class AgreedManifest:
-    """What a group of vouches agrees on: the summary to fetch the full manifest for."""
-
-    content_root: bytes
-    size: int
-    block_size: int
-    validator: bytes
-
-
-@dataclass(frozen=True)
 class TrustDecision:
-    accepted: AgreedManifest | None
+    accepted: ManifestClaim | None
     source: ManifestSource  # QUORUM or ANY when accepted, else NONE
     reason: str  # "ok", "trust=origin", "no-candidates", "inconsistent", "below-quorum", "conflict"
     publishers: int  # weight of the accepted group, or of the heaviest group when rejected
@@ -165,9 +139,9 @@ def decide(candidates: Iterable[Vouch], policy: TrustPolicy, *, known_size: int 
     if not vouches:
         return TrustDecision(None, ManifestSource.NONE, "inconsistent", 0)
 
-    groups: dict[AgreedManifest, list[Vouch]] = {}
+    groups: dict[ManifestClaim, list[Vouch]] = {}
     for v in _without_equivocators(vouches):
-        groups.setdefault(_agreed(v), []).append(v)
+        groups.setdefault(v.claim, []).append(v)
     if not groups:
         return TrustDecision(None, ManifestSource.NONE, "conflict", 0)  # every publisher contradicted itself
 
@@ -217,10 +191,6 @@ def ahead_of(candidates: Iterable[Vouch], own: bytes, own_claimed_at: float) -> 
             if v.content_root != IN_PROGRESS_ROOT or (v.published_at, v.publisher_id) < mine]
 
 
-def _agreed(v: Vouch) -> AgreedManifest:
-    return AgreedManifest(v.content_root, v.size, v.block_size, v.validator)
-
-
 def _without_equivocators(vouches: list[Vouch]) -> list[Vouch]:
     """Drop every vouch of a publisher that signed two different manifests for one validator.
 
@@ -228,8 +198,8 @@ def _without_equivocators(vouches: list[Vouch]) -> list[Vouch]:
     both; two roots (or sizes, or block sizes) for the same validator cannot both be right, so that
     publisher is lying or broken and counts for nobody.
     """
-    claims: dict[tuple[bytes, bytes], set[AgreedManifest]] = {}
+    claims: dict[tuple[bytes, bytes], set[ManifestClaim]] = {}
     for v in vouches:
-        claims.setdefault((v.publisher_id, v.validator), set()).add(_agreed(v))
+        claims.setdefault((v.publisher_id, v.validator), set()).add(v.claim)
     liars = {pid for (pid, _), agreed in claims.items() if len(agreed) > 1}
     return [v for v in vouches if v.publisher_id not in liars]

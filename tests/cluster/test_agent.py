@@ -5,15 +5,15 @@ from __future__ import annotations
 import types
 
 from cluster.agent import FETCH_PEERS, Agent, AgentConfig
-from cluster.discovery import ClusterProvider
 from cluster.identity import Identity
 from cluster.intent import SigningKey
 from cluster.records import MemberRecord
 from swarm.content.manifest import build_manifest
+from swarm.discovery import Provider
 
 
-def provider(index: int, host: str) -> ClusterProvider:
-    return ClusterProvider(index.to_bytes(20, "big"), host, 7000, 1)
+def provider(index: int, host: str) -> Provider:
+    return Provider(index.to_bytes(20, "big"), host, 7000, 1)
 
 
 def test_a_root_member_in_a_big_rack_takes_the_seeder_and_its_nearest_peers_first(tmp_path):

@@ -12,7 +12,7 @@ from cluster.discovery import RedisDiscovery
 from cluster.errors import RedisUnavailable
 from cluster.overlay import Level, Location, Slot
 from cluster.records import AgentRecord, MemberRecord, TransferRecord
-from swarm.service.discovery import Discovery, Provider
+from swarm.discovery import Discovery, Provider
 
 needs_redis = pytest.mark.skipif(redis_missing() is not None, reason=str(redis_missing()))
 

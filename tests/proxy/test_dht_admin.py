@@ -42,6 +42,8 @@ async def test_dht_status_and_ready_addresses(two_nodes):
     assert {"records", "dropped_datagrams"} <= set(dht)
     status, proxy_status = await admin_get(second, "/_swarm/status")
     assert proxy_status["listen"]["dht"] == second.addresses["dht"]
+    status, backends = await admin_get(second, "/_swarm/discovery")  # every backend, by name: the DHT alone
+    assert status == 200 and list(backends) == ["dht"] and backends["dht"]["node_id"] == dht["node_id"]
 
 
 async def test_providers_lookup_finds_an_announce(two_nodes):
@@ -57,15 +59,21 @@ async def test_providers_lookup_finds_an_announce(two_nodes):
     assert status == 200 and empty["providers"] == []
 
 
+    status, through_all = await admin_get(second, f"/_swarm/discovery/providers/{root.hex()}")  # every backend's
+    assert status == 200 and through_all["providers"] == found["providers"]
+
+
+@pytest.mark.parametrize("path", ["/_swarm/dht/providers/", "/_swarm/discovery/providers/"])
 @pytest.mark.parametrize("root", ["abc", "zz" * 32, "ab" * 31])
-async def test_providers_rejects_a_bad_root(two_nodes, root):
+async def test_providers_rejects_a_bad_root(two_nodes, root, path):
     _, second = two_nodes
-    status, body = await admin_get(second, f"/_swarm/dht/providers/{root}")
+    status, body = await admin_get(second, f"{path}{root}")
     assert status == 400 and "64 hex digits" in body["error"]
 
 
-async def test_dht_off(proxy):
-    status, body = await admin_get(proxy, "/_swarm/dht")
+@pytest.mark.parametrize("path", ["/_swarm/dht", "/_swarm/discovery", "/_swarm/discovery/providers/" + "ab" * 32])
+async def test_dht_off(proxy, path):
+    status, body = await admin_get(proxy, path)
     assert status == 404 and "--dht-listen off" in body["error"]
     assert "dht" not in proxy.addresses
 

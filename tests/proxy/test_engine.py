@@ -11,17 +11,17 @@ import os
 
 import pytest
 
-from dht.discovery import FakeDiscovery, FakeDiscoveryNetwork, Provider
 from dht.records import KIND_PROVIDER, Transport
 from proxy.demo.local_swarm import Cluster
 from proxy.engine import Found, Miss, SwarmEngine, agreed_manifest, url_key
 from proxy.origin_head import OriginHead
 from proxy.spool import Spool
+from swarm.discovery import IN_PROGRESS_ROOT, ManifestClaim, Provider
+from swarm.discovery.memory import MemoryDiscovery, MemoryDiscoveryNetwork
 from swarm.net.memory import MemoryNetwork, MemoryTransport
-from swarm.service.discovery import IN_PROGRESS_ROOT, ManifestClaim
 from swarm.service.node import FETCH_STALL_TIMEOUT
 from swarm.store.memory import MemoryBlockStore
-from swarm.trust import AgreedManifest, parse_trust
+from swarm.trust import parse_trust
 from tests.swarm.service.fake_timers import FakeTimers
 from tests.swarm.service.test_swarm_service import served  # the engine serves through its service
 
@@ -32,13 +32,13 @@ URL = "http://origin.test/file.bin"
 
 @pytest.fixture
 def world():
-    return MemoryNetwork(), FakeDiscoveryNetwork()
+    return MemoryNetwork(), MemoryDiscoveryNetwork()
 
 
 async def started_engine(world, tmp_path, store=None, host="engine", **kwargs) -> SwarmEngine:
     memory, dht = world
     store = MemoryBlockStore() if store is None else store  # not `or`: an empty store is falsy
-    engine = SwarmEngine(store, {"tcp": MemoryTransport(memory)}, FakeDiscovery(dht), None,
+    engine = SwarmEngine(store, {"tcp": MemoryTransport(memory)}, MemoryDiscovery(dht), None,
                          trust=parse_trust("quorum:2"), spool_dir=tmp_path / "spool", **kwargs)
     await engine.start(host, 0)
     return engine
@@ -158,9 +158,9 @@ async def test_an_origin_download_completes_an_entry_a_swarm_download_left_parti
         await engine.stop()
 
 
-async def _providers(world, manifest, count: int) -> list[FakeDiscovery]:
+async def _providers(world, manifest, count: int) -> list[MemoryDiscovery]:
     """`count` other nodes announce `manifest` (addresses only: nothing listens there)."""
-    others = [FakeDiscovery(world[1]) for _ in range(count)]
+    others = [MemoryDiscovery(world[1]) for _ in range(count)]
     for index, other in enumerate(others):
         await other.announce(manifest.root, ("127.0.0.1", 7000 + index))
     return others
@@ -288,7 +288,7 @@ async def test_a_url_vouched_for_by_a_quorum_is_found_with_the_manifest_from_a_p
     try:
         manifest = await ingest(seeder, tmp_path / "seeder", publish=False)
         assert await engine.find(URL) == Miss("no-record")  # nobody vouches yet
-        second = FakeDiscovery(world[1], external_host="127.0.0.2")  # a publisher in another network
+        second = MemoryDiscovery(world[1], external_host="127.0.0.2")  # a publisher in another network
         for publisher in (seeder.discovery, second):
             await publisher.put_manifest(url_key(URL), ManifestClaim(
                 manifest.root, manifest.size, manifest.block_size, b'"v1"'))
@@ -308,7 +308,7 @@ def head(size=DATA_SIZE, validator='"v1"', content_type="text/plain", content_en
                       content_type=content_type, content_encoding=content_encoding)
 
 
-AGREED = AgreedManifest(hashlib.sha256(b"root").digest(), len(DATA), 16384, b'"v1"')
+AGREED = ManifestClaim(hashlib.sha256(b"root").digest(), len(DATA), 16384, b'"v1"')
 
 
 @pytest.mark.parametrize("answer, made", [
@@ -336,14 +336,14 @@ async def test_providers_are_looked_up_only_for_a_trusted_root(world, tmp_path):
     engine = await started_engine(world, tmp_path)
     try:
         manifest = await ingest(seeder, tmp_path / "seeder", publish=False)
-        liar = FakeDiscovery(world[1], external_host="192.175.48.9")
+        liar = MemoryDiscovery(world[1], external_host="192.175.48.9")
         await liar.put_manifest(url_key(URL), ManifestClaim(os.urandom(32), len(DATA), 16384, b'"v1"'))
         await seeder.discovery.put_manifest(url_key(URL), ManifestClaim(
             manifest.root, manifest.size, manifest.block_size, b'"v1"'))
         before = world[1].lookups
         below = await engine.find(URL, known_size=len(DATA), known_validator='"v1"')
         assert below.reason == "below-quorum" and world[1].lookups == before + 1  # the claims' only
-        await FakeDiscovery(world[1], external_host="192.31.196.2").put_manifest(url_key(URL), ManifestClaim(
+        await MemoryDiscovery(world[1], external_host="192.31.196.2").put_manifest(url_key(URL), ManifestClaim(
             manifest.root, manifest.size, manifest.block_size, b'"v1"'))
         found = await engine.find(URL, known_size=len(DATA), known_validator='"v1"', origin_head=lambda: head())
         assert isinstance(found, Found) and found.source == "quorum"
@@ -361,7 +361,7 @@ async def test_a_lookup_started_before_the_head_is_decided_with_the_heads_versio
     engine = await started_engine(world, tmp_path)
     try:
         manifest = await ingest(seeder, tmp_path / "seeder", publish=False)
-        for publisher in (seeder.discovery, FakeDiscovery(world[1], external_host="127.0.0.2")):
+        for publisher in (seeder.discovery, MemoryDiscovery(world[1], external_host="127.0.0.2")):
             await publisher.put_manifest(url_key(URL), ManifestClaim(
                 manifest.root, manifest.size, manifest.block_size, b'"v1"'))
         before = world[1].lookups
@@ -371,7 +371,7 @@ async def test_a_lookup_started_before_the_head_is_decided_with_the_heads_versio
         assert world[1].lookups == before + 2  # the claims and their root's providers, both ahead of the head
 
         for host in ("192.31.196.7", "192.175.48.8"):  # a quorum for another version, as after an edit
-            await FakeDiscovery(world[1], external_host=host).put_manifest(url_key(URL), ManifestClaim(
+            await MemoryDiscovery(world[1], external_host=host).put_manifest(url_key(URL), ManifestClaim(
                 os.urandom(32), len(DATA), 16384, b'"v2"'))
         before = world[1].lookups
         found = await engine.find(URL, known_size=len(DATA), known_validator='"v1"', origin_head=lambda: head(),
@@ -389,7 +389,7 @@ async def test_with_the_origins_answer_a_quorum_manifest_needs_no_provider_to_gi
     engine = await started_engine(world, tmp_path)
     try:
         manifest = await ingest(seeder, tmp_path / "seeder", publish=False)
-        second = FakeDiscovery(world[1], external_host="127.0.0.2")
+        second = MemoryDiscovery(world[1], external_host="127.0.0.2")
         for publisher in (seeder.discovery, second):
             await publisher.put_manifest(url_key(URL), ManifestClaim(
                 manifest.root, manifest.size, manifest.block_size, b'"v1"'))
@@ -415,7 +415,7 @@ async def test_fetching_from_the_origin_is_claimed_counted_by_network_and_withdr
         engine.fetching(URL, size=len(DATA), block_size=1 << 14, validator='"v1"')
         await fetcher.settled()
         await engine.settled()
-        sybils = [FakeDiscovery(world[1], external_host=f"192.175.48.{i}") for i in range(1, 6)]  # one /24
+        sybils = [MemoryDiscovery(world[1], external_host=f"192.175.48.{i}") for i in range(1, 6)]  # one /24
         for sybil in sybils:
             await sybil.put_manifest(url_key(URL), ManifestClaim(IN_PROGRESS_ROOT, len(DATA), 1 << 14, b'"v1"'))
         miss = await engine.find(URL, known_size=len(DATA), known_validator='"v1"')

@@ -18,10 +18,10 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from dht.discovery import ManifestSummary
 from proxy.demo.local_swarm import Cluster
 from proxy.demo.slow_origin import SlowOrigin
 from proxy.engine import Found, Miss, url_key
+from swarm.discovery import ManifestClaim
 from swarm.store.disk import DiskBlockStore
 
 SIZE = 3 * 1024 * 1024 + 12345
@@ -298,7 +298,7 @@ async def _publish_fake(liar, url: str, tmp_path) -> bytes:
     validator = origin_validator.encode("latin-1")
     await liar.engine.discovery.announce(manifest.root, ("0.0.0.0", liar.engine.address[1]),
                                          liar.engine.transport_flags)
-    await liar.engine.discovery.put_manifest(url_key(url), ManifestSummary(
+    await liar.engine.discovery.put_manifest(url_key(url), ManifestClaim(
         manifest.root, manifest.size, manifest.block_size, validator))
     return manifest.root
 

@@ -10,13 +10,13 @@ import time
 
 import pytest
 
-from dht.discovery import FakeDiscovery, FakeDiscoveryNetwork, Provider
-from dht.errors import DhtError
 from swarm.content.manifest import build_manifest
-from swarm.errors import FetchFailed
+from swarm.discovery import ManifestClaim, Provider, TransportFlags
+from swarm.discovery.memory import MemoryDiscovery, MemoryDiscoveryNetwork
+from swarm.errors import DiscoveryFailed, FetchFailed
 from swarm.net.memory import MemoryNetwork, MemoryTransport
-from swarm.service.discovery import ManifestClaim, TransportFlags
 from swarm.service.node import SwarmNode
+from swarm.service.shares import ContentShared, ContentWithdrawn
 from swarm.service.store_work import BytesBody, fill_entry
 from swarm.service.swarm_service import CLAIM_ROOTS, PEER_SPARE, SwarmService
 from swarm.store.memory import MemoryBlockStore
@@ -28,13 +28,13 @@ KEY = hashlib.sha256(b"a key").digest()
 
 @pytest.fixture
 def world():
-    return MemoryNetwork(), FakeDiscoveryNetwork()
+    return MemoryNetwork(), MemoryDiscoveryNetwork()
 
 
 async def started(world, store=None, *, discovery=None, **kwargs) -> SwarmService:
     memory, dht = world
     store = MemoryBlockStore() if store is None else store  # not `or`: an empty store is falsy
-    service = SwarmService(store, {"tcp": MemoryTransport(memory)}, discovery or FakeDiscovery(dht), **kwargs)
+    service = SwarmService(store, {"tcp": MemoryTransport(memory)}, discovery or MemoryDiscovery(dht), **kwargs)
     await service.start("service", 0)
     return service
 
@@ -70,9 +70,9 @@ async def served(world, service, root: bytes) -> bool:
         return False
 
 
-async def _providers(world, manifest, count: int) -> list[FakeDiscovery]:
+async def _providers(world, manifest, count: int) -> list[MemoryDiscovery]:
     """`count` other nodes announce `manifest` (addresses only: nothing listens there)."""
-    others = [FakeDiscovery(world[1]) for _ in range(count)]
+    others = [MemoryDiscovery(world[1]) for _ in range(count)]
     for index, other in enumerate(others):
         await other.announce(manifest.root, ("127.0.0.1", 7000 + index))
     return others
@@ -163,6 +163,32 @@ async def test_evicted_content_is_forgotten_and_withdrawn(world):
         await service.stop()
 
 
+async def test_watchers_are_told_once_when_content_starts_and_stops_being_shared(world):
+    """What the BitTorrent bridge seeds follows what the node shares: once each, evictions included, and a watcher
+    that fails costs a log line, not the share."""
+    timers, events = FakeTimers(), []
+    store = MemoryBlockStore(capacity=int(len(DATA) * 1.5))  # room for one file
+    service = await started(world, store, linger=600, call_later=timers.call_later)
+
+    def broken(event):
+        raise RuntimeError("a watcher's bug")
+
+    service.watch_shares(broken)
+    service.watch_shares(events.append)
+    try:
+        first = await shared(service)
+        service.completed(first)  # shared again: not news
+        assert events == [ContentShared(first)]
+        second = await shared(service, DATA[::-1])  # evicts the first
+        await asyncio.sleep(0)  # the store's event comes through the loop
+        await service.settled()
+        assert events[1:] == [ContentWithdrawn(first.root, "evicted"), ContentShared(second)]
+        timers.fire()
+        assert events[3:] == [ContentWithdrawn(second.root, "linger time over")]
+    finally:
+        await service.stop()
+
+
 async def test_content_kept_from_an_earlier_run_is_shared_again_at_start(world):
     memory, _ = world
     store = MemoryBlockStore()
@@ -225,9 +251,9 @@ async def test_without_sharing_nothing_is_served_or_announced(world):
 
 
 async def test_a_failing_discovery_costs_a_warning_not_the_download(world, caplog):
-    class Down(FakeDiscovery):
+    class Down(MemoryDiscovery):
         async def announce(self, root, address, transports=TransportFlags.TCP):
-            raise OSError("network unreachable")
+            raise DiscoveryFailed("network unreachable")
 
     service = await started(world, discovery=Down(world[1]))
     try:
@@ -327,7 +353,7 @@ async def test_the_lookup_stops_at_enough_and_skips_unreachable_providers(world)
     service = await started(world)
     try:
         manifest = await shared(service)
-        quic_only = FakeDiscovery(world[1])
+        quic_only = MemoryDiscovery(world[1])
         await quic_only.announce(manifest.root, ("127.0.0.1", 6999), TransportFlags.QUIC)  # we speak TCP only
         others = await _providers(world, manifest, 5)
         found = await service.providers(manifest.root)
@@ -350,7 +376,7 @@ def test_the_transport_is_tcp_for_private_peers_and_quic_for_public_ones():
     assert service.transport_for(Provider(b"e", "10.0.0.1", 1, TransportFlags.QUIC)) == "quic"
 
 
-async def _vouch(publishers: list[FakeDiscovery], manifest) -> None:
+async def _vouch(publishers: list[MemoryDiscovery], manifest) -> None:
     """Each of `publishers` vouches under KEY that its representation is `manifest`'s content."""
     for publisher in publishers:
         await publisher.put_manifest(KEY, ManifestClaim(manifest.root, manifest.size, manifest.block_size, b"v"))
@@ -372,7 +398,7 @@ async def test_claims_under_a_key_come_with_the_providers_of_their_roots(world):
 
 async def test_a_claims_lookup_stops_at_the_providers_one_download_uses(world):
     """It does not wait for the provider lookup to end (a busy storing node's timeout, in a crowd)."""
-    class Slow(FakeDiscovery):
+    class Slow(MemoryDiscovery):
         async def find_providers(self, root):
             async for found in super().find_providers(root):
                 yield found
@@ -396,7 +422,7 @@ async def test_the_roots_vouched_for_most_are_looked_up_first(world):
         publishers = await _providers(world, manifest, 2)
         await _vouch(publishers, manifest)
         for index in range(8):  # a liar with many keys, each vouching for another root once
-            liar = FakeDiscovery(world[1])
+            liar = MemoryDiscovery(world[1])
             root = hashlib.sha256(b"lie %d" % index).digest()
             await liar.put_manifest(KEY, ManifestClaim(root, manifest.size, manifest.block_size, b"v"))
         summaries, providers = await service.claims(KEY, timeout=5)
@@ -408,10 +434,10 @@ async def test_the_roots_vouched_for_most_are_looked_up_first(world):
 
 @pytest.mark.parametrize("failure", ["error", "timeout"])
 async def test_a_failed_claims_lookup_is_none(world, failure):
-    class Failing(FakeDiscovery):
+    class Failing(MemoryDiscovery):
         async def get_manifests(self, repr_key):
             if failure == "error":
-                raise OSError("no route")
+                raise DiscoveryFailed("no route")
             await asyncio.sleep(3600)
 
     service = await started(world, discovery=Failing(world[1]))
@@ -483,13 +509,13 @@ async def test_a_finished_fetch_is_shared_as_a_provider_never_a_publisher(world)
 async def test_a_fetch_whose_announcement_failed_is_announced_when_complete(world):
     """The announcement made when a fetch began stands for the complete copy, unless discovery refused it."""
 
-    class Refusing(FakeDiscovery):
+    class Refusing(MemoryDiscovery):
         refusals = 1
 
         async def announce(self, *args, **kwargs):
             if self.refusals:
                 self.refusals -= 1
-                raise DhtError("no node took it")
+                raise DiscoveryFailed("no node took it")
             return await super().announce(*args, **kwargs)
 
     seeder = await started(world)

@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from addresses import network_prefix
-from swarm.service.discovery import IN_PROGRESS_ROOT
-from swarm.trust import AgreedManifest, TrustDecision, TrustPolicy, Vouch, ahead_of, decide, parse_trust, working
+from swarm.discovery import IN_PROGRESS_ROOT
+from swarm.trust import ManifestClaim, TrustDecision, TrustPolicy, Vouch, ahead_of, decide, parse_trust, working
 from swarm.trust import quorum as mt
 
 ROOT_A = b"A" * 32
@@ -23,11 +23,11 @@ BLOCK = 65536
 def v(pid: str, host: str | None, root: bytes = ROOT_A, size: int = SIZE, block: int = BLOCK,
       validator: bytes = V1, at: float = 0.0, by: tuple[str, ...] = ()) -> Vouch:
     """A vouch; `by`: the networks that attested its host (none: our own store saw it)."""
-    return Vouch(pid.encode(), root, size, block, validator, host, at, frozenset(by))
+    return Vouch.seen(ManifestClaim(root, size, block, validator), pid.encode(), host, frozenset(by), at)
 
 
-def agreed(root: bytes = ROOT_A, size: int = SIZE, block: int = BLOCK, validator: bytes = V1) -> AgreedManifest:
-    return AgreedManifest(root, size, block, validator)
+def agreed(root: bytes = ROOT_A, size: int = SIZE, block: int = BLOCK, validator: bytes = V1) -> ManifestClaim:
+    return ManifestClaim(root, size, block, validator)
 
 
 LIARS = ("192.52.193.0/24", "100.64.0.1/32")  # two networks of lying storing nodes
@@ -131,7 +131,8 @@ ROWS = {
     "malformed-dropped": (
         "quorum:1", [v("a", "192.31.196.1", root=b"short"), v("b", "192.31.196.2", block=1000),
                      v("c", "192.31.196.3", block=8192), v("d", "192.31.196.4", validator=b""),
-                     v("e", "192.31.196.5", size=-1), Vouch(b"", ROOT_A, SIZE, BLOCK, V1, "192.31.196.6")], {},
+                     v("e", "192.31.196.5", size=-1),
+                     Vouch.seen(ManifestClaim(ROOT_A, SIZE, BLOCK, V1), b"", "192.31.196.6", frozenset())], {},
         TrustDecision(None, "none", "no-candidates", 0)),
     "no-candidates": ("quorum:2", [], {}, TrustDecision(None, "none", "no-candidates", 0)),
     "any-accepts-a-lone-publisher": (
@@ -349,7 +350,7 @@ def test_decision_is_order_independent_and_sound(candidates, policy, seed):
         assert decision.source == "none"
         return
     assert decision.source == parsed.mode
-    backers = [c for c in candidates if AgreedManifest(c.content_root, c.size, c.block_size, c.validator)
+    backers = [c for c in candidates if ManifestClaim(c.content_root, c.size, c.block_size, c.validator)
                == decision.accepted]
     # never more weight than distinct ids, nor than distinct prefixes, behind the accepted manifest
     assert decision.publishers <= len({c.publisher_id for c in backers})
