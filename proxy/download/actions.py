@@ -148,8 +148,9 @@ class RejectManifest:
 
 
 @dataclasses.dataclass(frozen=True)
-class SwarmError:
-    """Why the swarm did not finish the response (for the request's record)."""
+class SwarmFailed:
+    """The swarm failed this response (its bytes differ from the origin's or the Repr-Digest, or the block engine
+    failed): why, for the request's record. Not an exception: the origin may still finish it, else it is cut."""
     text: str
 
 
@@ -209,5 +210,5 @@ class Fail:
 
 Action = (RelayAsIs | RelayHead | Respond | OpenSpool | ClaimFetching | EndClaim | LookAhead | StartLookup
           | StopLookup | StartHead | StopHead | Switch | StartSwarm | StartSegments | StopSwarm | CloseOrigin
-          | ReopenOrigin | Deliver | RejectManifest | SwarmError | Note | OriginComplete | WithdrawSegments | Account
+          | ReopenOrigin | Deliver | RejectManifest | SwarmFailed | Note | OriginComplete | WithdrawSegments | Account
           | HandOver | Finish | Cut | Fail)

@@ -274,7 +274,7 @@ class DownloadCore(ParkingSteps):
                 assert self.found is not None
                 self.swarm, self.swarm_position = Producer.GONE, -1  # nothing of it is kept or shared
                 self.swarm_error = "manifest_mismatch: peers' content differs from the origin's"
-                actions += [act.RejectManifest(self.found.source), act.StopSwarm(), act.SwarmError(self.swarm_error)]
+                actions += [act.RejectManifest(self.found.source), act.StopSwarm(), act.SwarmFailed(self.swarm_error)]
                 return actions + self._reopen() + self._starved()
         if self.swarm_position + len(data) > self.position:
             piece = data[self.position - self.swarm_position:] if self.swarm_position < self.position else data
@@ -298,7 +298,7 @@ class DownloadCore(ParkingSteps):
             return []
         self.swarm = Producer.GONE
         self.swarm_error = f"swarm_failed: {reason}"
-        failed: list[Action] = [act.Note(f"swarm download failed: {reason}"), act.SwarmError(self.swarm_error)]
+        failed: list[Action] = [act.Note(f"swarm download failed: {reason}"), act.SwarmFailed(self.swarm_error)]
         return failed + self._reopen() + self._starved()
 
     def abort(self) -> list[Action]:
@@ -533,7 +533,7 @@ class DownloadCore(ParkingSteps):
             if self.delivered[Source.SWARM]:
                 self.swarm_error = f"digest_mismatch: the body does not match the origin's Repr-Digest ({algorithm})"
                 actions += [act.RejectManifest(self.found.source if self.found else ManifestSource.SEGMENTS),
-                            act.SwarmError(self.swarm_error)]
+                            act.SwarmFailed(self.swarm_error)]
                 return actions + self._hand_over(swarm_done=False) + self._cut(self.swarm_error)
         actions += self._hand_over(swarm_done=self.swarm_position >= self.end)
         self.phase = Phase.DONE

@@ -364,7 +364,7 @@ class _Download:
                                                                                        validator))
             case act.RejectManifest(source):
                 self.ledger.rejected(source)
-            case act.SwarmError(text):
+            case act.SwarmFailed(text):
                 self.record.swarm_error = text
             case act.Note(text, event):
                 if event:  # else the lookup's own line says it

@@ -171,8 +171,8 @@ def sig(a) -> str:  # noqa: C901 - one arm per action
             return f"D({source.value[0]},{len(data)})"
         case act.RejectManifest(source):
             return f"RejectManifest({source})"
-        case act.SwarmError(text):
-            return f"SwarmError({text.split(':')[0]})"
+        case act.SwarmFailed(text):
+            return f"SwarmFailed({text.split(':')[0]})"
         case act.OriginComplete(publishable):
             return f"OriginComplete({publishable})"
         case act.Account(from_swarm):

@@ -42,7 +42,7 @@ from .download_vectors import (
 
 R_HEAD = [HEAD(H200, 0.1, "RelayHead OpenSpool(100000,None)"), O(5000, 0.2, "D(o,5000)")]
 R_SWITCH = [*R_HEAD, DEADLINE(2.1), TIMER("Switch(R@5000) StartLookup")]
-MISMATCH = "RejectManifest(self) StopSwarm SwarmError(manifest_mismatch)"
+MISMATCH = "RejectManifest(self) StopSwarm SwarmFailed(manifest_mismatch)"
 REST_FROM_5000 = [S(None, 2.3, "D(s,11384)"), *BLOCKS(16384, 98304, 2.4)]
 ORIGIN_LAST = "CloseOrigin StopSwarm Account(95000) HandOver(0,done,True) D(s,1696) Finish"
 GONE_LAST = "StopSwarm Account(95000) HandOver(0,done,True) D(s,1696) Finish"
@@ -50,7 +50,7 @@ ORIGIN_FOUND = Found(MANIFEST, "origin")
 HINTED = head(published=PUBLISHED, hinted=True, ranges=True)
 HINT = [HEAD(HINTED, 0.1, "RelayHead OpenSpool(100000,16384) Switch(hint@0) StartLookup")]
 REOPENED = head(206, start=16384, end=SIZE)
-REOPEN = "Note SwarmError(swarm_failed) ReopenOrigin(16384-100000,\"v1\")"
+REOPEN = "Note SwarmFailed(swarm_failed) ReopenOrigin(16384-100000,\"v1\")"
 
 
 def vector(*steps, **fields) -> Vector:
@@ -115,7 +115,7 @@ RATE = [
         O(95_000, 2.4, "CloseOrigin StopSwarm Account(0) HandOver(0,partial,True) D(o,95000) Finish"),
         swarm=CONTENT[:4999] + bytes([CONTENT[4999] ^ 1]) + CONTENT[5000:]), id="4-R-mismatch-last-byte"),
     pytest.param(r(
-        R_SWITCH, LOOK(FOUND, 2.2, "StartSwarm(0-100000)"), SFAIL(2.3, "Note SwarmError(swarm_failed)"),
+        R_SWITCH, LOOK(FOUND, 2.2, "StartSwarm(0-100000)"), SFAIL(2.3, "Note SwarmFailed(swarm_failed)"),
         O(95_000, 2.4, "CloseOrigin StopSwarm Account(0) HandOver(0,partial,True) D(o,95000) Finish")),
         id="4-R-swarm-fails-origin-finishes"),
 ]
@@ -198,7 +198,7 @@ CROWD = [
         *BLOCKS(16384, 98304, 0.9), S(None, 0.9, SWARM_ONLY_LAST)), id="7-crowd-switch-closes-a-ranged-origin"),
     pytest.param(vector(
         SLOW_RANGED, LOOK(HELD, 0.8, "Switch(crowd@1000) CloseOrigin StartSwarm(0-100000)"), S(None, 0.9, "D(s,15384)"),
-        SFAIL(1.0, 'Note SwarmError(swarm_failed) ReopenOrigin(16384-100000,"v1")'),
+        SFAIL(1.0, 'Note SwarmFailed(swarm_failed) ReopenOrigin(16384-100000,"v1")'),
         HEAD(head(206, start=16384, end=SIZE, ranges=True), 1.1, ""),
         O(83_616, 1.2, "CloseOrigin StopSwarm Account(15384) HandOver(0,partial,True) D(o,83616) Finish")),
         id="7-crowd-switch-swarm-fails-origin-reopened"),
@@ -258,7 +258,8 @@ HINTS = [
         id="8-hint-reopened-other-version-cut"),
     pytest.param(vector(
         HINT, O(5000, 0.15, "D(o,5000)"), LOOK(ORIGIN_FOUND, 0.2, "CloseOrigin StartSwarm(0-100000)"),
-        S(None, 0.3, "RejectManifest(origin) StopSwarm SwarmError(manifest_mismatch) ReopenOrigin(5000-100000,\"v1\")"),
+        S(None, 0.3, "RejectManifest(origin) StopSwarm SwarmFailed(manifest_mismatch) "
+                     "ReopenOrigin(5000-100000,\"v1\")"),
         HEAD(head(206, start=5000, end=SIZE), 0.4, ""),
         O(95_000, 0.5, "CloseOrigin StopSwarm Account(0) HandOver(0,partial,True) D(o,95000) Finish"), swarm=BAD),
         id="8-lying-origin-manifest-rejected-origin-reopened"),
@@ -266,7 +267,7 @@ HINTS = [
         HEAD(head(published=PUBLISHED, hinted=True), 0.1, "RelayHead OpenSpool(100000,16384) Switch(hint@0) "
              "StartLookup"),
         LOOK(ORIGIN_FOUND, 0.2, "StartSwarm(0-100000)"),  # no Accept-Ranges: the origin's stream is kept
-        S(None, 0.3, "D(s,16384)"), SFAIL(0.4, "Note SwarmError(swarm_failed)"),
+        S(None, 0.3, "D(s,16384)"), SFAIL(0.4, "Note SwarmFailed(swarm_failed)"),
         O(SIZE, 0.5, "CloseOrigin StopSwarm Account(16384) HandOver(0,partial,True) D(o,83616) Finish")),
         id="8-hint-without-ranges-keeps-the-origin"),
     pytest.param(vector(HINT, LOOK(FOUND, 0.2, "StartSwarm(0-100000)"),
@@ -289,7 +290,7 @@ MERGED = [*R_SWITCH, LOOK(FOUND, 2.2, "StartSwarm(0-100000)")]
 ENDINGS = [
     pytest.param(vector(
         DIED, OEND(0.3, "Switch(died@30000) StartLookup"), LOOK(FOUND, 0.4, "StartSwarm(16384-100000)"),
-        S(None, 0.5, "D(s,2768)"), SFAIL(0.6, "Note SwarmError(swarm_failed) Cut(neither)"),
+        S(None, 0.5, "D(s,2768)"), SFAIL(0.6, "Note SwarmFailed(swarm_failed) Cut(neither)"),
         ABORT("StopSwarm Account(2768) HandOver(16384,partial,True)"), ends="Cut"), id="9-both-gone-swarm-last"),
     pytest.param(r(MERGED, S(None, 2.3, "D(s,11384)"), OEND(2.4, "Note"), SEND(2.5, "Cut(neither)"),
                    ABORT("StopSwarm Account(11384) HandOver(0,partial,True)"), ends="Cut"),
@@ -322,7 +323,7 @@ def test_reasons_and_fields_the_signatures_leave_out() -> None:
     actions = {type(a).__name__: a for _, a in driver.log}
     assert actions["Switch"].reason == "transition R"
     assert actions["StartSwarm"].found is FOUND
-    assert actions["SwarmError"].text == "manifest_mismatch: peers' content differs from the origin's"
+    assert actions["SwarmFailed"].text == "manifest_mismatch: peers' content differs from the origin's"
     assert actions["Cut"].reason == ("origin_cut: neither the origin nor the swarm can supply bytes 50000.. "
                                      "(manifest_mismatch: peers' content differs from the origin's)")
     assert actions["HandOver"].manifest is MANIFEST and actions["HandOver"].fetch_start == 0
