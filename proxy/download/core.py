@@ -4,12 +4,14 @@
 (`fallback`) feeds it events — the origin's head, body chunks, end or failure, a lookup's result, the swarm's
 chunks, end or failure, the timer — and executes the actions each call returns, in order; `next_deadline()` says
 when to call `timer(now)`. The phases (HEAD, HEADLESS, WAIT, STREAM, SWITCHED, MERGE, DONE) are described in
-docs/ARCHITECTURE.md, "The download".
+docs/ARCHITECTURE.md, "The download". What one concern alone needs is kept in a small state object the core owns
+(`state`): what is known of the representation, the headless answer, the lookups, the origin bytes the merge checks
+the swarm against, and parking's (`parking_steps.Parking`).
 
-Parking (`parking_steps`, settings in `parking`): a download that would still run at its early lookup
+Parking (state in `parking_steps`, settings in `parking`): a download that would still run at its early lookup
 looks the URL up at its head and leaves the origin to enough independent others fetching it, or says it fetches too
 (`ClaimFetching`); a file of several segments is then taken segment by segment (`StartSegments`). A trusted manifest
-found before the origin could be judged is kept (`KEPT_FOR`) for the early point or a switch. Privacy
+found before the origin could be judged is kept (`state.KEPT_FOR`) for the early point or a switch. Privacy
 (`discovery_rule`): nothing is looked up, claimed, announced or vouched for unless the origin was slow (a
 switch, the early point, a head silent for half of T), asked for it, its host was slow recently, or the file is large
 (`discovery_rule.Discretion`).
@@ -23,37 +25,33 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from swarm.content.manifest import MAX_BLOCK_SIZE, choose_block_size
+from swarm.content.manifest import choose_block_size
+from swarm.content.segments import segmented
 from swarm.trust import ManifestSource
 
-from ..origin_head import UNVOUCHED_TYPE, BodyDigest, OriginHead, client_range, late_start, resumed_start, same_version
+from ..origin_head import UNVOUCHED_TYPE, BodyDigest, OriginHead, late_start, resumed_start, same_version
 from . import actions as act
 from .actions import Action, Deliver, Source
 from .adaptive import Probe, observed_policy
 from .discovery_rule import Discretion
-from .parking_steps import ParkingSteps
+from .parking_steps import Parking
 from .settings import DownloadSettings
-from .state import Phase, Producer
-from .transition import CROWD_CAUSE, DIED_CAUSE, T_CAUSE, TransitionPolicy
+from .state import Headless, Lookups, Phase, Producer, Representation, Tail
+from .transition import CROWD_CAUSE, DIED_CAUSE, FETCHING_CAUSE, T_CAUSE, TransitionPolicy
 
 if TYPE_CHECKING:
     from ..engine import Found
-    from ..origin_manifest import OriginManifest
-
-TAIL_LIMIT = MAX_BLOCK_SIZE  # the origin bytes kept to check the first swarm block against: the largest block
-# How long the head's lookup answer, found before the origin could be judged, stands in for the early lookup's.
-KEPT_FOR = 3.0
 
 
-class DownloadCore(ParkingSteps):
+class DownloadCore:
     """One fallback download's decisions; see the module docstring. Every event method returns actions."""
 
     def __init__(self, settings: DownloadSettings, *, range_header: str | None = None,
                  if_range: str | None = None) -> None:
         self.settings = settings
-        self.range_header, self.if_range = range_header, if_range  # the client's, for a headless answer
         self.probe = Probe()  # what its origin showed, for the adaptive core (`adaptive.Outcome`)
         self.policy: TransitionPolicy = observed_policy(settings.transition, self.probe)
+        self.discretion = Discretion(settings.discovery, settings.host_slow, settings.before_head)
         self.phase = Phase.HEAD
         self.origin = Producer.HEAD_PENDING
         self.origin_offset = 0  # where the origin's next body byte belongs in the representation
@@ -61,37 +59,21 @@ class DownloadCore(ParkingSteps):
         self.swarm = Producer.NONE
         self.position = 0  # the next byte the client gets
         self.end = 0
-        # What the origin (or a manifest) said of the representation.
-        self.size: int | None = None
-        self.validator: str | None = None
-        self.content_type: str | None = None
-        self.published: OriginManifest | None = None  # the origin's own manifest (server plugin)
-        self.hinted = self.ranges = self.publishable = False
         self.promised_start = 0  # where a late origin answer must start at the latest
-        # Lookups: at most one runs; a switched download schedules the next one at `lookup_at`.
-        self.looking = False
-        self.lookup_at: float | None = None
-        self.polls = 0
-        self.looked_early = False
+        self.known = Representation()  # what the origin (or a manifest) said of the representation
+        self.publishable = False
         self.spool_block: int | None = None  # the block size of the spool, when one is kept (it can be vouched)
-        self._init_parking()
-        self.head_pending = False
-        self.head_answer: OriginHead | None = None
-        self.found: Found | None = None
-        self.held: Found | None = None  # a headless lookup's manifest, held `head_grace` s for the racing HEAD
-        self.held_until: float | None = None
-        self.kept: tuple[Found, float] | None = None  # the head's lookup's manifest, found before the origin was judged
-        # The merge.
-        self.tail = bytearray()  # the last origin bytes delivered, up to TAIL_LIMIT (for the manifest check)
-        self.tail_end = 0
-        self.check, self.check_at = b"", 0  # origin bytes the first swarm block must match, and where they are
+        self.headless = Headless(range_header, if_range)
+        self.lookups = Lookups()
+        self.parking = Parking(settings.parking)
+        self.found: Found | None = None  # the manifest it swarms with
+        self.tail = Tail()  # the merge's: the last origin bytes delivered, which the swarm's first block must match
         self.fetch_start = self.swarm_position = 0
         self.reopen = False  # we closed the origin's stream ourselves: on a swarm failure, reopen it
         self.swarm_error: str | None = None
         self.delivered = {Source.ORIGIN: 0, Source.SWARM: 0}
         self.handed_over = False
         self.digest: BodyDigest | None = None  # the origin's Repr-Digest, when the answer is the whole representation
-        self.discretion = Discretion(settings.discovery, settings.host_slow, settings.before_head)
 
     # -- what the shell asks -------------------------------------------------------------------------------------
     @property
@@ -111,12 +93,12 @@ class DownloadCore(ParkingSteps):
             deadlines = [self.policy.next_deadline(), self.discretion.silent_at]
             return min((d for d in deadlines if d is not None), default=None)
         if self.phase is Phase.STREAM:
-            deadlines = [self.policy.next_deadline(), None if self.looked_early else self.policy.lookup_due_at(),
-                         None if self.looking else self.recheck_at]
+            early = None if self.lookups.looked_early else self.policy.lookup_due_at()
+            deadlines = [self.policy.next_deadline(), early, None if self.lookups.running else self.parking.recheck_at]
             return min((d for d in deadlines if d is not None), default=None)
         if self.phase is Phase.SWITCHED:
-            return self.lookup_at
-        return self.held_until if self.phase is Phase.HEADLESS else None
+            return self.lookups.at
+        return self.headless.held_until if self.phase is Phase.HEADLESS else None
 
     # -- events --------------------------------------------------------------------------------------------------
     def start(self, now: float) -> list[Action]:
@@ -144,7 +126,7 @@ class DownloadCore(ParkingSteps):
             self.policy.on_bytes(head.head_size, now)
             return actions + self._relay(head, now)
         if self.phase is Phase.SWITCHED:  # the origin reopened after parking
-            start = resumed_start(head, self.size, self.validator, self.promised_start)
+            start = resumed_start(head, self.known.size, self.known.validator, self.promised_start)
             if isinstance(start, str):
                 self.origin = Producer.GONE
                 return [act.CloseOrigin(f"the origin's answer after waiting cannot be used: {start}")]
@@ -154,7 +136,7 @@ class DownloadCore(ParkingSteps):
             if head.status in (200, 206):
                 self.publishable = head.swarmable
             start = late_start(head, self.found.manifest, self.promised_start) if self.found else \
-                resumed_start(head, self.size, self.validator, self.promised_start)
+                resumed_start(head, self.known.size, self.known.validator, self.promised_start)
             if isinstance(start, str):
                 self.origin = Producer.GONE
                 return [act.CloseOrigin(f"origin stream gone during the swarm download: {start}")] + self._starved()
@@ -209,73 +191,66 @@ class DownloadCore(ParkingSteps):
 
     def head_answered(self, head: OriginHead | None) -> list[Action]:
         """The HEAD racing a headless lookup answered (None: it failed)."""
-        self.head_pending = False
+        self.headless.head_pending = False
         if self.phase is Phase.HEADLESS:
-            self.head_answer = head
-            if self.held is not None:
-                return self._release_held()
+            self.headless.head_answer = head
+            if self.headless.held is not None:
+                return self._headless_found(self.headless.release())
         return []
 
     def lookup_done(self, found: Found | None, now: float, others: int = 0, ahead: int = 0) -> list[Action]:
         """A lookup's trusted manifest (None: none), the weight of the independent others that hold or fetch this
         version from the origin (`swarm.trust.working`), and of those a fetcher steps back for (`Miss.ahead`)."""
-        if not self.looking:
+        if not self.lookups.running:
             return []
-        self.looking = False
+        self.lookups.running = False
         if self.phase is Phase.HEADLESS:
-            if found is not None and self.head_pending and self.settings.head_grace > 0:
-                self.held, self.held_until = found, now + self.settings.head_grace  # the HEAD may say another version
+            if found is not None and self.headless.head_pending and self.settings.head_grace > 0:
+                self.headless.hold(found, now + self.settings.head_grace)  # the HEAD may say another version
                 return []
             return self._headless_found(found)
         if self.phase is Phase.STREAM:  # at the head, or the early lookup
             if found is not None and self.policy.crowd(now) is not None:
                 self.found = found  # the policy now says `crowd` (or a cause due before): _tick switches
             elif found is not None:  # too early to judge the origin: kept for the early lookup (_tick) or a switch
-                self.kept = (found, now)
-            elif found is None and (parked := self._park_if(others, ahead, now)) is not None:
+                self.lookups.kept = (found, now)
+            elif (parked := self._park_if(others, ahead, now)) is not None:  # (found nothing, from here on)
                 return parked
-            elif found is None and not self.claimed and self.spool_block is not None and self.settings.parking.after:
-                self.claimed = True  # too few others at it: this node fetches it, and will vouch
-                assert self.size is not None and self.validator is not None
-                self._recheck_later(now)
-                return [act.ClaimFetching(self.size, self.spool_block, self.validator)] + self._tick(now)
-            elif found is None and self.claimed:
-                self._recheck_later(now)
+            elif not self.parking.claimed and self.spool_block is not None and self.settings.parking.after:
+                self.parking.claim(now)  # too few others at it: this node fetches it, and will vouch
+                assert self.known.size is not None and self.known.validator is not None
+                return [act.ClaimFetching(self.known.size, self.spool_block, self.known.validator)] + self._tick(now)
+            elif self.parking.claimed:
+                self.parking.recheck_later(now)
             return self._tick(now)
         if self.phase is not Phase.SWITCHED:
             return []
         if found is not None:
-            self.parked_until = None
+            self.parking.parked_until = None
             self.found = found
             return self._merge()
-        if self.parked_until is not None:
-            if now < self.parked_until:
-                assert self.parked_at is not None
-                self.lookup_at = min(now + self.settings.parking.next_poll(now - self.parked_at), self.parked_until)
-                return []
-            return self._unpark(now)
+        if self.parking.parked_until is not None:
+            if (poll_at := self.parking.next_poll(now)) is None:
+                return self._unpark(now)
+            self.lookups.at = poll_at
+            return []
         if (parked := self._park_if(others, ahead, now)) is not None:  # switched, still reading the origin
             return parked
         if self.origin is Producer.GONE:
             return self._cut(f"origin_cut: the origin broke off after {self.position} bytes and no peer has the rest")
-        wait = self.settings.repoll[min(self.polls, len(self.settings.repoll) - 1)]
-        self.polls += 1
-        self.lookup_at = now + wait
+        wait = self.lookups.again(now, self.settings.repoll)
         return [act.Note(f"no usable manifest or provider yet; the origin goes on, asking again in {wait:g} s", False)]
 
     def swarm_data(self, data: bytes, now: float) -> list[Action]:
         if self.swarm is not Producer.RUNNING or self.phase is not Phase.MERGE or not data:
             return []
         actions: list[Action] = []
-        if self.check:
-            lo = self.check_at - self.swarm_position
-            expected, self.check = self.check, b""
-            if bytes(data[lo:lo + len(expected)]) != expected:
-                assert self.found is not None
-                self.swarm, self.swarm_position = Producer.GONE, -1  # nothing of it is kept or shared
-                self.swarm_error = "manifest_mismatch: peers' content differs from the origin's"
-                actions += [act.RejectManifest(self.found.source), act.StopSwarm(), act.SwarmFailed(self.swarm_error)]
-                return actions + self._reopen() + self._starved()
+        if not self.tail.first_block_matches(data, self.swarm_position):
+            assert self.found is not None
+            self.swarm, self.swarm_position = Producer.GONE, -1  # nothing of it is kept or shared
+            self.swarm_error = "manifest_mismatch: peers' content differs from the origin's"
+            actions += [act.RejectManifest(self.found.source), act.StopSwarm(), act.SwarmFailed(self.swarm_error)]
+            return actions + self._reopen() + self._starved()
         if self.swarm_position + len(data) > self.position:
             piece = data[self.position - self.swarm_position:] if self.swarm_position < self.position else data
             delivery = self._deliver(Source.SWARM, piece)
@@ -319,34 +294,33 @@ class DownloadCore(ParkingSteps):
             return [act.RelayAsIs(head.reason)]
         self.phase = Phase.STREAM
         self.publishable = True
-        self.size, self.validator, self.content_type = head.size, head.validator, head.content_type
-        self.published, self.hinted, self.ranges = head.published, head.hinted, head.ranges
-        self.position = self.origin_offset = self.tail_end = self.promised_start = head.start
+        self.known = Representation.of(head)
+        self.position = self.origin_offset = self.tail.end = self.promised_start = head.start
         self.end = head.end
         if head.status == 200:
             self.digest = BodyDigest(head.digest) if head.digest else None
         actions: list[Action] = [act.RelayHead()]
-        if head.status != 206 and self.size is not None and self.settings.sharing \
-                and self.size <= self.settings.max_spool:
-            published = self.published.block_size if self.published else None
-            block_size = self.settings.spool_block_size(self.size, published)
-            actions.append(act.OpenSpool(self.size, block_size))
-            if self.validator:  # else nobody can vouch for it: no claim is worth making
-                self.spool_block = block_size or choose_block_size(self.size)
+        size = self.known.size
+        if head.status != 206 and size is not None and self.settings.sharing and size <= self.settings.max_spool:
+            published = self.known.published.block_size if self.known.published else None
+            block_size = self.settings.spool_block_size(size, published)
+            actions.append(act.OpenSpool(size, block_size))
+            if self.known.validator:  # else nobody can vouch for it: no claim is worth making
+                self.spool_block = block_size or choose_block_size(size)
         if self.position >= self.end:
             return actions + self._origin_finished(now)
-        if self.hinted:  # before any body byte: the origin published its manifest and asks us to swarm
+        if self.known.hinted:  # before any body byte: the origin published its manifest and asks us to swarm
             return actions + self._switch(self.policy.hint(now) or T_CAUSE, "the origin asks clients to swarm", now)
         if self._may_park() and self.policy.lookup_due_at() is not None and self._discoverable() \
                 and self.end - self.position > self.policy.min_rate * self.policy.early_lookup:
-            self.looking = True  # it would still run at the early lookup even at R: do others fetch it already?
+            self.lookups.running = True  # it would still run at the early lookup even at R: do others fetch it already?
             actions.append(act.StartLookup(headless=False))
         return actions + self._tick(now)
 
     def _tick(self, now: float) -> list[Action]:
         """What is due at `now` without any new byte."""
-        if self.phase is Phase.HEADLESS and self.held_until is not None and now >= self.held_until:
-            return self._release_held()
+        if self.phase is Phase.HEADLESS and self.headless.held_until is not None and now >= self.headless.held_until:
+            return self._headless_found(self.headless.release())
         if self.phase is Phase.HEAD:
             early: list[Action] = []
             if self.discretion.silence_over(now):
@@ -357,36 +331,33 @@ class DownloadCore(ParkingSteps):
             if not self.discretion.before_head:  # a local name: nothing is looked up before its head says where
                 self.phase = Phase.WAIT
                 return early + [act.Switch(T_CAUSE, 0, "no first byte in time; a local name waits for its origin")]
-            self.phase, self.looking, self.head_pending = Phase.HEADLESS, True, True
+            self.phase, self.lookups.running, self.headless.head_pending = Phase.HEADLESS, True, True
             return early + [act.Switch(T_CAUSE, 0, "no first byte in time"), act.StartHead(),
                             act.StartLookup(headless=True)]
         if self.phase is Phase.STREAM:
             actions: list[Action] = []
-            due = None if self.looked_early else self.policy.lookup_due_at()
+            due = None if self.lookups.looked_early else self.policy.lookup_due_at()
             if due is not None and now >= due:
-                self.looked_early = True
+                self.lookups.looked_early = True
                 self.discretion.slow = self.discretion.slow or self.policy.slow_so_far(now)
-                if self.policy.slow_so_far(now) and not self.looking and self._take_kept(now):
+                if self.policy.slow_so_far(now) and not self.lookups.running and self._take_kept(now):
                     self.policy.crowd(now)  # records `crowd` (slow so far, at the early point): switched below
                     actions.append(act.Note("the origin is slow so far; the swarm has it (the lookup at its head)"))
-                elif self.policy.slow_so_far(now) and not self.looking:  # else fast enough: no early lookup
-                    self.looking = True
+                elif self.policy.slow_so_far(now) and not self.lookups.running:  # else fast enough: no early lookup
+                    self.lookups.running = True
                     actions += [act.Note("the origin is slow so far; looking for peers already"),
                                 act.StartLookup(headless=False)]
-            if self.recheck_at is not None and now >= self.recheck_at and not self.looking:
-                self.recheck_at = None
-                if self.claimed and self.policy.slow_so_far(now):  # else it finishes before stepping back pays
-                    self.looking = True
-                    self.rechecks += 1
-                    # Others ahead fetch it too, now their claims landed?
-                    actions.append(act.StartLookup(headless=False))
+            if self.parking.recheck_due(now, looking=self.lookups.running) and self.policy.slow_so_far(now):
+                self.lookups.running = True
+                self.parking.rechecks += 1
+                actions.append(act.StartLookup(headless=False))  # others ahead fetch it too, now their claims landed?
             cause = self.policy.check(now)
             if cause is not None:
                 reason = "the swarm has it and the origin is slow" if cause == CROWD_CAUSE else f"transition {cause}"
                 actions += self._switch(cause, reason, now)
             return actions
-        if self.phase is Phase.SWITCHED and self.lookup_at is not None and now >= self.lookup_at:
-            self.lookup_at, self.looking = None, True
+        if self.phase is Phase.SWITCHED and self.lookups.at is not None and now >= self.lookups.at:
+            self.lookups.at, self.lookups.running = None, True
             return [act.StartLookup(headless=False)]
         return []
 
@@ -396,18 +367,59 @@ class DownloadCore(ParkingSteps):
         actions: list[Action] = [act.Switch(cause, self.position, reason)]
         if self.found is not None or self._take_kept(now):  # an early lookup found it: no second lookup
             return actions + self._merge()
-        if not self.looking:  # an early lookup still running becomes the switch's first lookup
-            self.looking = True
+        if not self.lookups.running:  # an early lookup still running becomes the switch's first lookup
+            self.lookups.running = True
             actions.append(act.StartLookup(headless=False))
         return actions
 
     def _take_kept(self, now: float) -> bool:
-        """Make the head's lookup's manifest the one to swarm with, if it is at most KEPT_FOR s old."""
-        kept, self.kept = self.kept, None
-        if kept is None or now - kept[1] > KEPT_FOR:
-            return False
-        self.found = kept[0]
-        return True
+        """Swarm with the head's lookup's manifest, if it is recent enough (`Lookups.take_kept`)."""
+        if (kept := self.lookups.take_kept(now)) is not None:
+            self.found = kept
+        return kept is not None
+
+    # -- parking (its state and what reads only that: `parking_steps.Parking`) ------------------------------------
+    def _may_park(self) -> bool:
+        """Can this download leave the origin for the fetchers, and come back to where it is if they fail it?"""
+        return (self.parking.available and self.phase in (Phase.STREAM, Phase.SWITCHED) and self.known.ranges
+                and self.origin is Producer.RUNNING and bool(self.known.validator) and self.position < self.end)
+
+    def _park_if(self, others: int, ahead: int, now: float) -> list[Action] | None:
+        """Park if enough others fetch it (`Parking.enough`) and the origin has shown it is slow (`Parking.leaves`).
+        None: it does not, and the lookup's answer is taken as if too few fetched it."""
+        if not self._may_park() or not self.parking.enough(others, ahead):
+            return None
+        streaming = self.phase is Phase.STREAM
+        if (rate := self.parking.leaves(self.policy, self.delivered[Source.ORIGIN], now, streaming=streaming)) is None:
+            # It stays. One that never said it fetches does not say so now, with enough others at it: the early
+            # point's lookup asks again if the origin is slow by then. The rest goes on as when too few fetch it.
+            return self._tick(now) if streaming and not self.parking.claimed else None
+        actions: list[Action] = [act.EndClaim()] if self.parking.claimed else []
+        self.parking.claimed = False
+        return actions + self._park(ahead if actions else others, rate, now)
+
+    def _park(self, others: int, rate: float, now: float) -> list[Action]:
+        wait = self.parking.park(now, remaining=self.end - self.position, rate=rate)
+        why = f"{others} independent other{'s' if others != 1 else ''} fetch it from the origin"
+        actions: list[Action] = [] if self.phase is Phase.SWITCHED else [
+            act.Switch(FETCHING_CAUSE, self.position, f"{why}; waiting for their vouches")]
+        self.phase = Phase.SWITCHED
+        self.origin, self.reopen = Producer.GONE, True
+        if self.spool_block and self.known.size and segmented(self.known.size, self.spool_block):
+            # Segment by segment: from peers once vouched, before anyone has it all (`proxy.download.segments`).
+            self.phase, self.swarm, self.swarm_position = Phase.MERGE, Producer.RUNNING, self.position
+            self.fetch_start = self.position
+            return actions + self._stop_lookups() + [
+                act.CloseOrigin(f"{why}: taking it segment by segment, from their vouches or the origin's ranges"),
+                act.StartSegments(self.position, self.end, self.spool_block, rate)]
+        self.parking.parked_until, self.lookups.at = now + wait, now + self.settings.parking.poll
+        return actions + [act.CloseOrigin(f"{why}: leaving the origin to them for up to {wait:.3g} s")]
+
+    def _unpark(self, now: float) -> list[Action]:
+        """No vouched manifest in time: the origin again where delivery got to; lookups go on as after a switch."""
+        self.parking.parked_until = None
+        self.lookups.again(now, self.settings.repoll)
+        return [act.Note("the fetchers' vouches did not come in time; back to the origin")] + self._reopen()
 
     def _origin_gone(self, reason: str, now: float) -> list[Action]:
         if self.origin is not Producer.RUNNING:
@@ -417,7 +429,7 @@ class DownloadCore(ParkingSteps):
             return self._switch(DIED_CAUSE, reason, now)
         if self.phase is Phase.SWITCHED:
             actions: list[Action] = [act.Note(f"origin gone during the lookup: {reason}")]
-            if not self.looking and self.lookup_at is None:  # cannot happen: a lookup runs or is scheduled
+            if not self.lookups.running and self.lookups.at is None:  # cannot happen: a lookup runs or is scheduled
                 return actions + self._cut(f"origin_cut: the origin broke off after {self.position} bytes and "
                                            "no peer has the rest")
             return actions  # the lookup under way (or scheduled) is the last chance
@@ -425,16 +437,11 @@ class DownloadCore(ParkingSteps):
             return [act.Note(f"origin stream gone during the swarm download: {reason}")] + self._starved()
         return []
 
-    def _release_held(self) -> list[Action]:
-        found, self.held, self.held_until = self.held, None, None
-        return self._headless_found(found)
-
     def _headless_found(self, found: Found | None) -> list[Action]:
         """The lookup after a `T` switch before any origin byte answered."""
-        actions: list[Action] = [act.StopHead()] if self.head_pending else []
-        self.head_pending = False
+        actions: list[Action] = [act.StopHead()] if self.headless.stop() else []
         described = None
-        head = self.head_answer
+        head = self.headless.head_answer
         if found is not None and head is not None and head.status == 200:
             if not same_version(head, found.manifest):
                 actions.append(act.Note("the origin's HEAD shows another version than the manifest; not swarming"))
@@ -449,15 +456,15 @@ class DownloadCore(ParkingSteps):
             self.phase = Phase.WAIT
             return actions + [act.Note("no usable manifest or provider; waiting for the origin")]
         manifest = found.manifest
-        self.size, self.validator = manifest.size, manifest.validator
-        status, start, end = client_range(self.range_header, self.if_range, manifest.size, manifest.validator)
+        self.known = Representation(manifest.size, manifest.validator)  # (the rest stays unknown: no origin head)
+        status, start, end = self.headless.range_of(manifest)
         if status == 416:
             self.phase = Phase.DONE
             return actions + [act.Respond(416, 0, 0, manifest, None)]
         if described is None and found.source in (ManifestSource.QUORUM, ManifestSource.ANY):
             described = (UNVOUCHED_TYPE, None)  # never a stranger's Content-Type
         self.found = found
-        self.position = self.tail_end = self.promised_start = start
+        self.position = self.tail.end = self.promised_start = start
         self.end = end
         if status == 200 and head is not None and head.status == 200:
             self.digest = BodyDigest(head.digest) if head.digest else None
@@ -477,20 +484,12 @@ class DownloadCore(ParkingSteps):
         self.phase = Phase.MERGE
         manifest = self.found.manifest
         actions = self._stop_lookups()
-        if self.origin is Producer.RUNNING and self.ranges and self.validator and self._swarm_takes_over():
+        if self.origin is Producer.RUNNING and self.known.ranges and self.known.validator and self._swarm_takes_over():
             # The swarm has it all: the stream would send a prefix nobody reads. The Range source takes blocks nobody
             # has; a failed swarm reopens the stream where delivery got to.
             self.origin, self.reopen = Producer.GONE, True
             actions.append(act.CloseOrigin())
-        block, position = manifest.block_size, self.position
-        check_from = max(self.tail_end - len(self.tail), 0)
-        if self.tail and self.tail_end == position and position > check_from:
-            self.fetch_start = (position - 1) // block * block
-        else:
-            self.fetch_start = position // block * block
-        self.check = bytes(self.tail[max(self.fetch_start - check_from, 0):]) if self.tail_end == position else b""
-        self.check_at = position - len(self.check)
-        self.tail.clear()
+        self.fetch_start = self.tail.merge_at(self.position, manifest.block_size)
         self.swarm, self.swarm_position = Producer.RUNNING, self.fetch_start
         return actions + [act.StartSwarm(self.found, self.fetch_start, self.end)]
 
@@ -499,7 +498,7 @@ class DownloadCore(ParkingSteps):
         the lab's crowd at 20/s, streams kept open beside the swarm were half of what the origin sent, unread. A T
         or R switch keeps the origin racing: it may still be the faster of the two."""
         assert self.found is not None
-        if self.hinted:
+        if self.known.hinted:
             return self.found.source is ManifestSource.ORIGIN
         return self.policy.cause == CROWD_CAUSE and bool(self.found.providers)
 
@@ -507,10 +506,10 @@ class DownloadCore(ParkingSteps):
         """After a swarm failure: the origin again from the delivery point, if we had closed it ourselves."""
         if not self.reopen or self.origin is not Producer.GONE:
             return []
-        assert self.validator is not None
+        assert self.known.validator is not None
         self.reopen = False
         self.origin, self.promised_start = Producer.HEAD_PENDING, self.position
-        return [act.ReopenOrigin(self.position, self.end, self.validator)]
+        return [act.ReopenOrigin(self.position, self.end, self.known.validator)]
 
     def _starved(self) -> list[Action]:
         """Neither producer can go on: the response cannot be completed."""
@@ -546,7 +545,7 @@ class DownloadCore(ParkingSteps):
         shared = self.publishable and self._discoverable()
         return [act.StopSwarm(), act.Account(self.delivered[Source.SWARM]),
                 act.HandOver(self.found.manifest if self.found else None, self.fetch_start, swarm_done, shared,
-                             shared and self._first_hand())]
+                             shared and self.parking.first_hand())]
 
     def _origin_finished(self, now: float) -> list[Action]:
         """The origin delivered the last byte (the response's `end`)."""
@@ -565,7 +564,7 @@ class DownloadCore(ParkingSteps):
         return actions + [act.OriginComplete(self.publishable), act.Finish()]
 
     def _discoverable(self) -> bool:  # may it look its URL up, claim, announce or vouch for it?
-        return self.discretion.allows(hinted=self.hinted, size=self.size)
+        return self.discretion.allows(hinted=self.known.hinted, size=self.known.size)
 
     def _deliver(self, source: Source, piece: bytes) -> Deliver:
         self.position += len(piece)
@@ -575,21 +574,14 @@ class DownloadCore(ParkingSteps):
         return Deliver(source, piece)
 
     def _deliver_origin(self, piece: bytes) -> Deliver:
-        self.tail += piece
-        if len(self.tail) > TAIL_LIMIT:
-            del self.tail[:len(self.tail) - TAIL_LIMIT]
         delivery = self._deliver(Source.ORIGIN, piece)
-        self.tail_end = self.position
+        self.tail.keep(piece, self.position)
         return delivery
 
     def _stop_lookups(self) -> list[Action]:
-        actions: list[Action] = []
-        if self.looking:
-            actions.append(act.StopLookup())
-        if self.head_pending:
+        actions: list[Action] = [act.StopLookup()] if self.lookups.stop() else []
+        if self.headless.stop():
             actions.append(act.StopHead())
-        self.looking = self.head_pending = False
-        self.lookup_at = self.held = self.held_until = None
         return actions
 
     def _cut(self, reason: str) -> list[Action]:

@@ -189,7 +189,7 @@ class _Download:
                 self.ledger.finished(core.delivered[act.Source.ORIGIN])
                 if self.vouches is not None:
                     self.vouches.release()
-                if core.claimed:
+                if core.parking.claimed:
                     self.engine.fetch_ended(str(self.url), vouching=self.ledger.vouching)
 
     async def _step(self) -> None:
@@ -239,7 +239,7 @@ class _Download:
                 # Where the connection really went decides, not the name: a private address nobody listed.
                 self.origin_head = dataclasses.replace(self.origin_head, swarmable=False, reason=PRIVATE_ORIGIN)
             actions = core.origin_head(self.origin_head, now)
-            if not core.looking:  # not shared, small, or fast enough to need no lookup: none looks ahead
+            if not core.lookups.running:  # not shared, small, or fast enough to need no lookup: none looks ahead
                 _drop(self.claims_ahead)
                 self.claims_ahead = None
             return actions
@@ -334,13 +334,14 @@ class _Download:
             case act.StartSegments(start, end, block_size, origin_rate):
                 self.ledger.skipped(None)
                 self.record.manifest_source, self.segmented = ManifestSource.SEGMENTS, True
-                assert self.core.size is not None and self.core.validator is not None
+                known = self.core.known
+                assert known.size is not None and known.validator is not None
                 fetch = SegmentedFetch(self.engine, str(self.url), url_key(str(self.url)),
-                                       Segments(self.core.size, block_size), validator=self.core.validator,
+                                       Segments(known.size, block_size), validator=known.validator,
                                        parking=self.core.settings.parking,
                                        origin_rate=origin_rate, report=self.ledger.report)
                 fetch.sources = self.record.segments  # filled as each segment starts
-                fetch.taken = self.core.segment_taken
+                fetch.taken = self.core.parking.segment_taken
                 fetch.event = self._say
                 self.ledger.segments = fetch  # how strongly its segments were vouched for, at the hand-over
                 self.chunks = fetch.chunks(start, end)
@@ -409,8 +410,9 @@ class _Download:
             self._say("lookup: not before the origin's address is known")
             return None, 0, 0
         try:
-            found = await self.engine.find(str(self.url), known_size=core.size, known_validator=core.validator,
-                                           published=core.published, content_type=core.content_type,
+            known = core.known  # what the origin's head said, if it came
+            found = await self.engine.find(str(self.url), known_size=known.size, known_validator=known.validator,
+                                           published=known.published, content_type=known.content_type,
                                            headless=headless, origin_head=lambda: self.origin_head,
                                            looked_ahead=looked_ahead)
         except SwarmError as exc:  # the engine's own (a Discovery's errors end in a lookup that found nothing)

@@ -128,7 +128,7 @@ class Ledger:
         manifest is this node's own (`own`) when every byte came from the origin."""
         headers = response.headers if response is not None else {}
         try:
-            await self.engine.ingest(spool, url=self.url, validator=self.core.validator,
+            await self.engine.ingest(spool, url=self.url, validator=self.core.known.validator,
                                      content_type=headers.get("Content-Type"),
                                      content_encoding=headers.get("Content-Encoding"), publish=publish, own=own)
         finally:

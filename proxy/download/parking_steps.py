@@ -1,134 +1,105 @@
-"""Parking, the fallback download's steps for leaving the origin to others (`proxy.download.parking` has its settings).
+"""Parking's state in a fallback download, and the decisions made from it (`proxy.download.parking` has the
+settings).
 
 A download that would still run at its early lookup looks the URL up at its head; if enough independent others
 already fetch it from the origin it leaves the origin to them once the origin has shown it is slow (at the early
 point's lookup, or a later one: `ParkingSettings.leave`) and waits for their vouches, or takes a file of several
-segments segment by segment (`StartSegments`). These are
-methods of `proxy.download.core.DownloadCore`, kept here to keep that module readable: they read and set its state.
+segments segment by segment (`StartSegments`); one that sees too few says it fetches too (`ClaimFetching`) and looks
+again later. `Parking` keeps what that needs (did it claim, when it parked, where each segment came from) and
+answers from it and the arguments it is given; the download's core (`proxy.download.core`) owns one, asks it, and
+makes the steps themselves (closing and reopening the origin, the phase changes).
 """
 
 from __future__ import annotations
 
-from swarm.content.segments import segmented
+import dataclasses
 
-from .actions import Action, CloseOrigin, EndClaim, Note, ReopenOrigin, Source, StartSegments, Switch
-from .settings import DownloadSettings
-from .state import Phase, Producer
-from .transition import FETCHING_CAUSE, TransitionPolicy
+from .parking import ParkingSettings
+from .transition import TransitionPolicy
 
-__all__ = ["ParkingSteps"]
+__all__ = ["Parking"]
 
 
-class ParkingSteps:
-    """Mixed into `DownloadCore`, whose state these are (set in its `__init__`)."""
+@dataclasses.dataclass
+class Parking:
+    """One download's parking state."""
 
-    settings: DownloadSettings
-    policy: TransitionPolicy
-    phase: Phase
-    origin: Producer
-    swarm: Producer
-    ranges: bool
-    validator: str | None
-    size: int | None
-    spool_block: int | None
-    position: int
-    end: int
-    promised_start: int
-    fetch_start: int
-    swarm_position: int
-    delivered: dict[Source, int]
-    reopen: bool
-    polls: int
-    lookup_at: float | None
-
-    def _init_parking(self) -> None:
-        """The parking steps' own state, set by `DownloadCore.__init__`."""
-        self.claimed = False  # ClaimFetching was said
-        self.recheck_at: float | None = None  # claimed: when to look again for the others ahead (`rechecks`)
-        self.rechecks = 0
-        self.parked_at: float | None = None  # when it parked (it parks once at most)
-        self.parked_until: float | None = None  # parked: when to stop waiting for the fetchers and reopen
-        self.segment_sources: dict[int, str] = {}  # taken segment by segment: where each segment's bytes came from
+    settings: ParkingSettings
+    claimed: bool = False  # ClaimFetching was said
+    recheck_at: float | None = None  # claimed: when to look again for the others ahead (`rechecks`)
+    rechecks: int = 0
+    parked_at: float | None = None  # when it parked (it parks once at most)
+    parked_until: float | None = None  # parked: when to stop waiting for the fetchers and reopen
+    segment_sources: dict[int, str] = dataclasses.field(default_factory=dict)  # taken segment by segment: from where
 
     def segment_taken(self, index: int, source: str) -> None:
         """Segment `index` of a segmented download comes from `source` ("peers", "origin", "peers+origin")."""
         self.segment_sources[index] = source
 
-    def _first_hand(self) -> bool:
+    def first_hand(self) -> bool:
         """Did every byte come from the origin itself? Only then may the file be vouched for: a file assembled from
         peers' segments (however many vouched for them) is served, never vouched for, or a poisoned segment
         would recruit its victims as publishers."""
         return all(source == "origin" for source in self.segment_sources.values())
 
-    def _stop_lookups(self) -> list[Action]:
-        raise NotImplementedError  # DownloadCore's: stop a lookup under way
+    @property
+    def available(self) -> bool:
+        """Parking is on and this download has not parked yet (it parks once at most)."""
+        return self.settings.after > 0 and self.parked_at is None
 
-    def _tick(self, now: float) -> list[Action]:
-        raise NotImplementedError  # DownloadCore's: what is due at `now`
+    def enough(self, others: int, ahead: int) -> bool:
+        """Do enough others fetch it to leave them the origin? One that said it fetches too steps back only for
+        those ahead of it (holders, and earlier claimers, ordered alike by every node: `swarm.trust.ahead_of`):
+        arrivals closer than a claim takes to land all claimed, and each more reader of the whole file divides
+        the origin for all."""
+        return (ahead if self.claimed else others) >= self.settings.after
 
-    def _may_park(self) -> bool:
-        """Can this download leave the origin for the fetchers, and come back to where it is if they fail it?"""
-        return (self.settings.parking.after > 0 and self.phase in (Phase.STREAM, Phase.SWITCHED) and self.ranges
-                and self.origin is Producer.RUNNING and bool(self.validator) and self.parked_at is None
-                and self.position < self.end)
-
-    def _park_if(self, others: int, ahead: int, now: float) -> list[Action] | None:
-        """Park if enough others fetch it and the origin has shown it is slow (`ParkingSettings.leave`). One that
-        said it fetches too steps back for those ahead of it (holders, and earlier claimers, ordered alike by every
-        node: `swarm.trust.ahead_of`): arrivals closer than a claim takes to land all claimed, and each more
-        reader of the whole file divides the origin for all."""
-        if not self._may_park() or (ahead if self.claimed else others) < self.settings.parking.after:
-            return None
-        first, body = self.policy.first_byte_at, self.delivered[Source.ORIGIN]
+    def leaves(self, policy: TransitionPolicy, body: int, now: float, *, streaming: bool) -> float | None:
+        """Enough others fetch it: does it leave the origin now (`ParkingSettings.leave`)? The rate the origin showed
+        (`body` bytes since its head), to wait by, if it leaves; None if it stays. A download still `streaming`
+        (not switched) is judged at the early point, by the transition's rule; a switch judged its origin slow."""
+        first = policy.first_byte_at
         since_head = now - first if first is not None else 0.0
-        judged = slow = True  # a switched download's origin was judged slow by its switch
-        if self.phase is Phase.STREAM:  # judged at the early point, by the transition's rule
-            due = self.policy.lookup_due_at()
-            judged, slow = due is None or now >= due, self.policy.slow_so_far(now)
-        if self.settings.parking.leave(body=body, since_head=since_head, judged=judged, slow=slow) != "leave":
-            # It stays. One that never said it fetches does not say so now, with enough others at it: the early
-            # point's lookup asks again if the origin is slow by then. The rest goes on as when too few fetch it.
-            return self._tick(now) if self.phase is Phase.STREAM and not self.claimed else None
-        actions: list[Action] = [EndClaim()] if self.claimed else []
-        self.claimed = False
+        judged = slow = True
+        if streaming:
+            due = policy.lookup_due_at()
+            judged, slow = due is None or now >= due, policy.slow_so_far(now)
+        if self.settings.leave(body=body, since_head=since_head, judged=judged, slow=slow) != "leave":
+            return None
         # The rate it showed, or R when it showed none: an origin that sent no body byte by its judgement is under
         # R, so waiting as long as R would take still waits no longer than that origin would have. (The shortest
         # wait stood in for it once: the 10 MB largefile's newcomers, parked at their heads, took the file's
         # segments from the origin after 5 s, and a 30-client crowd of them starved the origin: none finished.)
-        shown = body / since_head if body > 0 else self.policy.min_rate
-        return actions + self._park(ahead if actions else others, shown, now)
+        return body / since_head if body > 0 else policy.min_rate
 
-    def _park(self, others: int, rate: float, now: float) -> list[Action]:
-        parking = self.settings.parking
-        wait = parking.wait(remaining=self.end - self.position, rate=rate)
-        why = f"{others} independent other{'s' if others != 1 else ''} fetch it from the origin"
-        actions: list[Action] = [] if self.phase is Phase.SWITCHED else [
-            Switch(FETCHING_CAUSE, self.position, f"{why}; waiting for their vouches")]
-        self.phase, self.parked_at = Phase.SWITCHED, now
-        self.origin, self.reopen = Producer.GONE, True
-        if self.spool_block and self.size and segmented(self.size, self.spool_block):
-            # Segment by segment: from peers once vouched, before anyone has it all (`proxy.download.segments`).
-            self.phase, self.swarm, self.swarm_position = Phase.MERGE, Producer.RUNNING, self.position
-            self.fetch_start = self.position
-            return actions + self._stop_lookups() + [
-                CloseOrigin(f"{why}: taking it segment by segment, from their vouches or the origin's ranges"),
-                StartSegments(self.position, self.end, self.spool_block, rate)]
-        self.parked_until, self.lookup_at = now + wait, now + parking.poll
-        return actions + [CloseOrigin(f"{why}: leaving the origin to them for up to {wait:.3g} s")]
+    def claim(self, now: float) -> None:
+        """Too few others fetch it: this node says it fetches it (and will vouch), and looks again later."""
+        self.claimed = True
+        self.recheck_later(now)
 
-    def _unpark(self, now: float) -> list[Action]:
-        """No vouched manifest in time: the origin again from the delivery point; lookups go on as after a switch."""
-        assert self.validator is not None
-        self.parked_until, self.reopen = None, False
-        self.origin, self.promised_start = Producer.HEAD_PENDING, self.position
-        wait = self.settings.repoll[min(self.polls, len(self.settings.repoll) - 1)]
-        self.polls += 1
-        self.lookup_at = now + wait
-        return [Note("the fetchers' vouches did not come in time; back to the origin"),
-                ReopenOrigin(self.position, self.end, self.validator)]
-
-    def _recheck_later(self, now: float) -> None:
-        """After a lookup of a download that claimed: the next recheck, `parking.rechecks[i]` s from now after i
-        rechecks (none once they are used up)."""
-        rechecks = self.settings.parking.rechecks
+    def recheck_later(self, now: float) -> None:
+        """After a lookup of a download that claimed: the next recheck, `rechecks[i]` s from now after i rechecks
+        (none once they are used up)."""
+        rechecks = self.settings.rechecks
         self.recheck_at = now + rechecks[self.rechecks] if self.rechecks < len(rechecks) else None
+
+    def recheck_due(self, now: float, *, looking: bool) -> bool:
+        """Is a recheck due at `now` (not while a lookup runs: it answers the same)? One that is due is spent;
+        it looks again only if the download claimed (and, the core asks, its origin is slow so far: else it
+        finishes before stepping back pays)."""
+        if self.recheck_at is None or now < self.recheck_at or looking:
+            return False
+        self.recheck_at = None
+        return self.claimed
+
+    def park(self, now: float, *, remaining: int, rate: float) -> float:
+        """It leaves the origin now: how long it waits for the fetchers (`ParkingSettings.wait`)."""
+        self.parked_at = now
+        return self.settings.wait(remaining=remaining, rate=rate)
+
+    def next_poll(self, now: float) -> float | None:
+        """Parked, a lookup found nothing: when to ask again, or None once the wait is over (the origin again)."""
+        assert self.parked_until is not None and self.parked_at is not None
+        if now >= self.parked_until:
+            return None
+        return min(now + self.settings.next_poll(now - self.parked_at), self.parked_until)

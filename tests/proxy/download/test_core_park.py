@@ -224,7 +224,7 @@ def test_the_claim_names_the_version_and_the_spools_block_size() -> None:
     core.origin_head(RANGES, 0.1)
     core.timer(0.6)
     claims = [a for a in core.lookup_done(None, 0.7) if isinstance(a, ClaimFetching)]
-    assert claims == [ClaimFetching(SIZE, 32 * 1024, '"v1"')] and core.claimed
+    assert claims == [ClaimFetching(SIZE, 32 * 1024, '"v1"')] and core.parking.claimed
 
 
 def test_a_party_in_one_network_cannot_park_anyone_by_itself() -> None:
@@ -253,11 +253,11 @@ def test_a_parked_download_waits_as_long_as_the_origin_would_still_take(origin_b
     if origin_bytes:
         core.origin_data(CONTENT[:origin_bytes], 0.3)
     core.timer(0.6)
-    assert core.looking == (until is not None)  # the early lookup runs only when the origin is slow so far
-    if core.looking:
+    assert core.lookups.running == (until is not None)  # the early lookup runs only when the origin is slow so far
+    if core.lookups.running:
         core.lookup_done(None, 0.65, others=2)
-    assert core.parked_until == (None if until is None else pytest.approx(until))
-    assert core.wants_origin == (until is None) and not core.claimed
+    assert core.parking.parked_until == (None if until is None else pytest.approx(until))
+    assert core.wants_origin == (until is None) and not core.parking.claimed
 
 
 @pytest.mark.parametrize("parked_for,poll", [(0.0, 0.5), (3.9, 0.5), (8.0, 1.0), (120.0, 15.0)])
@@ -297,14 +297,14 @@ def test_a_fetcher_steps_back_for_two_fetchers_ahead_of_it() -> None:
     core.start(0.0)
     core.origin_head(RANGES, 0.1)
     core.timer(0.6)
-    assert [type(a) for a in core.lookup_done(None, 0.7, others=1)] == [ClaimFetching] and core.claimed
+    assert [type(a) for a in core.lookup_done(None, 0.7, others=1)] == [ClaimFetching] and core.parking.claimed
     core.origin_data(CONTENT[:2000], 0.8)
     assert "StartLookup" in [type(a).__name__ for a in core.timer(2.2)]  # R: 2000 B in W
     assert "EndClaim" not in [type(a).__name__ for a in core.lookup_done(None, 2.3, others=3, ahead=1)]
-    assert core.claimed and core.wants_origin
+    assert core.parking.claimed and core.wants_origin
     assert [type(a).__name__ for a in core.timer(core.next_deadline())] == ["StartLookup"]
     names = [type(a).__name__ for a in core.lookup_done(None, 3.4, others=3, ahead=2)]
-    assert names == ["EndClaim", "CloseOrigin"] and not core.claimed and not core.wants_origin
+    assert names == ["EndClaim", "CloseOrigin"] and not core.parking.claimed and not core.wants_origin
 
 
 @pytest.mark.parametrize("sources,vouch", [
@@ -322,7 +322,7 @@ def test_a_segmented_file_is_vouched_for_only_when_every_byte_came_from_the_orig
                            S(28_768, 0.7, "D(s,28768)"), BLOCKS(32768, 98304, 0.8),
                            S(None, 0.9, "StopSwarm Account(96000) HandOver(4000,done,True) D(s,1696) Finish")))
     for index, source in enumerate(sources):
-        driver.core.segment_taken(index, source)
+        driver.core.parking.segment_taken(index, source)
     handed, apply = [], driver.apply
 
     def recording(kind, action):
