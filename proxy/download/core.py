@@ -4,9 +4,10 @@
 (`fallback`) feeds it events — the origin's head, body chunks, end or failure, a lookup's result, the swarm's
 chunks, end or failure, the timer — and executes the actions each call returns, in order; `next_deadline()` says
 when to call `timer(now)`. The phases (HEAD, HEADLESS, WAIT, STREAM, SWITCHED, MERGE, DONE) are described in
-docs/ARCHITECTURE.md, "The download". What one concern alone needs is kept in a small state object the core owns
-(`state`): what is known of the representation, the headless answer, the lookups, the origin bytes the merge checks
-the swarm against, and parking's (`parking_steps.Parking`).
+docs/ARCHITECTURE.md, "The download"; `_enter` makes every change of phase, checked against the table of the changes
+allowed (`state.NEXT`). What one concern alone needs is kept in a small state object the core owns (`state`): what
+is known of the representation, the headless answer, the lookups, the origin bytes the merge checks the swarm
+against, and parking's (`parking_steps.Parking`).
 
 Parking (state in `parking_steps`, settings in `parking`): a download that would still run at its early lookup
 looks the URL up at its head and leaves the origin to enough independent others fetching it, or says it fetches too
@@ -36,7 +37,7 @@ from .adaptive import Probe, observed_policy
 from .discovery_rule import Discretion
 from .parking_steps import Parking
 from .settings import DownloadSettings
-from .state import Headless, Lookups, Phase, Producer, Representation, Tail
+from .state import Headless, Lookups, Phase, Producer, Representation, Tail, checked
 from .transition import CROWD_CAUSE, DIED_CAUSE, FETCHING_CAUSE, T_CAUSE, TransitionPolicy
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ class DownloadCore:
         self.probe = Probe()  # what its origin showed, for the adaptive core (`adaptive.Outcome`)
         self.policy: TransitionPolicy = observed_policy(settings.transition, self.probe)
         self.discretion = Discretion(settings.discovery, settings.host_slow, settings.before_head)
-        self.phase = Phase.HEAD
+        self.phase: Phase = Phase.HEAD  # where every download starts; `_enter` makes each change after this
         self.origin = Producer.HEAD_PENDING
         self.origin_offset = 0  # where the origin's next body byte belongs in the representation
         self.origin_error: BaseException | None = None  # why the origin's request failed, before its head
@@ -149,7 +150,7 @@ class DownloadCore:
             return []
         self.origin, self.origin_error = Producer.GONE, error
         if self.phase in (Phase.HEAD, Phase.WAIT):
-            self.phase = Phase.DONE
+            self._enter(Phase.DONE)
             return [act.Fail(error)]
         if self.phase is Phase.MERGE:
             return [act.Note(f"origin request failed during the swarm download: {error}")] + self._starved()
@@ -281,7 +282,8 @@ class DownloadCore:
         actions = self._stop_lookups()
         if self.swarm is not Producer.NONE and not self.handed_over:
             actions += self._hand_over(swarm_done=False)
-        self.phase = Phase.DONE
+        if not self.done:  # the shell aborts a done core too
+            self._enter(Phase.DONE)
         return actions
 
     # -- internals -----------------------------------------------------------------------------------------------
@@ -290,9 +292,9 @@ class DownloadCore:
         self.origin = Producer.RUNNING
         if not head.swarmable or head.end is None:
             self.policy.finish()
-            self.phase = Phase.DONE
+            self._enter(Phase.DONE)
             return [act.RelayAsIs(head.reason)]
-        self.phase = Phase.STREAM
+        self._enter(Phase.STREAM)
         self.publishable = True
         self.known = Representation.of(head)
         self.position = self.origin_offset = self.tail.end = self.promised_start = head.start
@@ -329,9 +331,10 @@ class DownloadCore:
                 return early
             self.discretion.slow = True
             if not self.discretion.before_head:  # a local name: nothing is looked up before its head says where
-                self.phase = Phase.WAIT
+                self._enter(Phase.WAIT)
                 return early + [act.Switch(T_CAUSE, 0, "no first byte in time; a local name waits for its origin")]
-            self.phase, self.lookups.running, self.headless.head_pending = Phase.HEADLESS, True, True
+            self._enter(Phase.HEADLESS)
+            self.lookups.running = self.headless.head_pending = True
             return early + [act.Switch(T_CAUSE, 0, "no first byte in time"), act.StartHead(),
                             act.StartLookup(headless=True)]
         if self.phase is Phase.STREAM:
@@ -363,7 +366,8 @@ class DownloadCore:
 
     def _switch(self, cause: str, reason: str, now: float) -> list[Action]:
         """Leave the origin's lead: finish from the swarm if it can, else from the origin alone."""
-        self.phase, self.discretion.slow = Phase.SWITCHED, True
+        self._enter(Phase.SWITCHED)
+        self.discretion.slow = True
         actions: list[Action] = [act.Switch(cause, self.position, reason)]
         if self.found is not None or self._take_kept(now):  # an early lookup found it: no second lookup
             return actions + self._merge()
@@ -401,13 +405,15 @@ class DownloadCore:
     def _park(self, others: int, rate: float, now: float) -> list[Action]:
         wait = self.parking.park(now, remaining=self.end - self.position, rate=rate)
         why = f"{others} independent other{'s' if others != 1 else ''} fetch it from the origin"
-        actions: list[Action] = [] if self.phase is Phase.SWITCHED else [
-            act.Switch(FETCHING_CAUSE, self.position, f"{why}; waiting for their vouches")]
-        self.phase = Phase.SWITCHED
+        actions: list[Action] = []
+        if self.phase is Phase.STREAM:  # (a switched download said why already)
+            actions.append(act.Switch(FETCHING_CAUSE, self.position, f"{why}; waiting for their vouches"))
+            self._enter(Phase.SWITCHED)
         self.origin, self.reopen = Producer.GONE, True
         if self.spool_block and self.known.size and segmented(self.known.size, self.spool_block):
             # Segment by segment: from peers once vouched, before anyone has it all (`proxy.download.segments`).
-            self.phase, self.swarm, self.swarm_position = Phase.MERGE, Producer.RUNNING, self.position
+            self._enter(Phase.MERGE)
+            self.swarm, self.swarm_position = Producer.RUNNING, self.position
             self.fetch_start = self.position
             return actions + self._stop_lookups() + [
                 act.CloseOrigin(f"{why}: taking it segment by segment, from their vouches or the origin's ranges"),
@@ -450,16 +456,16 @@ class DownloadCore:
                 described = (head.content_type, head.content_encoding)
         if found is None:
             if self.origin is Producer.GONE:
-                self.phase = Phase.DONE
+                self._enter(Phase.DONE)
                 assert self.origin_error is not None  # (the origin is gone for it)
                 return actions + [act.Fail(self.origin_error)]
-            self.phase = Phase.WAIT
+            self._enter(Phase.WAIT)
             return actions + [act.Note("no usable manifest or provider; waiting for the origin")]
         manifest = found.manifest
         self.known = Representation(manifest.size, manifest.validator)  # (the rest stays unknown: no origin head)
         status, start, end = self.headless.range_of(manifest)
         if status == 416:
-            self.phase = Phase.DONE
+            self._enter(Phase.DONE)
             return actions + [act.Respond(416, 0, 0, manifest, None)]
         if described is None and found.source in (ManifestSource.QUORUM, ManifestSource.ANY):
             described = (UNVOUCHED_TYPE, None)  # never a stranger's Content-Type
@@ -470,7 +476,7 @@ class DownloadCore:
             self.digest = BodyDigest(head.digest) if head.digest else None
         actions.append(act.Respond(status, start, end, manifest, described))
         if start >= end:  # an empty representation: nothing to fetch
-            self.phase = Phase.DONE
+            self._enter(Phase.DONE)
             return actions + [act.Finish()]
         if start == 0 and end == manifest.size and self.settings.sharing and manifest.size <= self.settings.max_spool:
             # In the manifest's blocks: the swarm fills the same store entry, and a root has one block size.
@@ -481,7 +487,7 @@ class DownloadCore:
         """Start the block engine beside the origin (if still open), from the block holding the last origin byte
         delivered, so that the first swarm block is checked against the origin's bytes."""
         assert self.found is not None
-        self.phase = Phase.MERGE
+        self._enter(Phase.MERGE)
         manifest = self.found.manifest
         actions = self._stop_lookups()
         if self.origin is Producer.RUNNING and self.known.ranges and self.known.validator and self._swarm_takes_over():
@@ -535,7 +541,7 @@ class DownloadCore:
                             act.SwarmFailed(self.swarm_error)]
                 return actions + self._hand_over(swarm_done=False) + self._cut(self.swarm_error)
         actions += self._hand_over(swarm_done=self.swarm_position >= self.end)
-        self.phase = Phase.DONE
+        self._enter(Phase.DONE)
         return actions + [last, act.Finish()]
 
     def _hand_over(self, *, swarm_done: bool) -> list[Action]:
@@ -551,7 +557,7 @@ class DownloadCore:
         """The origin delivered the last byte (the response's `end`)."""
         self.discretion.slow = self.discretion.slow or self.policy.slow_to_the_end(now)
         self.policy.finish()
-        self.phase = Phase.DONE
+        self._enter(Phase.DONE)
         self.origin = Producer.GONE
         actions = self._stop_lookups()
         if self.digest and self.digest.disagrees():  # the origin's own bytes: relayed as they are, never shared
@@ -578,6 +584,9 @@ class DownloadCore:
         self.tail.keep(piece, self.position)
         return delivery
 
+    def _enter(self, phase: Phase) -> None:  # every change of phase; one `state.NEXT` does not list raises
+        self.phase = checked(self.phase, phase)
+
     def _stop_lookups(self) -> list[Action]:
         actions: list[Action] = [act.StopLookup()] if self.lookups.stop() else []
         if self.headless.stop():
@@ -585,5 +594,5 @@ class DownloadCore:
         return actions
 
     def _cut(self, reason: str) -> list[Action]:
-        self.phase = Phase.DONE
+        self._enter(Phase.DONE)
         return self._stop_lookups() + [act.Cut(reason)]

@@ -1,8 +1,9 @@
 """The states of a fallback download (`proxy.download.core`), shared by the modules its decisions are split into.
 
-Its phases and producers, and the small state objects the core owns, one per concern, instead of a flat list of
-fields: what is known of the representation, the headless answer, the lookups, and the origin bytes the merge
-checks the swarm's first block against (parking's is `proxy.download.parking_steps.Parking`).
+Its phases and the changes between them (`NEXT`: the core makes every change in one place, checked here), its
+producers, and the small state objects the core owns, one per concern, instead of a flat list of fields: what is
+known of the representation, the headless answer, the lookups, and the origin bytes the merge checks the swarm's
+first block against (parking's is `proxy.download.parking_steps.Parking`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ if TYPE_CHECKING:
     from ..origin_head import OriginHead
     from ..origin_manifest import OriginManifest
 
-__all__ = ["KEPT_FOR", "TAIL_LIMIT", "Headless", "Lookups", "Phase", "Producer", "Representation", "Tail"]
+__all__ = ["KEPT_FOR", "NEXT", "TAIL_LIMIT", "Headless", "Lookups", "Phase", "PhaseError", "Producer", "Representation",
+           "Tail", "checked"]
 
 TAIL_LIMIT = MAX_BLOCK_SIZE  # the origin bytes kept to check the first swarm block against: the largest block
 # How long the head's lookup answer, found before the origin could be judged, stands in for the early lookup's.
@@ -37,6 +39,45 @@ class Phase(enum.Enum):
     SWITCHED = "switched"
     MERGE = "merge"
     DONE = "done"
+
+
+# Which phases may follow which: the changes the core makes (docs/ARCHITECTURE.md, "The download", says when).
+# Every phase may end (DONE: relayed as is, failed, finished, cut, or left by the shell) and none comes back. Two
+# changes may come in one event: a switch whose manifest was found already, and a parked download taken segment
+# by segment, go STREAM -> SWITCHED -> MERGE.
+NEXT: dict[Phase, frozenset[Phase]] = {
+    Phase.HEAD: frozenset({
+        Phase.STREAM,  # its head
+        Phase.HEADLESS,  # no first byte in T: a lookup races a HEAD
+        Phase.WAIT,  # ... for a name that may be private: no lookup
+        Phase.DONE}),
+    Phase.HEADLESS: frozenset({
+        Phase.MERGE,  # found, and the HEAD does not say otherwise: our own head
+        Phase.WAIT,  # nothing usable
+        Phase.STREAM,  # the origin answered first
+        Phase.DONE}),
+    Phase.WAIT: frozenset({Phase.STREAM, Phase.DONE}),  # the origin's head, whenever it comes
+    Phase.STREAM: frozenset({Phase.SWITCHED, Phase.DONE}),  # a switch (the policy, the origin's hint, died), parked
+    Phase.SWITCHED: frozenset({Phase.MERGE, Phase.DONE}),  # found, or taken segment by segment
+    Phase.MERGE: frozenset({Phase.DONE}),
+    Phase.DONE: frozenset(),
+}
+
+
+class PhaseError(RuntimeError):
+    """A phase change `NEXT` does not allow: a bug in the download's core, never the network's doing."""
+
+    def __init__(self, current: Phase, new: Phase) -> None:
+        super().__init__(f"the download's core cannot go from {current.name} to {new.name} "
+                         f"(allowed: {', '.join(sorted(p.name for p in NEXT[current])) or 'nothing'})")
+        self.current, self.new = current, new
+
+
+def checked(current: Phase, new: Phase) -> Phase:
+    """`new`, if the core may go there from `current` (`NEXT`); else PhaseError."""
+    if new not in NEXT[current]:
+        raise PhaseError(current, new)
+    return new
 
 
 class Producer(enum.Enum):
