@@ -382,7 +382,7 @@ class DownloadCore:
             self.found = kept
         return kept is not None
 
-    # -- parking (its state and what reads only that: `parking_steps.Parking`) ------------------------------------
+    # -- parking: the steps (its state, and the decisions made from it: `parking_steps.Parking`) -----------------
     def _may_park(self) -> bool:
         """Can this download leave the origin for the fetchers, and come back to where it is if they fail it?"""
         return (self.parking.available and self.phase in (Phase.STREAM, Phase.SWITCHED) and self.known.ranges
