@@ -7,9 +7,9 @@ when to call `timer(now)`. The phases (HEAD, HEADLESS, WAIT, STREAM, SWITCHED, M
 docs/ARCHITECTURE.md, "The download"; `_enter` makes every change of phase, checked against the table of the changes
 allowed (`state.NEXT`). What one concern alone needs is kept in a small state object the core owns (`state`): what
 is known of the representation, the headless answer, the lookups, the origin bytes the merge checks the swarm
-against, and parking's (`parking_steps.Parking`).
+against, and parking's (`parking.Parking`).
 
-Parking (state in `parking_steps`, settings in `parking`): a download that would still run at its early lookup
+Parking (`parking`: its settings, state and decisions): a download that would still run at its early lookup
 looks the URL up at its head and leaves the origin to enough independent others fetching it, or says it fetches too
 (`ClaimFetching`); a file of several segments is then taken segment by segment (`StartSegments`). A trusted manifest
 found before the origin could be judged is kept (`state.KEPT_FOR`) for the early point or a switch. Privacy
@@ -35,7 +35,7 @@ from . import actions as act
 from .actions import Action, Deliver, Source
 from .adaptive import Probe, observed_policy
 from .discovery_rule import Discretion
-from .parking_steps import Parking
+from .parking import Parking
 from .settings import DownloadSettings
 from .state import Headless, Lookups, Phase, Producer, Representation, Tail, checked
 from .transition import CROWD_CAUSE, DIED_CAUSE, FETCHING_CAUSE, T_CAUSE, TransitionPolicy
@@ -382,7 +382,7 @@ class DownloadCore:
             self.found = kept
         return kept is not None
 
-    # -- parking: the steps (its state, and the decisions made from it: `parking_steps.Parking`) -----------------
+    # -- parking: the steps (its state, and the decisions made from it: `parking.Parking`) -----------------
     def _may_park(self) -> bool:
         """Can this download leave the origin for the fetchers, and come back to where it is if they fail it?"""
         return (self.parking.available and self.phase in (Phase.STREAM, Phase.SWITCHED) and self.known.ranges

@@ -3,7 +3,7 @@
 Its phases and the changes between them (`NEXT`: the core makes every change in one place, checked here), its
 producers, and the small state objects the core owns, one per concern, instead of a flat list of fields: what is
 known of the representation, the headless answer, the lookups, and the origin bytes the merge checks the swarm's
-first block against (parking's is `proxy.download.parking_steps.Parking`).
+first block against (parking's is `proxy.download.parking.Parking`).
 """
 
 from __future__ import annotations

@@ -29,8 +29,8 @@ from typing import Protocol, runtime_checkable
 
 from swarm.trust.claims import IN_PROGRESS_ROOT, Attestation, ManifestClaim, Vouch
 
-__all__ = ["Attestation", "Backend", "ClaimStore", "Discovery", "IN_PROGRESS_ROOT", "IN_PROGRESS_TTL", "KEY_BYTES", "MAX_TTL_S",
-           "MAX_VALIDATOR_BYTES", "ManifestClaim", "Provider", "ProviderDirectory", "TransportFlags",
+__all__ = ["Attestation", "Backend", "ClaimStore", "Discovery", "IN_PROGRESS_ROOT", "IN_PROGRESS_TTL", "KEY_BYTES",
+           "MAX_TTL_S", "MAX_VALIDATOR_BYTES", "ManifestClaim", "Provider", "ProviderDirectory", "TransportFlags",
            "UNSPECIFIED_HOST", "UNSPECIFIED_HOSTS", "Vouch", "claim_problem", "validator_bytes"]
 
 UNSPECIFIED_HOST = "0.0.0.0"  # an announced host meaning "this node's address as other nodes see it"
