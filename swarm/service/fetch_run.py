@@ -40,23 +40,24 @@ log = logging.getLogger("swarmproxy.swarm")
 QUIET_LOG_AFTER = 2.0  # s without a block before a fetch says (at debug level) what it is waiting for
 
 
-class _Node(Protocol):
-    """What a fetch needs of the `swarm.service.node.SwarmNode` that runs it."""
+class FetchHost(Protocol):
+    """What a fetch needs of the `swarm.service.node.SwarmNode` that runs it: its store and settings, connections
+    to peers, and telling the peers it serves what the fetch verified or asks the origin for."""
 
     store: BlockStore
     policy: PolicyConfig | None
     max_pending_writes: int
     fetch_totals: FetchReport
 
-    async def _open(self, address: Address, root: bytes, timeout: float) -> Connection: ...
-    def _announce_block(self, root: bytes, block: int) -> None: ...
-    def _announce_origin_fetch(self, root: bytes, block: int) -> None: ...
+    async def open_connection(self, address: Address, root: bytes, timeout: float) -> Connection: ...
+    def announce_block(self, root: bytes, block: int) -> None: ...
+    def announce_origin_fetch(self, root: bytes, block: int) -> None: ...
 
 
 class _FetchRun:
     """One fetch: the FetchCore, its connections, origin requests, timer and delivery queue."""
 
-    def __init__(self, node: _Node, manifest: Manifest, layer: list[bytes] | None, start: int, end: int,
+    def __init__(self, node: FetchHost, manifest: Manifest, layer: list[bytes] | None, start: int, end: int,
                  origin: OriginRangeSource | None, window: int, into_store: bool = False, rng=None,
                  distance=None) -> None:
         self.node, self.manifest, self.start, self.end, self.origin = node, manifest, start, end, origin
@@ -164,7 +165,7 @@ class _FetchRun:
 
     async def peer(self, address: Address, timeout: float) -> None:
         try:
-            connection = await self.node._open(address, self.root, timeout)
+            connection = await self.node.open_connection(address, self.root, timeout)
         except (TimeoutError, TransportError, PeerError, OSError) as exc:
             log.debug("peer %s:%s not used: %s", address[0], address[1], exc)
             self.pending_connects -= 1
@@ -214,9 +215,9 @@ class _FetchRun:
             elif isinstance(action, OriginFetch):
                 if action.block not in self.origin_tasks:
                     self.origin_tasks[action.block] = self.spawn(self.origin_fetch(action))
-                    self.node._announce_origin_fetch(self.root, action.block)
+                    self.node.announce_origin_fetch(self.root, action.block)
             elif isinstance(action, Announce):  # the same START a crowd's origin fetch sends
-                self.node._announce_origin_fetch(self.root, action.block)
+                self.node.announce_origin_fetch(self.root, action.block)
             elif isinstance(action, OriginCancel):
                 task = self.origin_tasks.pop(action.block, None)
                 if task is not None:
@@ -291,7 +292,7 @@ class _FetchRun:
                 batch, self.write_queue = self.write_queue, []
                 stored = await asyncio.to_thread(self._write_batch, batch)
                 for block in stored:
-                    self.node._announce_block(self.root, block)
+                    self.node.announce_block(self.root, block)
                     if self.into_store:  # the consumer wants it from the store: memory is done
                         self.memory.pop(block, None)
                 for block, _ in batch:  # stored or refused: either way memory is needed only until handed out

@@ -225,11 +225,13 @@ class SwarmNode:
             log.warning("content %s is no longer shared: %s", event.root.hex()[:16], why)
             self.unshare(event.root)
 
-    def _announce_block(self, root: bytes, block: int) -> None:
+    def announce_block(self, root: bytes, block: int) -> None:
+        """A fetch of `root` verified `block`: tell the peers we serve it to (a HAVE)."""
         for connection, core in list(self._serving.get(root, {}).items()):
             self._apply_serve(connection, core, core.on_new_block(block))
 
-    def _announce_origin_fetch(self, root: bytes, block: int) -> None:
+    def announce_origin_fetch(self, root: bytes, block: int) -> None:
+        """A fetch of `root` asks the origin for `block`: tell the peers we serve it to (a START)."""
         for connection, core in list(self._serving.get(root, {}).items()):
             self._apply_serve(connection, core, core.on_origin_fetch(block))
 
@@ -402,7 +404,7 @@ class SwarmNode:
         errors = []
         for address in peers:
             try:
-                connection = await self._open(address, root, timeout)
+                connection = await self.open_connection(address, root, timeout)
             except (TimeoutError, TransportError, PeerError) as exc:
                 errors.append(f"{address[0]}:{address[1]}: {exc}")
                 continue
@@ -422,7 +424,7 @@ class SwarmNode:
                 connection.abort("manifest fetched")
         raise FetchFailed(f"no peer gave the manifest of {root.hex()}: " + ("; ".join(errors) or "no peers"))
 
-    async def _open(self, address: Address, root: bytes, timeout: float) -> Connection:
+    async def open_connection(self, address: Address, root: bytes, timeout: float) -> Connection:
         """Connect and exchange handshakes for `root`; the peer's BITFIELD is left for the caller."""
         connection = await self.transport.connect(address, timeout=timeout)
         try:
