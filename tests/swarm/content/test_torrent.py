@@ -1,0 +1,112 @@
+"""A content's v2 torrent: libtorrent's own `create_torrent` gives the same info-hash and piece layers, and every
+block size gives one info-hash."""
+
+from __future__ import annotations
+
+import random
+
+import libtorrent
+import pytest
+
+from swarm.content import merkle
+from swarm.content.manifest import build_manifest
+from swarm.content.torrent import PIECE_LENGTH, bencode, magnet_link, piece_layer, torrent_of
+from swarm.errors import HashMismatch, ManifestError
+
+KIB, MIB = 1024, 1024 * 1024
+SIZES = [1, 16 * KIB + 1, PIECE_LENGTH, PIECE_LENGTH + 1, 3 * PIECE_LENGTH + 16 * KIB + 5]
+
+
+def content(size: int) -> bytes:
+    return random.Random(size).randbytes(size)
+
+
+def ours(data: bytes, block_size: int | None = None):
+    manifest, layer = build_manifest([data], len(data), block_size=block_size)
+    return manifest, layer
+
+
+def libtorrents(tmp_path, data: bytes, name: str) -> dict:
+    """The torrent libtorrent makes of one file `name` holding `data`, decoded."""
+    (tmp_path / name).write_bytes(data)
+    creator = libtorrent.create_torrent(libtorrent.list_files(str(tmp_path / name)), PIECE_LENGTH,
+                                        libtorrent.create_torrent.v2_only)
+    libtorrent.set_piece_hashes(creator, str(tmp_path))
+    return creator.generate()
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_the_info_hash_and_piece_layers_are_libtorrents(tmp_path, size):
+    data = content(size)
+    manifest, layer = ours(data)
+    torrent = torrent_of(manifest, layer)
+    theirs = libtorrents(tmp_path, data, manifest.root.hex())
+    info = libtorrent.torrent_info(theirs)
+    assert torrent.info_hash == info.info_hashes().v2.to_bytes()
+    assert libtorrent.bdecode(torrent.data)[b"info"] == theirs[b"info"]
+    assert libtorrent.bdecode(torrent.data).get(b"piece layers", {}) == theirs.get(b"piece layers", {})
+    parsed = libtorrent.torrent_info(torrent.data)  # libtorrent loads ours, piece layers checked against the root
+    assert parsed.info_hashes().v2.to_bytes() == torrent.info_hash and parsed.layout().file_size(0) == size
+
+
+@pytest.mark.parametrize("block_size", [16 * KIB, 64 * KIB, 1 * MIB, 4 * MIB])
+def test_every_block_size_gives_one_info_hash(block_size):
+    data = content(3 * PIECE_LENGTH + 16 * KIB + 5)
+    reference = torrent_of(*ours(data, 16 * KIB))
+    torrent = torrent_of(*ours(data, block_size))
+    assert (torrent.info_hash, torrent.data) == (reference.info_hash, reference.data)
+
+
+def test_a_layer_that_is_not_the_roots_is_refused():
+    manifest, layer = ours(content(2 * PIECE_LENGTH + 1), 64 * KIB)
+    layer[3] = bytes(32)
+    with pytest.raises(HashMismatch):
+        piece_layer(manifest, layer)
+
+
+def test_the_piece_layer_reduces_to_the_root():
+    manifest, layer = ours(content(5 * PIECE_LENGTH + 7), 16 * KIB)
+    pieces = piece_layer(manifest, layer)
+    assert len(pieces) == 6
+    assert merkle.reduce_layer(pieces, merkle.layer_height(manifest.size, PIECE_LENGTH)) == manifest.root
+
+
+def test_an_empty_file_has_no_torrent():
+    manifest, layer = ours(b"")
+    with pytest.raises(ManifestError):
+        torrent_of(manifest, layer)
+
+
+def test_web_seeds_change_no_info_hash():
+    manifest, layer = ours(content(100_000))
+    plain, seeded = torrent_of(manifest, layer), torrent_of(manifest, layer, web_seeds=["http://o.example/f.iso"])
+    assert plain.info_hash == seeded.info_hash
+    assert libtorrent.bdecode(seeded.data)[b"url-list"] == [b"http://o.example/f.iso"]
+
+
+def test_the_magnet_link_is_libtorrents_to_read():
+    manifest, layer = ours(content(100_000))
+    torrent = torrent_of(manifest, layer)
+    link = magnet_link(torrent, display_name="ubuntu 24.04.iso", peers=[("127.0.0.2", 6881), ("::1", 6882)],
+                       web_seeds=["http://o.example/a b.iso"])
+    assert link.startswith("magnet:?xt=urn:btmh:1220" + torrent.info_hash.hex())
+    params = libtorrent.parse_magnet_uri(link)
+    assert params.info_hashes.v2.to_bytes() == torrent.info_hash
+    assert params.name == "ubuntu 24.04.iso"
+    assert sorted(params.peers) == [("127.0.0.2", 6881), ("::1", 6882)]
+    assert params.url_seeds == ["http://o.example/a b.iso"]
+
+
+@pytest.mark.parametrize(("value", "encoded"), [
+    (b"spam", b"4:spam"), ("", b"0:"), (3, b"i3e"), (-3, b"i-3e"), (0, b"i0e"),
+    ([b"spam", b"eggs"], b"l4:spam4:eggse"), ({b"cow": b"moo", b"spam": b"eggs"}, b"d3:cow3:moo4:spam4:eggse"),
+    ({b"spam": [b"a", b"b"]}, b"d4:spaml1:a1:bee"), ({b"b": 1, b"a": 2}, b"d1:ai2e1:bi1ee"),  # keys sorted
+])
+def test_bencode_vectors_of_bep_3(value, encoded):
+    assert bencode(value) == encoded
+
+
+@pytest.mark.parametrize("value", [True, 1.5, None, {"str key": 1}])
+def test_bencode_refuses_what_it_has_no_form_for(value):
+    with pytest.raises(TypeError):
+        bencode(value)
