@@ -1,9 +1,9 @@
 """The `lab` extra: what bench/ needs beyond the product, and the one message that says how to get it.
 
-libtorrent (the BitTorrent baseline of `swarmproxy lab largefile` and bench/transport.py) and matplotlib (the
-lab's figures) are an optional extra in pyproject.toml, so that `bash scripts/run.sh` installs the proxy
-without them. Code that needs one calls `require()` (or checks `missing()` first), and a user without the
-extra reads what to install instead of a traceback.
+matplotlib (the lab's figures) is an optional extra in pyproject.toml, so that `bash scripts/run.sh` installs the
+proxy without it; libtorrent (the BitTorrent baseline of `swarmproxy lab largefile` and bench/transport.py) is
+checked too, though the product now installs it (the BitTorrent bridge). Code that needs one calls `require()` (or
+checks `missing()` first), and a user without the extra reads what to install instead of a traceback.
 """
 
 from __future__ import annotations

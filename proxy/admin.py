@@ -8,6 +8,8 @@ GET /_swarm/discovery/providers/<root>  runs a lookup for a content root (64 hex
                                    backend, lists its providers
 GET /_swarm/dht                    the DHT node: id, routing table size, stored records, dropped datagrams
 GET /_swarm/dht/providers/<root>   the same lookup as /_swarm/discovery/providers/<root>
+GET /_swarm/torrent?root=ROOT|url=URL  a seeded content's BitTorrent v2 torrent: its info-hash and magnet (JSON),
+                                   or with &format=torrent the .torrent file (--bt-listen)
 GET /_swarm/fetch?url=URL          the explicit fetch: swarmproxy downloads URL (https too) itself
 GET /metrics                       Prometheus text format
 
@@ -40,6 +42,7 @@ from .stats import Stats
 if TYPE_CHECKING:
     from swarm.discovery import Discovery
 
+    from .bridge import Bridge
     from .engine import SwarmEngine
 
 log = logging.getLogger("swarmproxy")
@@ -61,11 +64,13 @@ class Admin:
     def __init__(self, stats: Stats, addresses: Callable[[], dict[str, str]],
                  discovery: Callable[[], Discovery | None] = lambda: None,
                  engine: Callable[[], SwarmEngine | None] = lambda: None,
+                 bridge: Callable[[], Bridge | None] = lambda: None,
                  listen_port: Callable[[], int | None] = lambda: None,
                  fetch: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]] | None = None) -> None:
         self.stats = stats
         self.listen_port = listen_port
         self.engine = engine
+        self.bridge = bridge
         self.addresses = addresses
         self.discovery = discovery
         self.routes: dict[str, Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]] = {
@@ -73,6 +78,7 @@ class Admin:
             "/_swarm/requests": self.requests,
             "/_swarm/discovery": self.discovery_status,
             "/_swarm/dht": self.dht_status,
+            "/_swarm/torrent": self.torrent,
             "/metrics": self.metrics,
         }
         if fetch is not None:
@@ -119,7 +125,33 @@ class Admin:
             "counters": self.stats.snapshot(),
             "today": dict(self.stats.today()),
             "swarm": engine.status() if (engine := self.engine()) is not None else None,
+            "bittorrent": bridge.status() if (bridge := self.bridge()) is not None else None,
         })
+
+    async def torrent(self, request: web.BaseRequest) -> web.StreamResponse:
+        bridge = self.bridge()
+        if bridge is None:
+            return _json({"error": "the BitTorrent bridge is off (--bt-listen)"}, 404)
+        root_text, url = request.query.get("root"), request.query.get("url")
+        if root_text is not None:
+            try:
+                root: bytes | None = bytes.fromhex(root_text)
+                if len(root_text) != 64:
+                    raise ValueError
+            except ValueError:
+                return _json({"error": f"{root_text[:80]!r} is not a content root (64 hex digits)"}, 400)
+        elif url is not None:
+            root = bridge.find(url)
+        else:
+            return _json({"error": "say which content: ?root=ROOT (64 hex digits) or ?url=URL"}, 400)
+        export = bridge.export(root) if root is not None else None
+        if export is None:
+            return _json({"error": "not seeded here: only what this node shares from a public origin is a torrent "
+                                   "(see /_swarm/requests for why a download was not shared)"}, 404)
+        if request.query.get("format") == "torrent":
+            return OwnResponse(body=export.torrent.data, content_type="application/x-bittorrent",
+                               headers={"Content-Disposition": f'attachment; filename="{export.torrent.name}.torrent"'})
+        return _json(export.shown())
 
     async def requests(self, request: web.BaseRequest) -> web.StreamResponse:
         records = [r.shown() for r in self.stats.history]

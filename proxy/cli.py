@@ -4,6 +4,7 @@
     swarmproxy status   ask a running proxy how it is doing
     swarmproxy get      download a URL (https too) through a running proxy (see proxy/get_command.py)
     swarmproxy ca       print or renew the local CA of --mitm-hosts (see proxy/ca_command.py)
+    swarmproxy torrent  export a shared download as a BitTorrent v2 torrent (see proxy/torrent_command.py)
     swarmproxy demo     a slow download made fast, on this machine, with no setup
     swarmproxy swarm    block engine commands (see swarm/cli.py)
 
@@ -28,7 +29,7 @@ from typing import Any
 
 from swarm import cli as swarm_cli
 
-from . import __version__, ca_command, demo, get_command
+from . import __version__, ca_command, demo, get_command, torrent_command
 from .config import OPTIONS, Config, HostPort, parse_host_port
 from .errors import ConfigError, ListenError
 
@@ -37,7 +38,7 @@ log = logging.getLogger("swarmproxy")
 # Entry points in this group are commands `swarmproxy NAME ARGS...`: each names a function main(argv) -> int
 # that parses ARGS itself, and whose docstring's first line is NAME's line in `swarmproxy --help`.
 COMMAND_GROUP = "swarmproxy.commands"
-CORE_COMMANDS = ("run", "status", "get", "ca", "demo", "swarm")  # a plugin cannot take these names
+CORE_COMMANDS = ("run", "status", "get", "ca", "torrent", "demo", "swarm")  # a plugin cannot take these names
 
 
 def _default_text(option) -> str:
@@ -54,6 +55,8 @@ def _default_text(option) -> str:
         return "10Gi"
     if option.attr == "block_size":
         return "auto"
+    if option.attr == "bt_listen":
+        return "off"
     if default is None or default == ():
         return "none"
     if isinstance(default, bool):
@@ -158,6 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="how long to wait for an answer (default: 5)")
     get_command.add_command(commands)
     ca_command.add_command(commands)
+    torrent_command.add_command(commands)
     demo.add_command(commands)
     swarm_cli.add_commands(commands)
     for name, entry in plugin_commands().items():
@@ -182,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
             return get_command.run(args)
         if args.command == "ca":
             return ca_command.run(args)
+        if args.command == "torrent":
+            return torrent_command.run(args)
         if args.command == "demo":
             return demo.run(args)
         if args.command == "swarm":

@@ -103,6 +103,11 @@ def parse_peer_listen(text: str) -> HostPort | None:
     return parse_host_port(text, default_host="0.0.0.0")
 
 
+def parse_bt_listen(text: str) -> HostPort | None:
+    """'HOST:PORT' for the BitTorrent bridge's TCP listener, or 'off' (the default) for none."""
+    return parse_peer_listen(text)
+
+
 TRANSPORTS = ("tcp", "quic", "both")
 
 
@@ -381,6 +386,10 @@ OPTIONS: tuple[Option, ...] = (
            "address where other peers fetch blocks from this node (TCP and/or UDP, same port; port 0 picks "
            "one; a specific HOST is also where connections to peers leave from); 'off' makes a plain proxy that "
            "never swarms", "HOST:PORT"),
+    Option("bt-listen", parse_bt_listen, None,
+           "address where BitTorrent clients fetch what this node shares (TCP; port 0 picks one): every shared "
+           "download from a public origin is seeded as a BitTorrent v2 torrent from the block store, no second "
+           "copy ('swarmproxy torrent export' prints its magnet); 'off' runs no BitTorrent session", "HOST:PORT"),
     Option("transport", _transport, "both",
            "peer transports offered and used: tcp (fast on a LAN), quic (one UDP socket, TLS), or both", "NAME"),
     Option("trust", _trust, DEFAULT_TRUST,
@@ -453,6 +462,7 @@ class Config:
     bootstrap: tuple[HostPort, ...]
     no_lan_discovery: bool
     peer_listen: HostPort | None
+    bt_listen: HostPort | None
     transport: str
     trust: TrustPolicy
     first_byte_timeout: float

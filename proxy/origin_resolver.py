@@ -82,6 +82,7 @@ class OriginResolver(AbstractResolver):
         self.local_domains = tuple(local_domains)
         self.origins = tuple(origins)
         self._shareable: OrderedDict[str, bool] = OrderedDict()  # name -> its last answer may be shared
+        self._public: OrderedDict[str, bool] = OrderedDict()  # name -> its last answer was public addresses only
 
     def _base_resolver(self) -> AbstractResolver:
         if self._base is None:  # made on first use: ThreadedResolver wants the running loop
@@ -96,22 +97,29 @@ class OriginResolver(AbstractResolver):
         if refused:
             log.warning("%s: not connecting to %s (a public name resolving to non-public addresses: DNS "
                         "rebinding?)", host, ", ".join(found[i] for i in refused))
-        self._remember(host, bool(kept) and all(may_share(found[i], port, self.origins) for i in kept))
+        self._remember(host, bool(kept) and all(may_share(found[i], port, self.origins) for i in kept),
+                       bool(kept) and all(addresses.is_public(found[i]) for i in kept))
         if not kept:
             raise RebindingRefused(rebinding_refusal(host, port, [found[i] for i in refused]))
         return [results[i] for i in kept]
 
-    def _remember(self, host: str, shareable: bool) -> None:
-        self._shareable[host] = shareable
-        self._shareable.move_to_end(host)
-        while len(self._shareable) > REMEMBERED_NAMES:
-            self._shareable.popitem(last=False)
+    def _remember(self, host: str, shareable: bool, public: bool) -> None:
+        for memory, value in ((self._shareable, shareable), (self._public, public)):
+            memory[host] = value
+            memory.move_to_end(host)
+            while len(memory) > REMEMBERED_NAMES:
+                memory.popitem(last=False)
 
     def resolved_shareable(self, host: str) -> bool:
         """Whether `host`'s last answer held only addresses whose content may be shared (public, or listed): the
         fallback download looks a URL up before its head only then, so that a public-looking name of a private
         origin (an intranet's, not under --local-domains) never reaches the DHT. False until it was resolved."""
         return self._shareable.get(host, False)
+
+    def resolved_public(self, host: str) -> bool:
+        """Whether `host`'s last answer held public addresses only (not a listed private origin either): what the
+        BitTorrent bridge exports must come from one (`proxy.bridge`). False until it was resolved."""
+        return self._public.get(host, False)
 
     async def addresses_for(self, host: str, port: int, *, local_client: bool) -> list[ResolveResult]:
         """Where a CONNECT tunnel (or a remote client's request) to host:port may go: an IP literal as it is, a

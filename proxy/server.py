@@ -51,6 +51,7 @@ from .tunnel import connect, parse_authority
 if TYPE_CHECKING:
     import aiohttp
 
+    from .bridge import Bridge
     from .engine import SwarmEngine
     from .mitm import Interceptor
 
@@ -268,12 +269,14 @@ class ProxyServer:
         self.dht: DhtNode | None = None  # our DHT's node, which this server starts and stops (--dht-listen)
         self.discovery: Discovery | None = None  # every discovery backend, as the engine and the admin API use them
         self.engine: SwarmEngine | None = None  # once started, unless --peer-listen off
+        self.bridge: Bridge | None = None  # the BitTorrent bridge, with --bt-listen
         self.fallback: Fallback | None = None
         self.interceptor: Interceptor | None = None
         self.addresses: dict[str, str] = {}
         self._listen: tuple[str, int] | None = None  # the proxy listener's bound host and port
         self.admin = Admin(self.stats, lambda: self.addresses, lambda: self.discovery, lambda: self.engine,
-                           listen_port=lambda: self._listen[1] if self._listen else None, fetch=self._fetch)
+                           lambda: self.bridge, listen_port=lambda: self._listen[1] if self._listen else None,
+                           fetch=self._fetch)
         self._session: aiohttp.ClientSession | None = None
         self._runner: web.BaseRunner | None = None
         self._bootstrap_task: asyncio.Task | None = None
@@ -308,6 +311,8 @@ class ProxyServer:
         if cfg.dht_listen is not None:
             await self._start_dht()
         self.discovery = self._discovery()
+        if cfg.bt_listen is not None and cfg.peer_listen is None:
+            raise ListenError("--bt-listen seeds what the block engine shares: it needs --peer-listen")
         if cfg.peer_listen is not None:
             await self._start_engine()
         if cfg.mitm_hosts:
@@ -377,6 +382,8 @@ class ProxyServer:
         self.engine = SwarmEngine(store, make_transports(cfg.transport), self.discovery, self._session,
                                   trust=cfg.trust, spool_dir=cfg.data_dir / "spool",
                                   linger=cfg.linger, share=not cfg.no_share, fetch_peers=cfg.fetch_peers)
+        if cfg.bt_listen is not None:
+            await self._start_bridge()  # before the engine starts: it shares what the store kept from the last run
         try:
             host, port = await self.engine.start(cfg.peer_listen.host, cfg.peer_listen.port)
         except OSError as exc:
@@ -391,6 +398,23 @@ class ProxyServer:
                                  share_private_origins=cfg.share_private_origins,
                                  local_domains=cfg.local_domains, resolver=self.resolver)
         self.stats.watch_discovery(lambda: self.engine.counters if self.engine is not None else None)
+
+    async def _start_bridge(self) -> None:
+        """--bt-listen: the BitTorrent bridge, seeding what the engine shares (`proxy.bridge`)."""
+        from bittorrent.errors import ListenFailed
+
+        from .bridge import Bridge
+
+        cfg = self.config
+        assert cfg.bt_listen is not None and self.engine is not None
+        self.bridge = Bridge(self.engine, self.resolver, cfg.bt_listen.host, cfg.bt_listen.port,
+                             local_domains=cfg.local_domains)
+        try:
+            host, port = await self.bridge.start()
+        except ListenFailed as exc:
+            self.bridge = None
+            raise ListenError(f"{exc} (--bt-listen)") from None
+        self.addresses["bittorrent"] = _join(host, port)
 
     async def _bootstrap(self) -> None:
         assert self.dht is not None
@@ -419,6 +443,8 @@ class ProxyServer:
             await self.interceptor.stop()
         if self.fallback is not None:
             await self.fallback.close()
+        if self.bridge is not None:  # its torrents stop before the store they read from closes
+            await self.bridge.stop()
         if self.engine is not None:
             await self.engine.stop()
             self.engine.store.close()

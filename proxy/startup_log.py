@@ -45,6 +45,9 @@ def startup_lines(cfg: Config, addresses: dict[str, str], discovery: dict[str, o
                      f"(or after {cfg.early_lookup:g}s when the swarm has it)")
     else:
         lines.append("  peer port off (--peer-listen off): nothing is shared with peers")
+    if "bittorrent" in addresses:
+        lines.append(f"  BitTorrent clients fetch shared downloads from public origins at "
+                     f"tcp://{addresses['bittorrent']} (--bt-listen; no BitTorrent DHT, tracker, LSD or port mapping)")
     if cfg.mitm_hosts:
         lines.append(f"  HTTPS to {', '.join(cfg.mitm_hosts)} is decrypted with this install's local CA "
                      f"({cfg.data_dir / 'ca' / 'ca.pem'}; swarmproxy ca export); other CONNECTs stay tunnels")

@@ -2,7 +2,7 @@
 # Quick start, command 2: install what is needed, then run the whole test suite.
 # Any arguments are passed to pytest.
 set -euo pipefail
-# The test tools, and the lab's dependencies: tests/bench and the libtorrent test vectors need them.
+# The test tools, and the lab's dependencies (matplotlib): tests/bench needs them.
 SWARMPROXY_EXTRAS=test,lab
 source "$(dirname "$0")/bootstrap.sh"
 # Real clients and reference servers the end-to-end tests drive.

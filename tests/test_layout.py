@@ -7,7 +7,7 @@ import pathlib
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-PRODUCT = ("addresses", "proxy", "swarm", "dht", "server_plugin", "cluster")
+PRODUCT = ("addresses", "proxy", "swarm", "dht", "server_plugin", "cluster", "bittorrent")
 OURS = PRODUCT + ("bench",)
 MAX_MODULE_LINES = 600
 
@@ -30,9 +30,13 @@ ALLOWED = {
     # The discovery seam and what runs backends together: the trust rule's vocabulary of claims, nothing above.
     "swarm.discovery": ("swarm.discovery", "swarm.trust.claims", "swarm.errors"),
     "server_plugin": ("server_plugin", "swarm.content"),
-    "proxy": ("proxy", "swarm", "dht", "addresses"),
-    "proxy.demo": ("proxy", "swarm", "dht", "server_plugin", "addresses"),  # the demo's origin runs the plugin
-    "cluster": ("cluster", "swarm", "addresses"),  # the cluster mode runs the block engine over its own discovery
+    "proxy": ("proxy", "swarm", "dht", "bittorrent", "addresses"),
+    # the demo's origin runs the plugin
+    "proxy.demo": ("proxy", "swarm", "dht", "bittorrent", "server_plugin", "addresses"),
+    "cluster": ("cluster", "swarm", "addresses"),
+    # The BitTorrent bridge: the block engine's content as torrents, through one libtorrent session; the proxy
+    # wires it, and it never sees the proxy.
+    "bittorrent": ("bittorrent", "swarm", "addresses"),  # the cluster mode runs the block engine over its own discovery
     "bench": OURS,
 }
 
@@ -44,7 +48,7 @@ CORE_MODULES = (
     "proxy.download.core", "proxy.download.state", "proxy.download.actions",
     "proxy.download.discovery_rule", "proxy.download.segment_walk", "proxy.origin_head", "proxy.publish_gate",
     "proxy.url_privacy", "proxy.ranges",
-    "proxy.exposure",
+    "proxy.exposure", "bittorrent.settings",
     "swarm.discovery.seam", "dht.attestation", "dht.announcements", "dht.routing", "dht.records", "addresses",
     "cluster.overlay", "cluster.throttle", "cluster.division", "cluster.records", "cluster.scope",
 )

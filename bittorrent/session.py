@@ -1,0 +1,166 @@
+"""`BtSession`: the node's one embedded libtorrent session, as an asyncio shell.
+
+libtorrent runs its own threads; this shell starts the session with the pinned settings (`bittorrent.settings`),
+waits until it listens (or says why it cannot), reads its alerts on the event loop every `ALERT_POLL` seconds, adds
+and removes torrents, and counts what went up and down. It gives libtorrent no Python callback (no alert notify):
+one called from libtorrent's threads needs the GIL, which the session's destructor holds while it joins those
+threads, and the two deadlocked at shutdown. Everything BitTorrent goes through it, so the Internet mode can turn on
+the same session's DHT rather than start a second one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import libtorrent as lt
+
+from swarm.content.torrent import Torrent
+
+from .errors import ListenFailed
+from .settings import session_settings
+
+__all__ = ["BtSession", "Seeding"]
+
+log = logging.getLogger("swarmproxy.bittorrent")
+
+LISTEN_TIMEOUT = 5.0  # seconds to wait for libtorrent to say it listens (it binds on its own thread)
+ALERT_POLL = 0.1  # seconds between two reads of the alerts: what waits on one (a listener, a removal) waits this long
+ALERTS = lt.alert_category.error | lt.alert_category.status | lt.alert_category.storage  # (removals are status)
+
+
+@dataclass
+class Seeding:
+    """One torrent the session seeds."""
+
+    torrent: Torrent
+    handle: Any  # lt.torrent_handle
+
+
+class BtSession:
+    """The embedded session; `await start()`, then `seed` / `remove`; `await stop()`."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.requested_port = host, port
+        self.session: Any = None  # lt.session once started
+        self.port: int | None = None  # the TCP port it listens on, once it does
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._listening: asyncio.Future[int] | None = None
+        self._poll: asyncio.TimerHandle | None = None
+        self.uploaded = self.downloaded = 0  # payload bytes of torrents removed so far (live ones: `status`)
+        self._removing: dict[bytes, asyncio.Future[None]] = {}  # v2 info-hash -> done when libtorrent removed it
+        self.errors = 0
+
+    @property
+    def address(self) -> tuple[str, int] | None:
+        return (self.host, self.port) if self.port is not None else None
+
+    async def start(self) -> tuple[str, int]:
+        self._loop = asyncio.get_running_loop()
+        self._listening = self._loop.create_future()
+        self.session = lt.session(session_settings(self.host, self.requested_port, alert_mask=int(ALERTS)))
+        self._tick()
+        try:
+            async with asyncio.timeout(LISTEN_TIMEOUT):
+                self.port = await self._listening
+        except TimeoutError:
+            await self.stop()
+            raise ListenFailed(f"libtorrent did not listen on {self.host}:{self.requested_port} "
+                               f"within {LISTEN_TIMEOUT:g} s") from None
+        except ListenFailed:
+            await self.stop()
+            raise
+        return (self.host, self.port)
+
+    def seed(self, torrent: Torrent, directory: Path, file_name: str) -> Seeding:
+        """Seed `torrent` from `directory / file_name`, which holds the whole content, every block of it verified
+        by the store (on write, and again on load): libtorrent is told so (every piece had and verified, no
+        hashing pass at start; `seed_mode`, which hashes each piece on its first read, and `upload_mode` both cost
+        throughput in bench/bt_seed.py). A torrent that has every piece requests none, so libtorrent never writes
+        to the file (it opens a finished torrent's files read-only)."""
+        params = lt.add_torrent_params()
+        params.ti = lt.torrent_info(torrent.data)
+        params.save_path = str(directory)
+        params.renamed_files = {0: file_name}
+        pieces = params.ti.num_pieces()
+        params.have_pieces = [True] * pieces
+        params.verified_pieces = [True] * pieces
+        params.flags &= ~(lt.torrent_flags.auto_managed | lt.torrent_flags.paused)
+        return Seeding(torrent, self.session.add_torrent(params))
+
+    def remove(self, seeding: Seeding) -> asyncio.Future[None]:
+        """Stop seeding it; the future is done once libtorrent has removed it (it reads nothing for it after
+        that), or at once when the session is gone. Its file stays."""
+        assert self._loop is not None or self.session is None
+        removed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        try:
+            status = seeding.handle.status()
+            self.uploaded += status.total_payload_upload
+            self.downloaded += status.total_payload_download
+            self._removing[seeding.torrent.info_hash] = removed
+            self.session.remove_torrent(seeding.handle)
+        except (RuntimeError, AttributeError):  # an invalid handle, or no session: nothing reads it any more
+            self._removing.pop(seeding.torrent.info_hash, None)
+            removed.set_result(None)
+        return removed
+
+    def status(self, seeding: list[Seeding]) -> dict[str, object]:
+        """What the admin API shows: the address, the torrents seeded, their peers, bytes up and down."""
+        peers = up = down = 0
+        for one in seeding:
+            with contextlib.suppress(RuntimeError):
+                status = one.handle.status()
+                peers += status.num_peers
+                up += status.total_payload_upload
+                down += status.total_payload_download
+        address = self.address
+        return {"listen": f"{address[0]}:{address[1]}" if address else None, "torrents": len(seeding),
+                "peers": peers, "uploaded_bytes": self.uploaded + up, "downloaded_bytes": self.downloaded + down,
+                "errors": self.errors}
+
+    async def stop(self) -> None:
+        if self._poll is not None:
+            self._poll.cancel()
+            self._poll = None
+        if self.session is None:
+            return
+        self.session.pause()
+        held, self.session, self._loop = [self.session], None, None
+        await asyncio.to_thread(_close, held)  # the destructor joins libtorrent's threads: not on the loop
+        for removed in self._removing.values():  # the session is gone: nothing reads any torrent's file now
+            if not removed.done():
+                removed.set_result(None)
+        self._removing.clear()
+
+    def _tick(self) -> None:
+        self._drain()
+        if self.session is not None and self._loop is not None:
+            self._poll = self._loop.call_later(ALERT_POLL, self._tick)
+
+    def _drain(self) -> None:
+        if self.session is None:
+            return
+        for alert in self.session.pop_alerts():
+            if isinstance(alert, lt.listen_succeeded_alert):
+                if alert.socket_type == lt.socket_type_t.tcp and self._listening and not self._listening.done():
+                    self._listening.set_result(alert.port)
+            elif isinstance(alert, lt.listen_failed_alert):
+                if self._listening is not None and not self._listening.done():
+                    self._listening.set_exception(ListenFailed(
+                        f"cannot listen for BitTorrent peers on {self.host}:{self.requested_port}: "
+                        f"{alert.error.message()}"))
+            elif isinstance(alert, lt.torrent_removed_alert):
+                removed = self._removing.pop(alert.info_hashes.v2.to_bytes(), None)
+                if removed is not None and not removed.done():
+                    removed.set_result(None)
+            elif alert.category() & lt.alert_category.error:
+                self.errors += 1
+                log.warning("BitTorrent: %s", alert.message())
+
+
+def _close(held: list[Any]) -> None:
+    held.pop()  # the last reference: libtorrent shuts down and joins its threads here, in this thread

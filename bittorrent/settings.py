@@ -1,0 +1,57 @@
+"""The embedded libtorrent session's settings: what it may reach, and how much a stranger may take of it. Pure.
+
+Everything that would make the session talk to the world on its own is off, and stays off until a mode turns it
+on on purpose (the Internet mode: the BitTorrent DHT, port mapping): BitTorrent's DHT (and so its public bootstrap
+routers, whose names are cleared as well), local peer discovery (BEP 14 multicast), UPnP and NAT-PMP. Our torrents
+name no tracker. uTP is off: the listener is one TCP socket, which the kernel bounds and `connections_limit`
+counts whole.
+
+Bounds on a stranger (SECURITY.md, "Listeners a stranger can reach"): at most `MAX_CONNECTIONS` peers at once;
+one connection per address and torrent (libtorrent's `allow_multiple_connections_per_ip`, kept off); a bounded
+request queue per peer and send buffer per connection; half-open and idle peers time out.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # libtorrent's stubs type the pack, so a misspelt setting fails mypy instead of being ignored
+    from libtorrent import settings_pack
+
+__all__ = ["MAX_CONNECTIONS", "session_settings"]
+
+# Peers connected at once, over every torrent: Transmission's and qBittorrent's global default range (200-500),
+# kept low because every one can hold a send buffer (`SEND_BUFFER`).
+MAX_CONNECTIONS = 200
+# Bytes queued to one peer before libtorrent stops reading the disk for it: 512 KiB, two pieces' worth of
+# 16 KiB requests in flight many times over, so a peer that never reads holds at most this much.
+SEND_BUFFER = 512 * 1024
+# Requests one peer may have outstanding: libtorrent's default, a few dozen bytes each (200 peers: ~10 MB at worst);
+# 250 cost seeding throughput on loopback (bench/bt_seed.py: 0.82 of a plain libtorrent seed against 0.88-0.99).
+MAX_REQUESTS_QUEUED = 2000
+HANDSHAKE_TIMEOUT = 10  # seconds a connection may take to say which torrent it wants
+PEER_TIMEOUT = 120  # seconds a peer may stay silent (keep-alives come every 2 min)
+INACTIVITY_TIMEOUT = 600  # seconds a peer may exchange no payload before it is disconnected
+
+
+def session_settings(host: str, port: int, *, alert_mask: int) -> settings_pack:
+    """libtorrent's `settings_pack` for our one session, listening on `host:port` (TCP only; port 0: any)."""
+    listen = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    return {
+        "listen_interfaces": listen,
+        # The port asked for or a clear error, as for every listener of ours: libtorrent would otherwise try the
+        # next ten ports, then any (a user's firewall rule or port forward would then point nowhere).
+        "max_retry_port_bind": 0, "listen_system_port_fallback": False,
+        "enable_dht": False, "dht_bootstrap_nodes": "",
+        "enable_lsd": False, "enable_upnp": False, "enable_natpmp": False,
+        "enable_outgoing_utp": False, "enable_incoming_utp": False,
+        "connections_limit": MAX_CONNECTIONS,
+        "allow_multiple_connections_per_ip": False,
+        "send_buffer_watermark": SEND_BUFFER,
+        "max_allowed_in_request_queue": MAX_REQUESTS_QUEUED,
+        "handshake_timeout": HANDSHAKE_TIMEOUT,
+        "peer_timeout": PEER_TIMEOUT,
+        "inactivity_timeout": INACTIVITY_TIMEOUT,
+        "user_agent": "swarmproxy",
+        "alert_mask": alert_mask,
+    }

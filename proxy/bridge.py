@@ -1,0 +1,121 @@
+"""The BitTorrent bridge in the proxy (`--bt-listen`): what this node shares is seeded, and exported on request.
+
+`Bridge.start` runs the embedded session (`bittorrent.session`) and a `Seeder` that follows what the engine
+shares. Only what may leave this machine for the BitTorrent world is seeded and exported (`refusal`), a rule
+stricter than our own swarm's: no URL carrying a credential (`url_privacy`), no origin on a private network,
+even one listed with `--share-private-origins`, and no name that may resolve to one (`--local-domains`, or a
+name not resolved to public addresses alone in this run: content kept from an earlier run is seeded again once
+its origin is). The admin API's `/_swarm/torrent` and `swarmproxy torrent export` read `export`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+from urllib.parse import unquote, urlsplit
+
+import addresses
+from swarm.content.manifest import Manifest
+from swarm.content.torrent import Torrent, magnet_link
+
+from .exposure import is_local_name
+from .url_privacy import url_reason
+
+if TYPE_CHECKING:
+    from bittorrent.seeder import Seeder
+    from bittorrent.session import BtSession
+
+log = logging.getLogger("swarmproxy")
+
+
+@dataclass(frozen=True)
+class Export:
+    """A seeded content's torrent, its magnet link and what the link names."""
+
+    manifest: Manifest
+    torrent: Torrent
+    magnet: str
+    display_name: str | None
+    web_seed: str | None
+    peer: tuple[str, int] | None
+
+    def shown(self) -> dict[str, object]:
+        return {"root": self.manifest.root.hex(), "info_hash": self.torrent.info_hash_hex, "size": self.manifest.size,
+                "name": self.display_name, "magnet": self.magnet, "web_seed": self.web_seed,
+                "peer": f"{self.peer[0]}:{self.peer[1]}" if self.peer else None}
+
+
+class Bridge:
+    """The session and its seeder, for one proxy (`ProxyServer` starts and stops it)."""
+
+    def __init__(self, engine, resolver, host: str, port: int, *, local_domains: tuple[str, ...]) -> None:
+        self.engine = engine
+        self.resolver = resolver  # proxy.origin_resolver.OriginResolver: which names resolved to public addresses
+        self.host, self.port = host, port
+        self.local_domains = local_domains
+        self.session: BtSession | None = None
+        self.seeder: Seeder | None = None
+
+    async def start(self) -> tuple[str, int]:
+        from bittorrent.seeder import Seeder  # libtorrent's import: only when the bridge runs
+        from bittorrent.session import BtSession
+
+        session = self.session = BtSession(self.host, self.port)
+        address = await session.start()
+        self.seeder = Seeder(session, self.engine.store, refusal=self.refusal)
+        self.engine.service.watch_shares(self.seeder.on_share)
+        return address
+
+    def refusal(self, manifest: Manifest) -> str | None:
+        """Why `manifest`'s content may not go to the BitTorrent world, or None (see the module docstring)."""
+        url = manifest.url
+        if url is None:
+            return None  # shared without a URL (`swarmproxy swarm seed`): only its bytes are known
+        if url_reason(url) is not None:
+            return "its URL carries a credential"
+        host = (urlsplit(url).hostname or "").strip("[]")
+        if addresses.parse(host) is not None:
+            return None if addresses.is_public(host) else "its origin is on a private network"
+        if is_local_name(host, self.local_domains):
+            return "its origin's name is local"
+        if not self.resolver.resolved_public(host):
+            return "its origin's name did not resolve to public addresses alone in this run"
+        return None
+
+    def export(self, root: bytes) -> Export | None:
+        """The torrent of `root` and its magnet link, if it is seeded (nothing else is ever exported)."""
+        if self.seeder is None or (torrent := self.seeder.torrent(root)) is None:
+            return None
+        manifest = self.engine.store.manifest(root)
+        url = manifest.url
+        name = unquote(urlsplit(url).path.rsplit("/", 1)[-1]) or None if url else None
+        address = self.session.address if self.session is not None else None
+        peer = None
+        if address is not None:
+            host: str | None = address[0]
+            if host in ("0.0.0.0", "::"):  # listening everywhere: the address others see this node at, if known
+                discovery = self.engine.discovery
+                host = discovery.own_host() if discovery is not None else None
+            peer = (host, address[1]) if host else None
+        return Export(manifest, torrent, magnet_link(torrent, display_name=name, peers=[peer] if peer else [],
+                                                     web_seeds=[url] if url else []),
+                      name, url, peer)
+
+    def find(self, url: str) -> bytes | None:
+        """The root of the newest seeded content of `url`, if any."""
+        if self.seeder is None:
+            return None
+        for root in reversed(list(self.seeder.seeding)):
+            if self.engine.store.manifest(root).url == url:
+                return root
+        return None
+
+    def status(self) -> dict[str, object]:
+        return self.seeder.status() if self.seeder is not None else {"listen": None}
+
+    async def stop(self) -> None:
+        if self.seeder is not None:
+            self.seeder.close()
+        if self.session is not None:
+            await self.session.stop()

@@ -1,0 +1,162 @@
+"""What this node shares is seeded from the block store's own file, and a stock libtorrent client in its own
+process fetches it byte-exact: by our magnet with only `x.pe`, by the .torrent, and by the web seed alone."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import pathlib
+import sys
+import threading
+
+import pytest
+from aiohttp import web
+
+from bittorrent.seeder import Seeder
+from bittorrent.session import BtSession
+from swarm.content.manifest import build_manifest
+from swarm.content.torrent import PIECE_LENGTH, magnet_link, torrent_of
+from swarm.service.shares import ContentShared, ContentWithdrawn
+from swarm.service.store_work import BytesBody, fill_entry
+from swarm.store.disk import DiskBlockStore
+from swarm.store.memory import MemoryBlockStore
+
+CLIENT = pathlib.Path(__file__).with_name("stock_client.py")
+ODD = 2 * PIECE_LENGTH + 12_345  # a last piece cut short
+
+
+def stored(store, data: bytes, url: str | None = None):
+    manifest, layer = build_manifest([data], len(data), url=url, validator='"v1"')
+    fill_entry(store, manifest, layer, BytesBody(data), threading.Event())
+    return manifest
+
+
+async def stock_client(tmp_path: pathlib.Path, *args: str) -> tuple[dict, pathlib.Path]:
+    """Run the stock client to the end: its JSON report and the directory it saved into."""
+    save = tmp_path / f"client-{len(list(tmp_path.iterdir()))}"
+    process = await asyncio.create_subprocess_exec(sys.executable, str(CLIENT), *args, "--save", str(save),
+                                                   "--timeout", "60", stdout=asyncio.subprocess.PIPE)
+    out, _ = await process.communicate()
+    return json.loads(out), save
+
+
+@pytest.fixture
+async def seeding(tmp_path):
+    store = DiskBlockStore(tmp_path / "blocks")
+    session = BtSession("127.0.0.1", 0)
+    await session.start()
+    seeder = Seeder(session, store)
+    yield store, session, seeder
+    seeder.close()
+    await session.stop()
+    store.close()
+
+
+async def test_a_stock_client_fetches_by_our_magnet_with_only_our_address(seeding, tmp_path):
+    store, session, seeder = seeding
+    data = os.urandom(ODD)
+    manifest = stored(store, data)
+    seeder.on_share(ContentShared(manifest))
+    torrent = seeder.torrent(manifest.root)
+    assert torrent is not None
+    report, save = await stock_client(tmp_path, "--magnet", magnet_link(torrent, peers=[session.address]))
+    assert report["complete"], report
+    assert (save / manifest.root.hex()).read_bytes() == data
+    assert sorted(p.name for p in (tmp_path / "blocks").iterdir() if p.suffix == ".data") == \
+        [f"{manifest.root.hex()}.data"]  # seeded from the store's file: no second copy
+    assert session.status(list(seeder.seeding.values()))["uploaded_bytes"] >= len(data)
+
+
+async def test_a_stock_client_fetches_by_the_torrent_file(seeding, tmp_path):
+    store, session, seeder = seeding
+    data = os.urandom(PIECE_LENGTH // 3)  # one piece: no piece layers
+    manifest = stored(store, data)
+    seeder.seed(manifest)
+    path = tmp_path / "content.torrent"
+    path.write_bytes(seeder.torrent(manifest.root).data)
+    host, port = session.address
+    report, save = await stock_client(tmp_path, "--torrent", str(path), "--peer", f"{host}:{port}")
+    assert report["complete"], report
+    assert (save / manifest.root.hex()).read_bytes() == data
+
+
+async def test_a_stock_client_fetches_from_the_web_seed_alone(tmp_path):
+    """No peer at all: the origin's URL in the torrent is enough. (libtorrent 2.1.1 pads a v2-only torrent's one
+    file to a whole piece and then asks a web seed for URL/NAME, so the file here is a whole number of pieces;
+    see docs/bittorrent.md.)"""
+    data = os.urandom(2 * PIECE_LENGTH)
+    (tmp_path / "file.iso").write_bytes(data)
+    app = web.Application()
+
+    async def file(request: web.Request) -> web.StreamResponse:
+        return web.FileResponse(tmp_path / "file.iso")
+
+    app.router.add_get("/file.iso", file)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    try:
+        port = runner.addresses[0][1]
+        manifest, layer = build_manifest([data], len(data))
+        path = tmp_path / "content.torrent"
+        path.write_bytes(torrent_of(manifest, layer, web_seeds=[f"http://127.0.0.1:{port}/file.iso"]).data)
+        report, save = await stock_client(tmp_path, "--torrent", str(path))
+        assert report["complete"] and report["peers"] == 0, report
+        assert (save / manifest.root.hex()).read_bytes() == data
+    finally:
+        await runner.cleanup()
+
+
+async def test_seeded_content_is_pinned_and_its_torrent_stops_before_the_store_may_evict_it(seeding):
+    store, session, seeder = seeding
+    manifest = stored(store, os.urandom(100_000))
+    seeder.on_share(ContentShared(manifest))
+    seeding_entry = seeder.seeding[manifest.root]
+    assert store.info(manifest.root).pins == 1
+    removed = seeder.stop(manifest.root, "linger time over")
+    assert manifest.root not in seeder.seeding and seeder.torrent(manifest.root) is None  # nor exported
+    assert store.info(manifest.root).pins == 1  # until libtorrent has let go of the file
+    await removed
+    assert store.info(manifest.root).pins == 0 and not seeding_entry.handle.is_valid()
+    seeder.on_share(ContentWithdrawn(manifest.root, "linger time over"))  # the event for what is gone already
+    assert seeder.seeding == {}
+
+
+async def test_what_the_rule_refuses_is_never_seeded(tmp_path):
+    store = DiskBlockStore(tmp_path / "blocks")
+    session = BtSession("127.0.0.1", 0)
+    await session.start()
+    seeder = Seeder(session, store, refusal=lambda manifest: "its origin is on a private network")
+    try:
+        manifest = stored(store, os.urandom(50_000), url="http://10.0.0.7/secret.bin")
+        seeder.on_share(ContentShared(manifest))
+        assert seeder.seeding == {} and store.info(manifest.root).pins == 0
+    finally:
+        await session.stop()
+        store.close()
+
+
+async def test_a_store_that_keeps_no_file_seeds_nothing():
+    store = MemoryBlockStore()
+    session = BtSession("127.0.0.1", 0)
+    await session.start()
+    try:
+        seeder = Seeder(session, store)
+        seeder.on_share(ContentShared(stored(store, os.urandom(50_000))))
+        assert seeder.seeding == {}
+    finally:
+        await session.stop()
+
+
+async def test_a_port_in_use_is_a_clear_error():
+    first = BtSession("127.0.0.1", 0)
+    host, port = await first.start()
+    try:
+        from bittorrent.errors import ListenFailed
+
+        with pytest.raises(ListenFailed, match=f"127.0.0.1:{port}"):
+            await BtSession("127.0.0.1", port).start()
+    finally:
+        await first.stop()

@@ -1,0 +1,33 @@
+"""The embedded session's settings: nothing reaches the world on its own, and a stranger's take is bounded."""
+
+from __future__ import annotations
+
+import libtorrent
+import pytest
+
+from bittorrent.settings import MAX_CONNECTIONS, session_settings
+
+PACK = session_settings("127.0.0.1", 0, alert_mask=0)
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("enable_dht", False),  # BitTorrent's DHT: off until the Internet mode turns it on
+    ("dht_bootstrap_nodes", ""),  # and no public router's name to ask if it ever were on by mistake
+    ("enable_lsd", False),  # BEP 14 multicast
+    ("enable_upnp", False), ("enable_natpmp", False),  # port mapping on the user's router
+    ("enable_outgoing_utp", False), ("enable_incoming_utp", False),  # one TCP listener, counted whole
+    ("allow_multiple_connections_per_ip", False),  # one connection per address and torrent
+    ("connections_limit", MAX_CONNECTIONS),
+])
+def test_a_setting_that_bounds_or_silences_the_session(name, value):
+    assert PACK[name] == value  # type: ignore[literal-required]
+
+
+def test_libtorrent_takes_every_setting_as_it_is():
+    session = libtorrent.session(PACK)
+    applied = session.get_settings()
+    assert {name: applied[name] for name in PACK} == PACK  # a misspelt or refused setting would differ
+
+
+def test_an_ipv6_listener_is_bracketed():
+    assert session_settings("::1", 6881, alert_mask=0)["listen_interfaces"] == "[::1]:6881"
