@@ -2,8 +2,9 @@
 
 A file of `--size` bytes (1 GiB by default) is hashed once into a manifest and block layer at each block size
 (the manifest's own choice for that size, and the smallest, 16 KiB: the most hashes to merge), then
-`swarm.content.torrent.torrent_of` is timed over `--repeat` runs; libtorrent's `create_torrent` on the same file,
-which reads and hashes every byte, is timed beside it (once: it reads the whole file).
+`swarm.content.torrent.torrent_of` is timed over `--repeat` runs; then a hybrid export (`--hybrid`: the v1 part's
+SHA-1 pass reads the file) once, and libtorrent's `create_torrent` on the same file, which reads and hashes every
+byte, beside it.
 
     python -m bench.torrent_export [--size BYTES] [--repeat N]
 """
@@ -19,7 +20,7 @@ import time
 
 from swarm.content.manifest import MIN_BLOCK_SIZE, build_manifest, choose_block_size
 from swarm.content.sizes import parse_size
-from swarm.content.torrent import PIECE_LENGTH, torrent_of
+from swarm.content.torrent import PIECE_LENGTH, torrent_of, v1_pieces
 
 CHUNK = 8 * 1024 * 1024
 
@@ -52,6 +53,11 @@ def main() -> None:
             print(f"export, blocks of {block_size:>9,} B ({len(layer):>6,} hashes): median "
                   f"{statistics.median(times) * 1000:7.2f} ms, max {max(times) * 1000:7.2f} ms "
                   f"(info-hash {torrent.info_hash.hex()[:16]}, {len(torrent.data):,} B)")
+        started = time.perf_counter()
+        v1 = v1_pieces(_chunks(path))
+        hybrid = torrent_of(manifest, layer, v1=v1)
+        print(f"hybrid export (--hybrid: one SHA-1 pass reading the file): {time.perf_counter() - started:.2f} s "
+              f"(v1 info-hash {hybrid.info_hash_v1.hex()[:16] if hybrid.info_hash_v1 else None})")
         try:
             import libtorrent
         except ImportError:

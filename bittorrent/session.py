@@ -13,12 +13,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import libtorrent as lt
 
+from swarm.content.manifest import Manifest
 from swarm.content.torrent import Torrent
 
 from .errors import ListenFailed
@@ -38,6 +40,7 @@ class Seeding:
     """One torrent the session seeds."""
 
     torrent: Torrent
+    manifest: Manifest
     handle: Any  # lt.torrent_handle
 
 
@@ -52,7 +55,10 @@ class BtSession:
         self._listening: asyncio.Future[int] | None = None
         self._poll: asyncio.TimerHandle | None = None
         self.uploaded = self.downloaded = 0  # payload bytes of torrents removed so far (live ones: `status`)
-        self._removing: dict[bytes, asyncio.Future[None]] = {}  # v2 info-hash -> done when libtorrent removed it
+        # v2 info-hash -> the removals waiting for libtorrent to say it removed that torrent (one alert answers all)
+        self._removing: dict[bytes, list[asyncio.Future[None]]] = {}
+        # Told (info-hash, why) when libtorrent cannot read a torrent's file: the seeder ends that torrent.
+        self.on_failure: Callable[[bytes, str], None] = lambda info_hash, why: None
         self.errors = 0
 
     @property
@@ -76,7 +82,7 @@ class BtSession:
             raise
         return (self.host, self.port)
 
-    def seed(self, torrent: Torrent, directory: Path, file_name: str) -> Seeding:
+    def seed(self, torrent: Torrent, manifest: Manifest, directory: Path, file_name: str) -> Seeding:
         """Seed `torrent` from `directory / file_name`, which holds the whole content, every block of it verified
         by the store (on write, and again on load): libtorrent is told so (every piece had and verified, no
         hashing pass at start; `seed_mode`, which hashes each piece on its first read, and `upload_mode` both cost
@@ -90,7 +96,14 @@ class BtSession:
         params.have_pieces = [True] * pieces
         params.verified_pieces = [True] * pieces
         params.flags &= ~(lt.torrent_flags.auto_managed | lt.torrent_flags.paused)
-        return Seeding(torrent, self.session.add_torrent(params))
+        return Seeding(torrent, manifest, self.session.add_torrent(params))
+
+    def stop_reading(self, seeding: Seeding) -> None:
+        """Remove it now, from any thread (libtorrent's calls are; nothing of the loop's is touched): its file is
+        about to be deleted. `remove` does the bookkeeping later, on the loop."""
+        with contextlib.suppress(RuntimeError):  # removed already
+            if self.session is not None:
+                self.session.remove_torrent(seeding.handle)
 
     def remove(self, seeding: Seeding) -> asyncio.Future[None]:
         """Stop seeding it; the future is done once libtorrent has removed it (it reads nothing for it after
@@ -101,11 +114,11 @@ class BtSession:
             status = seeding.handle.status()
             self.uploaded += status.total_payload_upload
             self.downloaded += status.total_payload_download
-            self._removing[seeding.torrent.info_hash] = removed
             self.session.remove_torrent(seeding.handle)
-        except (RuntimeError, AttributeError):  # an invalid handle, or no session: nothing reads it any more
-            self._removing.pop(seeding.torrent.info_hash, None)
+        except (RuntimeError, AttributeError):  # an invalid handle (removed), or no session: nothing reads it
             removed.set_result(None)
+        else:
+            self._removing.setdefault(seeding.torrent.info_hash, []).append(removed)
         return removed
 
     def status(self, seeding: list[Seeding]) -> dict[str, object]:
@@ -131,15 +144,18 @@ class BtSession:
         self.session.pause()
         held, self.session, self._loop = [self.session], None, None
         await asyncio.to_thread(_close, held)  # the destructor joins libtorrent's threads: not on the loop
-        for removed in self._removing.values():  # the session is gone: nothing reads any torrent's file now
-            if not removed.done():
-                removed.set_result(None)
+        for waiting in self._removing.values():  # the session is gone: nothing reads any torrent's file now
+            for removed in waiting:
+                if not removed.done():
+                    removed.set_result(None)
         self._removing.clear()
 
     def _tick(self) -> None:
-        self._drain()
-        if self.session is not None and self._loop is not None:
-            self._poll = self._loop.call_later(ALERT_POLL, self._tick)
+        try:
+            self._drain()
+        finally:  # one bad alert must not stop the reading of all later ones
+            if self.session is not None and self._loop is not None:
+                self._poll = self._loop.call_later(ALERT_POLL, self._tick)
 
     def _drain(self) -> None:
         if self.session is None:
@@ -154,9 +170,14 @@ class BtSession:
                         f"cannot listen for BitTorrent peers on {self.host}:{self.requested_port}: "
                         f"{alert.error.message()}"))
             elif isinstance(alert, lt.torrent_removed_alert):
-                removed = self._removing.pop(alert.info_hashes.v2.to_bytes(), None)
-                if removed is not None and not removed.done():
-                    removed.set_result(None)
+                for removed in self._removing.pop(alert.info_hashes.v2.to_bytes(), []):
+                    if not removed.done():
+                        removed.set_result(None)
+            elif isinstance(alert, (lt.file_error_alert, lt.torrent_error_alert)):
+                self.errors += 1
+                log.warning("BitTorrent: %s", alert.message())
+                with contextlib.suppress(RuntimeError):
+                    self.on_failure(alert.handle.info_hashes().v2.to_bytes(), alert.message())
             elif alert.category() & lt.alert_category.error:
                 self.errors += 1
                 log.warning("BitTorrent: %s", alert.message())

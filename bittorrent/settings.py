@@ -3,8 +3,9 @@
 Everything that would make the session talk to the world on its own is off, and stays off until a mode turns it
 on on purpose (the Internet mode: the BitTorrent DHT, port mapping): BitTorrent's DHT (and so its public bootstrap
 routers, whose names are cleared as well), local peer discovery (BEP 14 multicast), UPnP and NAT-PMP. Our torrents
-name no tracker. uTP is off: the listener is one TCP socket, which the kernel bounds and `connections_limit`
-counts whole.
+name no tracker, and a seed dials no peer (a stranger's peer exchange cannot send it anywhere). uTP is off: peers
+come over one TCP listener, which `connections_limit` counts whole (libtorrent still binds UDP on the same port
+number, and answers nothing there with uTP and the DHT off).
 
 Bounds on a stranger (SECURITY.md, "Listeners a stranger can reach"): at most `MAX_CONNECTIONS` peers at once;
 one connection per address and torrent (libtorrent's `allow_multiple_connections_per_ip`, kept off); a bounded
@@ -31,7 +32,7 @@ SEND_BUFFER = 512 * 1024
 MAX_REQUESTS_QUEUED = 2000
 HANDSHAKE_TIMEOUT = 10  # seconds a connection may take to say which torrent it wants
 PEER_TIMEOUT = 120  # seconds a peer may stay silent (keep-alives come every 2 min)
-INACTIVITY_TIMEOUT = 600  # seconds a peer may exchange no payload before it is disconnected
+INACTIVITY_TIMEOUT = 600  # seconds a peer may stay connected with neither side interested in the other
 
 
 def session_settings(host: str, port: int, *, alert_mask: int) -> settings_pack:
@@ -45,6 +46,9 @@ def session_settings(host: str, port: int, *, alert_mask: int) -> settings_pack:
         "enable_dht": False, "dht_bootstrap_nodes": "",
         "enable_lsd": False, "enable_upnp": False, "enable_natpmp": False,
         "enable_outgoing_utp": False, "enable_incoming_utp": False,
+        # A seed dials no peer: a stranger's peer exchange (ut_pex) naming 127.0.0.1 or a LAN address made the
+        # session connect there (tests/bittorrent/test_pex.py). It only answers those who connect to it.
+        "seeding_outgoing_connections": False,
         "connections_limit": MAX_CONNECTIONS,
         "allow_multiple_connections_per_ip": False,
         "send_buffer_watermark": SEND_BUFFER,

@@ -9,7 +9,8 @@ GET /_swarm/discovery/providers/<root>  runs a lookup for a content root (64 hex
 GET /_swarm/dht                    the DHT node: id, routing table size, stored records, dropped datagrams
 GET /_swarm/dht/providers/<root>   the same lookup as /_swarm/discovery/providers/<root>
 GET /_swarm/torrent?root=ROOT|url=URL  a seeded content's BitTorrent v2 torrent: its info-hash and magnet (JSON),
-                                   or with &format=torrent the .torrent file (--bt-listen)
+                                   or with &format=torrent the .torrent file; &hybrid=1 the hybrid one, with a v1
+                                   part for v1-only clients (--bt-listen)
 GET /_swarm/fetch?url=URL          the explicit fetch: swarmproxy downloads URL (https too) itself
 GET /metrics                       Prometheus text format
 
@@ -25,6 +26,7 @@ import contextlib
 import functools
 import json
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
@@ -58,6 +60,7 @@ PROVIDERS = ("/_swarm/discovery/providers/", "/_swarm/dht/providers/")
 OFF = "discovery is off (--dht-listen off)"
 MAX_PROVIDERS = 50
 RECORD = "/_swarm/requests/"
+ROOT_HEX = re.compile(r"[0-9a-fA-F]{64}")
 
 
 class Admin:
@@ -134,17 +137,15 @@ class Admin:
             return _json({"error": "the BitTorrent bridge is off (--bt-listen)"}, 404)
         root_text, url = request.query.get("root"), request.query.get("url")
         if root_text is not None:
-            try:
-                root: bytes | None = bytes.fromhex(root_text)
-                if len(root_text) != 64:
-                    raise ValueError
-            except ValueError:
+            if not ROOT_HEX.fullmatch(root_text):
                 return _json({"error": f"{root_text[:80]!r} is not a content root (64 hex digits)"}, 400)
+            root: bytes | None = bytes.fromhex(root_text)
         elif url is not None:
             root = bridge.find(url)
         else:
             return _json({"error": "say which content: ?root=ROOT (64 hex digits) or ?url=URL"}, 400)
-        export = bridge.export(root) if root is not None else None
+        hybrid = request.query.get("hybrid") in ("1", "true", "yes")
+        export = await bridge.export(root, hybrid=hybrid) if root is not None else None
         if export is None:
             return _json({"error": "not seeded here: only what this node shares from a public origin is a torrent "
                                    "(see /_swarm/requests for why a download was not shared)"}, 404)

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
+from yarl import URL
+
 import addresses
 from swarm.content.manifest import Manifest
 from swarm.content.torrent import Torrent, magnet_link
@@ -41,7 +43,9 @@ class Export:
     peer: tuple[str, int] | None
 
     def shown(self) -> dict[str, object]:
-        return {"root": self.manifest.root.hex(), "info_hash": self.torrent.info_hash_hex, "size": self.manifest.size,
+        v1 = self.torrent.info_hash_v1
+        return {"root": self.manifest.root.hex(), "info_hash": self.torrent.info_hash_hex,
+                "info_hash_v1": v1.hex() if v1 is not None else None, "size": self.manifest.size,
                 "name": self.display_name, "magnet": self.magnet, "web_seed": self.web_seed,
                 "peer": f"{self.peer[0]}:{self.peer[1]}" if self.peer else None}
 
@@ -70,10 +74,10 @@ class Bridge:
     def refusal(self, manifest: Manifest) -> str | None:
         """Why `manifest`'s content may not go to the BitTorrent world, or None (see the module docstring)."""
         url = manifest.url
-        if url is None:
-            return None  # shared without a URL (`swarmproxy swarm seed`): only its bytes are known
-        if url_reason(url) is not None:
-            return "its URL carries a credential"
+        if url is None:  # a segment, or a file seeded by `swarmproxy swarm seed`: where it came from is not known
+            return "it has no URL to judge its origin by"
+        if (reason := url_reason(url)) is not None:
+            return f"its URL may not be announced ({reason})"
         host = (urlsplit(url).hostname or "").strip("[]")
         if addresses.parse(host) is not None:
             return None if addresses.is_public(host) else "its origin is on a private network"
@@ -83,11 +87,15 @@ class Bridge:
             return "its origin's name did not resolve to public addresses alone in this run"
         return None
 
-    def export(self, root: bytes) -> Export | None:
-        """The torrent of `root` and its magnet link, if it is seeded (nothing else is ever exported)."""
-        if self.seeder is None or (torrent := self.seeder.torrent(root)) is None:
+    async def export(self, root: bytes, *, hybrid: bool = False) -> Export | None:
+        """The torrent of `root` and its magnet link, if it is seeded (nothing else is ever exported); `hybrid`:
+        the one with a v1 part too, made on first request (one SHA-1 pass over the file) and seeded from then on."""
+        if self.seeder is None or (seeding := self.seeder.seeded(root)) is None:
             return None
-        manifest = self.engine.store.manifest(root)
+        torrent = await self.seeder.hybrid(root) if hybrid else seeding.torrent
+        if torrent is None:
+            return None
+        manifest = seeding.manifest
         url = manifest.url
         name = unquote(urlsplit(url).path.rsplit("/", 1)[-1]) or None if url else None
         address = self.session.address if self.session is not None else None
@@ -97,17 +105,23 @@ class Bridge:
             if host in ("0.0.0.0", "::"):  # listening everywhere: the address others see this node at, if known
                 discovery = self.engine.discovery
                 host = discovery.own_host() if discovery is not None else None
+                if host is not None and (":" in host) != (address[0] == "::"):
+                    host = None  # of the other family than the listener: nobody would answer there
             peer = (host, address[1]) if host else None
         return Export(manifest, torrent, magnet_link(torrent, display_name=name, peers=[peer] if peer else [],
                                                      web_seeds=[url] if url else []),
                       name, url, peer)
 
     def find(self, url: str) -> bytes | None:
-        """The root of the newest seeded content of `url`, if any."""
+        """The root of the newest seeded content of `url` (compared as the proxy stores URLs), if any."""
         if self.seeder is None:
             return None
-        for root in reversed(list(self.seeder.seeding)):
-            if self.engine.store.manifest(root).url == url:
+        try:
+            wanted = str(URL(url))
+        except ValueError:
+            return None
+        for root, seeding in reversed(list(self.seeder.seeding.items())):
+            if seeding.manifest.url == wanted:
                 return root
         return None
 

@@ -387,7 +387,8 @@ OPTIONS: tuple[Option, ...] = (
            "one; a specific HOST is also where connections to peers leave from); 'off' makes a plain proxy that "
            "never swarms", "HOST:PORT"),
     Option("bt-listen", parse_bt_listen, None,
-           "address where BitTorrent clients fetch what this node shares (TCP; port 0 picks one): every shared "
+           "address where BitTorrent clients fetch what this node shares (TCP; the same UDP port must be free too; "
+           "port 0 picks one): every shared "
            "download from a public origin is seeded as a BitTorrent v2 torrent from the block store, no second "
            "copy ('swarmproxy torrent export' prints its magnet); 'off' runs no BitTorrent session", "HOST:PORT"),
     Option("transport", _transport, "both",

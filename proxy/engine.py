@@ -291,6 +291,8 @@ class SwarmEngine:
                 or validator_bytes(manifest.validator) != accepted.validator:
             log.info("no provider gave a manifest matching the record for %s", url)
             return Miss("no-manifest", "no provider gave one matching the record")
+        if manifest.url != url:  # a provider's manifest names what it chose: what is stored names what we asked
+            manifest = dataclasses.replace(manifest, url=url)
         return Found(manifest, verdict.source, service.pick(providers, manifest))
 
     async def _find_published(self, url: str, published: OriginManifest, validator: str | None,

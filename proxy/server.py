@@ -415,6 +415,7 @@ class ProxyServer:
             self.bridge = None
             raise ListenError(f"{exc} (--bt-listen)") from None
         self.addresses["bittorrent"] = _join(host, port)
+        self.stats.watch_bittorrent(lambda: self.bridge.status() if self.bridge is not None else {})
 
     async def _bootstrap(self) -> None:
         assert self.dht is not None

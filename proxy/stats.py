@@ -113,6 +113,30 @@ class _DiscoveryCollector:
         return []
 
 
+class _BitTorrentCollector:
+    """The BitTorrent bridge's figures (`proxy.bridge.Bridge.status`), read at each scrape."""
+
+    def __init__(self, status: Callable[[], dict[str, Any]]) -> None:
+        self.status = status
+
+    def collect(self):
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        status = self.status()
+        yield GaugeMetricFamily("swarmproxy_bittorrent_torrents", "Contents seeded to BitTorrent clients",
+                                value=status.get("torrents", 0))
+        yield GaugeMetricFamily("swarmproxy_bittorrent_peers", "BitTorrent peers connected now",
+                                value=status.get("peers", 0))
+        yield CounterMetricFamily("swarmproxy_bittorrent_uploaded_bytes", "Payload bytes sent to BitTorrent peers",
+                                  value=status.get("uploaded_bytes", 0))
+        yield CounterMetricFamily("swarmproxy_bittorrent_downloaded_bytes",
+                                  "Payload bytes received from BitTorrent peers",
+                                  value=status.get("downloaded_bytes", 0))
+
+    def describe(self):
+        return []
+
+
 class Stats:
     def __init__(self, history: int, clock: Callable[[], float] = time.time) -> None:
         self.started_monotonic = time.monotonic()
@@ -293,6 +317,10 @@ class Stats:
         """Export what this node told the DHT (`swarm.service.shares.ShareCounters`, read at each scrape): the
         privacy rule's effect, visible (`proxy.download.discovery_rule`)."""
         self.registry.register(_DiscoveryCollector(counters))
+
+    def watch_bittorrent(self, status: Callable[[], dict[str, Any]]) -> None:
+        """Export the BitTorrent bridge's torrents, peers and bytes (`--bt-listen`)."""
+        self.registry.register(_BitTorrentCollector(status))
 
     def prometheus_text(self) -> bytes:
         return prom.generate_latest(self.registry)

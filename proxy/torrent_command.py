@@ -37,6 +37,9 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                                             "URL it was downloaded from or by its content root (64 hex digits).")
     export.add_argument("what", metavar="URL|ROOT", help="the download's URL, or its content root")
     export.add_argument("-o", "--output", metavar="FILE.torrent", help="also write the .torrent file here")
+    export.add_argument("--hybrid", action="store_true",
+                        help="a hybrid torrent, with a v1 part for v1-only clients (one SHA-1 pass over the file the "
+                             "first time; another info-hash, also seeded from then on)")
     export.add_argument("--proxy", default=None, metavar="HOST:PORT",
                         help="where the proxy listens (default: SWARMPROXY_LISTEN, else 127.0.0.1:8080)")
     export.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
@@ -48,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     key = "root" if ROOT.fullmatch(args.what) else "url"
     if key == "url" and not urllib.parse.urlsplit(args.what).scheme:
         raise ConfigError(f"{args.what!r} is neither a URL nor a content root (64 hex digits)")
-    query = urllib.parse.urlencode({key: args.what})
+    query = urllib.parse.urlencode({key: args.what, **({"hybrid": "1"} if args.hybrid else {})})
     status, body = _get(where, f"/_swarm/torrent?{query}", args.timeout)
     if status is None:
         print(f"swarmproxy: no proxy answers at {where}: {body.decode(errors='replace')}", file=sys.stderr)
@@ -73,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"swarmproxy: cannot write {args.output}: {exc.strerror or exc}", file=sys.stderr)
             return 1
     print(shown["magnet"])
-    print(f"info-hash (v2) {shown['info_hash']}, {shown['size']:,} bytes"
+    v1 = f", v1 {shown['info_hash_v1']}" if shown.get("info_hash_v1") else ""
+    print(f"info-hash (v2) {shown['info_hash']}{v1}, {shown['size']:,} bytes"
           + (f"; .torrent written to {args.output}" if args.output else "")
           + ("" if shown.get("peer") else "; no x.pe: this node's address as others see it is not known yet"),
           file=sys.stderr)

@@ -27,7 +27,7 @@ from swarm.errors import HashMismatch, ManifestError
 from . import merkle
 from .manifest import MAX_BLOCK_SIZE, Manifest
 
-__all__ = ["PIECE_LENGTH", "Torrent", "bencode", "magnet_link", "piece_layer", "torrent_of"]
+__all__ = ["PIECE_LENGTH", "Torrent", "bencode", "magnet_link", "piece_layer", "torrent_of", "v1_pieces"]
 
 # One piece length for every torrent we make: the largest block a manifest may have, so any node's block layer
 # merges up to it (a smaller piece length would need a finer layer than a node with larger blocks holds). BEP 52's
@@ -100,25 +100,58 @@ class Torrent:
     info_hash: bytes
     data: bytes
     name: str  # the info dict's name: the root in hex
+    info_hash_v1: bytes | None = None  # a hybrid's SHA-1 info-hash, for v1-only clients
 
     @property
     def info_hash_hex(self) -> str:
         return self.info_hash.hex()
 
 
-def info_dict(manifest: Manifest) -> dict[bytes, Bencodable]:
-    """The canonical info dict of `manifest`'s content (see the module docstring)."""
+def v1_pieces(chunks: Iterable[bytes | bytearray | memoryview]) -> list[bytes]:
+    """The SHA-1 of each `PIECE_LENGTH` piece of the content given as chunks: a hybrid torrent's v1 part (BEP 3),
+    the one thing a torrent of ours needs the bytes for."""
+    pieces: list[bytes] = []
+    piece, filled = hashlib.sha1(usedforsecurity=False), 0
+    for chunk in chunks:
+        view = memoryview(chunk)
+        while view:
+            take = view[:PIECE_LENGTH - filled]
+            piece.update(take)
+            filled += len(take)
+            view = view[len(take):]
+            if filled == PIECE_LENGTH:
+                pieces.append(piece.digest())
+                piece, filled = hashlib.sha1(usedforsecurity=False), 0
+    if filled:
+        pieces.append(piece.digest())
+    return pieces
+
+
+def info_dict(manifest: Manifest, v1: Sequence[bytes] | None = None) -> dict[bytes, Bencodable]:
+    """The canonical info dict of `manifest`'s content (see the module docstring); with `v1` (`v1_pieces`), the
+    hybrid one, which v1-only clients read too: a single file's `length` and `pieces` beside the v2 fields. A
+    single file needs no pad file, so none of the pad-file disagreements between clients arise."""
     if manifest.size == 0:
         raise ManifestError("an empty file has no torrent (BEP 52 gives it no pieces root)")
     name = manifest.root.hex()
-    return {b"name": name, b"piece length": PIECE_LENGTH, b"meta version": 2,
-            b"file tree": {name.encode(): {b"": {b"length": manifest.size, b"pieces root": manifest.root}}}}
+    info: dict[bytes, Bencodable] = {
+        b"name": name, b"piece length": PIECE_LENGTH, b"meta version": 2,
+        b"file tree": {name.encode(): {b"": {b"length": manifest.size, b"pieces root": manifest.root}}}}
+    if v1 is not None:
+        if len(v1) != -(-manifest.size // PIECE_LENGTH) or any(len(h) != 20 for h in v1):
+            raise ValueError(f"{len(v1)} v1 piece hashes for {manifest.size:,} bytes in pieces of {PIECE_LENGTH:,}")
+        info[b"length"] = manifest.size
+        info[b"pieces"] = b"".join(v1)
+    return info
 
 
-def torrent_of(manifest: Manifest, layer: Sequence[bytes], *, web_seeds: Iterable[str] = ()) -> Torrent:
+def torrent_of(manifest: Manifest, layer: Sequence[bytes], *, web_seeds: Iterable[str] = (),
+               v1: Sequence[bytes] | None = None) -> Torrent:
     """The .torrent of `manifest`'s content, its piece layers from the block layer `layer` (no byte re-read);
-    `web_seeds`: BEP 19 URLs that serve the whole file (outside the info dict: they change no info-hash)."""
-    info = info_dict(manifest)
+    `web_seeds`: BEP 19 URLs that serve the whole file (outside the info dict: they change no info-hash); `v1`:
+    the pieces' SHA-1 (`v1_pieces`) for a hybrid torrent, whose info-hashes (v1 and v2) differ from the v2-only
+    one's."""
+    info = info_dict(manifest, v1)
     encoded_info = bencode(info)
     torrent: dict[bytes, Bencodable] = {b"info": info}
     if pieces := piece_layer(manifest, layer):
@@ -128,13 +161,16 @@ def torrent_of(manifest: Manifest, layer: Sequence[bytes], *, web_seeds: Iterabl
         torrent[b"url-list"] = seeds
     data = bencode(torrent)
     assert encoded_info in data  # the info dict is encoded alike inside the file: its hash is the info-hash
-    return Torrent(hashlib.sha256(encoded_info).digest(), data, manifest.root.hex())
+    return Torrent(hashlib.sha256(encoded_info).digest(), data, manifest.root.hex(),
+                   hashlib.sha1(encoded_info, usedforsecurity=False).digest() if v1 is not None else None)
 
 
 def magnet_link(torrent: Torrent, *, display_name: str | None = None, peers: Iterable[tuple[str, int]] = (),
                 web_seeds: Iterable[str] = ()) -> str:
     """A v2 magnet (`xt=urn:btmh:1220…`): `dn` the human name, `x.pe` peers to ask first (BEP 9), `ws` web seeds."""
     parts = [f"xt=urn:btmh:{(MULTIHASH_SHA256 + torrent.info_hash).hex()}"]
+    if torrent.info_hash_v1 is not None:  # a hybrid: v1-only clients find it by the SHA-1 one (BEP 9)
+        parts.insert(0, f"xt=urn:btih:{torrent.info_hash_v1.hex()}")
     if display_name:
         parts.append("dn=" + quote(display_name, safe=""))
     for host, port in peers:

@@ -101,6 +101,7 @@ class BaseBlockStore:
         self._entries: OrderedDict[bytes, Entry] = OrderedDict()  # least recently used first
         self._used = 0
         self._listeners: list[Listener] = []
+        self._eviction_hooks: list[Callable[[bytes], None]] = []
         self._lock = threading.Lock()  # bookkeeping; held briefly, never across block data I/O
         self._structure_lock = threading.RLock()  # create / remove / evict, including their file I/O
 
@@ -138,6 +139,13 @@ class BaseBlockStore:
 
     def remove_listener(self, listener: Listener) -> None:
         self._listeners.remove(listener)
+
+    def add_eviction_hook(self, hook: Callable[[bytes], None]) -> None:
+        """Call `hook(root)` for each entry about to be deleted (evicted, dropped, removed), before its files are
+        (the `Evicted` event comes after): whoever reads the files by path (the BitTorrent bridge) stops first. It
+        runs in whatever thread deletes, under the store's structure lock (not its entry lock): it must not call
+        back into the store. An exception is logged and the deletion goes on."""
+        self._eviction_hooks.append(hook)
 
     def _emit(self, events: list[StoreEvent]) -> None:
         for event in events:
@@ -383,6 +391,11 @@ class BaseBlockStore:
         return [Evicted(entry.root, entry.manifest) for entry in victims]
 
     def _delete_quietly(self, entry: Entry) -> None:
+        for hook in list(self._eviction_hooks):  # evicted, dropped or removed: who reads its files stops first
+            try:
+                hook(entry.root)
+            except Exception:  # an observer's bug must not keep the store full
+                logger.exception("block store eviction hook failed on %s", entry.root.hex())
         try:
             self._storage_delete(entry)
         except OSError as exc:  # the entry is gone from the store either way; leftovers are cleaned at load

@@ -58,8 +58,7 @@ async def test_a_stock_client_fetches_by_our_magnet_with_only_our_address(seedin
     data = os.urandom(ODD)
     manifest = stored(store, data)
     seeder.on_share(ContentShared(manifest))
-    torrent = seeder.torrent(manifest.root)
-    assert torrent is not None
+    torrent = seeder.seeded(manifest.root).torrent
     report, save = await stock_client(tmp_path, "--magnet", magnet_link(torrent, peers=[session.address]))
     assert report["complete"], report
     assert (save / manifest.root.hex()).read_bytes() == data
@@ -74,7 +73,7 @@ async def test_a_stock_client_fetches_by_the_torrent_file(seeding, tmp_path):
     manifest = stored(store, data)
     seeder.seed(manifest)
     path = tmp_path / "content.torrent"
-    path.write_bytes(seeder.torrent(manifest.root).data)
+    path.write_bytes(seeder.seeded(manifest.root).torrent.data)
     host, port = session.address
     report, save = await stock_client(tmp_path, "--torrent", str(path), "--peer", f"{host}:{port}")
     assert report["complete"], report
@@ -109,19 +108,57 @@ async def test_a_stock_client_fetches_from_the_web_seed_alone(tmp_path):
         await runner.cleanup()
 
 
-async def test_seeded_content_is_pinned_and_its_torrent_stops_before_the_store_may_evict_it(seeding):
+async def test_a_withdrawn_content_stops_its_torrent(seeding):
     store, session, seeder = seeding
     manifest = stored(store, os.urandom(100_000))
     seeder.on_share(ContentShared(manifest))
     seeding_entry = seeder.seeding[manifest.root]
-    assert store.info(manifest.root).pins == 1
+    assert store.info(manifest.root).pins == 0  # seeding pins nothing: the store may still evict it
     removed = seeder.stop(manifest.root, "linger time over")
-    assert manifest.root not in seeder.seeding and seeder.torrent(manifest.root) is None  # nor exported
-    assert store.info(manifest.root).pins == 1  # until libtorrent has let go of the file
+    assert manifest.root not in seeder.seeding and seeder.seeded(manifest.root) is None  # nor exported
     await removed
-    assert store.info(manifest.root).pins == 0 and not seeding_entry.handle.is_valid()
+    assert not seeding_entry.handle.is_valid()
     seeder.on_share(ContentWithdrawn(manifest.root, "linger time over"))  # the event for what is gone already
     assert seeder.seeding == {}
+
+
+async def test_evicting_seeded_content_stops_its_torrent_before_the_file_goes(tmp_path):
+    store = DiskBlockStore(tmp_path / "blocks", capacity=300_000)  # room for one of the two
+    session = BtSession("127.0.0.1", 0)
+    await session.start()
+    seeder = Seeder(session, store)
+    file_there_when_stopped = []
+    stop_reading = session.stop_reading
+    session.stop_reading = lambda one: (file_there_when_stopped.append(path.exists()), stop_reading(one))
+    try:
+        first = stored(store, os.urandom(200_000))
+        seeder.on_share(ContentShared(first))
+        path = tmp_path / "blocks" / f"{first.root.hex()}.data"
+        handle = seeder.seeding[first.root].handle
+        stored(store, os.urandom(200_000))  # evicts the first
+        assert file_there_when_stopped == [True] and not path.exists()
+        assert first.root not in store
+        seeder.on_share(ContentWithdrawn(first.root, "evicted"))  # the store's event, as the service forwards it
+        assert seeder.seeding == {} and not handle.is_valid()
+    finally:
+        seeder.close()
+        await session.stop()
+        store.close()
+
+
+async def test_a_hybrid_is_seeded_beside_the_v2_torrent_and_both_stop_together(seeding):
+    store, session, seeder = seeding
+    manifest = stored(store, os.urandom(PIECE_LENGTH + 7))
+    seeder.seed(manifest)
+    hybrid = await seeder.hybrid(manifest.root)
+    assert hybrid is not None and hybrid.info_hash_v1 is not None
+    assert hybrid.info_hash != seeder.seeded(manifest.root).torrent.info_hash  # another info dict and info-hash
+    assert await seeder.hybrid(manifest.root) is hybrid  # made once
+    assert seeder.status()["torrents"] == 1 and store.info(manifest.root).pins == 0
+    handles = [seeder.seeding[manifest.root].handle, seeder.hybrids[manifest.root].handle]
+    await seeder.stop(manifest.root, "linger time over")
+    assert not any(handle.is_valid() for handle in handles)
+    assert await seeder.hybrid(manifest.root) is None  # not seeded: nothing exported
 
 
 async def test_what_the_rule_refuses_is_never_seeded(tmp_path):
@@ -132,7 +169,7 @@ async def test_what_the_rule_refuses_is_never_seeded(tmp_path):
     try:
         manifest = stored(store, os.urandom(50_000), url="http://10.0.0.7/secret.bin")
         seeder.on_share(ContentShared(manifest))
-        assert seeder.seeding == {} and store.info(manifest.root).pins == 0
+        assert seeder.seeding == {}
     finally:
         await session.stop()
         store.close()

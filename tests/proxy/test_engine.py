@@ -303,6 +303,23 @@ async def test_a_url_vouched_for_by_a_quorum_is_found_with_the_manifest_from_a_p
         await seeder.stop()
 
 
+async def test_a_providers_manifest_is_stored_under_the_url_we_asked_for_not_the_one_it_names(world, tmp_path):
+    """A provider chooses the URL its manifest names; the BitTorrent bridge judges (and exports as a web seed) the
+    URL a stored manifest names, so it must be the one this node fetched."""
+    seeder = await started_engine(world, tmp_path / "seeder", host="127.0.0.1")
+    engine = await started_engine(world, tmp_path)
+    try:
+        manifest = await ingest(seeder, tmp_path / "seeder", url="http://tracker.example/pixel", publish=False)
+        for publisher in (seeder.discovery, MemoryDiscovery(world[1], external_host="127.0.0.2")):
+            await publisher.put_manifest(url_key(URL), ManifestClaim(
+                manifest.root, manifest.size, manifest.block_size, b'"v1"'))
+        found = await engine.find(URL, known_size=len(DATA), known_validator='"v1"')
+        assert found.manifest.root == manifest.root and found.manifest.url == URL
+    finally:
+        await engine.stop()
+        await seeder.stop()
+
+
 def head(size=DATA_SIZE, validator='"v1"', content_type="text/plain", content_encoding=None) -> OriginHead:
     return OriginHead(status=200, swarmable=True, reason=None, size=size, validator=validator, start=0, end=size,
                       content_type=content_type, content_encoding=content_encoding)

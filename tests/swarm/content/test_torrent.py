@@ -10,7 +10,7 @@ import pytest
 
 from swarm.content import merkle
 from swarm.content.manifest import build_manifest
-from swarm.content.torrent import PIECE_LENGTH, bencode, magnet_link, piece_layer, torrent_of
+from swarm.content.torrent import PIECE_LENGTH, bencode, magnet_link, piece_layer, torrent_of, v1_pieces
 from swarm.errors import HashMismatch, ManifestError
 
 KIB, MIB = 1024, 1024 * 1024
@@ -110,3 +110,30 @@ def test_bencode_vectors_of_bep_3(value, encoded):
 def test_bencode_refuses_what_it_has_no_form_for(value):
     with pytest.raises(TypeError):
         bencode(value)
+
+
+@pytest.mark.parametrize("size", [1, PIECE_LENGTH, 2 * PIECE_LENGTH + 12_345])
+def test_a_hybrid_is_libtorrents(tmp_path, size):
+    """`--hybrid`: the v1 part (one SHA-1 pass over the bytes) beside the v2 fields, as libtorrent makes it."""
+    data = content(size)
+    manifest, layer = ours(data)
+    torrent = torrent_of(manifest, layer, v1=v1_pieces(chunks_of(data, 1_000_003)))
+    (tmp_path / manifest.root.hex()).write_bytes(data)
+    creator = libtorrent.create_torrent(libtorrent.list_files(str(tmp_path / manifest.root.hex())), PIECE_LENGTH, 0)
+    libtorrent.set_piece_hashes(creator, str(tmp_path))
+    theirs = creator.generate()
+    assert libtorrent.bdecode(torrent.data)[b"info"] == theirs[b"info"]
+    hashes = libtorrent.torrent_info(theirs).info_hashes()
+    assert (torrent.info_hash, torrent.info_hash_v1) == (hashes.v2.to_bytes(), hashes.v1.to_bytes())
+    params = libtorrent.parse_magnet_uri(magnet_link(torrent))
+    assert params.info_hashes.v1.to_bytes() == torrent.info_hash_v1
+
+
+def test_a_hybrid_needs_one_hash_per_piece():
+    manifest, layer = ours(content(PIECE_LENGTH + 1))
+    with pytest.raises(ValueError):
+        torrent_of(manifest, layer, v1=[bytes(20)])
+
+
+def chunks_of(data: bytes, step: int):
+    return (data[i:i + step] for i in range(0, len(data), step))
