@@ -3,9 +3,11 @@
 `Bridge.start` runs the embedded session (`bittorrent.session`) and a `Seeder` that follows what the engine
 shares. Only what may leave this machine for the BitTorrent world is seeded and exported (`refusal`), a rule
 stricter than our own swarm's: no URL carrying a credential (`url_privacy`), no origin on a private network,
-even one listed with `--share-private-origins`, and no name that may resolve to one (`--local-domains`, or a
-name not resolved to public addresses alone in this run: content kept from an earlier run is seeded again once
-its origin is). The admin API's `/_swarm/torrent` and `swarmproxy torrent export` read `export`.
+even one listed with `--share-private-origins`, no name that may resolve to one (`--local-domains`, or a name
+not resolved to public addresses alone in this run before the content was shared: of what the store kept from an
+earlier run, shared again at start, only content from public address literals is seeded), and no content without
+a URL to judge its origin by (a download's segments). The admin API's `/_swarm/torrent` and `swarmproxy torrent
+export` read `export`.
 """
 
 from __future__ import annotations
