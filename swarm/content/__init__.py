@@ -1,2 +1,2 @@
-"""What a content is: its manifest and merkle hashing, and how people write its sizes (pure; the origin-side
-plugin's only import)."""
+"""What a content is: its manifest and merkle hashing, its BitTorrent v2 torrent, and how people write its sizes
+(pure; the origin-side plugin's only import)."""
