@@ -197,3 +197,12 @@ async def test_a_port_in_use_is_a_clear_error():
             await BtSession("127.0.0.1", port).start()
     finally:
         await first.stop()
+
+
+async def test_a_torrent_libtorrent_cannot_read_is_no_longer_seeded_nor_exported(seeding):
+    """libtorrent's file or torrent error (a file changed or gone behind the store's back) ends that torrent."""
+    store, session, seeder = seeding
+    manifest = stored(store, os.urandom(100_000))
+    seeder.seed(manifest)
+    session.on_failure(seeder.seeded(manifest.root).torrent.info_hash, "No such file or directory")
+    assert seeder.seeded(manifest.root) is None
