@@ -31,6 +31,7 @@ import time
 
 import libtorrent as lt
 
+from bench.attacks.peer_node import rss_kib
 from bittorrent.seeder import Seeder
 from bittorrent.session import BtSession
 from swarm.content.manifest import build_manifest
@@ -46,10 +47,7 @@ PLAIN = {"enable_dht": False, "dht_bootstrap_nodes": "", "enable_lsd": False, "e
 
 
 def rss_mib() -> float:
-    for line in pathlib.Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    return rss_kib(os.getpid()) / 1024
 
 
 def chunks(path: pathlib.Path):

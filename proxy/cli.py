@@ -30,7 +30,7 @@ from typing import Any
 from swarm import cli as swarm_cli
 
 from . import __version__, ca_command, demo, get_command, torrent_command
-from .config import OPTIONS, Config, HostPort, parse_host_port
+from .config import OPTIONS, Config, HostPort, running_proxy
 from .errors import ConfigError, ListenError
 
 log = logging.getLogger("swarmproxy")
@@ -259,9 +259,7 @@ async def _serve(config: Config) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
-    import os
-
-    where: HostPort = parse_host_port(args.proxy or os.environ.get("SWARMPROXY_LISTEN") or "127.0.0.1:8080")
+    where: HostPort = running_proxy(args.proxy)
     url = f"http://{where}/_swarm/status"
     # No proxy for this request, whatever http_proxy says: we are asking the proxy itself.
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))

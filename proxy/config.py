@@ -75,6 +75,12 @@ def parse_connect_ports(text: str | list) -> frozenset[int] | None:
     return frozenset(ports)
 
 
+def running_proxy(flag: str | None, environ: Mapping[str, str] = os.environ) -> HostPort:
+    """Where a running proxy listens, for the commands that ask it (`status`, `get`, `torrent`): their --proxy,
+    else SWARMPROXY_LISTEN, else `run`'s default."""
+    return parse_host_port(flag or environ.get("SWARMPROXY_LISTEN") or f"127.0.0.1:{DEFAULT_PORT}")
+
+
 def parse_dht_listen(text: str) -> HostPort | None:
     """'HOST:PORT' for the DHT's UDP socket, or 'off' for no DHT at all."""
     if str(text).strip().lower() in ("off", "none", "no"):

@@ -21,7 +21,7 @@ import urllib.parse
 import urllib.request
 from typing import BinaryIO
 
-from .config import parse_host_port
+from .config import running_proxy
 from .errors import ConfigError
 
 CHUNK = 256 * 1024
@@ -68,7 +68,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        where = parse_host_port(args.proxy or os.environ.get("SWARMPROXY_LISTEN") or "127.0.0.1:8080")
+        where = running_proxy(args.proxy)
     except ConfigError as exc:
         print(f"swarmproxy get: --proxy: {exc}", file=sys.stderr)
         return USAGE

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import sys
 import urllib.error
 import urllib.parse
 import urllib.request
 
-from .config import HostPort, parse_host_port
+from .config import HostPort, running_proxy
 from .errors import ConfigError
 
 ROOT = re.compile(r"[0-9a-fA-F]{64}")
@@ -47,7 +46,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    where: HostPort = parse_host_port(args.proxy or os.environ.get("SWARMPROXY_LISTEN") or "127.0.0.1:8080")
+    where: HostPort = running_proxy(args.proxy)
     key = "root" if ROOT.fullmatch(args.what) else "url"
     if key == "url" and not urllib.parse.urlsplit(args.what).scheme:
         raise ConfigError(f"{args.what!r} is neither a URL nor a content root (64 hex digits)")

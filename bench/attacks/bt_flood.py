@@ -22,6 +22,7 @@ import sys
 import tempfile
 import threading
 
+from bench.attacks.peer_node import rss_kib
 from bittorrent.seeder import Seeder
 from bittorrent.session import BtSession
 from bittorrent.settings import HANDSHAKE_TIMEOUT
@@ -34,10 +35,7 @@ CLIENT = pathlib.Path(__file__).resolve().parents[2] / "tests" / "bittorrent" / 
 
 
 def rss_mib() -> float:
-    for line in pathlib.Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    return rss_kib(os.getpid()) / 1024
 
 
 async def leech(work: pathlib.Path, torrent: pathlib.Path, peer: tuple[str, int], name: str) -> float:

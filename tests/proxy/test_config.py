@@ -225,3 +225,14 @@ def test_share_private_origins_errors_say_what_is_wrong(text, message):
 def test_local_domains_errors_say_what_is_wrong(text, message):
     with pytest.raises(ConfigError, match=f"^--local-domains: .*{message}"):
         Config.load({"local_domains": text}, environ={})
+
+
+@pytest.mark.parametrize(("flag", "environ", "expected"), [
+    ("127.0.0.1:9000", {"SWARMPROXY_LISTEN": "127.0.0.1:9100"}, "127.0.0.1:9000"),  # --proxy wins
+    (None, {"SWARMPROXY_LISTEN": "127.0.0.1:9100"}, "127.0.0.1:9100"),
+    (None, {}, "127.0.0.1:8080"),  # run's default
+])
+def test_where_the_commands_that_ask_a_running_proxy_look_for_it(flag, environ, expected):
+    from proxy.config import running_proxy
+
+    assert str(running_proxy(flag, environ)) == expected
