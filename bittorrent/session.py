@@ -1,11 +1,10 @@
 """`BtSession`: the node's one embedded libtorrent session, as an asyncio shell.
 
 libtorrent runs its own threads; this shell starts the session with the pinned settings (`bittorrent.settings`),
-waits until it listens (or says why it cannot), reads its alerts on the event loop every `ALERT_POLL` seconds, adds
-and removes torrents, and counts what went up and down. It gives libtorrent no Python callback (no alert notify):
-one called from libtorrent's threads needs the GIL, which the session's destructor holds while it joins those
-threads, and the two deadlocked at shutdown. Everything BitTorrent goes through it, so the Internet mode can turn on
-the same session's DHT rather than start a second one.
+waits until it listens (or says why it cannot), has its alerts read (`bittorrent.watcher`, a thread that also
+enforces the listener's admission, `bittorrent.admission`), adds and removes torrents, and counts what went up
+and down. Everything BitTorrent goes through it, so the Internet mode can turn on the same session's
+DHT rather than start a second one.
 """
 
 from __future__ import annotations
@@ -23,16 +22,19 @@ import libtorrent as lt
 from swarm.content.manifest import Manifest
 from swarm.content.torrent import Torrent
 
+from .admission import Admission
 from .errors import ListenFailed
-from .settings import session_settings
+from .settings import MAX_CONNECTIONS, session_settings
+from .watcher import AlertWatcher
 
 __all__ = ["BtSession", "Seeding"]
 
 log = logging.getLogger("swarmproxy.bittorrent")
 
 LISTEN_TIMEOUT = 5.0  # seconds to wait for libtorrent to say it listens (it binds on its own thread)
-ALERT_POLL = 0.1  # seconds between two reads of the alerts: what waits on one (a listener, a removal) waits this long
-ALERTS = lt.alert_category.error | lt.alert_category.status | lt.alert_category.storage  # (removals are status)
+# Removals are status; accepted connections are peer, handshakes and disconnections connect.
+ALERTS = (lt.alert_category.error | lt.alert_category.status | lt.alert_category.storage | lt.alert_category.peer
+          | lt.alert_category.connect)
 
 
 @dataclass
@@ -53,7 +55,8 @@ class BtSession:
         self.port: int | None = None  # the TCP port it listens on, once it does
         self._loop: asyncio.AbstractEventLoop | None = None
         self._listening: asyncio.Future[int] | None = None
-        self._poll: asyncio.TimerHandle | None = None
+        self._watcher: AlertWatcher | None = None
+        self.admission = Admission(MAX_CONNECTIONS)
         self.uploaded = self.downloaded = 0  # payload bytes of torrents removed so far (live ones: `status`)
         # v2 info-hash -> the removals waiting for libtorrent to say it removed that torrent (one alert answers all)
         self._removing: dict[bytes, list[asyncio.Future[None]]] = {}
@@ -69,7 +72,8 @@ class BtSession:
         self._loop = asyncio.get_running_loop()
         self._listening = self._loop.create_future()
         self.session = lt.session(session_settings(self.host, self.requested_port, alert_mask=int(ALERTS)))
-        self._tick()
+        self._watcher = AlertWatcher(self.session, self._loop, self._on_alerts, self.admission)
+        self._watcher.start()
         try:
             async with asyncio.timeout(LISTEN_TIMEOUT):
                 self.port = await self._listening
@@ -133,16 +137,18 @@ class BtSession:
         address = self.address
         return {"listen": f"{address[0]}:{address[1]}" if address else None, "torrents": len(seeding),
                 "peers": peers, "uploaded_bytes": self.uploaded + up, "downloaded_bytes": self.downloaded + down,
-                "errors": self.errors}
+                "errors": self.errors,
+                "admission": self._watcher.status() if self._watcher is not None else self.admission.status()}
 
     async def stop(self) -> None:
-        if self._poll is not None:
-            self._poll.cancel()
-            self._poll = None
         if self.session is None:
             return
         self.session.pause()
+        watcher, self._watcher = self._watcher, None
         held, self.session, self._loop = [self.session], None, None
+        if watcher is not None:  # joined, and dropped: the destructor below is the session's last owner
+            await asyncio.to_thread(watcher.stop)
+            del watcher
         await asyncio.to_thread(_close, held)  # the destructor joins libtorrent's threads: not on the loop
         for waiting in self._removing.values():  # the session is gone: nothing reads any torrent's file now
             for removed in waiting:
@@ -150,37 +156,37 @@ class BtSession:
                     removed.set_result(None)
         self._removing.clear()
 
-    def _tick(self) -> None:
-        try:
-            self._drain()
-        finally:  # one bad alert must not stop the reading of all later ones
-            if self.session is not None and self._loop is not None:
-                self._poll = self._loop.call_later(ALERT_POLL, self._tick)
-
-    def _drain(self) -> None:
+    def _on_alerts(self, alerts: list[Any]) -> None:
+        """The alerts that are not about one connection (`AlertWatcher` handles those), on the loop."""
         if self.session is None:
             return
-        for alert in self.session.pop_alerts():
-            if isinstance(alert, lt.listen_succeeded_alert):
-                if alert.socket_type == lt.socket_type_t.tcp and self._listening and not self._listening.done():
-                    self._listening.set_result(alert.port)
-            elif isinstance(alert, lt.listen_failed_alert):
-                if self._listening is not None and not self._listening.done():
-                    self._listening.set_exception(ListenFailed(
-                        f"cannot listen for BitTorrent peers on {self.host}:{self.requested_port}: "
-                        f"{alert.error.message()}"))
-            elif isinstance(alert, lt.torrent_removed_alert):
-                for removed in self._removing.pop(alert.info_hashes.v2.to_bytes(), []):
-                    if not removed.done():
-                        removed.set_result(None)
-            elif isinstance(alert, (lt.file_error_alert, lt.torrent_error_alert)):
-                self.errors += 1
-                log.warning("BitTorrent: %s", alert.message())
-                with contextlib.suppress(RuntimeError):
-                    self.on_failure(alert.handle.info_hashes().v2.to_bytes(), alert.message())
-            elif alert.category() & lt.alert_category.error:
-                self.errors += 1
-                log.warning("BitTorrent: %s", alert.message())
+        for alert in alerts:
+            try:
+                self._on_alert(alert)
+            except Exception:  # one bad alert must not stop the reading of all later ones
+                log.exception("BitTorrent: cannot handle %s", type(alert).__name__)
+
+    def _on_alert(self, alert: Any) -> None:
+        if isinstance(alert, lt.listen_succeeded_alert):
+            if alert.socket_type == lt.socket_type_t.tcp and self._listening and not self._listening.done():
+                self._listening.set_result(alert.port)
+        elif isinstance(alert, lt.listen_failed_alert):
+            if self._listening is not None and not self._listening.done():
+                self._listening.set_exception(ListenFailed(
+                    f"cannot listen for BitTorrent peers on {self.host}:{self.requested_port}: "
+                    f"{alert.error.message()}"))
+        elif isinstance(alert, lt.torrent_removed_alert):
+            for removed in self._removing.pop(alert.info_hashes.v2.to_bytes(), []):
+                if not removed.done():
+                    removed.set_result(None)
+        elif isinstance(alert, (lt.file_error_alert, lt.torrent_error_alert)):
+            self.errors += 1
+            log.warning("BitTorrent: %s", alert.message())
+            with contextlib.suppress(RuntimeError):
+                self.on_failure(alert.handle.info_hashes().v2.to_bytes(), alert.message())
+        elif alert.category() & lt.alert_category.error:
+            self.errors += 1
+            log.warning("BitTorrent: %s", alert.message())
 
 
 def _close(held: list[Any]) -> None:

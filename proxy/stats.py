@@ -132,6 +132,13 @@ class _BitTorrentCollector:
         yield CounterMetricFamily("swarmproxy_bittorrent_downloaded_bytes",
                                   "Payload bytes received from BitTorrent peers",
                                   value=status.get("downloaded_bytes", 0))
+        admission = status.get("admission") or {}
+        yield GaugeMetricFamily("swarmproxy_bittorrent_sources_blocked",
+                                "Addresses and networks the BitTorrent listener refuses now (over a connection bound)",
+                                value=len(admission.get("blocked", ())))
+        yield CounterMetricFamily("swarmproxy_bittorrent_blocks",
+                                  "Blocks of a source over a BitTorrent connection bound, since start",
+                                  value=admission.get("blocks_made", 0))
 
     def describe(self):
         return []

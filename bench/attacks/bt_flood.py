@@ -5,10 +5,13 @@ The bridge's session (its pinned settings: 200 peers at once, one connection per
 within 10 s) seeds a file from a block store, in this process; the attacker opens `--idle` connections that send
 nothing and `--handshaking` connections, from `--addresses` 127.0.x.y addresses, that send a valid handshake for the
 torrent and then nothing. Then a stock libtorrent leecher (tests/bittorrent/stock_client.py, its own process)
-downloads the file. Prints how many attacker connections the session still held after the handshake timeout, the
-process's RSS before, at the peak and after, and the leecher's time beside its time with no attacker.
+downloads the file. Prints how many connections the session held a second into the attack and which sources its
+admission refused (`bittorrent/admission.py`; a tree before it prints `?`), how many attacker connections were
+still open after the handshake timeout, the process's RSS before, at the peak and after, and the leecher's time
+beside its time with no attacker. (The attacker shares this process's event loop; the admission judges
+connections on its own thread, so that does not slow it.)
 
-    python -m bench.attacks.bt_flood [--idle N] [--handshaking N] [--size BYTES]
+    python -m bench.attacks.bt_flood [--idle N] [--handshaking N] [--size BYTES] [--addresses N]
 """
 
 from __future__ import annotations
@@ -95,6 +98,8 @@ async def main(idle: int, handshaking: int, size: int, addresses: int) -> None:
             shaking.append((reader, writer))
         await asyncio.sleep(1)
         peak = rss_mib()
+        # (a tree before the admission has none: the script runs there too, for the before/after table)
+        held = session.status([]).get("admission", {"connections": "?", "opening": "?", "blocked": []})
         during = await leech(work, torrent, address, "attacked")
         await asyncio.sleep(HANDSHAKE_TIMEOUT + 2)  # past the handshake timeout
         idle_left = sum([await still_open(reader) for reader, _ in idle_conns])
@@ -107,6 +112,8 @@ async def main(idle: int, handshaking: int, size: int, addresses: int) -> None:
               f"{HANDSHAKE_TIMEOUT + 2} s later")
         print(f"handshaking connections: {handshaking} opened, {shaking_left} still open then "
               f"(they send nothing more)")
+        print(f"a second after the attack began the session held {held['connections']} connections "
+              f"({held['opening']} before their handshake); sources refused: {', '.join(held['blocked']) or 'none'}")
         print(f"a real client's download: {baseline:.2f} s alone, {during:.2f} s with the attackers connected")
         print(f"RSS: {before:.0f} MiB before, {peak:.0f} MiB with the attackers connected, {rss_mib():.0f} MiB after")
         seeder.close()
