@@ -4,13 +4,14 @@
 sub-packages, from the bottom up:
 
 - `swarm.errors` — the package's one error module: `SwarmError`; peer faults derive from `PeerError`
-  (`ProtocolError`, `ManifestError`, `HashMismatch`) so a bad peer is dropped, never the process.
+  (`ProtocolError`, `ManifestError`, `BencodeError`, `HashMismatch`) so a bad peer is dropped, never the process.
 - `swarm.content` — what a content is, pure hashing (the origin-side plugin's only import):
   `merkle` (BEP 52 trees: SHA-256, 16 KiB leaves, identical to libtorrent's `pieces root`; streaming hashing,
   the block layer, checks of layers and blocks against a root) and `manifest` (`Manifest`: size, block size,
   root, URL, validator, content type/encoding; the block-size rule; a strict, versioned binary encoding), and
   `sizes` (sizes, rates and block sizes as every command's flags read them: `64k` is 65536 everywhere), and
-  `torrent` (the content as a canonical BitTorrent v2 torrent, from its manifest and block layer, no re-hash).
+  `torrent` (the content as a canonical BitTorrent v2 torrent, from its manifest and block layer, no re-hash;
+  and a bounded, strict decoder of strangers' bencoded bytes).
 - `swarm.core` — every decision as a call with `now` that returns actions: `picker` (block states,
   rarest-first/random, streaming window, endgame; counts and ranks in `availability`), `policy` (per-source
   caps, timeouts and strikes, the origin as a capped source), `trust` (libtorrent's: -2 per hash failure, +1 per

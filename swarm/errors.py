@@ -20,6 +20,7 @@ __all__ = [
     "PeerError",
     "ProtocolError",
     "ManifestError",
+    "BencodeError",
     "HashMismatch",
     "BadBlockIndex",
     "StoreError",
@@ -54,6 +55,11 @@ class ManifestError(PeerError):
     It is a `PeerError` because encoded manifests arrive from peers, the DHT or an origin's headers; a caller
     decoding its own bytes can still catch it specifically.
     """
+
+
+class BencodeError(PeerError):
+    """Bencoded bytes (a .torrent file, an info dict from BitTorrent peers) are malformed, not in the one canonical
+    form, or beyond the decoder's bounds (`swarm.content.torrent.bdecode`). Such bytes come from strangers."""
 
 
 class HashMismatch(PeerError):

@@ -11,6 +11,10 @@ Our content root is BEP 52's `pieces root` for the same bytes, and our block lay
 * The `piece layers` are our block layer merged up to `PIECE_LENGTH` (a file of one piece has none: its root
   verifies it).
 
+Reading goes the other way too: `bdecode` is a bounded decoder for bencoded bytes from strangers (a .torrent file,
+an info dict from peers), strict about the one canonical form, and `bdecode_dict` hands back the exact bytes of a
+top-level value, since an info-hash is the hash of the info dict's bytes as sent, never of a re-encoding.
+
 Pure: bytes in, bytes out. The bridge (`bittorrent`) seeds and fetches by it; `tests/swarm/content/test_torrent.py`
 checks the info-hash against libtorrent's own `create_torrent`.
 """
@@ -18,16 +22,18 @@ checks the info-hash against libtorrent's own `create_torrent`.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+import re
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from swarm.errors import HashMismatch, ManifestError
+from swarm.errors import BencodeError, HashMismatch, ManifestError
 
 from . import merkle
 from .manifest import MAX_BLOCK_SIZE, Manifest
 
-__all__ = ["PIECE_LENGTH", "Torrent", "bencode", "magnet_link", "piece_layer", "torrent_of", "v1_pieces"]
+__all__ = ["PIECE_LENGTH", "Torrent", "bdecode", "bdecode_dict", "bencode", "magnet_link", "piece_layer",
+           "torrent_of", "v1_pieces"]
 
 # One piece length for every torrent we make: the largest block a manifest may have, so any node's block layer
 # merges up to it (a smaller piece length would need a finer layer than a node with larger blocks holds). BEP 52's
@@ -70,6 +76,125 @@ def _encode(value: Bencodable, out: list[bytes]) -> None:
         out.append(b"e")
     else:
         raise TypeError(f"cannot bencode {type(value).__name__}")
+
+
+# The decoder's bounds. Nesting: a v2 file tree is a directory per level, and 32 levels is deeper than any real
+# torrent's (libtorrent's own decoder stops at 100); it also keeps the recursion far from Python's limit. Tokens
+# (every value and key): a 16 MiB .torrent of piece layers is a handful, and a million keeps a hostile file of tiny
+# values to about a second of decoding.
+MAX_DEPTH = 32
+MAX_TOKENS = 1_000_000
+# An integer is an int64, as in libtorrent: 19 digits and a sign at most, so `int()` never sees a long string.
+_INTEGER = re.compile(rb"-?(?:0|[1-9][0-9]{0,18})")
+_LENGTH = re.compile(rb"0|[1-9][0-9]{0,18}")  # a string's length: no sign, no leading zero (one spelling)
+_INT64 = range(-2**63, 2**63)
+
+
+class _Decoder:
+    """One pass over `data`; every refusal a `BencodeError` that says what and where."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+        self.tokens = 0
+
+    def fail(self, what: str) -> BencodeError:
+        return BencodeError(f"bencode: {what} at offset {self.pos}")
+
+    def peek(self) -> int:
+        if self.pos >= len(self.data):
+            raise self.fail("truncated")
+        return self.data[self.pos]
+
+    def value(self, depth: int) -> Bencodable:
+        self.tokens += 1
+        if self.tokens > MAX_TOKENS:
+            raise self.fail(f"more than {MAX_TOKENS:,} values")
+        lead = self.peek()
+        if lead == 0x69:  # i
+            return self.integer()
+        if lead in (0x6C, 0x64):  # l, d
+            if depth >= MAX_DEPTH:
+                raise self.fail(f"nested deeper than {MAX_DEPTH}")
+            self.pos += 1
+            return self.items(depth + 1) if lead == 0x6C else self.dictionary(depth + 1)
+        if 0x30 <= lead <= 0x39:
+            return self.string()
+        raise self.fail(f"unexpected byte {lead:#04x}")
+
+    def integer(self) -> int:
+        end = self.data.find(b"e", self.pos + 1, self.pos + 22)
+        digits = self.data[self.pos + 1:end]
+        if end < 0 or not _INTEGER.fullmatch(digits) or digits == b"-0":
+            raise self.fail("not an integer in canonical form (i<digits>e, no leading zero, no -0, int64)")
+        number = int(digits)
+        if number not in _INT64:
+            raise self.fail("an integer beyond int64")
+        self.pos = end + 1
+        return number
+
+    def string(self) -> bytes:
+        colon = self.data.find(b":", self.pos, self.pos + 20)
+        digits = self.data[self.pos:colon]
+        if colon < 0 or not _LENGTH.fullmatch(digits):
+            raise self.fail("not a string length in canonical form")
+        end = colon + 1 + int(digits)
+        if end > len(self.data):
+            raise self.fail(f"a string of {int(digits):,} bytes runs past the end")
+        self.pos = end
+        return self.data[colon + 1:end]
+
+    def items(self, depth: int) -> list[Bencodable]:
+        items: list[Bencodable] = []
+        while self.peek() != 0x65:  # e
+            items.append(self.value(depth))
+        self.pos += 1
+        return items
+
+    def dictionary(self, depth: int, raw: Collection[bytes] = (), spans: dict[bytes, bytes] | None = None
+                   ) -> dict[bytes, Bencodable]:
+        out: dict[bytes, Bencodable] = {}
+        while (lead := self.peek()) != 0x65:
+            if not 0x30 <= lead <= 0x39:
+                raise self.fail("a dictionary key that is not a string")
+            self.tokens += 1
+            key = self.string()
+            # Two values under one key: readers disagree on which counts (libtorrent takes the first, a dict the
+            # last), so what we check could differ from what libtorrent uses. Order is checked by the caller
+            # where it matters (an info dict must re-encode to its own bytes).
+            if key in out:
+                raise self.fail(f"a duplicate dictionary key {key[:40]!r}")
+            start = self.pos
+            out[key] = self.value(depth)
+            if spans is not None and key in raw:
+                spans[key] = self.data[start:self.pos]
+        self.pos += 1
+        return out
+
+
+def bdecode(data: bytes) -> Bencodable:
+    """The value `data` encodes (BEP 3; strings as bytes). Raises `BencodeError` on truncated or trailing bytes,
+    integers or lengths not in their one spelling, duplicate keys, nesting deeper than `MAX_DEPTH` or more than
+    `MAX_TOKENS` values. Dictionary keys need not be sorted here (see `bdecode_dict`)."""
+    decoder = _Decoder(bytes(data))
+    value = decoder.value(0)
+    if decoder.pos != len(decoder.data):
+        raise decoder.fail("trailing bytes")
+    return value
+
+
+def bdecode_dict(data: bytes, *, raw: Collection[bytes] = ()) -> tuple[dict[bytes, Bencodable], dict[bytes, bytes]]:
+    """A bencoded dictionary (as `bdecode`), and the exact bytes each of its values under the keys `raw` was
+    encoded as: a .torrent's info-hash is the hash of its info dict's bytes in the file."""
+    decoder = _Decoder(bytes(data))
+    if decoder.peek() != 0x64:
+        raise decoder.fail("not a dictionary")
+    decoder.pos, decoder.tokens = 1, 1
+    spans: dict[bytes, bytes] = {}
+    value = decoder.dictionary(1, raw, spans)
+    if decoder.pos != len(decoder.data):
+        raise decoder.fail("trailing bytes")
+    return value, spans
 
 
 def piece_layer(manifest: Manifest, layer: Sequence[bytes]) -> list[bytes]:

@@ -3,15 +3,27 @@ block size gives one info-hash."""
 
 from __future__ import annotations
 
+import functools
 import random
 
 import libtorrent
 import pytest
 
 from swarm.content import merkle
+from swarm.content import torrent as torrent_module
 from swarm.content.manifest import build_manifest
-from swarm.content.torrent import PIECE_LENGTH, bencode, magnet_link, piece_layer, torrent_of, v1_pieces
-from swarm.errors import HashMismatch, ManifestError
+from swarm.content.torrent import (
+    MAX_DEPTH,
+    PIECE_LENGTH,
+    bdecode,
+    bdecode_dict,
+    bencode,
+    magnet_link,
+    piece_layer,
+    torrent_of,
+    v1_pieces,
+)
+from swarm.errors import BencodeError, HashMismatch, ManifestError, PeerError
 
 KIB, MIB = 1024, 1024 * 1024
 SIZES = [1, 16 * KIB + 1, PIECE_LENGTH, PIECE_LENGTH + 1, 3 * PIECE_LENGTH + 16 * KIB + 5]
@@ -137,3 +149,58 @@ def test_a_hybrid_needs_one_hash_per_piece():
 
 def chunks_of(data: bytes, step: int):
     return (data[i:i + step] for i in range(0, len(data), step))
+
+
+# The decoder reads strangers' bytes (a .torrent, an info dict from peers): one spelling of everything, bounded.
+
+@pytest.mark.parametrize(("encoded", "value"), [
+    (b"i0e", 0), (b"i-42e", -42), (b"i9223372036854775807e", 2**63 - 1), (b"i-9223372036854775808e", -2**63),
+    (b"0:", b""), (b"4:spam", b"spam"), (b"le", []), (b"de", {}), (b"l4:spami3ee", [b"spam", 3]),
+    (b"d3:cow3:moo4:spaml1:a1:bee", {b"cow": b"moo", b"spam": [b"a", b"b"]}),
+    (b"d1:bi1e1:ai2ee", {b"b": 1, b"a": 2}),  # read; where order matters (an info dict) the caller checks it
+    (b"l" * MAX_DEPTH + b"e" * MAX_DEPTH, functools.reduce(lambda inner, _: [inner], range(MAX_DEPTH - 1), [])),
+])
+def test_bdecode_vectors(encoded, value):
+    assert bdecode(encoded) == value
+
+
+@pytest.mark.parametrize(("encoded", "why"), [
+    (b"", "truncated"), (b"l", "truncated"), (b"li1e", "truncated"), (b"d1:a", "truncated"),
+    (b"i03e", "canonical"), (b"i-0e", "canonical"), (b"ie", "canonical"), (b"i-e", "canonical"),
+    (b"i1.5e", "canonical"), (b"i+1e", "canonical"), (b"i 1e", "canonical"), (b"i1", "canonical"),
+    (b"i" + b"1" * 20 + b"e", "canonical"), (b"i9223372036854775808e", "int64"),
+    (b"03:abc", "string length"), (b"1", "string length"), (b"5:abc", "past the end"), (b"1:", "past the end"),
+    (b"i1ei2e", "trailing"), (b"4:spamx", "trailing"), (b"x", "unexpected"), (b"-1:a", "unexpected"),
+    (b"\xff", "unexpected"), (b"d1:ae", "unexpected"),
+    (b"d1:ai1e1:ai2ee", "duplicate"), (b"d1:ai1e1:bi1e1:ai2ee", "duplicate"), (b"di1ei2ee", "not a string"),
+    (b"l" * (MAX_DEPTH + 1) + b"e" * (MAX_DEPTH + 1), "deeper"),
+])
+def test_bdecode_refuses(encoded, why):
+    with pytest.raises(BencodeError, match=why):
+        bdecode(encoded)
+
+
+def test_bdecode_counts_every_value(monkeypatch):
+    monkeypatch.setattr(torrent_module, "MAX_TOKENS", 5)
+    assert bdecode(b"li1ei2ei3ei4ee") == [1, 2, 3, 4]
+    with pytest.raises(BencodeError, match="more than 5 values"):
+        bdecode(b"li1ei2ei3ei4ei5ee")
+    with pytest.raises(BencodeError, match="more than 5 values"):
+        bdecode(b"d1:ai1e1:bi2e1:ci3ee")  # keys count too
+
+
+def test_bdecode_dict_hands_back_a_values_own_bytes():
+    value, raw = bdecode_dict(b"d4:infod1:bi1e1:ai2ee5:otheri7ee", raw=(b"info", b"absent"))
+    assert value == {b"info": {b"b": 1, b"a": 2}, b"other": 7}
+    assert raw == {b"info": b"d1:bi1e1:ai2ee"}  # as written, unsorted: not re-encoded
+    for bad in (b"le", b"i1e", b"d4:infodeee", b"d4:infode", b""):
+        with pytest.raises(BencodeError):
+            bdecode_dict(bad)
+
+
+def test_bdecode_reads_what_bencode_and_libtorrent_write():
+    manifest, layer = ours(content(PIECE_LENGTH + 1))
+    torrent = torrent_of(manifest, layer, web_seeds=["http://o.example/f"], v1=v1_pieces([content(PIECE_LENGTH + 1)]))
+    assert bdecode(torrent.data) == libtorrent.bdecode(torrent.data)
+    assert bencode(bdecode(torrent.data)) == torrent.data
+    assert issubclass(BencodeError, PeerError)
