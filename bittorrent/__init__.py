@@ -8,6 +8,8 @@ block store's own data file, never a second copy (`seeder.Seeder`). Its settings
 
 - `errors` — the package's one error module.
 - `settings` — the session's settings: what it may reach and how much a stranger may take (pure).
+- `target` — what `swarmproxy get` is asked to fetch: a magnet link or a .torrent file read as a stranger's input,
+  its one file and the v2 pieces root that verifies it (pure).
 - `session` — `BtSession`, the asyncio shell around the libtorrent session: listening, alerts, counters.
 - `seeder` — `Seeder`: follows `SwarmService.watch_shares`, seeds each content shared complete, stops the torrent
   before the content stops being shared (and only then lets the store evict it).

@@ -48,7 +48,7 @@ CORE_MODULES = (
     "proxy.download.core", "proxy.download.state", "proxy.download.actions",
     "proxy.download.discovery_rule", "proxy.download.segment_walk", "proxy.origin_head", "proxy.publish_gate",
     "proxy.url_privacy", "proxy.ranges",
-    "proxy.exposure", "bittorrent.settings", "bittorrent.admission",
+    "proxy.exposure", "bittorrent.settings", "bittorrent.admission", "bittorrent.target",
     "swarm.discovery.seam", "dht.attestation", "dht.announcements", "dht.routing", "dht.records", "addresses",
     "cluster.overlay", "cluster.throttle", "cluster.division", "cluster.records", "cluster.scope",
 )
