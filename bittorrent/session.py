@@ -23,6 +23,7 @@ from swarm.content.manifest import Manifest
 from swarm.content.torrent import Torrent
 
 from .admission import Admission
+from .download import Download
 from .errors import ListenFailed
 from .settings import MAX_CONNECTIONS, session_settings
 from .watcher import AlertWatcher
@@ -63,6 +64,7 @@ class BtSession:
         # Told (info-hash, why) when libtorrent cannot read a torrent's file: the seeder ends that torrent.
         self.on_failure: Callable[[bytes, str], None] = lambda info_hash, why: None
         self.errors = 0
+        self.downloads: dict[bytes, Download] = {}  # v2 info-hash -> a torrent being downloaded
 
     @property
     def address(self) -> tuple[str, int] | None:
@@ -102,6 +104,52 @@ class BtSession:
         params.flags &= ~(lt.torrent_flags.auto_managed | lt.torrent_flags.paused)
         return Seeding(torrent, manifest, self.session.add_torrent(params))
 
+    def download(self, info_hash: bytes, staging: Path, *, torrent: bytes | None = None, name: str = "",
+                 peers: list[tuple[str, int]] | None = None) -> Download:
+        """Start downloading the torrent of v2 `info_hash` into `staging` (libtorrent's own copy, deleted with it):
+        from `torrent` (a .torrent file's bytes, already checked by `bittorrent.target`) or, without, a magnet
+        whose info dict comes from the peers. Nothing is fetched until asked (`Download`'s docstring): every piece
+        starts at priority 0. Trackers and web seeds the file names are dropped; no PEX, DHT or LSD."""
+        if info_hash in self.downloads:
+            return self.downloads[info_hash]
+        params = lt.add_torrent_params()
+        info = None
+        if torrent is not None:
+            params.ti = info = lt.torrent_info(torrent)
+            params.piece_priorities = [0] * info.num_pieces()
+        else:
+            params.info_hashes = lt.info_hash_t(lt.sha256_hash(info_hash))
+            params.name = name or info_hash.hex()
+        staging.mkdir(parents=True, exist_ok=True)
+        params.save_path = str(staging)
+        params.trackers, params.url_seeds = [], []
+        flags = lt.torrent_flags
+        params.flags |= (flags.disable_pex | flags.disable_dht | flags.disable_lsd | flags.override_trackers
+                         | flags.override_web_seeds)
+        params.flags &= ~(flags.auto_managed | flags.paused)
+        download = self.downloads[info_hash] = Download(info_hash, self.session.add_torrent(params), staging)
+        if info is not None:
+            download.metadata.set_result(bytes(info.info_section()))
+        download.connect(peers or [])
+        return download
+
+    async def end_download(self, download: Download) -> None:
+        """Remove it and delete libtorrent's staging copy (the verified bytes are in the store by now)."""
+        if self.downloads.get(download.info_hash) is download:
+            del self.downloads[download.info_hash]
+        download.removed = True
+        if self.session is not None:
+            removed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._removing.setdefault(download.info_hash, []).append(removed)
+            try:
+                self.session.remove_torrent(download.handle, lt.session.delete_files)
+            except RuntimeError:
+                removed.set_result(None)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(LISTEN_TIMEOUT):
+                    await removed
+        await asyncio.to_thread(download.discard_staging)
+
     def stop_reading(self, seeding: Seeding) -> None:
         """Remove it now, from any thread (libtorrent's calls are; nothing of the loop's is touched): its file is
         about to be deleted. `remove` does the bookkeeping later, on the loop."""
@@ -137,8 +185,9 @@ class BtSession:
         address = self.address
         return {"listen": f"{address[0]}:{address[1]}" if address else None, "torrents": len(seeding),
                 "peers": peers, "uploaded_bytes": self.uploaded + up, "downloaded_bytes": self.downloaded + down,
-                "errors": self.errors,
-                "admission": self._watcher.status() if self._watcher is not None else self.admission.status()}
+                "errors": self.errors, "downloading": len(self.downloads),
+                **(self._watcher.status() if self._watcher is not None
+                   else {"admission": self.admission.status(), "bans": 0, "banned": []})}
 
     async def stop(self) -> None:
         if self.session is None:
@@ -150,6 +199,9 @@ class BtSession:
             await asyncio.to_thread(watcher.stop)
             del watcher
         await asyncio.to_thread(_close, held)  # the destructor joins libtorrent's threads: not on the loop
+        for download in self.downloads.values():
+            download.on_failure("the BitTorrent session stopped")
+        self.downloads.clear()
         for waiting in self._removing.values():  # the session is gone: nothing reads any torrent's file now
             for removed in waiting:
                 if not removed.done():
@@ -166,6 +218,10 @@ class BtSession:
             except Exception:  # one bad alert must not stop the reading of all later ones
                 log.exception("BitTorrent: cannot handle %s", type(alert).__name__)
 
+    def _download_of(self, alert: Any) -> Download | None:
+        info_hash = _info_hash(alert)
+        return self.downloads.get(info_hash) if info_hash is not None else None
+
     def _on_alert(self, alert: Any) -> None:
         if isinstance(alert, lt.listen_succeeded_alert):
             if alert.socket_type == lt.socket_type_t.tcp and self._listening and not self._listening.done():
@@ -179,14 +235,37 @@ class BtSession:
             for removed in self._removing.pop(alert.info_hashes.v2.to_bytes(), []):
                 if not removed.done():
                     removed.set_result(None)
+        elif isinstance(alert, lt.read_piece_alert):
+            if (download := self._download_of(alert)) is not None:
+                failed = alert.error.value() != 0
+                download.on_piece(alert.piece, None if failed else bytes(alert.buffer), alert.error.message())
+        elif isinstance(alert, lt.metadata_received_alert):
+            if (download := self._download_of(alert)) is not None:
+                download.on_metadata()
+        elif isinstance(alert, lt.hash_failed_alert):
+            if (download := self._download_of(alert)) is not None:
+                download.on_hash_failed(alert.piece_index)
+        elif isinstance(alert, lt.torrent_finished_alert):
+            if (download := self._download_of(alert)) is not None:
+                download.on_finished()
         elif isinstance(alert, (lt.file_error_alert, lt.torrent_error_alert)):
             self.errors += 1
             log.warning("BitTorrent: %s", alert.message())
+            if (download := self._download_of(alert)) is not None:
+                download.on_failure(alert.message())
+                return
             with contextlib.suppress(RuntimeError):
                 self.on_failure(alert.handle.info_hashes().v2.to_bytes(), alert.message())
         elif alert.category() & lt.alert_category.error:
             self.errors += 1
             log.warning("BitTorrent: %s", alert.message())
+
+
+def _info_hash(alert: Any) -> bytes | None:
+    try:
+        return bytes(alert.handle.info_hashes().v2.to_bytes())
+    except RuntimeError:  # the torrent is gone
+        return None
 
 
 def _close(held: list[Any]) -> None:

@@ -16,6 +16,7 @@ an alert popped is only valid until the next pop.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import threading
 import time
@@ -30,6 +31,7 @@ __all__ = ["AlertWatcher"]
 
 log = logging.getLogger("swarmproxy.bittorrent")
 
+BANS_KEPT = 64  # banned addresses the status shows
 WAIT_FOR_ALERT_MS = 250  # the longest wait: how long a stop waits for the thread, and blocks outlive their time
 
 
@@ -40,6 +42,8 @@ class AlertWatcher:
         self._lock = threading.Lock()  # the admission: this thread changes it, the loop reads its status
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="swarmproxy-bittorrent-alerts", daemon=True)
+        self.banned: collections.deque[str] = collections.deque(maxlen=BANS_KEPT)  # the latest banned addresses
+        self.bans = 0
 
     def start(self) -> None:
         self._thread.start()
@@ -52,7 +56,7 @@ class AlertWatcher:
 
     def status(self) -> dict[str, object]:
         with self._lock:
-            return self.admission.status()
+            return {"admission": self.admission.status(), "bans": self.bans, "banned": list(self.banned)}
 
     def _run(self) -> None:
         read = threading.Event()
@@ -99,6 +103,11 @@ class AlertWatcher:
                 log.warning("BitTorrent: libtorrent dropped alerts; connection counts start over")
                 with self._lock:
                     self.admission.reset()
+            elif isinstance(alert, lt.peer_ban_alert):  # it sent blocks that failed a piece's hash (smart ban)
+                log.info("BitTorrent: %s", alert.message())
+                with self._lock:
+                    self.bans += 1
+                    self.banned.append(str(alert.endpoint[0]))
             elif isinstance(alert, lt.peer_alert):  # a stranger's doing (a bad handshake, a reset): no error of
                 log.debug("BitTorrent: %s", alert.message())  # ours, and a warning each would flood the log
             else:
