@@ -10,7 +10,10 @@ block store's own data file, never a second copy (`seeder.Seeder`). Its settings
 - `settings` — the session's settings: what it may reach and how much a stranger may take (pure).
 - `target` — what `swarmproxy get` is asked to fetch: a magnet link or a .torrent file read as a stranger's input,
   its one file and the v2 pieces root that verifies it (pure).
+- `admission` — which sources the listener refuses: connections per address and network (pure).
+- `watcher` — the thread that reads the session's alerts and applies the admission as libtorrent's IP filter.
 - `session` — `BtSession`, the asyncio shell around the libtorrent session: listening, alerts, counters.
+- `download` — a torrent the session downloads, and its swarm as a Range source of our fetch (`TorrentSource`).
 - `seeder` — `Seeder`: follows `SwarmService.watch_shares`, seeds each content shared complete, stops the torrent
   before the content stops being shared (and only then lets the store evict it).
 

@@ -48,7 +48,8 @@ class Download:
         self.info_hash, self.handle, self.staging = info_hash, handle, staging
         loop = asyncio.get_running_loop()
         self.metadata: asyncio.Future[bytes] = loop.create_future()  # the raw info dict, once known
-        self.finished: asyncio.Future[None] = loop.create_future()  # every wanted piece had (`fetch_all`)
+        self.finished: asyncio.Future[None] = loop.create_future()  # every piece had, after `fetch_all`
+        self.fetching_all = False
         self.failed: str | None = None
         self._pieces: dict[int, list[asyncio.Future[bytes]]] = {}
         self.hash_failures = 0
@@ -80,8 +81,11 @@ class Download:
                  self.info_hash.hex()[:16])
 
     def on_finished(self) -> None:
-        if not self.finished.done():
-            self.finished.set_result(None)
+        """libtorrent has every piece it wants: before `fetch_all` it wants none (every priority 0), so this says
+        nothing then; after it, that every piece is had only if the torrent seeds."""
+        with contextlib.suppress(RuntimeError):
+            if self.fetching_all and not self.finished.done() and self.handle.status().is_seeding:
+                self.finished.set_result(None)
 
     def on_failure(self, why: str) -> None:
         self.failed = why
@@ -128,7 +132,9 @@ class Download:
     def fetch_all(self) -> None:
         """libtorrent owns every piece (no piece layer to verify blocks by, module docstring)."""
         info = self.handle.torrent_file()
+        self.fetching_all = True
         self.handle.prioritize_pieces([4] * info.num_pieces())  # 4: libtorrent's default priority
+        self.on_finished()  # had already (a finished alert came while it wanted nothing)
 
     def connect(self, peers: Iterable[tuple[str, int]]) -> None:
         for peer in peers:

@@ -39,7 +39,8 @@ from swarm.errors import BencodeError, HashMismatch
 
 from .errors import BadTarget
 
-__all__ = ["MagnetTarget", "TorrentTarget", "parse_info", "parse_magnet", "parse_torrent", "safe_name"]
+__all__ = ["MagnetTarget", "TorrentTarget", "parse_info", "parse_magnet", "parse_peer", "parse_torrent",
+           "safe_name"]
 
 MAX_MAGNET = 8 * 1024  # characters; a real magnet with a few peers and web seeds is well under 1 KiB
 MAX_PEERS = 50
@@ -245,6 +246,15 @@ def _peer(value: str, allow_private: bool) -> tuple[str, int] | _Dropped:
         return _Dropped(f"port {port} is no TCP port")
     refusal = _address_refusal(ip, allow_private)
     return refusal or (addresses.canonical_host(host) or host, int(port))
+
+
+def parse_peer(text: str, *, allow_private: bool) -> tuple[str, int]:
+    """A peer given by hand (`swarmproxy get --peer HOST:PORT`), under the rules of a magnet's `x.pe`;
+    `BadTarget` says why not."""
+    peer = _peer(text, allow_private)
+    if isinstance(peer, _Dropped):
+        raise BadTarget(f"peer {_show(text)}: {peer.reason}")
+    return peer
 
 
 def _web_seed(url: str, allow_private: bool) -> tuple[str, str | None] | _Dropped:

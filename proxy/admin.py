@@ -12,6 +12,8 @@ GET /_swarm/torrent?root=ROOT|url=URL  a seeded content's BitTorrent v2 torrent:
                                    or with &format=torrent the .torrent file; &hybrid=1 the hybrid one, with a v1
                                    part for v1-only clients (--bt-listen)
 GET /_swarm/fetch?url=URL          the explicit fetch: swarmproxy downloads URL (https too) itself
+GET /_swarm/fetch/torrent?magnet=LINK[&file=PATH]  a BitTorrent v2 file, from BitTorrent peers and ours
+POST /_swarm/fetch/torrent[?file=PATH]  the same for the .torrent file sent as the body (--bt-listen)
 GET /metrics                       Prometheus text format
 
 Only to loopback clients that asked for this machine by name (Host: localhost, 127.x.x.x or [::1], with or
@@ -38,6 +40,7 @@ from swarm.discovery.composite import backend_status
 from . import __version__
 from .edge import CLIENT_FIELD, admin_refusal, cross_site_refusal, cross_site_text
 from .fetch_endpoint import PATH as FETCH_PATH
+from .fetch_endpoint import TORRENT_PATH as TORRENT_FETCH_PATH
 from .responses import OwnResponse
 from .stats import Stats
 
@@ -69,7 +72,8 @@ class Admin:
                  engine: Callable[[], SwarmEngine | None] = lambda: None,
                  bridge: Callable[[], Bridge | None] = lambda: None,
                  listen_port: Callable[[], int | None] = lambda: None,
-                 fetch: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]] | None = None) -> None:
+                 fetch: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]] | None = None,
+                 fetch_torrent: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]] | None = None) -> None:
         self.stats = stats
         self.listen_port = listen_port
         self.engine = engine
@@ -86,6 +90,8 @@ class Admin:
         }
         if fetch is not None:
             self.routes[FETCH_PATH] = fetch
+        if fetch_torrent is not None:
+            self.routes[TORRENT_FETCH_PATH] = fetch_torrent
 
     async def handle(self, request: web.BaseRequest, *, loopback: bool) -> web.StreamResponse:
         if not loopback:
@@ -116,7 +122,8 @@ class Admin:
                          "send absolute URLs (curl --proxy http://HOST:PORT URL). Admin paths: "
                          + ", ".join(sorted(self.routes)),
             }, 404)
-        if request.method not in ("GET", "HEAD"):
+        if request.method not in ("GET", "HEAD") and not (request.method == "POST"
+                                                          and request.path == TORRENT_FETCH_PATH):
             return _json({"error": f"{request.path} answers GET only"}, 405)
         return await route(request)
 

@@ -21,6 +21,8 @@ from yarl import URL
 from .errors import OriginError
 
 PATH = "/_swarm/fetch"
+TORRENT_PATH = "/_swarm/fetch/torrent"  # a BitTorrent v2 file (`proxy.torrent_fetch`)
+NAME_FIELD = "Swarm-Name"  # its answer's field: the file's name (the magnet's dn, or the torrent's), %-encoded
 FETCHED_SCHEMES = ("http", "https")
 # The client's fields a download needs (its range, its language); nothing that carries identity.
 FORWARDED = ("Range", "If-Range", "Accept", "Accept-Language", "User-Agent")

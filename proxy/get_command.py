@@ -1,10 +1,11 @@
-"""`swarmproxy get URL`: download a file through a running swarmproxy, in the manner of curl -O or wget.
+"""`swarmproxy get URL|MAGNET|FILE.torrent`: download a file through a running swarmproxy, as curl -O or wget do.
 
-The download itself is the proxy's explicit fetch (`GET /_swarm/fetch?url=URL`, `proxy.fetch_endpoint`): the
-proxy is the TLS client, verifies the origin, starts at the origin and switches to verified peer blocks when it
-is slow, and keeps sharing the file afterwards, which a command that exits could not. This module only streams
-the answer into a file, with a progress line, a resume of a partial file (`-c`) and exit codes a script can
-trust (`EXIT_CODES`).
+The download itself is the proxy's: for a URL its explicit fetch (`GET /_swarm/fetch?url=URL`,
+`proxy.fetch_endpoint`): the proxy is the TLS client, verifies the origin, starts at the origin and switches to
+verified peer blocks when it is slow; for a BitTorrent v2 magnet link or .torrent file `proxy.torrent_fetch`
+(BitTorrent peers and ours, verified by the v2 pieces root). Either way the proxy keeps sharing the file
+afterwards, which a command that exits could not. This module only streams the answer into a file, with a
+progress line, a resume of a partial file (`-c`, URLs only) and exit codes a script can trust (`EXIT_CODES`).
 """
 
 from __future__ import annotations
@@ -21,8 +22,13 @@ import urllib.parse
 import urllib.request
 from typing import BinaryIO
 
+from bittorrent.target import MAX_TORRENT
+
 from .config import running_proxy
 from .errors import ConfigError
+from .fetch_endpoint import NAME_FIELD, TORRENT_PATH
+
+DEFAULT_TORRENT_NAME = "download.bin"  # a torrent's file whose name is no use as one (empty, `..`)
 
 CHUNK = 256 * 1024
 PROGRESS_EVERY = 0.5  # seconds between progress lines
@@ -33,7 +39,8 @@ EXIT_CODES = {
     OK: "the file is complete",
     USAGE: "bad arguments",
     NO_PROXY: "no swarmproxy answers at --proxy",
-    HTTP_ERROR: "the origin answered with an HTTP error (4xx/5xx of its own)",
+    HTTP_ERROR: "the origin answered with an HTTP error (4xx/5xx of its own), or the proxy refused the magnet or "
+                "torrent (it says why)",
     ORIGIN_UNREACHABLE: "the origin could not be reached or verified (DNS, connect, TLS certificate, timeout)",
     WRITE_ERROR: "the output file could not be written (disk full, permissions)",
     INCOMPLETE: "the transfer was cut off before the end (run again with -c to resume)",
@@ -48,16 +55,25 @@ class GetError(Exception):
 
 def add_command(commands: argparse._SubParsersAction) -> None:
     get = commands.add_parser(
-        "get", help="download a URL (https too) through a running proxy, swarming when the origin is slow",
+        "get", help="download a URL (https too), a magnet link or a .torrent file through a running proxy",
         description="Download URL through a running swarmproxy (its /_swarm/fetch): the proxy verifies an "
                     "https origin as a browser would, starts at the origin, switches to verified peer blocks "
-                    "when it is slow, and shares the file afterwards. Exit codes: "
+                    "when it is slow, and shares the file afterwards. A BitTorrent v2 magnet link or .torrent "
+                    "file is downloaded from BitTorrent peers and swarmproxy peers together, verified by its v2 "
+                    "pieces root (the proxy needs --bt-listen; v1-only torrents are refused). Exit codes: "
                     + "; ".join(f"{code} {text}" for code, text in EXIT_CODES.items()) + ".",
     )
-    get.add_argument("url", metavar="URL", help="an http:// or https:// URL")
+    get.add_argument("url", metavar="URL", help="an http:// or https:// URL, a magnet:?xt=urn:btmh:… link, or "
+                                                "the path of a .torrent file")
     get.add_argument("-o", "--output", metavar="FILE", default=None,
-                     help="where to write (default: the URL's last path segment in the current directory; "
-                          "- for standard output)")
+                     help="where to write (default: the URL's last path segment, or the torrent's file name, in "
+                          "the current directory; - for standard output)")
+    get.add_argument("--file", metavar="PATH", default=None,
+                     help="the file to download from a torrent of several (its path inside the torrent)")
+    get.add_argument("--peer", metavar="HOST:PORT", action="append", default=[],
+                     help="a BitTorrent peer to dial for a magnet or .torrent (repeatable; a .torrent names none, "
+                          "and trackers and the BitTorrent DHT are off). A private address must be listed in the "
+                          "proxy's --share-private-origins")
     get.add_argument("-c", "--continue", dest="resume", action="store_true",
                      help="resume a partial FILE from where it ends (a Range request; says the byte it resumes "
                           "at, and warns when the origin ignores the Range and the file starts over)")
@@ -72,12 +88,18 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"swarmproxy get: --proxy: {exc}", file=sys.stderr)
         return USAGE
-    if urllib.parse.urlsplit(args.url).scheme.lower() not in ("http", "https"):
-        print(f"swarmproxy get: {args.url!r} is not an http:// or https:// URL", file=sys.stderr)
-        return USAGE
-    output = args.output or _name_for(args.url)
+    proxy = f"http://{where}"
     try:
-        return _download(f"http://{where}", args.url, output, resume=args.resume, quiet=args.quiet)
+        if args.url.startswith("magnet:") or os.path.isfile(args.url):
+            if args.resume:
+                raise GetError(USAGE, "-c resumes URLs only: a torrent's download resumes from the proxy's store")
+            return _download(proxy, _torrent_request(proxy, args.url, args.file, args.peer), args.output, None,
+                             resume=False, quiet=args.quiet)
+        if urllib.parse.urlsplit(args.url).scheme.lower() not in ("http", "https"):
+            raise GetError(USAGE, f"{args.url!r} is not an http:// or https:// URL, a magnet link or a file")
+        request = urllib.request.Request(f"{proxy}/_swarm/fetch?{urllib.parse.urlencode({'url': args.url})}")
+        return _download(proxy, request, args.output or _name_for(args.url), args.url, resume=args.resume,
+                         quiet=args.quiet)
     except GetError as exc:
         print(f"swarmproxy get: {exc}", file=sys.stderr)
         return exc.code
@@ -88,15 +110,34 @@ def _name_for(url: str) -> str:
     return pathlib.Path(name).name or DEFAULT_NAME  # never a path of the server's choosing
 
 
-def _download(proxy: str, url: str, output: str, *, resume: bool, quiet: bool) -> int:
+def _torrent_request(proxy: str, what: str, file: str | None, peers: list[str]) -> urllib.request.Request:
+    """The proxy's torrent fetch (`proxy.torrent_fetch`): a magnet in the query, or the .torrent file's bytes."""
+    query = ([("file", file)] if file else []) + [("peer", peer) for peer in peers]
+    if what.startswith("magnet:"):
+        return urllib.request.Request(f"{proxy}{TORRENT_PATH}?{urllib.parse.urlencode([('magnet', what), *query])}")
+    try:
+        with open(what, "rb") as torrent:
+            data = torrent.read(MAX_TORRENT + 1)
+    except OSError as exc:
+        raise GetError(USAGE, f"cannot read {what}: {exc.strerror or exc}") from None
+    if len(data) > MAX_TORRENT:
+        raise GetError(USAGE, f"{what} is larger than a .torrent file may be ({MAX_TORRENT:,} bytes)")
+    suffix = f"?{urllib.parse.urlencode(query)}" if query else ""
+    return urllib.request.Request(f"{proxy}{TORRENT_PATH}{suffix}", data=data, method="POST",
+                                  headers={"Content-Type": "application/x-bittorrent"})
+
+
+def _download(proxy: str, request: urllib.request.Request, output: str | None, url: str | None, *, resume: bool,
+              quiet: bool) -> int:
+    """Stream the proxy's answer to `request` into `output` (None: the name the proxy gives, `NAME_FIELD`); `url`:
+    the URL asked for, whose record says how much came from peers."""
     to_stdout = output == "-"
     have = 0
-    if resume and not to_stdout:
+    if resume and output is not None and not to_stdout:
         try:
             have = os.path.getsize(output)
         except OSError:
             have = 0
-    request = urllib.request.Request(f"{proxy}/_swarm/fetch?{urllib.parse.urlencode({'url': url})}")
     if have:
         request.add_header("Range", f"bytes={have}-")
     # No proxy for this request, whatever http_proxy says: it goes to swarmproxy itself.
@@ -118,6 +159,8 @@ def _download(proxy: str, url: str, output: str, *, resume: bool, quiet: bool) -
         raise GetError(NO_PROXY, f"no swarmproxy answers at {proxy}: {reason} (start one with "
                                  "`swarmproxy run`, or say where with --proxy)") from None
     with response:
+        if output is None:
+            output = _given_name(response)
         appending = have and response.status == 206
         if have and not quiet:  # -c: say what it did with the partial file, so that a restart is never a surprise
             print(f"{output}: resuming at byte {have:,}" if appending else
@@ -150,8 +193,15 @@ def _download(proxy: str, url: str, output: str, *, resume: bool, quiet: bool) -
     if not quiet:
         elapsed = max(time.monotonic() - started, 1e-6)
         print(f"{'stdout' if to_stdout else output}: {got:,} bytes in {elapsed:.1f} s "
-              f"({_size(got / elapsed)}/s){_peer_share(proxy, url)}", file=sys.stderr)
+              f"({_size(got / elapsed)}/s){_peer_share(proxy, url) if url else ''}", file=sys.stderr)
     return OK
+
+
+def _given_name(response) -> str:
+    """The file name the proxy gives a torrent's file (the magnet's dn, or the torrent's): one path component, never
+    a path of a stranger's choosing."""
+    name = pathlib.Path(urllib.parse.unquote(response.headers.get(NAME_FIELD, ""))).name
+    return name if name not in ("", ".", "..") else DEFAULT_TORRENT_NAME
 
 
 def _read(response) -> bytes:

@@ -46,6 +46,7 @@ from .relay import RECORD_ID, SANDBOXED, origin_url, relay
 from .responses import OwnResponse
 from .startup_log import log_startup
 from .stats import Stats
+from .torrent_fetch import TorrentFetch
 from .tunnel import connect, parse_authority
 
 if TYPE_CHECKING:
@@ -274,9 +275,11 @@ class ProxyServer:
         self.interceptor: Interceptor | None = None
         self.addresses: dict[str, str] = {}
         self._listen: tuple[str, int] | None = None  # the proxy listener's bound host and port
+        torrents = TorrentFetch(lambda: self.engine, lambda: self.bridge, self.stats,
+                                private_origins=config.share_private_origins, staging=config.data_dir / "bittorrent")
         self.admin = Admin(self.stats, lambda: self.addresses, lambda: self.discovery, lambda: self.engine,
                            lambda: self.bridge, listen_port=lambda: self._listen[1] if self._listen else None,
-                           fetch=self._fetch)
+                           fetch=self._fetch, fetch_torrent=torrents.handle)
         self._session: aiohttp.ClientSession | None = None
         self._runner: web.BaseRunner | None = None
         self._bootstrap_task: asyncio.Task | None = None

@@ -44,7 +44,8 @@ class RequestRecord:
     error: str | None = None
     transition: str | None = None
     bytes_origin: int = 0
-    bytes_peers: int = 0
+    bytes_peers: int = 0  # from our peers (the swarmproxy protocol)
+    bytes_bittorrent: int = 0  # from BitTorrent peers (`swarmproxy get magnet:`, proxy.torrent_fetch)
     manifest_source: str | None = None
     peers: list[str] = dataclasses.field(default_factory=list)
     # Why the swarm part gave up (`swarm_failed: ...`, `manifest_mismatch: ...`) while the origin went on: the
@@ -262,6 +263,7 @@ class Stats:
         self.counters["bytes_sent"] += sent
         self.counters["bytes_origin"] += record.bytes_origin
         self.counters["bytes_peers"] += record.bytes_peers
+        self.counters["bytes_bittorrent"] += record.bytes_bittorrent
         today = self.today()
         today["requests"] += 1
         today["bytes_peers"] += record.bytes_peers
@@ -272,6 +274,7 @@ class Stats:
         self._requests.labels(record.method, status_class).inc()
         self._bytes.labels("origin").inc(record.bytes_origin)
         self._bytes.labels("peers").inc(record.bytes_peers)
+        self._bytes.labels("bittorrent").inc(record.bytes_bittorrent)
         self._duration.observe(duration)
         if record.swarm_skipped:
             self._skipped.labels(record.swarm_skipped.split(" ")[0]).inc()  # the key: a bounded set of labels
@@ -316,6 +319,7 @@ class Stats:
             "requests_swarmed": self.counters["requests_swarmed"],
             "bytes_origin": self.counters["bytes_origin"],
             "bytes_peers": self.counters["bytes_peers"],
+            "bytes_bittorrent": self.counters["bytes_bittorrent"],
             "hash_failures": self.counters["hash_failures"],
             "peer_bans": self.counters["peer_bans"],
         }

@@ -32,12 +32,23 @@ from swarm.service.report import FetchReport
 
 if TYPE_CHECKING:
     from swarm.core.policy import PolicyConfig
-    from swarm.service.origin_source import OriginRangeSource
     from swarm.store.interface import BlockStore
 
 log = logging.getLogger("swarmproxy.swarm")
 
 QUIET_LOG_AFTER = 2.0  # s without a block before a fetch says (at debug level) what it is waiting for
+
+
+class RangeSource(Protocol):
+    """The fetch's Range source, a source with every block and its own cap (`swarm.core.policy`'s ORIGIN): the
+    origin over HTTP (`swarm.service.origin_source.OriginRangeSource`), or a BitTorrent swarm
+    (`bittorrent.download.TorrentSource`). `fetch` raises `OriginSourceError` (`permanent`: stop asking it);
+    the bytes are checked against the block hashes like a peer's."""
+
+    @property
+    def bytes_received(self) -> int: ...  # bytes still arriving count as progress (the fetch's watchdog)
+
+    async def fetch(self, offset: int, length: int) -> bytes: ...
 
 
 class FetchHost(Protocol):
@@ -58,8 +69,8 @@ class _FetchRun:
     """One fetch: the FetchCore, its connections, origin requests, timer and delivery queue."""
 
     def __init__(self, node: FetchHost, manifest: Manifest, layer: list[bytes] | None, start: int, end: int,
-                 origin: OriginRangeSource | None, window: int, into_store: bool = False, rng=None,
-                 distance=None) -> None:
+                 origin: RangeSource | None, window: int, into_store: bool = False, rng=None,
+                 distance=None, policy: PolicyConfig | None = None) -> None:
         self.node, self.manifest, self.start, self.end, self.origin = node, manifest, start, end, origin
         self.root = manifest.root
         self.loop = asyncio.get_running_loop()
@@ -69,7 +80,7 @@ class _FetchRun:
         held = set(store.have(self.root).blocks()) if self.root in store.roots() else set()
         first, last = start // manifest.block_size, (end - 1) // manifest.block_size
         self.core = FetchCore(manifest, layer, first_block=first, last_block=last, held=held,
-                              config=node.policy, window=window, rng=rng, distance=distance)
+                              config=policy or node.policy, window=window, rng=rng, distance=distance)
         self.entry: bool | None = self.root in store.roots()  # None: it cannot be stored, never again this run
         if self.entry:
             store.pin(self.root)

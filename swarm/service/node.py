@@ -62,7 +62,7 @@ import os
 import random
 import secrets
 from collections.abc import AsyncGenerator, Callable, Iterable
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 from swarm.content.manifest import READ_SIZE, Manifest, build_manifest, decode
 from swarm.core.policy import PolicyConfig
@@ -82,12 +82,9 @@ from swarm.net.transport import (
     Transport,
     payload_length,
 )
-from swarm.service.fetch_run import _FetchRun
+from swarm.service.fetch_run import RangeSource, _FetchRun
 from swarm.service.report import FetchReport
 from swarm.store.interface import BlockLocation, BlockStore, Evicted, StoreEvent, StoreFailed
-
-if TYPE_CHECKING:  # a type only: importing it pulls in aiohttp, ~0.15 s of start-up for `swarm get`
-    from swarm.service.origin_source import OriginRangeSource
 
 __all__ = ["SwarmNode", "FetchFailed", "Link", "UploadThrottle", "FETCH_STALL_TIMEOUT"]
 
@@ -449,7 +446,7 @@ class SwarmNode:
         manifest: Manifest,
         peers: Iterable[Address] = (),
         *,
-        origin: OriginRangeSource | None = None,
+        origin: RangeSource | None = None,
         layer: list[bytes] | None = None,
         start: int = 0,
         end: int | None = None,
@@ -460,6 +457,7 @@ class SwarmNode:
         report: FetchReport | None = None,
         rng: random.Random | None = None,
         distance: Callable[[Connection], int] | None = None,
+        policy: PolicyConfig | None = None,
     ) -> AsyncGenerator[bytes, None]:
         """Bytes `start..end-1` of `manifest`'s content, verified and in order, from `peers` and `origin`.
 
@@ -475,14 +473,16 @@ class SwarmNode:
 
         `report`, if given, gets the fetch's counts added when it stops (`FetchReport`). `rng` orders the
         picker's ties (random by default). `distance(connection)` (0 = nearest), if given, turns on work stealing
-        by START across distances (`swarm.core.starts`: the cluster mode's racks and datacenters).
+        by START across distances (`swarm.core.starts`: the cluster mode's racks and datacenters). `policy`
+        replaces the node's request policy for this fetch (a BitTorrent swarm as its Range source needs more
+        than the origin's two requests in flight).
         """
         end = manifest.size if end is None else end
         if not 0 <= start <= end <= manifest.size:
             raise ValueError(f"range {start}..{end} outside 0..{manifest.size}")
         if start == end:
             return
-        run = _FetchRun(self, manifest, layer, start, end, origin, window, into_store, rng, distance)
+        run = _FetchRun(self, manifest, layer, start, end, origin, window, into_store, rng, distance, policy)
         run.report = report
         self._fetching.setdefault(manifest.root, run)
         run.begin(peers, connect_timeout, stall_timeout)

@@ -54,7 +54,8 @@ from swarm.service.store_work import Body, fill_prefix, in_block_size_stored, in
 from swarm.store.interface import BlockStore, Evicted, StoreFailed
 
 if TYPE_CHECKING:  # a type only, as in `swarm.service.node`: importing it pulls in aiohttp
-    from swarm.service.origin_source import OriginRangeSource
+    from swarm.core.policy import PolicyConfig
+    from swarm.service.fetch_run import RangeSource
 
 __all__ = ["SwarmService", "ShareCounters", "make_transports"]
 
@@ -366,13 +367,15 @@ class SwarmService:
     # -- fetching -------------------------------------------------------------------------------------------------
 
     def fetch(self, manifest: Manifest, providers: list[Provider], *, layer: list[bytes] | None = None,
-              origin: OriginRangeSource | None = None, start: int = 0, end: int | None = None,
+              origin: RangeSource | None = None, start: int = 0, end: int | None = None,
               stall_timeout: float = FETCH_STALL_TIMEOUT, report=None, window: int | None = None,
-              into_store: bool = False, rng: random.Random | None = None, distance=None) -> AsyncGenerator[bytes, None]:
+              into_store: bool = False, rng: random.Random | None = None, distance=None,
+              policy: PolicyConfig | None = None) -> AsyncGenerator[bytes, None]:
         """Verified bytes `start..end-1` of `manifest`'s content in order, from `providers` (over one
         transport), more providers as they appear, and `origin` as a capped Range source.
 
-        `window`, `into_store`, `rng` and `distance` go to `SwarmNode.fetch` (its defaults when not given)."""
+        `window`, `into_store`, `rng`, `distance` and `policy` go to `SwarmNode.fetch` (its defaults when not
+        given)."""
         by_transport: dict[str, list[Provider]] = {}
         for provider in providers:
             by_transport.setdefault(self.transport_for(provider), []).append(provider)
@@ -384,7 +387,7 @@ class SwarmService:
         engine = {} if window is None else {"window": window}
         chunks = node.fetch(manifest, peers, layer=layer, origin=origin, start=start, end=end,
                             stall_timeout=stall_timeout, report=report, into_store=into_store, rng=rng,
-                            distance=distance, **engine)
+                            distance=distance, policy=policy, **engine)
         if self.discovery is None:
             return chunks
         return self._refreshed(chunks, node, name, manifest.root, set(peers), self.peers_for(manifest))
