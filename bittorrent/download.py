@@ -54,6 +54,7 @@ class Download:
         self._pieces: dict[int, list[asyncio.Future[bytes]]] = {}
         self.hash_failures = 0
         self.removed = False
+        self.users = 1  # downloads of the same torrent asked at once share it (`BtSession.end_download`)
 
     # -- what the session's alerts say (on the loop) -----------------------------------------------------------
 

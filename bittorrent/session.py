@@ -110,8 +110,10 @@ class BtSession:
         from `torrent` (a .torrent file's bytes, already checked by `bittorrent.target`) or, without, a magnet
         whose info dict comes from the peers. Nothing is fetched until asked (`Download`'s docstring): every piece
         starts at priority 0. Trackers and web seeds the file names are dropped; no PEX, DHT or LSD."""
-        if info_hash in self.downloads:
-            return self.downloads[info_hash]
+        if (known := self.downloads.get(info_hash)) is not None:  # asked twice at once: one torrent, two users
+            known.users += 1
+            known.connect(peers or [])
+            return known
         params = lt.add_torrent_params()
         info = None
         if torrent is not None:
@@ -134,7 +136,11 @@ class BtSession:
         return download
 
     async def end_download(self, download: Download) -> None:
-        """Remove it and delete libtorrent's staging copy (the verified bytes are in the store by now)."""
+        """Its user is done with it: once the last one is, remove it and delete libtorrent's staging copy (the
+        verified bytes are in the store by now)."""
+        download.users -= 1
+        if download.users > 0:
+            return
         if self.downloads.get(download.info_hash) is download:
             del self.downloads[download.info_hash]
         download.removed = True

@@ -41,7 +41,7 @@ from aiohttp import web
 from bittorrent.errors import BadTarget
 from swarm.content.manifest import MAX_BLOCK_SIZE, Manifest, build_manifest
 from swarm.core.policy import PolicyConfig
-from swarm.errors import FetchFailed, StoreError, SwarmError
+from swarm.errors import FetchFailed, ManifestError, StoreError, SwarmError
 from swarm.service.report import FetchReport
 
 from .exposure import may_share
@@ -242,9 +242,12 @@ class _Run:
         providers = await service.providers(target.root)
         manifest, layer = None, None
         if target.piece_layer is not None and target.piece_length <= MAX_BLOCK_SIZE:
-            manifest = Manifest(size=target.size, block_size=target.piece_length, root=target.root)
-            layer = list(target.piece_layer)
-        elif providers:
+            try:  # (more blocks than a manifest may have: pieces too small for the file)
+                manifest = Manifest(size=target.size, block_size=target.piece_length, root=target.root)
+                layer = list(target.piece_layer)
+            except ManifestError:
+                manifest = None
+        if manifest is None and providers:
             manifest = await service.full_manifest(target.root, providers)
         files = download.handle.torrent_file().layout()
         offset = files.file_offset(target.file_index)
