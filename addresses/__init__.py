@@ -45,9 +45,11 @@ def _nets(kind: Kind, *cidrs: str) -> list[tuple[ipaddress.IPv4Network | ipaddre
     return [(ipaddress.ip_network(c), kind) for c in cidrs]
 
 
+LOOPBACK_NETWORKS = ("127.0.0.0/8", "::1/128")  # this machine: where a lab's or a test's peers all are
+
 # Entries overlap (`::1/128` inside the reserved `::/8`): `classify` takes the longest match.
 _TABLE = (
-    _nets(Kind.LOOPBACK, "127.0.0.0/8", "::1/128")
+    _nets(Kind.LOOPBACK, *LOOPBACK_NETWORKS)
     + _nets(Kind.PRIVATE, "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10",
             "fc00::/7", "64:ff9b:1::/48")
     + _nets(Kind.LINK_LOCAL, "169.254.0.0/16", "fe80::/10")
@@ -73,6 +75,17 @@ _TABLE = (
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _SIXTOFOUR = ipaddress.ip_network("2002::/16")
 _COMPATIBLE = ipaddress.ip_network("::/96")
+
+
+# Prefixes that carry an IPv4 host inside an IPv6 address (`effective` reads them): IPv4-mapped, NAT64, 6to4.
+_EMBEDDING = (ipaddress.ip_network("::ffff:0:0/96"), _NAT64, _SIXTOFOUR)
+
+
+def non_public_networks() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    """Every network `classify` calls other than public, and the IPv6 prefixes that embed an IPv4 host (one may
+    name 127.0.0.1 as `::ffff:127.0.0.1` or `64:ff9b::7f00:1`): what a filter that lets only public addresses
+    through blocks, when it cannot call `classify` itself (libtorrent's IP filter)."""
+    return [network for network, kind in _TABLE if kind is not Kind.PUBLIC] + list(_EMBEDDING)
 
 
 def parse(host: str | None) -> IPAddress | None:

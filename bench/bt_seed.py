@@ -31,6 +31,7 @@ import time
 
 import libtorrent as lt
 
+from addresses import LOOPBACK_NETWORKS
 from bench.attacks.peer_node import rss_kib
 from bittorrent.seeder import Seeder
 from bittorrent.session import BtSession
@@ -90,7 +91,7 @@ async def main(size: int, runs: int) -> None:
               f"python {sys.version.split()[0]}, libtorrent {lt.__version__}")
 
         before = rss_mib()
-        ours = BtSession("127.0.0.1", 0)
+        ours = BtSession("127.0.0.1", 0, reachable=LOOPBACK_NETWORKS)
         await ours.start()
         seeder = Seeder(ours, store)
         seeder.seed(manifest)

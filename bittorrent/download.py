@@ -7,13 +7,16 @@ they hold and the BitTorrent swarm, as its capped Range source (the role the ori
 fetching is taken back when a peer of ours offers it. libtorrent's own picker only works inside what it is given:
 every piece starts at priority 0 (nothing is fetched on libtorrent's own initiative), and `TorrentSource.fetch`
 asks for the pieces covering one range with a deadline, which libtorrent spreads over its peers 16 KiB at a
-time. So no byte is fetched twice. Only when the piece layer is unknown (a magnet for a file of several pieces,
-and no peer of ours to give a layer) does libtorrent own every piece (`Download.fetch_all`), verifying each with
-BEP 52's hash requests; the file is then checked whole against the root as it enters the store.
+time, and a piece nobody waits for any more goes back to priority 0. So no byte is fetched twice. Only when the
+piece layer is unknown (a magnet for a file of several pieces, and no peer of ours to give a layer) does
+libtorrent own the file's pieces (`Download.fetch_range`), verifying each with BEP 52's hash requests; the file
+is then checked whole against the root as it enters the store.
 
 **What it may reach.** No tracker (the torrent's are dropped), no peer exchange (`disable_pex`: a stranger's PEX
-naming an intranet address would make the session dial it), no DHT or LSD; peers are only those given
-(`connect_peer`, the magnet's `x.pe` after `bittorrent.target`'s rules) and those who connect to us. A torrent's
+naming an intranet address would make the session dial it), no DHT or LSD; peers are those given (`connect_peer`,
+the magnet's `x.pe` after `bittorrent.target`'s rules), those who connect to us, and those a peer's BEP 55
+holepunch names, which no setting turns off: the session's IP filter keeps all but public addresses (and those
+the user lists) out, in and out (`bittorrent.watcher`). A torrent's
 web seeds are not given to libtorrent (it follows a web seed's redirects, to any address). libtorrent writes the
 pieces into a staging directory of its own, deleted with the torrent; the verified bytes enter the block store
 through our fetch.
@@ -48,8 +51,10 @@ class Download:
         self.info_hash, self.handle, self.staging = info_hash, handle, staging
         loop = asyncio.get_running_loop()
         self.metadata: asyncio.Future[bytes] = loop.create_future()  # the raw info dict, once known
-        self.finished: asyncio.Future[None] = loop.create_future()  # every piece had, after `fetch_all`
-        self.fetching_all = False
+        self.finished: asyncio.Future[None] = loop.create_future()  # every piece of `fetch_range`'s had
+        self.fetching: range | None = None  # the pieces libtorrent owns (`fetch_range`)
+        for future in (self.metadata, self.finished):  # a failure nobody awaited is no error to log at exit
+            future.add_done_callback(_retrieved)
         self.failed: str | None = None
         self._pieces: dict[int, list[asyncio.Future[bytes]]] = {}
         self.hash_failures = 0
@@ -82,10 +87,11 @@ class Download:
                  self.info_hash.hex()[:16])
 
     def on_finished(self) -> None:
-        """libtorrent has every piece it wants: before `fetch_all` it wants none (every priority 0), so this says
-        nothing then; after it, that every piece is had only if the torrent seeds."""
+        """libtorrent has every piece it wants: before `fetch_range` it wants none (every priority 0), so this
+        says nothing then; after it, that the range is had only if every piece of it is."""
         with contextlib.suppress(RuntimeError):
-            if self.fetching_all and not self.finished.done() and self.handle.status().is_seeding:
+            if self.fetching is not None and not self.finished.done() \
+                    and all(self.handle.have_piece(piece) for piece in self.fetching):
                 self.finished.set_result(None)
 
     def on_failure(self, why: str) -> None:
@@ -122,6 +128,7 @@ class Download:
         return waiter
 
     def cancel(self, piece: int, waiter: asyncio.Future[bytes]) -> None:
+        """`waiter` no longer waits for `piece`; when nobody does, libtorrent stops fetching it."""
         waiting = self._pieces.get(piece)
         if waiting is not None and waiter in waiting:
             waiting.remove(waiter)
@@ -129,13 +136,15 @@ class Download:
                 del self._pieces[piece]
                 with contextlib.suppress(RuntimeError):
                     self.handle.reset_piece_deadline(piece)
+                    if not self.handle.have_piece(piece) and (self.fetching is None or piece not in self.fetching):
+                        self.handle.piece_priority(piece, 0)
 
-    def fetch_all(self) -> None:
-        """libtorrent owns every piece (no piece layer to verify blocks by, module docstring)."""
-        info = self.handle.torrent_file()
-        self.fetching_all = True
-        self.handle.prioritize_pieces([4] * info.num_pieces())  # 4: libtorrent's default priority
-        self.on_finished()  # had already (a finished alert came while it wanted nothing)
+    def fetch_range(self, first: int, last: int) -> None:
+        """libtorrent owns pieces `first..last` (one file's; no piece layer to verify blocks by, module
+        docstring); `finished` says when it has them all."""
+        self.fetching = range(first, last + 1)
+        self.handle.prioritize_pieces([(piece, 4) for piece in self.fetching])  # 4: libtorrent's default
+        self.on_finished()  # had already (the finished alert came while it wanted nothing)
 
     def connect(self, peers: Iterable[tuple[str, int]]) -> None:
         for peer in peers:
@@ -158,6 +167,11 @@ class Download:
 
     def discard_staging(self) -> None:
         shutil.rmtree(self.staging, ignore_errors=True)
+
+
+def _retrieved(future: asyncio.Future) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 class TorrentSource:
@@ -185,9 +199,9 @@ class TorrentSource:
         except TimeoutError:
             raise OriginSourceError(f"BitTorrent peers did not deliver {offset}+{length} in {PIECE_TIMEOUT:g} s",
                                     permanent=False) from None
-        finally:
+        finally:  # (a waiter cancelled with this task is done too, and still registered)
             for piece, waiter in waiters:
-                if not waiter.done():
+                if not waiter.done() or waiter.cancelled():
                     self.download.cancel(piece, waiter)
         joined = b"".join(datas)
         first = pieces[0] * self.piece_length

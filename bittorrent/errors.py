@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["BadTarget", "BridgeError", "ListenFailed"]
+__all__ = ["AlreadyAdded", "BadTarget", "BridgeError", "ListenFailed"]
 
 
 class BridgeError(Exception):
@@ -16,3 +16,9 @@ class ListenFailed(BridgeError):
 class BadTarget(BridgeError):
     """A magnet link, .torrent file or info dict that swarmproxy will not fetch by (`target`): malformed, v1-only,
     inconsistent, or naming no one file to fetch. The message says why, for the user who pasted it."""
+
+
+class AlreadyAdded(BridgeError):
+    """The session has a torrent of that info-hash already, not as a download (it seeds it): libtorrent would
+    hand back that torrent's handle, and removing the download's would remove the seed and delete the store's
+    file."""

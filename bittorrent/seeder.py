@@ -76,7 +76,11 @@ class Seeder:
             log.info("not seeding %s over BitTorrent: %s", root.hex()[:16], exc)
             return
         path = Path(location.path)
-        self.seeding[root] = self.session.seed(torrent, manifest, path.parent, path.name)
+        try:
+            self.seeding[root] = self.session.seed(torrent, manifest, path.parent, path.name)
+        except RuntimeError as exc:  # a download of the same torrent holds the info-hash (`BtSession.download`)
+            log.info("not seeding %s over BitTorrent: %s", root.hex()[:16], exc)
+            return
         log.info("seeding %s over BitTorrent: info-hash %s", root.hex()[:16], torrent.info_hash_hex[:16])
 
     async def hybrid(self, root: bytes) -> Torrent | None:
@@ -100,7 +104,11 @@ class Seeder:
         if (known := self.hybrids.get(root)) is not None:  # another request made it meanwhile
             return known.torrent
         torrent = torrent_of(seeding.manifest, self.store.hash_layer(root), v1=v1)
-        self.hybrids[root] = self.session.seed(torrent, seeding.manifest, path.parent, path.name)
+        try:
+            self.hybrids[root] = self.session.seed(torrent, seeding.manifest, path.parent, path.name)
+        except RuntimeError as exc:  # a download of the hybrid holds its info-hash
+            log.info("no hybrid torrent of %s: %s", root.hex()[:16], exc)
+            return None
         return torrent
 
     def stop(self, root: bytes, why: str) -> asyncio.Future[None] | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +24,7 @@ from swarm.content.torrent import Torrent
 
 from .admission import Admission
 from .download import Download
-from .errors import ListenFailed
+from .errors import AlreadyAdded, ListenFailed
 from .settings import MAX_CONNECTIONS, session_settings
 from .watcher import AlertWatcher
 
@@ -50,8 +50,11 @@ class Seeding:
 class BtSession:
     """The embedded session; `await start()`, then `seed` / `remove`; `await stop()`."""
 
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, *, reachable: Iterable[str] = ()) -> None:
+        """`reachable`: non-public networks (CIDR) peers may be on, in and out (`--share-private-origins`'
+        addresses); every other non-public address is filtered (`bittorrent.watcher`)."""
         self.host, self.requested_port = host, port
+        self.reachable = tuple(reachable)
         self.session: Any = None  # lt.session once started
         self.port: int | None = None  # the TCP port it listens on, once it does
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -74,7 +77,8 @@ class BtSession:
         self._loop = asyncio.get_running_loop()
         self._listening = self._loop.create_future()
         self.session = lt.session(session_settings(self.host, self.requested_port, alert_mask=int(ALERTS)))
-        self._watcher = AlertWatcher(self.session, self._loop, self._on_alerts, self.admission)
+        self._watcher = AlertWatcher(self.session, self._loop, self._on_alerts, self.admission,
+                                     reachable=self.reachable)
         self._watcher.start()
         try:
             async with asyncio.timeout(LISTEN_TIMEOUT):
@@ -102,6 +106,7 @@ class BtSession:
         params.have_pieces = [True] * pieces
         params.verified_pieces = [True] * pieces
         params.flags &= ~(lt.torrent_flags.auto_managed | lt.torrent_flags.paused)
+        params.flags |= lt.torrent_flags.duplicate_is_error  # never another's handle back (a download's)
         return Seeding(torrent, manifest, self.session.add_torrent(params))
 
     def download(self, info_hash: bytes, staging: Path, *, torrent: bytes | None = None, name: str = "",
@@ -126,10 +131,15 @@ class BtSession:
         params.save_path = str(staging)
         params.trackers, params.url_seeds = [], []
         flags = lt.torrent_flags
+        # duplicate_is_error: a torrent this session seeds under that info-hash is an error, not its handle back
         params.flags |= (flags.disable_pex | flags.disable_dht | flags.disable_lsd | flags.override_trackers
-                         | flags.override_web_seeds)
+                         | flags.override_web_seeds | flags.duplicate_is_error)
         params.flags &= ~(flags.auto_managed | flags.paused)
-        download = self.downloads[info_hash] = Download(info_hash, self.session.add_torrent(params), staging)
+        try:
+            handle = self.session.add_torrent(params)
+        except RuntimeError as exc:
+            raise AlreadyAdded(f"this node seeds the torrent {info_hash.hex()[:16]}… already ({exc})") from None
+        download = self.downloads[info_hash] = Download(info_hash, handle, staging)
         if info is not None:
             download.metadata.set_result(bytes(info.info_section()))
         download.connect(peers or [])

@@ -3,7 +3,10 @@
 Everything that would make the session talk to the world on its own is off, and stays off until a mode turns it
 on on purpose (the Internet mode: the BitTorrent DHT, port mapping): BitTorrent's DHT (and so its public bootstrap
 routers, whose names are cleared as well), local peer discovery (BEP 14 multicast), UPnP and NAT-PMP. Our torrents
-name no tracker, and a seed dials no peer (a stranger's peer exchange cannot send it anywhere). uTP is off: peers
+name no tracker, and a seed dials no peer of its own accord (a stranger's peer exchange cannot send it anywhere).
+What no setting turns off — a stranger's BEP 55 holepunch `connect` makes libtorrent dial the address it names —
+the IP filter stops (`bittorrent.watcher`: no non-public address but those the user lists), and no privileged
+port (below 1024) is ever dialled. uTP is off: peers
 come over one TCP listener, which `connections_limit` counts whole (libtorrent still binds UDP on the same port
 number, and answers nothing there with uTP and the DHT off).
 
@@ -49,6 +52,10 @@ def session_settings(host: str, port: int, *, alert_mask: int) -> settings_pack:
         # A seed dials no peer: a stranger's peer exchange (ut_pex) naming 127.0.0.1 or a LAN address made the
         # session connect there (tests/bittorrent/test_pex.py). It only answers those who connect to it.
         "seeding_outgoing_connections": False,
+        "no_connect_privileged_ports": True,
+        # A download asks for pieces one range at a time (`bittorrent.download`): between two asks it wants none, and
+        # libtorrent, finished, closed its seeds as redundant, then waited its 60 s reconnect time for the next ask.
+        "close_redundant_connections": False,
         "connections_limit": MAX_CONNECTIONS,
         "allow_multiple_connections_per_ip": False,
         "send_buffer_watermark": SEND_BUFFER,

@@ -11,19 +11,28 @@ event loop did while busy. So the thread feeds accepted, handshaken and ended co
 (`bittorrent.admission`), gives libtorrent its blocks as the IP filter at once, and lifts expired ones. Every other
 alert (listening, removals, file errors) goes to the loop, and the thread waits until the loop has read them:
 an alert popped is only valid until the next pop.
+
+The IP filter also holds the rule that keeps the session off the intranet: every non-public network
+(`addresses.non_public_networks`) is blocked, but for the `reachable` ones (`--share-private-origins`' addresses).
+libtorrent dials where strangers say in ways no setting turns off: a BEP 55 holepunch `connect` from any peer of
+any torrent made it dial 127.0.0.1 (`tests/bittorrent/test_watcher.py`); the filter applies to every connection,
+in and out.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import ipaddress
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import libtorrent as lt
+
+import addresses
 
 from .admission import Admission, Block
 
@@ -37,8 +46,12 @@ WAIT_FOR_ALERT_MS = 250  # the longest wait: how long a stop waits for the threa
 
 class AlertWatcher:
     def __init__(self, session: Any, loop: asyncio.AbstractEventLoop, on_alerts: Callable[[list[Any]], None],
-                 admission: Admission) -> None:
+                 admission: Admission, *, reachable: Iterable[str] = ()) -> None:
         self.session, self.loop, self.on_alerts, self.admission = session, loop, on_alerts, admission
+        # (first, last, access) rules every filter starts with: the non-public networks blocked, then the reachable
+        # ones let through again (libtorrent's add_rule sets a range's access over what was there)
+        self._base = [(str(net[0]), str(net[-1]), 1) for net in addresses.non_public_networks()] + \
+            [(str(net[0]), str(net[-1]), 0) for net in map(ipaddress.ip_network, reachable)]
         self._lock = threading.Lock()  # the admission: this thread changes it, the loop reads its status
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="swarmproxy-bittorrent-alerts", daemon=True)
@@ -46,13 +59,16 @@ class AlertWatcher:
         self.bans = 0
 
     def start(self) -> None:
+        self._filter()  # before any connection: the session starts off the intranet
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop and join the thread (blocks for up to `WAIT_FOR_ALERT_MS`: call it off the loop)."""
+        """Stop and join the thread (blocks for up to `WAIT_FOR_ALERT_MS`: call it off the loop); drop the session,
+        which a hand-over still queued on the loop would otherwise keep alive."""
         self._stopping.set()
         if self._thread.is_alive():
             self._thread.join()
+        self.session = None
 
     def status(self) -> dict[str, object]:
         with self._lock:
@@ -78,7 +94,8 @@ class AlertWatcher:
 
     def _hand_over(self, alerts: list[Any], read: threading.Event) -> None:
         try:
-            self.on_alerts(alerts)
+            if self.session is not None:  # (stopped: the alerts may be freed)
+                self.on_alerts(alerts)
         finally:
             read.set()
 
@@ -128,6 +145,8 @@ class AlertWatcher:
         rules = lt.ip_filter()
         with self._lock:
             blocks: list[Block] = self.admission.blocks()
-        for block in blocks:
-            rules.add_rule(block.first, block.last, 1)  # 1: blocked (libtorrent's ip_filter.blocked)
-        self.session.set_ip_filter(rules)
+        for first, last, access in self._base + [(block.first, block.last, 1) for block in blocks]:
+            rules.add_rule(first, last, access)  # 1: blocked (libtorrent's ip_filter.blocked), 0: allowed
+        session = self.session
+        if session is not None:
+            session.set_ip_filter(rules)

@@ -55,11 +55,13 @@ class Export:
 class Bridge:
     """The session and its seeder, for one proxy (`ProxyServer` starts and stops it)."""
 
-    def __init__(self, engine, resolver, host: str, port: int, *, local_domains: tuple[str, ...]) -> None:
+    def __init__(self, engine, resolver, host: str, port: int, *, local_domains: tuple[str, ...],
+                 reachable: tuple[str, ...] = ()) -> None:
         self.engine = engine
         self.resolver = resolver  # proxy.origin_resolver.OriginResolver: which names resolved to public addresses
         self.host, self.port = host, port
         self.local_domains = local_domains
+        self.reachable = reachable  # non-public addresses BitTorrent peers may be on (--share-private-origins)
         self.session: BtSession | None = None
         self.seeder: Seeder | None = None
 
@@ -67,7 +69,7 @@ class Bridge:
         from bittorrent.seeder import Seeder  # libtorrent's import: only when the bridge runs
         from bittorrent.session import BtSession
 
-        session = self.session = BtSession(self.host, self.port)
+        session = self.session = BtSession(self.host, self.port, reachable=self.reachable)
         address = await session.start()
         self.seeder = Seeder(session, self.engine.store, refusal=self.refusal)
         self.engine.service.watch_shares(self.seeder.on_share)

@@ -43,7 +43,7 @@ EXIT_CODES = {
                 "torrent (it says why)",
     ORIGIN_UNREACHABLE: "the origin could not be reached or verified (DNS, connect, TLS certificate, timeout)",
     WRITE_ERROR: "the output file could not be written (disk full, permissions)",
-    INCOMPLETE: "the transfer was cut off before the end (run again with -c to resume)",
+    INCOMPLETE: "the transfer was cut off before the end (run again, with -c for a URL, to resume)",
 }
 
 
@@ -158,7 +158,9 @@ def _download(proxy: str, request: urllib.request.Request, output: str | None, u
         reason = getattr(exc, "reason", exc)
         raise GetError(NO_PROXY, f"no swarmproxy answers at {proxy}: {reason} (start one with "
                                  "`swarmproxy run`, or say where with --proxy)") from None
+    again = "run again with -c to resume" if url else "run it again"
     with response:
+        named = output is None  # by the stranger who made the torrent: never over a file that exists
         if output is None:
             output = _given_name(response)
         appending = have and response.status == 206
@@ -168,13 +170,17 @@ def _download(proxy: str, request: urllib.request.Request, output: str | None, u
                   f"{output} is downloaded again from the start", file=sys.stderr)
         total = _total(response, have if appending else 0)
         try:
-            sink: BinaryIO = sys.stdout.buffer if to_stdout else open(output, "ab" if appending else "wb")
+            sink: BinaryIO = sys.stdout.buffer if to_stdout else \
+                open(output, "ab" if appending else "xb" if named else "wb")
+        except FileExistsError:
+            raise GetError(WRITE_ERROR, f"{output} exists already (the torrent names it so): say where to write "
+                                        "with -o") from None
         except OSError as exc:
             raise GetError(WRITE_ERROR, f"cannot write {output}: {exc.strerror or exc}") from None
         got = have if appending else 0
         progress = None if quiet or not sys.stderr.isatty() else _Progress(total, got)
         try:
-            while chunk := _read(response):
+            while chunk := _read(response, again):
                 try:
                     sink.write(chunk)
                 except OSError as exc:
@@ -188,8 +194,7 @@ def _download(proxy: str, request: urllib.request.Request, output: str | None, u
             if progress is not None:
                 progress.done()
     if total is not None and got < total:
-        raise GetError(INCOMPLETE, f"the transfer stopped at {got:,} of {total:,} bytes; run again with -c to "
-                                   "resume")
+        raise GetError(INCOMPLETE, f"the transfer stopped at {got:,} of {total:,} bytes; {again}")
     if not quiet:
         elapsed = max(time.monotonic() - started, 1e-6)
         print(f"{'stdout' if to_stdout else output}: {got:,} bytes in {elapsed:.1f} s "
@@ -204,12 +209,11 @@ def _given_name(response) -> str:
     return name if name not in ("", ".", "..") else DEFAULT_TORRENT_NAME
 
 
-def _read(response) -> bytes:
+def _read(response, again: str) -> bytes:
     try:
         return response.read(CHUNK)
     except (OSError, http.client.HTTPException) as exc:  # IncompleteRead: the proxy cut a body it cannot finish
-        raise GetError(INCOMPLETE, f"the transfer was cut off ({type(exc).__name__}); run again with -c to "
-                                   "resume") from None
+        raise GetError(INCOMPLETE, f"the transfer was cut off ({type(exc).__name__}); {again}") from None
 
 
 def _total(response, offset: int) -> int | None:

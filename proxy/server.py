@@ -28,6 +28,7 @@ from aiohttp.abc import AbstractResolver
 from aiohttp.http_parser import RawRequestMessage
 from yarl import URL
 
+import addresses
 from dht.discovery import DhtDiscovery
 from dht.errors import LocalError as DhtLocalError
 from dht.node import DhtConfig, DhtNode
@@ -410,8 +411,9 @@ class ProxyServer:
 
         cfg = self.config
         assert cfg.bt_listen is not None and self.engine is not None
+        listed = tuple(filter(None, (addresses.canonical_host(host) for host, _ in cfg.share_private_origins)))
         self.bridge = Bridge(self.engine, self.resolver, cfg.bt_listen.host, cfg.bt_listen.port,
-                             local_domains=cfg.local_domains)
+                             local_domains=cfg.local_domains, reachable=listed)
         try:
             host, port = await self.bridge.start()
         except ListenFailed as exc:

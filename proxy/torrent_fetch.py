@@ -8,42 +8,39 @@ bounded), and a peer it names (`x.pe`) on a loopback or private address is diall
 `--share-private-origins` lists it, as an origin there would be. Web seeds (`ws=`) are not used yet: libtorrent
 follows a web seed's redirects anywhere.
 
-The file's v2 `pieces root` is our content root, so the download is our ordinary fetch of that root:
+The file's v2 `pieces root` is our content root, so the download is our ordinary fetch of that root, one of
+`proxy.torrent_bodies`' three: from the store when it holds the file (a torrent this node seeds: libtorrent
+would hand back the seed's own torrent); our fetch with the BitTorrent swarm as its Range source when the piece
+layer is known; libtorrent's own fetch of the file's pieces, checked whole, when it is not. The body streams
+from a job of the swarm service's (`_Run`), so the storing and sharing that follow the last byte are never cut
+short by a client that leaves then.
 
-* with the piece layer known (a .torrent carries it; a file of one piece needs none), the fetch's picker owns
-  every block; our peers that share the root (found through discovery) are asked for what they hold, and the
-  BitTorrent swarm is the fetch's Range source for the rest (`bittorrent.download.TorrentSource`), with
-  `BT_OUTSTANDING_BYTES` in flight. The bytes stream to the client in order as they verify;
-* a magnet gives no layer: a peer of ours that holds the root gives its manifest and layer, else libtorrent
-  fetches every piece itself (each verified by BEP 52 proofs against the root), and the whole file is checked
-  against the root as it enters the store, then sent.
-
-Either way the content ends in the block store and is shared like any other (a provider of its root). The
-response is a 200 with the file's length; errors are this proxy's own (400: the magnet or torrent is refused,
-and why; 503: no `--bt-listen`; 504: no peer gave the info dict; 502: the download failed).
+The content ends in the block store and is shared like any other (a provider of its root). The response is a
+200 with the file's length; errors are this proxy's own (400: the magnet or torrent is refused, and why; 503: no
+`--bt-listen`; 504: no peer gave the info dict; 502: the download failed; 500: a bug, logged).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
-import threading
+import shutil
 import time
 import urllib.parse
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 from bittorrent.errors import BadTarget
-from swarm.content.manifest import MAX_BLOCK_SIZE, Manifest, build_manifest
-from swarm.core.policy import PolicyConfig
+from swarm.content.manifest import MAX_BLOCK_SIZE, Manifest
 from swarm.errors import FetchFailed, ManifestError, StoreError, SwarmError
-from swarm.service.report import FetchReport
 
+from . import torrent_bodies as bodies
 from .exposure import may_share
 from .fetch_endpoint import NAME_FIELD
 from .responses import OwnResponse
@@ -59,9 +56,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("swarmproxy")
 
 METADATA_TIMEOUT = 60.0  # seconds for a magnet's info dict to come from a peer
-STALL_TIMEOUT = 60.0  # seconds without a verified byte before a download fails
-BT_OUTSTANDING_BYTES = 32 * 1024 * 1024  # asked of the BitTorrent swarm at once: many pieces over many peers
-CHUNK = 1024 * 1024  # bytes read at a time from a file libtorrent completed
 QUEUED_CHUNKS = 8  # chunks the job may be ahead of the client (each a block: at most 8 blocks in memory)
 MAX_PEERS_GIVEN = 50  # `peer` parameters read (a magnet's x.pe: as many)
 
@@ -77,6 +71,17 @@ class TorrentFetch:
                  *, private_origins: tuple[tuple[str, int | None], ...], staging: Path) -> None:
         self.engine, self.bridge, self.stats = engine, bridge, stats
         self.private_origins, self.staging = private_origins, staging
+        self._runs = itertools.count()
+        self._swept = False
+
+    def staging_for(self, info_hash: bytes) -> Path:
+        """A directory of its own for one download's libtorrent copy (two downloads of one torrent, or one that
+        starts while the last one's copy is being deleted, never share one). What a crash left is swept on the
+        first use."""
+        if not self._swept:
+            shutil.rmtree(self.staging, ignore_errors=True)
+            self._swept = True
+        return self.staging / f"{info_hash.hex()[:16]}-{next(self._runs)}"
 
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
         from bittorrent.target import parse_magnet, parse_peer, parse_torrent
@@ -93,9 +98,13 @@ class TorrentFetch:
             if request.method == "POST":
                 from bittorrent.target import MAX_TORRENT
 
-                data = await request.content.read(MAX_TORRENT + 1)
-                if len(data) > MAX_TORRENT:
-                    return _text(413, f"a .torrent file is at most {MAX_TORRENT:,} bytes")
+                parts, got = [], 0
+                while part := await request.content.read(64 * 1024):  # (one read returns what has arrived)
+                    parts.append(part)
+                    got += len(part)
+                    if got > MAX_TORRENT:
+                        return _text(413, f"a .torrent file is at most {MAX_TORRENT:,} bytes")
+                data = b"".join(parts)
                 torrent = parse_torrent(data, file=file)
                 info_hash, name = torrent.info_hash_v2, torrent.display_name
             else:
@@ -163,17 +172,19 @@ class _Run:
 
     async def respond(self, request: web.BaseRequest) -> web.StreamResponse:
         job = self.engine.service.spawn(self._job())
-        head = await self.out.get()
-        if isinstance(head, _Refusal):
-            return _text(head.status, head.text)
-        assert isinstance(head, _Head)
-        response = web.StreamResponse(status=200, headers={
-            "Content-Type": "application/octet-stream", "Content-Length": str(head.size),
-            "Swarm-Root": head.root.hex(), "Swarm-Request": self.record.id,
-            NAME_FIELD: urllib.parse.quote(head.name, safe="")})
+        size = None
         try:
+            head = await self._next(job, head=True)
+            if isinstance(head, _Refusal):
+                return _text(head.status, head.text)
+            assert isinstance(head, _Head)
+            size = head.size
+            response = web.StreamResponse(status=200, headers={
+                "Content-Type": "application/octet-stream", "Content-Length": str(head.size),
+                "Swarm-Root": head.root.hex(), "Swarm-Request": self.record.id,
+                NAME_FIELD: urllib.parse.quote(head.name, safe="")})
             await response.prepare(request)
-            while (chunk := await self.out.get()) is not None:
+            while (chunk := await self._next(job)) is not None:
                 if isinstance(chunk, BaseException):  # the body is under way: the client sees it cut short
                     response.force_close()
                     if request.transport is not None:
@@ -185,151 +196,148 @@ class _Run:
             await response.write_eof()
             return response
         except BaseException:
-            if self.sent < head.size:  # the client left before the end: the download is of no use to it
+            if size is None or self.sent < size:  # the client left before the end: of no use to it any more
                 job.cancel()
             raise
 
-    async def _job(self) -> None:
-        from bittorrent.target import parse_info
-
-        session = self.bridge.session
-        assert session is not None
-        download = session.download(self.info_hash, self.owner.staging / self.info_hash.hex(),
-                                    torrent=self.torrent.data if self.torrent else None, name=self.name or "",
-                                    peers=self.peers)
-        status, error, began, queued = 200, None, False, 0
-        try:
-            target = self.torrent
-            if target is None:
+    async def _next(self, job: asyncio.Task, *, head: bool = False) -> _Head | _Refusal | bytes | bytearray \
+            | memoryview | BaseException | None:
+        """The job's next item; a job that ended without one (a bug: it always puts one last) is an error the
+        client is told, never a wait for ever."""
+        while True:
+            if not self.out.empty() or not job.done():
+                getter = asyncio.ensure_future(self.out.get())
                 try:
-                    async with asyncio.timeout(METADATA_TIMEOUT):
-                        info = await download.metadata
-                except TimeoutError:
-                    status, error = 504, f"no peer gave the torrent's info dict in {METADATA_TIMEOUT:g} s"
-                    await self.out.put(_Refusal(status, error))
-                    return
-                target = parse_info(info, expected_v2=self.info_hash, file=self.file)
-                self.event(f"info dict from a peer: {target.size:,} bytes, pieces of {target.piece_length:,}")
-            chunks = await self._chunks(download, target)
-            await self.out.put(_Head(target.size, target.root, self.name or target.display_name or target.root.hex()))
+                    await asyncio.wait({getter, job}, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    if not getter.done():
+                        getter.cancel()
+                if getter.done() and not getter.cancelled():
+                    return getter.result()
+                continue
+            why = "the download ended without an answer (a bug: see the log)"
+            return _Refusal(500, why) if head else FetchFailed(why)
+
+    async def _job(self) -> None:
+        from bittorrent.errors import BridgeError
+
+        status, error, began = 200, None, False
+        download: Download | None = None
+        session = self.bridge.session
+        try:
+            try:
+                chunks, head, download = await self._body(session)
+            except BadTarget as exc:
+                status, error = 400, str(exc)
+            except TimeoutError:
+                status, error = 504, f"no peer gave the torrent's info dict in {METADATA_TIMEOUT:g} s"
+            except (BridgeError, FetchFailed, SwarmError, OSError, RuntimeError) as exc:  # (RuntimeError: libtorrent)
+                status, error = 502, f"the download failed: {exc}"
+            if error is not None:
+                await self.out.put(_Refusal(status, error))
+                return
+            await self.out.put(head)
             began = True
+            queued = 0
             async for chunk in chunks:
                 await self.out.put(chunk)
                 queued += len(chunk)
             await self.out.put(None)
             self.sent = queued  # all of it handed to the handler: the client has it unless it leaves now
-        except BadTarget as exc:
-            status, error = 400, str(exc)
-            await self.out.put(_Refusal(status, error))
-        except (FetchFailed, SwarmError, OSError) as exc:
-            error = f"the download failed: {exc}"
-            log.warning("torrent %s: %s", self.info_hash.hex()[:16], error)
-            if not began:
-                status = 502
-            await self.out.put(exc if began else _Refusal(502, error))
         except asyncio.CancelledError:
             error = "client_gone: the client left before the end"
             raise
+        except Exception as exc:  # the body is under way: cut it, and say why in the record and the log
+            error = f"the download failed: {exc}"
+            log.warning("torrent %s: %s", self.info_hash.hex()[:16], error,
+                        exc_info=not isinstance(exc, (FetchFailed, SwarmError, OSError)))
+            if began:
+                await self.out.put(exc)
+            else:
+                status = 500
+                await self.out.put(_Refusal(status, error))
         finally:
             self.owner.stats.finish(self.record, status, self.sent, time.monotonic() - self.started, error)
+            if download is not None and session is not None:
+                await session.end_download(download)
+
+    async def _body(self, session) -> tuple[AsyncIterator[bytes], _Head, Download | None]:
+        """How the file's bytes come (`proxy.torrent_bodies`), the response's head, and the torrent downloading."""
+        from bittorrent.errors import AlreadyAdded
+        from bittorrent.target import parse_info
+
+        target = self.torrent
+        if target is None and (seeded := self._seeded()) is not None:  # a torrent this node seeds: its store file
+            return bodies.from_store(self.engine, seeded), self._head(seeded.size, seeded.root, None), None
+        if target is not None and (stored := self._stored(target.root, target.size)) is not None:
+            return bodies.from_store(self.engine, stored), self._head(target.size, target.root, target), None
+        if session is None:
+            raise FetchFailed("the BitTorrent bridge stopped")
+        staging = self.owner.staging_for(self.info_hash)
+        try:
+            download = session.download(self.info_hash, staging, torrent=target.data if target else None,
+                                        name=self.name or "", peers=self.peers)
+        except AlreadyAdded as exc:  # seeded here under this info-hash, but not as `_seeded` knows it (a hybrid)
+            raise FetchFailed(str(exc)) from None
+        try:
+            if target is None:
+                async with asyncio.timeout(METADATA_TIMEOUT):
+                    info = await asyncio.shield(download.metadata)  # (shared with any other download of it)
+                target = parse_info(info, expected_v2=self.info_hash, file=self.file)
+                self.event(f"info dict from a peer: {target.size:,} bytes, pieces of {target.piece_length:,}")
+                if (stored := self._stored(target.root, target.size)) is not None:
+                    await session.end_download(download)
+                    return bodies.from_store(self.engine, stored), self._head(target.size, target.root, target), None
+            _room_for(staging, target.size)
+            head = self._head(target.size, target.root, target)
+            manifest, layer, providers = await self._plan(target)
+            if manifest is None:
+                return bodies.whole(self.engine, download, target, self.record, self.event), head, download
+            return (bodies.fetched(self.engine, download, target, manifest, layer, providers, self.record,
+                                   self.event), head, download)
+        except BaseException:
             await session.end_download(download)
+            raise
 
-    async def _chunks(self, download: Download, target: TorrentTarget) -> AsyncIterator[bytes]:
-        """The file's bytes in order: by our fetch when a layer is known, else from libtorrent's finished file."""
-        from bittorrent.download import TorrentSource
-
+    async def _plan(self, target: TorrentTarget) -> tuple[Manifest | None, list[bytes] | None, list]:
+        """Our fetch's manifest and layer, and our peers that hold the root; no manifest: libtorrent fetches the
+        file whole (no layer to check blocks by, or pieces larger than our largest block)."""
+        if target.piece_length > MAX_BLOCK_SIZE:
+            return None, None, []
         service = self.engine.service
         providers = await service.providers(target.root)
-        manifest, layer = None, None
-        if target.piece_layer is not None and target.piece_length <= MAX_BLOCK_SIZE:
-            try:  # (more blocks than a manifest may have: pieces too small for the file)
+        if target.piece_layer is not None:
+            with contextlib.suppress(ManifestError):  # (more blocks than a manifest may have: pieces too small)
                 manifest = Manifest(size=target.size, block_size=target.piece_length, root=target.root)
-                layer = list(target.piece_layer)
-            except ManifestError:
-                manifest = None
-        if manifest is None and providers:
-            manifest = await service.full_manifest(target.root, providers)
-        files = download.handle.torrent_file().layout()
-        offset = files.file_offset(target.file_index)
-        if manifest is None:
-            self.event("no piece layer and no peer of ours holds it: libtorrent fetches every piece")
-            return self._whole(download, target, files.file_path(target.file_index))
-        self.event(f"fetching {manifest.num_blocks} blocks: {len(providers)} peer(s) of ours, the BitTorrent "
-                   f"swarm for the rest")
-        source = TorrentSource(download, file_offset=offset, size=target.size, piece_length=target.piece_length)
-        base = next(iter(service.nodes.values())).policy or PolicyConfig()
-        policy = replace(base, origin_max_outstanding=max(2, BT_OUTSTANDING_BYTES // manifest.block_size),
-                         origin_yields=True, spread_origin=True)
-        report = FetchReport()
-        return self._fetched(manifest, service.fetch(manifest, providers, layer=layer, origin=source,
-                                                     stall_timeout=STALL_TIMEOUT, report=report, policy=policy),
-                             report)
+                return manifest, list(target.piece_layer), providers
+        if providers and (known := await service.full_manifest(target.root, providers)) is not None:
+            if known.size == target.size:  # (a provider's manifest of another size names other bytes)
+                return known, None, providers
+        return None, None, []
 
-    async def _fetched(self, manifest: Manifest, chunks: AsyncIterator[bytes],
-                       report: FetchReport) -> AsyncIterator[bytes]:
-        service = self.engine.service
-        complete = False
-        try:
-            async for chunk in chunks:
-                yield chunk
-            complete = True
-        finally:
-            self.record.bytes_bittorrent += report.bytes_origin
-            self.record.bytes_peers += report.bytes_peers
-            if complete:
-                service.completed(manifest)
-                self.event(f"complete: {report.bytes_origin:,} bytes from BitTorrent peers, {report.bytes_peers:,} "
-                           "from ours; shared")
-            else:
-                service.abandon(manifest.root)
+    def _head(self, size: int, root: bytes, target: TorrentTarget | None) -> _Head:
+        name = self.name or (target.display_name if target is not None else None) or root.hex()
+        return _Head(size, root, name)
 
-    async def _whole(self, download: Download, target: TorrentTarget, relative: str) -> AsyncIterator[bytes]:
-        """libtorrent owns every piece; the finished file is hashed whole, checked against the root, stored,
-        shared and sent."""
-        download.fetch_all()
-        last, seen = time.monotonic(), 0
-        while not download.finished.done():
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(1.0):
-                    await asyncio.shield(download.finished)
-            if (got := download.bytes_received) > seen:
-                last, seen = time.monotonic(), got
-            elif time.monotonic() - last > STALL_TIMEOUT:
-                raise FetchFailed(f"no BitTorrent peer sent a byte for {STALL_TIMEOUT:g} s")
-        download.finished.result()
-        path = download.staging / relative
-        self.record.bytes_bittorrent += download.bytes_received
-        manifest = await asyncio.to_thread(_stored, self.engine, path, target)
-        self.engine.service.completed(manifest)  # shared if the store took it whole
-        self.event(f"complete: {download.bytes_received:,} bytes from BitTorrent peers; checked whole; shared")
-        with open(path, "rb") as whole:
-            while chunk := await asyncio.to_thread(whole.read, CHUNK):
-                yield chunk
+    def _stored(self, root: bytes, size: int) -> Manifest | None:
+        """The store's manifest of `root` when it holds it complete (and of this size)."""
+        store = self.engine.store
+        with contextlib.suppress(StoreError):
+            if root in store and store.complete(root) and (manifest := store.manifest(root)).size == size:
+                return manifest
+        return None
+
+    def _seeded(self) -> Manifest | None:
+        """The content this node seeds under the magnet's info-hash, if it holds it complete."""
+        seeder = self.bridge.seeder
+        for root, seeding in list(seeder.seeding.items()) if seeder is not None else []:
+            if seeding.torrent.info_hash == self.info_hash:
+                return self._stored(root, seeding.manifest.size)
+        return None
 
 
-def _stored(engine: SwarmEngine, path: Path, target: TorrentTarget) -> Manifest:
-    """Hash the file libtorrent finished, check it against the root, and put it in the store (a worker thread)."""
-    from swarm.service.store_work import fill_entry
-
-    with open(path, "rb") as whole:
-        manifest, layer = build_manifest(iter(lambda: whole.read(CHUNK), b""), target.size)
-    if manifest.root != target.root:
-        raise FetchFailed("the file libtorrent finished does not hash to the torrent's pieces root")
-    try:
-        with open(path, "rb") as whole:
-            fill_entry(engine.store, manifest, layer, _FileBody(whole), threading.Event())
-    except StoreError as exc:
-        log.warning("%s will not be shared: %s", target.root.hex()[:16], exc)
-    return manifest
-
-
-class _FileBody:
-    def __init__(self, handle) -> None:
-        self.handle = handle
-
-    def read(self, offset: int, length: int) -> bytes:
-        self.handle.seek(offset)
-        return self.handle.read(length)
-
-    def fileno(self) -> int | None:
-        return self.handle.fileno()
+def _room_for(staging: Path, size: int) -> None:
+    """libtorrent's copy goes beside the store: refuse a file the disk cannot hold, before a byte is fetched."""
+    free = shutil.disk_usage(staging.parent if not staging.exists() else staging).free
+    if free < size:
+        raise FetchFailed(f"the file is {size:,} bytes and the disk holding {staging.parent} has {free:,} free")

@@ -25,6 +25,7 @@ import sys
 import tempfile
 import threading
 
+from addresses import LOOPBACK_NETWORKS
 from bench.attacks.peer_node import rss_kib
 from bittorrent.seeder import Seeder
 from bittorrent.session import BtSession
@@ -78,7 +79,7 @@ async def main(idle: int, handshaking: int, size: int, addresses: int) -> None:
         data = os.urandom(size)
         manifest, layer = build_manifest([data], size, url="http://192.31.196.1/f.bin", validator='"v1"')
         fill_entry(store, manifest, layer, BytesBody(data), threading.Event())
-        session = BtSession("127.0.0.1", 0)
+        session = BtSession("127.0.0.1", 0, reachable=LOOPBACK_NETWORKS)
         address = await session.start()
         seeder = Seeder(session, store)
         seeder.seed(manifest)

@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from addresses import LOOPBACK_NETWORKS
 from bittorrent.download import TorrentSource
 from bittorrent.session import BtSession
 from bittorrent.target import parse_info, parse_torrent
@@ -39,7 +40,7 @@ async def stock_seeder(path: pathlib.Path, torrent: pathlib.Path, listen: str, *
 
 @pytest.fixture
 async def session():
-    bt = BtSession("127.0.0.1", 0)
+    bt = BtSession("127.0.0.1", 0, reachable=LOOPBACK_NETWORKS)
     await bt.start()
     yield bt
     await bt.stop()

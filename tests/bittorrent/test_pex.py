@@ -13,6 +13,7 @@ import threading
 import libtorrent
 import pytest
 
+from addresses import LOOPBACK_NETWORKS
 from bittorrent.seeder import Seeder
 from bittorrent.session import BtSession
 from swarm.content.manifest import build_manifest
@@ -61,7 +62,7 @@ async def test_a_peer_exchange_cannot_make_the_seed_connect_into_the_intranet(tm
     data = os.urandom(300_000)
     manifest, layer = build_manifest([data], len(data), url="http://192.31.196.1/f.bin", validator='"v1"')
     fill_entry(store, manifest, layer, BytesBody(data), threading.Event())
-    session = BtSession("127.0.0.1", 0)
+    session = BtSession("127.0.0.1", 0, reachable=LOOPBACK_NETWORKS)
     await session.start()
     if dials:  # the control: what libtorrent does by default, so that this test shows the attack is real
         session.session.apply_settings({"seeding_outgoing_connections": True})

@@ -13,6 +13,7 @@ import threading
 import pytest
 from aiohttp import web
 
+from addresses import LOOPBACK_NETWORKS
 from bittorrent.seeder import Seeder
 from bittorrent.session import BtSession
 from swarm.content.manifest import build_manifest
@@ -44,7 +45,7 @@ async def stock_client(tmp_path: pathlib.Path, *args: str) -> tuple[dict, pathli
 @pytest.fixture
 async def seeding(tmp_path):
     store = DiskBlockStore(tmp_path / "blocks")
-    session = BtSession("127.0.0.1", 0)
+    session = BtSession("127.0.0.1", 0, reachable=LOOPBACK_NETWORKS)
     await session.start()
     seeder = Seeder(session, store)
     yield store, session, seeder
@@ -124,7 +125,7 @@ async def test_a_withdrawn_content_stops_its_torrent(seeding):
 
 async def test_evicting_seeded_content_stops_its_torrent_before_the_file_goes(tmp_path):
     store = DiskBlockStore(tmp_path / "blocks", capacity=300_000)  # room for one of the two
-    session = BtSession("127.0.0.1", 0)
+    session = BtSession("127.0.0.1", 0, reachable=LOOPBACK_NETWORKS)
     await session.start()
     seeder = Seeder(session, store)
     file_there_when_stopped = []
@@ -163,7 +164,7 @@ async def test_a_hybrid_is_seeded_beside_the_v2_torrent_and_both_stop_together(s
 
 async def test_what_the_rule_refuses_is_never_seeded(tmp_path):
     store = DiskBlockStore(tmp_path / "blocks")
-    session = BtSession("127.0.0.1", 0)
+    session = BtSession("127.0.0.1", 0, reachable=LOOPBACK_NETWORKS)
     await session.start()
     seeder = Seeder(session, store, refusal=lambda manifest: "its origin is on a private network")
     try:
@@ -177,7 +178,7 @@ async def test_what_the_rule_refuses_is_never_seeded(tmp_path):
 
 async def test_a_store_that_keeps_no_file_seeds_nothing():
     store = MemoryBlockStore()
-    session = BtSession("127.0.0.1", 0)
+    session = BtSession("127.0.0.1", 0, reachable=LOOPBACK_NETWORKS)
     await session.start()
     try:
         seeder = Seeder(session, store)
@@ -188,13 +189,13 @@ async def test_a_store_that_keeps_no_file_seeds_nothing():
 
 
 async def test_a_port_in_use_is_a_clear_error():
-    first = BtSession("127.0.0.1", 0)
+    first = BtSession("127.0.0.1", 0, reachable=LOOPBACK_NETWORKS)
     host, port = await first.start()
     try:
         from bittorrent.errors import ListenFailed
 
         with pytest.raises(ListenFailed, match=f"127.0.0.1:{port}"):
-            await BtSession("127.0.0.1", port).start()
+            await BtSession("127.0.0.1", port, reachable=LOOPBACK_NETWORKS).start()
     finally:
         await first.stop()
 

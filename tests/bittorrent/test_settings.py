@@ -18,6 +18,8 @@ PACK = session_settings("127.0.0.1", 0, alert_mask=0)
     ("enable_outgoing_utp", False), ("enable_incoming_utp", False),  # one TCP listener, counted whole
     ("allow_multiple_connections_per_ip", False),  # one connection per address and torrent
     ("connections_limit", MAX_CONNECTIONS),
+    ("no_connect_privileged_ports", True),  # a holepunch naming port 22 or 80 is never dialled
+    ("close_redundant_connections", False),  # a download between two asks keeps its seeds
 ])
 def test_a_setting_that_bounds_or_silences_the_session(name, value):
     assert PACK[name] == value  # type: ignore[literal-required]

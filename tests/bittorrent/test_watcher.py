@@ -1,5 +1,6 @@
-"""The BitTorrent listener's admission, live (`bittorrent.watcher`): one address flooding it with connections that
-never handshake is refused, and a client from another address still gets in.
+"""The embedded session's IP filter, live (`bittorrent.watcher`): one address flooding the listener with connections
+that never handshake is refused while a client from another address still gets in, and a stranger's holepunch
+cannot make the session dial a non-public address.
 
 Attack test: on the tree before the admission, 300 such connections from one address held all 200 of the session's
 slots, and a client's handshake arriving then was closed unanswered.
@@ -9,10 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
+import struct
 import sys
 import textwrap
 import threading
 
+from addresses import LOOPBACK_NETWORKS
 from bittorrent.seeder import Seeder
 from bittorrent.session import BtSession
 from swarm.content.manifest import build_manifest
@@ -63,7 +67,7 @@ async def until(condition, what: str) -> None:
 
 async def test_a_flood_from_one_address_is_refused_and_others_still_get_in(tmp_path):
     store = DiskBlockStore(tmp_path / "blocks")
-    session = BtSession("127.0.0.1", 0)
+    session = BtSession("127.0.0.1", 0, reachable=LOOPBACK_NETWORKS)
     _, port = await session.start()
     seeder = Seeder(session, store)
     try:
@@ -92,6 +96,65 @@ async def test_a_flood_from_one_address_is_refused_and_others_still_get_in(tmp_p
                 flooder.stdin.close()
             await flooder.wait()
     finally:
+        seeder.close()
+        await session.stop()
+        store.close()
+
+
+async def test_a_strangers_holepunch_cannot_make_the_session_dial_the_intranet(tmp_path):
+    """BEP 55: a peer sends `connect` messages naming addresses; libtorrent dials them whatever PEX and seeding
+    settings say. Only the IP filter stops it: an address outside the reachable networks is never dialled, while
+    one inside is (the control, which also tells the test the messages were read: they are read in order).
+    On the tree before the filter, 127.0.0.1 was dialled."""
+    import libtorrent as lt
+
+    dialled: list[str] = []
+
+    async def listener(host: str) -> tuple[asyncio.Server, int]:
+        async def on(_reader, writer):
+            dialled.append(host)
+            writer.close()
+        server = await asyncio.start_server(on, host, 0)
+        return server, server.sockets[0].getsockname()[1]
+
+    store = DiskBlockStore(tmp_path / "blocks")
+    session = BtSession("127.0.0.1", 0, reachable=("127.0.9.0/24",))  # the attacker's and the control's network
+    _, port = await session.start()
+    seeder = Seeder(session, store)
+    intranet, intranet_port = await listener("127.0.0.1")
+    control, control_port = await listener("127.0.9.1")
+    try:
+        data = os.urandom(100_000)
+        manifest, layer = build_manifest([data], len(data), url="http://192.31.196.1/f.bin", validator='"v1"')
+        fill_entry(store, manifest, layer, BytesBody(data), threading.Event())
+        seeder.on_share(ContentShared(manifest))
+        seeding = seeder.seeded(manifest.root)
+        assert seeding is not None
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=("127.0.9.7", 0))
+        reserved = bytearray(8)
+        reserved[5] |= 0x10  # the extension protocol (BEP 10)
+        writer.write(b"\x13BitTorrent protocol" + bytes(reserved) + seeding.torrent.info_hash[:20] + os.urandom(20))
+        ours = lt.bencode({"m": {"ut_holepunch": 4}})
+        writer.write(struct.pack(">IBB", len(ours) + 2, 20, 0) + ours)
+        await reader.readexactly(68)
+        async with asyncio.timeout(10):
+            while True:  # its extended handshake: the id it gave ut_holepunch
+                length = struct.unpack(">I", await reader.readexactly(4))[0]
+                body = await reader.readexactly(length)
+                if body[:2] == b"\x14\x00":
+                    extensions = lt.bdecode(body[2:])[b"m"]
+                    break
+        holepunch = extensions[b"ut_holepunch"]
+        for host, target in (("127.0.0.1", intranet_port), ("127.0.9.1", control_port)):
+            connect = bytes([1, 0]) + socket.inet_aton(host) + struct.pack(">H", target)  # msg connect, IPv4
+            writer.write(struct.pack(">IBB", len(connect) + 2, 20, holepunch) + connect)
+        await writer.drain()
+        await until(lambda: "127.0.9.1" in dialled, "the control dialled")
+        assert dialled == ["127.0.9.1"]
+        writer.close()
+    finally:
+        intranet.close()
+        control.close()
         seeder.close()
         await session.stop()
         store.close()

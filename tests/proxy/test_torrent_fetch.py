@@ -148,3 +148,49 @@ async def test_our_peers_and_the_bittorrent_swarm_together_nothing_twice(tmp_pat
     finally:
         await server.stop()
         await holder.stop()
+
+
+async def test_a_torrent_this_node_seeds_comes_from_its_store_which_stays(tmp_path):
+    """`get` of the magnet `torrent export` printed: the same info-hash as the seed's. libtorrent hands back the
+    seed's handle for a duplicate, and removing the download's torrent with its files deleted the store's file;
+    now the file comes from the store, and the seed goes on. A name the torrent gives never overwrites a file."""
+    from swarm.content.manifest import build_manifest
+    from swarm.service.store_work import BytesBody, fill_entry
+
+    async with bridged(tmp_path) as server:
+        engine = server.engine
+        data = os.urandom(3 * 1024 * 1024 + 11)
+        manifest, layer = build_manifest([data], len(data), url="http://192.31.196.1/pub/x.iso", validator='"1"')
+        await engine.service.in_thread(manifest.root, lambda stop: fill_entry(engine.store, manifest, layer,
+                                                                               BytesBody(data), stop))
+        engine.service.share(manifest)
+        export = await server.bridge.export(manifest.root)
+        assert export is not None
+        (tmp_path / "out").mkdir()
+        code, err = await get(server, export.magnet, cwd=tmp_path / "out")
+        assert code == 0, err
+        assert (tmp_path / "out" / "x.iso").read_bytes() == data
+        await server.stats.wait_for_requests(1)
+        assert engine.store.complete(manifest.root)
+        location = engine.store.block_location(manifest.root, 0)
+        assert location is not None and pathlib.Path(location.path).stat().st_size == len(data)
+        assert server.bridge.seeder.seeded(manifest.root) is not None  # still seeded
+        code, err = await get(server, export.magnet, cwd=tmp_path / "out")  # x.iso exists now
+        assert code == 6 and "exists already" in err and "-o" in err, err
+        assert (tmp_path / "out" / "x.iso").read_bytes() == data
+
+
+async def test_a_download_that_breaks_answers_and_never_hangs(tmp_path, monkeypatch):
+    """Whatever the job raises before the head (here libtorrent refusing a torrent our parser took, and a bug),
+    the client gets an answer saying so; before, the handler waited for ever on a queue nobody would fill."""
+    from bittorrent.session import BtSession
+
+    data, path = content(tmp_path, 2 * PIECE)
+    async with bridged(tmp_path) as server, stock_seeder(path, tmp_path / "b.torrent") as (peer, _):
+        for raised, code, said in ((RuntimeError("invalid length of torrent"), 5, "invalid length"),
+                                   (ValueError("a bug"), 4, "500 the download failed: a bug")):
+            def refuse(*_args, _raised=raised, **_kwargs):
+                raise _raised
+            monkeypatch.setattr(BtSession, "download", refuse)
+            got, err = await get(server, str(tmp_path / "b.torrent"), "--peer", peer, "-o", "-", cwd=tmp_path)
+            assert got == code and said in err, err
