@@ -4,9 +4,9 @@ in order, each leaving the content complete in the block store and shared (or sa
 * `from_store`: the store holds it complete already (seeded here, fetched before): no BitTorrent at all;
 * `fetched`: our fetch of its root, our peers for what they hold and the BitTorrent swarm as its Range source
   (`bittorrent.download.TorrentSource`): the piece layer is known, and pieces are no larger than our blocks;
-* `whole`: libtorrent fetches every piece of the one file (no layer to check blocks by, or pieces larger than
-  our blocks, which a Range source would read whole for every block), and the finished file is hashed whole
-  against the root as it enters the store.
+* `whole`: libtorrent fetches the one file's pieces (no layer to check blocks by, or pieces larger than our
+  blocks, which a Range source would read whole for every block), sent in order as they come, and the finished
+  file is hashed whole against the root as it enters the store.
 """
 
 from __future__ import annotations
@@ -91,29 +91,37 @@ async def _counted(engine: SwarmEngine, manifest: Manifest, chunks: AsyncIterato
 
 async def whole(engine: SwarmEngine, download: Download, target: TorrentTarget, record: RequestRecord,
                 event: Callable[[str], None]) -> AsyncIterator[bytes]:
+    """libtorrent fetches the file's pieces; each is sent as soon as it and those before it are had (libtorrent
+    checked it with BEP 52 proofs against the pieces root), and the finished file is hashed whole against the root
+    as it enters the store."""
     files = download.handle.torrent_file().layout()
     path = download.staging / files.file_path(target.file_index)
-    first = files.file_offset(target.file_index) // target.piece_length
-    last = (files.file_offset(target.file_index) + target.size - 1) // target.piece_length
+    start = files.file_offset(target.file_index)
+    end = start + target.size
+    first, last = start // target.piece_length, (end - 1) // target.piece_length
     event(f"libtorrent fetches pieces {first}-{last} itself (no piece layer to check our blocks by)")
     download.fetch_range(first, last)
     moved, seen = time.monotonic(), 0
-    while not download.finished.done():
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(1.0):
-                await asyncio.shield(download.finished)
-        if (got := download.bytes_received) > seen:
-            moved, seen = time.monotonic(), got
-        elif time.monotonic() - moved > STALL_TIMEOUT:
-            raise FetchFailed(f"no BitTorrent peer sent a byte for {STALL_TIMEOUT:g} s")
-    download.finished.result()
+    for piece in range(first, last + 1):
+        waiter = download.piece(piece)
+        while not waiter.done():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(1.0):
+                    await asyncio.shield(waiter)
+            if (got := download.bytes_received) > seen:
+                moved, seen = time.monotonic(), got
+            elif not waiter.done() and time.monotonic() - moved > STALL_TIMEOUT:
+                download.cancel(piece, waiter)
+                raise FetchFailed(f"no BitTorrent peer sent a byte for {STALL_TIMEOUT:g} s")
+        data = memoryview(waiter.result())
+        base = piece * target.piece_length  # the file's bytes of it: a hybrid's last piece ends in padding
+        part = data[max(start - base, 0):min(end - base, len(data))]
+        for offset in range(0, len(part), CHUNK):
+            yield bytes(part[offset:offset + CHUNK])
     record.bytes_bittorrent += download.bytes_received
     manifest = await engine.service.in_thread(target.root, lambda stop: _stored(engine, path, target, stop))
     engine.service.completed(manifest)  # shared if the store took it whole
     event(f"complete: {download.bytes_received:,} bytes from BitTorrent peers; checked whole; shared")
-    with open(path, "rb") as finished:
-        while chunk := await asyncio.to_thread(finished.read, CHUNK):
-            yield chunk
 
 
 def _stored(engine: SwarmEngine, path: Path, target: TorrentTarget, stop: threading.Event) -> Manifest:
