@@ -14,6 +14,7 @@ block store's own data file, never a second copy (`seeder.Seeder`). Its settings
 - `watcher` — the thread that reads the session's alerts and applies the admission as libtorrent's IP filter.
 - `session` — `BtSession`, the asyncio shell around the libtorrent session: listening, alerts, counters.
 - `download` — a torrent the session downloads, and its swarm as a Range source of our fetch (`TorrentSource`).
+- `mainline` — the session's Mainline DHT as a provider directory, for the Internet mode (`MainlineDirectory`).
 - `seeder` — `Seeder`: follows `SwarmService.watch_shares`, seeds each content shared complete, stops the torrent
   before the content stops being shared (and only then lets the store evict it).
 

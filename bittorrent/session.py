@@ -19,6 +19,7 @@ from typing import Any
 
 import libtorrent as lt
 
+import addresses
 from swarm.content.manifest import Manifest
 from swarm.content.torrent import Torrent
 
@@ -50,11 +51,16 @@ class Seeding:
 class BtSession:
     """The embedded session; `await start()`, then `seed` / `remove`; `await stop()`."""
 
-    def __init__(self, host: str, port: int, *, reachable: Iterable[str] = ()) -> None:
+    def __init__(self, host: str, port: int, *, reachable: Iterable[str] = (),
+                 dht_nodes: tuple[str, ...] | None = None) -> None:
         """`reachable`: non-public networks (CIDR) peers may be on, in and out (`--share-private-origins`'
-        addresses); every other non-public address is filtered (`bittorrent.watcher`)."""
+        addresses); every other non-public address is filtered (`bittorrent.watcher`). `dht_nodes`: the Mainline
+        DHT on, joined through these `host:port`s (`bittorrent.settings.bootstrap_routers` gives the public
+        network's, where allowed); None: off."""
         self.host, self.requested_port = host, port
         self.reachable = tuple(reachable)
+        self.dht_nodes = dht_nodes
+        self._lookups: dict[bytes, list[asyncio.Queue[list[tuple[str, int]]]]] = {}  # DHT key -> who listens
         self.session: Any = None  # lt.session once started
         self.port: int | None = None  # the TCP port it listens on, once it does
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -76,7 +82,10 @@ class BtSession:
     async def start(self) -> tuple[str, int]:
         self._loop = asyncio.get_running_loop()
         self._listening = self._loop.create_future()
-        self.session = lt.session(session_settings(self.host, self.requested_port, alert_mask=int(ALERTS)))
+        mask = ALERTS | (lt.alert_category.dht_operation if self.dht_nodes is not None else 0)
+        routers = None if self.dht_nodes is None else tuple(node for node in self.dht_nodes if _address(node) is None)
+        self.session = lt.session(session_settings(self.host, self.requested_port, alert_mask=int(mask),
+                                                   dht_routers=routers))
         self._watcher = AlertWatcher(self.session, self._loop, self._on_alerts, self.admission,
                                      reachable=self.reachable)
         self._watcher.start()
@@ -90,6 +99,11 @@ class BtSession:
         except ListenFailed:
             await self.stop()
             raise
+        # A node by address is told directly, once the DHT's socket is up (told before, it is lost; given as a
+        # router, it is never taken into the routing table).
+        for node in self.dht_nodes or ():
+            if (address := _address(node)) is not None:
+                self.session.add_dht_node(address)
         return (self.host, self.port)
 
     def seed(self, torrent: Torrent, manifest: Manifest, directory: Path, file_name: str) -> Seeding:
@@ -166,6 +180,36 @@ class BtSession:
                     await removed
         await asyncio.to_thread(download.discard_staging)
 
+    # -- the Mainline DHT (only with `dht_nodes`) -------------------------------------------------------------------
+
+    def dht_announce(self, key: bytes, port: int) -> None:
+        """Announce this node at `port` under the 20-byte `key` (BEP 5 `announce_peer`: the storing nodes keep the
+        address they see us at, about 30 minutes; nothing withdraws it)."""
+        if self.session is not None:
+            self.session.dht_announce(lt.sha1_hash(key), port, 0)
+
+    def dht_lookup(self, key: bytes) -> asyncio.Queue[list[tuple[str, int]]]:
+        """Start a lookup of the 20-byte `key` (BEP 5 `get_peers`): the addresses announced there come on the queue
+        as nodes answer with some, a batch per answer. libtorrent says nothing when a lookup ends, nor when it found
+        nobody, so the caller decides how long to listen, and calls `dht_lookup_over` then."""
+        heard: asyncio.Queue[list[tuple[str, int]]] = asyncio.Queue()
+        self._lookups.setdefault(key, []).append(heard)
+        if self.session is not None:
+            self.session.dht_get_peers(lt.sha1_hash(key))
+        return heard
+
+    def dht_lookup_over(self, key: bytes, heard: asyncio.Queue[list[tuple[str, int]]]) -> None:
+        listening = self._lookups.get(key, [])
+        if heard in listening:
+            listening.remove(heard)
+        if not listening:
+            self._lookups.pop(key, None)
+
+    def dht_status(self) -> dict[str, object]:
+        if self.session is None or self.dht_nodes is None:
+            return {"on": False}
+        return {"on": True, "lookups": len(self._lookups)}
+
     def stop_reading(self, seeding: Seeding) -> None:
         """Remove it now, from any thread (libtorrent's calls are; nothing of the loop's is touched): its file is
         about to be deleted. `remove` does the bookkeeping later, on the loop."""
@@ -215,6 +259,7 @@ class BtSession:
             await asyncio.to_thread(watcher.stop)
             del watcher
         await asyncio.to_thread(_close, held)  # the destructor joins libtorrent's threads: not on the loop
+        self._lookups.clear()
         for download in self.downloads.values():
             download.on_failure("the BitTorrent session stopped")
         self.downloads.clear()
@@ -251,6 +296,10 @@ class BtSession:
             for removed in self._removing.pop(alert.info_hashes.v2.to_bytes(), []):
                 if not removed.done():
                     removed.set_result(None)
+        elif isinstance(alert, lt.dht_get_peers_reply_alert):
+            peers = [(str(host), int(port)) for host, port in alert.peers()]
+            for heard in self._lookups.get(alert.info_hash.to_bytes(), []):
+                heard.put_nowait(peers)
         elif isinstance(alert, lt.read_piece_alert):
             if (download := self._download_of(alert)) is not None:
                 failed = alert.error.value() != 0
@@ -275,6 +324,13 @@ class BtSession:
         elif alert.category() & lt.alert_category.error:
             self.errors += 1
             log.warning("BitTorrent: %s", alert.message())
+
+
+def _address(node: str) -> tuple[str, int] | None:
+    """`host:port` (`[v6]:port`) as an address when its host is an IP literal; None for a name (a router)."""
+    host, _, port = node.rpartition(":")
+    host = host.strip("[]")
+    return (host, int(port)) if addresses.parse(host) is not None and port.isdigit() else None
 
 
 def _info_hash(alert: Any) -> bytes | None:

@@ -17,12 +17,13 @@ request queue per peer and send buffer per connection; half-open and idle peers 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # libtorrent's stubs type the pack, so a misspelt setting fails mypy instead of being ignored
     from libtorrent import settings_pack
 
-__all__ = ["MAX_CONNECTIONS", "session_settings"]
+__all__ = ["MAX_CONNECTIONS", "MAINLINE_ROUTERS", "PRIVATE_NETWORK_ENV", "bootstrap_routers", "session_settings"]
 
 # Peers connected at once, over every torrent: Transmission's and qBittorrent's global default range (200-500),
 # kept low because every one can hold a send buffer (`SEND_BUFFER`).
@@ -38,15 +39,34 @@ PEER_TIMEOUT = 120  # seconds a peer may stay silent (keep-alives come every 2 m
 INACTIVITY_TIMEOUT = 600  # seconds a peer may stay connected with neither side interested in the other
 
 
-def session_settings(host: str, port: int, *, alert_mask: int) -> settings_pack:
-    """libtorrent's `settings_pack` for our one session, listening on `host:port` (TCP only; port 0: any)."""
+# The BitTorrent Mainline DHT's well-known bootstrap routers (libtorrent's own default list): the public network,
+# which only the Internet mode joins, and only where `bootstrap_routers` allows.
+MAINLINE_ROUTERS = ("router.bittorrent.com:6881", "router.utorrent.com:6881", "dht.transmissionbt.com:6881",
+                    "dht.libtorrent.org:25401")
+# Set (to anything) by the test suite, the lab and `swarmproxy demo`: no session of this process, or of any process
+# it starts, joins the public network, whatever it is asked (`bootstrap_routers`).
+PRIVATE_NETWORK_ENV = "SWARMPROXY_PRIVATE_NETWORK"
+
+
+def bootstrap_routers(public: bool, environ: Mapping[str, str]) -> tuple[str, ...]:
+    """The routers a DHT joining the public Mainline network starts from: none unless `public`, and none ever
+    where `PRIVATE_NETWORK_ENV` is set (the one guard between a test, the lab or the demo and the internet)."""
+    return MAINLINE_ROUTERS if public and PRIVATE_NETWORK_ENV not in environ else ()
+
+
+def session_settings(host: str, port: int, *, alert_mask: int,
+                     dht_routers: tuple[str, ...] | None = None) -> settings_pack:
+    """libtorrent's `settings_pack` for our one session, listening on `host:port` (TCP only; port 0: any).
+    `dht_routers`: the Mainline DHT on, joined through these `name:port`s (None: the DHT off, as the bridge runs).
+    libtorrent keeps a router out of its routing table, so a node by address is told with `add_dht_node`
+    instead (`bittorrent.session`)."""
     listen = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-    return {
+    pack: settings_pack = {
         "listen_interfaces": listen,
         # The port asked for or a clear error, as for every listener of ours: libtorrent would otherwise try the
         # next ten ports, then any (a user's firewall rule or port forward would then point nowhere).
         "max_retry_port_bind": 0, "listen_system_port_fallback": False,
-        "enable_dht": False, "dht_bootstrap_nodes": "",
+        "enable_dht": dht_routers is not None, "dht_bootstrap_nodes": ",".join(dht_routers or ()),
         "enable_lsd": False, "enable_upnp": False, "enable_natpmp": False,
         "enable_outgoing_utp": False, "enable_incoming_utp": False,
         # A seed dials no peer: a stranger's peer exchange (ut_pex) naming 127.0.0.1 or a LAN address made the
@@ -66,3 +86,4 @@ def session_settings(host: str, port: int, *, alert_mask: int) -> settings_pack:
         "user_agent": "swarmproxy",
         "alert_mask": alert_mask,
     }
+    return pack

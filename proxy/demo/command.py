@@ -16,12 +16,14 @@ import argparse
 import asyncio
 import hashlib
 import logging
+import os
 import pathlib
 import sys
 import tempfile
 import time
 from typing import TYPE_CHECKING
 
+from bittorrent.settings import PRIVATE_NETWORK_ENV
 from swarm.content.sizes import BadSize, parse_rate, parse_size
 
 if TYPE_CHECKING:
@@ -49,6 +51,7 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    os.environ[PRIVATE_NETWORK_ENV] = "1"  # the demo's nodes, and any process they start, stay off the internet
     try:
         size = parse_size(args.size)
         rate = parse_rate(args.origin_rate)
