@@ -9,6 +9,7 @@ slots, and a client's handshake arriving then was closed unanswered.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import socket
 import struct
@@ -65,9 +66,11 @@ async def until(condition, what: str) -> None:
             await asyncio.sleep(0.05)
 
 
-async def test_a_flood_from_one_address_is_refused_and_others_still_get_in(tmp_path):
+@contextlib.asynccontextmanager
+async def seeding_session(tmp_path, reachable):
+    """A session seeding one 100 kB file: its port and the torrent's info-hash."""
     store = DiskBlockStore(tmp_path / "blocks")
-    session = BtSession("127.0.0.1", 0, reachable=LOOPBACK_NETWORKS)
+    session = BtSession("127.0.0.1", 0, reachable=reachable)
     _, port = await session.start()
     seeder = Seeder(session, store)
     try:
@@ -77,8 +80,15 @@ async def test_a_flood_from_one_address_is_refused_and_others_still_get_in(tmp_p
         seeder.on_share(ContentShared(manifest))
         seeding = seeder.seeded(manifest.root)
         assert seeding is not None
-        info_hash = seeding.torrent.info_hash
+        yield session, port, seeding.torrent.info_hash
+    finally:
+        seeder.close()
+        await session.stop()
+        store.close()
 
+
+async def test_a_flood_from_one_address_is_refused_and_others_still_get_in(tmp_path):
+    async with seeding_session(tmp_path, LOOPBACK_NETWORKS) as (session, port, info_hash):
         flooder = await asyncio.create_subprocess_exec(
             sys.executable, "-c", FLOODER, str(port), str(FLOOD), ATTACKER,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
@@ -95,10 +105,6 @@ async def test_a_flood_from_one_address_is_refused_and_others_still_get_in(tmp_p
             if flooder.stdin is not None:
                 flooder.stdin.close()
             await flooder.wait()
-    finally:
-        seeder.close()
-        await session.stop()
-        store.close()
 
 
 async def test_a_strangers_holepunch_cannot_make_the_session_dial_the_intranet(tmp_path):
@@ -117,23 +123,14 @@ async def test_a_strangers_holepunch_cannot_make_the_session_dial_the_intranet(t
         server = await asyncio.start_server(on, host, 0)
         return server, server.sockets[0].getsockname()[1]
 
-    store = DiskBlockStore(tmp_path / "blocks")
-    session = BtSession("127.0.0.1", 0, reachable=("127.0.9.0/24",))  # the attacker's and the control's network
-    _, port = await session.start()
-    seeder = Seeder(session, store)
     intranet, intranet_port = await listener("127.0.0.1")
     control, control_port = await listener("127.0.9.1")
-    try:
-        data = os.urandom(100_000)
-        manifest, layer = build_manifest([data], len(data), url="http://192.31.196.1/f.bin", validator='"v1"')
-        fill_entry(store, manifest, layer, BytesBody(data), threading.Event())
-        seeder.on_share(ContentShared(manifest))
-        seeding = seeder.seeded(manifest.root)
-        assert seeding is not None
+    # the attacker's and the control's network is reachable; 127.0.0.1 is not
+    async with seeding_session(tmp_path, ("127.0.9.0/24",)) as (_session, port, info_hash):
         reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=("127.0.9.7", 0))
         reserved = bytearray(8)
         reserved[5] |= 0x10  # the extension protocol (BEP 10)
-        writer.write(b"\x13BitTorrent protocol" + bytes(reserved) + seeding.torrent.info_hash[:20] + os.urandom(20))
+        writer.write(b"\x13BitTorrent protocol" + bytes(reserved) + info_hash[:20] + os.urandom(20))
         ours = lt.bencode({"m": {"ut_holepunch": 4}})
         writer.write(struct.pack(">IBB", len(ours) + 2, 20, 0) + ours)
         await reader.readexactly(68)
@@ -152,9 +149,5 @@ async def test_a_strangers_holepunch_cannot_make_the_session_dial_the_intranet(t
         await until(lambda: "127.0.9.1" in dialled, "the control dialled")
         assert dialled == ["127.0.9.1"]
         writer.close()
-    finally:
         intranet.close()
         control.close()
-        seeder.close()
-        await session.stop()
-        store.close()
