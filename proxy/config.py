@@ -357,7 +357,8 @@ OPTIONS: tuple[Option, ...] = (
            "loopback, private or link-local origins whose content may be looked up, announced and served to peers "
            "like a public origin's (and which any name may resolve to), as ADDRESS or ADDRESS:PORT, IPv6 in "
            "brackets, comma separated, e.g. 192.168.1.20:8080,[fd00::7]; content fetched from any other "
-           "non-public address is never shared", "LIST"),
+           "non-public address is never shared. With --bt-listen, also the only non-public addresses BitTorrent "
+           "peers may connect from or be dialled at (never seeded to, though)", "LIST"),
     Option("header-timeout", _positive_float, 10.0,
            "seconds a client has to send a whole request head (request line and header fields), counted from "
            "the connection's accept and, between kept-alive requests, from the head's first byte; a head that "
