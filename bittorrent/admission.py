@@ -155,7 +155,7 @@ class Admission:
         return list(self._blocks.values())
 
     def blocked(self, host: str, now: float) -> Block | None:
-        """The block that covers `host`, if any (the tests' and the status's question; libtorrent applies them)."""
+        """The block that covers `host`, if any (the tests' question: libtorrent applies the blocks)."""
         for source in addresses.source(host):
             block = self._blocks.get(source) if source is not None else None
             if block is not None and block.until > now:

@@ -58,7 +58,6 @@ class Download:
         self.failed: str | None = None
         self._pieces: dict[int, list[asyncio.Future[bytes]]] = {}
         self.hash_failures = 0
-        self.removed = False
         self.users = 1  # downloads of the same torrent asked at once share it (`BtSession.end_download`)
 
     # -- what the session's alerts say (on the loop) -----------------------------------------------------------
@@ -155,13 +154,6 @@ class Download:
     def bytes_received(self) -> int:
         try:
             return int(self.handle.status().total_payload_download)
-        except RuntimeError:
-            return 0
-
-    @property
-    def peers(self) -> int:
-        try:
-            return int(self.handle.status().num_peers)
         except RuntimeError:
             return 0
 

@@ -167,7 +167,6 @@ class BtSession:
             return
         if self.downloads.get(download.info_hash) is download:
             del self.downloads[download.info_hash]
-        download.removed = True
         if self.session is not None:
             removed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._removing.setdefault(download.info_hash, []).append(removed)

@@ -288,7 +288,7 @@ class _Run:
                 if (stored := self._stored(target.root, target.size)) is not None:
                     await session.end_download(download)
                     return bodies.from_store(self.engine, stored), self._head(target.size, target.root, target), None
-            _room_for(staging, target.size)
+            _room_for(download.staging, target.size)
             head = self._head(target.size, target.root, target)
             manifest, layer, providers = await self._plan(target)
             if manifest is None:
@@ -338,6 +338,6 @@ class _Run:
 
 def _room_for(staging: Path, size: int) -> None:
     """libtorrent's copy goes beside the store: refuse a file the disk cannot hold, before a byte is fetched."""
-    free = shutil.disk_usage(staging.parent if not staging.exists() else staging).free
+    free = shutil.disk_usage(staging).free  # (the download made its directory)
     if free < size:
-        raise FetchFailed(f"the file is {size:,} bytes and the disk holding {staging.parent} has {free:,} free")
+        raise FetchFailed(f"the file is {size:,} bytes and the disk holding {staging} has {free:,} free")
