@@ -24,8 +24,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.skipif(netns_missing() is not None, r
 
 UPLINK = 4_000_000  # bytes/s of rack 1's uplink, each way: 8 MiB take >= 2.6 s through it at the overlay's share
 SIZE = 8 * MiB
-# What crosses an interface beyond the block bytes the agents count: TCP/IP headers (66 bytes a 1448-byte
-# segment, 4.6 %) and the agents' redis traffic (member records every period): 6-11 % of an 8 MiB file.
+# What crosses a rack's downlink beyond the block bytes the agents count, once the background flow's payload and
+# redis's replies are taken off: TCP/IP headers (66 bytes a 1448-byte segment, at most 4.6 %; less with
+# segmentation offload) and the agents' HTTP requests and ACKs.
 WIRE_OVERHEAD = 0.08
 
 
@@ -50,6 +51,11 @@ def sha256(path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def redis_output(run: NetnsRun) -> int:
+    with run.redis.client() as client:
+        return int(client.info("stats")["total_net_output_bytes"])
+
+
 def busy_window(link: list[tuple[float, int]], flow: BackgroundFlow, floor: float) -> list[tuple[float, int, int]]:
     """(seconds, link bytes, background bytes) of each sampling interval in which the overlay (the link's bytes
     less the background flow's) sent at least `floor` bytes/s into the rack: the push's share of the run."""
@@ -70,6 +76,7 @@ def test_shaped_uplink_carries_one_copy_and_the_background_flow_keeps_its_reserv
     flow = BackgroundFlow(topology, rack=1)
     wait_until(lambda: flow.received_at(float("inf")) > 0, 30, "the background flow under way")
     before = {rack: topology.downlink_bytes(rack) for rack in (1, 2)}
+    redis_before = redis_output(run)
     sampler = LinkSampler(topology, rack=1)
     flow_before = flow.received_at(float("inf"))
     try:
@@ -81,6 +88,7 @@ def test_shaped_uplink_carries_one_copy_and_the_background_flow_keeps_its_reserv
     finally:
         sampler.stop()
     through = {rack: topology.downlink_bytes(rack) - before[rack] for rack in (1, 2)}
+    redis_bytes = redis_output(run) - redis_before
     flow_bytes = flow.received_at(float("inf")) - flow_before
 
     for agent in cluster.agents.values():
@@ -96,8 +104,13 @@ def test_shaped_uplink_carries_one_copy_and_the_background_flow_keeps_its_reserv
     rack2_to_rack1 = sum(members[a.node].sent[Level.DC.label] for a in cluster.agents.values() if a.rack == "r2")
     assert rack2_to_rack1 > 0  # rack 1 got part of its copy from rack 2, through the shaped link
 
-    # The interfaces agree: what the core sent down each rack's uplink, less the background flow's bytes.
-    copies = {rack: (through[rack] - (flow_bytes if rack == 1 else 0)) / SIZE for rack in (1, 2)}
+    # The interfaces agree: what the core sent down each rack's uplink, less the background flow's bytes and
+    # redis's replies. The agents poll redis every period, so its share grows with the push's duration: 0.1 of a
+    # copy in a 6 s push, 0.7 in a 55 s one on a loaded machine, which once made this fail with the replies counted
+    # as blocks. Redis cannot say which rack its bytes went to, so all of them are taken off each rack: an upper
+    # bound that keeps the check from ever counting redis as blocks, at the price of missing an excess smaller
+    # than the other racks' share of redis traffic.
+    copies = {rack: (through[rack] - (flow_bytes if rack == 1 else 0) - redis_bytes) / SIZE for rack in (1, 2)}
     assert all(c <= 1.10 + WIRE_OVERHEAD for c in copies.values()), copies
 
     # The reserve: while the push was sending into rack 1, the background flow kept at least its share of the
@@ -107,7 +120,7 @@ def test_shaped_uplink_carries_one_copy_and_the_background_flow_keeps_its_reserv
     assert seconds > 0, "the push never sent into rack 1 while it was sampled"
     flow_share = sum(b for _, _, b in busy) / (UPLINK * seconds)
     push_share = sum(n - b for _, n, b in busy) / (UPLINK * seconds)
-    print(f"rack downlink copies {copies}; busy {seconds:.1f} s: background {flow_share:.3f} of the link, "
-          f"push {push_share:.3f}")
+    print(f"rack downlink copies {copies} (redis {redis_bytes / SIZE:.3f}); busy {seconds:.1f} s: "
+          f"background {flow_share:.3f} of the link, push {push_share:.3f}")
     assert flow_share >= 0.9 * RESERVE, (flow_share, push_share)
     assert push_share <= (1 - RESERVE) * 1.1 + WIRE_OVERHEAD, (flow_share, push_share)
