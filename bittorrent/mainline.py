@@ -25,7 +25,7 @@ import os
 from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING
 
-from swarm.discovery.seam import Provider, TransportFlags
+from swarm.discovery.seam import UNSPECIFIED_HOSTS, Provider, TransportFlags
 
 from .errors import BridgeError
 
@@ -73,7 +73,17 @@ class MainlineDirectory:
         return self._node_id
 
     def own_host(self) -> str | None:
-        return None  # the storing nodes take the address they see us at (BEP 5): nothing to say
+        """Our address as the DHT's nodes say they see it (BEP 42's `ip` field; libtorrent's `external_ip_alert`),
+        or, bound to one address, that one once a node has answered; None before: there is nobody to announce to
+        yet. (The storing nodes take the address they see us at anyway, BEP 5: this only says when to start.)"""
+        session = self.session
+        if session.port_maps.external_address is not None:
+            return session.port_maps.external_address
+        if session.session is not None:
+            session.session.post_dht_stats()  # the count read below is the one asked for last time
+        if session.host not in UNSPECIFIED_HOSTS and session.dht_node_count:
+            return session.host
+        return None
 
     async def announce(self, root: bytes, address: tuple[str, int], transports: int = TransportFlags.TCP) -> None:
         self._stop(root)

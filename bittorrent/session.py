@@ -26,6 +26,7 @@ from swarm.content.torrent import Torrent
 from .admission import Admission
 from .download import Download
 from .errors import AlreadyAdded, ListenFailed
+from .port_maps import PortMaps
 from .settings import MAX_CONNECTIONS, session_settings
 from .watcher import AlertWatcher
 
@@ -52,14 +53,22 @@ class BtSession:
     """The embedded session; `await start()`, then `seed` / `remove`; `await stop()`."""
 
     def __init__(self, host: str, port: int, *, reachable: Iterable[str] = (),
-                 dht_nodes: tuple[str, ...] | None = None) -> None:
+                 dht_nodes: tuple[str, ...] | None = None, state_file: Path | None = None,
+                 port_mapping: bool = False) -> None:
         """`reachable`: non-public networks (CIDR) peers may be on, in and out (`--share-private-origins`'
         addresses); every other non-public address is filtered (`bittorrent.watcher`). `dht_nodes`: the Mainline
         DHT on, joined through these `host:port`s (`bittorrent.settings.bootstrap_routers` gives the public
-        network's, where allowed); None: off."""
+        network's, where allowed); None: off. `state_file`: where the DHT's node id and routing table are kept
+        between runs (read at start, written at stop), so a restart rejoins through the nodes it knew.
+        `port_mapping`: ask the router for port mappings (`bittorrent.settings.may_map_ports`)."""
         self.host, self.requested_port = host, port
         self.reachable = tuple(reachable)
         self.dht_nodes = dht_nodes
+        self.state_file = state_file if dht_nodes is not None else None
+        self.port_mapping = port_mapping
+        self.port_maps = PortMaps()
+        self.dht_node_count: int | None = None  # nodes in the routing table, as the last DHT stats said
+        self._counting: list[asyncio.Future[int]] = []  # `dht_nodes_now` callers waiting for the next count
         self._lookups: dict[bytes, list[asyncio.Queue[list[tuple[str, int]]]]] = {}  # DHT key -> who listens
         self.session: Any = None  # lt.session once started
         self.port: int | None = None  # the TCP port it listens on, once it does
@@ -82,10 +91,21 @@ class BtSession:
     async def start(self) -> tuple[str, int]:
         self._loop = asyncio.get_running_loop()
         self._listening = self._loop.create_future()
-        mask = ALERTS | (lt.alert_category.dht_operation if self.dht_nodes is not None else 0)
+        mask = ALERTS
+        if self.dht_nodes is not None:  # lookups' answers, and the routing table's size for the status
+            mask |= lt.alert_category.dht_operation | lt.alert_category.stats
+        if self.port_mapping:
+            mask |= lt.alert_category.port_mapping
         routers = None if self.dht_nodes is None else tuple(node for node in self.dht_nodes if _address(node) is None)
-        self.session = lt.session(session_settings(self.host, self.requested_port, alert_mask=int(mask),
-                                                   dht_routers=routers))
+        settings = session_settings(self.host, self.requested_port, alert_mask=int(mask), dht_routers=routers,
+                                    port_mapping=self.port_mapping)
+        # The DHT starts once the session listens (below): started before its socket is open, libtorrent makes
+        # its node without the saved table (a fresh id, no nodes to start from).
+        settings["enable_dht"] = False
+        params = await asyncio.to_thread(_read_state, self.state_file) if self.state_file is not None else None
+        if params is not None:
+            params.settings = settings
+        self.session = lt.session(params if params is not None else settings)
         self._watcher = AlertWatcher(self.session, self._loop, self._on_alerts, self.admission,
                                      reachable=self.reachable)
         self._watcher.start()
@@ -99,8 +119,10 @@ class BtSession:
         except ListenFailed:
             await self.stop()
             raise
-        # A node by address is told directly, once the DHT's socket is up (told before, it is lost; given as a
-        # router, it is never taken into the routing table).
+        if self.dht_nodes is not None:
+            self.session.apply_settings({"enable_dht": True})
+        # A node by address is told directly, once the DHT runs (told before, it is lost; given as a router, it is
+        # never taken into the routing table).
         for node in self.dht_nodes or ():
             if (address := _address(node)) is not None:
                 self.session.add_dht_node(address)
@@ -207,7 +229,42 @@ class BtSession:
     def dht_status(self) -> dict[str, object]:
         if self.session is None or self.dht_nodes is None:
             return {"on": False}
-        return {"on": True, "lookups": len(self._lookups)}
+        self.session.post_dht_stats()  # answered by an alert: the count shown is the one asked for last time
+        return {"on": True, "lookups": len(self._lookups), "nodes": self.dht_node_count}
+
+    async def dht_nodes_now(self) -> int:
+        """The nodes in the DHT's routing table, as libtorrent answers now."""
+        assert self._loop is not None and self.session is not None and self.dht_nodes is not None
+        counted: asyncio.Future[int] = self._loop.create_future()
+        self._counting.append(counted)
+        self.session.post_dht_stats()
+        return await counted
+
+    # -- port mapping (only with `port_mapping`) -------------------------------------------------------------------
+
+    def map_port(self, port: int) -> None:
+        """Ask the router to map our `port` over TCP and UDP (the peer port: TCP, and QUIC over UDP). What it says
+        comes as alerts, into `port_maps`."""
+        if self.session is None or not self.port_mapping:
+            return
+        for protocol, name in ((lt.portmap_protocol.tcp, "tcp"), (lt.portmap_protocol.udp, "udp")):
+            for index in self.session.add_port_mapping(protocol, port, port):
+                self.port_maps.asked(int(index), name, port)
+
+    def nat_status(self) -> dict[str, object]:
+        return {"port_mapping": self.port_mapping, "external_address": self.port_maps.external_address,
+                "mappings": self.port_maps.status()}
+
+    async def save_state(self) -> None:
+        """Write the DHT's node id and routing table to `state_file` (atomically); a failure is logged."""
+        if self.session is None or self.state_file is None:
+            return
+        flags = lt.save_state_flags_t.save_dht_state
+        data = lt.write_session_params_buf(self.session.session_state(flags), flags)
+        try:
+            await asyncio.to_thread(_write_atomically, self.state_file, bytes(data))
+        except OSError as exc:
+            log.warning("BitTorrent: cannot save the DHT's table to %s: %s", self.state_file, exc.strerror or exc)
 
     def stop_reading(self, seeding: Seeding) -> None:
         """Remove it now, from any thread (libtorrent's calls are; nothing of the loop's is touched): its file is
@@ -251,6 +308,7 @@ class BtSession:
     async def stop(self) -> None:
         if self.session is None:
             return
+        await self.save_state()
         self.session.pause()
         watcher, self._watcher = self._watcher, None
         held, self.session, self._loop = [self.session], None, None
@@ -299,6 +357,23 @@ class BtSession:
             peers = [(str(host), int(port)) for host, port in alert.peers()]
             for heard in self._lookups.get(alert.info_hash.to_bytes(), []):
                 heard.put_nowait(peers)
+        elif isinstance(alert, lt.dht_stats_alert):
+            self.dht_node_count = sum(int(bucket["num_nodes"]) for bucket in alert.routing_table)
+            counting, self._counting = self._counting, []
+            for counted in counting:
+                if not counted.done():
+                    counted.set_result(self.dht_node_count)
+        elif isinstance(alert, lt.portmap_alert):
+            mapping = self.port_maps.mapped(int(alert.mapping), _transport(alert), _protocol(alert),
+                                            int(alert.external_port))
+            log.info("router: port %s/%s mapped to %d (%s)", mapping.port or "BitTorrent", mapping.protocol,
+                     alert.external_port, _transport(alert))
+        elif isinstance(alert, lt.portmap_error_alert):
+            mapping = self.port_maps.failed(int(alert.mapping), _transport(alert), alert.error.message())
+            log.info("router: port %s not mapped by %s: %s", mapping.port or "BitTorrent", _transport(alert),
+                     alert.error.message())
+        elif isinstance(alert, lt.external_ip_alert):
+            self.port_maps.external_address = str(alert.external_address)
         elif isinstance(alert, lt.read_piece_alert):
             if (download := self._download_of(alert)) is not None:
                 failed = alert.error.value() != 0
@@ -330,6 +405,38 @@ def _address(node: str) -> tuple[str, int] | None:
     host, _, port = node.rpartition(":")
     host = host.strip("[]")
     return (host, int(port)) if addresses.parse(host) is not None and port.isdigit() else None
+
+
+def _transport(alert: Any) -> str:
+    return "natpmp" if alert.map_transport == lt.portmap_transport.natpmp else "upnp"
+
+
+def _protocol(alert: Any) -> str:
+    return "udp" if alert.map_protocol == lt.portmap_protocol.udp else "tcp"
+
+
+def _read_state(path: Path) -> Any:
+    """The session params saved in `path` (only the DHT's state is read), or None when there are none to read: a
+    missing or broken file starts a fresh table (logged), never a failure to start."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        log.warning("BitTorrent: cannot read the DHT's saved table %s: %s", path, exc.strerror or exc)
+        return None
+    try:
+        return lt.read_session_params(data, lt.save_state_flags_t.save_dht_state)
+    except RuntimeError as exc:  # not bencoded
+        log.warning("BitTorrent: the DHT's saved table %s is unreadable (%s): starting a fresh one", path, exc)
+        return None
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_bytes(data)
+    partial.replace(path)
 
 
 def _info_hash(alert: Any) -> bytes | None:

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # libtorrent's stubs type the pack, so a misspelt setting fails mypy instead of being ignored
     from libtorrent import settings_pack
 
-__all__ = ["MAX_CONNECTIONS", "MAINLINE_ROUTERS", "PRIVATE_NETWORK_ENV", "bootstrap_routers", "session_settings"]
+__all__ = ["MAX_CONNECTIONS", "MAINLINE_ROUTERS", "PRIVATE_NETWORK_ENV", "bootstrap_routers", "may_map_ports",
+           "session_settings"]
 
 # Peers connected at once, over every torrent: Transmission's and qBittorrent's global default range (200-500),
 # kept low because every one can hold a send buffer (`SEND_BUFFER`).
@@ -54,12 +55,19 @@ def bootstrap_routers(public: bool, environ: Mapping[str, str]) -> tuple[str, ..
     return MAINLINE_ROUTERS if public and PRIVATE_NETWORK_ENV not in environ else ()
 
 
-def session_settings(host: str, port: int, *, alert_mask: int,
-                     dht_routers: tuple[str, ...] | None = None) -> settings_pack:
+def may_map_ports(public: bool, environ: Mapping[str, str]) -> bool:
+    """Whether the session may ask the router for port mappings: UPnP's discovery is a multicast to the whole LAN
+    and NAT-PMP a datagram to the gateway, so only the Internet mode, and never where `PRIVATE_NETWORK_ENV` is set
+    (whose processes send nothing beyond the machine)."""
+    return public and PRIVATE_NETWORK_ENV not in environ
+
+
+def session_settings(host: str, port: int, *, alert_mask: int, dht_routers: tuple[str, ...] | None = None,
+                     port_mapping: bool = False) -> settings_pack:
     """libtorrent's `settings_pack` for our one session, listening on `host:port` (TCP only; port 0: any).
     `dht_routers`: the Mainline DHT on, joined through these `name:port`s (None: the DHT off, as the bridge runs).
     libtorrent keeps a router out of its routing table, so a node by address is told with `add_dht_node`
-    instead (`bittorrent.session`)."""
+    instead (`bittorrent.session`). `port_mapping`: UPnP-IGD and NAT-PMP on (`may_map_ports`)."""
     listen = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     pack: settings_pack = {
         "listen_interfaces": listen,
@@ -67,7 +75,7 @@ def session_settings(host: str, port: int, *, alert_mask: int,
         # next ten ports, then any (a user's firewall rule or port forward would then point nowhere).
         "max_retry_port_bind": 0, "listen_system_port_fallback": False,
         "enable_dht": dht_routers is not None, "dht_bootstrap_nodes": ",".join(dht_routers or ()),
-        "enable_lsd": False, "enable_upnp": False, "enable_natpmp": False,
+        "enable_lsd": False, "enable_upnp": port_mapping, "enable_natpmp": port_mapping,
         "enable_outgoing_utp": False, "enable_incoming_utp": False,
         # A seed dials no peer: a stranger's peer exchange (ut_pex) naming 127.0.0.1 or a LAN address made the
         # session connect there (tests/bittorrent/test_pex.py). It only answers those who connect to it.

@@ -71,6 +71,7 @@ class Admin:
                  discovery: Callable[[], Discovery | None] = lambda: None,
                  engine: Callable[[], SwarmEngine | None] = lambda: None,
                  bridge: Callable[[], Bridge | None] = lambda: None,
+                 network: Callable[[], dict[str, object] | None] = lambda: None,
                  listen_port: Callable[[], int | None] = lambda: None,
                  fetch: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]] | None = None,
                  fetch_torrent: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]] | None = None) -> None:
@@ -78,6 +79,7 @@ class Admin:
         self.listen_port = listen_port
         self.engine = engine
         self.bridge = bridge
+        self.network = network  # which networks the node is on, and the router's word (`proxy.internet`)
         self.addresses = addresses
         self.discovery = discovery
         self.routes: dict[str, Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]] = {
@@ -136,6 +138,7 @@ class Admin:
             "today": dict(self.stats.today()),
             "swarm": engine.status() if (engine := self.engine()) is not None else None,
             "bittorrent": bridge.status() if (bridge := self.bridge()) is not None else None,
+            "network": self.network(),
         })
 
     async def torrent(self, request: web.BaseRequest) -> web.StreamResponse:

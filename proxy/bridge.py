@@ -1,12 +1,12 @@
 """The BitTorrent bridge in the proxy (`--bt-listen`): what this node shares is seeded, and exported on request.
 
-`Bridge.start` runs the embedded session (`bittorrent.session`) and a `Seeder` that follows what the engine
-shares. Only what may leave this machine for the BitTorrent world is seeded and exported (`refusal`), a rule
-stricter than our own swarm's: no URL carrying a credential (`url_privacy`), no origin on a private network,
-even one listed with `--share-private-origins`, no name that may resolve to one (`--local-domains`, or a name
-not resolved to public addresses alone in this run before the content was shared: of what the store kept from an
-earlier run, shared again at start, only content from public address literals is seeded), and no content without
-a URL to judge its origin by (a download's segments). The admin API's `/_swarm/torrent` and `swarmproxy torrent
+`Bridge.start` runs a `Seeder` on the node's one session (`bittorrent.session`, owned by `proxy.internet`) that
+follows what the engine shares. Only what may leave this machine for the BitTorrent world is seeded and exported
+(`refusal`), a rule stricter than our own swarm's: no URL carrying a credential (`url_privacy`), no origin on a
+private network, even one listed with `--share-private-origins`, no name that may resolve to one (`--local-domains`,
+or a name not resolved to public addresses alone in this run before the content was shared: of what the store kept
+from an earlier run, shared again at start, only content from public address literals is seeded), and no content
+without a URL to judge its origin by (a download's segments). The admin API's `/_swarm/torrent` and `swarmproxy torrent
 export` read `export`.
 """
 
@@ -55,25 +55,19 @@ class Export:
 class Bridge:
     """The session and its seeder, for one proxy (`ProxyServer` starts and stops it)."""
 
-    def __init__(self, engine, resolver, host: str, port: int, *, local_domains: tuple[str, ...],
-                 reachable: tuple[str, ...] = ()) -> None:
+    def __init__(self, engine, resolver, session: BtSession | None, *, local_domains: tuple[str, ...]) -> None:
         self.engine = engine
         self.resolver = resolver  # proxy.origin_resolver.OriginResolver: which names resolved to public addresses
-        self.host, self.port = host, port
+        self.session: BtSession | None = session  # the node's one session (`proxy.internet`), started and stopped there
         self.local_domains = local_domains
-        self.reachable = reachable  # non-public addresses BitTorrent peers may be on (--share-private-origins)
-        self.session: BtSession | None = None
         self.seeder: Seeder | None = None
 
-    async def start(self) -> tuple[str, int]:
+    def start(self) -> None:
         from bittorrent.seeder import Seeder  # libtorrent's import: only when the bridge runs
-        from bittorrent.session import BtSession
 
-        session = self.session = BtSession(self.host, self.port, reachable=self.reachable)
-        address = await session.start()
-        self.seeder = Seeder(session, self.engine.store, refusal=self.refusal)
+        assert self.session is not None
+        self.seeder = Seeder(self.session, self.engine.store, refusal=self.refusal)
         self.engine.service.watch_shares(self.seeder.on_share)
-        return address
 
     def refusal(self, manifest: Manifest) -> str | None:
         """Why `manifest`'s content may not go to the BitTorrent world, or None (see the module docstring)."""
@@ -132,8 +126,7 @@ class Bridge:
     def status(self) -> dict[str, object]:
         return self.seeder.status() if self.seeder is not None else {"listen": None}
 
-    async def stop(self) -> None:
+    def stop(self) -> None:
+        """Stop seeding (the session itself is `proxy.internet`'s to stop, after)."""
         if self.seeder is not None:
             self.seeder.close()
-        if self.session is not None:
-            await self.session.stop()

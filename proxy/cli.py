@@ -57,6 +57,8 @@ def _default_text(option) -> str:
         return "auto"
     if option.attr == "bt_listen":
         return "off"
+    if option.attr == "mainline_bootstrap":
+        return "the public routers"
     if default is None or default == ():
         return "none"
     if isinstance(default, bool):

@@ -398,6 +398,12 @@ OPTIONS: tuple[Option, ...] = (
            "port 0 picks one): every shared "
            "download from a public origin is seeded as a BitTorrent v2 torrent from the block store, no second "
            "copy ('swarmproxy torrent export' prints its magnet); 'off' runs no BitTorrent session", "HOST:PORT"),
+    Option("private-network", _parse_bool, False,
+           "stay off the public network: no BitTorrent Mainline DHT, no port mapping asked of the router (the "
+           "Internet mode is on by default, as in BitTorrent clients; it needs --peer-listen)", "BOOL"),
+    Option("mainline-bootstrap", parse_bootstrap, (),
+           "a Mainline DHT node or router to join through instead of the public routers (repeatable; for "
+           "private deployments and labs)", "HOST:PORT", repeatable=True),
     Option("transport", _transport, "both",
            "peer transports offered and used: tcp (fast on a LAN), quic (one UDP socket, TLS), or both", "NAME"),
     Option("trust", _trust, DEFAULT_TRUST,
@@ -471,6 +477,8 @@ class Config:
     no_lan_discovery: bool
     peer_listen: HostPort | None
     bt_listen: HostPort | None
+    private_network: bool
+    mainline_bootstrap: tuple[HostPort, ...]
     transport: str
     trust: TrustPolicy
     first_byte_timeout: float

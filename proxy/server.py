@@ -28,7 +28,6 @@ from aiohttp.abc import AbstractResolver
 from aiohttp.http_parser import RawRequestMessage
 from yarl import URL
 
-import addresses
 from dht.discovery import DhtDiscovery
 from dht.errors import LocalError as DhtLocalError
 from dht.node import DhtConfig, DhtNode
@@ -41,6 +40,7 @@ from .config import Config
 from .download.fallback import Fallback
 from .errors import ClientGone, ListenError, OriginError
 from .fetch_endpoint import fetch_target, forwarded_fields
+from .internet import Internet
 from .origin import make_session
 from .origin_resolver import OriginResolver
 from .relay import RECORD_ID, SANDBOXED, origin_url, relay
@@ -272,6 +272,7 @@ class ProxyServer:
         self.discovery: Discovery | None = None  # every discovery backend, as the engine and the admin API use them
         self.engine: SwarmEngine | None = None  # once started, unless --peer-listen off
         self.bridge: Bridge | None = None  # the BitTorrent bridge, with --bt-listen
+        self.internet: Internet | None = None  # the node's BitTorrent session and the Internet mode on it
         self.fallback: Fallback | None = None
         self.interceptor: Interceptor | None = None
         self.addresses: dict[str, str] = {}
@@ -279,7 +280,8 @@ class ProxyServer:
         torrents = TorrentFetch(lambda: self.engine, lambda: self.bridge, self.stats,
                                 private_origins=config.share_private_origins, staging=config.data_dir / "bittorrent")
         self.admin = Admin(self.stats, lambda: self.addresses, lambda: self.discovery, lambda: self.engine,
-                           lambda: self.bridge, listen_port=lambda: self._listen[1] if self._listen else None,
+                           lambda: self.bridge, lambda: self.internet.status() if self.internet else None,
+                           listen_port=lambda: self._listen[1] if self._listen else None,
                            fetch=self._fetch, fetch_torrent=torrents.handle)
         self._session: aiohttp.ClientSession | None = None
         self._runner: web.BaseRunner | None = None
@@ -314,14 +316,18 @@ class ProxyServer:
         self.addresses["proxy"] = _join(host, port)
         if cfg.dht_listen is not None:
             await self._start_dht()
-        self.discovery = self._discovery()
         if cfg.bt_listen is not None and cfg.peer_listen is None:
             raise ListenError("--bt-listen seeds what the block engine shares: it needs --peer-listen")
+        self.internet = Internet(cfg)  # before the discovery: the Mainline DHT is one of its backends
+        if (address := await self.internet.start()) is not None:
+            self.addresses["bittorrent"] = _join(*address)
+        self.discovery = self._discovery()
         if cfg.peer_listen is not None:
             await self._start_engine()
         if cfg.mitm_hosts:
             await self._start_interceptor()
-        log_startup(log, cfg, self.addresses, backend_status(self.discovery) if self.discovery is not None else {})
+        log_startup(log, cfg, self.addresses, backend_status(self.discovery) if self.discovery is not None else {},
+                    self.internet.consent_lines() if self.internet is not None else [])
         if cfg.ready_file:
             _write_atomically(cfg.ready_file, json.dumps(self.addresses) + "\n")
         return self.addresses
@@ -360,12 +366,14 @@ class ProxyServer:
             self._bootstrap_task = asyncio.create_task(self._bootstrap())
 
     def _discovery(self) -> Discovery | None:
-        """The discovery backends started, as one `Discovery`: our DHT, both roles (a provider directory and a
-        claim store); None when it is off. Another backend joins here, beside it (`swarm.discovery.compose`)."""
-        if self.dht is None:
+        """The discovery backends started, as one `Discovery` (`swarm.discovery.compose`): our DHT, both roles (a
+        provider directory and a claim store), and the Mainline DHT's directory in the Internet mode; None when
+        neither runs."""
+        dht = DhtDiscovery(self.dht) if self.dht is not None else None
+        mainline = self.internet.directory if self.internet is not None else None
+        if dht is None and mainline is None:
             return None
-        dht = DhtDiscovery(self.dht)
-        return compose([dht], [dht])
+        return compose([d for d in (dht, mainline) if d is not None], [dht] if dht is not None else [])
 
     async def _start_engine(self) -> None:
         """The block engine, its peer listener(s) and the fallback hook (`--peer-listen`)."""
@@ -387,13 +395,15 @@ class ProxyServer:
                                   trust=cfg.trust, spool_dir=cfg.data_dir / "spool",
                                   linger=cfg.linger, share=not cfg.no_share, fetch_peers=cfg.fetch_peers)
         if cfg.bt_listen is not None:
-            await self._start_bridge()  # before the engine starts: it shares what the store kept from the last run
+            self._start_bridge()  # before the engine starts: it shares what the store kept from the last run
         try:
             host, port = await self.engine.start(cfg.peer_listen.host, cfg.peer_listen.port)
         except OSError as exc:
             raise ListenError(f"cannot listen for peers on {cfg.peer_listen} (--peer-listen): "
                               f"{exc.strerror or exc}") from None
         self.addresses["peer"] = _join(host, port)
+        if self.internet is not None:
+            self.internet.peer_port(port)
         self.fallback = Fallback(self.engine, self._session, self.stats,
                                  first_byte_timeout=cfg.first_byte_timeout, min_rate=cfg.min_rate,
                                  rate_window=cfg.rate_window, early_lookup=cfg.early_lookup,
@@ -403,23 +413,13 @@ class ProxyServer:
                                  local_domains=cfg.local_domains, resolver=self.resolver)
         self.stats.watch_discovery(lambda: self.engine.counters if self.engine is not None else None)
 
-    async def _start_bridge(self) -> None:
-        """--bt-listen: the BitTorrent bridge, seeding what the engine shares (`proxy.bridge`)."""
-        from bittorrent.errors import ListenFailed
-
+    def _start_bridge(self) -> None:
+        """--bt-listen: the BitTorrent bridge, seeding what the engine shares on the node's session."""
         from .bridge import Bridge
 
-        cfg = self.config
-        assert cfg.bt_listen is not None and self.engine is not None
-        listed = tuple(filter(None, (addresses.canonical_host(host) for host, _ in cfg.share_private_origins)))
-        self.bridge = Bridge(self.engine, self.resolver, cfg.bt_listen.host, cfg.bt_listen.port,
-                             local_domains=cfg.local_domains, reachable=listed)
-        try:
-            host, port = await self.bridge.start()
-        except ListenFailed as exc:
-            self.bridge = None
-            raise ListenError(f"{exc} (--bt-listen)") from None
-        self.addresses["bittorrent"] = _join(host, port)
+        assert self.internet is not None and self.internet.session is not None and self.engine is not None
+        self.bridge = Bridge(self.engine, self.resolver, self.internet.session, local_domains=self.config.local_domains)
+        self.bridge.start()
         self.stats.watch_bittorrent(lambda: self.bridge.status() if self.bridge is not None else {})
 
     async def _bootstrap(self) -> None:
@@ -450,7 +450,9 @@ class ProxyServer:
         if self.fallback is not None:
             await self.fallback.close()
         if self.bridge is not None:  # its torrents stop before the store they read from closes
-            await self.bridge.stop()
+            self.bridge.stop()
+        if self.internet is not None:
+            await self.internet.stop()
         if self.engine is not None:
             await self.engine.stop()
             self.engine.store.close()

@@ -7,6 +7,7 @@ answer on which addresses and what leaves the machine (issue 23 §3).
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 from .config import Config
 
@@ -19,8 +20,10 @@ def _size(count: float) -> str:
     return f"{count:g} TiB"
 
 
-def startup_lines(cfg: Config, addresses: dict[str, str], discovery: dict[str, object]) -> list[str]:
-    """`discovery`: each discovery backend's status by its name (`swarm.discovery.backend_status`)."""
+def startup_lines(cfg: Config, addresses: dict[str, str], discovery: dict[str, object],
+                  public: Sequence[str] = ()) -> list[str]:
+    """`discovery`: each discovery backend's status by its name (`swarm.discovery.backend_status`); `public`: what
+    the Internet mode says of the public network (`proxy.internet.Internet.consent_lines`)."""
     proxy = addresses["proxy"]
     lines = [f"swarmproxy listening on http://{proxy} (admin API on the same port: http://{proxy}/_swarm/status)"]
     dht = discovery.get("dht")
@@ -45,9 +48,12 @@ def startup_lines(cfg: Config, addresses: dict[str, str], discovery: dict[str, o
                      f"(or after {cfg.early_lookup:g}s when the swarm has it)")
     else:
         lines.append("  peer port off (--peer-listen off): nothing is shared with peers")
-    if "bittorrent" in addresses:
+    lines.extend(public)
+    if "bittorrent" in addresses and cfg.bt_listen is not None:
         lines.append(f"  BitTorrent clients fetch shared downloads from public origins at "
-                     f"tcp://{addresses['bittorrent']} (--bt-listen; no BitTorrent DHT, tracker, LSD or port mapping)")
+                     f"tcp://{addresses['bittorrent']} (--bt-listen; no tracker or LSD)")
+    elif "bittorrent" in addresses:
+        lines.append(f"  BitTorrent session for the DHT on {addresses['bittorrent']} (seeds nothing; --bt-listen does)")
     if cfg.mitm_hosts:
         lines.append(f"  HTTPS to {', '.join(cfg.mitm_hosts)} is decrypted with this install's local CA "
                      f"({cfg.data_dir / 'ca' / 'ca.pem'}; swarmproxy ca export); other CONNECTs stay tunnels")
@@ -58,8 +64,9 @@ def startup_lines(cfg: Config, addresses: dict[str, str], discovery: dict[str, o
     return lines
 
 
-def log_startup(log: logging.Logger, cfg: Config, addresses: dict[str, str], discovery: dict[str, object]) -> None:
+def log_startup(log: logging.Logger, cfg: Config, addresses: dict[str, str], discovery: dict[str, object],
+                public: Sequence[str] = ()) -> None:
     # Consecutive calls with no await between them: no other task's line can land inside the block, and
     # each line keeps the log's own prefix (time, level) for grep.
-    for line in startup_lines(cfg, addresses, discovery):
+    for line in startup_lines(cfg, addresses, discovery, public):
         log.info("%s", line)

@@ -7,33 +7,27 @@ import asyncio
 import contextlib
 import os
 
-import libtorrent as lt
 import pytest
 
 from addresses import LOOPBACK_NETWORKS
 from bittorrent.mainline import MainlineDirectory, address_id, root_key
 from bittorrent.session import BtSession
-from bittorrent.settings import MAINLINE_ROUTERS, PRIVATE_NETWORK_ENV, bootstrap_routers, session_settings
+from bittorrent.settings import (
+    MAINLINE_ROUTERS,
+    PRIVATE_NETWORK_ENV,
+    bootstrap_routers,
+    may_map_ports,
+    session_settings,
+)
 
-STOCK_NODES = 6
+from .stock_dht import stock_dht as stock_dht_nodes
 
 
 @pytest.fixture
 def stock_dht():
     """Stock libtorrent DHT nodes on 127.0.0.1, each told of the others (no router, no public address)."""
-    sessions = [lt.session({"listen_interfaces": "127.0.0.1:0", "enable_dht": True, "dht_bootstrap_nodes": "",
-                            "enable_lsd": False, "enable_upnp": False, "enable_natpmp": False,
-                            "alert_mask": int(lt.alert_category.status)}) for _ in range(STOCK_NODES)]
-    ports = []
-    for session in sessions:  # each binds on its own thread: wait until it says where
-        while not (port := session.listen_port()):
-            session.wait_for_alert(100)
-        ports.append(port)
-    for session in sessions:
-        for port in ports:
-            session.add_dht_node(("127.0.0.1", port))
-    yield tuple(f"127.0.0.1:{port}" for port in ports)
-    del sessions
+    with stock_dht_nodes() as nodes:
+        yield nodes
 
 
 async def found(directory: MainlineDirectory, root: bytes, wanted: tuple[str, int]) -> list[tuple[str, int]]:
@@ -86,6 +80,44 @@ def test_no_public_router_where_the_guard_is_set():
     assert pack["enable_dht"] and pack["dht_bootstrap_nodes"] == ""
     off = session_settings("127.0.0.1", 0, alert_mask=0)
     assert not off["enable_dht"] and off["dht_bootstrap_nodes"] == ""
+    assert not off["enable_upnp"] and not off["enable_natpmp"] and not pack["enable_upnp"]
+
+
+def test_no_port_mapping_where_the_guard_is_set():
+    # UPnP's discovery is a multicast to the LAN, NAT-PMP a datagram to the gateway: neither from a test.
+    assert may_map_ports(True, {}) and not may_map_ports(False, {})
+    assert not may_map_ports(True, {PRIVATE_NETWORK_ENV: "1"}) and not may_map_ports(True, os.environ)
+    mapping = session_settings("127.0.0.1", 0, alert_mask=0, dht_routers=(), port_mapping=True)
+    assert mapping["enable_upnp"] and mapping["enable_natpmp"]
+
+
+async def test_the_table_is_kept_between_runs(stock_dht, tmp_path):
+    state = tmp_path / "mainline" / "dht.state"
+    first = BtSession("127.0.0.1", 0, reachable=LOOPBACK_NETWORKS, dht_nodes=stock_dht, state_file=state)
+    await first.start()
+    async with asyncio.timeout(60):  # it joins: the stock nodes answer it
+        while not await first.dht_nodes_now():
+            pass
+    await first.stop()
+    assert state.exists()
+    # The next run starts from that table alone: no bootstrap node given, yet it knows the stock nodes.
+    again = BtSession("127.0.0.1", 0, reachable=LOOPBACK_NETWORKS, dht_nodes=(), state_file=state)
+    await again.start()
+    try:
+        async with asyncio.timeout(60):
+            while not await again.dht_nodes_now():
+                pass
+    finally:
+        await again.stop()
+
+
+async def test_a_broken_table_starts_a_fresh_one(tmp_path):
+    state = tmp_path / "dht.state"
+    state.write_bytes(b"not bencoded")
+    session = BtSession("127.0.0.1", 0, dht_nodes=(), state_file=state)
+    await session.start()  # logged, not fatal
+    await session.stop()
+    assert state.read_bytes().startswith(b"d")  # and replaced by this run's
 
 
 def test_a_directory_needs_the_dht():

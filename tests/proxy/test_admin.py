@@ -25,7 +25,9 @@ async def test_status_shape(proxy):
     response = await admin_get(proxy, "/_swarm/status")
     assert response.status == 200 and response.header("Content-Type").startswith("application/json")
     status = json.loads(response.body)
-    assert set(status) == {"version", "uptime_s", "listen", "counters", "today", "swarm", "bittorrent"}
+    assert set(status) == {"version", "uptime_s", "listen", "counters", "today", "swarm", "bittorrent", "network"}
+    assert status["network"] == {"mainline": False, "public": False,
+                                 "why_off": "--peer-listen off: nothing to share or find"}
     assert status["bittorrent"] is None  # --bt-listen off
     assert status["swarm"] is None  # --peer-listen off: no block engine
     assert status["listen"] == {"proxy": proxy.addresses["proxy"]}

@@ -50,7 +50,7 @@ def manifest_of(url: str | None) -> Manifest:
     ("https://user:secret@mirror.example.org/f.iso", "may not be announced (userinfo)"),
 ])
 def test_what_may_leave_for_the_bittorrent_world(url, refused):
-    bridge = Bridge(None, Resolved("mirror.example.org"), "127.0.0.1", 0, local_domains=("corp.example",))
+    bridge = Bridge(None, Resolved("mirror.example.org"), None, local_domains=("corp.example",))
     why = bridge.refusal(manifest_of(url))
     assert (why is None) if refused is None else (why is not None and refused in why), why
 

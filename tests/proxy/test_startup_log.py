@@ -14,7 +14,7 @@ from .conftest import proxy_config
 def _block(caplog) -> str:
     lines = [r.getMessage() for r in caplog.records if r.name == "swarmproxy" and r.levelno == logging.INFO]
     start = next(i for i, line in enumerate(lines) if line.startswith("swarmproxy listening on"))
-    return "\n".join(lines[start:start + 6])
+    return "\n".join(lines[start:start + 8])
 
 
 @pytest.mark.asyncio
@@ -38,6 +38,7 @@ async def test_the_block_names_each_listener_and_what_is_shared(tmp_path, caplog
     assert f"udp://{addresses['dht']}" in block and "LAN discovery off" in block
     assert f"peers fetch from {addresses['peer']} over TCP and QUIC (UDP)" in block
     assert shared in block
+    assert "public network: off (SWARMPROXY_PRIVATE_NETWORK is set" in block  # the suite's guard (tests/conftest.py)
     assert "block store up to 1 MiB (--store-size)" in block and str(tmp_path / "data") in block
 
 

@@ -1,0 +1,149 @@
+"""The node's one BitTorrent session, and the Internet mode on it (docs/ARCHITECTURE.md, "The Internet mode").
+
+One libtorrent session per node (`bittorrent.session.BtSession`), owned here, serves two users: the bridge
+(`--bt-listen`: seeding and `swarmproxy get magnet:`, `proxy.bridge`) and the Internet mode, which joins the
+BitTorrent Mainline DHT to find peers beyond the LAN and asks the router to map the peer port.
+
+The Internet mode is on by default, as BitTorrent clients are, and off with `--private-network`, with
+`--peer-listen off` (nothing to share or find), and wherever `SWARMPROXY_PRIVATE_NETWORK` is set (the test suite,
+the lab and `swarmproxy demo`: `bittorrent.settings`). `--mainline-bootstrap HOST:PORT` joins a Mainline DHT of
+one's own through the nodes named instead of the public routers (private deployments, labs, tests): the DHT runs,
+but nothing is asked of a router, as on any network that is not the public one. `plan` decides; it is pure.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import addresses
+
+from .config import Config, HostPort
+from .errors import ListenError
+
+if TYPE_CHECKING:
+    from bittorrent.mainline import MainlineDirectory
+    from bittorrent.session import BtSession
+
+__all__ = ["Internet", "InternetPlan", "plan"]
+
+log = logging.getLogger("swarmproxy")
+
+# Where a session without --bt-listen listens (on the peer listener's host, any free port): its DHT needs a UDP
+# socket, and libtorrent opens TCP on the same port beside it (a BitTorrent peer connecting there finds no torrent
+# and is closed, under the same admission).
+ANY_ADDRESS = HostPort("0.0.0.0", 0)
+# The Mainline DHT's node id and routing table, in the data dir (not under bittorrent/, a scratch directory for
+# `swarmproxy get`'s downloads, emptied on first use).
+STATE_FILE = ("mainline", "dht.state")
+
+
+@dataclass(frozen=True)
+class InternetPlan:
+    """What the node's session does: `dht_nodes` None is the DHT off (`why_off` says why)."""
+
+    dht_nodes: tuple[str, ...] | None
+    public: bool  # on the public Mainline network, through its well-known routers
+    port_mapping: bool
+    why_off: str | None = None
+
+    @property
+    def on(self) -> bool:
+        return self.dht_nodes is not None
+
+
+def plan(cfg: Config, environ: Mapping[str, str]) -> InternetPlan:
+    from bittorrent.settings import PRIVATE_NETWORK_ENV, bootstrap_routers, may_map_ports
+
+    if cfg.peer_listen is None:
+        return InternetPlan(None, False, False, "--peer-listen off: nothing to share or find")
+    if cfg.private_network:
+        return InternetPlan(None, False, False, "--private-network")
+    if cfg.mainline_bootstrap:
+        nodes = tuple(f"[{n.host}]:{n.port}" if ":" in n.host else f"{n.host}:{n.port}" for n in cfg.mainline_bootstrap)
+        return InternetPlan(nodes, False, False)
+    if not (routers := bootstrap_routers(True, environ)):
+        return InternetPlan(None, False, False, f"{PRIVATE_NETWORK_ENV} is set (the test suite, the lab or the demo)")
+    return InternetPlan(routers, True, may_map_ports(True, environ))
+
+
+class Internet:
+    """The session, when anything needs one, and the Mainline directory on its DHT (`start`, `stop`)."""
+
+    def __init__(self, cfg: Config, environ: Mapping[str, str] | None = None) -> None:
+        self.cfg = cfg
+        # The non-public networks BitTorrent peers may be on: the address literals of --share-private-origins.
+        self.reachable = tuple(filter(None, (addresses.canonical_host(host) for host, _ in cfg.share_private_origins)))
+        self.plan = plan(cfg, os.environ if environ is None else environ)
+        self.session: BtSession | None = None
+        self.directory: MainlineDirectory | None = None
+        self.first_run = False  # no table saved by an earlier run: the consent message is shown in full
+
+    @property
+    def needed(self) -> bool:
+        return self.plan.on or self.cfg.bt_listen is not None
+
+    async def start(self) -> tuple[str, int] | None:
+        """Start the session if the bridge or the Internet mode needs one; its listening address."""
+        if not self.needed:
+            return None
+        from bittorrent.errors import ListenFailed
+        from bittorrent.mainline import MainlineDirectory
+        from bittorrent.session import BtSession
+
+        # Without --bt-listen, on the peer listener's host: a node bound to one address is found at that one.
+        peer = self.cfg.peer_listen
+        listen = self.cfg.bt_listen or (HostPort(peer.host, 0) if peer is not None else ANY_ADDRESS)
+        state = self.cfg.data_dir.joinpath(*STATE_FILE)
+        self.first_run = self.plan.on and not state.exists()
+        self.session = BtSession(listen.host, listen.port, reachable=self.reachable, dht_nodes=self.plan.dht_nodes,
+                                 state_file=state if self.plan.public else None,
+                                 port_mapping=self.plan.port_mapping)
+        try:
+            address = await self.session.start()
+        except ListenFailed as exc:
+            self.session = None
+            raise ListenError(f"{exc} (--bt-listen)" if self.cfg.bt_listen else
+                              f"{exc} (the Internet mode's BitTorrent session; --private-network runs none)") from None
+        if self.plan.on:
+            self.directory = MainlineDirectory(self.session)
+        return address
+
+    def peer_port(self, port: int) -> None:
+        """The block engine listens on `port`: ask the router to map it (TCP, and UDP for QUIC)."""
+        if self.session is not None and self.plan.port_mapping:
+            self.session.map_port(port)
+
+    def consent_lines(self) -> list[str]:
+        """What the start-up block says of the public network: which networks, what strangers see, how to stay
+        off; in full on the first run."""
+        if not self.plan.on:
+            return [f"  public network: off ({self.plan.why_off})"]
+        if not self.plan.public:
+            return [f"  Mainline DHT of your own through {', '.join(self.plan.dht_nodes or ())} "
+                    "(--mainline-bootstrap); nothing asked of the router"]
+        lines = ["  public network: on the BitTorrent Mainline DHT (the Internet mode; --private-network stays off "
+                 "it); the router is asked to map the peer port (UPnP, NAT-PMP)"]
+        if self.first_run:
+            lines += ["  first run: this node now joins the public BitTorrent DHT through its well-known routers "
+                      f"({', '.join(self.plan.dht_nodes or ())}). Strangers on it can see this node's address, and",
+                      "  that it shares contents under keys derived from hashes (never a URL); downloads that are "
+                      "private, credentialed or from private networks are never announced (SECURITY.md)."]
+        return lines
+
+    def status(self) -> dict[str, object]:
+        session = self.session
+        shown: dict[str, object] = {"mainline": self.plan.on, "public": self.plan.public,
+                                    "why_off": self.plan.why_off}
+        if session is not None:
+            shown["nat"] = session.nat_status()
+        return shown
+
+    async def stop(self) -> None:
+        if self.directory is not None:
+            self.directory.close()
+        if self.session is not None:
+            await self.session.stop()  # saves the DHT's table first
