@@ -24,7 +24,9 @@ ALLOWED = {
     "swarm.content": ("swarm.content", "swarm.errors"),
     "swarm.core": ("swarm.content", "swarm.core", "swarm.net.wire", "swarm.errors", "addresses"),
     "swarm.store": ("swarm.content", "swarm.store", "swarm.net.wire", "swarm.errors"),
-    "swarm.net": ("swarm.content", "swarm.net", "swarm.store.interface", "swarm.errors", "addresses"),
+    # The wire carries claims (CLAIMS, on a query session): it speaks their vocabulary, a module of values.
+    "swarm.net": ("swarm.content", "swarm.net", "swarm.store.interface", "swarm.trust.claims", "swarm.errors",
+                  "addresses"),
     # The trust rule: which content from strangers to believe. Pure, under every Discovery and both modes.
     "swarm.trust": ("swarm.trust", "swarm.content", "swarm.errors", "addresses"),
     # The discovery seam and what runs backends together: the trust rule's vocabulary of claims, nothing above.

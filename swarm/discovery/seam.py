@@ -27,7 +27,7 @@ from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from swarm.trust.claims import IN_PROGRESS_ROOT, Attestation, ManifestClaim, Vouch
+from swarm.trust.claims import IN_PROGRESS_ROOT, MAX_VALIDATOR_BYTES, Attestation, ManifestClaim, Vouch
 
 __all__ = ["Attestation", "Backend", "ClaimStore", "Discovery", "IN_PROGRESS_ROOT", "IN_PROGRESS_TTL", "KEY_BYTES",
            "MAX_TTL_S", "MAX_VALIDATOR_BYTES", "ManifestClaim", "Provider", "ProviderDirectory", "TransportFlags",
@@ -39,8 +39,6 @@ UNSPECIFIED_HOSTS = ("0.0.0.0", "::", "")  # ... and the forms a backend reads a
 IN_PROGRESS_TTL = 120
 KEY_BYTES = 32  # a content root or a claim's key: SHA-256 sized
 MAX_TTL_S = 24 * 3600  # the longest life an announcement or a claim may ask for
-# The longest validator a claim carries (an ETag is rarely longer than 64 bytes; a record stays one datagram).
-MAX_VALIDATOR_BYTES = 200
 _U32_MAX = 0xFFFF_FFFF
 
 

@@ -26,6 +26,8 @@ from swarm.errors import ProtocolError
 from swarm.net.wire import (
     _ALL_TRANSPORTS,
     _BLOCK_POSITION,
+    _CLAIM_ENTRY,
+    _CLAIMS_HEAD,
     _FRAME,
     _HANDSHAKE,
     _HASH_RESPONSE,
@@ -34,9 +36,14 @@ from swarm.net.wire import (
     _U16,
     _U32,
     BLOCK_HEADER_SIZE,
+    MAX_CLAIM_SIZE,
+    MAX_CLAIMS_PER_ANSWER,
     Bitfield,
     Block,
     Cancel,
+    ClaimEntry,
+    ClaimsRequest,
+    ClaimsResponse,
     Handshake,
     HashRequest,
     HashResponse,
@@ -55,6 +62,7 @@ from swarm.net.wire import (
     Start,
     Transport,
 )
+from swarm.trust.claims import MAX_VALIDATOR_BYTES, ManifestClaim
 
 __all__ = ["AdmitBlock", "Decoder"]
 
@@ -87,6 +95,11 @@ def _body_bounds(limits: Limits) -> dict[int, tuple[int, int]]:
         MessageType.START: (_U32.size, _U32.size),
         MessageType.MANIFEST_REQUEST: (0, 0),
         MessageType.MANIFEST: (1, limits.max_manifest_size),
+        MessageType.CLAIMS_REQUEST: (HASH_SIZE, HASH_SIZE),
+        MessageType.CLAIMS: (
+            _CLAIMS_HEAD.size,
+            _CLAIMS_HEAD.size + MAX_CLAIMS_PER_ANSWER * (_CLAIM_ENTRY.size + MAX_VALIDATOR_BYTES),
+        ),
     }
 
 
@@ -405,6 +418,35 @@ class Decoder:
     def _manifest(self, body: memoryview) -> Message:
         return ManifestResponse(bytes(body))
 
+    def _claims_request(self, body: memoryview) -> Message:
+        return ClaimsRequest(bytes(body))
+
+    def _claims(self, body: memoryview) -> Message:
+        key, count = _CLAIMS_HEAD.unpack_from(body)
+        if count > MAX_CLAIMS_PER_ANSWER:
+            raise ProtocolError(f"CLAIMS of {count} claims exceeds the {MAX_CLAIMS_PER_ANSWER} limit")
+        position = _CLAIMS_HEAD.size
+        entries = []
+        for _ in range(count):
+            if position + _CLAIM_ENTRY.size > len(body):
+                raise ProtocolError("CLAIMS truncated")
+            root, size, block_size, age, ttl, length = _CLAIM_ENTRY.unpack_from(body, position)
+            position += _CLAIM_ENTRY.size
+            if size > MAX_CLAIM_SIZE:
+                raise ProtocolError(f"claim of size {size} beyond {MAX_CLAIM_SIZE}")
+            if ttl == 0:
+                raise ProtocolError("claim with no time left to live")
+            if not 1 <= length <= MAX_VALIDATOR_BYTES:
+                raise ProtocolError(f"claim validator of {length} bytes outside 1..{MAX_VALIDATOR_BYTES}")
+            if position + length > len(body):
+                raise ProtocolError("CLAIMS truncated")
+            validator = bytes(body[position : position + length])
+            position += length
+            entries.append(ClaimEntry(ManifestClaim(root, size, block_size, validator), age, ttl))
+        if position != len(body):
+            raise ProtocolError(f"{len(body) - position} trailing bytes after CLAIMS entries")
+        return ClaimsResponse(key, tuple(entries))
+
 
 _REJECT_REASONS = frozenset(int(reason) for reason in RejectReason)
 
@@ -423,4 +465,6 @@ _DECODERS: dict[int, Callable[[Decoder, memoryview], Message]] = {  # by the fra
     MessageType.START: Decoder._start,
     MessageType.MANIFEST_REQUEST: Decoder._manifest_request,
     MessageType.MANIFEST: Decoder._manifest,
+    MessageType.CLAIMS_REQUEST: Decoder._claims_request,
+    MessageType.CLAIMS: Decoder._claims,
 }

@@ -160,6 +160,9 @@ def message_size(message: Message) -> int:
         return wire.FRAME_HEADER_SIZE + 9 + HASH_SIZE * (len(message.hashes) + len(message.proof))
     if isinstance(message, wire.Pex):
         return wire.FRAME_HEADER_SIZE + 2 + 20 * len(message.peers)
+    if isinstance(message, wire.ClaimsResponse):  # up to 2 KiB: a stranger may send them to a served connection
+        entries = sum(wire._CLAIM_ENTRY.size + len(entry.claim.validator) for entry in message.entries)
+        return wire.FRAME_HEADER_SIZE + wire._CLAIMS_HEAD.size + entries
     return _SMALL_MESSAGE
 
 

@@ -22,6 +22,9 @@ One message set for every transport (a TCP stream, a QUIC stream, the in-memory 
 | 11   | START            | u32 block: "I am fetching this one from the origin" (others pick another)     |
 | 12   | MANIFEST_REQUEST | empty (the content root is the handshake's)                                   |
 | 13   | MANIFEST         | an encoded `swarm.content.manifest.Manifest`, opaque here                             |
+| 14   | CLAIMS_REQUEST   | 32 key: the answerer's own claims under it, please (query sessions only)      |
+| 15   | CLAIMS           | 32 key, u8 n ≤ 8, n × (32 content root, u64 size < 2**63, u32 block size,     |
+|      |                  | u32 age s, u32 seconds left ≥ 1, u8 validator length v (1..200), v bytes)     |
 
 The codec checks syntax and limits only; what a message means in a session (handshake first, blocks within the
 manifest, hash ranges aligned) is the session's business — except for one question that cannot wait: whether a
@@ -30,6 +33,17 @@ BLOCK is wanted at all, which its receiver answers from its 13-byte header befor
 it raises nothing but `ProtocolError`, and rejects a frame as soon as its header shows it cannot be valid — a
 declared length never makes us allocate more than has arrived. After an error the decoder is dead: the peer is to
 be dropped.
+
+**Query sessions.** A HANDSHAKE whose root is `QUERY_ROOT` (all zeros: no merkle root is, being a SHA-256
+output) asks for no content: it opens a session for CLAIMS_REQUESTs only, each answered by one CLAIMS carrying the
+answering node's *own* claims under the key (`swarm.trust.claims.ManifestClaim`; none: n = 0). It exists for
+discovery backends that store only an address under a key (BitTorrent's Mainline DHT): the asker learns from the
+address it connected to who vouches, which is what makes the claim first-hand. Only durations cross the wire (how
+long ago the claim was made, how long it has left), so the two clocks need not agree. The protocol version did not
+change for it: a node older than these two types looks the zero root up, finds it not shared and closes the
+session at its HANDSHAKE; and its decoder takes an unknown type for a malformed frame (`ProtocolError`, "unknown
+message type"), which drops the connection. So an old node is one that answers no query, never one that misreads
+one: to an asker, a node that is not there.
 
 BLOCK is the one large message; `encode_block_header` lets a transport write the 13-byte header and then the
 payload (or a `sendfile` range) without concatenating them.
@@ -45,6 +59,7 @@ from ipaddress import IPv4Address, IPv6Address
 
 from swarm.content.manifest import MAX_BLOCK_SIZE, MAX_BLOCKS, MAX_ENCODED_SIZE
 from swarm.content.merkle import HASH_SIZE, MAX_PROOF_LENGTH
+from swarm.trust.claims import MAX_VALIDATOR_BYTES, ManifestClaim
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -69,6 +84,12 @@ __all__ = [
     "Start",
     "ManifestRequest",
     "ManifestResponse",
+    "QUERY_ROOT",
+    "MAX_CLAIMS_PER_ANSWER",
+    "MAX_CLAIM_SIZE",
+    "ClaimEntry",
+    "ClaimsRequest",
+    "ClaimsResponse",
     "Message",
     "encode",
     "encode_block_header",
@@ -87,6 +108,15 @@ _BLOCK_POSITION = struct.Struct(">II")
 _HASH_RESPONSE = struct.Struct(">IIB")
 _BLOCK_HEADER = struct.Struct(">IBII")
 BLOCK_HEADER_SIZE = _BLOCK_HEADER.size
+_CLAIMS_HEAD = struct.Struct(">32sB")  # key, entry count
+_CLAIM_ENTRY = struct.Struct(">32sQIIIB")  # root, size, block size, age, seconds left, validator length
+
+# The root of a HANDSHAKE that opens a query session (module docstring): no content has it.
+QUERY_ROOT = bytes(HASH_SIZE)
+# Claims in one CLAIMS. A node answers with its own claims only, and holds one per key (the claim store's rule: its
+# next claim replaces the last), so one is the rule; the rest is room to grow without a new version, and a bound.
+MAX_CLAIMS_PER_ANSWER = 8
+MAX_CLAIM_SIZE = 2**63 - 1  # a claim's size fits a signed 64-bit file offset, as every store's does
 
 
 class MessageType(IntEnum):
@@ -104,6 +134,8 @@ class MessageType(IntEnum):
     START = 11
     MANIFEST_REQUEST = 12
     MANIFEST = 13
+    CLAIMS_REQUEST = 14
+    CLAIMS = 15
 
 
 class RejectReason(IntEnum):
@@ -353,9 +385,58 @@ class ManifestResponse:
         return _frame(MessageType.MANIFEST, self.data)
 
 
+@dataclass(frozen=True, slots=True)
+class ClaimsRequest:
+    """On a query session: the answering node's own claims under `key`, please."""
+
+    key: bytes
+
+    def encode(self) -> bytes:
+        _check_hash(self.key, "key")
+        return _frame(MessageType.CLAIMS_REQUEST, self.key)
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimEntry:
+    """One claim of a CLAIMS answer: what its publisher vouches for, made `age` seconds ago and living `ttl` more
+    (whole seconds, by the publisher's clock: durations, which the asker adds to its own clock)."""
+
+    claim: ManifestClaim
+    age: int
+    ttl: int
+
+    def _encode(self) -> bytes:
+        claim = self.claim
+        _check_hash(claim.content_root, "content root")
+        if not 0 <= claim.size <= MAX_CLAIM_SIZE:
+            raise ValueError(f"claim size out of range: {claim.size}")
+        if self.ttl < 1:
+            raise ValueError("a claim's ttl must be >= 1")
+        if not 1 <= len(claim.validator) <= MAX_VALIDATOR_BYTES:
+            raise ValueError(f"a validator has 1..{MAX_VALIDATOR_BYTES} bytes")
+        head = _pack(_CLAIM_ENTRY, claim.content_root, claim.size, claim.block_size, self.age, self.ttl,
+                     len(claim.validator))
+        return head + claim.validator
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimsResponse:
+    """The answer to a CLAIMS_REQUEST for `key`: the answering node's own claims under it (none: empty)."""
+
+    key: bytes
+    entries: tuple[ClaimEntry, ...] = ()
+
+    def encode(self) -> bytes:
+        _check_hash(self.key, "key")
+        if len(self.entries) > MAX_CLAIMS_PER_ANSWER:
+            raise ValueError(f"a CLAIMS carries at most {MAX_CLAIMS_PER_ANSWER} claims")
+        body = _pack(_CLAIMS_HEAD, self.key, len(self.entries)) + b"".join(e._encode() for e in self.entries)
+        return _frame(MessageType.CLAIMS, body)
+
+
 Message = (
     KeepAlive | Handshake | Bitfield | Have | Request | Block | Cancel | Reject | HashRequest | HashResponse | Pex
-    | Start | ManifestRequest | ManifestResponse
+    | Start | ManifestRequest | ManifestResponse | ClaimsRequest | ClaimsResponse
 )
 
 

@@ -18,6 +18,10 @@ from dataclasses import dataclass
 # The root an in-progress claim names ("I am fetching it from the origin now"): no merkle root is all zeros (it is a
 # SHA-256 output), so it cannot name real content.
 IN_PROGRESS_ROOT = bytes(32)
+# The longest validator a claim carries (an ETag is rarely longer than 64 bytes; a record stays one datagram). Here,
+# with the claim it bounds, so that every store (`swarm.discovery.seam` re-exports it) and the peer protocol's
+# CLAIMS message (`swarm.net.wire`) refuse alike.
+MAX_VALIDATOR_BYTES = 200
 
 
 class Attestation(enum.StrEnum):

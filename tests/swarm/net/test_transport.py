@@ -23,6 +23,9 @@ from swarm.net.wire import (
     Bitfield,
     Block,
     Cancel,
+    ClaimEntry,
+    ClaimsRequest,
+    ClaimsResponse,
     Handshake,
     HashRequest,
     HashResponse,
@@ -38,6 +41,7 @@ from swarm.net.wire import (
     Start,
 )
 from swarm.store.interface import BlockLocation
+from swarm.trust.claims import ManifestClaim
 
 KINDS = ["memory", "tcp", "quic"]
 
@@ -73,6 +77,8 @@ ORDERED_MESSAGES = [
     Start(5),
     ManifestRequest(),
     ManifestResponse(b"\x01manifest"),
+    ClaimsRequest(H1),
+    ClaimsResponse(H1, (ClaimEntry(ManifestClaim(H2, 5, 16384, b"v"), 1, 60),)),
 ]
 
 

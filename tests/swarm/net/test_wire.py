@@ -10,10 +10,14 @@ from hypothesis import strategies as st
 from swarm.errors import PeerError, ProtocolError
 from swarm.net import wire
 from swarm.net.decoder import Decoder
+from swarm.net.transport import message_size
 from swarm.net.wire import (
     Bitfield,
     Block,
     Cancel,
+    ClaimEntry,
+    ClaimsRequest,
+    ClaimsResponse,
     Handshake,
     HashRequest,
     HashResponse,
@@ -31,9 +35,14 @@ from swarm.net.wire import (
     Start,
     Transport,
 )
+from swarm.trust.claims import MAX_VALIDATOR_BYTES, ManifestClaim
 
 H1, H2 = b"\x11" * 32, b"\x22" * 32
 MAX_U32 = 2**32 - 1
+CLAIM = ManifestClaim(H2, 1_000_000, 262_144, b'"etag-1"')
+# The largest CLAIMS there is: every field at its maximum.
+LARGEST_CLAIM = ManifestClaim(H1, wire.MAX_CLAIM_SIZE, MAX_U32, b"v" * MAX_VALIDATOR_BYTES)
+LARGEST_CLAIMS = ClaimsResponse(H1, (ClaimEntry(LARGEST_CLAIM, MAX_U32, MAX_U32),) * wire.MAX_CLAIMS_PER_ANSWER)
 PEERS = (
     PexPeer(IPv4Address("192.0.2.1"), 6881, Transport.TCP),
     PexPeer(IPv6Address("2001:db8::1"), 443, Transport.QUIC),
@@ -63,7 +72,29 @@ EXAMPLES = [
     Start(42),
     ManifestRequest(),
     ManifestResponse(b"\x01manifest bytes"),
+    ClaimsRequest(H1),
+    ClaimsResponse(H1),
+    ClaimsResponse(H1, (ClaimEntry(CLAIM, 0, 1),)),
+    ClaimsResponse(H2, (ClaimEntry(ManifestClaim(bytes(32), 0, 0, b"v"), 30, 120), ClaimEntry(CLAIM, 5, 86_400))),
+    LARGEST_CLAIMS,
 ]
+
+# Byte for byte, as the table in swarm/net/wire.py lays them out.
+VECTORS = {
+    "claims-request": (ClaimsRequest(H1), struct.pack(">IB", 33, 14) + H1),
+    "claims-none": (ClaimsResponse(H2), struct.pack(">IB", 34, 15) + H2 + b"\x00"),
+    "claims-one": (
+        ClaimsResponse(H1, (ClaimEntry(CLAIM, 7, 3600),)),
+        struct.pack(">IB", 1 + 33 + 53 + 8, 15) + H1 + b"\x01"
+        + H2 + struct.pack(">QIIIB", 1_000_000, 262_144, 7, 3600, 8) + b'"etag-1"',
+    ),
+}
+
+
+@pytest.mark.parametrize("message,encoded", VECTORS.values(), ids=VECTORS.keys())
+def test_vectors(message, encoded):
+    assert wire.encode(message) == encoded
+    assert Decoder().feed(encoded) == [message]
 
 
 @pytest.mark.parametrize("message", EXAMPLES, ids=lambda m: type(m).__name__)
@@ -161,9 +192,13 @@ def pex_entry(family: int, address: bytes, port: int = 80, flags: int = 1) -> by
     return bytes([family]) + address + struct.pack(">H", port) + bytes([flags])
 
 
+def claim_entry(size: int = 10, ttl: int = 60, validator: bytes = b"v") -> bytes:
+    return H2 + struct.pack(">QIIIB", size, 16384, 0, ttl, len(validator)) + validator
+
+
 REJECTED = {
     "zero-length": struct.pack(">I", 0),
-    "unknown-type": frame(14),
+    "unknown-type": frame(16),
     "unknown-type-255": frame(255),
     "keepalive-with-body": frame(0, b"x"),
     "handshake-short": frame(1, b"\x00\x01" + H1 + H2[:31]),
@@ -198,6 +233,20 @@ REJECTED = {
     "manifest-request-with-body": frame(12, b"\x00"),
     "manifest-empty": frame(13),
     "manifest-oversized": frame(13, b"m" * (wire.Limits().max_manifest_size + 1)),
+    "claims-request-short": frame(14, H1[:31]),
+    "claims-request-long": frame(14, H1 + b"x"),
+    "claims-no-count": frame(15, H1),
+    "claims-count-over-limit": frame(15, H1 + bytes([wire.MAX_CLAIMS_PER_ANSWER + 1])),
+    "claims-count-without-entries": frame(15, H1 + b"\x01"),
+    "claims-entry-cut": frame(15, H1 + b"\x01" + claim_entry()[:40]),
+    "claims-validator-cut": frame(15, H1 + b"\x01" + claim_entry()[:-1]),
+    "claims-trailing": frame(15, H1 + b"\x01" + claim_entry() + b"\x00"),
+    "claims-fewer-than-count": frame(15, H1 + b"\x02" + claim_entry()),
+    "claims-ttl-0": frame(15, H1 + b"\x01" + claim_entry(ttl=0)),
+    "claims-validator-empty": frame(15, H1 + b"\x01" + claim_entry(validator=b"")),
+    "claims-validator-too-long": frame(15, H1 + b"\x01" + claim_entry(validator=b"v" * (MAX_VALIDATOR_BYTES + 1))),
+    "claims-size-2**63": frame(15, H1 + b"\x01" + claim_entry(size=2**63)),
+    "claims-size-u64-max": frame(15, H1 + b"\x01" + claim_entry(size=2**64 - 1)),
     "good-then-bad": Have(1).encode() + frame(3, b"\x00"),
 }
 
@@ -224,6 +273,8 @@ OVERSIZED_HEADERS = {
     "manifest-over-limit": struct.pack(">IB", 2 + Limits().max_manifest_size, MessageType.MANIFEST),
     "pex-over-limit": struct.pack(">IB", 1 + 2 + 20 * 200 + 1, MessageType.PEX),
     "hashes-over-limit": struct.pack(">IB", 1 + 9 + 32 * (Limits().max_hashes + 65), MessageType.HASH_RESPONSE),
+    "claims-request-declares-34": struct.pack(">IB", 1 + 33, MessageType.CLAIMS_REQUEST),
+    "claims-over-the-largest": struct.pack(">IB", len(LARGEST_CLAIMS.encode()) - 4 + 1, MessageType.CLAIMS),
 }
 
 
@@ -274,6 +325,17 @@ BAD_ENCODINGS = [
     Pex((PexPeer(ip_address("10.0.0.1"), 1, Transport(0)),)),
     Pex((PexPeer(ip_address("10.0.0.1"), 1, Transport.TCP),) * 65536),
     ManifestResponse(b""),
+    ClaimsRequest(H1[:31]),
+    ClaimsResponse(H1[:31]),
+    ClaimsResponse(H1, (ClaimEntry(CLAIM, 0, 1),) * (wire.MAX_CLAIMS_PER_ANSWER + 1)),
+    ClaimsResponse(H1, (ClaimEntry(CLAIM, 0, 0),)),
+    ClaimsResponse(H1, (ClaimEntry(CLAIM, -1, 1),)),
+    ClaimsResponse(H1, (ClaimEntry(CLAIM, 2**32, 1),)),
+    ClaimsResponse(H1, (ClaimEntry(ManifestClaim(H1[:31], 1, 1, b"v"), 0, 1),)),
+    ClaimsResponse(H1, (ClaimEntry(ManifestClaim(H1, 2**63, 1, b"v"), 0, 1),)),
+    ClaimsResponse(H1, (ClaimEntry(ManifestClaim(H1, 1, 2**32, b"v"), 0, 1),)),
+    ClaimsResponse(H1, (ClaimEntry(ManifestClaim(H1, 1, 1, b""), 0, 1),)),
+    ClaimsResponse(H1, (ClaimEntry(ManifestClaim(H1, 1, 1, b"v" * (MAX_VALIDATOR_BYTES + 1)), 0, 1),)),
 ]
 
 
@@ -281,6 +343,19 @@ BAD_ENCODINGS = [
 def test_encoding_a_field_the_format_cannot_carry_is_a_local_value_error(message):
     with pytest.raises(ValueError):
         wire.encode(message)
+
+
+def test_the_largest_claims_fits_the_decoder_bound_exactly():
+    """The CLAIMS bound is computed from the maxima: the largest answer passes, one byte more is refused (above)."""
+    frame_bytes = LARGEST_CLAIMS.encode()
+    assert len(frame_bytes) == 4 + 1 + 33 + wire.MAX_CLAIMS_PER_ANSWER * (53 + MAX_VALIDATOR_BYTES)
+    assert Decoder().feed(frame_bytes) == [LARGEST_CLAIMS]
+
+
+def test_a_received_claims_is_charged_its_size():
+    """A stranger can send CLAIMS to a served connection: the receive bound counts its bytes, not a small message's."""
+    assert message_size(LARGEST_CLAIMS) == len(LARGEST_CLAIMS.encode())
+    assert message_size(ClaimsResponse(H1)) == len(ClaimsResponse(H1).encode())
 
 
 def test_bitfield_from_blocks_rejects_out_of_range_blocks():
@@ -314,6 +389,15 @@ def hash_responses(draw):
     return HashResponse(draw(u32), count, tuple(hashes), tuple(draw(st.lists(hash_, max_size=4))))
 
 
+claim = st.builds(
+    ManifestClaim,
+    content_root=hash_,
+    size=st.integers(0, wire.MAX_CLAIM_SIZE),
+    block_size=u32,
+    validator=st.binary(min_size=1, max_size=MAX_VALIDATOR_BYTES),
+)
+claim_entries = st.builds(ClaimEntry, claim, u32, st.integers(1, MAX_U32))
+
 messages = st.one_of(
     st.just(KeepAlive()),
     st.builds(Handshake, st.integers(0, 0xFFFF), hash_, hash_),
@@ -329,6 +413,8 @@ messages = st.one_of(
     st.builds(Start, u32),
     st.just(ManifestRequest()),
     st.builds(ManifestResponse, st.binary(min_size=1, max_size=300)),
+    st.builds(ClaimsRequest, hash_),
+    st.builds(ClaimsResponse, hash_, st.lists(claim_entries, max_size=wire.MAX_CLAIMS_PER_ANSWER).map(tuple)),
 )
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -355,7 +441,7 @@ def test_random_bytes_raise_only_protocol_error(pieces):
 @st.composite
 def framed_noise(draw):
     """Plausible frames (valid header, random body) so the fuzzer reaches every body parser."""
-    kind = draw(st.integers(0, 15))
+    kind = draw(st.integers(0, 16))
     body = draw(st.binary(max_size=80))
     return struct.pack(">IB", 1 + len(body), kind) + body
 
@@ -369,6 +455,30 @@ def test_random_bodies_raise_only_protocol_error(frames):
         return
     # Whatever is accepted re-encodes to the very same bytes: there is one encoding per message.
     assert b"".join(message.encode() for message in messages) == b"".join(frames)
+
+
+@FUZZ
+@given(st.builds(ClaimsResponse, hash_, st.lists(claim_entries, max_size=wire.MAX_CLAIMS_PER_ANSWER).map(tuple)),
+       st.data())
+def test_mutated_claims_decode_to_what_they_encode_or_raise_protocol_error(claims, data):
+    """The CLAIMS parser, reached with its counts and lengths cut, grown and flipped (the frame length kept
+    consistent, so the body parser and not the header check is what answers)."""
+    body = bytearray(claims.encode()[5:])
+    for _ in range(data.draw(st.integers(1, 3))):
+        position = data.draw(st.integers(0, len(body)))
+        action = data.draw(st.sampled_from(["flip", "cut", "grow"]))
+        if action == "flip" and position < len(body):
+            body[position] = data.draw(st.integers(0, 255))
+        elif action == "cut":
+            del body[position:position + data.draw(st.integers(1, 60))]
+        else:
+            body[position:position] = data.draw(st.binary(min_size=1, max_size=60))
+    frame_bytes = frame(MessageType.CLAIMS, bytes(body))
+    try:
+        decoded = Decoder().feed(frame_bytes)
+    except ProtocolError:
+        return
+    assert [message.encode() for message in decoded] == [frame_bytes]
 
 
 @FUZZ
