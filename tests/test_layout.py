@@ -51,7 +51,8 @@ CORE_MODULES = (
     "proxy.download.discovery_rule", "proxy.download.segment_walk", "proxy.origin_head", "proxy.publish_gate",
     "proxy.url_privacy", "proxy.ranges",
     "proxy.exposure", "bittorrent.settings", "bittorrent.admission", "bittorrent.target",
-    "swarm.discovery.seam", "dht.attestation", "dht.announcements", "dht.routing", "dht.records", "addresses",
+    "swarm.discovery.seam", "swarm.discovery.own_claims",
+    "dht.attestation", "dht.announcements", "dht.routing", "dht.records", "addresses",
     "cluster.overlay", "cluster.throttle", "cluster.division", "cluster.records", "cluster.scope",
 )
 # ... nor touch files: the shell reads and writes them and hands the core their contents (a call of the builtin

@@ -7,6 +7,8 @@
 - `composite` — `compose(directories, claim_stores)`: several backends as one `Discovery`, a publisher seen on
   two of them counted once; `backend_status` for the admin API.
 - `memory` — `MemoryDiscovery`: both roles in memory, for tests.
+- `own_claims` — `OwnClaims`: this node's own claims by key, what it answers a peer that asks it directly (a
+  backend that stores only addresses, BitTorrent's Mainline DHT, sends the asker there). Pure.
 
 Backends elsewhere import `seam` and nothing else of the engine: `dht.discovery.DhtDiscovery`,
 `cluster.discovery.RedisDiscovery`. This package re-exports the seam only, so importing it does no I/O.
