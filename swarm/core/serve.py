@@ -23,6 +23,17 @@ taken back: a peer that saw a block may keep asking for it. When the caller's an
 changed), `on_view_changed()` asks again and sends HAVE for what the peer may see now. `shown` is a pure query; it
 is asked when the HANDSHAKE arrives, for each new block and START, and by `on_view_changed`.
 
+**Query sessions.** A HANDSHAKE on `wire.QUERY_ROOT` asks for no content: it opens a session on which the peer
+may only ask for this node's own claims under a key (`swarm.net.wire`, "Query sessions"). We answer with our
+HANDSHAKE (the same root, no BITFIELD), then each CLAIMS_REQUEST with one CLAIMS: what `claims(key)` gives, the
+caller's own claims as wire entries (none by default: every answer is empty). `claims` is asked when the request
+arrives and dates the entries by the claims' own clock (the node's wall clock), not by this core's `now`, which
+is the connection's timers'. At most `MAX_QUERIES_PER_SESSION` are answered; the next request, or any message but
+a CLAIMS_REQUEST (a KEEPALIVE aside), closes the session, and so does a CLAIMS_REQUEST on a content session. A
+query session holds a slot like any connection (the shell admits it before this core runs) and never downloads,
+so it is the first to make room for a newcomer; with the idle timeout below, what strangers can ask stays within
+the slots and their time.
+
 What one peer can make us hold is bounded: at most `max_queued` requests wait (libtorrent's
 max_allowed_in_request_queue; more are refused BUSY) and at most `max_in_flight` BLOCKs are being handed to the
 connection — a peer that pipelines 200,000 REQUESTs no longer gets 200,000 sends started at once. (The shell
@@ -48,13 +59,18 @@ from swarm.content.manifest import Manifest
 from swarm.core.throttle import TokenBucket
 from swarm.net import wire
 
-__all__ = ["ServeCore", "Shared", "Shown", "Send", "SendBlock", "Close", "ServeAction", "MAX_QUEUED_REQUESTS",
-           "MAX_SENDS_IN_FLIGHT", "HANDSHAKE_TIMEOUT", "IDLE_TIMEOUT", "STALL_TIMEOUT"]
+__all__ = ["ServeCore", "Shared", "Shown", "Claims", "Send", "SendBlock", "Close", "ServeAction",
+           "MAX_QUEUED_REQUESTS", "MAX_SENDS_IN_FLIGHT", "MAX_QUERIES_PER_SESSION", "HANDSHAKE_TIMEOUT",
+           "IDLE_TIMEOUT", "STALL_TIMEOUT"]
 
 MAX_QUEUED_REQUESTS = 500  # libtorrent's max_allowed_in_request_queue; our fetch keeps 8 outstanding per peer
 # Two keep a connection's send buffer fed — one block read while the other drains; more only pile payloads up
 # behind a peer that reads slowly or not at all.
 MAX_SENDS_IN_FLIGHT = 2
+# Claims asked on one query session. An asker needs one per key it looks up at that address (a lookup sends one);
+# a few more let it ask about a page's other resources at once. Past that a stranger must connect again, through
+# the slot admission that counts connections per address: answers (each at most ~2 KiB) cost a connection per 16.
+MAX_QUERIES_PER_SESSION = 16
 HANDSHAKE_TIMEOUT = 10.0
 IDLE_TIMEOUT = 120.0  # libtorrent's peer_timeout
 # A send completes once the connection's buffer is back under its bound, so a peer reading at least a block
@@ -64,6 +80,12 @@ STALL_TIMEOUT = 60.0
 
 #: `shown(root, peer node id)`: the blocks of `root` that peer may be shown and may ask for; None: every block.
 Shown = Callable[[bytes, bytes], Container[int] | None]
+#: `claims(key)`: this node's own claims under `key`, as a CLAIMS carries them (module docstring, "Query sessions").
+Claims = Callable[[bytes], Sequence[wire.ClaimEntry]]
+
+
+def _no_claims(key: bytes) -> Sequence[wire.ClaimEntry]:
+    return ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,12 +131,17 @@ class ServeCore:
         idle_timeout: float = IDLE_TIMEOUT,
         stall_timeout: float = STALL_TIMEOUT,
         shown: Shown | None = None,
+        claims: Claims = _no_claims,
     ) -> None:
         """`lookup(root)` returns what is shared for `root`, or None (not held, or not shared); `now` is when
-        the connection arrived; `shown` narrows what the peer sees (module docstring; None: everything)."""
+        the connection arrived; `shown` narrows what the peer sees (module docstring; None: everything);
+        `claims(key)` answers a query session (module docstring; by default, nothing)."""
         self.node_id = node_id
         self.lookup = lookup
         self.shown = shown
+        self.claims = claims
+        self.query = False  # a query session (its HANDSHAKE was on QUERY_ROOT): claims only
+        self.queries = 0  # CLAIMS_REQUESTs on it so far
         self.upload = upload or TokenBucket(None)
         self.max_queued = max_queued
         self.max_in_flight = max_in_flight
@@ -154,6 +181,10 @@ class ServeCore:
         if self.root is None:
             self._last_activity = now
             return self._on_handshake(message)
+        if self.query:
+            return self._on_query(message, now)
+        if isinstance(message, wire.ClaimsRequest):
+            return [Close("CLAIMS_REQUEST outside a query session")]
         if isinstance(message, (wire.Request, wire.HashRequest, wire.ManifestRequest)):
             self._last_activity = now
         if isinstance(message, wire.Request):
@@ -191,7 +222,7 @@ class ServeCore:
 
     def on_new_block(self, block: int) -> list[ServeAction]:
         """This node verified and stored `block` of our root: tell the peer."""
-        if self.root is None or block in self._held:
+        if self.manifest is None or block in self._held:  # (no handshake yet, or a query session: no root of ours)
             return []
         self._held.add(block)
         if not self._may_see(block):
@@ -202,7 +233,7 @@ class ServeCore:
     def on_origin_fetch(self, block: int) -> list[ServeAction]:
         """This node asked the origin for `block` (a crowd's shared source): tell the peer (START), so that it
         asks the origin for another block and takes this one from us once we announce it."""
-        if self.root is None or block in self._held or not self._may_see(block):
+        if self.manifest is None or block in self._held or not self._may_see(block):
             return []  # (not shown: a block it may not take from us, nothing to leave to us)
         return [Send(wire.Start(block))]
 
@@ -226,6 +257,9 @@ class ServeCore:
             return [Close(f"expected HANDSHAKE, got {type(message).__name__}")]
         if message.version != wire.PROTOCOL_VERSION:
             return [Close(f"protocol version {message.version}, we speak {wire.PROTOCOL_VERSION}")]
+        if message.root == wire.QUERY_ROOT:
+            self.root, self.peer, self.query = message.root, message.node_id, True
+            return [Send(wire.Handshake(wire.PROTOCOL_VERSION, self.node_id, wire.QUERY_ROOT))]
         shared = self.lookup(message.root)
         if shared is None:
             return [Close(f"content {message.root.hex()[:16]}… is not shared here")]
@@ -238,6 +272,19 @@ class ServeCore:
             if self._hidden:
                 have = wire.Bitfield.from_blocks(have.count, sorted(self._held - self._hidden))
         return [Send(wire.Handshake(wire.PROTOCOL_VERSION, self.node_id, message.root)), Send(have)]
+
+    def _on_query(self, message: object, now: float) -> list[ServeAction]:
+        if isinstance(message, wire.KeepAlive):  # harmless, and no use: the idle timeout still runs
+            return []
+        if not isinstance(message, wire.ClaimsRequest):
+            return [Close(f"{type(message).__name__} on a query session")]
+        self._last_activity = now
+        self.queries += 1
+        if self.queries > MAX_QUERIES_PER_SESSION:
+            return [Close(f"more than {MAX_QUERIES_PER_SESSION} CLAIMS_REQUESTs on one query session")]
+        # A node holds one claim per key; should a caller give more, the first ones go, within what a CLAIMS carries.
+        entries = tuple(self.claims(message.key))[:wire.MAX_CLAIMS_PER_ANSWER]
+        return [Send(wire.ClaimsResponse(message.key, entries))]
 
     def _allowed(self) -> Container[int] | None:
         if self.shown is None:
