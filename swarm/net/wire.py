@@ -34,16 +34,16 @@ it raises nothing but `ProtocolError`, and rejects a frame as soon as its header
 declared length never makes us allocate more than has arrived. After an error the decoder is dead: the peer is to
 be dropped.
 
-**Query sessions.** A HANDSHAKE whose root is `QUERY_ROOT` (all zeros: no merkle root is, being a SHA-256
-output) asks for no content: it opens a session for CLAIMS_REQUESTs only, each answered by one CLAIMS carrying the
-answering node's *own* claims under the key (`swarm.trust.claims.ManifestClaim`; none: n = 0). It exists for
-discovery backends that store only an address under a key (BitTorrent's Mainline DHT): the asker learns from the
-address it connected to who vouches, which is what makes the claim first-hand. Only durations cross the wire (how
-long ago the claim was made, how long it has left), so the two clocks need not agree. The protocol version did not
-change for it: a node older than these two types looks the zero root up, finds it not shared and closes the
-session at its HANDSHAKE; and its decoder takes an unknown type for a malformed frame (`ProtocolError`, "unknown
-message type"), which drops the connection. So an old node is one that answers no query, never one that misreads
-one: to an asker, a node that is not there.
+**Query sessions.** A HANDSHAKE whose root is `QUERY_ROOT` (all ones: not all zeros, which is the empty content's
+root, `merkle.ZERO_HASH`, served like any other; every other root is a SHA-256 output) asks for no content: it
+opens a session for CLAIMS_REQUESTs only, each answered by one CLAIMS carrying the answering node's *own* claims
+under the key (`swarm.trust.claims.ManifestClaim`; none: n = 0). It exists for discovery backends that store only
+an address under a key (BitTorrent's Mainline DHT): the asker learns from the address it connected to who vouches,
+which is what makes the claim first-hand. Only durations cross the wire (how long ago the claim was made, how long
+it has left), so the two clocks need not agree. The protocol version did not change for it: a node older than these
+two types looks `QUERY_ROOT` up, finds it not shared and closes the session at its HANDSHAKE; and its decoder
+takes an unknown type for a malformed frame (`ProtocolError`, "unknown message type"), which drops the connection.
+So an old node is one that answers no query, never one that misreads one: to an asker, a node that is not there.
 
 BLOCK is the one large message; `encode_block_header` lets a transport write the 13-byte header and then the
 payload (or a `sendfile` range) without concatenating them.
@@ -111,8 +111,9 @@ BLOCK_HEADER_SIZE = _BLOCK_HEADER.size
 _CLAIMS_HEAD = struct.Struct(">32sB")  # key, entry count
 _CLAIM_ENTRY = struct.Struct(">32sQIIIB")  # root, size, block size, age, seconds left, validator length
 
-# The root of a HANDSHAKE that opens a query session (module docstring): no content has it.
-QUERY_ROOT = bytes(HASH_SIZE)
+# The root of a HANDSHAKE that opens a query session (module docstring). No content has it: the empty content's
+# root is all zeros, and any other is a SHA-256 output, all ones with a chance of 2**-256.
+QUERY_ROOT = b"\xff" * HASH_SIZE
 # Claims in one CLAIMS. A node answers with its own claims only, and holds one per key (the claim store's rule: its
 # next claim replaces the last), so one is the rule; the rest is room to grow without a new version, and a bound.
 MAX_CLAIMS_PER_ANSWER = 8

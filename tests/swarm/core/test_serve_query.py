@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from swarm.core.serve import IDLE_TIMEOUT, MAX_QUERIES_PER_SESSION, Close, Send, ServeCore
+from swarm.content.manifest import build_manifest
+from swarm.content.merkle import ZERO_HASH
+from swarm.core.serve import IDLE_TIMEOUT, MAX_QUERIES_PER_SESSION, Close, Send, ServeCore, Shared
 from swarm.net import wire
 from swarm.trust.claims import ManifestClaim
 from tests.swarm.core.test_serve import NODE, ROOT, core, handshake
@@ -61,6 +63,17 @@ def test_a_query_session_needs_no_content_and_asks_no_lookup():
     assert serve.on_message(wire.Handshake(wire.PROTOCOL_VERSION, PEER, wire.QUERY_ROOT), 0.0) == [
         Send(wire.Handshake(wire.PROTOCOL_VERSION, NODE, wire.QUERY_ROOT))]
     assert looked_up == []
+
+
+def test_the_empty_contents_root_opens_a_content_session_not_a_query():
+    """The empty content's root is all zeros (`merkle.ZERO_HASH`) and is served like any other: QUERY_ROOT is not it."""
+    empty, layer = build_manifest([], 0)
+    assert empty.root == ZERO_HASH != wire.QUERY_ROOT
+    serve = ServeCore(NODE, {ZERO_HASH: Shared(empty, layer, wire.Bitfield(0, b""))}.get, claims=Table({}))
+    assert serve.on_message(wire.Handshake(wire.PROTOCOL_VERSION, PEER, ZERO_HASH), 0.0) == [
+        Send(wire.Handshake(wire.PROTOCOL_VERSION, NODE, ZERO_HASH)), Send(wire.Bitfield(0, b""))]
+    assert not serve.query
+    assert serve.on_message(wire.ClaimsRequest(K1), 0.0) == [Close("CLAIMS_REQUEST outside a query session")]
 
 
 def test_the_version_is_checked_on_a_query_session_too():
