@@ -35,6 +35,12 @@ or many — can make the node hold is bounded:
 * bytes: a BLOCK is received only in answer to our own REQUEST (`swarm.net.transport`), so nothing a peer announces
   is allocated before it arrives.
 
+**Claims, asked directly.** A discovery backend that stores only addresses under a key (BitTorrent's Mainline
+DHT) sends whoever looks a key up to the nodes that vouch for it, to ask each over this protocol: `ask_claims`
+opens a query session (`swarm.net.wire`, "Query sessions") and asks for the peer's own claims under one key, and
+the node answers such sessions from `own_claims` (`swarm.discovery.own_claims.OwnClaims`, on the wall clock). A
+query session is served like any connection: it takes a slot and has the same timeouts (`swarm.core.serve`).
+
 **Extension points** (the proxy uses none of them; they are for the cluster mode):
 
 * `shown` (`swarm.core.serve.Shown`): what each served peer is shown of a root (BITFIELD, HAVE, START) and may
@@ -61,7 +67,8 @@ import logging
 import os
 import random
 import secrets
-from collections.abc import AsyncGenerator, Callable, Iterable
+import time
+from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
 from typing import cast
 
 from swarm.content.manifest import READ_SIZE, Manifest, build_manifest, decode
@@ -71,6 +78,8 @@ from swarm.core.serve import Close as ServeClose
 from swarm.core.serve import Send as ServeSend
 from swarm.core.slots import Evict, Refuse, SlotPolicy
 from swarm.core.throttle import Throttle, TokenBucket
+from swarm.discovery.own_claims import OwnClaims
+from swarm.discovery.seam import KEY_BYTES
 from swarm.errors import FetchFailed, NotInStore, PeerError, StoreError, TransportError
 from swarm.net import wire
 from swarm.net.transport import (
@@ -85,6 +94,7 @@ from swarm.net.transport import (
 from swarm.service.fetch_run import RangeSource, _FetchRun
 from swarm.service.report import FetchReport
 from swarm.store.interface import BlockLocation, BlockStore, Evicted, StoreEvent, StoreFailed
+from swarm.trust.claims import ManifestClaim
 
 __all__ = ["SwarmNode", "FetchFailed", "Link", "UploadThrottle", "FETCH_STALL_TIMEOUT"]
 
@@ -132,11 +142,14 @@ class SwarmNode:
         max_pending_writes: int = 32 * 1024 * 1024,
         shown: Shown | None = None,
         upload_throttle: UploadThrottle | None = None,
+        own_claims: OwnClaims | None = None,
     ) -> None:
         """`shown`: what a served peer is shown (module docstring; None, the default: everything).
         `upload_throttle`: what each BLOCK to a served peer is taken from (module docstring; None, the default:
-        unlimited)."""
+        unlimited). `own_claims`: this node's own claims, answered to query sessions (module docstring; None, the
+        default: a table of its own, empty until the caller puts claims in `self.own_claims`)."""
         self.store = store
+        self.own_claims = own_claims if own_claims is not None else OwnClaims()
         self.shown = shown
         self.upload_throttle = upload_throttle
         self.transport = transport
@@ -302,7 +315,7 @@ class SwarmNode:
     async def _serve(self, connection: Connection) -> None:
         loop = asyncio.get_running_loop()
         core = ServeCore(self.node_id, self._lookup, upload=self.upload, now=loop.time(),
-                         handshake_timeout=self.handshake_timeout, shown=self.shown)
+                         handshake_timeout=self.handshake_timeout, shown=self.shown, claims=self._own_claims)
         receiving: asyncio.Future | None = None
         draining: asyncio.Future | None = None
         try:
@@ -326,7 +339,7 @@ class SwarmNode:
                         return
                     was_new = core.root is None
                     self._apply_serve(connection, core, core.on_message(message, loop.time()))
-                    if was_new and core.root is not None:
+                    if was_new and core.root is not None and not core.query:  # (a query is about no content)
                         self._serving.setdefault(core.root, {})[connection] = core
         finally:
             for task in (receiving, draining):
@@ -336,6 +349,11 @@ class SwarmNode:
                 self._serving.get(core.root, {}).pop(connection, None)
             self.slots.release(connection)
             connection.abort("served")
+
+    def _own_claims(self, key: bytes) -> Sequence[wire.ClaimEntry]:
+        now = time.time()  # the claims' clock (`OwnClaims`), not the loop's that times the connection
+        return [wire.ClaimEntry(own.claim, own.age(now), own.seconds_left(now))
+                for own in self.own_claims.get(key, now)]
 
     def _apply_serve(self, connection: Connection, core: ServeCore, actions: list) -> None:
         for action in actions:
@@ -421,8 +439,35 @@ class SwarmNode:
                 connection.abort("manifest fetched")
         raise FetchFailed(f"no peer gave the manifest of {root.hex()}: " + ("; ".join(errors) or "no peers"))
 
+    async def ask_claims(self, address: Address, key: bytes, *,
+                         timeout: float = CONNECT_TIMEOUT) -> list[tuple[ManifestClaim, float, float]]:
+        """The claims the node at `address` makes itself under `key`, each as (claim, published_at, expires_at) by
+        this node's wall clock (`time.time()`): the age and the time left it gave, counted from when its answer came.
+
+        One query session (module docstring): connect, HANDSHAKE on `wire.QUERY_ROOT`, one CLAIMS_REQUEST, the
+        CLAIMS for `key`, close. Raises `TransportError` (no connection), `TimeoutError` (`timeout` s for the
+        connection and the handshake, as many for the answer) or `PeerError` (it closed, answered something else,
+        is this node itself, or is a node that answers no query: an older one closes at the handshake)."""
+        if len(key) != KEY_BYTES:
+            raise ValueError(f"a key is {KEY_BYTES} bytes")
+        connection = await self.open_connection(address, wire.QUERY_ROOT, timeout)
+        try:
+            connection.send_nowait(wire.ClaimsRequest(key))
+            async with asyncio.timeout(timeout):
+                while (message := await connection.receive()) is not None:
+                    if isinstance(message, wire.KeepAlive):
+                        continue
+                    if not isinstance(message, wire.ClaimsResponse) or message.key != key:
+                        raise PeerError(f"answered {type(message).__name__} instead of the CLAIMS for our key")
+                    now = time.time()
+                    return [(entry.claim, now - entry.age, now + entry.ttl) for entry in message.entries]
+            raise PeerError(f"closed without answering ({connection.close_reason})")
+        finally:
+            connection.abort("claims asked")
+
     async def open_connection(self, address: Address, root: bytes, timeout: float) -> Connection:
-        """Connect and exchange handshakes for `root`; the peer's BITFIELD is left for the caller."""
+        """Connect and exchange handshakes for `root` (`wire.QUERY_ROOT`: a query session, `ask_claims`); the
+        peer's BITFIELD is left for the caller."""
         connection = await self.transport.connect(address, timeout=timeout)
         try:
             connection.send_nowait(wire.Handshake(wire.PROTOCOL_VERSION, self.node_id, root))

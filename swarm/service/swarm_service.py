@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from swarm.content.manifest import Manifest
 from swarm.content.merkle import block_count
 from swarm.core.serve import Shown
+from swarm.discovery.own_claims import OwnClaims
 from swarm.discovery.seam import (
     IN_PROGRESS_ROOT,
     IN_PROGRESS_TTL,
@@ -117,6 +118,7 @@ class SwarmService:
         provider_refresh: tuple[float, ...] = PROVIDER_REFRESH,
         provider_topup: float = PROVIDER_TOPUP,
         provider_rank: Callable[[Provider], int] | None = None,
+        own_claims: OwnClaims | None = None,
     ) -> None:
         """`node_id`: this node's id in every handshake (default: a random one), e.g. the cluster agent's id, so
         that a peer is one identity for the engine and for its caller. `shown`: what a served peer is shown, by
@@ -125,7 +127,9 @@ class SwarmService:
         taken from, asked per block (`swarm.service.node.UploadThrottle`; None: unlimited), on every transport.
         `provider_refresh` / `provider_topup`: when a running fetch looks for more providers (`refresh_providers`).
         `provider_rank(provider)`: lower is preferred when not all providers found can join a fetch (`pick`, and
-        the refreshes), e.g. a cluster's nearer peers first; None: chosen at random."""
+        the refreshes), e.g. a cluster's nearer peers first; None: chosen at random. `own_claims`: this node's own
+        claims, which every transport's node answers a peer asking it directly (`SwarmNode.ask_claims`), kept in
+        `self.own_claims` (None: an empty table of its own)."""
         if not transports:
             raise ValueError("at least one transport is needed")
         self.store = store
@@ -137,10 +141,11 @@ class SwarmService:
         self.provider_rank = provider_rank
         self.counters = counters if counters is not None else ShareCounters()
         self.on_forget = on_forget  # told of a root evicted or lost by the store, before it is withdrawn
+        self.own_claims = own_claims if own_claims is not None else OwnClaims()  # one node: one table, every transport
         self.nodes: dict[str, SwarmNode] = {}
         for name, transport in transports.items():
             node = SwarmNode(store, transport, node_id=node_id, shown=shown, upload_throttle=upload_throttle,
-                             **(node_kwargs or {}))
+                             own_claims=self.own_claims, **(node_kwargs or {}))
             node_id = node.node_id  # one identity whichever transport a peer uses
             self.nodes[name] = node
         self.address: tuple[str, int] | None = None
