@@ -31,8 +31,8 @@ arrives and dates the entries by the claims' own clock (the node's wall clock), 
 is the connection's timers'. At most `MAX_QUERIES_PER_SESSION` are answered; the next request, or any message but
 a CLAIMS_REQUEST (a KEEPALIVE aside), closes the session, and so does a CLAIMS_REQUEST on a content session. A
 query session holds a slot like any connection (the shell admits it before this core runs) and never downloads,
-so it is the first to make room for a newcomer; with the idle timeout below, what strangers can ask stays within
-the slots and their time.
+so it makes room for a newcomer before any connection that does; with the idle timeout below, what strangers can
+ask stays within the slots and their time.
 
 What one peer can make us hold is bounded: at most `max_queued` requests wait (libtorrent's
 max_allowed_in_request_queue; more are refused BUSY) and at most `max_in_flight` BLOCKs are being handed to the
