@@ -399,7 +399,7 @@ OPTIONS: tuple[Option, ...] = (
            "download from a public origin is seeded as a BitTorrent v2 torrent from the block store, no second "
            "copy ('swarmproxy torrent export' prints its magnet); 'off' runs no BitTorrent session", "HOST:PORT"),
     Option("private-network", _parse_bool, False,
-           "stay off the public network: no BitTorrent Mainline DHT, no port mapping asked of the router (the "
+           "stay off the public network: no public BitTorrent Mainline DHT, no port mapping asked of the router (the "
            "Internet mode is on by default, as in BitTorrent clients; it needs --peer-listen)", "BOOL"),
     Option("mainline-bootstrap", parse_bootstrap, (),
            "a Mainline DHT node or router to join through instead of the public routers (repeatable; for "

@@ -37,6 +37,7 @@ import aiohttp
 from swarm.content.manifest import Manifest, OriginManifest
 from swarm.content.merkle import block_count
 from swarm.discovery import Discovery, Provider, validator_bytes
+from swarm.discovery.own_claims import OwnClaims
 from swarm.errors import ManifestError, StoreError
 from swarm.net.transport import Transport
 from swarm.service.node import FETCH_STALL_TIMEOUT
@@ -141,11 +142,15 @@ class SwarmEngine:
         fetch_peers: int = FETCH_PEERS,
         node_kwargs: dict | None = None,
         call_later: Callable[..., Any] | None = None,
+        own_claims: OwnClaims | None = None,
     ) -> None:
+        """`own_claims`: the table of this node's own claims its peer port answers queries from (the Internet
+        mode's claim store fills it: `bittorrent.mainline_claims`); None: an empty one."""
         self.counters = EngineCounters()
         self.service = SwarmService(store, transports, discovery, linger=linger, share=share,
                                     provider_wait=provider_wait, fetch_peers=fetch_peers, node_kwargs=node_kwargs,
-                                    call_later=call_later, counters=self.counters, on_forget=self._forget_url)
+                                    call_later=call_later, counters=self.counters, on_forget=self._forget_url,
+                                    own_claims=own_claims)
         self.store = store
         self.session = session
         self.trust = trust
@@ -155,6 +160,12 @@ class SwarmEngine:
         self._claimed_at: dict[bytes, float] = {}  # url key -> when this node said so (time.time(), as records)
         self._origin_roots_file = pathlib.Path(spool_dir).parent / "origin_roots.json"
         self._index_store()
+
+    async def ask_claims(self, address: tuple[str, int], key: bytes) -> list[tuple[Any, float, float]]:
+        """The claims the node at `address` makes itself under `key` (`SwarmNode.ask_claims`), over TCP where this
+        node speaks it (a Mainline entry names a port, not a transport; ours serve both on one port number)."""
+        nodes = self.service.nodes
+        return await (nodes.get("tcp") or next(iter(nodes.values()))).ask_claims(address, key)
 
     # What callers and tests reach through the engine, kept by the service.
     discovery = property(lambda self: self.service.discovery)

@@ -6,9 +6,11 @@ BitTorrent Mainline DHT to find peers beyond the LAN and asks the router to map 
 
 The Internet mode is on by default, as BitTorrent clients are, and off with `--private-network`, with
 `--peer-listen off` (nothing to share or find), and wherever `SWARMPROXY_PRIVATE_NETWORK` is set (the test suite,
-the lab and `swarmproxy demo`: `bittorrent.settings`). `--mainline-bootstrap HOST:PORT` joins a Mainline DHT of
-one's own through the nodes named instead of the public routers (private deployments, labs, tests): the DHT runs,
-but nothing is asked of a router, as on any network that is not the public one. `plan` decides; it is pure.
+the lab and `swarmproxy demo`: `bittorrent.settings`; it is also `--private-network`'s variable).
+`--mainline-bootstrap HOST:PORT` joins a Mainline DHT of one's own through the nodes named instead of the public
+routers (private deployments, labs, tests), even with `--private-network`: the DHT runs, but nothing is asked of a
+router, as on any network that is not the public one; under the guard, only nodes named by address (a name would
+be a DNS query). `plan` decides; it is pure.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ from .errors import ListenError
 
 if TYPE_CHECKING:
     from bittorrent.mainline import MainlineDirectory
+    from bittorrent.mainline_claims import Ask, MainlineClaims
     from bittorrent.session import BtSession
+    from swarm.discovery.own_claims import OwnClaims
 
 __all__ = ["Internet", "InternetPlan", "plan"]
 
@@ -60,11 +64,17 @@ def plan(cfg: Config, environ: Mapping[str, str]) -> InternetPlan:
 
     if cfg.peer_listen is None:
         return InternetPlan(None, False, False, "--peer-listen off: nothing to share or find")
+    if cfg.mainline_bootstrap:  # a DHT of one's own is not the public network: --private-network allows it
+        guarded = PRIVATE_NETWORK_ENV in environ
+        # Under the guard, addresses only: a name would be a DNS query, and could name a public router.
+        nodes = tuple(f"[{n.host}]:{n.port}" if ":" in n.host else f"{n.host}:{n.port}" for n in cfg.mainline_bootstrap
+                      if not guarded or addresses.parse(n.host) is not None)
+        if not nodes:
+            return InternetPlan(None, False, False, f"{PRIVATE_NETWORK_ENV} is set and --mainline-bootstrap names "
+                                "no node by address")
+        return InternetPlan(nodes, False, False)
     if cfg.private_network:
         return InternetPlan(None, False, False, "--private-network")
-    if cfg.mainline_bootstrap:
-        nodes = tuple(f"[{n.host}]:{n.port}" if ":" in n.host else f"{n.host}:{n.port}" for n in cfg.mainline_bootstrap)
-        return InternetPlan(nodes, False, False)
     if not (routers := bootstrap_routers(True, environ)):
         return InternetPlan(None, False, False, f"{PRIVATE_NETWORK_ENV} is set (the test suite, the lab or the demo)")
     return InternetPlan(routers, True, may_map_ports(True, environ))
@@ -80,6 +90,8 @@ class Internet:
         self.plan = plan(cfg, os.environ if environ is None else environ)
         self.session: BtSession | None = None
         self.directory: MainlineDirectory | None = None
+        self.claims: MainlineClaims | None = None  # claims kept by their publishers, found on the DHT
+        self.own_claims: OwnClaims | None = None  # this node's, which its peer port answers queries from
         self.first_run = False  # no table saved by an earlier run: the consent message is shown in full
 
     @property
@@ -92,7 +104,9 @@ class Internet:
             return None
         from bittorrent.errors import ListenFailed
         from bittorrent.mainline import MainlineDirectory
+        from bittorrent.mainline_claims import MainlineClaims
         from bittorrent.session import BtSession
+        from swarm.discovery.own_claims import OwnClaims
 
         # Without --bt-listen, on the peer listener's host: a node bound to one address is found at that one.
         peer = self.cfg.peer_listen
@@ -110,10 +124,15 @@ class Internet:
                               f"{exc} (the Internet mode's BitTorrent session; --private-network runs none)") from None
         if self.plan.on:
             self.directory = MainlineDirectory(self.session)
+            self.own_claims = OwnClaims()
+            self.claims = MainlineClaims(self.directory, self.own_claims)
         return address
 
-    def peer_port(self, port: int) -> None:
-        """The block engine listens on `port`: ask the router to map it (TCP, and UDP for QUIC)."""
+    def peer_port(self, port: int, ask: Ask) -> None:
+        """The block engine listens on `port`, and asks other nodes for their claims with `ask`: claims can be
+        made and asked for from now on; the router is asked to map the port (TCP, and UDP for QUIC)."""
+        if self.claims is not None:
+            self.claims.peer_port, self.claims.ask = port, ask
         if self.session is not None and self.plan.port_mapping:
             self.session.map_port(port)
 
@@ -143,6 +162,8 @@ class Internet:
         return shown
 
     async def stop(self) -> None:
+        if self.claims is not None:
+            self.claims.close()
         if self.directory is not None:
             self.directory.close()
         if self.session is not None:

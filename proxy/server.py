@@ -367,13 +367,14 @@ class ProxyServer:
 
     def _discovery(self) -> Discovery | None:
         """The discovery backends started, as one `Discovery` (`swarm.discovery.compose`): our DHT, both roles (a
-        provider directory and a claim store), and the Mainline DHT's directory in the Internet mode; None when
-        neither runs."""
+        provider directory and a claim store), and in the Internet mode the Mainline DHT's directory and claim store
+        (`bittorrent.mainline_claims`: claims asked of their publishers); None when neither runs."""
         dht = DhtDiscovery(self.dht) if self.dht is not None else None
         mainline = self.internet.directory if self.internet is not None else None
+        claims = self.internet.claims if self.internet is not None else None
         if dht is None and mainline is None:
             return None
-        return compose([d for d in (dht, mainline) if d is not None], [dht] if dht is not None else [])
+        return compose([d for d in (dht, mainline) if d is not None], [s for s in (dht, claims) if s is not None])
 
     async def _start_engine(self) -> None:
         """The block engine, its peer listener(s) and the fallback hook (`--peer-listen`)."""
@@ -393,7 +394,8 @@ class ProxyServer:
         assert self._session is not None  # (made first, in start)
         self.engine = SwarmEngine(store, make_transports(cfg.transport), self.discovery, self._session,
                                   trust=cfg.trust, spool_dir=cfg.data_dir / "spool",
-                                  linger=cfg.linger, share=not cfg.no_share, fetch_peers=cfg.fetch_peers)
+                                  linger=cfg.linger, share=not cfg.no_share, fetch_peers=cfg.fetch_peers,
+                                  own_claims=self.internet.own_claims if self.internet is not None else None)
         if cfg.bt_listen is not None:
             self._start_bridge()  # before the engine starts: it shares what the store kept from the last run
         try:
@@ -403,7 +405,7 @@ class ProxyServer:
                               f"{exc.strerror or exc}") from None
         self.addresses["peer"] = _join(host, port)
         if self.internet is not None:
-            self.internet.peer_port(port)
+            self.internet.peer_port(port, self.engine.ask_claims)
         self.fallback = Fallback(self.engine, self._session, self.stats,
                                  first_byte_timeout=cfg.first_byte_timeout, min_rate=cfg.min_rate,
                                  rate_window=cfg.rate_window, early_lookup=cfg.early_lookup,

@@ -9,10 +9,12 @@ import os
 
 import pytest
 
+from bittorrent.mainline import address_id
 from bittorrent.settings import MAINLINE_ROUTERS, PRIVATE_NETWORK_ENV
 from proxy.internet import Internet, plan
 from proxy.server import ProxyServer
 from swarm.content.manifest import build_manifest
+from swarm.discovery.seam import Attestation, ManifestClaim
 from swarm.service.store_work import BytesBody, fill_entry
 
 from ..bittorrent.stock_dht import stock_dht
@@ -29,7 +31,11 @@ GUARD = {PRIVATE_NETWORK_ENV: "1"}
     # A DHT of one's own: joined through the nodes named, the guard or not; nothing asked of a router.
     ({"mainline_bootstrap": "127.0.0.1:6881"}, GUARD, True, False, False, None),
     ({"mainline_bootstrap": "10.0.0.1:6881,[fd00::1]:6881"}, {}, True, False, False, None),
-    ({"mainline_bootstrap": "127.0.0.1:6881", "private_network": "true"}, {}, False, False, False, "--private"),
+    # ... even with --private-network: not the public network (and the suite's processes have both).
+    ({"mainline_bootstrap": "127.0.0.1:6881", "private_network": "true"}, GUARD, True, False, False, None),
+    # Under the guard, nodes by address only: a name would be a DNS query, and could be a public router.
+    ({"mainline_bootstrap": "router.bittorrent.com:6881"}, GUARD, False, False, False, "names no node by address"),
+    ({"mainline_bootstrap": "router.example:6881,127.0.0.1:6881"}, GUARD, True, False, False, None),
 ])
 def test_when_the_node_joins_which_network(tmp_path, flags, environ, on, public, mapping, why):
     cfg = proxy_config(tmp_path, **{"peer_listen": "127.0.0.1:0", **flags})
@@ -39,7 +45,8 @@ def test_when_the_node_joins_which_network(tmp_path, flags, environ, on, public,
     if public:
         assert decided.dht_nodes == MAINLINE_ROUTERS
     if "mainline_bootstrap" in flags and on:
-        assert decided.dht_nodes == tuple(flags["mainline_bootstrap"].split(","))
+        assert decided.dht_nodes == tuple(n for n in flags["mainline_bootstrap"].split(",")
+                                          if not environ or "example" not in n)
 
 
 def test_the_first_run_says_what_joining_means(tmp_path):
@@ -94,6 +101,32 @@ async def test_a_root_shared_by_one_proxy_is_found_by_another_on_the_mainline_dh
             for server in servers:
                 await server.stop()
     assert (tmp_path / "a" / "data" / "mainline").exists() is False  # a DHT of one's own: no table kept
+
+
+async def test_a_claim_made_by_one_proxy_is_asked_of_it_by_another(tmp_path, monkeypatch):
+    monkeypatch.setattr("bittorrent.mainline_claims.CLAIMS_WAIT", 1.0)  # a lookup before the announcement lands
+    with stock_dht() as nodes:
+        servers = [ProxyServer(proxy_config(tmp_path / name, peer_listen="127.0.0.1:0",
+                                            mainline_bootstrap=",".join(nodes))) for name in ("a", "b")]
+        for server in servers:
+            await server.start()
+        publisher, reader = servers
+        try:
+            assert publisher.discovery is not None and reader.discovery is not None
+            key, claim = os.urandom(32), ManifestClaim(os.urandom(32), 50_000, 16384, b'"v1"')
+            await publisher.discovery.put_manifest(key, claim)
+            async with asyncio.timeout(60):  # the proxies join the DHT, then the announcement lands: ask until so
+                while not (vouches := await reader.discovery.get_manifests(key)):
+                    pass
+            (vouch,) = vouches
+            port = int(publisher.addresses["peer"].rsplit(":", 1)[1])
+            assert vouch.claim == claim and vouch.attestation is Attestation.FIRST_HAND
+            assert (vouch.publisher_host, vouch.publisher_id) == ("127.0.0.1", address_id("127.0.0.1", port))
+            await publisher.discovery.withdraw_manifest(key)  # the DHT still names it; asked, it says nothing now
+            assert await reader.discovery.get_manifests(key) == []
+        finally:
+            for server in servers:
+                await server.stop()
 
 
 async def providers(server: ProxyServer, root: bytes, wanted: tuple[str, int]) -> list[tuple[str, int]]:

@@ -1,0 +1,162 @@
+"""`MainlineClaims`: a claim store (`swarm.discovery.seam.ClaimStore`) on the BitTorrent Mainline DHT, for the
+Internet mode (docs/ARCHITECTURE.md, "The Internet mode").
+
+A Mainline entry is a bare address and port: it cannot hold a claim. So a claim stays with its publisher:
+
+* `put_manifest` keeps it in this node's own table (`swarm.discovery.own_claims.OwnClaims`, which the peer port
+  answers query sessions from: `swarm.net.wire` CLAIMS_REQUEST) and announces our peer port under
+  `claim_key(key)`, a key only our nodes derive from the claim's key (itself a hash: the DHT never sees a URL);
+  re-put before it expires and re-announced every `REANNOUNCE`, until withdrawn;
+* `get_manifests` looks `claim_key(key)` up and asks each address found, directly, for the claims its node makes
+  itself (`SwarmNode.ask_claims`). What comes back is first-hand: its publisher's address is the one we connected
+  to, named by that address (`address_id`: a stranger cannot take another's name, so the composite's merge of one
+  claim per publisher cannot be used to hide an honest claim), and counted by network like every claim
+  (`swarm.trust.quorum`). A stale entry costs one failed connection.
+
+Bounds: at most `MAX_ASKED` addresses asked per lookup, at once, each within `ASK_TIMEOUT`; a lookup listens for
+addresses `CLAIMS_WAIT` at most, and `GRACE` after the first batch (a Mainline lookup's answers come within a
+fraction of a second of each other): a download is not held up by a DHT that answers slowly or not at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+from swarm.discovery.own_claims import OwnClaims
+from swarm.discovery.seam import MAX_TTL_S, ManifestClaim, Vouch
+from swarm.errors import PeerError, TransportError
+
+from .errors import BridgeError
+from .mainline import REANNOUNCE, MainlineDirectory, address_id
+
+__all__ = ["Ask", "MainlineClaims", "claim_key"]
+
+log = logging.getLogger("swarmproxy.bittorrent")
+
+CLAIM_KEY_PREFIX = b"swarmproxy-key-v1"  # (docs/ARCHITECTURE.md: our peer port goes on keys only we derive)
+DEFAULT_TTL = 6 * 3600  # seconds a claim lives when the caller says nothing (our DHT's manifest records' life)
+MAX_ASKED = 16  # addresses asked per lookup: a key crowded by a stranger's announcements costs no more
+ASK_TIMEOUT = 2.0  # seconds for one address's connection, handshake and answer
+CLAIMS_WAIT = 3.0  # seconds a lookup waits for the first addresses
+GRACE = 0.5  # seconds it listens for more after the first batch
+
+# Ask one address for its claims under a key: (claim, published_at, expires_at) by our wall clock
+# (`SwarmNode.ask_claims`), raising on a failed connection or a bad answer.
+Ask = Callable[[tuple[str, int], bytes], Awaitable[list[tuple[ManifestClaim, float, float]]]]
+
+
+def claim_key(key: bytes) -> bytes:
+    """The Mainline key our peer port is announced under when this node vouches under claim key `key`."""
+    return hashlib.sha1(CLAIM_KEY_PREFIX + key).digest()
+
+
+class MainlineClaims:
+    """Claims kept by their publishers, found through the Mainline DHT. `ask` and `peer_port` are given once the
+    block engine listens (the claims are answered on its peer port)."""
+
+    name = "mainline-claims"
+    errors: tuple[type[Exception], ...] = (BridgeError,)
+
+    def __init__(self, directory: MainlineDirectory, own: OwnClaims, *, clock: Callable[[], float] = time.time) -> None:
+        self.directory = directory
+        self.session = directory.session
+        self.own = own
+        self.clock = clock  # claims are dated by the wall clock, as every store dates them
+        self.ask: Ask | None = None
+        self.peer_port: int | None = None
+        self._keeping: dict[bytes, asyncio.Task] = {}
+        self.lookups = self.asked = self.answered = 0
+
+    @property
+    def node_id(self) -> bytes:
+        return self.directory.node_id
+
+    async def put_manifest(self, repr_key: bytes, claim: ManifestClaim, *, ttl: int | None = None) -> None:
+        if self.peer_port is None:
+            raise BridgeError("the peer port is not listening yet: nobody could ask for the claim")
+        life = min(ttl if ttl is not None else DEFAULT_TTL, MAX_TTL_S)
+        self.own.put(repr_key, claim, now=self.clock(), ttl=life)
+        self._stop(repr_key)
+        self._keeping[repr_key] = asyncio.ensure_future(self._keep(repr_key, claim, life, self.peer_port))
+
+    async def withdraw_manifest(self, repr_key: bytes) -> None:
+        self._stop(repr_key)
+        self.own.withdraw(repr_key)  # asked from now on, we say nothing; the DHT's entry expires on its own
+
+    async def get_manifests(self, repr_key: bytes) -> list[Vouch]:
+        ask = self.ask
+        if ask is None:
+            raise BridgeError("the peer port is not listening yet: no query can be made")
+        self.lookups += 1
+        addresses = await self._addresses(claim_key(repr_key))
+        self.asked += len(addresses)
+        answers = await asyncio.gather(*(self._ask(ask, address, repr_key) for address in addresses))
+        vouches = [vouch for answer in answers for vouch in answer]
+        vouches.sort(key=lambda vouch: vouch.published_at, reverse=True)  # newest first, as the seam says
+        return vouches
+
+    def status(self) -> dict[str, object]:
+        return {"claims_kept": len(self.own), "lookups": self.lookups, "asked": self.asked,
+                "answered": self.answered}
+
+    def close(self) -> None:
+        for key in list(self._keeping):
+            self._stop(key)
+
+    async def _addresses(self, dht_key: bytes) -> list[tuple[str, int]]:
+        """What a lookup of `dht_key` finds: up to `MAX_ASKED` addresses, within `CLAIMS_WAIT`."""
+        heard = self.session.dht_lookup(dht_key)
+        found: list[tuple[str, int]] = []
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CLAIMS_WAIT
+        try:
+            while len(found) < MAX_ASKED:
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        batch = await heard.get()
+                except TimeoutError:
+                    break
+                for host, port in batch:
+                    if (host, port) not in found and 0 < port < 65536 and len(found) < MAX_ASKED:
+                        found.append((host, port))
+                if found:
+                    deadline = min(deadline, loop.time() + GRACE)
+        finally:
+            self.session.dht_lookup_over(dht_key, heard)
+        return found
+
+    async def _ask(self, ask: Ask, address: tuple[str, int], repr_key: bytes) -> list[Vouch]:
+        host, port = address
+        try:
+            async with asyncio.timeout(ASK_TIMEOUT * 2):  # connection and handshake, then the answer
+                claims = await ask(address, repr_key)
+        except (PeerError, TransportError, TimeoutError, OSError) as exc:  # a stranger's failure: only its answer
+            log.debug("Mainline: %s:%d gave no claims: %s", host, port, exc or type(exc).__name__)
+            return []
+        self.answered += 1
+        return [Vouch.seen(claim, address_id(host, port), host, frozenset(), published_at)
+                for claim, published_at, _expires in claims]
+
+    async def _keep(self, repr_key: bytes, claim: ManifestClaim, ttl: int, port: int) -> None:
+        """Announce our peer port under the claim's Mainline key every `REANNOUNCE`, and put the claim again
+        before it expires, until withdrawn."""
+        dht_key = claim_key(repr_key)
+        loop = asyncio.get_running_loop()
+        announce_at = loop.time()
+        while True:
+            if loop.time() >= announce_at:
+                with contextlib.suppress(RuntimeError):  # the session stopped: this task is cancelled anyway
+                    self.session.dht_announce(dht_key, port)
+                announce_at = loop.time() + REANNOUNCE
+            await asyncio.sleep(min(REANNOUNCE, ttl / 2))
+            self.own.put(repr_key, claim, now=self.clock(), ttl=ttl)
+
+    def _stop(self, repr_key: bytes) -> None:
+        task = self._keeping.pop(repr_key, None)
+        if task is not None:
+            task.cancel()

@@ -1,0 +1,140 @@
+"""`MainlineClaims` (`bittorrent.mainline_claims`): claims kept by their publishers, found on the Mainline DHT and
+asked of them directly. The DHT here is a stand-in that hands out what the test says a lookup finds."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from bittorrent.errors import BridgeError
+from bittorrent.mainline import address_id
+from bittorrent.mainline_claims import MAX_ASKED, MainlineClaims, claim_key
+from swarm.discovery.own_claims import OwnClaims
+from swarm.discovery.seam import Attestation, ManifestClaim
+from swarm.errors import PeerError, TransportError
+
+KEY = bytes(range(32))
+CLAIM = ManifestClaim(b"\x11" * 32, 1000, 16384, b'"v1"')
+OTHER = ManifestClaim(b"\x22" * 32, 1000, 16384, b'"v1"')
+
+
+class FakeSession:
+    """What a lookup finds, batch by batch, and what was announced."""
+
+    def __init__(self, batches: list[list[tuple[str, int]]]) -> None:
+        self.batches = batches
+        self.announced: list[tuple[bytes, int]] = []
+        self.looked_up: list[bytes] = []
+        self.over = 0
+
+    def dht_lookup(self, key: bytes) -> asyncio.Queue:
+        self.looked_up.append(key)
+        heard: asyncio.Queue = asyncio.Queue()
+        for batch in self.batches:
+            heard.put_nowait(batch)
+        return heard
+
+    def dht_lookup_over(self, key, heard) -> None:
+        self.over += 1
+
+    def dht_announce(self, key: bytes, port: int) -> None:
+        self.announced.append((key, port))
+
+
+class FakeDirectory:
+    node_id = b"\x99" * 20
+
+    def __init__(self, session: FakeSession) -> None:
+        self.session = session
+
+
+def store(batches, monkeypatch) -> MainlineClaims:
+    monkeypatch.setattr("bittorrent.mainline_claims.CLAIMS_WAIT", 0.2)
+    monkeypatch.setattr("bittorrent.mainline_claims.GRACE", 0.05)
+    monkeypatch.setattr("bittorrent.mainline_claims.ASK_TIMEOUT", 0.1)
+    return MainlineClaims(FakeDirectory(FakeSession(batches)), OwnClaims(), clock=lambda: 1_000_000.0)
+
+
+async def test_claims_are_asked_of_the_addresses_found_and_come_back_first_hand(monkeypatch):
+    claims = store([[("7.7.1.10", 4000), ("7.7.2.10", 4000)], [("7.7.3.10", 4000), ("7.7.1.10", 4000)]], monkeypatch)
+    asked = []
+
+    async def ask(address, key):
+        asked.append(address)
+        assert key == KEY
+        if address[0] == "7.7.2.10":
+            raise PeerError("closed the connection")  # a stale entry: one failed connection
+        if address[0] == "7.7.3.10":
+            raise TransportError("refused")
+        return [(CLAIM, 999_990.0, 1_003_600.0)]
+
+    claims.ask, claims.peer_port = ask, 5000
+    vouches = await claims.get_manifests(KEY)
+    assert claims.session.looked_up == [claim_key(KEY)] and claims.session.over == 1
+    assert sorted(asked) == [("7.7.1.10", 4000), ("7.7.2.10", 4000), ("7.7.3.10", 4000)]  # each once
+    (vouch,) = vouches
+    assert vouch.claim == CLAIM and vouch.attestation is Attestation.FIRST_HAND
+    assert vouch.publisher_host == "7.7.1.10" and vouch.publisher_id == address_id("7.7.1.10", 4000)
+    assert vouch.published_at == 999_990.0
+    assert claims.status()["answered"] == 1 and claims.status()["asked"] == 3
+
+
+async def test_a_name_is_the_address_so_nobody_can_speak_for_another(monkeypatch):
+    # Two addresses answering the same claim are two publishers, each named by its own address: a stranger cannot
+    # take an honest publisher's name to replace its claim in the composite's one-per-publisher merge.
+    claims = store([[("7.7.1.10", 4000), ("7.7.1.11", 4000)]], monkeypatch)
+
+    async def ask(address, key):
+        return [(CLAIM if address[0].endswith("10") else OTHER, 999_990.0, 1_003_600.0)]
+
+    claims.ask, claims.peer_port = ask, 5000
+    vouches = await claims.get_manifests(KEY)
+    assert {(v.publisher_id, v.content_root) for v in vouches} == {(address_id("7.7.1.10", 4000), CLAIM.content_root),
+                                                                   (address_id("7.7.1.11", 4000), OTHER.content_root)}
+
+
+async def test_a_lookup_asks_at_most_max_asked_and_a_silent_one_costs_its_timeout(monkeypatch):
+    crowd = [(f"7.7.{i}.1", 4000) for i in range(3 * MAX_ASKED)]
+    claims = store([crowd], monkeypatch)
+    asked = []
+
+    async def ask(address, key):
+        asked.append(address)
+        await asyncio.Event().wait()  # never answers
+
+    claims.ask, claims.peer_port = ask, 5000
+    assert await claims.get_manifests(KEY) == []
+    assert len(asked) == MAX_ASKED
+
+
+async def test_nobody_found_is_no_claim(monkeypatch):
+    claims = store([], monkeypatch)
+    claims.ask, claims.peer_port = (lambda address, key: None), 5000
+    assert await claims.get_manifests(KEY) == []
+
+
+async def test_a_claim_is_kept_announced_and_withdrawn(monkeypatch):
+    claims = store([], monkeypatch)
+    with pytest.raises(BridgeError, match="not listening"):
+        await claims.put_manifest(KEY, CLAIM)  # nobody could ask for it yet
+    with pytest.raises(BridgeError, match="not listening"):
+        await claims.get_manifests(KEY)
+    claims.peer_port, claims.ask = 5000, None
+    await claims.put_manifest(KEY, CLAIM, ttl=120)
+    (own,) = claims.own.get(KEY, 1_000_000.0)
+    assert own.claim == CLAIM and own.expires_at == 1_000_120.0
+    await asyncio.sleep(0)  # the keeping task's first turn: the announcement
+    assert claims.session.announced == [(claim_key(KEY), 5000)]
+    await claims.put_manifest(KEY, OTHER)  # replaces it (one claim per key)
+    assert [o.claim for o in claims.own.get(KEY, 1_000_000.0)] == [OTHER]
+    await claims.withdraw_manifest(KEY)
+    assert claims.own.get(KEY, 1_000_000.0) == [] and claims.status()["claims_kept"] == 0
+    claims.close()
+
+
+def test_the_key_is_ours_alone():
+    assert len(claim_key(KEY)) == 20 and claim_key(KEY) != KEY[:20]
+    from bittorrent.mainline import root_key
+
+    assert claim_key(KEY) != root_key(KEY)  # a root and a claim key never meet on one Mainline key
