@@ -404,6 +404,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("mainline-bootstrap", parse_bootstrap, (),
            "a Mainline DHT node or router to join through instead of the public routers (repeatable; for "
            "private deployments and labs)", "HOST:PORT", repeatable=True),
+    Option("map-ports", _parse_bool, False,
+           "with --mainline-bootstrap, ask the router to map the peer port too (UPnP-IGD, NAT-PMP), as the public "
+           "network's mode does on its own; for labs and private deployments behind NATs", "BOOL"),
     Option("transport", _transport, "both",
            "peer transports offered and used: tcp (fast on a LAN), quic (one UDP socket, TLS), or both", "NAME"),
     Option("trust", _trust, DEFAULT_TRUST,
@@ -479,6 +482,7 @@ class Config:
     bt_listen: HostPort | None
     private_network: bool
     mainline_bootstrap: tuple[HostPort, ...]
+    map_ports: bool
     transport: str
     trust: TrustPolicy
     first_byte_timeout: float

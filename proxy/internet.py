@@ -9,8 +9,9 @@ The Internet mode is on by default, as BitTorrent clients are, and off with `--p
 the lab and `swarmproxy demo`: `bittorrent.settings`; it is also `--private-network`'s variable).
 `--mainline-bootstrap HOST:PORT` joins a Mainline DHT of one's own through the nodes named instead of the public
 routers (private deployments, labs, tests), even with `--private-network`: the DHT runs, but nothing is asked of a
-router, as on any network that is not the public one; under the guard, only nodes named by address (a name would
-be a DNS query). `plan` decides; it is pure.
+router unless `--map-ports` says so (a lab behind NATs of its own: `bench/internet_netns.py`), and under the guard
+only nodes named by address are kept (a name would be a DNS query) and nothing is asked of a router. `plan`
+decides; it is pure.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ def plan(cfg: Config, environ: Mapping[str, str]) -> InternetPlan:
         if not nodes:
             return InternetPlan(None, False, False, f"{PRIVATE_NETWORK_ENV} is set and --mainline-bootstrap names "
                                 "no node by address")
-        return InternetPlan(nodes, False, False)
+        return InternetPlan(nodes, False, cfg.map_ports and not guarded)
     if cfg.private_network:
         return InternetPlan(None, False, False, "--private-network")
     if not (routers := bootstrap_routers(True, environ)):
@@ -142,8 +143,10 @@ class Internet:
         if not self.plan.on:
             return [f"  public network: off ({self.plan.why_off})"]
         if not self.plan.public:
+            router = ("the router is asked to map the peer port (--map-ports)" if self.plan.port_mapping
+                      else "nothing asked of the router")
             return [f"  Mainline DHT of your own through {', '.join(self.plan.dht_nodes or ())} "
-                    "(--mainline-bootstrap); nothing asked of the router"]
+                    f"(--mainline-bootstrap); {router}"]
         lines = ["  public network: on the BitTorrent Mainline DHT (the Internet mode; --private-network stays off "
                  "it); the router is asked to map the peer port (UPnP, NAT-PMP)"]
         if self.first_run:

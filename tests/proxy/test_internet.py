@@ -36,6 +36,9 @@ GUARD = {PRIVATE_NETWORK_ENV: "1"}
     # Under the guard, nodes by address only: a name would be a DNS query, and could be a public router.
     ({"mainline_bootstrap": "router.bittorrent.com:6881"}, GUARD, False, False, False, "names no node by address"),
     ({"mainline_bootstrap": "router.example:6881,127.0.0.1:6881"}, GUARD, True, False, False, None),
+    # A lab behind NATs of its own maps ports when told to, but never under the guard.
+    ({"mainline_bootstrap": "7.7.0.2:6881", "map_ports": "true"}, {}, True, False, True, None),
+    ({"mainline_bootstrap": "7.7.0.2:6881", "map_ports": "true"}, GUARD, True, False, False, None),
 ])
 def test_when_the_node_joins_which_network(tmp_path, flags, environ, on, public, mapping, why):
     cfg = proxy_config(tmp_path, **{"peer_listen": "127.0.0.1:0", **flags})
