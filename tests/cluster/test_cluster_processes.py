@@ -192,10 +192,10 @@ def test_two_pushes_finish_in_priority_order(cluster, tmp_path):
     wait_until(lambda: len(cluster.registered()) == 3, 60, "3 agents registered")
     size = 16 * MiB
     digests = {name: payload(tmp_path / name, size) for name in ("low.bin", "high.bin")}
-    # The first at half the second's rate: 8 s of work, so that the second push's start (a process; seconds on a
-    # loaded 2-core machine, where a 4 s first transfer once finished before the second was published) comes
-    # while the first is still under way.
-    low = cluster.push(tmp_path / "low.bin", "--upload-rate", "2M", "--priority", "0", host="127.0.0.2")
+    # The first at a quarter of the second's rate: 16 s of work, so that the second push's start (a process;
+    # seconds on a loaded 2-core machine, where a 4 s and then an 8 s first transfer finished before the second
+    # was published) comes while the first is still under way.
+    low = cluster.push(tmp_path / "low.bin", "--upload-rate", "1M", "--priority", "0", host="127.0.0.2")
     low_tid = wait_until(lambda: next(iter(cluster.transfers()), None), 30, "the first transfer published")
     wait_until(lambda: any((m := cluster.member_of(low_tid, a)) and m.verified for a in cluster.agents.values()),
                30, "the low-priority transfer under way")
