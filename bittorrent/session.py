@@ -150,7 +150,9 @@ class BtSession:
         """Start downloading the torrent of v2 `info_hash` into `staging` (libtorrent's own copy, deleted with it):
         from `torrent` (a .torrent file's bytes, already checked by `bittorrent.target`) or, without, a magnet
         whose info dict comes from the peers. Nothing is fetched until asked (`Download`'s docstring): every piece
-        starts at priority 0. Trackers and web seeds the file names are dropped; no PEX, DHT or LSD."""
+        starts at priority 0. Trackers and web seeds the file names are dropped; no PEX or LSD. With the Mainline DHT
+        on (the Internet mode), libtorrent looks the info-hash up there and announces it, as any BitTorrent client
+        does for what it downloads."""
         if (known := self.downloads.get(info_hash)) is not None:  # asked twice at once: one torrent, two users
             known.users += 1
             known.connect(peers or [])
@@ -168,8 +170,8 @@ class BtSession:
         params.trackers, params.url_seeds = [], []
         flags = lt.torrent_flags
         # duplicate_is_error: a torrent this session seeds under that info-hash is an error, not its handle back
-        params.flags |= (flags.disable_pex | flags.disable_dht | flags.disable_lsd | flags.override_trackers
-                         | flags.override_web_seeds | flags.duplicate_is_error)
+        params.flags |= (flags.disable_pex | flags.disable_lsd | flags.override_trackers | flags.override_web_seeds
+                         | flags.duplicate_is_error)
         params.flags &= ~(flags.auto_managed | flags.paused)
         try:
             handle = self.session.add_torrent(params)

@@ -60,7 +60,8 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                     "https origin as a browser would, starts at the origin, switches to verified peer blocks "
                     "when it is slow, and shares the file afterwards. A BitTorrent v2 magnet link or .torrent "
                     "file is downloaded from BitTorrent peers and swarmproxy peers together, verified by its v2 "
-                    "pieces root (the proxy needs --bt-listen; v1-only torrents are refused). Exit codes: "
+                    "pieces root (the proxy needs its BitTorrent session: the Internet mode's, whose DHT finds "
+                    "the torrent's peers, or --bt-listen's; v1-only torrents are refused). Exit codes: "
                     + "; ".join(f"{code} {text}" for code, text in EXIT_CODES.items()) + ".",
     )
     get.add_argument("url", metavar="URL", help="an http:// or https:// URL, a magnet:?xt=urn:btmh:… link, or "

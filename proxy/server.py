@@ -277,7 +277,8 @@ class ProxyServer:
         self.interceptor: Interceptor | None = None
         self.addresses: dict[str, str] = {}
         self._listen: tuple[str, int] | None = None  # the proxy listener's bound host and port
-        torrents = TorrentFetch(lambda: self.engine, lambda: self.bridge, self.stats,
+        torrents = TorrentFetch(lambda: self.engine, lambda: self.internet.session if self.internet else None,
+                                lambda: self.bridge, self.stats,
                                 private_origins=config.share_private_origins, staging=config.data_dir / "bittorrent")
         self.admin = Admin(self.stats, lambda: self.addresses, lambda: self.discovery, lambda: self.engine,
                            lambda: self.bridge, lambda: self.internet.status() if self.internet else None,

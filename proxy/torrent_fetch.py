@@ -2,7 +2,8 @@
 
 At `fetch_endpoint.TORRENT_PATH`: `GET …?magnet=LINK[&file=PATH][&peer=HOST:PORT…]`, or `POST` the
 .torrent file's bytes (`?file=PATH`: one file of a multi-file torrent; `peer=`: peers to dial, as a .torrent
-names none and trackers are off). Loopback clients only, never a web page's request (the admin
+names none and trackers are off; with the Internet mode's Mainline DHT on, libtorrent also finds the torrent's peers
+there, so a magnet needs no `x.pe`). Loopback clients only, never a web page's request (the admin
 API's rules). The magnet or torrent is a stranger's input: `bittorrent.target` reads it (v2 only, one file,
 bounded), and a peer it names (`x.pe`) on a loopback or private address is dialled only when
 `--share-private-origins` lists it, as an origin there would be. Web seeds (`ws=`) are not used yet: libtorrent
@@ -17,7 +18,8 @@ short by a client that leaves then.
 
 The content ends in the block store and is shared like any other (a provider of its root). The response is a
 200 with the file's length; errors are this proxy's own (400: the magnet or torrent is refused, and why; 503: no
-`--bt-listen`; 504: no peer gave the info dict; 502: the download failed; 500: a bug, logged).
+BitTorrent session, neither the Internet mode nor `--bt-listen`; 504: no peer gave the info dict; 502: the download
+failed; 500: a bug, logged).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from .responses import OwnResponse
 
 if TYPE_CHECKING:
     from bittorrent.download import Download
+    from bittorrent.session import BtSession
     from bittorrent.target import TorrentTarget
 
     from .bridge import Bridge
@@ -67,9 +70,11 @@ def _text(status: int, message: str) -> web.Response:
 class TorrentFetch:
     """The handler of `PATH` for one proxy."""
 
-    def __init__(self, engine: Callable[[], SwarmEngine | None], bridge: Callable[[], Bridge | None], stats: Stats,
+    def __init__(self, engine: Callable[[], SwarmEngine | None], session: Callable[[], BtSession | None],
+                 bridge: Callable[[], Bridge | None], stats: Stats,
                  *, private_origins: tuple[tuple[str, int | None], ...], staging: Path) -> None:
-        self.engine, self.bridge, self.stats = engine, bridge, stats
+        # The node's BitTorrent session (the Internet mode's or --bt-listen's), and the bridge when it seeds.
+        self.engine, self.session, self.bridge, self.stats = engine, session, bridge, stats
         self.private_origins, self.staging = private_origins, staging
         self._runs = itertools.count()
         self._swept = False
@@ -86,10 +91,10 @@ class TorrentFetch:
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
         from bittorrent.target import parse_magnet, parse_peer, parse_torrent
 
-        bridge, engine = self.bridge(), self.engine()
-        if bridge is None or bridge.session is None or engine is None:
-            return _text(503, "the BitTorrent bridge is off: start the proxy with --bt-listen HOST:PORT (and "
-                              "--peer-listen) to download torrents")
+        session, engine = self.session(), self.engine()
+        if session is None or engine is None:
+            return _text(503, "no BitTorrent session runs: the Internet mode (on unless --private-network) or "
+                              "--bt-listen HOST:PORT starts one (both need --peer-listen)")
         file = request.query.get("file")
         peers: list[tuple[str, int]] = []
         notes: list[str] = []
@@ -130,7 +135,9 @@ class TorrentFetch:
         record = self.stats.begin("GET", f"magnet:?xt=urn:btmh:1220{info_hash.hex()}", str(peer[0]) if peer else "-")
         for note in notes:
             record.event(0.0, note)
-        run = _Run(self, engine, bridge, record, info_hash, name, file, torrent, peers)
+        if not peers and not session.dht_status()["on"]:
+            notes.append("no peer given (x.pe, --peer) and the Mainline DHT is off: only our own peers can answer")
+        run = _Run(self, engine, session, self.bridge(), record, info_hash, name, file, torrent, peers)
         return await run.respond(request)
 
 
@@ -157,10 +164,11 @@ class _Run:
     follow. The job puts a `_Head` or a `_Refusal`, then the body's chunks, then None (or the error that cut
     it) on a bounded queue the handler relays; it ends the record and libtorrent's torrent however it ends."""
 
-    def __init__(self, owner: TorrentFetch, engine: SwarmEngine, bridge: Bridge, record: RequestRecord,
+    def __init__(self, owner: TorrentFetch, engine: SwarmEngine, session: BtSession, bridge: Bridge | None,
+                 record: RequestRecord,
                  info_hash: bytes, name: str | None, file: str | None, torrent: TorrentTarget | None,
                  peers: list[tuple[str, int]]) -> None:
-        self.owner, self.engine, self.bridge, self.record = owner, engine, bridge, record
+        self.owner, self.engine, self.session, self.bridge, self.record = owner, engine, session, bridge, record
         self.info_hash, self.name, self.file, self.torrent, self.peers = info_hash, name, file, torrent, peers
         self.started = time.monotonic()
         self.sent = 0
@@ -223,7 +231,7 @@ class _Run:
 
         status, error, began = 200, None, False
         download: Download | None = None
-        session = self.bridge.session
+        session: BtSession | None = self.session if self.session.session is not None else None
         try:
             try:
                 chunks, head, download = await self._body(session)
@@ -272,7 +280,7 @@ class _Run:
         if target is not None and (stored := self._stored(target.root, target.size)) is not None:
             return bodies.from_store(self.engine, stored), self._head(target.size, target.root, target), None
         if session is None:
-            raise FetchFailed("the BitTorrent bridge stopped")
+            raise FetchFailed("the BitTorrent session stopped")
         staging = self.owner.staging_for(self.info_hash)
         try:
             download = session.download(self.info_hash, staging, torrent=target.data if target else None,
@@ -329,7 +337,7 @@ class _Run:
 
     def _seeded(self) -> Manifest | None:
         """The content this node seeds under the magnet's info-hash, if it holds it complete."""
-        seeder = self.bridge.seeder
+        seeder = self.bridge.seeder if self.bridge is not None else None
         for root, seeding in list(seeder.seeding.items()) if seeder is not None else []:
             if seeding.torrent.info_hash == self.info_hash:
                 return self._stored(root, seeding.manifest.size)

@@ -3,11 +3,13 @@ writes it to `--torrent-out`, seeds it on `--listen HOST` (any port) and prints 
 {"port": int, "info_hash": hex}; it seeds until its standard input closes.
 
 `--corrupt-piece N` seeds a copy of the file with piece N's bytes flipped, told that it has every piece verified,
-so it serves the bad bytes (a lying seeder). Its settings are pinned as the stock client's are: nothing leaves the
-machine (no DHT, LSD, UPnP, NAT-PMP, uTP; the torrent names no tracker).
+so it serves the bad bytes (a lying seeder). `--dht-node HOST:PORT` (repeatable) joins a Mainline DHT of the
+test's own through those nodes, where libtorrent announces the torrent. Its settings are pinned as the stock
+client's are: nothing leaves the machine (no public DHT router, no LSD, UPnP, NAT-PMP, uTP; the torrent names no
+tracker).
 
     python tests/bittorrent/stock_seeder.py --file PATH --torrent-out FILE [--listen HOST] [--piece-length N]
-        [--corrupt-piece N]
+        [--corrupt-piece N] [--dht-node HOST:PORT ...]
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ def main() -> int:
     parser.add_argument("--listen", default="127.0.0.1")
     parser.add_argument("--piece-length", type=int, default=0)
     parser.add_argument("--corrupt-piece", type=int, default=None)
+    parser.add_argument("--dht-node", action="append", default=[])
     args = parser.parse_args()
     directory, name = os.path.split(os.path.abspath(args.file))
     files = lt.file_storage()
@@ -53,6 +56,11 @@ def main() -> int:
             elif isinstance(alert, lt.listen_failed_alert):
                 print(json.dumps({"error": alert.message()}), flush=True)
                 return 1
+    if args.dht_node:  # on once listening (started before, libtorrent's DHT has no socket to run on yet)
+        session.apply_settings({"enable_dht": True})
+        for node in args.dht_node:
+            host, _, node_port = node.rpartition(":")
+            session.add_dht_node((host, int(node_port)))
     params = lt.add_torrent_params()
     params.ti = info
     params.save_path = directory

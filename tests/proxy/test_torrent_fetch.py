@@ -13,6 +13,7 @@ import sys
 
 from proxy.server import ProxyServer
 
+from ..bittorrent.stock_dht import stock_dht
 from .conftest import proxy_config
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -21,10 +22,12 @@ PIECE = 64 * 1024
 
 
 @contextlib.asynccontextmanager
-async def stock_seeder(path: pathlib.Path, torrent: pathlib.Path, listen: str = "127.0.0.1"):
+async def stock_seeder(path: pathlib.Path, torrent: pathlib.Path, listen: str = "127.0.0.1",
+                       dht: tuple[str, ...] = ()):
     process = await asyncio.create_subprocess_exec(
         sys.executable, str(SEEDER), "--file", str(path), "--torrent-out", str(torrent), "--listen", listen,
-        "--piece-length", str(PIECE), stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
+        "--piece-length", str(PIECE), *(f"--dht-node={node}" for node in dht),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE)
     try:
         assert process.stdout is not None
         report = json.loads(await process.stdout.readline())
@@ -103,14 +106,32 @@ async def test_what_is_refused_says_why(tmp_path):
         assert code == 4 and "--share-private-origins" in err, err
 
 
-async def test_without_the_bridge_get_says_how_to_turn_it_on(tmp_path):
-    server = ProxyServer(proxy_config(tmp_path, peer_listen="127.0.0.1:0"))
+async def test_without_a_session_get_says_how_to_start_one(tmp_path):
+    server = ProxyServer(proxy_config(tmp_path, peer_listen="127.0.0.1:0"))  # the suite's guard: no Internet mode
     await server.start()
     try:
         code, err = await get(server, f"magnet:?xt=urn:btmh:1220{'ab' * 32}", cwd=tmp_path)
-        assert code == 4 and "--bt-listen" in err, err
+        assert code == 4 and "--bt-listen" in err and "Internet mode" in err, err
     finally:
         await server.stop()
+
+
+async def test_a_magnet_without_peers_finds_them_on_the_mainline_dht(tmp_path):
+    """The Internet mode's session, no --bt-listen: the magnet names no peer; libtorrent finds the stock seeder,
+    which announced the torrent on the DHT, by its info-hash."""
+    data, path = content(tmp_path, 5 * PIECE + 3)
+    with stock_dht() as nodes:
+        server = ProxyServer(proxy_config(tmp_path, peer_listen="127.0.0.1:0", mainline_bootstrap=",".join(nodes)))
+        await server.start()
+        try:
+            assert server.bridge is None and "bittorrent" in server.addresses
+            async with stock_seeder(path, tmp_path / "d.torrent", dht=nodes) as (_peer, info_hash):
+                code, err = await get(server, f"magnet:?xt=urn:btmh:1220{info_hash}&dn=film.mkv",
+                                      "-o", str(tmp_path / "got.bin"), cwd=tmp_path)
+                assert code == 0, err
+                assert (tmp_path / "got.bin").read_bytes() == data
+        finally:
+            await server.stop()
 
 
 async def test_our_peers_and_the_bittorrent_swarm_together_nothing_twice(tmp_path):
