@@ -16,6 +16,7 @@ decides; it is pure.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections.abc import Mapping
@@ -44,6 +45,7 @@ ANY_ADDRESS = HostPort("0.0.0.0", 0)
 # The Mainline DHT's node id and routing table, in the data dir (not under bittorrent/, a scratch directory for
 # `swarmproxy get`'s downloads, emptied on first use).
 STATE_FILE = ("mainline", "dht.state")
+SAVE_EVERY = 15 * 60.0  # seconds between two saves of the table while running
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,7 @@ class Internet:
         self.claims: MainlineClaims | None = None  # claims kept by their publishers, found on the DHT
         self.own_claims: OwnClaims | None = None  # this node's, which its peer port answers queries from
         self.first_run = False  # no table saved by an earlier run: the consent message is shown in full
+        self._saving: asyncio.Future[None] | None = None
 
     @property
     def needed(self) -> bool:
@@ -127,7 +130,16 @@ class Internet:
             self.directory = MainlineDirectory(self.session)
             self.own_claims = OwnClaims()
             self.claims = MainlineClaims(self.directory, self.own_claims)
+        if self.session.state_file is not None:
+            self._saving = asyncio.ensure_future(self._save_every(SAVE_EVERY))
         return address
+
+    async def _save_every(self, seconds: float) -> None:
+        """The table is written at stop, and every `seconds` before: a node that is killed rejoins through the
+        nodes it knew (and its first-run message is not shown again)."""
+        while self.session is not None:
+            await self.session.save_state()
+            await asyncio.sleep(seconds)
 
     def peer_port(self, port: int, ask: Ask) -> None:
         """The block engine listens on `port`, and asks other nodes for their claims with `ask`: claims can be
@@ -161,10 +173,14 @@ class Internet:
         shown: dict[str, object] = {"mainline": self.plan.on, "public": self.plan.public,
                                     "why_off": self.plan.why_off}
         if session is not None:
+            if self.plan.on:
+                shown["dht_nodes"] = session.dht_status().get("nodes")  # (as libtorrent counted last time asked)
             shown["nat"] = session.nat_status()
         return shown
 
     async def stop(self) -> None:
+        if self._saving is not None:
+            self._saving.cancel()
         if self.claims is not None:
             self.claims.close()
         if self.directory is not None:
