@@ -8,10 +8,12 @@ import shutil
 import subprocess
 import uuid
 
+import libtorrent as lt
 import pytest
 
 import addresses
-from bench.internet_plan import HOME, PUBLIC, segment
+from bench.internet_plan import HOME, LIBTORRENT_DARK_INTERNET, PUBLIC, segment
+from bittorrent.settings import session_settings
 from proxy.exposure import may_share
 
 
@@ -20,6 +22,13 @@ def test_the_public_segment_is_public_to_our_rules(host):
     assert addresses.is_public(host)
     assert may_share(host, 6881, ())  # the security rule: shared, announced, dialled with nothing listed
     assert addresses.network_prefix(host).endswith("/24")  # one network per /24, as on the internet
+
+
+def test_libtorrent_hears_the_public_segment():
+    """libtorrent's DHT drops every message from its "dark internet" unless told not to, and our session does not."""
+    assert PUBLIC.network_address.packed[0] not in LIBTORRENT_DARK_INTERNET
+    assert lt.default_settings()["dht_ignore_dark_internet"] is True
+    assert "dht_ignore_dark_internet" not in session_settings("0.0.0.0", 0, alert_mask=0, dht_routers=())
 
 
 def test_homes_are_private_and_segments_are_disjoint():
