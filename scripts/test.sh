@@ -25,6 +25,13 @@ sbin_tool() { command -v "$1" >/dev/null || [ -x "/usr/sbin/$1" ] || [ -x "/sbin
 if ! sbin_tool ip || ! sbin_tool tc; then
   apt_install iproute2 || echo "swarmproxy: the cluster network namespace test will be skipped" >&2
 fi
+# iptables, nft (nftables) and miniupnpd (all in /usr/sbin): tests/bench/test_internet_netns.py builds a test
+# internet in network namespaces, home routers doing NAT and one running miniupnpd as a real UPnP-IGD/NAT-PMP router
+# inside its namespace (as root; skipped, saying why, where it cannot). Debian's package never starts the daemon on
+# this machine itself (its debconf default, start_daemon=false); miniupnpd pulls in its nftables build.
+if ! sbin_tool iptables || ! sbin_tool nft || ! sbin_tool miniupnpd; then
+  apt_install iptables nftables miniupnpd || echo "swarmproxy: the test internet's namespace tests will be skipped" >&2
+fi
 # chromium, firefox-esr and nodejs: the browser extension's tests (tests/extension/) drive Debian's Chromium with
 # Playwright and Firefox ESR over WebDriver BiDi (never a downloaded browser build: `playwright install` fails on
 # these machines), and run the extension's rules module under Node's own test runner; each is skipped, saying
