@@ -430,7 +430,7 @@ class Topology:
         peer port on the machine's address, the Mainline DHT through the stock nodes; `args` add flags."""
         directory.mkdir(parents=True, exist_ok=True)
         ready, log_path = directory / "ready.json", directory / "node.log"
-        argv = [sys.executable, "-c", RUN_WITHOUT_PLUGINS, "run", "--listen", "127.0.0.1:0", "--ready-file", str(ready),
+        argv = [sys.executable, "-m", "proxy.cli", "run", "--listen", "127.0.0.1:0", "--ready-file", str(ready),
                 "--data-dir", str(directory / "data"), "--dht-listen", "off", "--peer-listen", f"{machine.address}:0",
                 "--no-lan-discovery", "--transport", "both", "--mainline-bootstrap", ",".join(self.bootstrap()),
                 *args]
@@ -471,10 +471,6 @@ class Topology:
         self.close()
 
 
-# `swarmproxy run` with no plugin command: `proxy.cli` imports every one to describe it in its parser, and the lab's
-# (`bench.lab.cli`) imports `bench`, which sets SWARMPROXY_PRIVATE_NETWORK in the node's own process: its Internet
-# mode would then never map a port (`--map-ports` is refused under the variable).
-RUN_WITHOUT_PLUGINS = "import sys, proxy.cli as cli; cli.plugin_commands = dict; sys.exit(cli.main(sys.argv[1:]))"
 # miniupnpd's chains (its defaults: one table `inet filter` for filter and NAT), the router's firewall and its
 # masquerade around them, as /etc/miniupnpd/nft_init.sh makes them on a real router, plus what a router needs to
 # forward at all: replies, and everything from the LAN.

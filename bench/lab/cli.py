@@ -53,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     The proxy never imports bench by name, so it stands without the lab. Every `swarmproxy` command line loads
     this module for that first line, so it imports little; the scenarios load once the arguments are read.
     """
+    from bench import stay_private
+
+    stay_private()  # before anything starts: the lab's nodes, and every process they start, stay off the internet
     args = build_parser().parse_args(argv)
     failed = extra.missing()  # checked before any run: a figure is drawn last, after minutes of work
     if failed:

@@ -132,12 +132,30 @@ def test_the_lab_and_the_demo_set_the_guard_for_everything_they_start(monkeypatc
     import subprocess
     import sys
 
+    from bench import run_as_a_bench
     from proxy.demo.command import run as demo
 
+    # Any `python -m bench.…`; the package imported by anything else (`swarmproxy run` describing the lab's command
+    # in its --help) leaves the variable alone: it once kept every installed node off the public network.
+    assert run_as_a_bench(["python", "-m", "bench.internet_netns", "--help"])
+    assert run_as_a_bench(["python3", "-X", "dev", "-mbench.lab.cli"])
+    assert not run_as_a_bench(["python", "-m", "proxy.cli", "run"]) and not run_as_a_bench(["swarmproxy", "run"])
+    assert not run_as_a_bench(["python", "-c", "import bench"]) and not run_as_a_bench([])
     clean = {name: value for name, value in os.environ.items() if name != PRIVATE_NETWORK_ENV}
-    probe = f"import os, bench; print(os.environ.get({PRIVATE_NETWORK_ENV!r}))"
+    probe = f"import os, bench, bench.lab.cli; print(os.environ.get({PRIVATE_NETWORK_ENV!r}))"
     answer = subprocess.run([sys.executable, "-c", probe], env=clean, capture_output=True, text=True, check=True)
-    assert answer.stdout.strip() == "1"  # any `python -m bench.…`
+    assert answer.stdout.strip() == "None"
+    from proxy import cli  # `swarmproxy run`'s parser loads every plugin command, the lab's among them
+
+    done = subprocess.run([sys.executable, "-c", "import os, sys, proxy.cli as cli; cli.build_parser(); "
+                           f"print(os.environ.get({PRIVATE_NETWORK_ENV!r}))"], env=clean, capture_output=True,
+                          text=True, check=True)
+    assert "lab" in cli.plugin_commands() and done.stdout.strip() == "None"
+    lab = subprocess.run([sys.executable, "-c", "import os, sys, bench.lab.cli as lab\n"
+                          "try:\n    lab.main(['--help'])\nexcept SystemExit:\n    pass\n"
+                          f"print(os.environ.get({PRIVATE_NETWORK_ENV!r}))"], env=clean, capture_output=True,
+                         text=True, check=True)
+    assert lab.stdout.strip().endswith("1")  # `swarmproxy lab` sets it before anything starts
     monkeypatch.delenv(PRIVATE_NETWORK_ENV)
     assert demo(argparse.Namespace(size="1", origin_rate="1", peers=0, transport="tcp")) == 2  # (refused args)
     assert os.environ.get(PRIVATE_NETWORK_ENV) == "1"
