@@ -355,7 +355,7 @@ class Topology:
                     "--to-destination", host)
 
     def assert_isolated(self) -> None:
-        """Every namespace routes only within the plan (7.7.0.0/16 and the homes), with no default route but a
+        """Every namespace routes only within the plan (55.55.0.0/16 and the homes), with no default route but a
         home host's, to its router; no IPv6 route at all. Raises RuntimeError otherwise."""
         gateways = {home.host.ns: home.gateway for home in self.built_homes if home.host is not None}
         for ns in self.namespaces:

@@ -33,6 +33,7 @@ from dataclasses import replace
 import aiohttp
 import pytest
 
+from bittorrent.settings import PRIVATE_NETWORK_ENV
 from dht.discovery import DhtDiscovery
 from dht.identity import NodeIdentity
 from dht.node import DhtNode
@@ -294,7 +295,8 @@ def _netns_missing() -> str | None:
 def test_a_suite_style_proxy_sends_nothing_out_of_its_namespaces_interface():
     if (why := _netns_missing()) is not None:
         pytest.skip(why)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SWARMPROXY_") and "proxy" not in k.lower()}
+    env = {k: v for k, v in os.environ.items()
+           if k == PRIVATE_NETWORK_ENV or (not k.startswith("SWARMPROXY_") and "proxy" not in k.lower())}
     done = subprocess.run(["unshare", "--net", sys.executable, "-m", "tests.test_stays_local"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -415,3 +417,18 @@ async def _lan_peers() -> bool:
 
 if __name__ == "__main__":  # run by the namespace test, inside `unshare --net`
     print(json.dumps(asyncio.run(_netns_scenario())), flush=True)
+
+
+def test_no_process_the_suite_or_the_lab_starts_loses_the_guard():
+    """A helper that clears the SWARMPROXY_ variables for a process it starts keeps SWARMPROXY_PRIVATE_NETWORK:
+    without it, a `swarmproxy run` joins the public Mainline DHT and asks the router for ports. The one exception
+    is the test internet's processes, started inside namespaces with no route off the machine (asserted there)."""
+    exceptions = {ROOT / "bench" / "internet_netns.py"}
+    offenders = []
+    for path in [*(ROOT / "tests").rglob("*.py"), *(ROOT / "bench").rglob("*.py")]:
+        if path in exceptions:
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if 'startswith("SWARMPROXY_")' in line and "PRIVATE_NETWORK_ENV" not in line:
+                offenders.append(f"{path.relative_to(ROOT)}:{number}")
+    assert offenders == []

@@ -31,6 +31,8 @@ import threading
 import time
 import urllib.parse
 
+from bittorrent.settings import PRIVATE_NETWORK_ENV
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PAGE = "http://localhost:5555"  # the page's origin in the replayed fields: another site than 127.0.0.1
 TIMEOUT_S = 10.0
@@ -117,7 +119,8 @@ def start_proxy(tree: pathlib.Path, workdir: pathlib.Path) -> tuple[subprocess.P
 
 
 def _env(tree: pathlib.Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SWARMPROXY_") and k.lower() != "http_proxy"}
+    env = {k: v for k, v in os.environ.items()
+           if k == PRIVATE_NETWORK_ENV or (not k.startswith("SWARMPROXY_") and k.lower() != "http_proxy")}
     env["PYTHONPATH"] = str(tree)
     return env
 

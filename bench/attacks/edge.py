@@ -33,6 +33,8 @@ import tempfile
 import threading
 import time
 
+from bittorrent.settings import PRIVATE_NETWORK_ENV
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CONNECT_TIMEOUT_S = 5.0  # one client's connect + answer; far beyond a loopback round trip
 
@@ -61,7 +63,7 @@ def start_proxy(tree: pathlib.Path, workdir: pathlib.Path,
     argv = [args.python, "-m", "proxy.cli", "run", "--listen", "127.0.0.1:0", "--ready-file", str(ready),
             "--data-dir", str(workdir / "data"), "--dht-listen", "off", "--peer-listen", "off",
             "--no-lan-discovery", "--max-connections", str(args.max_connections), *args.extra]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SWARMPROXY_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWARMPROXY_") or k == PRIVATE_NETWORK_ENV}
     env["PYTHONPATH"] = str(tree)
     process = subprocess.Popen(argv, cwd=tree, env=env, stdout=open(workdir / "proxy.log", "wb"),
                                stderr=subprocess.STDOUT)

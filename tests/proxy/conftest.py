@@ -19,6 +19,7 @@ import pytest_asyncio
 import uvloop
 from aiohttp import web
 
+from bittorrent.settings import PRIVATE_NETWORK_ENV
 from proxy.config import Config
 from proxy.server import ProxyServer
 
@@ -294,7 +295,8 @@ class ProxyProcess:
 async def start_proxy_process(tmp_path: pathlib.Path, *args: str) -> ProxyProcess:
     ready = tmp_path / "ready.json"
     log_path = tmp_path / "proxy.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SWARMPROXY_")}
+    # No SWARMPROXY_ setting of the suite's reaches the proxy but the guard, which keeps it off the public network.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWARMPROXY_") or k == PRIVATE_NETWORK_ENV}
     env["XDG_DATA_HOME"] = str(tmp_path / "xdg")
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "proxy.cli", "run", "--listen", "127.0.0.1:0", "--ready-file", str(ready),

@@ -18,7 +18,8 @@ from swarm.discovery.seam import Attestation, ManifestClaim
 from swarm.service.store_work import BytesBody, fill_entry
 
 from ..bittorrent.stock_dht import stock_dht
-from .conftest import proxy_config
+from .conftest import proxy_config, start_proxy_process
+from .test_e2e_swarm import _admin
 
 GUARD = {PRIVATE_NETWORK_ENV: "1"}
 
@@ -37,8 +38,8 @@ GUARD = {PRIVATE_NETWORK_ENV: "1"}
     ({"mainline_bootstrap": "router.bittorrent.com:6881"}, GUARD, False, False, False, "names no node by address"),
     ({"mainline_bootstrap": "router.example:6881,127.0.0.1:6881"}, GUARD, True, False, False, None),
     # A lab behind NATs of its own maps ports when told to, but never under the guard.
-    ({"mainline_bootstrap": "7.7.0.2:6881", "map_ports": "true"}, {}, True, False, True, None),
-    ({"mainline_bootstrap": "7.7.0.2:6881", "map_ports": "true"}, GUARD, True, False, False, None),
+    ({"mainline_bootstrap": "55.55.0.2:6881", "map_ports": "true"}, {}, True, False, True, None),
+    ({"mainline_bootstrap": "55.55.0.2:6881", "map_ports": "true"}, GUARD, True, False, False, None),
 ])
 def test_when_the_node_joins_which_network(tmp_path, flags, environ, on, public, mapping, why):
     cfg = proxy_config(tmp_path, **{"peer_listen": "127.0.0.1:0", **flags})
@@ -74,6 +75,17 @@ async def test_the_suite_never_starts_a_session_for_the_public_network(tmp_path)
         assert server.internet.status()["why_off"].startswith(PRIVATE_NETWORK_ENV)
     finally:
         await server.stop()
+
+
+async def test_the_suites_proxy_processes_keep_the_guard(tmp_path):
+    node = await start_proxy_process(tmp_path)  # as every end-to-end test starts one
+    try:
+        network = _admin(node.address, "/_swarm/status")["network"]
+        assert network["mainline"] is False and network["public"] is False
+        assert "--private-network" in network["why_off"]  # the guard, read as the flag's variable
+    finally:
+        node.process.terminate()
+        await node.process.wait()
 
 
 async def test_a_root_shared_by_one_proxy_is_found_by_another_on_the_mainline_dht(tmp_path, monkeypatch):
