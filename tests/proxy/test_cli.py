@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from bittorrent.settings import PRIVATE_NETWORK_ENV
 from proxy import cli
 from proxy.config import OPTIONS
 
@@ -40,7 +41,8 @@ def test_help_for_each_command(capsys, command):
 ])
 def test_bad_settings_exit_2_with_one_line(argv, needle, tmp_path):
     result = subprocess.run([sys.executable, "-m", "proxy.cli", *argv], capture_output=True, text=True,
-                            env={"XDG_DATA_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}, timeout=60)
+                            env={"XDG_DATA_HOME": str(tmp_path), "PATH": "/usr/bin:/bin", PRIVATE_NETWORK_ENV: "1"},
+                            timeout=60)
     assert result.returncode == 2
     assert needle in result.stderr and "Traceback" not in result.stderr
 
@@ -89,6 +91,7 @@ def test_port_in_use_is_a_clear_error(tmp_path):
         port = busy.getsockname()[1]
         result = subprocess.run([sys.executable, "-m", "proxy.cli", "run", "--listen", f"127.0.0.1:{port}",
                                  "--dht-listen", "off", "--peer-listen", "off"],
-                                capture_output=True, text=True, env={"XDG_DATA_HOME": str(tmp_path)}, timeout=60)
+                                capture_output=True, text=True, timeout=60,
+                                env={"XDG_DATA_HOME": str(tmp_path), PRIVATE_NETWORK_ENV: "1"})
     assert result.returncode == 1
     assert "cannot listen on" in result.stderr and "Traceback" not in result.stderr
