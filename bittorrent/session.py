@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ __all__ = ["BtSession", "Seeding"]
 
 log = logging.getLogger("swarmproxy.bittorrent")
 
+PRIVILEGED_PORTS = 1024  # below it, a port a DHT answer names is never dialled (the session's own rule, in settings)
 LISTEN_TIMEOUT = 5.0  # seconds to wait for libtorrent to say it listens (it binds on its own thread)
 # Removals are status; accepted connections are peer, handshakes and disconnections connect.
 ALERTS = (lt.alert_category.error | lt.alert_category.status | lt.alert_category.storage | lt.alert_category.peer
@@ -63,6 +65,7 @@ class BtSession:
         `port_mapping`: ask the router for port mappings (`bittorrent.settings.may_map_ports`)."""
         self.host, self.requested_port = host, port
         self.reachable = tuple(reachable)
+        self._reachable_networks = [ipaddress.ip_network(net, strict=False) for net in self.reachable]
         self.dht_nodes = dht_nodes
         self.state_file = state_file if dht_nodes is not None else None
         self.port_mapping = port_mapping
@@ -221,6 +224,15 @@ class BtSession:
             self.session.dht_get_peers(lt.sha1_hash(key))
         return heard
 
+    def may_dial(self, host: str, port: int) -> bool:
+        """Whether an address a DHT node gave (a stranger's word) may be dialled: a public one, or one in a network
+        the user listed (`reachable`), and never a privileged port. libtorrent's IP filter guards its own
+        connections; the addresses a lookup hands us go to our peer transport, which has no filter of its own."""
+        ip = addresses.parse(host)
+        if ip is None or not PRIVILEGED_PORTS <= port < 65536:
+            return False
+        return addresses.is_public(host) or any(ip in network for network in self._reachable_networks)
+
     def dht_lookup_over(self, key: bytes, heard: asyncio.Queue[list[tuple[str, int]]]) -> None:
         listening = self._lookups.get(key, [])
         if heard in listening:
@@ -356,7 +368,7 @@ class BtSession:
                 if not removed.done():
                     removed.set_result(None)
         elif isinstance(alert, lt.dht_get_peers_reply_alert):
-            peers = [(str(host), int(port)) for host, port in alert.peers()]
+            peers = [(str(host), int(port)) for host, port in alert.peers() if self.may_dial(str(host), int(port))]
             for heard in self._lookups.get(alert.info_hash.to_bytes(), []):
                 heard.put_nowait(peers)
         elif isinstance(alert, lt.dht_stats_alert):

@@ -159,3 +159,70 @@ def test_the_lab_and_the_demo_set_the_guard_for_everything_they_start(monkeypatc
     monkeypatch.delenv(PRIVATE_NETWORK_ENV)
     assert demo(argparse.Namespace(size="1", origin_rate="1", peers=0, transport="tcp")) == 2  # (refused args)
     assert os.environ.get(PRIVATE_NETWORK_ENV) == "1"
+
+
+class HostileNode:
+    """A Mainline node on 127.0.0.1 that answers every get_peers with addresses a stranger chose: the intranet, the
+    cloud's metadata service, this machine, privileged ports, and one address the user listed."""
+
+    def __init__(self, values: list[tuple[str, int]]) -> None:
+        import socket
+        import struct
+        import threading
+
+        import libtorrent as lt
+
+        self.socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.socket.bind(("127.0.0.1", 0))
+        self.socket.settimeout(0.2)
+        self.port = self.socket.getsockname()[1]
+        self.values = [socket.inet_aton(host) + struct.pack(">H", port) for host, port in values]
+        self.running = True
+        self.bdecode, self.bencode = lt.bdecode, lt.bencode
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        node_id = os.urandom(20)
+        while self.running:
+            try:
+                data, source = self.socket.recvfrom(4096)
+            except TimeoutError:
+                continue
+            message = self.bdecode(data)
+            if not isinstance(message, dict) or message.get(b"y") != b"q":
+                continue
+            reply = {b"id": node_id, b"nodes": b""}
+            if message.get(b"q") == b"get_peers":
+                reply.update({b"token": b"tok", b"values": self.values})
+            self.socket.sendto(self.bencode({b"t": message[b"t"], b"y": b"r", b"r": reply}), source)
+
+    def close(self) -> None:
+        self.running = False
+        self.thread.join()
+        self.socket.close()
+
+
+async def test_a_lookup_hands_over_no_address_a_stranger_may_not_be_dialled_at():
+    """Attack: a DHT node answers a lookup with intranet, metadata-service and loopback addresses and privileged
+    ports; our transport would dial them (libtorrent's IP filter guards only its own connections). Only the public
+    address and the one in a listed network come through. On the tree before, all seven did."""
+    values = [("127.0.0.2", 4000), ("10.1.2.3", 8080), ("169.254.169.254", 8080), ("192.168.1.1", 2222),
+              ("0.0.0.0", 4000), ("55.55.1.1", 22), ("55.55.1.1", 4000), ("127.0.9.5", 4000)]
+    hostile = HostileNode(values)
+    # The hostile node on 127.0.0.1, listed as reachable (else the IP filter keeps the DHT from hearing it at all).
+    session = BtSession("127.0.0.1", 0, reachable=("127.0.0.1/32", "127.0.9.0/24"),
+                        dht_nodes=(f"127.0.0.1:{hostile.port}",))
+    await session.start()
+    try:
+        async with asyncio.timeout(30):
+            while not await session.dht_nodes_now():
+                pass
+        heard = session.dht_lookup(root_key(bytes(32)))
+        async with asyncio.timeout(30):
+            answer = await heard.get()
+        session.dht_lookup_over(root_key(bytes(32)), heard)
+        assert sorted(answer) == [("127.0.9.5", 4000), ("55.55.1.1", 4000)]
+    finally:
+        await session.stop()
+        hostile.close()
