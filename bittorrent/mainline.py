@@ -39,8 +39,9 @@ log = logging.getLogger("swarmproxy.bittorrent")
 ROOT_KEY_PREFIX = b"swarmproxy-root-v1"  # (docs/ARCHITECTURE.md: our peer port goes on keys only we derive)
 MAX_PROVIDERS = 200  # addresses taken from one lookup: a key crowded by a stranger's announcements costs no more
 REANNOUNCE = 15 * 60.0  # seconds between two announcements of one root: half an entry's life on the storing nodes
-# Seconds a lookup listens for answers: libtorrent never says that one ended, or that it found nobody. Mainline
-# lookups take 0.1-0.2 s at the median, a few seconds at worst; the engine's own wait (`provider_wait`) is shorter.
+# Seconds a lookup listens for answers at most: it ends sooner once the DHT says no lookup is under way
+# (`bittorrent.lookups`; with others at once, once the last ends). Mainline lookups take 0.1-0.2 s at the median, a
+# few seconds at worst; the engine's own wait (`provider_wait`) is shorter.
 LOOKUP_SECONDS = 5.0
 
 
@@ -79,8 +80,7 @@ class MainlineDirectory:
         session = self.session
         if session.port_maps.external_address is not None:
             return session.port_maps.external_address
-        if session.session is not None:
-            session.session.post_dht_stats()  # the count read below is the one asked for last time
+        session.post_dht_stats()  # the count read below is the one asked for last time
         if session.host not in UNSPECIFIED_HOSTS and session.dht_node_count:
             return session.host
         return None
@@ -93,7 +93,7 @@ class MainlineDirectory:
         self._stop(root)  # what the storing nodes hold expires on its own
 
     async def find_providers(self, root: bytes) -> AsyncGenerator[Provider, None]:
-        """Providers as nodes answer, for `LOOKUP_SECONDS` (or until the caller closes it)."""
+        """Providers as nodes answer, until the lookup is over (at most `LOOKUP_SECONDS`) or the caller closes it."""
         self.lookups += 1
         key = root_key(root)
         heard = self.session.dht_lookup(key)
@@ -101,8 +101,8 @@ class MainlineDirectory:
         try:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(LOOKUP_SECONDS):
-                    while True:
-                        for host, port in await heard.get():
+                    while (batch := await heard.get()) is not None:
+                        for host, port in batch:
                             if (host, port) in seen or not 0 < port < 65536 or len(seen) >= MAX_PROVIDERS:
                                 continue
                             seen.add((host, port))

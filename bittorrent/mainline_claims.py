@@ -13,9 +13,10 @@ A Mainline entry is a bare address and port: it cannot hold a claim. So a claim 
   claim per publisher cannot be used to hide an honest claim), and counted by network like every claim
   (`swarm.trust.quorum`). A stale entry costs one failed connection.
 
-Bounds: at most `MAX_ASKED` addresses asked per lookup, at once, each within `ASK_TIMEOUT`; a lookup listens for
-addresses `CLAIMS_WAIT` at most, and `GRACE` after the first batch (a Mainline lookup's answers come within a
-fraction of a second of each other): a download is not held up by a DHT that answers slowly or not at all.
+Bounds: at most `MAX_ASKED` addresses asked per lookup (one per host, `PER_NETWORK` per network), at once, each
+within `ASK_TIMEOUT` twice; a lookup listens for addresses until it is over, `CLAIMS_WAIT` at most and `GRACE`
+after the first batch; the whole call returns what answered within `CLAIMS_BUDGET`: a download is not held up by a
+DHT, or strangers, that answer slowly or not at all.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+import addresses
 from swarm.discovery.own_claims import OwnClaims
 from swarm.discovery.seam import MAX_TTL_S, ManifestClaim, Vouch
 from swarm.errors import PeerError, TransportError
@@ -41,9 +43,13 @@ log = logging.getLogger("swarmproxy.bittorrent")
 CLAIM_KEY_PREFIX = b"swarmproxy-key-v1"  # (docs/ARCHITECTURE.md: our peer port goes on keys only we derive)
 DEFAULT_TTL = 6 * 3600  # seconds a claim lives when the caller says nothing (our DHT's manifest records' life)
 MAX_ASKED = 16  # addresses asked per lookup: a key crowded by a stranger's announcements costs no more
-ASK_TIMEOUT = 2.0  # seconds for one address's connection, handshake and answer
-CLAIMS_WAIT = 3.0  # seconds a lookup waits for the first addresses
+PER_NETWORK = 2  # of them, at most this many in one network (one per host)
+ASK_TIMEOUT = 1.0  # seconds for one address's connection and handshake, and as many for its answer
+CLAIMS_WAIT = 2.0  # seconds a lookup waits for addresses at most (it ends sooner once the DHT says it is over)
 GRACE = 0.5  # seconds it listens for more after the first batch
+# Seconds one get_manifests takes at most, lookup and asks: within the block engine's wait for claims (5 s),
+# so that what the other backends answered is not lost waiting for this one.
+CLAIMS_BUDGET = 3.5
 
 # Ask one address for its claims under a key: (claim, published_at, expires_at) by our wall clock
 # (`SwarmNode.ask_claims`), raising on a failed connection or a bad answer.
@@ -89,14 +95,23 @@ class MainlineClaims:
         self.own.withdraw(repr_key)  # asked from now on, we say nothing; the DHT's entry expires on its own
 
     async def get_manifests(self, repr_key: bytes) -> list[Vouch]:
+        """The claims of the addresses found under the key, as many as answered within `CLAIMS_BUDGET`: a slow
+        or silent stranger costs its own answer, never the others' (nor the other backends': the composite waits
+        for every one)."""
         ask = self.ask
         if ask is None:
             raise BridgeError("the peer port is not listening yet: no query can be made")
+        loop = asyncio.get_running_loop()
+        budget_ends = loop.time() + CLAIMS_BUDGET
         self.lookups += 1
         addresses = await self._addresses(claim_key(repr_key))
         self.asked += len(addresses)
-        answers = await asyncio.gather(*(self._ask(ask, address, repr_key) for address in addresses))
-        vouches = [vouch for answer in answers for vouch in answer]
+        asking = [asyncio.ensure_future(self._ask(ask, address, repr_key)) for address in addresses]
+        if asking:
+            await asyncio.wait(asking, timeout=max(0.0, budget_ends - loop.time()))
+        for late in asking:
+            late.cancel()
+        vouches = [vouch for done in asking if done.done() and not done.cancelled() for vouch in done.result()]
         vouches.sort(key=lambda vouch: vouch.published_at, reverse=True)  # newest first, as the seam says
         return vouches
 
@@ -109,9 +124,13 @@ class MainlineClaims:
             self._stop(key)
 
     async def _addresses(self, dht_key: bytes) -> list[tuple[str, int]]:
-        """What a lookup of `dht_key` finds: up to `MAX_ASKED` addresses, within `CLAIMS_WAIT`."""
+        """What a lookup of `dht_key` finds, until it is over (at most `CLAIMS_WAIT`, `GRACE` after the first
+        batch): up to `MAX_ASKED` addresses, one per host and `PER_NETWORK` per network (a /24, a /48), so that one
+        party announcing many ports or many addresses of one network cannot crowd the others out."""
         heard = self.session.dht_lookup(dht_key)
         found: list[tuple[str, int]] = []
+        hosts: set[str] = set()
+        networks: dict[str, int] = {}
         loop = asyncio.get_running_loop()
         deadline = loop.time() + CLAIMS_WAIT
         try:
@@ -121,9 +140,15 @@ class MainlineClaims:
                         batch = await heard.get()
                 except TimeoutError:
                     break
+                if batch is None:  # the lookup is over
+                    break
                 for host, port in batch:
-                    if (host, port) not in found and 0 < port < 65536 and len(found) < MAX_ASKED:
-                        found.append((host, port))
+                    network = addresses.network_prefix(host)
+                    if host in hosts or networks.get(network, 0) >= PER_NETWORK or len(found) >= MAX_ASKED:
+                        continue
+                    hosts.add(host)
+                    networks[network] = networks.get(network, 0) + 1
+                    found.append((host, port))
                 if found:
                     deadline = min(deadline, loop.time() + GRACE)
         finally:

@@ -27,6 +27,7 @@ from swarm.content.torrent import Torrent
 from .admission import Admission
 from .download import Download
 from .errors import AlreadyAdded, ListenFailed
+from .lookups import Heard, Lookups
 from .port_maps import PortMaps
 from .settings import MAX_CONNECTIONS, session_settings
 from .watcher import AlertWatcher
@@ -36,6 +37,7 @@ __all__ = ["BtSession", "Seeding"]
 log = logging.getLogger("swarmproxy.bittorrent")
 
 PRIVILEGED_PORTS = 1024  # below it, a port a DHT answer names is never dialled (the session's own rule, in settings)
+LOOKUP_POLL = 0.1  # seconds between two asks for the DHT's stats while a lookup may not be over
 LISTEN_TIMEOUT = 5.0  # seconds to wait for libtorrent to say it listens (it binds on its own thread)
 # Removals are status; accepted connections are peer, handshakes and disconnections connect.
 ALERTS = (lt.alert_category.error | lt.alert_category.status | lt.alert_category.storage | lt.alert_category.peer
@@ -72,7 +74,8 @@ class BtSession:
         self.port_maps = PortMaps()
         self.dht_node_count: int | None = None  # nodes in the routing table, as the last DHT stats said
         self._counting: list[asyncio.Future[int]] = []  # `dht_nodes_now` callers waiting for the next count
-        self._lookups: dict[bytes, list[asyncio.Queue[list[tuple[str, int]]]]] = {}  # DHT key -> who listens
+        self._lookups = Lookups()  # the DHT lookups under way, and who listens to each
+        self._polling: asyncio.Task | None = None  # asks for DHT stats while a lookup may not be over
         self.session: Any = None  # lt.session once started
         self.port: int | None = None  # the TCP port it listens on, once it does
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -214,15 +217,32 @@ class BtSession:
         if self.session is not None:
             self.session.dht_announce(lt.sha1_hash(key), port, 0)
 
-    def dht_lookup(self, key: bytes) -> asyncio.Queue[list[tuple[str, int]]]:
+    def dht_lookup(self, key: bytes) -> Heard:
         """Start a lookup of the 20-byte `key` (BEP 5 `get_peers`): the addresses announced there come on the queue
-        as nodes answer with some, a batch per answer. libtorrent says nothing when a lookup ends, nor when it found
-        nobody, so the caller decides how long to listen, and calls `dht_lookup_over` then."""
-        heard: asyncio.Queue[list[tuple[str, int]]] = asyncio.Queue()
-        self._lookups.setdefault(key, []).append(heard)
+        as nodes answer with some, a batch per answer, then None once the DHT says no lookup is under way
+        (`bittorrent.lookups`: with others at once, that is once the last ends). The caller caps its wait, and calls
+        `dht_lookup_over` when it stops listening."""
+        heard = self._lookups.start(key)
         if self.session is not None:
             self.session.dht_get_peers(lt.sha1_hash(key))
+            if self._polling is None:
+                self._polling = asyncio.ensure_future(self._poll_lookups())
         return heard
+
+    async def _poll_lookups(self) -> None:
+        try:
+            while self.session is not None and self._lookups.waiting:
+                self.post_dht_stats()
+                await asyncio.sleep(LOOKUP_POLL)
+        finally:
+            self._polling = None
+
+    def post_dht_stats(self) -> None:
+        """Ask libtorrent for the DHT's stats (answered by an alert: the routing table's size, the lookups under
+        way); every request goes through here, so that the answers can be matched to them in order."""
+        if self.session is not None and self.dht_nodes is not None:
+            self.session.post_dht_stats()
+            self._lookups.stats_asked()
 
     def may_dial(self, host: str, port: int) -> bool:
         """Whether an address a DHT node gave (a stranger's word) may be dialled: a public one, or one in a network
@@ -233,17 +253,13 @@ class BtSession:
             return False
         return addresses.is_public(host) or any(ip in network for network in self._reachable_networks)
 
-    def dht_lookup_over(self, key: bytes, heard: asyncio.Queue[list[tuple[str, int]]]) -> None:
-        listening = self._lookups.get(key, [])
-        if heard in listening:
-            listening.remove(heard)
-        if not listening:
-            self._lookups.pop(key, None)
+    def dht_lookup_over(self, key: bytes, heard: Heard) -> None:
+        self._lookups.over(key, heard)
 
     def dht_status(self) -> dict[str, object]:
         if self.session is None or self.dht_nodes is None:
             return {"on": False}
-        self.session.post_dht_stats()  # answered by an alert: the count shown is the one asked for last time
+        self.post_dht_stats()  # answered by an alert: the count shown is the one asked for last time
         return {"on": True, "lookups": len(self._lookups), "nodes": self.dht_node_count}
 
     async def dht_nodes_now(self) -> int:
@@ -251,7 +267,7 @@ class BtSession:
         assert self._loop is not None and self.session is not None and self.dht_nodes is not None
         counted: asyncio.Future[int] = self._loop.create_future()
         self._counting.append(counted)
-        self.session.post_dht_stats()
+        self.post_dht_stats()
         return await counted
 
     # -- port mapping (only with `port_mapping`) -------------------------------------------------------------------
@@ -369,10 +385,10 @@ class BtSession:
                     removed.set_result(None)
         elif isinstance(alert, lt.dht_get_peers_reply_alert):
             peers = [(str(host), int(port)) for host, port in alert.peers() if self.may_dial(str(host), int(port))]
-            for heard in self._lookups.get(alert.info_hash.to_bytes(), []):
-                heard.put_nowait(peers)
+            self._lookups.on_peers(alert.info_hash.to_bytes(), peers)
         elif isinstance(alert, lt.dht_stats_alert):
             self.dht_node_count = sum(int(bucket["num_nodes"]) for bucket in alert.routing_table)
+            self._lookups.on_stats(any(lookup["type"] == "get_peers" for lookup in alert.active_requests))
             counting, self._counting = self._counting, []
             for counted in counting:
                 if not counted.done():

@@ -32,7 +32,7 @@ class FakeSession:
         self.looked_up.append(key)
         heard: asyncio.Queue = asyncio.Queue()
         for batch in self.batches:
-            heard.put_nowait(batch)
+            heard.put_nowait(None if batch == [None] else batch)
         return heard
 
     def dht_lookup_over(self, key, heard) -> None:
@@ -51,6 +51,7 @@ class FakeDirectory:
 
 def store(batches, monkeypatch) -> MainlineClaims:
     monkeypatch.setattr("bittorrent.mainline_claims.CLAIMS_WAIT", 0.2)
+    monkeypatch.setattr("bittorrent.mainline_claims.CLAIMS_BUDGET", 5.0)
     monkeypatch.setattr("bittorrent.mainline_claims.GRACE", 0.05)
     monkeypatch.setattr("bittorrent.mainline_claims.ASK_TIMEOUT", 0.1)
     return MainlineClaims(FakeDirectory(FakeSession(batches)), OwnClaims(), clock=lambda: 1_000_000.0)
@@ -131,6 +132,48 @@ async def test_a_claim_is_kept_announced_and_withdrawn(monkeypatch):
     await claims.withdraw_manifest(KEY)
     assert claims.own.get(KEY, 1_000_000.0) == [] and claims.status()["claims_kept"] == 0
     claims.close()
+
+
+async def test_one_party_cannot_crowd_the_others_out(monkeypatch):
+    # Attack: 16 ports of one address and five addresses of one /24 answer first; the honest claimers after them
+    # were never asked (the 16 asks all went to the first address). One per host, two per network now.
+    crowd = [("6.6.6.6", 4000 + i) for i in range(16)] + [(f"6.6.7.{i}", 4000) for i in range(5)]
+    honest = [("55.55.1.10", 4000), ("55.55.2.10", 4000)]
+    claims = store([crowd, honest, [None]], monkeypatch)
+    asked = []
+
+    async def ask(address, key):
+        asked.append(address)
+        return [(CLAIM, 999_990.0, 1_003_600.0)] if address in honest else []
+
+    claims.ask, claims.peer_port = ask, 5000
+    vouches = await claims.get_manifests(KEY)
+    assert sorted(asked) == [("55.55.1.10", 4000), ("55.55.2.10", 4000), ("6.6.6.6", 4000), ("6.6.7.0", 4000),
+                             ("6.6.7.1", 4000)]
+    assert {v.publisher_host for v in vouches} == {"55.55.1.10", "55.55.2.10"}
+
+
+async def test_a_silent_stranger_costs_its_answer_not_the_others(monkeypatch):
+    claims = store([[("55.55.1.10", 4000), ("55.55.2.10", 4000)]], monkeypatch)
+    monkeypatch.setattr("bittorrent.mainline_claims.ASK_TIMEOUT", 60.0)
+    monkeypatch.setattr("bittorrent.mainline_claims.CLAIMS_BUDGET", 0.5)
+
+    async def ask(address, key):
+        if address[0] == "55.55.2.10":
+            await asyncio.Event().wait()  # a tarpit: accepts, never answers
+        return [(CLAIM, 999_990.0, 1_003_600.0)]
+
+    claims.ask, claims.peer_port = ask, 5000
+    (vouch,) = await claims.get_manifests(KEY)  # within the budget, with what answered
+    assert vouch.publisher_host == "55.55.1.10"
+
+
+async def test_a_lookup_that_is_over_is_not_waited_for(monkeypatch):
+    claims = store([[None]], monkeypatch)  # the DHT says the lookup is over, having found nobody
+    monkeypatch.setattr("bittorrent.mainline_claims.CLAIMS_WAIT", 60.0)
+    claims.ask, claims.peer_port = (lambda address, key: None), 5000
+    async with asyncio.timeout(10):  # (60 s if the end were not heard)
+        assert await claims.get_manifests(KEY) == []
 
 
 def test_the_key_is_ours_alone():
