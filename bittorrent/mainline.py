@@ -67,6 +67,7 @@ class MainlineDirectory:
         self.session = session
         self._node_id = os.urandom(20)  # nobody else sees it: providers here are named by address
         self._announcing: dict[bytes, asyncio.Task] = {}
+        self._closed = False  # after close, an announcement starts nothing (the session is going)
         self.lookups = self.found = 0
 
     @property
@@ -86,6 +87,8 @@ class MainlineDirectory:
         return None
 
     async def announce(self, root: bytes, address: tuple[str, int], transports: int = TransportFlags.TCP) -> None:
+        if self._closed:
+            raise BridgeError("the Mainline DHT is shutting down")
         self._stop(root)
         self._announcing[root] = asyncio.ensure_future(self._keep_announced(root, address[1]))
 
@@ -116,6 +119,7 @@ class MainlineDirectory:
                 "providers_found": self.found}
 
     def close(self) -> None:
+        self._closed = True
         for root in list(self._announcing):
             self._stop(root)
 

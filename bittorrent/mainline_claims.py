@@ -76,6 +76,7 @@ class MainlineClaims:
         self.ask: Ask | None = None
         self.peer_port: int | None = None
         self._keeping: dict[bytes, asyncio.Task] = {}
+        self._closed = False  # after close, a claim starts nothing (the session is going)
         self.lookups = self.asked = self.answered = 0
 
     @property
@@ -83,6 +84,8 @@ class MainlineClaims:
         return self.directory.node_id
 
     async def put_manifest(self, repr_key: bytes, claim: ManifestClaim, *, ttl: int | None = None) -> None:
+        if self._closed:
+            raise BridgeError("the Mainline DHT is shutting down")
         if self.peer_port is None:
             raise BridgeError("the peer port is not listening yet: nobody could ask for the claim")
         life = min(ttl if ttl is not None else DEFAULT_TTL, MAX_TTL_S)
@@ -120,6 +123,7 @@ class MainlineClaims:
                 "answered": self.answered}
 
     def close(self) -> None:
+        self._closed = True
         for key in list(self._keeping):
             self._stop(key)
 

@@ -69,12 +69,13 @@ def plan(cfg: Config, environ: Mapping[str, str]) -> InternetPlan:
         return InternetPlan(None, False, False, "--peer-listen off: nothing to share or find")
     if cfg.mainline_bootstrap:  # a DHT of one's own is not the public network: --private-network allows it
         guarded = PRIVATE_NETWORK_ENV in environ
-        # Under the guard, addresses only: a name would be a DNS query, and could name a public router.
+        # Under the guard, non-public addresses only: a name would be a DNS query, and a name or a public address
+        # could be a public router.
         nodes = tuple(f"[{n.host}]:{n.port}" if ":" in n.host else f"{n.host}:{n.port}" for n in cfg.mainline_bootstrap
-                      if not guarded or addresses.parse(n.host) is not None)
+                      if not guarded or (addresses.parse(n.host) is not None and not addresses.is_public(n.host)))
         if not nodes:
             return InternetPlan(None, False, False, f"{PRIVATE_NETWORK_ENV} is set and --mainline-bootstrap names "
-                                "no node by address")
+                                "no node by a non-public address")
         return InternetPlan(nodes, False, cfg.map_ports and not guarded)
     if cfg.private_network:
         return InternetPlan(None, False, False, "--private-network")
@@ -138,8 +139,9 @@ class Internet:
         """The table is written at stop, and every `seconds` before: a node that is killed rejoins through the
         nodes it knew (and its first-run message is not shown again)."""
         while self.session is not None:
-            await self.session.save_state()
-            await asyncio.sleep(seconds)
+            await asyncio.sleep(seconds)  # (not at once: the table is still empty then, and would replace the saved)
+            if self.session is not None and self.session.dht_node_count:
+                await self.session.save_state()
 
     def peer_port(self, port: int, ask: Ask) -> None:
         """The block engine listens on `port`, and asks other nodes for their claims with `ask`: claims can be

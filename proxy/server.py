@@ -454,10 +454,11 @@ class ProxyServer:
             await self.fallback.close()
         if self.bridge is not None:  # its torrents stop before the store they read from closes
             self.bridge.stop()
+        if self.engine is not None:  # its last withdrawals and lookups still have the Mainline DHT
+            await self.engine.stop()
         if self.internet is not None:
             await self.internet.stop()
         if self.engine is not None:
-            await self.engine.stop()
             self.engine.store.close()
         if self._bootstrap_task is not None:
             self._bootstrap_task.cancel()

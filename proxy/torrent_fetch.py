@@ -131,12 +131,12 @@ class TorrentFetch:
                 peers.append((host, port))
         except BadTarget as exc:
             return _text(400, str(exc))
+        if not peers and not session.dht_status()["on"]:
+            notes.append("no peer given (x.pe, --peer) and the Mainline DHT is off: only our own peers can answer")
         peer = request.transport.get_extra_info("peername") if request.transport else None
         record = self.stats.begin("GET", f"magnet:?xt=urn:btmh:1220{info_hash.hex()}", str(peer[0]) if peer else "-")
         for note in notes:
             record.event(0.0, note)
-        if not peers and not session.dht_status()["on"]:
-            notes.append("no peer given (x.pe, --peer) and the Mainline DHT is off: only our own peers can answer")
         run = _Run(self, engine, session, self.bridge(), record, info_hash, name, file, torrent, peers)
         return await run.respond(request)
 

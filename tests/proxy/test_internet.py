@@ -35,11 +35,12 @@ GUARD = {PRIVATE_NETWORK_ENV: "1"}
     # ... even with --private-network: not the public network (and the suite's processes have both).
     ({"mainline_bootstrap": "127.0.0.1:6881", "private_network": "true"}, GUARD, True, False, False, None),
     # Under the guard, nodes by address only: a name would be a DNS query, and could be a public router.
-    ({"mainline_bootstrap": "router.bittorrent.com:6881"}, GUARD, False, False, False, "names no node by address"),
+    ({"mainline_bootstrap": "router.bittorrent.com:6881"}, GUARD, False, False, False, "no node by a non-public"),
+    ({"mainline_bootstrap": "67.215.246.10:6881"}, GUARD, False, False, False, "no node by a non-public"),
     ({"mainline_bootstrap": "router.example:6881,127.0.0.1:6881"}, GUARD, True, False, False, None),
     # A lab behind NATs of its own maps ports when told to, but never under the guard.
     ({"mainline_bootstrap": "55.55.0.2:6881", "map_ports": "true"}, {}, True, False, True, None),
-    ({"mainline_bootstrap": "55.55.0.2:6881", "map_ports": "true"}, GUARD, True, False, False, None),
+    ({"mainline_bootstrap": "10.0.0.2:6881", "map_ports": "true"}, GUARD, True, False, False, None),
 ])
 def test_when_the_node_joins_which_network(tmp_path, flags, environ, on, public, mapping, why):
     cfg = proxy_config(tmp_path, **{"peer_listen": "127.0.0.1:0", **flags})
@@ -51,6 +52,7 @@ def test_when_the_node_joins_which_network(tmp_path, flags, environ, on, public,
     if "mainline_bootstrap" in flags and on:
         assert decided.dht_nodes == tuple(n for n in flags["mainline_bootstrap"].split(",")
                                           if not environ or "example" not in n)
+        assert not environ or all(not n.startswith(("55.", "67.")) for n in decided.dht_nodes)
 
 
 def test_the_first_run_says_what_joining_means(tmp_path):
