@@ -31,6 +31,9 @@ from swarm.net.wire import (
     _FRAME,
     _HANDSHAKE,
     _HASH_RESPONSE,
+    _ONE_TRANSPORT,
+    _REACH_REQUEST,
+    _REACH_RESULT,
     _REJECT,
     _SPAN,
     _U16,
@@ -38,6 +41,7 @@ from swarm.net.wire import (
     BLOCK_HEADER_SIZE,
     MAX_CLAIM_SIZE,
     MAX_CLAIMS_PER_ANSWER,
+    NONCE_SIZE,
     Bitfield,
     Block,
     Cancel,
@@ -56,6 +60,10 @@ from swarm.net.wire import (
     MessageType,
     Pex,
     PexPeer,
+    ReachProof,
+    ReachRequest,
+    ReachResult,
+    ReachStatus,
     Reject,
     RejectReason,
     Request,
@@ -100,6 +108,9 @@ def _body_bounds(limits: Limits) -> dict[int, tuple[int, int]]:
             _CLAIMS_HEAD.size,
             _CLAIMS_HEAD.size + MAX_CLAIMS_PER_ANSWER * (_CLAIM_ENTRY.size + MAX_VALIDATOR_BYTES),
         ),
+        MessageType.REACH_REQUEST: (_REACH_REQUEST.size, _REACH_REQUEST.size),
+        MessageType.REACH_PROOF: (NONCE_SIZE, NONCE_SIZE),
+        MessageType.REACH_RESULT: (_REACH_RESULT.size, _REACH_RESULT.size),
     }
 
 
@@ -447,8 +458,28 @@ class Decoder:
             raise ProtocolError(f"{len(body) - position} trailing bytes after CLAIMS entries")
         return ClaimsResponse(key, tuple(entries))
 
+    def _reach_request(self, body: memoryview) -> Message:
+        port, flags, nonce = _REACH_REQUEST.unpack(body)
+        if port == 0:
+            raise ProtocolError("REACH_REQUEST for port 0")
+        if not flags or flags & ~_ALL_TRANSPORTS:
+            raise ProtocolError(f"REACH_REQUEST with transport flags {flags:#04x}")
+        return ReachRequest(port, Transport(flags), nonce)
+
+    def _reach_proof(self, body: memoryview) -> Message:
+        return ReachProof(bytes(body))
+
+    def _reach_result(self, body: memoryview) -> Message:
+        nonce, flag, status = _REACH_RESULT.unpack(body)
+        if flag not in _ONE_TRANSPORT:
+            raise ProtocolError(f"REACH_RESULT with transport flags {flag:#04x}: one transport, please")
+        if status not in _REACH_STATUSES:
+            raise ProtocolError(f"unknown REACH_RESULT status {status}")
+        return ReachResult(nonce, Transport(flag), ReachStatus(status))
+
 
 _REJECT_REASONS = frozenset(int(reason) for reason in RejectReason)
+_REACH_STATUSES = frozenset(int(status) for status in ReachStatus)
 
 _DECODERS: dict[int, Callable[[Decoder, memoryview], Message]] = {  # by the frame's kind byte
     MessageType.KEEPALIVE: Decoder._keepalive,
@@ -467,4 +498,7 @@ _DECODERS: dict[int, Callable[[Decoder, memoryview], Message]] = {  # by the fra
     MessageType.MANIFEST: Decoder._manifest,
     MessageType.CLAIMS_REQUEST: Decoder._claims_request,
     MessageType.CLAIMS: Decoder._claims,
+    MessageType.REACH_REQUEST: Decoder._reach_request,
+    MessageType.REACH_PROOF: Decoder._reach_proof,
+    MessageType.REACH_RESULT: Decoder._reach_result,
 }

@@ -25,6 +25,9 @@ One message set for every transport (a TCP stream, a QUIC stream, the in-memory 
 | 14   | CLAIMS_REQUEST   | 32 key: the answerer's own claims under it, please (query sessions only)      |
 | 15   | CLAIMS           | 32 key, u8 n ≤ 8, n × (32 content root, u64 size < 2**63, u32 block size,     |
 |      |                  | u32 age s, u32 seconds left ≥ 1, u8 validator length v (1..200), v bytes)     |
+| 16   | REACH_REQUEST    | u16 port ≠ 0, u8 `Transport` flags (≥ 1), 16 nonce: connect back (query only) |
+| 17   | REACH_PROOF      | 16 proof: `reach_proof(nonce)`; first message after a HANDSHAKE on QUERY_ROOT |
+| 18   | REACH_RESULT     | 16 nonce, u8 one `Transport` flag, u8 status (`ReachStatus`)                  |
 
 The codec checks syntax and limits only; what a message means in a session (handshake first, blocks within the
 manifest, hash ranges aligned) is the session's business — except for one question that cannot wait: whether a
@@ -45,12 +48,30 @@ two types looks `QUERY_ROOT` up, finds it not shared and closes the session at i
 takes an unknown type for a malformed frame (`ProtocolError`, "unknown message type"), which drops the connection.
 So an old node is one that answers no query, never one that misreads one: to an asker, a node that is not there.
 
+**Connect-backs** (reachability: is this node's peer port open to the Internet, or behind a NAT?). On a query
+session, REACH_REQUEST(port, transports, nonce) asks the answering node to connect back, by each transport named,
+to *the address the request came from* on `port`: the address of the connection it arrived on, never one the
+requester names, so nobody can make a node connect to a third party (the requester's own address is one its
+transport handshake proved it holds). Each connect-back is one connection: a HANDSHAKE on `QUERY_ROOT`, then one
+REACH_PROOF carrying `reach_proof(nonce)`, then the connection is closed; the answerer then sends one REACH_RESULT
+per transport on the requester's session: connected, refused, timed out, or not attempted (over the answerer's
+limits, a transport it does not speak, a port below 1024, a source that is not public), so a requester can tell
+"the peer could not reach me" from "the peer did not try". The proof is a hash of the nonce, not the nonce, so no
+byte of a connect-back is the requester's choice but the port: a requester cannot make a node write a command of
+its choosing to whatever listens at its address (a text protocol would read a nonce of "FLUSHALL\r\n" as one).
+Nothing is amplified: a connect-back sends 92 bytes (HANDSHAKE, REACH_PROOF) for the 95 of the requester's
+HANDSHAKE and REACH_REQUEST, and each REACH_RESULT (23 bytes) is smaller than the request. The requester's node
+takes a query session whose first message after the HANDSHAKE is a REACH_PROOF as a connect-back and closes it.
+How many connect-backs a node makes is bounded per source and in all (`swarm.core.reach`). An older node drops
+the connection at a REACH_REQUEST (an unknown type): to the requester, a peer that did not answer.
+
 BLOCK is the one large message; `encode_block_header` lets a transport write the 13-byte header and then the
 payload (or a `sendfile` range) without concatenating them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -90,6 +111,12 @@ __all__ = [
     "ClaimEntry",
     "ClaimsRequest",
     "ClaimsResponse",
+    "NONCE_SIZE",
+    "ReachStatus",
+    "ReachRequest",
+    "ReachProof",
+    "ReachResult",
+    "reach_proof",
     "Message",
     "encode",
     "encode_block_header",
@@ -110,6 +137,10 @@ _BLOCK_HEADER = struct.Struct(">IBII")
 BLOCK_HEADER_SIZE = _BLOCK_HEADER.size
 _CLAIMS_HEAD = struct.Struct(">32sB")  # key, entry count
 _CLAIM_ENTRY = struct.Struct(">32sQIIIB")  # root, size, block size, age, seconds left, validator length
+NONCE_SIZE = 16  # a connect-back's nonce, and its proof: random to the requester, unguessable to anyone else
+_REACH_REQUEST = struct.Struct(">HB16s")  # port, transport flags, nonce
+_REACH_RESULT = struct.Struct(">16sBB")  # nonce, one transport flag, status
+_REACH_PROOF_TAG = b"swarmproxy-reach-v1"
 
 # The root of a HANDSHAKE that opens a query session (module docstring). No content has it: the empty content's
 # root is all zeros, and any other is a SHA-256 output, all ones with a chance of 2**-256.
@@ -137,6 +168,9 @@ class MessageType(IntEnum):
     MANIFEST = 13
     CLAIMS_REQUEST = 14
     CLAIMS = 15
+    REACH_REQUEST = 16
+    REACH_PROOF = 17
+    REACH_RESULT = 18
 
 
 class RejectReason(IntEnum):
@@ -153,6 +187,16 @@ class Transport(IntFlag):
 
 
 _ALL_TRANSPORTS = int(Transport.TCP | Transport.QUIC)
+_ONE_TRANSPORT = frozenset(int(flag) for flag in Transport)  # a REACH_RESULT names exactly one
+
+
+class ReachStatus(IntEnum):
+    """What became of one connect-back (REACH_RESULT)."""
+
+    CONNECTED = 1  # the connection was made and the proof sent
+    REFUSED = 2  # something answered no: nothing listens there, or a firewall rejects (a reset, an ICMP error)
+    TIMED_OUT = 3  # nothing answered: what a NAT or a firewall that drops does
+    NOT_ATTEMPTED = 4  # not tried: the answerer's limits, a transport it lacks, a port below 1024, a private source
 
 
 @dataclass(frozen=True, slots=True)
@@ -435,9 +479,67 @@ class ClaimsResponse:
         return _frame(MessageType.CLAIMS, body)
 
 
+def reach_proof(nonce: bytes) -> bytes:
+    """What a connect-back carries for `nonce`: a hash of it, never the requester's bytes (module docstring)."""
+    if len(nonce) != NONCE_SIZE:
+        raise ValueError(f"a nonce is {NONCE_SIZE} bytes")
+    return hashlib.sha256(_REACH_PROOF_TAG + nonce).digest()[:NONCE_SIZE]
+
+
+def _check_nonce(value: bytes, what: str) -> None:
+    if len(value) != NONCE_SIZE:
+        raise ValueError(f"{what} must be {NONCE_SIZE} bytes")
+
+
+@dataclass(frozen=True, slots=True)
+class ReachRequest:
+    """On a query session: connect back to the address this came from, on `port`, by each of `transports`, and
+    prove it with `reach_proof(nonce)` (module docstring, "Connect-backs")."""
+
+    port: int
+    transports: Transport
+    nonce: bytes
+
+    def encode(self) -> bytes:
+        if not 1 <= self.port <= 0xFFFF:
+            raise ValueError("port must be in 1..65535")
+        if not self.transports or int(self.transports) & ~_ALL_TRANSPORTS:
+            raise ValueError("transports must name at least one known transport")
+        _check_nonce(self.nonce, "nonce")
+        return _frame(MessageType.REACH_REQUEST, _pack(_REACH_REQUEST, self.port, int(self.transports), self.nonce))
+
+
+@dataclass(frozen=True, slots=True)
+class ReachProof:
+    """The one message of a connect-back after its HANDSHAKE: `reach_proof` of the requester's nonce."""
+
+    proof: bytes
+
+    def encode(self) -> bytes:
+        _check_nonce(self.proof, "proof")
+        return _frame(MessageType.REACH_PROOF, self.proof)
+
+
+@dataclass(frozen=True, slots=True)
+class ReachResult:
+    """The answer to a REACH_REQUEST for `nonce`, one per transport it named: what the connect-back came to."""
+
+    nonce: bytes
+    transport: Transport
+    status: ReachStatus
+
+    def encode(self) -> bytes:
+        _check_nonce(self.nonce, "nonce")
+        if int(self.transport) not in _ONE_TRANSPORT:
+            raise ValueError("a REACH_RESULT names exactly one transport")
+        status = ReachStatus(self.status)
+        return _frame(MessageType.REACH_RESULT, _pack(_REACH_RESULT, self.nonce, int(self.transport), status))
+
+
 Message = (
     KeepAlive | Handshake | Bitfield | Have | Request | Block | Cancel | Reject | HashRequest | HashResponse | Pex
-    | Start | ManifestRequest | ManifestResponse | ClaimsRequest | ClaimsResponse
+    | Start | ManifestRequest | ManifestResponse | ClaimsRequest | ClaimsResponse | ReachRequest | ReachProof
+    | ReachResult
 )
 
 

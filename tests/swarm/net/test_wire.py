@@ -1,5 +1,6 @@
 """Wire codec: round trips, rejects, limits, chunking, and fuzzing (the decoder raises only ProtocolError)."""
 
+import hashlib
 import struct
 from ipaddress import IPv4Address, IPv6Address, ip_address
 
@@ -29,6 +30,10 @@ from swarm.net.wire import (
     MessageType,
     Pex,
     PexPeer,
+    ReachProof,
+    ReachRequest,
+    ReachResult,
+    ReachStatus,
     Reject,
     RejectReason,
     Request,
@@ -38,6 +43,7 @@ from swarm.net.wire import (
 from swarm.trust.claims import MAX_VALIDATOR_BYTES, ManifestClaim
 
 H1, H2 = b"\x11" * 32, b"\x22" * 32
+N1, N2 = b"\x5a" * 16, bytes(range(16))  # connect-back nonces
 MAX_U32 = 2**32 - 1
 CLAIM = ManifestClaim(H2, 1_000_000, 262_144, b'"etag-1"')
 # The largest CLAIMS there is: every field at its maximum.
@@ -77,6 +83,11 @@ EXAMPLES = [
     ClaimsResponse(H1, (ClaimEntry(CLAIM, 0, 1),)),
     ClaimsResponse(H2, (ClaimEntry(ManifestClaim(bytes(32), 0, 0, b"v"), 30, 120), ClaimEntry(CLAIM, 5, 86_400))),
     LARGEST_CLAIMS,
+    ReachRequest(1, Transport.TCP, N1),
+    ReachRequest(65535, Transport.TCP | Transport.QUIC, N2),
+    ReachProof(wire.reach_proof(N1)),
+    ReachResult(N1, Transport.TCP, ReachStatus.CONNECTED),
+    ReachResult(N2, Transport.QUIC, ReachStatus.NOT_ATTEMPTED),
 ]
 
 # Byte for byte, as the table in swarm/net/wire.py lays them out.
@@ -88,6 +99,12 @@ VECTORS = {
         struct.pack(">IB", 1 + 33 + 53 + 8, 15) + H1 + b"\x01"
         + H2 + struct.pack(">QIIIB", 1_000_000, 262_144, 7, 3600, 8) + b'"etag-1"',
     ),
+    "reach-request": (ReachRequest(5000, Transport.TCP | Transport.QUIC, N2),
+                      struct.pack(">IBHB", 20, 16, 5000, 3) + N2),
+    "reach-proof": (ReachProof(wire.reach_proof(N2)),
+                    struct.pack(">IB", 17, 17) + hashlib.sha256(b"swarmproxy-reach-v1" + N2).digest()[:16]),
+    "reach-result": (ReachResult(N2, Transport.QUIC, ReachStatus.TIMED_OUT),
+                     struct.pack(">IB", 19, 18) + N2 + b"\x02\x03"),
 }
 
 
@@ -198,7 +215,7 @@ def claim_entry(size: int = 10, ttl: int = 60, validator: bytes = b"v") -> bytes
 
 REJECTED = {
     "zero-length": struct.pack(">I", 0),
-    "unknown-type": frame(16),
+    "unknown-type": frame(len(MessageType)),
     "unknown-type-255": frame(255),
     "keepalive-with-body": frame(0, b"x"),
     "handshake-short": frame(1, b"\x00\x01" + H1 + H2[:31]),
@@ -247,6 +264,19 @@ REJECTED = {
     "claims-validator-too-long": frame(15, H1 + b"\x01" + claim_entry(validator=b"v" * (MAX_VALIDATOR_BYTES + 1))),
     "claims-size-2**63": frame(15, H1 + b"\x01" + claim_entry(size=2**63)),
     "claims-size-u64-max": frame(15, H1 + b"\x01" + claim_entry(size=2**64 - 1)),
+    "reach-request-short": frame(16, struct.pack(">HB", 5000, 1) + N1[:15]),
+    "reach-request-long": frame(16, struct.pack(">HB", 5000, 1) + N1 + b"x"),
+    "reach-request-port-0": frame(16, struct.pack(">HB", 0, 1) + N1),
+    "reach-request-no-transport": frame(16, struct.pack(">HB", 5000, 0) + N1),
+    "reach-request-unknown-transport": frame(16, struct.pack(">HB", 5000, 4) + N1),
+    "reach-proof-short": frame(17, N1[:15]),
+    "reach-proof-long": frame(17, N1 + b"x"),
+    "reach-result-short": frame(18, N1 + b"\x01"),
+    "reach-result-long": frame(18, N1 + b"\x01\x01\x00"),
+    "reach-result-two-transports": frame(18, N1 + b"\x03\x01"),
+    "reach-result-no-transport": frame(18, N1 + b"\x00\x01"),
+    "reach-result-status-0": frame(18, N1 + b"\x01\x00"),
+    "reach-result-status-5": frame(18, N1 + b"\x01\x05"),
     "good-then-bad": Have(1).encode() + frame(3, b"\x00"),
 }
 
@@ -275,6 +305,9 @@ OVERSIZED_HEADERS = {
     "hashes-over-limit": struct.pack(">IB", 1 + 9 + 32 * (Limits().max_hashes + 65), MessageType.HASH_RESPONSE),
     "claims-request-declares-34": struct.pack(">IB", 1 + 33, MessageType.CLAIMS_REQUEST),
     "claims-over-the-largest": struct.pack(">IB", len(LARGEST_CLAIMS.encode()) - 4 + 1, MessageType.CLAIMS),
+    "reach-request-declares-21": struct.pack(">IB", 1 + 20, MessageType.REACH_REQUEST),
+    "reach-proof-declares-17": struct.pack(">IB", 1 + 17, MessageType.REACH_PROOF),
+    "reach-result-declares-19": struct.pack(">IB", 1 + 19, MessageType.REACH_RESULT),
 }
 
 
@@ -336,6 +369,15 @@ BAD_ENCODINGS = [
     ClaimsResponse(H1, (ClaimEntry(ManifestClaim(H1, 1, 2**32, b"v"), 0, 1),)),
     ClaimsResponse(H1, (ClaimEntry(ManifestClaim(H1, 1, 1, b""), 0, 1),)),
     ClaimsResponse(H1, (ClaimEntry(ManifestClaim(H1, 1, 1, b"v" * (MAX_VALIDATOR_BYTES + 1)), 0, 1),)),
+    ReachRequest(0, Transport.TCP, N1),
+    ReachRequest(65536, Transport.TCP, N1),
+    ReachRequest(5000, Transport(0), N1),
+    ReachRequest(5000, Transport.TCP, N1[:15]),
+    ReachProof(N1 + b"x"),
+    ReachResult(N1, Transport.TCP | Transport.QUIC, ReachStatus.CONNECTED),
+    ReachResult(N1, Transport(0), ReachStatus.CONNECTED),
+    ReachResult(N1, Transport.TCP, 0),
+    ReachResult(N1[:8], Transport.TCP, ReachStatus.REFUSED),
 ]
 
 
@@ -358,6 +400,20 @@ def test_a_received_claims_is_charged_its_size():
     assert message_size(ClaimsResponse(H1)) == len(ClaimsResponse(H1).encode())
 
 
+def test_a_connect_back_sends_no_more_than_its_request_and_none_of_its_bytes():
+    """No amplification, and nothing of the requester's choosing but the port (wire docstring, "Connect-backs"): the
+    connect-back (HANDSHAKE, REACH_PROOF) is no longer than what asked for it (HANDSHAKE, REACH_REQUEST), each answer
+    is shorter than the request, and the proof is a hash of the nonce, not the nonce."""
+    handshake = Handshake(wire.PROTOCOL_VERSION, H1, wire.QUERY_ROOT).encode()
+    request = ReachRequest(5000, Transport.TCP | Transport.QUIC, N1).encode()
+    proof = ReachProof(wire.reach_proof(N1)).encode()
+    assert len(handshake + proof) <= len(handshake + request)
+    assert len(ReachResult(N1, Transport.TCP, ReachStatus.CONNECTED).encode()) < len(request)
+    assert N1 not in proof and wire.reach_proof(N1) != wire.reach_proof(N2)
+    with pytest.raises(ValueError):
+        wire.reach_proof(N1[:15])
+
+
 def test_bitfield_from_blocks_rejects_out_of_range_blocks():
     with pytest.raises(ValueError):
         Bitfield.from_blocks(8, [8])
@@ -368,6 +424,7 @@ def test_bitfield_from_blocks_rejects_out_of_range_blocks():
 u32 = st.integers(0, MAX_U32)
 length = st.integers(1, 4096)
 hash_ = st.binary(min_size=32, max_size=32)
+nonce = st.binary(min_size=16, max_size=16)
 peer = st.builds(
     PexPeer,
     ip=st.ip_addresses(),
@@ -415,6 +472,10 @@ messages = st.one_of(
     st.builds(ManifestResponse, st.binary(min_size=1, max_size=300)),
     st.builds(ClaimsRequest, hash_),
     st.builds(ClaimsResponse, hash_, st.lists(claim_entries, max_size=wire.MAX_CLAIMS_PER_ANSWER).map(tuple)),
+    st.builds(ReachRequest, st.integers(1, 65535), st.sampled_from([Transport.TCP, Transport.QUIC,
+                                                                   Transport.TCP | Transport.QUIC]), nonce),
+    st.builds(ReachProof, nonce),
+    st.builds(ReachResult, nonce, st.sampled_from([Transport.TCP, Transport.QUIC]), st.sampled_from(ReachStatus)),
 )
 
 FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -441,7 +502,7 @@ def test_random_bytes_raise_only_protocol_error(pieces):
 @st.composite
 def framed_noise(draw):
     """Plausible frames (valid header, random body) so the fuzzer reaches every body parser."""
-    kind = draw(st.integers(0, 16))
+    kind = draw(st.integers(0, len(MessageType)))  # and the first unknown type
     body = draw(st.binary(max_size=80))
     return struct.pack(">IB", 1 + len(body), kind) + body
 
