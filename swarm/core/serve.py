@@ -12,7 +12,10 @@ injected) paces BLOCK answers. Actions for the shell:
 * `Send(message)`           — a control frame;
 * `SendBlock(block, offset, length)` — read those bytes from the store (or sendfile them) as a BLOCK, then
   report `on_sent(now)` once the connection has taken it (its send buffer is back under its bound);
-* `Close(reason)`           — end this connection.
+* `Close(reason)`           — end this connection;
+* `ConnectBack(port, transports, nonce)` — a query session's REACH_REQUEST: connect back to the peer's address (the
+  shell's limits first, `swarm.core.reach`) and answer REACH_RESULT on this connection;
+* `ProofArrived(proof)`     — this session is a connect-back: match `proof` against the node's own probes.
 
 What a peer is shown can be narrowed by the caller (`Shown`, optional; the proxy shows every peer everything):
 `shown(root, peer)` names the blocks of `root` that the peer whose HANDSHAKE gave node id `peer` may see, or None
@@ -33,6 +36,13 @@ a CLAIMS_REQUEST (a KEEPALIVE aside), closes the session, and so does a CLAIMS_R
 query session holds a slot like any connection (the shell admits it before this core runs) and never downloads,
 so it makes room for a newcomer before any connection that does; with the idle timeout below, what strangers can
 ask stays within the slots and their time.
+
+**Connect-backs** (`swarm.net.wire`, "Connect-backs"). A query session may also carry one REACH_REQUEST: it becomes
+`ConnectBack`, for the shell to judge and carry out (a second one closes the session: a requester needs one per
+probe). A query session whose first message after the HANDSHAKE is a REACH_PROOF is a connect-back to this node:
+`ProofArrived` for the shell, and the session is closed, matched or not (`connect_back` says it was one, so that the
+shell does not count it as a stranger's connection). A REACH_PROOF anywhere else, and a REACH_REQUEST or REACH_PROOF
+on a content session, closes the session; REACH_RESULT is only ever sent to us on a session we opened.
 
 What one peer can make us hold is bounded: at most `max_queued` requests wait (libtorrent's
 max_allowed_in_request_queue; more are refused BUSY) and at most `max_in_flight` BLOCKs are being handed to the
@@ -59,7 +69,8 @@ from swarm.content.manifest import Manifest
 from swarm.core.throttle import TokenBucket
 from swarm.net import wire
 
-__all__ = ["ServeCore", "Shared", "Shown", "Claims", "Send", "SendBlock", "Close", "ServeAction",
+__all__ = ["ServeCore", "Shared", "Shown", "Claims", "Send", "SendBlock", "Close", "ConnectBack", "ProofArrived",
+           "ServeAction",
            "MAX_QUEUED_REQUESTS", "MAX_SENDS_IN_FLIGHT", "MAX_QUERIES_PER_SESSION", "HANDSHAKE_TIMEOUT",
            "IDLE_TIMEOUT", "STALL_TIMEOUT"]
 
@@ -114,7 +125,23 @@ class Close:
     reason: str
 
 
-ServeAction = Send | SendBlock | Close
+@dataclasses.dataclass(frozen=True)
+class ConnectBack:
+    """The peer asks to be connected back to at its own address, on `port`, by `transports` (REACH_REQUEST)."""
+
+    port: int
+    transports: wire.Transport
+    nonce: bytes
+
+
+@dataclasses.dataclass(frozen=True)
+class ProofArrived:
+    """A connect-back to this node brought `proof` (REACH_PROOF); the session is closed after it."""
+
+    proof: bytes
+
+
+ServeAction = Send | SendBlock | Close | ConnectBack | ProofArrived
 
 
 class ServeCore:
@@ -142,6 +169,9 @@ class ServeCore:
         self.claims = claims
         self.query = False  # a query session (its HANDSHAKE was on QUERY_ROOT): claims only
         self.queries = 0  # CLAIMS_REQUESTs on it so far
+        self.reach_asked = False  # its REACH_REQUEST came (one per session)
+        self.connect_back = False  # it was a connect-back to us: a REACH_PROOF right after its HANDSHAKE
+        self._greeted = False  # a query session nothing has followed the HANDSHAKE of yet
         self.upload = upload or TokenBucket(None)
         self.max_queued = max_queued
         self.max_in_flight = max_in_flight
@@ -185,6 +215,8 @@ class ServeCore:
             return self._on_query(message, now)
         if isinstance(message, wire.ClaimsRequest):
             return [Close("CLAIMS_REQUEST outside a query session")]
+        if isinstance(message, (wire.ReachRequest, wire.ReachProof)):
+            return [Close(f"{type(message).__name__} outside a query session")]
         if isinstance(message, (wire.Request, wire.HashRequest, wire.ManifestRequest)):
             self._last_activity = now
         if isinstance(message, wire.Request):
@@ -258,7 +290,7 @@ class ServeCore:
         if message.version != wire.PROTOCOL_VERSION:
             return [Close(f"protocol version {message.version}, we speak {wire.PROTOCOL_VERSION}")]
         if message.root == wire.QUERY_ROOT:
-            self.root, self.peer, self.query = message.root, message.node_id, True
+            self.root, self.peer, self.query, self._greeted = message.root, message.node_id, True, True
             return [Send(wire.Handshake(wire.PROTOCOL_VERSION, self.node_id, wire.QUERY_ROOT))]
         shared = self.lookup(message.root)
         if shared is None:
@@ -274,8 +306,20 @@ class ServeCore:
         return [Send(wire.Handshake(wire.PROTOCOL_VERSION, self.node_id, message.root)), Send(have)]
 
     def _on_query(self, message: object, now: float) -> list[ServeAction]:
+        first, self._greeted = self._greeted, False
         if isinstance(message, wire.KeepAlive):  # harmless, and no use: the idle timeout still runs
             return []
+        if isinstance(message, wire.ReachProof):
+            if not first:
+                return [Close("REACH_PROOF not right after the HANDSHAKE")]
+            self.connect_back = True
+            return [ProofArrived(message.proof), Close("connect-back taken")]
+        if isinstance(message, wire.ReachRequest):
+            if self.reach_asked:
+                return [Close("a second REACH_REQUEST on one query session")]
+            self._last_activity = now
+            self.reach_asked = True
+            return [ConnectBack(message.port, message.transports, message.nonce)]
         if not isinstance(message, wire.ClaimsRequest):
             return [Close(f"{type(message).__name__} on a query session")]
         self._last_activity = now
