@@ -41,6 +41,11 @@ opens a query session (`swarm.net.wire`, "Query sessions") and asks for the peer
 the node answers such sessions from `own_claims` (`swarm.discovery.own_claims.OwnClaims`, on the wall clock). A
 query session is served like any connection: it takes a slot and has the same timeouts (`swarm.core.serve`).
 
+**Reachability.** Whether strangers can reach the peer port (most nodes are behind a NAT) is learnt by asking peers
+to connect back (`probe_reachability`) and from strangers' connections, and this node connects back for others
+within bounds; `reach` (`swarm.service.reach.Reach`, shared by the node of every transport) does both, and
+`reachability` (`swarm.core.reachability.Reachability`) is what was learnt: whether to announce the port, and why.
+
 **Extension points** (the proxy uses none of them; they are for the cluster mode):
 
 * `shown` (`swarm.core.serve.Shown`): what each served peer is shown of a root (BITFIELD, HAVE, START) and may
@@ -73,7 +78,8 @@ from typing import cast
 
 from swarm.content.manifest import READ_SIZE, Manifest, build_manifest, decode
 from swarm.core.policy import PolicyConfig
-from swarm.core.serve import HANDSHAKE_TIMEOUT, SendBlock, ServeCore, Shared, Shown
+from swarm.core.reachability import Outcome, Reachability
+from swarm.core.serve import HANDSHAKE_TIMEOUT, ConnectBack, ProofArrived, SendBlock, ServeCore, Shared, Shown
 from swarm.core.serve import Close as ServeClose
 from swarm.core.serve import Send as ServeSend
 from swarm.core.slots import Evict, Refuse, SlotPolicy
@@ -92,6 +98,7 @@ from swarm.net.transport import (
     payload_length,
 )
 from swarm.service.fetch_run import RangeSource, _FetchRun
+from swarm.service.reach import PROBE_TIMEOUT, Reach
 from swarm.service.report import FetchReport
 from swarm.store.interface import BlockLocation, BlockStore, Evicted, StoreEvent, StoreFailed
 from swarm.trust.claims import ManifestClaim
@@ -143,11 +150,13 @@ class SwarmNode:
         shown: Shown | None = None,
         upload_throttle: UploadThrottle | None = None,
         own_claims: OwnClaims | None = None,
+        reach: Reach | None = None,
     ) -> None:
         """`shown`: what a served peer is shown (module docstring; None, the default: everything).
         `upload_throttle`: what each BLOCK to a served peer is taken from (module docstring; None, the default:
         unlimited). `own_claims`: this node's own claims, answered to query sessions (module docstring; None, the
-        default: a table of its own, empty until the caller puts claims in `self.own_claims`)."""
+        default: a table of its own, empty until the caller puts claims in `self.own_claims`). `reach`: the
+        connect-backs' shell (module docstring; None: one of its own, for the public network only)."""
         self.store = store
         self.own_claims = own_claims if own_claims is not None else OwnClaims()
         self.shown = shown
@@ -171,12 +180,20 @@ class SwarmNode:
         self.fetch_totals = FetchReport()  # totals over finished fetches, for metrics
         store.add_listener(self._on_store_event)
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.reach = reach if reach is not None else Reach()
+        self.reach.attach(self)
+
+    @property
+    def reachability(self) -> Reachability:
+        """What this node learnt of strangers reaching its peer port (module docstring)."""
+        return self.reach.reachability
 
     # -- lifecycle ----------------------------------------------------------------------------------------------
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> Address:
         self._loop = asyncio.get_running_loop()
         self.listener = await self.transport.listen(host, port)
+        self.reach.listening(self.transport.name, self.listener.address, self._loop.time())
         self._accept_task = asyncio.create_task(self._accept_loop(self.listener))
         return self.listener.address
 
@@ -318,6 +335,7 @@ class SwarmNode:
                          handshake_timeout=self.handshake_timeout, shown=self.shown, claims=self._own_claims)
         receiving: asyncio.Future | None = None
         draining: asyncio.Future | None = None
+        told = False  # whether `reach` heard of it yet (a stranger's connection, or a connect-back)
         try:
             while connection.close_reason is None:
                 if connection.buffered > connection.send_limit:  # it is not taking our replies: stop reading it
@@ -341,6 +359,10 @@ class SwarmNode:
                     self._apply_serve(connection, core, core.on_message(message, loop.time()))
                     if was_new and core.root is not None and not core.query:  # (a query is about no content)
                         self._serving.setdefault(core.root, {})[connection] = core
+                    if not told and core.root is not None and not (was_new and core.query):  # (a query session:
+                        told = True  # known by what follows its HANDSHAKE, a REACH_PROOF or not)
+                        if not core.connect_back:
+                            self.reach.inbound(self.transport.name, connection, loop.time())
         finally:
             for task in (receiving, draining):
                 if task is not None:
@@ -365,6 +387,10 @@ class SwarmNode:
             elif isinstance(action, ServeClose):
                 log.debug("closing %s: %s", connection, action.reason)
                 connection.close(action.reason)
+            elif isinstance(action, ConnectBack):
+                self._spawn(self.reach.connect_back(connection, action))
+            elif isinstance(action, ProofArrived):
+                self.reach.proof_arrived(self.transport.name, connection, action.proof)
 
     async def _serve_block(self, connection: Connection, core: ServeCore, action: SendBlock) -> None:
         await self._send_block(connection, core, action)
@@ -464,6 +490,13 @@ class SwarmNode:
             raise PeerError(f"closed without answering ({connection.close_reason})")
         finally:
             connection.abort("claims asked")
+
+    async def probe_reachability(self, peer: Address, *, transports: wire.Transport | None = None,
+                                 timeout: float = PROBE_TIMEOUT, port: int | None = None) -> dict[str, Outcome]:
+        """Ask the node at `peer` to connect back to us (by `transports`, default every one we listen by; to
+        `port`, default ours: another only for tests); what each connect-back came to, by transport name, which
+        `reachability` learns from (`swarm.service.reach.Reach.probe`). Never raises for what the peer does."""
+        return await self.reach.probe(self, peer, transports=transports, timeout=timeout, port=port)
 
     async def open_connection(self, address: Address, root: bytes, timeout: float) -> Connection:
         """Connect and exchange handshakes for `root` (`wire.QUERY_ROOT`: a query session, `ask_claims`); the

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from swarm.content.manifest import Manifest
 from swarm.content.merkle import block_count
+from swarm.core.reachability import Outcome
 from swarm.core.serve import Shown
 from swarm.discovery.own_claims import OwnClaims
 from swarm.discovery.seam import (
@@ -50,6 +51,7 @@ from swarm.discovery.seam import (
 from swarm.errors import FetchFailed, PeerError, StoreError, SwarmError, TransportError
 from swarm.net.transport import Transport
 from swarm.service.node import FETCH_STALL_TIMEOUT, SwarmNode, UploadThrottle
+from swarm.service.reach import PROBE_TIMEOUT, Reach
 from swarm.service.shares import ShareCounters, ShareListener, Shares
 from swarm.service.store_work import Body, fill_prefix, in_block_size_stored, in_thread
 from swarm.store.interface import BlockStore, Evicted, StoreFailed
@@ -119,6 +121,7 @@ class SwarmService:
         provider_topup: float = PROVIDER_TOPUP,
         provider_rank: Callable[[Provider], int] | None = None,
         own_claims: OwnClaims | None = None,
+        reach: Reach | None = None,
     ) -> None:
         """`node_id`: this node's id in every handshake (default: a random one), e.g. the cluster agent's id, so
         that a peer is one identity for the engine and for its caller. `shown`: what a served peer is shown, by
@@ -129,7 +132,8 @@ class SwarmService:
         `provider_rank(provider)`: lower is preferred when not all providers found can join a fetch (`pick`, and
         the refreshes), e.g. a cluster's nearer peers first; None: chosen at random. `own_claims`: this node's own
         claims, which every transport's node answers a peer asking it directly (`SwarmNode.ask_claims`), kept in
-        `self.own_claims` (None: an empty table of its own)."""
+        `self.own_claims` (None: an empty table of its own). `reach`: the connect-backs' shell, one for the node of
+        every transport (`swarm.service.reach.Reach`; None: one of its own, for the public network only)."""
         if not transports:
             raise ValueError("at least one transport is needed")
         self.store = store
@@ -142,10 +146,11 @@ class SwarmService:
         self.counters = counters if counters is not None else ShareCounters()
         self.on_forget = on_forget  # told of a root evicted or lost by the store, before it is withdrawn
         self.own_claims = own_claims if own_claims is not None else OwnClaims()  # one node: one table, every transport
+        self.reach = reach if reach is not None else Reach()  # one node: one probe table and one limiter
         self.nodes: dict[str, SwarmNode] = {}
         for name, transport in transports.items():
             node = SwarmNode(store, transport, node_id=node_id, shown=shown, upload_throttle=upload_throttle,
-                             own_claims=self.own_claims, **(node_kwargs or {}))
+                             own_claims=self.own_claims, reach=self.reach, **(node_kwargs or {}))
             node_id = node.node_id  # one identity whichever transport a peer uses
             self.nodes[name] = node
         self.address: tuple[str, int] | None = None
@@ -179,6 +184,14 @@ class SwarmService:
     @property
     def bytes_uploaded(self) -> int:
         return sum(node.bytes_uploaded for node in self.nodes.values())
+
+    async def probe_reachability(self, peer: tuple[str, int], *,
+                                 timeout: float = PROBE_TIMEOUT) -> dict[str, Outcome]:
+        """Ask the node at `peer` to connect back to us by every transport we listen by
+        (`SwarmNode.probe_reachability`; the session over TCP where we have it): what each came to, by transport name.
+        `self.reach.reachability` learns from it."""
+        node = self.nodes.get("tcp") or next(iter(self.nodes.values()))
+        return await node.probe_reachability(peer, timeout=timeout)
 
     def reveal(self) -> int:
         """`shown` may answer more than before: HAVE to every served peer for what it may see now
