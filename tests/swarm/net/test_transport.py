@@ -79,6 +79,9 @@ ORDERED_MESSAGES = [
     ManifestResponse(b"\x01manifest"),
     ClaimsRequest(H1),
     ClaimsResponse(H1, (ClaimEntry(ManifestClaim(H2, 5, 16384, b"v"), 1, 60),)),
+    wire.ReachRequest(40000, wire.Transport.TCP | wire.Transport.QUIC, b"n" * 16),
+    wire.ReachProof(wire.reach_proof(b"n" * 16)),
+    wire.ReachResult(b"n" * 16, wire.Transport.QUIC, wire.ReachStatus.CONNECTED),
 ]
 
 
