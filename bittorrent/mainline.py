@@ -22,7 +22,7 @@ import contextlib
 import hashlib
 import logging
 import os
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from typing import TYPE_CHECKING
 
 from swarm.discovery.seam import UNSPECIFIED_HOSTS, Provider, TransportFlags
@@ -68,6 +68,9 @@ class MainlineDirectory:
         self._node_id = os.urandom(20)  # nobody else sees it: providers here are named by address
         self._announcing: dict[bytes, asyncio.Task] = {}
         self._closed = False  # after close, an announcement starts nothing (the session is going)
+        # Whether our peer port is worth announcing (`swarm.core.reachability`: not while peers in two networks
+        # could not connect back to it); the Internet mode sets it once the engine listens.
+        self.may_announce: Callable[[], bool] = lambda: True
         self.lookups = self.found = 0
 
     @property
@@ -131,6 +134,7 @@ class MainlineDirectory:
     async def _keep_announced(self, root: bytes, port: int) -> None:
         key = root_key(root)
         while True:
-            with contextlib.suppress(RuntimeError):  # the session stopped: the next turn is cancelled anyway
-                self.session.dht_announce(key, port)
+            if self.may_announce():  # (an unreachable node still downloads; it just names no address that fails)
+                with contextlib.suppress(RuntimeError):  # the session stopped: the next turn is cancelled anyway
+                    self.session.dht_announce(key, port)
             await asyncio.sleep(REANNOUNCE)

@@ -22,6 +22,7 @@ DHT, or strangers, that answer slowly or not at all.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import hashlib
 import logging
@@ -44,6 +45,7 @@ CLAIM_KEY_PREFIX = b"swarmproxy-key-v1"  # (docs/ARCHITECTURE.md: our peer port 
 DEFAULT_TTL = 6 * 3600  # seconds a claim lives when the caller says nothing (our DHT's manifest records' life)
 MAX_ASKED = 16  # addresses asked per lookup: a key crowded by a stranger's announcements costs no more
 PER_NETWORK = 2  # of them, at most this many in one network (one per host)
+ANSWERED_KEPT = 32  # nodes that answered a query, kept as candidates for connect-backs
 ASK_TIMEOUT = 1.0  # seconds for one address's connection and handshake, and as many for its answer
 CLAIMS_WAIT = 2.0  # seconds a lookup waits for addresses at most (it ends sooner once the DHT says it is over)
 GRACE = 0.5  # seconds it listens for more after the first batch
@@ -77,6 +79,8 @@ class MainlineClaims:
         self.peer_port: int | None = None
         self._keeping: dict[bytes, asyncio.Task] = {}
         self._closed = False  # after close, a claim starts nothing (the session is going)
+        # Nodes of ours that answered a query lately, newest last: whom to ask for a connect-back (`proxy.internet`).
+        self.answered_by: collections.deque[tuple[str, int]] = collections.deque(maxlen=ANSWERED_KEPT)
         self.lookups = self.asked = self.answered = 0
 
     @property
@@ -168,6 +172,9 @@ class MainlineClaims:
             log.debug("Mainline: %s:%d gave no claims: %s", host, port, exc or type(exc).__name__)
             return []
         self.answered += 1
+        if address in self.answered_by:
+            self.answered_by.remove(address)
+        self.answered_by.append(address)
         return [Vouch.seen(claim, address_id(host, port), host, frozenset(), published_at)
                 for claim, published_at, _expires in claims]
 
@@ -179,8 +186,9 @@ class MainlineClaims:
         announce_at = loop.time()
         while True:
             if loop.time() >= announce_at:
-                with contextlib.suppress(RuntimeError):  # the session stopped: this task is cancelled anyway
-                    self.session.dht_announce(dht_key, port)
+                if self.directory.may_announce():  # (not an address peers in two networks could not reach)
+                    with contextlib.suppress(RuntimeError):  # the session stopped: this task is cancelled anyway
+                        self.session.dht_announce(dht_key, port)
                 announce_at = loop.time() + REANNOUNCE
             await asyncio.sleep(min(REANNOUNCE, ttl / 2))
             self.own.put(repr_key, claim, now=self.clock(), ttl=ttl)

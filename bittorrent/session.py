@@ -72,6 +72,8 @@ class BtSession:
         self.state_file = state_file if dht_nodes is not None else None
         self.port_mapping = port_mapping
         self.port_maps = PortMaps()
+        # Told (protocol, external port or None, why not) when the router answers for a port we asked it to map.
+        self.on_port_map: Callable[[str, int | None, str | None], None] = lambda protocol, external, why: None
         self.dht_node_count: int | None = None  # nodes in the routing table, as the last DHT stats said
         self._counting: list[asyncio.Future[int]] = []  # `dht_nodes_now` callers waiting for the next count
         self._lookups = Lookups()  # the DHT lookups under way, and who listens to each
@@ -398,10 +400,14 @@ class BtSession:
                                             int(alert.external_port))
             log.info("router: port %s/%s mapped to %d (%s)", mapping.port or "BitTorrent", mapping.protocol,
                      alert.external_port, _transport(alert))
+            if mapping.port is not None:
+                self.on_port_map(mapping.protocol, int(alert.external_port), None)
         elif isinstance(alert, lt.portmap_error_alert):
             mapping = self.port_maps.failed(int(alert.mapping), _transport(alert), alert.error.message())
             log.info("router: port %s not mapped by %s: %s", mapping.port or "BitTorrent", _transport(alert),
                      alert.error.message())
+            if mapping.port is not None and not mapping.external:
+                self.on_port_map(mapping.protocol, None, f"{_transport(alert)}: {alert.error.message()}")
         elif isinstance(alert, lt.external_ip_alert):
             self.port_maps.external_address = str(alert.external_address)
         elif isinstance(alert, lt.read_piece_alert):

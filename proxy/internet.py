@@ -24,15 +24,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import addresses
+from swarm.errors import PeerError, TransportError
+from swarm.net import wire
 
 from .config import Config, HostPort
 from .errors import ListenError
 
 if TYPE_CHECKING:
     from bittorrent.mainline import MainlineDirectory
-    from bittorrent.mainline_claims import Ask, MainlineClaims
+    from bittorrent.mainline_claims import MainlineClaims
     from bittorrent.session import BtSession
     from swarm.discovery.own_claims import OwnClaims
+    from swarm.service.reach import Reach
+
+    from .engine import SwarmEngine
 
 __all__ = ["Internet", "InternetPlan", "plan"]
 
@@ -46,6 +51,9 @@ ANY_ADDRESS = HostPort("0.0.0.0", 0)
 # `swarmproxy get`'s downloads, emptied on first use).
 STATE_FILE = ("mainline", "dht.state")
 SAVE_EVERY = 15 * 60.0  # seconds between two saves of the table while running
+PROBES = 3  # peers asked for a connect-back in one round, each in another network
+PROBE_FLOOR = 1.0  # seconds between two rounds at least
+PROBE_IDLE = 60.0  # seconds to the next look when the core has nothing due (not listening yet)
 
 
 @dataclass(frozen=True)
@@ -84,6 +92,19 @@ def plan(cfg: Config, environ: Mapping[str, str]) -> InternetPlan:
     return InternetPlan(routers, True, may_map_ports(True, environ))
 
 
+def probe_candidates(answered: list[tuple[str, int]]) -> list[tuple[str, int]]:
+    """Up to `PROBES` of the nodes that answered lately, newest first, one per network: a connect-back counts
+    against us only with failures from two networks (`swarm.core.reachability`)."""
+    chosen: list[tuple[str, int]] = []
+    networks: set[str] = set()
+    for peer in reversed(answered):
+        network = addresses.network_prefix(peer[0])
+        if network not in networks and len(chosen) < PROBES:
+            networks.add(network)
+            chosen.append(peer)
+    return chosen
+
+
 class Internet:
     """The session, when anything needs one, and the Mainline directory on its DHT (`start`, `stop`)."""
 
@@ -98,6 +119,8 @@ class Internet:
         self.own_claims: OwnClaims | None = None  # this node's, which its peer port answers queries from
         self.first_run = False  # no table saved by an earlier run: the consent message is shown in full
         self._saving: asyncio.Future[None] | None = None
+        self._probing: asyncio.Future[None] | None = None
+        self._reach: Reach | None = None  # the engine's, once it listens
 
     @property
     def needed(self) -> bool:
@@ -143,13 +166,44 @@ class Internet:
             if self.session is not None and self.session.dht_node_count:
                 await self.session.save_state()
 
-    def peer_port(self, port: int, ask: Ask) -> None:
-        """The block engine listens on `port`, and asks other nodes for their claims with `ask`: claims can be
-        made and asked for from now on; the router is asked to map the port (TCP, and UDP for QUIC)."""
-        if self.claims is not None:
-            self.claims.peer_port, self.claims.ask = port, ask
+    def peer_port(self, port: int, engine: SwarmEngine) -> None:
+        """The block engine listens on `port`: claims can be made and asked for (`engine.ask_claims`) from now on;
+        the router is asked to map the port (TCP, and UDP for QUIC), and what it says goes to the engine's
+        reachability (`swarm.core.reachability`), which peers' connect-backs feed too and which decides whether
+        the port is announced at all."""
+        reach = engine.service.reach
+        loop = asyncio.get_running_loop()
+        if self.claims is not None and self.directory is not None:
+            self.claims.peer_port, self.claims.ask = port, engine.ask_claims
+            self.directory.may_announce = lambda: reach.reachability.announce(loop.time())
+            self._probing = asyncio.ensure_future(self._probe(engine, self.claims))
         if self.session is not None and self.plan.port_mapping:
+            def heard(protocol: str, external: int | None, why: str | None) -> None:
+                transport = wire.Transport.QUIC if protocol == "udp" else wire.Transport.TCP
+                if external is not None:
+                    reach.reachability.mapped(external, loop.time(), transport)
+                else:
+                    reach.reachability.not_mapped(why or "refused", loop.time(), transport)
+            self.session.on_port_map = heard
             self.session.map_port(port)
+        self._reach = reach
+
+    async def _probe(self, engine: SwarmEngine, claims: MainlineClaims) -> None:
+        """Ask nodes of ours that answered a claims query lately, in different networks, to connect back to us,
+        whenever the reachability core says a probe is due."""
+        reachability = engine.service.reach.reachability
+        loop = asyncio.get_running_loop()
+        while True:
+            due = reachability.next_probe(loop.time())
+            await asyncio.sleep(max(PROBE_FLOOR, (due if due is not None else loop.time() + PROBE_IDLE) - loop.time()))
+            for peer in probe_candidates(list(claims.answered_by)):
+                try:
+                    outcome = await engine.service.probe_reachability(peer)
+                except (PeerError, TransportError, TimeoutError, OSError) as exc:
+                    log.debug("reachability: %s:%d did not take a probe: %s", *peer, exc or type(exc).__name__)
+                    continue
+                log.info("reachability: %s:%d connecting back: %s", *peer,
+                         ", ".join(f"{name} {result}" for name, result in outcome.items()))
 
     def consent_lines(self) -> list[str]:
         """What the start-up block says of the public network: which networks, what strangers see, how to stay
@@ -172,17 +226,21 @@ class Internet:
 
     def status(self) -> dict[str, object]:
         session = self.session
+        reach = self._reach
         shown: dict[str, object] = {"mainline": self.plan.on, "public": self.plan.public,
                                     "why_off": self.plan.why_off}
         if session is not None:
             if self.plan.on:
                 shown["dht_nodes"] = session.dht_status().get("nodes")  # (as libtorrent counted last time asked)
             shown["nat"] = session.nat_status()
+        if reach is not None and self.plan.on:
+            shown["reachability"] = reach.status()
         return shown
 
     async def stop(self) -> None:
-        if self._saving is not None:
-            self._saving.cancel()
+        for task in (self._saving, self._probing):
+            if task is not None:
+                task.cancel()
         if self.claims is not None:
             self.claims.close()
         if self.directory is not None:

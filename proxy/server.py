@@ -406,7 +406,7 @@ class ProxyServer:
                               f"{exc.strerror or exc}") from None
         self.addresses["peer"] = _join(host, port)
         if self.internet is not None:
-            self.internet.peer_port(port, self.engine.ask_claims)
+            self.internet.peer_port(port, self.engine)
         self.fallback = Fallback(self.engine, self._session, self.stats,
                                  first_byte_timeout=cfg.first_byte_timeout, min_rate=cfg.min_rate,
                                  rate_window=cfg.rate_window, early_lookup=cfg.early_lookup,

@@ -47,6 +47,10 @@ class FakeDirectory:
 
     def __init__(self, session: FakeSession) -> None:
         self.session = session
+        self.reachable = True
+
+    def may_announce(self) -> bool:
+        return self.reachable
 
 
 def store(batches, monkeypatch) -> MainlineClaims:
@@ -174,6 +178,34 @@ async def test_a_lookup_that_is_over_is_not_waited_for(monkeypatch):
     claims.ask, claims.peer_port = (lambda address, key: None), 5000
     async with asyncio.timeout(10):  # (60 s if the end were not heard)
         assert await claims.get_manifests(KEY) == []
+
+
+async def test_an_unreachable_node_keeps_its_claim_but_announces_no_address(monkeypatch):
+    claims = store([], monkeypatch)
+    claims.directory.reachable = False  # peers in two networks could not connect back (swarm.core.reachability)
+    claims.peer_port = 5000
+    await claims.put_manifest(KEY, CLAIM)
+    await asyncio.sleep(0)  # the keeping task's first turn
+    assert claims.session.announced == [] and claims.own.get(KEY, 1_000_000.0)  # asked directly, it still answers
+    claims.close()
+
+
+async def test_those_who_answered_are_the_candidates_for_a_connect_back(monkeypatch):
+    from proxy.internet import probe_candidates
+
+    claims = store([[("55.55.1.10", 4000), ("55.55.1.11", 4000), ("55.55.2.10", 4000), ("6.6.6.6", 4000)]],
+                   monkeypatch)
+
+    async def ask(address, key):
+        if address[0] == "6.6.6.6":
+            raise PeerError("closed")  # did not answer: not a node of ours
+        return []
+
+    claims.ask, claims.peer_port = ask, 5000
+    await claims.get_manifests(KEY)
+    assert sorted(claims.answered_by) == [("55.55.1.10", 4000), ("55.55.1.11", 4000), ("55.55.2.10", 4000)]
+    chosen = probe_candidates(list(claims.answered_by))
+    assert len(chosen) == 2 and {host.rsplit(".", 1)[0] for host, _ in chosen} == {"55.55.1", "55.55.2"}
 
 
 def test_the_key_is_ours_alone():

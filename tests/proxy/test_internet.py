@@ -114,6 +114,8 @@ async def test_a_root_shared_by_one_proxy_is_found_by_another_on_the_mainline_dh
             network = status.network()
             assert network is not None and network["mainline"] is True and network["public"] is False
             assert network["nat"] == {"port_mapping": False, "external_address": None, "mappings": []}
+            reachability = network["reachability"]  # nothing known yet: the port is announced, and it says why
+            assert reachability["announce"] is True and "tcp" in reachability["transports"], reachability
         finally:
             for server in servers:
                 await server.stop()
