@@ -114,10 +114,12 @@ class MainlineClaims:
         addresses = await self._addresses(claim_key(repr_key))
         self.asked += len(addresses)
         asking = [asyncio.ensure_future(self._ask(ask, address, repr_key)) for address in addresses]
-        if asking:
-            await asyncio.wait(asking, timeout=max(0.0, budget_ends - loop.time()))
-        for late in asking:
-            late.cancel()
+        try:
+            if asking:
+                await asyncio.wait(asking, timeout=max(0.0, budget_ends - loop.time()))
+        finally:  # over the budget, or the caller gave up: no ask outlives the call
+            for late in asking:
+                late.cancel()
         vouches = [vouch for done in asking if done.done() and not done.cancelled() for vouch in done.result()]
         vouches.sort(key=lambda vouch: vouch.published_at, reverse=True)  # newest first, as the seam says
         return vouches
