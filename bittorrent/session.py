@@ -23,6 +23,7 @@ import libtorrent as lt
 import addresses
 from swarm.content.manifest import Manifest
 from swarm.content.torrent import Torrent
+from swarm.core.reach import LOWEST_PORT  # (the one rule for ports a stranger names: none below it is dialled)
 
 from .admission import Admission
 from .download import Download
@@ -36,7 +37,6 @@ __all__ = ["BtSession", "Seeding"]
 
 log = logging.getLogger("swarmproxy.bittorrent")
 
-PRIVILEGED_PORTS = 1024  # below it, a port a DHT answer names is never dialled (the session's own rule, in settings)
 LOOKUP_POLL = 0.1  # seconds between two asks for the DHT's stats while a lookup may not be over
 LISTEN_TIMEOUT = 5.0  # seconds to wait for libtorrent to say it listens (it binds on its own thread)
 # Removals are status; accepted connections are peer, handshakes and disconnections connect.
@@ -251,7 +251,7 @@ class BtSession:
         the user listed (`reachable`), and never a privileged port. libtorrent's IP filter guards its own
         connections; the addresses a lookup hands us go to our peer transport, which has no filter of its own."""
         ip = addresses.parse(host)
-        if ip is None or not PRIVILEGED_PORTS <= port < 65536:
+        if ip is None or not LOWEST_PORT <= port < 65536:
             return False
         return addresses.is_public(host) or any(ip in network for network in self._reachable_networks)
 
