@@ -51,6 +51,16 @@ first Initial until their control stream opens, at most 8 of them from one addre
 source not yet validated gets a Retry when it already has one opening or when many are. A connection that has
 not opened its control stream within `open_timeout` of its first Initial is closed, and its state goes with it.
 
+One socket. A transport that listens dials from its listener's UDP socket too: an outgoing connection is registered
+with the listener's endpoint (`_Server`) under its connection ids, as aioquic registers the connections it accepts,
+and every datagram is routed by its destination connection id to whichever of them it is for; only an Initial for an
+unknown id makes a new (server) connection, behind the gate. So a peer — and a NAT between — sees our dialled
+connections come from the port we listen on, which hole punching needs (the mapping a peer observed is the one a
+third peer aims at, and our outgoing packets open the NAT's filter for the peer we dial). Where the listener cannot
+carry the connection (closed, another address family, bound to an address that cannot reach the peer), and on a
+transport that does not listen, a client has a UDP socket of its own, as before. The listener's socket is released
+once it is closed and the last connection on it, accepted or dialled, has ended.
+
 Datagram size: aioquic's default (1200 bytes) is safe anywhere; `max_datagram_size` may be raised where the path
 MTU is known (loopback, LAN). aioquic has no path MTU discovery.
 """
@@ -59,8 +69,10 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import ipaddress
 import socket
 import ssl
+from functools import partial
 from typing import Any
 
 from aioquic.asyncio import QuicConnectionProtocol
@@ -124,12 +136,18 @@ class _Protocol(QuicConnectionProtocol):
         settings: ConnectionSettings,
         listener: QuicListener | None = None,
         open_timeout: float = _OPEN_TIMEOUT,
+        dialled_from: QuicListener | None = None,
     ) -> None:
         super().__init__(quic, stream_handler)
         self._listener = listener
-        self._owns_transport = listener is None  # a client has its own UDP socket; a server shares one
+        self._dialled_from = dialled_from  # a client on its listener's socket (module docstring, "One socket")
+        # A client has its own UDP socket unless its transport listens; a server shares the listener's.
+        self._owns_transport = listener is None and dialled_from is None
         self.connection = QuicConnection(settings, self, is_client=listener is None)
         self._open_timer: asyncio.TimerHandle | None = None
+        if dialled_from is not None:
+            self.connection._local = dialled_from.address
+            dialled_from._dialled.add(self.connection)
         if listener is not None:
             self.connection._local = listener.address
             listener._opened(self.connection)
@@ -169,6 +187,8 @@ class _Protocol(QuicConnectionProtocol):
             self._transport.close()
         if self._listener is not None:
             self._listener._connection_ended(self.connection)
+        if self._dialled_from is not None:
+            self._dialled_from._connection_ended(self.connection)
 
 
 def _enlarge_buffers(transport: asyncio.BaseTransport) -> None:
@@ -180,6 +200,13 @@ def _enlarge_buffers(transport: asyncio.BaseTransport) -> None:
             sock.setsockopt(socket.SOL_SOCKET, option, _SOCKET_BUFFER)
         except OSError:
             pass
+
+
+def _unspecified(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_unspecified
+    except ValueError:
+        return False
 
 
 def _address(value: object) -> Address:
@@ -216,6 +243,16 @@ class _Server(QuicServer):
         finally:
             self._listener._arriving = ("", 0)
 
+    def _attach(self, protocol: _Protocol) -> None:
+        """A client connection leaves from this endpoint's socket: datagrams to its connection ids go to it, as
+        aioquic routes them to the connections it accepted."""
+        assert self._transport is not None
+        protocol.connection_made(self._transport)
+        protocol._connection_id_issued_handler = partial(self._connection_id_issued, protocol=protocol)
+        protocol._connection_id_retired_handler = partial(self._connection_id_retired, protocol=protocol)
+        protocol._connection_terminated_handler = partial(self._connection_terminated, protocol=protocol)
+        self._protocols[protocol._quic.host_cid] = protocol
+
     def _new_connection(self, data: bytes):
         """The header of a datagram that would make aioquic create a connection (its conditions), else None."""
         if len(data) < SMALLEST_MAX_DATAGRAM_SIZE or not data[0] & 0x80:  # (a short header: data, parsed once)
@@ -233,9 +270,10 @@ class _Server(QuicServer):
 class QuicListener(Listener):
     def __init__(self, settings: ConnectionSettings) -> None:
         super().__init__(settings)
-        self._server: QuicServer | None = None
+        self._server: _Server | None = None
         self._address: Address = ("", 0)
         self._live: set[QuicConnection] = set()
+        self._dialled: set[QuicConnection] = set()  # connections our transport opened from this socket
         # Connections opening: from their first Initial until their control stream opens, or they end.
         self.gate = HandshakeGate(total=settings.backlog, retry_above=min(settings.backlog // 4, RETRY_ABOVE))
         self._arriving: Address = ("", 0)  # the sender of the datagram `_Server` is handing to aioquic
@@ -257,13 +295,28 @@ class QuicListener(Listener):
     def _connection_ended(self, connection: QuicConnection) -> None:
         self.gate.ended(connection)
         self._live.discard(connection)
-        if self.is_closed and not self._live:
+        self._dialled.discard(connection)
+        if self.is_closed and not self._live and not self._dialled:
             self._release()
 
     def _stop(self) -> None:
-        # Accepted connections share the listening UDP socket: release it once the last of them has ended.
-        if not self._live:
+        # Accepted and dialled connections share the listening UDP socket: release it once the last has ended.
+        if not self._live and not self._dialled:
             self._release()
+
+    def _socket_for(self, family: int, host: str) -> _Server | None:
+        """The endpoint a connection to `host` (of address `family`) may leave from: this listener's, if it is
+        open, of that family, and bound to an address that can reach `host`; else None (a socket of its own)."""
+        server = self._server
+        if self.is_closed or server is None or server._transport is None:
+            return None
+        sock = server._transport.get_extra_info("socket")
+        if sock is None or sock.family != family:
+            return None
+        bound = self._address[0]
+        if source_address(bound, host) is None and not _unspecified(bound):
+            return None  # (bound to loopback towards another network, say)
+        return server
 
     def _release(self) -> None:
         server, self._server = self._server, None
@@ -289,6 +342,7 @@ class QuicTransport(Transport):
         self.idle_timeout = idle_timeout
         self.open_timeout = open_timeout
         self.congestion_control = congestion_control
+        self.listener: QuicListener | None = None  # the last `listen`'s: outgoing connections leave from its socket
 
     def _configuration(self, is_client: bool) -> QuicConfiguration:
         receive_limit = self.settings.receive_limit
@@ -327,6 +381,7 @@ class QuicTransport(Transport):
         listener._server = server
         listener._address = _address(server._transport.get_extra_info("sockname"))
         self.listen_host = host
+        self.listener = listener
         return listener
 
     async def connect(self, address: Address, *, timeout: float = CONNECT_TIMEOUT) -> QuicConnection:
@@ -338,20 +393,25 @@ class QuicTransport(Transport):
                 infos = await loop.getaddrinfo(host, port, type=socket.SOCK_DGRAM)
                 family, _, _, _, remote = infos[0]
                 quic = AioquicConnection(configuration=self._configuration(True))
-                local_host = source_address(self.listen_host, str(remote[0])) or (
-                    "::" if family == socket.AF_INET6 else "0.0.0.0")
-                _, created = await loop.create_datagram_endpoint(
-                    lambda: _Protocol(quic, settings=self.settings), local_addr=(local_host, 0), family=family
-                )
-                assert isinstance(created, _Protocol)
-                protocol = created
+                shared = self.listener._socket_for(family, str(remote[0])) if self.listener is not None else None
+                if shared is not None:
+                    protocol = _Protocol(quic, settings=self.settings, dialled_from=self.listener)
+                    shared._attach(protocol)
+                else:
+                    local_host = source_address(self.listen_host, str(remote[0])) or (
+                        "::" if family == socket.AF_INET6 else "0.0.0.0")
+                    _, created = await loop.create_datagram_endpoint(
+                        lambda: _Protocol(quic, settings=self.settings), local_addr=(local_host, 0), family=family
+                    )
+                    assert isinstance(created, _Protocol)
+                    protocol = created
                 protocol.connection._remote = _address(remote)
                 protocol.connect(remote)
                 await protocol.wait_connected()
         except (OSError, TimeoutError, ConnectionError) as exc:
             if protocol is not None:
                 protocol.connection.abort("connect failed")
-                if protocol._transport is not None:
+                if protocol._owns_transport and protocol._transport is not None:
                     protocol._transport.close()
             raise ConnectFailed(f"quic: cannot connect to {host}:{port}: {exc or 'timed out'}") from exc
         connection = protocol.connection
