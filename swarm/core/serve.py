@@ -15,7 +15,9 @@ injected) paces BLOCK answers. Actions for the shell:
 * `Close(reason)`           — end this connection;
 * `ConnectBack(port, transports, nonce)` — a query session's REACH_REQUEST: connect back to the peer's address (the
   shell's limits first, `swarm.core.reach`) and answer REACH_RESULT on this connection;
-* `ProofArrived(proof)`     — this session is a connect-back: match `proof` against the node's own probes.
+* `ProofArrived(proof)`     — this session is a connect-back: match `proof` against the node's own probes;
+* `Introduce(node_id, nonce)` — a query session's PUNCH_REQUEST: introduce the peer to the one whose query session
+  gave `node_id` (the shell's limits first, `swarm.core.punch`), PUNCH_PEER to both or the refusal to this one.
 
 What a peer is shown can be narrowed by the caller (`Shown`, optional; the proxy shows every peer everything):
 `shown(root, peer)` names the blocks of `root` that the peer whose HANDSHAKE gave node id `peer` may see, or None
@@ -44,6 +46,12 @@ probe). A query session whose first message after the HANDSHAKE is a REACH_PROOF
 shell does not count it as a stranger's connection). A REACH_PROOF anywhere else, and a REACH_REQUEST or REACH_PROOF
 on a content session, closes the session; REACH_RESULT is only ever sent to us on a session we opened.
 
+**Hole punching** (`swarm.net.wire`, "Hole punching"). A query session may carry up to `MAX_PUNCHES_PER_SESSION`
+PUNCH_REQUESTs, each an `Introduce` for the shell (the next closes the session); a PUNCH_REQUEST on a content
+session closes it, and so does a PUNCH_PEER anywhere: it is only ever sent to us on a session we opened. A query
+session past its HANDSHAKE is one a coordinator may introduce others to (the shell keeps them by node id): it
+counts as activity only by what it asks, so one that asks nothing ends at the idle timeout like any other.
+
 What one peer can make us hold is bounded: at most `max_queued` requests wait (libtorrent's
 max_allowed_in_request_queue; more are refused BUSY) and at most `max_in_flight` BLOCKs are being handed to the
 connection — a peer that pipelines 200,000 REQUESTs no longer gets 200,000 sends started at once. (The shell
@@ -70,8 +78,9 @@ from swarm.core.throttle import TokenBucket
 from swarm.net import wire
 
 __all__ = ["ServeCore", "Shared", "Shown", "Claims", "Send", "SendBlock", "Close", "ConnectBack", "ProofArrived",
-           "ServeAction",
-           "MAX_QUEUED_REQUESTS", "MAX_SENDS_IN_FLIGHT", "MAX_QUERIES_PER_SESSION", "HANDSHAKE_TIMEOUT",
+           "Introduce", "ServeAction",
+           "MAX_QUEUED_REQUESTS", "MAX_SENDS_IN_FLIGHT", "MAX_QUERIES_PER_SESSION", "MAX_PUNCHES_PER_SESSION",
+           "HANDSHAKE_TIMEOUT",
            "IDLE_TIMEOUT", "STALL_TIMEOUT"]
 
 MAX_QUEUED_REQUESTS = 500  # libtorrent's max_allowed_in_request_queue; our fetch keeps 8 outstanding per peer
@@ -82,6 +91,8 @@ MAX_SENDS_IN_FLIGHT = 2
 # a few more let it ask about a page's other resources at once. Past that a stranger must connect again, through
 # the slot admission that counts connections per address: answers (each at most ~2 KiB) cost a connection per 16.
 MAX_QUERIES_PER_SESSION = 16
+# PUNCH_REQUESTs on one query session: the coordinator's limiter allows a few a minute per requester anyway.
+MAX_PUNCHES_PER_SESSION = 4
 HANDSHAKE_TIMEOUT = 10.0
 IDLE_TIMEOUT = 120.0  # libtorrent's peer_timeout
 # A send completes once the connection's buffer is back under its bound, so a peer reading at least a block
@@ -141,7 +152,15 @@ class ProofArrived:
     proof: bytes
 
 
-ServeAction = Send | SendBlock | Close | ConnectBack | ProofArrived
+@dataclasses.dataclass(frozen=True)
+class Introduce:
+    """The peer asks to be introduced to the node whose query session gave `node_id` (PUNCH_REQUEST)."""
+
+    node_id: bytes
+    nonce: bytes
+
+
+ServeAction = Send | SendBlock | Close | ConnectBack | ProofArrived | Introduce
 
 
 class ServeCore:
@@ -171,6 +190,7 @@ class ServeCore:
         self.queries = 0  # CLAIMS_REQUESTs on it so far
         self.reach_asked = False  # its REACH_REQUEST came (one per session)
         self.connect_back = False  # it was a connect-back to us: a REACH_PROOF right after its HANDSHAKE
+        self.punches = 0  # PUNCH_REQUESTs on it so far
         self._greeted = False  # a query session nothing has followed the HANDSHAKE of yet
         self.upload = upload or TokenBucket(None)
         self.max_queued = max_queued
@@ -215,8 +235,10 @@ class ServeCore:
             return self._on_query(message, now)
         if isinstance(message, wire.ClaimsRequest):
             return [Close("CLAIMS_REQUEST outside a query session")]
-        if isinstance(message, (wire.ReachRequest, wire.ReachProof)):
+        if isinstance(message, (wire.ReachRequest, wire.ReachProof, wire.PunchRequest)):
             return [Close(f"{type(message).__name__} outside a query session")]
+        if isinstance(message, wire.PunchPeer):
+            return [Close("PUNCH_PEER on a session we did not open")]
         if isinstance(message, (wire.Request, wire.HashRequest, wire.ManifestRequest)):
             self._last_activity = now
         if isinstance(message, wire.Request):
@@ -320,6 +342,12 @@ class ServeCore:
             self._last_activity = now
             self.reach_asked = True
             return [ConnectBack(message.port, message.transports, message.nonce)]
+        if isinstance(message, wire.PunchRequest):
+            self._last_activity = now
+            self.punches += 1
+            if self.punches > MAX_PUNCHES_PER_SESSION:
+                return [Close(f"more than {MAX_PUNCHES_PER_SESSION} PUNCH_REQUESTs on one query session")]
+            return [Introduce(message.node_id, message.nonce)]
         if not isinstance(message, wire.ClaimsRequest):
             return [Close(f"{type(message).__name__} on a query session")]
         self._last_activity = now

@@ -31,7 +31,10 @@ from swarm.net.wire import (
     _FRAME,
     _HANDSHAKE,
     _HASH_RESPONSE,
+    _NO_ADDRESS,
     _ONE_TRANSPORT,
+    _PUNCH_PEER_HEAD,
+    _PUNCH_REQUEST,
     _REACH_REQUEST,
     _REACH_RESULT,
     _REJECT,
@@ -60,6 +63,9 @@ from swarm.net.wire import (
     MessageType,
     Pex,
     PexPeer,
+    PunchPeer,
+    PunchRequest,
+    PunchStatus,
     ReachProof,
     ReachRequest,
     ReachResult,
@@ -111,6 +117,8 @@ def _body_bounds(limits: Limits) -> dict[int, tuple[int, int]]:
         MessageType.REACH_REQUEST: (_REACH_REQUEST.size, _REACH_REQUEST.size),
         MessageType.REACH_PROOF: (NONCE_SIZE, NONCE_SIZE),
         MessageType.REACH_RESULT: (_REACH_RESULT.size, _REACH_RESULT.size),
+        MessageType.PUNCH_REQUEST: (_PUNCH_REQUEST.size, _PUNCH_REQUEST.size),
+        MessageType.PUNCH_PEER: (_PUNCH_PEER_HEAD.size + 4 + _U16.size, _PUNCH_PEER_HEAD.size + 16 + _U16.size),
     }
 
 
@@ -477,8 +485,33 @@ class Decoder:
             raise ProtocolError(f"unknown REACH_RESULT status {status}")
         return ReachResult(nonce, Transport(flag), ReachStatus(status))
 
+    def _punch_request(self, body: memoryview) -> Message:
+        node_id, nonce = _PUNCH_REQUEST.unpack(body)
+        return PunchRequest(node_id, nonce)
+
+    def _punch_peer(self, body: memoryview) -> Message:
+        nonce, status, family = _PUNCH_PEER_HEAD.unpack_from(body)
+        size = {4: 4, 6: 16}.get(family)
+        if size is None:
+            raise ProtocolError(f"PUNCH_PEER with address family {family}")
+        if len(body) != _PUNCH_PEER_HEAD.size + size + _U16.size:
+            raise ProtocolError(f"PUNCH_PEER of {len(body)} bytes for an IPv{family} address")
+        if status not in _PUNCH_STATUSES:
+            raise ProtocolError(f"unknown PUNCH_PEER status {status}")
+        start = _PUNCH_PEER_HEAD.size
+        packed = bytes(body[start : start + size])
+        (port,) = _U16.unpack_from(body, start + size)
+        ip = IPv4Address(packed) if family == 4 else IPv6Address(packed)
+        if status == PunchStatus.PEER:
+            if port == 0:
+                raise ProtocolError("PUNCH_PEER for port 0")
+        elif port or ip != _NO_ADDRESS:
+            raise ProtocolError(f"PUNCH_PEER of status {status} names an address")
+        return PunchPeer(nonce, PunchStatus(status), ip, port)
+
 
 _REJECT_REASONS = frozenset(int(reason) for reason in RejectReason)
+_PUNCH_STATUSES = frozenset(int(status) for status in PunchStatus)
 _REACH_STATUSES = frozenset(int(status) for status in ReachStatus)
 
 _DECODERS: dict[int, Callable[[Decoder, memoryview], Message]] = {  # by the frame's kind byte
@@ -501,4 +534,6 @@ _DECODERS: dict[int, Callable[[Decoder, memoryview], Message]] = {  # by the fra
     MessageType.REACH_REQUEST: Decoder._reach_request,
     MessageType.REACH_PROOF: Decoder._reach_proof,
     MessageType.REACH_RESULT: Decoder._reach_result,
+    MessageType.PUNCH_REQUEST: Decoder._punch_request,
+    MessageType.PUNCH_PEER: Decoder._punch_peer,
 }

@@ -28,6 +28,9 @@ One message set for every transport (a TCP stream, a QUIC stream, the in-memory 
 | 16   | REACH_REQUEST    | u16 port ≠ 0, u8 `Transport` flags (≥ 1), 16 nonce: connect back (query only) |
 | 17   | REACH_PROOF      | 16 proof: `reach_proof(nonce)`; first message after a HANDSHAKE on QUERY_ROOT |
 | 18   | REACH_RESULT     | 16 nonce, u8 one `Transport` flag, u8 status (`ReachStatus`)                  |
+| 19   | PUNCH_REQUEST    | 32 node id, 16 nonce: meet the peer of that id, connected to you (query only) |
+| 20   | PUNCH_PEER       | 16 nonce, u8 status (`PunchStatus`), u8 family 4|6, 4|16 address, u16 port:   |
+|      |                  | PEER: punch to it now (port ≠ 0); else family 4, address 0.0.0.0, port 0      |
 
 The codec checks syntax and limits only; what a message means in a session (handshake first, blocks within the
 manifest, hash ranges aligned) is the session's business — except for one question that cannot wait: whether a
@@ -64,6 +67,18 @@ HANDSHAKE and REACH_REQUEST, and each REACH_RESULT (23 bytes) is smaller than th
 takes a query session whose first message after the HANDSHAKE is a REACH_PROOF as a connect-back and closes it.
 How many connect-backs a node makes is bounded per source and in all (`swarm.core.reach`). An older node drops
 the connection at a REACH_REQUEST (an unknown type): to the requester, a peer that did not answer.
+
+**Hole punching** (two nodes behind NATs that map nothing, both connected to a third: `swarm.core.punch`). On a
+query session, PUNCH_REQUEST(node id, nonce) asks the answering node — the coordinator — to introduce the requester
+to the peer whose query session to it gave that node id in its HANDSHAKE. The coordinator names no address a
+requester gave it: it sends each of the two the other's address *as it sees that peer's own connection* (a PUNCH_PEER
+with status PEER and the requester's nonce, to both), and nothing to anyone else. Each side then punches: one small
+datagram from its listening socket towards the other (it opens its own NAT for the other's packets), and the
+requester dials the peer by QUIC from that socket. A request the coordinator cannot or will not carry out is
+answered with one PUNCH_PEER whose status says why (UNKNOWN_PEER: no live query session under that id, or it is the
+requester's own; NOT_ATTEMPTED: over its limits) and no address. Nothing is amplified: PUNCH_PEER is 29 bytes
+(IPv4) or 41 (IPv6) against the request's 53, one to each side. An older node drops the connection at a
+PUNCH_REQUEST (an unknown type): to the requester, a coordinator that did not answer.
 
 BLOCK is the one large message; `encode_block_header` lets a transport write the 13-byte header and then the
 payload (or a `sendfile` range) without concatenating them.
@@ -117,6 +132,9 @@ __all__ = [
     "ReachProof",
     "ReachResult",
     "reach_proof",
+    "PunchStatus",
+    "PunchRequest",
+    "PunchPeer",
     "Message",
     "encode",
     "encode_block_header",
@@ -141,6 +159,8 @@ NONCE_SIZE = 16  # a connect-back's nonce, and its proof: random to the requeste
 _REACH_REQUEST = struct.Struct(">HB16s")  # port, transport flags, nonce
 _REACH_RESULT = struct.Struct(">16sBB")  # nonce, one transport flag, status
 _REACH_PROOF_TAG = b"swarmproxy-reach-v1"
+_PUNCH_REQUEST = struct.Struct(">32s16s")  # node id, nonce
+_PUNCH_PEER_HEAD = struct.Struct(">16sBB")  # nonce, status, address family; then the address and a u16 port
 
 # The root of a HANDSHAKE that opens a query session (module docstring). No content has it: the empty content's
 # root is all zeros, and any other is a SHA-256 output, all ones with a chance of 2**-256.
@@ -171,6 +191,8 @@ class MessageType(IntEnum):
     REACH_REQUEST = 16
     REACH_PROOF = 17
     REACH_RESULT = 18
+    PUNCH_REQUEST = 19
+    PUNCH_PEER = 20
 
 
 class RejectReason(IntEnum):
@@ -479,6 +501,14 @@ class ClaimsResponse:
         return _frame(MessageType.CLAIMS, body)
 
 
+class PunchStatus(IntEnum):
+    """A coordinator's answer to a PUNCH_REQUEST (PUNCH_PEER)."""
+
+    PEER = 1  # here is the other side's address: punch to it now
+    UNKNOWN_PEER = 2  # no live query session to the coordinator under that node id (or it is the requester's own)
+    NOT_ATTEMPTED = 3  # over the coordinator's limits
+
+
 def reach_proof(nonce: bytes) -> bytes:
     """What a connect-back carries for `nonce`: a hash of it, never the requester's bytes (module docstring)."""
     if len(nonce) != NONCE_SIZE:
@@ -536,10 +566,49 @@ class ReachResult:
         return _frame(MessageType.REACH_RESULT, _pack(_REACH_RESULT, self.nonce, int(self.transport), status))
 
 
+@dataclass(frozen=True, slots=True)
+class PunchRequest:
+    """On a query session: introduce me to the peer whose query session to you is under `node_id` (module
+    docstring, "Hole punching"); `nonce` comes back in both PUNCH_PEERs."""
+
+    node_id: bytes
+    nonce: bytes
+
+    def encode(self) -> bytes:
+        if len(self.node_id) != 32:
+            raise ValueError("node_id must be 32 bytes")
+        _check_nonce(self.nonce, "nonce")
+        return _frame(MessageType.PUNCH_REQUEST, _pack(_PUNCH_REQUEST, self.node_id, self.nonce))
+
+
+_NO_ADDRESS = IPv4Address(0)
+
+
+@dataclass(frozen=True, slots=True)
+class PunchPeer:
+    """A coordinator's answer (to the requester) and introduction (to the peer): with status PEER, the other side's
+    address and port as the coordinator sees its connection; otherwise why not, and no address."""
+
+    nonce: bytes
+    status: PunchStatus
+    ip: IPv4Address | IPv6Address = _NO_ADDRESS
+    port: int = 0
+
+    def encode(self) -> bytes:
+        _check_nonce(self.nonce, "nonce")
+        status = PunchStatus(self.status)
+        if status is PunchStatus.PEER and not 1 <= self.port <= 0xFFFF:
+            raise ValueError("a PUNCH_PEER names a port in 1..65535")
+        if status is not PunchStatus.PEER and (self.port or self.ip != _NO_ADDRESS):
+            raise ValueError("only a PUNCH_PEER of status PEER names an address")
+        head = _pack(_PUNCH_PEER_HEAD, self.nonce, status, self.ip.version)
+        return _frame(MessageType.PUNCH_PEER, head + self.ip.packed + _pack(_U16, self.port))
+
+
 Message = (
     KeepAlive | Handshake | Bitfield | Have | Request | Block | Cancel | Reject | HashRequest | HashResponse | Pex
     | Start | ManifestRequest | ManifestResponse | ClaimsRequest | ClaimsResponse | ReachRequest | ReachProof
-    | ReachResult
+    | ReachResult | PunchRequest | PunchPeer
 )
 
 

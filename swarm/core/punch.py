@@ -1,0 +1,123 @@
+"""Hole punching (sans-I/O): whom a coordinator introduces, and which introductions a node acts on.
+
+Two nodes behind NATs that map nothing (endpoint-independent mapping, address-and-port-dependent filtering: RFC
+4787's "port-restricted") can still meet over QUIC if a third node both are connected to tells each the other's
+address as it sees it, and both then send towards each other from their listening socket at once: each side's
+outgoing packet opens its own NAT's filter for the other's (`swarm.net.wire`, "Hole punching"; the transport dials
+from its listener's socket, `swarm.net.quic`, "One socket"). Behind a NAT whose mapping depends on the destination
+("symmetric") the address the coordinator saw is not the one the other side's packets would need, and punching
+fails, as RFC 4787 predicts: nothing here pretends otherwise.
+
+What a coordinator does for a PUNCH_REQUEST is judged by `PunchCoordinator.decide`, before anything is sent:
+
+* **only between two live query sessions to it**: the requester's, on which the request came, and the one whose
+  HANDSHAKE gave the node id asked for (the shell looks it up; None if there is none, or it is the requester's own:
+  UNKNOWN_PEER). The addresses sent are those two connections' remote addresses, each proved by the transport's
+  handshake: never an address a requester names, so nobody can make a coordinator point a peer at a third party;
+* **public addresses only** (unless built for a lab, `allow_private`), as connect-backs (`swarm.core.reach`);
+* **a few a minute per requester** (`PER_SOURCE` per `WINDOW`, by `addresses.source`: an address, a public IPv6
+  address's /64) and `PER_WINDOW` in all. Over them: NOT_ATTEMPTED. One admitted request is one PUNCH_PEER to each
+  side, each smaller than the request.
+
+An introduced node acts on a PUNCH_PEER only from a coordinator it opened a session to, and at most `PER_SOURCE` a
+`WINDOW` per coordinator (`PunchLimiter`), towards a public address (unless `allow_private`): so a coordinator
+cannot make it send more than a few small datagrams a minute, one per introduction.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+
+import addresses
+from swarm.net.wire import PunchStatus
+
+__all__ = ["PunchLimiter", "PunchCoordinator", "PER_SOURCE", "WINDOW", "PER_WINDOW", "PUNCH_DELAY", "PUNCH_TTL"]
+
+PER_SOURCE = 3  # introductions per requester (or acted on per coordinator) per WINDOW
+WINDOW = 60.0
+PER_WINDOW = 64  # ... and in all
+# Seconds the requester waits between its punch datagram and its QUIC dial, so that the peer's datagram (sent when its
+# introduction arrived, a little before the requester's answer) has left the peer's NAT before our Initial reaches it.
+PUNCH_DELAY = 0.2
+# The punch datagram's IP TTL: enough hops to pass this side's NAT (a home router, a carrier's NAT), too few to reach
+# the other side's. One that reaches the other NAT before that side sent anything can make a Linux NAT give that side
+# another port (conntrack sees a clash): the punch would then fail.
+PUNCH_TTL = 4
+
+
+def _refusal(address: str | None, allow_private: bool) -> str | None:
+    source, _network = addresses.source(address)
+    kind = addresses.kind_of(address)
+    if source is None or kind is None:
+        return f"{address} is not an IP address"
+    if kind is addresses.Kind.SPECIAL:
+        return f"{source} is a special-purpose address"
+    if kind is not addresses.Kind.PUBLIC and not allow_private:
+        return f"{source} is not a public address: hole punching is for the public network"
+    return None
+
+
+class PunchLimiter:
+    """How many punches one source may cause a `window` (`per_source`), and all sources (`per_window`)."""
+
+    def __init__(self, *, per_source: int = PER_SOURCE, window: float = WINDOW, per_window: int = PER_WINDOW,
+                 allow_private: bool = False) -> None:
+        if min(per_source, per_window) < 1 or window <= 0:
+            raise ValueError("limits must be >= 1 and the window > 0")
+        self.per_source = per_source
+        self.window = window
+        self.per_window = per_window
+        self.allow_private = allow_private
+        self._admitted: deque[tuple[float, str]] = deque()
+        self._by_source: Counter[str] = Counter()
+
+    def refusal(self, address: str | None) -> str | None:
+        """Why a punch may not involve `address` (not an IP, special, not public), else None."""
+        return _refusal(address, self.allow_private)
+
+    def admit(self, address: str | None, now: float) -> str | None:
+        """A punch caused by `address` (a requester; a coordinator): None to go ahead (counted), else why not."""
+        self._forget(now)
+        refusal = self.refusal(address)
+        if refusal is not None:
+            return refusal
+        source, _network = addresses.source(address)
+        assert source is not None
+        if len(self._admitted) >= self.per_window:
+            return f"{len(self._admitted)} punches in the last {self.window:g} s"
+        if self._by_source[source] >= self.per_source:
+            return f"{source} caused {self._by_source[source]} in the last {self.window:g} s"
+        self._admitted.append((now, source))
+        self._by_source[source] += 1
+        return None
+
+    def _forget(self, now: float) -> None:
+        while self._admitted and self._admitted[0][0] <= now - self.window:
+            _when, source = self._admitted.popleft()
+            self._by_source[source] -= 1
+            if not self._by_source[source]:
+                del self._by_source[source]
+
+
+class PunchCoordinator:
+    """A coordinator's judgement of one PUNCH_REQUEST (module docstring)."""
+
+    def __init__(self, limiter: PunchLimiter | None = None) -> None:
+        self.limiter = limiter or PunchLimiter()
+        self.introduced = 0  # pairs introduced, for the status page
+
+    def decide(self, requester: tuple[str, int], target: tuple[str, int] | None, now: float
+               ) -> tuple[PunchStatus, str]:
+        """`requester`: the address the request came from; `target`: the remote address of the live query session
+        under the node id asked for (None: none). PEER (introduce them: counted) or why not."""
+        if target is None:
+            return PunchStatus.UNKNOWN_PEER, "no live query session under that node id"
+        if target == requester:
+            return PunchStatus.UNKNOWN_PEER, "that is the requester's own session"
+        refusal = self.limiter.refusal(target[0])
+        if refusal is None:
+            refusal = self.limiter.admit(requester[0], now)
+        if refusal is not None:
+            return PunchStatus.NOT_ATTEMPTED, refusal
+        self.introduced += 1
+        return PunchStatus.PEER, "introduced"
