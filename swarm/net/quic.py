@@ -384,6 +384,36 @@ class QuicTransport(Transport):
         self.listener = listener
         return listener
 
+    def punch(self, address: Address, ttl: int | None = None) -> bool:
+        """Send one small datagram (one zero byte, which no QUIC endpoint takes for a packet) to `address` from the
+        listener's socket, with IP TTL (hop limit) `ttl` if given: it opens a NAT's mapping and filter between us and
+        `address` for the peer's packets (`swarm.core.punch`). False if the transport does not listen (nothing
+        sent)."""
+        listener = self.listener
+        server = listener._server if listener is not None and not listener.is_closed else None
+        sock = server._transport.get_extra_info("socket") if server is not None and server._transport else None
+        if sock is None:
+            return False
+        host, port = address
+        family = sock.family
+        if family == socket.AF_INET6 and ipaddress.ip_address(host).version == 4:
+            host = "::ffff:" + host
+        punch = socket.fromfd(sock.fileno(), family, socket.SOCK_DGRAM)  # (a duplicate: the same socket)
+        try:
+            if ttl is None:
+                punch.sendto(b"\x00", (host, port))
+            elif family == socket.AF_INET6:
+                punch.sendmsg([b"\x00"], [(socket.IPPROTO_IPV6, socket.IPV6_HOPLIMIT, ttl.to_bytes(4, "little"))], 0,
+                              (host, port))
+            else:
+                punch.sendmsg([b"\x00"], [(socket.IPPROTO_IP, socket.IP_TTL, ttl.to_bytes(4, "little"))], 0,
+                              (host, port))
+        except OSError:
+            return False
+        finally:
+            punch.close()
+        return True
+
     async def connect(self, address: Address, *, timeout: float = CONNECT_TIMEOUT) -> QuicConnection:
         loop = asyncio.get_running_loop()
         host, port = address

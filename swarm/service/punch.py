@@ -1,0 +1,149 @@
+"""Hole punching, the asyncio shell: coordinating for others, waiting to be introduced, and asking to be.
+
+The decisions are `swarm.core.punch`'s; the wire is `swarm.net.wire`, "Hole punching"; the punch itself needs the
+QUIC transport to dial from its listening socket (`swarm.net.quic`, "One socket", and `QuicTransport.punch`).
+
+**Coordinating** (`introduce`): the node keeps its served query sessions past their HANDSHAKE by the node id it gave
+(`registered`/`ended`; the latest one wins). A PUNCH_REQUEST (`swarm.core.serve.Introduce`) is judged by
+`PunchCoordinator`; if it is carried out, the target is sent the requester's address first, then the requester the
+target's, each as the coordinator sees that peer's own connection.
+
+**Being reachable for punches** (`rendezvous`): a query session to a coordinator, kept open, read for PUNCH_PEERs;
+each one (within `PunchLimiter`, per coordinator) makes this node send the punch datagram to the address named.
+
+**Asking** (`request`): a query session to the coordinator, one PUNCH_REQUEST for the node id, its PUNCH_PEER back;
+then the punch datagram, `delay` s, and the caller dials the address (`SwarmNode.punch_connect`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+import secrets
+from typing import TYPE_CHECKING
+
+import addresses
+from swarm.core.punch import PUNCH_DELAY, PUNCH_TTL, PunchCoordinator, PunchLimiter
+from swarm.core.serve import Introduce
+from swarm.errors import PeerError, TransportError
+from swarm.net import wire
+from swarm.net.transport import Address, Connection
+
+if TYPE_CHECKING:
+    from swarm.service.node import SwarmNode
+
+__all__ = ["Punching"]
+
+log = logging.getLogger("swarmproxy.swarm")
+
+
+def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    return ipaddress.ip_address(addresses.canonical_host(host) or host)
+
+
+class Punching:
+    def __init__(self, *, allow_private: bool = False, ttl: int | None = PUNCH_TTL, delay: float = PUNCH_DELAY,
+                 coordinator: PunchCoordinator | None = None, limiter: PunchLimiter | None = None) -> None:
+        """`allow_private`: for tests and labs only (`swarm.core.punch`). `ttl`: the punch datagram's IP TTL (None:
+        the system's). `delay`: s between the requester's punch datagram and its dial."""
+        self.coordinator = coordinator or PunchCoordinator(PunchLimiter(allow_private=allow_private))
+        self.limiter = limiter or PunchLimiter(allow_private=allow_private)  # introductions we act on
+        self.ttl = ttl
+        self.delay = delay
+        self.punched = 0  # punch datagrams sent
+        self._sessions: dict[bytes, Connection] = {}
+
+    # -- coordinating ------------------------------------------------------------------------------------------
+
+    def registered(self, node_id: bytes, connection: Connection) -> None:
+        """A served query session past its HANDSHAKE, which gave `node_id`."""
+        self._sessions[node_id] = connection
+
+    def ended(self, node_id: bytes, connection: Connection) -> None:
+        if self._sessions.get(node_id) is connection:
+            del self._sessions[node_id]
+
+    def introduce(self, connection: Connection, action: Introduce, now: float) -> wire.PunchStatus:
+        """A PUNCH_REQUEST on the served `connection`: introduce, or answer why not."""
+        target = self._sessions.get(action.node_id)
+        if target is not None and target.close_reason is not None:
+            target = None
+        status, why = self.coordinator.decide(connection.remote_address,
+                                              None if target is None else target.remote_address, now)
+        with contextlib.suppress(TransportError, ValueError):
+            if status is wire.PunchStatus.PEER and target is not None:
+                requester, peer = connection.remote_address, target.remote_address
+                target.send_nowait(wire.PunchPeer(action.nonce, status, _ip(requester[0]), requester[1]))
+                connection.send_nowait(wire.PunchPeer(action.nonce, status, _ip(peer[0]), peer[1]))
+                log.info("hole punching: introduced %s:%d and %s:%d", *requester, *peer)
+            else:
+                log.debug("hole punching for %s:%d not attempted: %s", *connection.remote_address, why)
+                connection.send_nowait(wire.PunchPeer(action.nonce, status))
+        return status
+
+    # -- being introduced --------------------------------------------------------------------------------------
+
+    def _punch(self, node: SwarmNode, address: Address) -> bool:
+        punch = getattr(node.transport, "punch", None)
+        if punch is None or not punch(address, self.ttl):
+            return False
+        self.punched += 1
+        return True
+
+    async def rendezvous(self, node: SwarmNode, coordinator: Address, *, timeout: float = 5.0) -> Connection:
+        """Open a query session to `coordinator` and act on the introductions it sends there, until it ends (the
+        caller may close it). The session is returned once open; its reader runs in the node's tasks."""
+        connection = await node.open_connection(coordinator, wire.QUERY_ROOT, timeout)
+        node._spawn(self._introductions(node, connection))
+        return connection
+
+    async def _introductions(self, node: SwarmNode, connection: Connection) -> None:
+        loop = asyncio.get_running_loop()
+        coordinator = connection.remote_address
+        try:
+            while (message := await connection.receive()) is not None:
+                if isinstance(message, wire.KeepAlive):
+                    continue
+                if not isinstance(message, wire.PunchPeer) or message.status is not wire.PunchStatus.PEER:
+                    log.debug("hole punching: %s:%d sent %s", *coordinator, message)
+                    break
+                refusal = self.limiter.admit(coordinator[0], loop.time()) or self.limiter.refusal(str(message.ip))
+                if refusal is not None:
+                    log.debug("hole punching: introduction by %s:%d not acted on: %s", *coordinator, refusal)
+                    continue
+                self._punch(node, (str(message.ip), message.port))
+        except TransportError:
+            pass
+        finally:
+            connection.abort("rendezvous over")
+
+    # -- asking ------------------------------------------------------------------------------------------------
+
+    async def request(self, node: SwarmNode, coordinator: Address, node_id: bytes, *, timeout: float = 5.0
+                      ) -> Address:
+        """Ask `coordinator` to introduce us to `node_id`; punch towards the address it names and wait `delay`.
+        The peer's address; `PeerError` if the coordinator did not introduce us (or said nothing in time)."""
+        nonce = secrets.token_bytes(wire.NONCE_SIZE)
+        try:
+            connection = await node.open_connection(coordinator, wire.QUERY_ROOT, timeout)
+        except (TimeoutError, TransportError) as exc:
+            raise PeerError(f"no query session with the coordinator: {exc or 'timed out'}") from exc
+        try:
+            connection.send_nowait(wire.PunchRequest(node_id, nonce))
+            async with asyncio.timeout(timeout):
+                while (answer := await connection.receive()) is not None and isinstance(answer, wire.KeepAlive):
+                    pass
+        except (TimeoutError, TransportError) as exc:
+            raise PeerError(f"the coordinator did not answer: {exc or 'timed out'}") from exc
+        finally:
+            connection.abort("punch asked")
+        if not isinstance(answer, wire.PunchPeer) or answer.nonce != nonce:
+            raise PeerError(f"the coordinator answered {answer}")
+        if answer.status is not wire.PunchStatus.PEER:
+            raise PeerError(f"the coordinator did not introduce us: {answer.status.name}")
+        address = (str(answer.ip), answer.port)
+        self._punch(node, address)
+        await asyncio.sleep(self.delay)
+        return address
