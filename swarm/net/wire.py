@@ -68,17 +68,10 @@ takes a query session whose first message after the HANDSHAKE is a REACH_PROOF a
 How many connect-backs a node makes is bounded per source and in all (`swarm.core.reach`). An older node drops
 the connection at a REACH_REQUEST (an unknown type): to the requester, a peer that did not answer.
 
-**Hole punching** (two nodes behind NATs that map nothing, both connected to a third: `swarm.core.punch`). On a
-query session, PUNCH_REQUEST(node id, nonce) asks the answering node — the coordinator — to introduce the requester
-to the peer whose query session to it gave that node id in its HANDSHAKE. The coordinator names no address a
-requester gave it: it sends each of the two the other's address *as it sees that peer's own connection* (a PUNCH_PEER
-with status PEER and the requester's nonce, to both), and nothing to anyone else. Each side then punches: one small
-datagram from its listening socket towards the other (it opens its own NAT for the other's packets), and the
-requester dials the peer by QUIC from that socket. A request the coordinator cannot or will not carry out is
-answered with one PUNCH_PEER whose status says why (UNKNOWN_PEER: no live query session under that id, or it is the
-requester's own; NOT_ATTEMPTED: over its limits) and no address. Nothing is amplified: PUNCH_PEER is 29 bytes
-(IPv4) or 41 (IPv6) against the request's 53, one to each side. An older node drops the connection at a
-PUNCH_REQUEST (an unknown type): to the requester, a coordinator that did not answer.
+**Hole punching** (`swarm.core.punch`): on a query session, PUNCH_REQUEST(node id, nonce) asks the coordinator to
+send the requester and the peer whose query session to it gave that node id each other's address as it sees their
+own connections (PUNCH_PEER, status PEER, to both; else one refusal to the requester, no address). 29 or 41 bytes
+each for the request's 53: nothing is amplified. An older node drops the connection at it (an unknown type).
 
 BLOCK is the one large message; `encode_block_header` lets a transport write the 13-byte header and then the
 payload (or a `sendfile` range) without concatenating them.
@@ -132,9 +125,7 @@ __all__ = [
     "ReachProof",
     "ReachResult",
     "reach_proof",
-    "PunchStatus",
-    "PunchRequest",
-    "PunchPeer",
+    "PunchStatus", "PunchRequest", "PunchPeer",
     "Message",
     "encode",
     "encode_block_header",
@@ -501,9 +492,7 @@ class ClaimsResponse:
         return _frame(MessageType.CLAIMS, body)
 
 
-class PunchStatus(IntEnum):
-    """A coordinator's answer to a PUNCH_REQUEST (PUNCH_PEER)."""
-
+class PunchStatus(IntEnum):  # a coordinator's answer to a PUNCH_REQUEST (PUNCH_PEER)
     PEER = 1  # here is the other side's address: punch to it now
     UNKNOWN_PEER = 2  # no live query session to the coordinator under that node id (or it is the requester's own)
     NOT_ATTEMPTED = 3  # over the coordinator's limits
@@ -568,26 +557,21 @@ class ReachResult:
 
 @dataclass(frozen=True, slots=True)
 class PunchRequest:
-    """On a query session: introduce me to the peer whose query session to you is under `node_id` (module
-    docstring, "Hole punching"); `nonce` comes back in both PUNCH_PEERs."""
+    """Introduce me to the peer whose query session to you is under `node_id`; `nonce` comes back in PUNCH_PEER."""
 
     node_id: bytes
     nonce: bytes
 
     def encode(self) -> bytes:
-        if len(self.node_id) != 32:
-            raise ValueError("node_id must be 32 bytes")
-        _check_nonce(self.nonce, "nonce")
+        _check_nonce(self.nonce if len(self.node_id) == 32 else b"", "node_id (32) and nonce")
         return _frame(MessageType.PUNCH_REQUEST, _pack(_PUNCH_REQUEST, self.node_id, self.nonce))
-
 
 _NO_ADDRESS = IPv4Address(0)
 
 
 @dataclass(frozen=True, slots=True)
 class PunchPeer:
-    """A coordinator's answer (to the requester) and introduction (to the peer): with status PEER, the other side's
-    address and port as the coordinator sees its connection; otherwise why not, and no address."""
+    """Status PEER: the other side's address as the coordinator sees its connection; else why not, no address."""
 
     nonce: bytes
     status: PunchStatus
@@ -597,10 +581,9 @@ class PunchPeer:
     def encode(self) -> bytes:
         _check_nonce(self.nonce, "nonce")
         status = PunchStatus(self.status)
-        if status is PunchStatus.PEER and not 1 <= self.port <= 0xFFFF:
-            raise ValueError("a PUNCH_PEER names a port in 1..65535")
-        if status is not PunchStatus.PEER and (self.port or self.ip != _NO_ADDRESS):
-            raise ValueError("only a PUNCH_PEER of status PEER names an address")
+        if (status is PunchStatus.PEER) != (1 <= self.port <= 0xFFFF) or (status is not PunchStatus.PEER
+                                                                           and self.ip != _NO_ADDRESS):
+            raise ValueError("a PUNCH_PEER of status PEER, and only one, names an address and a port in 1..65535")
         head = _pack(_PUNCH_PEER_HEAD, self.nonce, status, self.ip.version)
         return _frame(MessageType.PUNCH_PEER, head + self.ip.packed + _pack(_U16, self.port))
 

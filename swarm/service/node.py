@@ -79,16 +79,7 @@ from typing import cast
 from swarm.content.manifest import READ_SIZE, Manifest, build_manifest, decode
 from swarm.core.policy import PolicyConfig
 from swarm.core.reachability import Outcome, Reachability
-from swarm.core.serve import (
-    HANDSHAKE_TIMEOUT,
-    ConnectBack,
-    Introduce,
-    ProofArrived,
-    SendBlock,
-    ServeCore,
-    Shared,
-    Shown,
-)
+from swarm.core.serve import HANDSHAKE_TIMEOUT, ConnectBack, ProofArrived, SendBlock, ServeCore, Shared, Shown
 from swarm.core.serve import Close as ServeClose
 from swarm.core.serve import Send as ServeSend
 from swarm.core.slots import Evict, Refuse, SlotPolicy
@@ -107,7 +98,7 @@ from swarm.net.transport import (
     payload_length,
 )
 from swarm.service.fetch_run import RangeSource, _FetchRun
-from swarm.service.punch import Punching
+from swarm.service.punch import Introduce, Punching
 from swarm.service.reach import PROBE_TIMEOUT, Reach
 from swarm.service.report import FetchReport
 from swarm.store.interface import BlockLocation, BlockStore, Evicted, StoreEvent, StoreFailed
@@ -161,7 +152,6 @@ class SwarmNode:
         upload_throttle: UploadThrottle | None = None,
         own_claims: OwnClaims | None = None,
         reach: Reach | None = None,
-        punching: Punching | None = None,
     ) -> None:
         """`shown`: what a served peer is shown (module docstring; None, the default: everything).
         `upload_throttle`: what each BLOCK to a served peer is taken from (module docstring; None, the default:
@@ -193,8 +183,7 @@ class SwarmNode:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.reach = reach if reach is not None else Reach()
         self.reach.attach(self)
-        # Hole punching (`swarm.service.punch`): coordinating for others, being introduced, asking.
-        self.punching = punching if punching is not None else Punching()
+        self.punching = Punching()  # hole punching (`swarm.service.punch`): for tests and labs, replace it
 
     @property
     def reachability(self) -> Reachability:
@@ -372,7 +361,7 @@ class SwarmNode:
                     self._apply_serve(connection, core, core.on_message(message, loop.time()))
                     if was_new and core.root is not None and not core.query:  # (a query is about no content)
                         self._serving.setdefault(core.root, {})[connection] = core
-                    if was_new and core.query and core.peer is not None:  # one a coordinator may introduce to
+                    if was_new and core.query and core.peer is not None:  # (a coordinator may introduce it)
                         self.punching.registered(core.peer, connection)
                     if not told and core.root is not None and not (was_new and core.query):  # (a query session:
                         told = True  # known by what follows its HANDSHAKE, a REACH_PROOF or not)
@@ -384,8 +373,7 @@ class SwarmNode:
                     task.cancel()
             if core.root is not None:
                 self._serving.get(core.root, {}).pop(connection, None)
-            if core.query and core.peer is not None:
-                self.punching.ended(core.peer, connection)
+            self.punching.ended(core.peer, connection)
             self.slots.release(connection)
             connection.abort("served")
 
@@ -516,19 +504,6 @@ class SwarmNode:
         `port`, default ours: another only for tests); what each connect-back came to, by transport name, which
         `reachability` learns from (`swarm.service.reach.Reach.probe`). Never raises for what the peer does."""
         return await self.reach.probe(self, peer, transports=transports, timeout=timeout, port=port)
-
-    async def rendezvous(self, coordinator: Address, *, timeout: float = PROBE_TIMEOUT) -> Connection:
-        """Be reachable for hole punches through `coordinator`: a query session to it, read for introductions
-        (`swarm.service.punch.Punching.rendezvous`); it lasts until either side closes it (its idle timeout there)."""
-        return await self.punching.rendezvous(self, coordinator, timeout=timeout)
-
-    async def punch_connect(self, coordinator: Address, node_id: bytes, root: bytes = wire.QUERY_ROOT, *,
-                            timeout: float = CONNECT_TIMEOUT) -> Connection:
-        """Connect to the node `node_id` that keeps a rendezvous with `coordinator`, through both NATs: ask to be
-        introduced, punch, and dial the address the coordinator gave (a session for `root`, as `open_connection`).
-        `PeerError` if the coordinator did not introduce us; `ConnectFailed` if the punch did not open the way."""
-        address = await self.punching.request(self, coordinator, node_id, timeout=min(timeout, PROBE_TIMEOUT))
-        return await self.open_connection(address, root, timeout)
 
     async def open_connection(self, address: Address, root: bytes, timeout: float) -> Connection:
         """Connect and exchange handshakes for `root` (`wire.QUERY_ROOT`: a query session, `ask_claims`); the

@@ -12,7 +12,7 @@ target's, each as the coordinator sees that peer's own connection.
 each one (within `PunchLimiter`, per coordinator) makes this node send the punch datagram to the address named.
 
 **Asking** (`request`): a query session to the coordinator, one PUNCH_REQUEST for the node id, its PUNCH_PEER back;
-then the punch datagram, `delay` s, and the caller dials the address (`SwarmNode.punch_connect`).
+then the punch datagram, `delay` s, and the dial (`connect`: a session as `SwarmNode.open_connection` makes).
 """
 
 from __future__ import annotations
@@ -29,12 +29,12 @@ from swarm.core.punch import PUNCH_DELAY, PUNCH_TTL, PunchCoordinator, PunchLimi
 from swarm.core.serve import Introduce
 from swarm.errors import PeerError, TransportError
 from swarm.net import wire
-from swarm.net.transport import Address, Connection
+from swarm.net.transport import CONNECT_TIMEOUT, Address, Connection
 
 if TYPE_CHECKING:
     from swarm.service.node import SwarmNode
 
-__all__ = ["Punching"]
+__all__ = ["Punching", "Introduce"]  # (the action it carries out, `swarm.core.serve`'s)
 
 log = logging.getLogger("swarmproxy.swarm")
 
@@ -61,8 +61,9 @@ class Punching:
         """A served query session past its HANDSHAKE, which gave `node_id`."""
         self._sessions[node_id] = connection
 
-    def ended(self, node_id: bytes, connection: Connection) -> None:
-        if self._sessions.get(node_id) is connection:
+    def ended(self, node_id: bytes | None, connection: Connection) -> None:
+        """A served session ended (`node_id`: the one its HANDSHAKE gave, if any)."""
+        if node_id is not None and self._sessions.get(node_id) is connection:
             del self._sessions[node_id]
 
     def introduce(self, connection: Connection, action: Introduce, now: float) -> wire.PunchStatus:
@@ -147,3 +148,11 @@ class Punching:
         self._punch(node, address)
         await asyncio.sleep(self.delay)
         return address
+
+    async def connect(self, node: SwarmNode, coordinator: Address, node_id: bytes, root: bytes = wire.QUERY_ROOT, *,
+                      timeout: float = CONNECT_TIMEOUT) -> Connection:
+        """A session for `root` (`SwarmNode.open_connection`) with the node `node_id`, which keeps a rendezvous with
+        `coordinator`, through both NATs. `PeerError` if the coordinator did not introduce us, `ConnectFailed` if the
+        punch did not open the way."""
+        address = await self.request(node, coordinator, node_id, timeout=min(timeout, 5.0))
+        return await node.open_connection(address, root, timeout)

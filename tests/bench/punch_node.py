@@ -42,18 +42,19 @@ async def main(argv: list[str]) -> None:
         return
     ttl_at = {"target": 3, "requester": 4}.get(role, len(argv))
     ttl = int(argv[ttl_at]) if ttl_at < len(argv) else None
-    node = SwarmNode(MemoryBlockStore(), QuicTransport(), punching=Punching(ttl=ttl))
+    node = SwarmNode(MemoryBlockStore(), QuicTransport())
+    node.punching = Punching(ttl=ttl)
     await node.start("0.0.0.0", int(argv[1]))
     if role == "coordinator":
         _say(node_id=node.node_id.hex())
         await asyncio.Event().wait()
     elif role == "target":
-        await node.rendezvous(_address(argv[2]))
+        await node.punching.rendezvous(node, _address(argv[2]))
         _say(node_id=node.node_id.hex())
         await asyncio.Event().wait()
     else:
         try:
-            connection = await node.punch_connect(_address(argv[2]), bytes.fromhex(argv[3]), timeout=5.0)
+            connection = await node.punching.connect(node, _address(argv[2]), bytes.fromhex(argv[3]), timeout=5.0)
             _say(ok=True, remote=list(connection.remote_address), peer=node._answered[connection].hex())
         except Exception as exc:  # noqa: BLE001 - reported to the test
             _say(ok=False, error=f"{type(exc).__name__}: {exc}")

@@ -16,8 +16,9 @@ from swarm.store.memory import MemoryBlockStore
 
 
 def node(**punching) -> SwarmNode:
-    return SwarmNode(MemoryBlockStore(), QuicTransport(),
-                     punching=Punching(allow_private=True, ttl=None, delay=0.0, **punching))
+    created = SwarmNode(MemoryBlockStore(), QuicTransport())
+    created.punching = Punching(allow_private=True, ttl=None, delay=0.0, **punching)
+    return created
 
 
 async def started(*nodes: SwarmNode) -> None:
@@ -30,9 +31,9 @@ async def test_a_node_connects_to_another_through_a_coordinator_both_reach():
     await started(a, b, c)
     try:
         assert c.listener is not None and b.listener is not None
-        rendezvous = await b.rendezvous(c.listener.address)
+        rendezvous = await b.punching.rendezvous(b, c.listener.address)
         await asyncio.sleep(0.1)  # (c registers b's session once its HANDSHAKE is served)
-        connection = await a.punch_connect(c.listener.address, b.node_id, timeout=5.0)
+        connection = await a.punching.connect(a, c.listener.address, b.node_id, timeout=5.0)
         assert connection.remote_address == b.listener.address
         assert a._answered[connection] == b.node_id  # handshakes exchanged
         assert c.punching.coordinator.introduced == 1
@@ -56,9 +57,9 @@ async def test_a_node_id_with_no_session_to_the_coordinator_is_unknown():
     try:
         assert c.listener is not None
         with pytest.raises(PeerError, match="UNKNOWN_PEER"):
-            await a.punch_connect(c.listener.address, b"x" * 32, timeout=5.0)
+            await a.punching.connect(a, c.listener.address, b"x" * 32, timeout=5.0)
         with pytest.raises(PeerError, match="UNKNOWN_PEER"):  # its own session is no introduction
-            await a.punch_connect(c.listener.address, a.node_id, timeout=5.0)
+            await a.punching.connect(a, c.listener.address, a.node_id, timeout=5.0)
     finally:
         for each in (a, c):
             await each.close()
@@ -69,7 +70,7 @@ async def test_a_coordinator_introduces_a_requester_a_few_times_a_minute():
     await started(a, b, c)
     try:
         assert c.listener is not None
-        rendezvous = await b.rendezvous(c.listener.address)
+        rendezvous = await b.punching.rendezvous(b, c.listener.address)
         await asyncio.sleep(0.1)
         for _ in range(3):
             assert await a.punching.request(a, c.listener.address, b.node_id) is not None
@@ -88,7 +89,7 @@ async def test_public_nodes_refuse_to_coordinate_between_private_addresses():
     await started(a, b, c)
     try:
         assert c.listener is not None
-        rendezvous = await b.rendezvous(c.listener.address)
+        rendezvous = await b.punching.rendezvous(b, c.listener.address)
         await asyncio.sleep(0.1)
         with pytest.raises(PeerError, match="NOT_ATTEMPTED"):
             await a.punching.request(a, c.listener.address, b.node_id)
