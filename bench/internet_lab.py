@@ -249,7 +249,8 @@ def mainline_agent(address: str, bootstrap: list[str]) -> int:
     from bench.stock_dht_node import SETTINGS, _peer
 
     session = lt.session({**SETTINGS, "listen_interfaces": f"{address}:{MAINLINE_AGENT_PORT}",
-                          "alert_mask": int(lt.alert_category.status | lt.alert_category.dht)})
+                          "alert_mask": int(lt.alert_category.status | lt.alert_category.dht
+                                             | lt.alert_category.dht_operation | lt.alert_category.stats)})
     while not session.listen_port():
         session.wait_for_alert(100)
     for peer in bootstrap:
@@ -381,6 +382,7 @@ def summarise_lookups(results: list[dict]) -> dict:
     if hops:
         out["hops_to_first_p50"] = percentile(hops, 50)
         out["hops_to_first_max"] = max(hops)
+        out["from_own_store"] = sum(1 for h in hops if h == 0)
     return out
 
 
@@ -392,7 +394,10 @@ def scenario_lookups(args, say) -> dict:
     rounds = 3 if args.quick else args.rounds
     report: dict = {"scenario": "lookups", "dht_nodes": dht_nodes, "announcers": announcers, "lookers": lookers,
                     "rounds": rounds, "timeout_s": args.lookup_timeout}
-    key = hashlib.sha1(b"internet lab content").hexdigest()
+    from bittorrent.mainline import root_key
+
+    root = hashlib.sha256(b"internet lab content").digest()  # our DHT's key; the Mainline key as the product makes it
+    keys = {"own": root.hex(), "mainline": root_key(root).hex()}
     with Topology(dht_nodes=dht_nodes, publics=announcers + lookers, homes=()) as topology:
         stock = [f"{m.address}:{DHT_PORT}" for m in topology.dht]
         own_backbone = [DhtAgent(topology, m, "own", [f"{topology.dht[0].address}:{OWN_DHT_PORT}"] if i else [])
@@ -400,14 +405,17 @@ def scenario_lookups(args, say) -> dict:
         for agent in own_backbone[1:]:  # bootstrapped as they started; wait until each answers
             agent.call(op="nodes")
         own_boot = [f"{m.address}:{OWN_DHT_PORT}" for m in topology.dht[:3]]
-        clients = {"mainline": [DhtAgent(topology, m, "mainline", stock) for m in topology.public],
-                   "own": [DhtAgent(topology, m, "own", own_boot) for m in topology.public]}
-        say(f"{dht_nodes} stock nodes and {dht_nodes} of our DHT's nodes; {announcers + lookers} clients of each")
+        # The announcers first; the lookers join once the announcements are stored, so that none holds a replica
+        # (in a DHT this small, every node near the key would, and find it in its own store).
+        announcing = topology.public[:announcers]
+        clients = {"mainline": [DhtAgent(topology, m, "mainline", stock) for m in announcing],
+                   "own": [DhtAgent(topology, m, "own", own_boot) for m in announcing]}
+        say(f"{dht_nodes} stock nodes and {dht_nodes} of our DHT's nodes; {announcers} announcers of each")
         time.sleep(args.settle)
         for kind, agents in clients.items():
-            report[f"{kind}_routing_nodes"] = [a.call(op="nodes")["nodes"] for a in agents]
-            for index, agent in enumerate(agents[:announcers]):
-                agent.call(op="announce", key=key, port=40_000 + index)
+            report[f"{kind}_announcer_routing_nodes"] = [a.call(op="nodes")["nodes"] for a in agents]
+            for index, agent in enumerate(agents):
+                agent.call(op="announce", key=keys[kind], port=40_000 + index)
         time.sleep(3)  # the announcements travel
         report["phases"] = {}
         for phase in ("all nodes", "20 % of the DHT nodes killed"):
@@ -423,12 +431,22 @@ def scenario_lookups(args, say) -> dict:
                 report["killed"] = [topology.dht[i].name for i in victims]
                 say(f"killed {report['killed']}")
             report["phases"][phase] = {}
-            for kind, agents in clients.items():
-                results = lookup_phase(agents[announcers:], key, 0 if kind == "mainline" else 40_000, rounds,
+            # Fresh lookers for each phase: ours keeps what it found (and may be handed replicas as it joins near
+            # the key), so a looker's later lookups would be answered from its own store.
+            lookers = {kind: [DhtAgent(topology, m, kind, stock if kind == "mainline" else own_boot)
+                              for m in topology.public[announcers:]] for kind in clients}
+            time.sleep(args.settle)
+            for kind, agents in lookers.items():
+                report["phases"][phase][f"{kind}_routing_nodes"] = [a.call(op="nodes")["nodes"] for a in agents]
+            for kind, agents in lookers.items():
+                results = lookup_phase(agents, keys[kind], 0 if kind == "mainline" else 40_000, rounds,
                                        args.lookup_timeout)
                 report["phases"][phase][kind] = summarise_lookups(results)
                 report["phases"][phase][kind]["results"] = results
                 say(f"{phase}, {kind}: {summarise_lookups(results)}")
+            for agents in lookers.values():
+                for agent in agents:
+                    agent.process.kill()
     return report
 
 
@@ -440,6 +458,8 @@ def format_lookups(report: dict) -> str:
              f"{'end p99':>8} {'hops p50/max':>12}"]
     for phase, kinds in report["phases"].items():
         for kind, s in kinds.items():
+            if kind.endswith("_routing_nodes"):
+                continue
             hops = f"{s['hops_to_first_p50']}/{s['hops_to_first_max']}" if "hops_to_first_p50" in s else "n/a"
             lines.append(f"{phase:<30} {kind:<9} {s['found']:>3}/{s['lookups']:<3} {s['first_p50_ms']!s:>10} "
                          f"{s['first_p99_ms']!s:>10} {s['end_p50_ms']!s:>8} {s['end_p99_ms']!s:>8} {hops:>12}")
@@ -452,8 +472,14 @@ def format_lookups(report: dict) -> str:
 # -- cost: the Mainline traffic of one node -------------------------------------------------------------------------
 
 COUNTERS = """table inet internetlab {{
-    chain input {{ type filter hook input priority -300; policy accept; udp dport {port} counter }}
-    chain output {{ type filter hook output priority -300; policy accept; udp sport {port} counter }}
+    chain input {{
+        type filter hook input priority -300; policy accept;
+        udp dport {port} counter
+    }}
+    chain output {{
+        type filter hook output priority -300; policy accept;
+        udp sport {port} counter
+    }}
 }}
 """
 
@@ -482,10 +508,14 @@ def scenario_cost(args, say) -> dict:
 
     dht_nodes = 6 if args.quick else args.lookup_dht_nodes
     window = 15.0 if args.quick else args.window
-    report: dict = {"scenario": "cost", "dht_nodes": dht_nodes, "window_s": window}
+    # Each download slow enough (under the default --min-rate, 160 kB/s) to be looked up and announced: a fast one
+    # under --discover-size (16 MiB) tells the DHT nothing.
+    rate, size = 64_000.0, 300_000
+    report: dict = {"scenario": "cost", "dht_nodes": dht_nodes, "window_s": window, "origin_rate": rate,
+                    "size": size}
     scratch = pathlib.Path(tempfile.mkdtemp(prefix="internet-lab-cost-"))
     with Topology(dht_nodes=dht_nodes, publics=1, homes=("full-cone",)) as topology:
-        origin = Origin(topology, topology.public[0], args.rate, args.size)
+        origin = Origin(topology, topology.public[0], rate, size)
         host = topology.hosts[0]
         node = topology.start_node(host, scratch / "node", *args.node_args)
         wait_until(lambda: (node.admin("/_swarm/discovery")["mainline"].get("nodes") or 0) > 0, "the DHT", 60)
@@ -522,7 +552,8 @@ def scenario_cost(args, say) -> dict:
 
 def format_cost(report: dict) -> str:
     lines = [f"cost: one node behind a full-cone NAT on a test DHT of {report['dht_nodes']} stock nodes; UDP on the "
-             f"session's port {report['session_port']} counted by nft in the node's namespace",
+             f"session's port {report['session_port']} counted by nft in the node's namespace; downloads of "
+             f"{report['size']} B files one after the other from an origin at {report['origin_rate']:.0f} B/s",
              f"{'state':<12} {'window s':>8} {'in dgrams/min':>14} {'in bytes/min':>13} {'out dgrams/min':>15} "
              f"{'out bytes/min':>14}"]
     for state in ("idle", "downloading"):
@@ -555,8 +586,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="one more flag for every `swarmproxy run` (repeatable), e.g. --node-arg=--trust=any")
     parser.add_argument("--json", type=pathlib.Path, default=None, help="write the whole report here")
     parser.add_argument("--lookup-dht-nodes", type=int, default=24, help="lookups: DHT nodes of each kind (24)")
-    parser.add_argument("--rounds", type=int, default=8, help="lookups: lookups per looker per phase (8)")
-    parser.add_argument("--lookup-timeout", type=float, default=10.0, help="lookups: seconds at most per lookup")
+    parser.add_argument("--rounds", type=int, default=5, help="lookups: lookups per looker per phase (5)")
+    parser.add_argument("--lookup-timeout", type=float, default=30.0, help="lookups: seconds at most per lookup")
     parser.add_argument("--window", type=float, default=90.0, help="cost: seconds of each window (idle, downloading)")
     parser.add_argument("--serve-origin", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--dht-agent", nargs="+", default=None, help=argparse.SUPPRESS)
