@@ -220,10 +220,16 @@ def format_crowd(report: dict) -> str:
     lines.append(f"speedup (median direct / median swarmproxy): {report['speedup_p50']}")
     lines.append(f"records: origin share {report['swarmproxy']['records_origin_share']}, peers share "
                  f"{report['swarmproxy']['records_peer_share']}")
-    lines.append("per download (swarmproxy arm): machine kind time bytes_origin bytes_peers transition")
+    served: dict[str, int] = {}
     for r in report["records"]["swarmproxy"]:
+        uploaded = ((r.get("node_status") or {}).get("swarm") or {}).get("bytes_uploaded") or 0
+        served[r["kind"]] = served.get(r["kind"], 0) + uploaded
+    lines.append(f"bytes served to peers, by the NAT of the serving node: {served}")
+    lines.append("per download (swarmproxy arm): machine kind time bytes_origin bytes_peers transition uploaded")
+    for r in report["records"]["swarmproxy"]:
+        uploaded = ((r.get("node_status") or {}).get("swarm") or {}).get("bytes_uploaded")
         lines.append(f"  {r['machine']:<4} {r['kind']:<16} {r['duration_s']:>7} {r.get('bytes_origin')!s:>9} "
-                     f"{r.get('bytes_peers')!s:>9} {r.get('transition')}")
+                     f"{r.get('bytes_peers')!s:>9} {r.get('transition')!s:>3} {uploaded!s:>9}")
     return "\n".join(lines)
 
 
@@ -420,7 +426,8 @@ def scenario_lookups(args, say) -> dict:
         report["phases"] = {}
         for phase in ("all nodes", "20 % of the DHT nodes killed"):
             if phase != "all nodes":
-                victims = list(range(1, dht_nodes, 5))[:max(1, dht_nodes // 5)]
+                gone = max(1, round(dht_nodes * 0.2))  # never d1, the stock nodes' and our nodes' first contact
+                victims = [1 + (i * (dht_nodes - 1)) // gone for i in range(gone)]
                 for index in victims:
                     machine = topology.dht[index]
                     for process in topology.processes:
