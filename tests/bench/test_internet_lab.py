@@ -7,7 +7,7 @@ import hashlib
 
 import pytest
 
-from bench import internet_lab
+from bench import internet_lab, internet_lookups
 
 
 def test_the_payload_is_deterministic_and_each_file_differs():
@@ -27,7 +27,7 @@ def test_lookup_times_are_in_milliseconds_and_hops_of_zero_are_counted_as_own_st
     results = [{"first_s": 0.001, "end_s": 0.010, "hops_to_first": 1}, {"first_s": 0.0001, "end_s": 0.002,
                                                                          "hops_to_first": 0},
                {"first_s": None, "end_s": None}]
-    summary = internet_lab.summarise_lookups(results)
+    summary = internet_lookups.summarise_lookups(results)
     assert summary["found"] == 2 and summary["ended"] == 2 and summary["end_p99_ms"] == 10.0
     assert summary["from_own_store"] == 1 and summary["hops_to_first_max"] == 1
 
