@@ -37,7 +37,6 @@ import json
 import os
 import pathlib
 import secrets
-import shutil
 import statistics
 import subprocess
 import sys
@@ -49,6 +48,9 @@ from dataclasses import dataclass, field
 from bench.cluster_bound import Link, makespan_bound
 from bench.cluster_harness import Cluster, RedisServer, redis_missing, wait_until
 from bench.cluster_sim import figures
+from bench.netns import READ_TIMEOUT, tear_down
+from bench.netns import run as _run
+from bench.netns import tool as _tool
 from cluster.run import manifest_of
 from cluster.throttle import RESERVE
 from swarm.content.sizes import parse_rate, parse_size
@@ -61,7 +63,6 @@ BURST = 64 * 1024  # tbf bucket, bytes: at least one GSO super-packet, else tbf 
 TBF_LATENCY = "20ms"
 SAMPLE_EVERY = 0.2  # s between two readings of the link counters (a rate measurement, not a wait)
 GOAL = 1.15  # makespan / bound the cluster mode aims at (its issue's goal; docs/cluster.md reports against it)
-READ_TIMEOUT = 10.0  # s for one `ip`/`tc` command
 
 # A receiver that prints "monotonic-time bytes-so-far" as bytes arrive (CLOCK_MONOTONIC is one clock for every
 # network namespace), and a sender that sends as fast as TCP lets it: the competing background flow.
@@ -85,17 +86,6 @@ while True:
 """
 
 
-def _tool(name: str) -> str | None:
-    """`ip` and `tc` live in /usr/sbin, which a user's PATH may lack."""
-    return shutil.which(name, path=os.pathsep.join((os.environ.get("PATH", ""), "/usr/sbin", "/sbin")))
-
-
-def _run(*argv: str) -> str:
-    argv = (_tool(argv[0]) or argv[0], *argv[1:])
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=READ_TIMEOUT)
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)}: {done.stderr.strip() or done.returncode}")
-    return done.stdout
 
 
 def netns_missing() -> str | None:
@@ -242,20 +232,9 @@ class Topology:
         return process
 
     def close(self) -> None:
-        for process in self.processes:
-            if process.poll() is None:
-                process.kill()
-        for process in self.processes:
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                pass
-        # A namespace outlives its name while a process is in it: the callers stop theirs before this.
-        for ns in reversed(self.namespaces):
-            subprocess.run([_tool("ip") or "ip", "netns", "del", ns], capture_output=True, timeout=READ_TIMEOUT)
+        tear_down(self.processes, self.namespaces)
         subprocess.run([_tool("ip") or "ip", "link", "del", f"{self.tag}t"], capture_output=True,
                        timeout=READ_TIMEOUT)
-        self.namespaces.clear()
 
 
 class BackgroundFlow:

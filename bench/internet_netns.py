@@ -71,12 +71,14 @@ import time
 from dataclasses import dataclass, field
 
 from bench.internet_plan import HOME, PUBLIC, segment
+from bench.netns import READ_TIMEOUT, tear_down
+from bench.netns import run as _run
+from bench.netns import tool as _tool
 from swarm.content.sizes import parse_rate
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 NAT_KINDS = ("full-cone", "port-restricted", "symmetric", "upnp")
 DHT_PORT = 6881
-READ_TIMEOUT = 10.0  # s for one `ip`/`iptables`/`nft` command
 START_TIMEOUT = 30.0  # s for a process started inside to say it is ready
 BURST = 64 * 1024  # tbf bucket, bytes (bench.cluster_netns: at least one GSO super-packet)
 TOOLS = {"ip": "iproute2", "tc": "iproute2", "iptables": "iptables", "nft": "nftables", "miniupnpd": "miniupnpd",
@@ -84,17 +86,6 @@ TOOLS = {"ip": "iproute2", "tc": "iproute2", "iptables": "iptables", "nft": "nft
 UPNP_READY = "Listening for NAT-PMP"  # what miniupnpd logs once it serves
 
 
-def _tool(name: str) -> str | None:
-    """The tools live in /usr/sbin, which a user's PATH may lack."""
-    return shutil.which(name, path=os.pathsep.join((os.environ.get("PATH", ""), "/usr/sbin", "/sbin")))
-
-
-def _run(*argv: str, stdin: str | None = None) -> str:
-    argv = (_tool(argv[0]) or argv[0], *argv[1:])
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=READ_TIMEOUT, input=stdin)
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)}: {done.stderr.strip() or done.returncode}")
-    return done.stdout
 
 
 def _in(ns: str, *argv: str, stdin: str | None = None) -> str:
@@ -445,18 +436,7 @@ class Topology:
         return Node(machine, process, json.loads(ready.read_text()), log_path, self.agent(machine))
 
     def close(self) -> None:
-        for process in self.processes:
-            if process.poll() is None:
-                process.kill()
-        for process in self.processes:
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                pass
-        # A namespace outlives its name while a process is in it: every process is ended first.
-        for ns in reversed(self.namespaces):
-            subprocess.run([_tool("ip") or "ip", "netns", "del", ns], capture_output=True, timeout=READ_TIMEOUT)
-        self.namespaces.clear()
+        tear_down(self.processes, self.namespaces)
         if self.scratch is not None:
             shutil.rmtree(self.scratch, ignore_errors=True)
 

@@ -233,7 +233,13 @@ def test_relay_without_descriptors_refuses_and_then_recovers():
     assert refused == b""  # closed, not left hanging
     assert answer == b"hello"
     assert carried == 1  # the refused caller was never connected to the target
-    assert {c["message"] for c in failures} == {"socket.accept() out of system resource"}
+    messages = {c["message"] for c in failures}
+    assert "socket.accept() out of system resource" in messages
+    # asyncio schedules a retry 1 s after each failed accept; when a second accept failed too, its retry can fire
+    # after the relay closed and log that the server has no socket left: asyncio's bookkeeping, not the relay's
+    # (seen once, on a loaded machine). Anything else is a failure of the relay.
+    assert {m for m in messages if m != "socket.accept() out of system resource"
+            and not m.startswith("Exception in callback BaseSelectorEventLoop._start_serving(")} == set(), messages
 
 
 def test_bad_arguments_fail_before_any_session_starts(tmp_path):

@@ -1,0 +1,44 @@
+"""What the namespace labs share (`bench.cluster_netns`, `bench.internet_netns`): finding the tools where a user's PATH
+lacks /usr/sbin, running one with a bound on its time, and tearing down what a lab made, its processes first (a
+namespace outlives its name while a process is in it)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+__all__ = ["READ_TIMEOUT", "run", "tear_down", "tool"]
+
+READ_TIMEOUT = 10.0  # s for one `ip`/`tc`/`iptables`/`nft` command
+END_TIMEOUT = 15.0  # s for a killed process to be reaped
+
+
+def tool(name: str) -> str | None:
+    """`ip`, `tc`, `iptables` and the like live in /usr/sbin, which a user's PATH may lack."""
+    return shutil.which(name, path=os.pathsep.join((os.environ.get("PATH", ""), "/usr/sbin", "/sbin")))
+
+
+def run(*argv: str, stdin: str | None = None) -> str:
+    """Run one command; its output, or a RuntimeError with what it said."""
+    argv = (tool(argv[0]) or argv[0], *argv[1:])
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=READ_TIMEOUT, input=stdin)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)}: {done.stderr.strip() or done.returncode}")
+    return done.stdout
+
+
+def tear_down(processes: list[subprocess.Popen], namespaces: list[str]) -> None:
+    """Kill and reap every process, then delete the namespaces, newest first; both lists end empty. Nothing here
+    raises: it runs however a lab ends."""
+    for process in processes:
+        if process.poll() is None:
+            process.kill()
+    for process in processes:
+        try:
+            process.wait(timeout=END_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            pass
+    for ns in reversed(namespaces):
+        subprocess.run([tool("ip") or "ip", "netns", "del", ns], capture_output=True, timeout=READ_TIMEOUT)
+    namespaces.clear()
