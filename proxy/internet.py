@@ -53,7 +53,7 @@ STATE_FILE = ("mainline", "dht.state")
 SAVE_EVERY = 15 * 60.0  # seconds between two saves of the table while running
 PROBES = 3  # peers asked for a connect-back in one round, each in another network
 PROBE_FLOOR = 1.0  # seconds between two rounds at least
-PROBE_IDLE = 60.0  # seconds to the next look when the core has nothing due (not listening yet)
+PROBE_IDLE = 60.0  # seconds to the next look when the core has nothing due, or no peer took the last round
 
 
 @dataclass(frozen=True)
@@ -196,14 +196,18 @@ class Internet:
         while True:
             due = reachability.next_probe(loop.time())
             await asyncio.sleep(max(PROBE_FLOOR, (due if due is not None else loop.time() + PROBE_IDLE) - loop.time()))
+            probed = False
             for peer in probe_candidates(list(claims.answered_by)):
                 try:
                     outcome = await engine.service.probe_reachability(peer)
                 except (PeerError, TransportError, TimeoutError, OSError) as exc:
                     log.debug("reachability: %s:%d did not take a probe: %s", *peer, exc or type(exc).__name__)
                     continue
+                probed = True
                 log.info("reachability: %s:%d connecting back: %s", *peer,
                          ", ".join(f"{name} {result}" for name, result in outcome.items()))
+            if not probed:  # nobody to ask, or nobody took it: the core learnt nothing, so its due time stands
+                await asyncio.sleep(PROBE_IDLE)
 
     def consent_lines(self) -> list[str]:
         """What the start-up block says of the public network: which networks, what strangers see, how to stay
