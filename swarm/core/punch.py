@@ -26,10 +26,10 @@ cannot make it send more than a few small datagrams a minute, one per introducti
 
 from __future__ import annotations
 
-from collections import Counter, deque
-
 import addresses
 from swarm.net.wire import PunchStatus
+
+from .source_window import SourceWindow, refusal
 
 __all__ = ["PunchLimiter", "PunchCoordinator", "PER_SOURCE", "WINDOW", "PER_WINDOW", "PUNCH_DELAY", "PUNCH_TTL"]
 
@@ -45,58 +45,34 @@ PUNCH_DELAY = 0.2
 PUNCH_TTL = 4
 
 
-def _refusal(address: str | None, allow_private: bool) -> str | None:
-    source, _network = addresses.source(address)
-    kind = addresses.kind_of(address)
-    if source is None or kind is None:
-        return f"{address} is not an IP address"
-    if kind is addresses.Kind.SPECIAL:
-        return f"{source} is a special-purpose address"
-    if kind is not addresses.Kind.PUBLIC and not allow_private:
-        return f"{source} is not a public address: hole punching is for the public network"
-    return None
-
-
 class PunchLimiter:
     """How many punches one source may cause a `window` (`per_source`), and all sources (`per_window`)."""
 
     def __init__(self, *, per_source: int = PER_SOURCE, window: float = WINDOW, per_window: int = PER_WINDOW,
                  allow_private: bool = False) -> None:
-        if min(per_source, per_window) < 1 or window <= 0:
-            raise ValueError("limits must be >= 1 and the window > 0")
-        self.per_source = per_source
-        self.window = window
-        self.per_window = per_window
+        self._recent = SourceWindow(per_source=per_source, per_window=per_window, window=window)
+        self.per_source, self.window, self.per_window = per_source, window, per_window
         self.allow_private = allow_private
-        self._admitted: deque[tuple[float, str]] = deque()
-        self._by_source: Counter[str] = Counter()
 
     def refusal(self, address: str | None) -> str | None:
         """Why a punch may not involve `address` (not an IP, special, not public), else None."""
-        return _refusal(address, self.allow_private)
+        return refusal(address, allow_private=self.allow_private,
+                       purpose="hole punching is for the public network")
 
     def admit(self, address: str | None, now: float) -> str | None:
         """A punch caused by `address` (a requester; a coordinator): None to go ahead (counted), else why not."""
-        self._forget(now)
-        refusal = self.refusal(address)
-        if refusal is not None:
-            return refusal
+        total = self._recent.total(now)
+        why = self.refusal(address)
+        if why is not None:
+            return why
         source, _network = addresses.source(address)
         assert source is not None
-        if len(self._admitted) >= self.per_window:
-            return f"{len(self._admitted)} punches in the last {self.window:g} s"
-        if self._by_source[source] >= self.per_source:
-            return f"{source} caused {self._by_source[source]} in the last {self.window:g} s"
-        self._admitted.append((now, source))
-        self._by_source[source] += 1
+        if total >= self.per_window:
+            return f"{total} punches in the last {self.window:g} s"
+        if (count := self._recent.of(source)) >= self.per_source:
+            return f"{source} caused {count} in the last {self.window:g} s"
+        self._recent.admit(source, now)
         return None
-
-    def _forget(self, now: float) -> None:
-        while self._admitted and self._admitted[0][0] <= now - self.window:
-            _when, source = self._admitted.popleft()
-            self._by_source[source] -= 1
-            if not self._by_source[source]:
-                del self._by_source[source]
 
 
 class PunchCoordinator:

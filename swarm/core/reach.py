@@ -30,9 +30,9 @@ then tell "that peer did not try" from "that peer could not reach me", and ask e
 
 from __future__ import annotations
 
-from collections import Counter, deque
-
 import addresses
+
+from .source_window import SourceWindow, refusal
 
 __all__ = ["ConnectBackLimiter", "PER_SOURCE", "WINDOW", "PER_WINDOW", "MAX_IN_FLIGHT", "LOWEST_PORT",
            "CONNECT_BACK_TIMEOUT"]
@@ -52,39 +52,33 @@ class ConnectBackLimiter:
                  max_in_flight: int = MAX_IN_FLIGHT, allow_private: bool = False) -> None:
         """`allow_private`: dial loopback, private and link-local sources too: for tests and LAN labs only (module
         docstring)."""
-        if min(per_source, per_window, max_in_flight) < 1 or window <= 0:
+        if max_in_flight < 1:
             raise ValueError("limits must be >= 1 and the window > 0")
-        self.per_source = per_source
-        self.window = window
-        self.per_window = per_window
+        self._recent = SourceWindow(per_source=per_source, per_window=per_window, window=window)
+        self.per_source, self.window, self.per_window = per_source, window, per_window
         self.max_in_flight = max_in_flight
         self.allow_private = allow_private
         self.in_flight = 0
-        self._admitted: deque[tuple[float, str]] = deque()  # (when, source) of the requests within the window
-        self._by_source: Counter[str] = Counter()
 
     def admit(self, address: str | None, port: int, now: float) -> str | None:
         """A REACH_REQUEST for `port` came in on a connection from `address`: None to carry it out (counted under
         way until `finished()`), else why not (answered NOT_ATTEMPTED)."""
-        self._forget(now)
+        total = self._recent.total(now)
+        why = refusal(address, allow_private=self.allow_private,
+                      purpose="connect-backs are for the public network")
+        if why is not None:
+            return why
         source, _network = addresses.source(address)  # (a public IPv6 address: its /64)
-        kind = addresses.kind_of(address)
-        if source is None or kind is None:
-            return f"{address} is not an IP address"
-        if kind is addresses.Kind.SPECIAL:
-            return f"{source} is a special-purpose address"
-        if kind is not addresses.Kind.PUBLIC and not self.allow_private:
-            return f"{source} is not a public address: connect-backs are for the public network"
+        assert source is not None
         if port < LOWEST_PORT:
             return f"port {port} is below {LOWEST_PORT}: another service's, on a shared address"
         if self.in_flight >= self.max_in_flight:
             return f"{self.in_flight} connect-backs under way"
-        if len(self._admitted) >= self.per_window:
-            return f"{len(self._admitted)} connect-backs in the last {self.window:g} s"
-        if self._by_source[source] >= self.per_source:
-            return f"{source} asked for {self._by_source[source]} in the last {self.window:g} s"
-        self._admitted.append((now, source))
-        self._by_source[source] += 1
+        if total >= self.per_window:
+            return f"{total} connect-backs in the last {self.window:g} s"
+        if (count := self._recent.of(source)) >= self.per_source:
+            return f"{source} asked for {count} in the last {self.window:g} s"
+        self._recent.admit(source, now)
         self.in_flight += 1
         return None
 
@@ -93,10 +87,3 @@ class ConnectBackLimiter:
         if self.in_flight <= 0:
             raise RuntimeError("finished() without an admitted request under way")
         self.in_flight -= 1
-
-    def _forget(self, now: float) -> None:
-        while self._admitted and self._admitted[0][0] <= now - self.window:
-            _when, source = self._admitted.popleft()
-            self._by_source[source] -= 1
-            if not self._by_source[source]:
-                del self._by_source[source]

@@ -93,7 +93,7 @@ def test_what_it_remembers_is_bounded_by_the_window():
     for i in range(1000):
         assert limiter.admit(f"7.{i // 250}.{i % 250}.1", P, i * 0.01) is None
     assert limiter.admit(A, P, 10 + WINDOW) is None
-    assert len(limiter._admitted) == 1 and len(limiter._by_source) == 1
+    assert len(limiter._recent._admitted) == 1 and len(limiter._recent._by_source) == 1  # (the shared window)
 
 
 @pytest.mark.parametrize("settings", [{"per_source": 0}, {"per_window": 0}, {"max_in_flight": 0}, {"window": 0}])
