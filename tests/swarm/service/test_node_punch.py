@@ -32,7 +32,7 @@ async def test_a_node_connects_to_another_through_a_coordinator_both_reach():
     try:
         assert c.listener is not None and b.listener is not None
         rendezvous = await b.punching.rendezvous(b, c.listener.address)
-        await asyncio.sleep(0.1)  # (c registers b's session once its HANDSHAKE is served)
+        await registered(c, b)
         connection = await a.punching.connect(a, c.listener.address, b.node_id, timeout=5.0)
         assert connection.remote_address == b.listener.address
         assert a._answered[connection] == b.node_id  # handshakes exchanged
@@ -44,6 +44,11 @@ async def test_a_node_connects_to_another_through_a_coordinator_both_reach():
     finally:
         for each in (a, b, c):
             await each.close()
+
+
+async def registered(coordinator: SwarmNode, rendezvous: SwarmNode) -> None:
+    """Until the coordinator holds the rendezvous session under its node id (once its HANDSHAKE is served)."""
+    await asyncio.wait_for(_until(lambda: rendezvous.node_id in coordinator.punching._sessions), 5)
 
 
 async def _until(predicate) -> None:
@@ -71,7 +76,7 @@ async def test_a_coordinator_introduces_a_requester_a_few_times_a_minute():
     try:
         assert c.listener is not None
         rendezvous = await b.punching.rendezvous(b, c.listener.address)
-        await asyncio.sleep(0.1)
+        await registered(c, b)
         for _ in range(3):
             assert await a.punching.request(a, c.listener.address, b.node_id) is not None
         with pytest.raises(PeerError, match="NOT_ATTEMPTED"):
@@ -90,7 +95,7 @@ async def test_public_nodes_refuse_to_coordinate_between_private_addresses():
     try:
         assert c.listener is not None
         rendezvous = await b.punching.rendezvous(b, c.listener.address)
-        await asyncio.sleep(0.1)
+        await registered(c, b)
         with pytest.raises(PeerError, match="NOT_ATTEMPTED"):
             await a.punching.request(a, c.listener.address, b.node_id)
         assert c.punching.coordinator.introduced == 0
