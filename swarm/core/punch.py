@@ -10,14 +10,18 @@ fails, as RFC 4787 predicts: nothing here pretends otherwise.
 
 What a coordinator does for a PUNCH_REQUEST is judged by `PunchCoordinator.decide`, before anything is sent:
 
-* **only between two live query sessions to it**: the requester's, on which the request came, and the one whose
-  HANDSHAKE gave the node id asked for (the shell looks it up; None if there is none, or it is the requester's own:
-  UNKNOWN_PEER). The addresses sent are those two connections' remote addresses, each proved by the transport's
-  handshake: never an address a requester names, so nobody can make a coordinator point a peer at a third party;
+* **only between two live query sessions to it**: the requester's, on which the request came, and the one that
+  comes from the address asked for (the shell looks it up; None if there is none, or it is the requester's own:
+  UNKNOWN_PEER). Sessions are known by their remote address, which the transport's handshake proved, not by a node
+  id a HANDSHAKE states: a stranger who states a victim's id cannot take the victim's introductions, and one who
+  asks for an address is introduced only to the node that holds that address. The addresses sent are those two
+  connections' remote addresses: never one a requester names and nobody holds, so nobody can make a coordinator
+  point a peer at a third party;
 * **public addresses only** (unless built for a lab, `allow_private`), as connect-backs (`swarm.core.reach`);
 * **a few a minute per requester** (`PER_SOURCE` per `WINDOW`, by `addresses.source`: an address, a public IPv6
-  address's /64) and `PER_WINDOW` in all. Over them: NOT_ATTEMPTED. One admitted request is one PUNCH_PEER to each
-  side, each smaller than the request.
+  address's /64) and `PER_WINDOW` in all, counted before the lookup, so that asking whether an address has a
+  session here costs as much as being introduced. Over them: NOT_ATTEMPTED. One admitted request is one PUNCH_PEER
+  to each side, each as large as the request (the two must be of one address family).
 
 An introduced node acts on a PUNCH_PEER only from a coordinator it opened a session to, and at most `PER_SOURCE` a
 `WINDOW` per coordinator (`PunchLimiter`), towards a public address (unless `allow_private`): so a coordinator
@@ -43,6 +47,11 @@ PUNCH_DELAY = 0.2
 # the other side's. One that reaches the other NAT before that side sent anything can make a Linux NAT give that side
 # another port (conntrack sees a clash): the punch would then fail.
 PUNCH_TTL = 4
+
+
+def _family(host: str) -> int:
+    ip = addresses.parse(addresses.canonical_host(host))
+    return 0 if ip is None else ip.version
 
 
 class PunchLimiter:
@@ -85,15 +94,18 @@ class PunchCoordinator:
     def decide(self, requester: tuple[str, int], target: tuple[str, int] | None, now: float
                ) -> tuple[PunchStatus, str]:
         """`requester`: the address the request came from; `target`: the remote address of the live query session
-        under the node id asked for (None: none). PEER (introduce them: counted) or why not."""
-        if target is None:
-            return PunchStatus.UNKNOWN_PEER, "no live query session under that node id"
-        if target == requester:
-            return PunchStatus.UNKNOWN_PEER, "that is the requester's own session"
-        refusal = self.limiter.refusal(target[0])
-        if refusal is None:
-            refusal = self.limiter.admit(requester[0], now)
+        from the address asked for (None: none). PEER (introduce them) or why not; every request a requester may
+        make is counted against it, whatever the answer."""
+        refusal = self.limiter.admit(requester[0], now)
         if refusal is not None:
             return PunchStatus.NOT_ATTEMPTED, refusal
+        if target is None:
+            return PunchStatus.UNKNOWN_PEER, "no live query session from that address"
+        if target == requester:
+            return PunchStatus.UNKNOWN_PEER, "that is the requester's own session"
+        if (refusal := self.limiter.refusal(target[0])) is not None:
+            return PunchStatus.NOT_ATTEMPTED, refusal
+        if _family(target[0]) != _family(requester[0]):  # (no punch crosses; and each answer stays request-sized)
+            return PunchStatus.NOT_ATTEMPTED, "the two are of different address families"
         self.introduced += 1
         return PunchStatus.PEER, "introduced"

@@ -16,8 +16,8 @@ injected) paces BLOCK answers. Actions for the shell:
 * `ConnectBack(port, transports, nonce)` — a query session's REACH_REQUEST: connect back to the peer's address (the
   shell's limits first, `swarm.core.reach`) and answer REACH_RESULT on this connection;
 * `ProofArrived(proof)`     — this session is a connect-back: match `proof` against the node's own probes;
-* `Introduce(node_id, nonce)` — a query session's PUNCH_REQUEST: introduce the peer to the one whose query session
-  gave `node_id` (the shell's limits first, `swarm.core.punch`), PUNCH_PEER to both or the refusal to this one.
+* `Introduce(address, nonce)` — a query session's PUNCH_REQUEST: introduce the peer to the one whose query session
+  comes from `address` (the shell's limits first, `swarm.core.punch`), PUNCH_PEER to both or the refusal to this one.
 
 What a peer is shown can be narrowed by the caller (`Shown`, optional; the proxy shows every peer everything):
 `shown(root, peer)` names the blocks of `root` that the peer whose HANDSHAKE gave node id `peer` may see, or None
@@ -49,7 +49,7 @@ on a content session, closes the session; REACH_RESULT is only ever sent to us o
 **Hole punching** (`swarm.net.wire`, "Hole punching"). A query session may carry up to `MAX_PUNCHES_PER_SESSION`
 PUNCH_REQUESTs, each an `Introduce` for the shell (the next closes the session); a PUNCH_REQUEST on a content
 session closes it, and so does a PUNCH_PEER anywhere: it is only ever sent to us on a session we opened. A query
-session past its HANDSHAKE is one a coordinator may introduce others to (the shell keeps them by node id): it
+session past its HANDSHAKE is one a coordinator may introduce others to (the shell keeps them by remote address): it
 counts as activity only by what it asks, so one that asks nothing ends at the idle timeout like any other.
 
 What one peer can make us hold is bounded: at most `max_queued` requests wait (libtorrent's
@@ -154,9 +154,9 @@ class ProofArrived:
 
 @dataclasses.dataclass(frozen=True)
 class Introduce:
-    """The peer asks to be introduced to the node whose query session gave `node_id` (PUNCH_REQUEST)."""
+    """The peer asks to be introduced to the node whose query session comes from `address` (PUNCH_REQUEST)."""
 
-    node_id: bytes
+    address: tuple[str, int]
     nonce: bytes
 
 
@@ -347,7 +347,7 @@ class ServeCore:
             self.punches += 1
             if self.punches > MAX_PUNCHES_PER_SESSION:
                 return [Close(f"more than {MAX_PUNCHES_PER_SESSION} PUNCH_REQUESTs on one query session")]
-            return [Introduce(message.node_id, message.nonce)]
+            return [Introduce((str(message.ip), message.port), message.nonce)]
         if not isinstance(message, wire.ClaimsRequest):
             return [Close(f"{type(message).__name__} on a query session")]
         self._last_activity = now

@@ -34,7 +34,7 @@ from swarm.net.wire import (
     _NO_ADDRESS,
     _ONE_TRANSPORT,
     _PUNCH_PEER_HEAD,
-    _PUNCH_REQUEST,
+    _PUNCH_REQUEST_HEAD,
     _REACH_REQUEST,
     _REACH_RESULT,
     _REJECT,
@@ -117,7 +117,8 @@ def _body_bounds(limits: Limits) -> dict[int, tuple[int, int]]:
         MessageType.REACH_REQUEST: (_REACH_REQUEST.size, _REACH_REQUEST.size),
         MessageType.REACH_PROOF: (NONCE_SIZE, NONCE_SIZE),
         MessageType.REACH_RESULT: (_REACH_RESULT.size, _REACH_RESULT.size),
-        MessageType.PUNCH_REQUEST: (_PUNCH_REQUEST.size, _PUNCH_REQUEST.size),
+        MessageType.PUNCH_REQUEST: (_PUNCH_REQUEST_HEAD.size + 4 + _U16.size,
+                                    _PUNCH_REQUEST_HEAD.size + 16 + _U16.size),
         MessageType.PUNCH_PEER: (_PUNCH_PEER_HEAD.size + 4 + _U16.size, _PUNCH_PEER_HEAD.size + 16 + _U16.size),
     }
 
@@ -486,28 +487,37 @@ class Decoder:
         return ReachResult(nonce, Transport(flag), ReachStatus(status))
 
     def _punch_request(self, body: memoryview) -> Message:
-        node_id, nonce = _PUNCH_REQUEST.unpack(body)
-        return PunchRequest(node_id, nonce)
+        nonce, flags, family = _PUNCH_REQUEST_HEAD.unpack_from(body)
+        ip, port = _address(body, _PUNCH_REQUEST_HEAD.size, family, "PUNCH_REQUEST")
+        if flags:
+            raise ProtocolError(f"PUNCH_REQUEST with flags {flags:#04x}: none are defined")
+        if port == 0:
+            raise ProtocolError("PUNCH_REQUEST for port 0")
+        return PunchRequest(nonce, ip, port)
 
     def _punch_peer(self, body: memoryview) -> Message:
         nonce, status, family = _PUNCH_PEER_HEAD.unpack_from(body)
-        size = {4: 4, 6: 16}.get(family)
-        if size is None:
-            raise ProtocolError(f"PUNCH_PEER with address family {family}")
-        if len(body) != _PUNCH_PEER_HEAD.size + size + _U16.size:
-            raise ProtocolError(f"PUNCH_PEER of {len(body)} bytes for an IPv{family} address")
+        ip, port = _address(body, _PUNCH_PEER_HEAD.size, family, "PUNCH_PEER")
         if status not in _PUNCH_STATUSES:
             raise ProtocolError(f"unknown PUNCH_PEER status {status}")
-        start = _PUNCH_PEER_HEAD.size
-        packed = bytes(body[start : start + size])
-        (port,) = _U16.unpack_from(body, start + size)
-        ip = IPv4Address(packed) if family == 4 else IPv6Address(packed)
         if status == PunchStatus.PEER:
             if port == 0:
                 raise ProtocolError("PUNCH_PEER for port 0")
         elif port or ip != _NO_ADDRESS:
             raise ProtocolError(f"PUNCH_PEER of status {status} names an address")
         return PunchPeer(nonce, PunchStatus(status), ip, port)
+
+
+def _address(body: memoryview, start: int, family: int, what: str) -> tuple[IPv4Address | IPv6Address, int]:
+    """The address of `family` and the u16 port after it at `start`, which end the body."""
+    size = {4: 4, 6: 16}.get(family)
+    if size is None:
+        raise ProtocolError(f"{what} with address family {family}")
+    if len(body) != start + size + _U16.size:
+        raise ProtocolError(f"{what} of {len(body)} bytes for an IPv{family} address")
+    packed = bytes(body[start : start + size])
+    (port,) = _U16.unpack_from(body, start + size)
+    return (IPv4Address(packed) if family == 4 else IPv6Address(packed)), port
 
 
 _REJECT_REASONS = frozenset(int(reason) for reason in RejectReason)

@@ -28,7 +28,8 @@ One message set for every transport (a TCP stream, a QUIC stream, the in-memory 
 | 16   | REACH_REQUEST    | u16 port ≠ 0, u8 `Transport` flags (≥ 1), 16 nonce: connect back (query only) |
 | 17   | REACH_PROOF      | 16 proof: `reach_proof(nonce)`; first message after a HANDSHAKE on QUERY_ROOT |
 | 18   | REACH_RESULT     | 16 nonce, u8 one `Transport` flag, u8 status (`ReachStatus`)                  |
-| 19   | PUNCH_REQUEST    | 32 node id, 16 nonce: meet the peer of that id, connected to you (query only) |
+| 19   | PUNCH_REQUEST    | 16 nonce, u8 0 (flags: none yet), u8 family 4|6, 4|16 address, u16 port ≠ 0:  |
+|      |                  | meet the peer whose query session to you comes from there (query only)        |
 | 20   | PUNCH_PEER       | 16 nonce, u8 status (`PunchStatus`), u8 family 4|6, 4|16 address, u16 port:   |
 |      |                  | PEER: punch to it now (port ≠ 0); else family 4, address 0.0.0.0, port 0      |
 
@@ -68,10 +69,12 @@ takes a query session whose first message after the HANDSHAKE is a REACH_PROOF a
 How many connect-backs a node makes is bounded per source and in all (`swarm.core.reach`). An older node drops
 the connection at a REACH_REQUEST (an unknown type): to the requester, a peer that did not answer.
 
-**Hole punching** (`swarm.core.punch`): on a query session, PUNCH_REQUEST(node id, nonce) asks the coordinator to
-send the requester and the peer whose query session to it gave that node id each other's address as it sees their
-own connections (PUNCH_PEER, status PEER, to both; else one refusal to the requester, no address). 29 or 41 bytes
-each for the request's 53: nothing is amplified. An older node drops the connection at it (an unknown type).
+**Hole punching** (`swarm.core.punch`): on a query session, PUNCH_REQUEST(nonce, address) asks the coordinator to
+send the requester and the peer whose query session to it comes from that address (as the transport saw it: not a
+name anyone can take) each other's address as it sees their own connections (PUNCH_PEER, status PEER, to both; else
+one refusal to the requester, no address), only when both are of the request's address family: 29 or 41 bytes each,
+as large as the request, which carries a flags byte where PUNCH_PEER has its status: nothing is amplified. An older
+node drops the connection at it (an unknown type).
 
 BLOCK is the one large message; `encode_block_header` lets a transport write the 13-byte header and then the
 payload (or a `sendfile` range) without concatenating them.
@@ -90,46 +93,12 @@ from swarm.content.manifest import MAX_BLOCK_SIZE, MAX_BLOCKS, MAX_ENCODED_SIZE
 from swarm.content.merkle import HASH_SIZE, MAX_PROOF_LENGTH
 from swarm.trust.claims import MAX_VALIDATOR_BYTES, ManifestClaim
 
-__all__ = [
-    "PROTOCOL_VERSION",
-    "FRAME_HEADER_SIZE",
-    "BLOCK_HEADER_SIZE",
-    "MessageType",
-    "RejectReason",
-    "Transport",
-    "Limits",
-    "KeepAlive",
-    "Handshake",
-    "Bitfield",
-    "Have",
-    "Request",
-    "Block",
-    "Cancel",
-    "Reject",
-    "HashRequest",
-    "HashResponse",
-    "PexPeer",
-    "Pex",
-    "Start",
-    "ManifestRequest",
-    "ManifestResponse",
-    "QUERY_ROOT",
-    "MAX_CLAIMS_PER_ANSWER",
-    "MAX_CLAIM_SIZE",
-    "ClaimEntry",
-    "ClaimsRequest",
-    "ClaimsResponse",
-    "NONCE_SIZE",
-    "ReachStatus",
-    "ReachRequest",
-    "ReachProof",
-    "ReachResult",
-    "reach_proof",
-    "PunchStatus", "PunchRequest", "PunchPeer",
-    "Message",
-    "encode",
-    "encode_block_header",
-]
+__all__ = ["PROTOCOL_VERSION", "FRAME_HEADER_SIZE", "BLOCK_HEADER_SIZE", "MessageType", "RejectReason", "Transport",
+           "Limits", "KeepAlive", "Handshake", "Bitfield", "Have", "Request", "Block", "Cancel", "Reject",
+           "HashRequest", "HashResponse", "PexPeer", "Pex", "Start", "ManifestRequest", "ManifestResponse",
+           "QUERY_ROOT", "MAX_CLAIMS_PER_ANSWER", "MAX_CLAIM_SIZE", "ClaimEntry", "ClaimsRequest", "ClaimsResponse",
+           "NONCE_SIZE", "ReachStatus", "ReachRequest", "ReachProof", "ReachResult", "reach_proof", "PunchStatus",
+           "PunchRequest", "PunchPeer", "Message", "encode", "encode_block_header"]
 
 PROTOCOL_VERSION = 1
 
@@ -150,7 +119,7 @@ NONCE_SIZE = 16  # a connect-back's nonce, and its proof: random to the requeste
 _REACH_REQUEST = struct.Struct(">HB16s")  # port, transport flags, nonce
 _REACH_RESULT = struct.Struct(">16sBB")  # nonce, one transport flag, status
 _REACH_PROOF_TAG = b"swarmproxy-reach-v1"
-_PUNCH_REQUEST = struct.Struct(">32s16s")  # node id, nonce
+_PUNCH_REQUEST_HEAD = struct.Struct(">16sBB")  # nonce, flags (0), address family; then the address and a u16 port
 _PUNCH_PEER_HEAD = struct.Struct(">16sBB")  # nonce, status, address family; then the address and a u16 port
 
 # The root of a HANDSHAKE that opens a query session (module docstring). No content has it: the empty content's
@@ -557,14 +526,16 @@ class ReachResult:
 
 @dataclass(frozen=True, slots=True)
 class PunchRequest:
-    """Introduce me to the peer whose query session to you is under `node_id`; `nonce` comes back in PUNCH_PEER."""
+    """Introduce me to the peer whose query session to you comes from `ip`:`port`; `nonce` comes back in PUNCH_PEER."""
 
-    node_id: bytes
     nonce: bytes
+    ip: IPv4Address | IPv6Address
+    port: int
 
     def encode(self) -> bytes:
-        _check_nonce(self.nonce if len(self.node_id) == 32 else b"", "node_id (32) and nonce")
-        return _frame(MessageType.PUNCH_REQUEST, _pack(_PUNCH_REQUEST, self.node_id, self.nonce))
+        _check_nonce(self.nonce if 1 <= self.port <= 0xFFFF else b"", "nonce and a port in 1..65535")
+        head = _pack(_PUNCH_REQUEST_HEAD, self.nonce, 0, self.ip.version)
+        return _frame(MessageType.PUNCH_REQUEST, head + self.ip.packed + _pack(_U16, self.port))
 
 _NO_ADDRESS = IPv4Address(0)
 

@@ -361,8 +361,8 @@ class SwarmNode:
                     self._apply_serve(connection, core, core.on_message(message, loop.time()))
                     if was_new and core.root is not None and not core.query:  # (a query is about no content)
                         self._serving.setdefault(core.root, {})[connection] = core
-                    if was_new and core.query and core.peer is not None:  # (a coordinator may introduce it)
-                        self.punching.registered(core.peer, connection)
+                    if was_new and core.query:  # (a coordinator may introduce it)
+                        self.punching.registered(connection)
                     if not told and core.root is not None and not (was_new and core.query):  # (a query session:
                         told = True  # known by what follows its HANDSHAKE, a REACH_PROOF or not)
                         if not core.connect_back:
@@ -373,7 +373,7 @@ class SwarmNode:
                     task.cancel()
             if core.root is not None:
                 self._serving.get(core.root, {}).pop(connection, None)
-            self.punching.ended(core.peer, connection)
+            self.punching.ended(connection)
             self.slots.release(connection)
             connection.abort("served")
 

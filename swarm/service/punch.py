@@ -3,15 +3,17 @@
 The decisions are `swarm.core.punch`'s; the wire is `swarm.net.wire`, "Hole punching"; the punch itself needs the
 QUIC transport to dial from its listening socket (`swarm.net.quic`, "One socket", and `QuicTransport.punch`).
 
-**Coordinating** (`introduce`): the node keeps its served query sessions past their HANDSHAKE by the node id it gave
-(`registered`/`ended`; the latest one wins). A PUNCH_REQUEST (`swarm.core.serve.Introduce`) is judged by
-`PunchCoordinator`; if it is carried out, the target is sent the requester's address first, then the requester the
-target's, each as the coordinator sees that peer's own connection.
+**Coordinating** (`introduce`): the node keeps its served query sessions past their HANDSHAKE by their remote
+address (`registered`/`ended`), which the transport proved: a node id is a HANDSHAKE's claim, and anyone can state
+another's. A PUNCH_REQUEST (`swarm.core.serve.Introduce`) is judged by `PunchCoordinator`; if it is carried out, the
+target is sent the requester's address first, then the requester the target's, each as the coordinator sees that
+peer's own connection.
 
 **Being reachable for punches** (`rendezvous`): a query session to a coordinator, kept open, read for PUNCH_PEERs;
 each one (within `PunchLimiter`, per coordinator) makes this node send the punch datagram to the address named.
 
-**Asking** (`request`): a query session to the coordinator, one PUNCH_REQUEST for the node id, its PUNCH_PEER back;
+**Asking** (`request`): a query session to the coordinator, one PUNCH_REQUEST for the peer's address (as the
+coordinator would see it: the one the peer is announced at, when its NAT keeps its port), its PUNCH_PEER back;
 then the punch datagram, `delay` s, and the dial (`connect`: a session as `SwarmNode.open_connection` makes).
 """
 
@@ -43,6 +45,10 @@ def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
     return ipaddress.ip_address(addresses.canonical_host(host) or host)
 
 
+def _key(address: Address) -> Address:
+    return addresses.canonical_host(address[0]) or address[0], address[1]
+
+
 class Punching:
     def __init__(self, *, allow_private: bool = False, ttl: int | None = PUNCH_TTL, delay: float = PUNCH_DELAY,
                  coordinator: PunchCoordinator | None = None, limiter: PunchLimiter | None = None) -> None:
@@ -53,22 +59,23 @@ class Punching:
         self.ttl = ttl
         self.delay = delay
         self.punched = 0  # punch datagrams sent
-        self._sessions: dict[bytes, Connection] = {}
+        self._sessions: dict[Address, Connection] = {}
 
     # -- coordinating ------------------------------------------------------------------------------------------
 
-    def registered(self, node_id: bytes, connection: Connection) -> None:
-        """A served query session past its HANDSHAKE, which gave `node_id`."""
-        self._sessions[node_id] = connection
+    def registered(self, connection: Connection) -> None:
+        """A served query session past its HANDSHAKE. Only its own host and port can replace it here (a reconnect)."""
+        self._sessions[_key(connection.remote_address)] = connection
 
-    def ended(self, node_id: bytes | None, connection: Connection) -> None:
-        """A served session ended (`node_id`: the one its HANDSHAKE gave, if any)."""
-        if node_id is not None and self._sessions.get(node_id) is connection:
-            del self._sessions[node_id]
+    def ended(self, connection: Connection) -> None:
+        """A served session ended."""
+        key = _key(connection.remote_address)
+        if self._sessions.get(key) is connection:
+            del self._sessions[key]
 
     def introduce(self, connection: Connection, action: Introduce, now: float) -> wire.PunchStatus:
         """A PUNCH_REQUEST on the served `connection`: introduce, or answer why not."""
-        target = self._sessions.get(action.node_id)
+        target = self._sessions.get(_key(action.address))
         if target is not None and target.close_reason is not None:
             target = None
         status, why = self.coordinator.decide(connection.remote_address,
@@ -122,9 +129,10 @@ class Punching:
 
     # -- asking ------------------------------------------------------------------------------------------------
 
-    async def request(self, node: SwarmNode, coordinator: Address, node_id: bytes, *, timeout: float = 5.0
+    async def request(self, node: SwarmNode, coordinator: Address, peer: Address, *, timeout: float = 5.0
                       ) -> Address:
-        """Ask `coordinator` to introduce us to `node_id`; punch towards the address it names and wait `delay`.
+        """Ask `coordinator` to introduce us to the node whose rendezvous with it comes from `peer`; punch towards the
+        address it names (`peer`, unless the coordinator sees it otherwise) and wait `delay`.
         The peer's address; `PeerError` if the coordinator did not introduce us (or said nothing in time)."""
         nonce = secrets.token_bytes(wire.NONCE_SIZE)
         try:
@@ -132,7 +140,7 @@ class Punching:
         except (TimeoutError, TransportError) as exc:
             raise PeerError(f"no query session with the coordinator: {exc or 'timed out'}") from exc
         try:
-            connection.send_nowait(wire.PunchRequest(node_id, nonce))
+            connection.send_nowait(wire.PunchRequest(nonce, _ip(peer[0]), peer[1]))
             async with asyncio.timeout(timeout):
                 while (answer := await connection.receive()) is not None and isinstance(answer, wire.KeepAlive):
                     pass
@@ -149,10 +157,10 @@ class Punching:
         await asyncio.sleep(self.delay)
         return address
 
-    async def connect(self, node: SwarmNode, coordinator: Address, node_id: bytes, root: bytes = wire.QUERY_ROOT, *,
+    async def connect(self, node: SwarmNode, coordinator: Address, peer: Address, root: bytes = wire.QUERY_ROOT, *,
                       timeout: float = CONNECT_TIMEOUT) -> Connection:
-        """A session for `root` (`SwarmNode.open_connection`) with the node `node_id`, which keeps a rendezvous with
+        """A session for `root` (`SwarmNode.open_connection`) with the node at `peer`, which keeps a rendezvous with
         `coordinator`, through both NATs. `PeerError` if the coordinator did not introduce us, `ConnectFailed` if the
         punch did not open the way."""
-        address = await self.request(node, coordinator, node_id, timeout=min(timeout, 5.0))
+        address = await self.request(node, coordinator, peer, timeout=min(timeout, 5.0))
         return await node.open_connection(address, root, timeout)

@@ -2,7 +2,7 @@
 
     python -m tests.bench.punch_node coordinator PORT
     python -m tests.bench.punch_node target PORT COORDINATOR_HOST:PORT TTL
-    python -m tests.bench.punch_node requester PORT COORDINATOR_HOST:PORT NODE_ID_HEX TTL
+    python -m tests.bench.punch_node requester PORT COORDINATOR_HOST:PORT TARGET_HOST:PORT TTL
     python -m tests.bench.punch_node direct HOST:PORT
 
 Each prints one JSON line when it has something to say (the coordinator and the target: their node id, then they
@@ -54,7 +54,7 @@ async def main(argv: list[str]) -> None:
         await asyncio.Event().wait()
     else:
         try:
-            connection = await node.punching.connect(node, _address(argv[2]), bytes.fromhex(argv[3]), timeout=5.0)
+            connection = await node.punching.connect(node, _address(argv[2]), _address(argv[3]), timeout=5.0)
             _say(ok=True, remote=list(connection.remote_address), peer=node._answered[connection].hex())
         except Exception as exc:  # noqa: BLE001 - reported to the test
             _say(ok=False, error=f"{type(exc).__name__}: {exc}")

@@ -1,5 +1,6 @@
 """Hole punching for QUIC in the test internet (`bench/internet_netns.py`): two hosts behind NATs that map nothing
-meet through a coordinator on a public machine (`swarm.core.punch`, `swarm.service.punch`).
+meet through a coordinator on a public machine (`swarm.core.punch`, `swarm.service.punch`), the requester knowing
+the target only as a stranger would: its router's address and its listening port.
 
 Behind port-restricted NATs (endpoint-independent mapping, address-and-port-dependent filtering) a direct QUIC
 connection to the other host's mapped address is dropped, and with punching it is made; behind symmetric NATs the
@@ -51,8 +52,12 @@ def _meet(kind: str) -> tuple[dict, dict]:
         at = f"{public.address}:{COORDINATOR_PORT}"
         serving = _node(internet, target, "target", TARGET_PORT, at, TTL)
         node_id = _line(serving)["node_id"]
-        direct = _line(_node(internet, requester, "direct", f"{target.home.wan}:{TARGET_PORT}"))
-        punched = _line(_node(internet, requester, "requester", REQUESTER_PORT, at, node_id, TTL))
+        # The target as a stranger knows it (as it would announce itself): its router's address, its listening port.
+        known_at = f"{target.home.wan}:{TARGET_PORT}"
+        direct = _line(_node(internet, requester, "direct", known_at))
+        punched = _line(_node(internet, requester, "requester", REQUESTER_PORT, at, known_at, TTL))
+        if punched["ok"]:
+            assert punched["peer"] == node_id, punched
         return direct, punched
 
 
@@ -64,6 +69,9 @@ def test_behind_port_restricted_nats_a_punch_opens_the_way_a_direct_dial_cannot(
 
 
 def test_behind_symmetric_nats_punching_fails_as_rfc_4787_predicts():
+    """The coordinator sees the target's session come from another port than the one the target listens on (and
+    would announce): no session comes from the address asked for."""
     direct, punched = _meet("symmetric")
     assert not direct["ok"], direct
     assert not punched["ok"], punched
+    assert "UNKNOWN_PEER" in punched["error"], punched

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from ipaddress import ip_address
+
 import pytest
 
 from swarm.core.punch import PER_SOURCE, WINDOW, PunchCoordinator, PunchLimiter
@@ -10,7 +12,7 @@ from swarm.net import wire
 from tests.swarm.core.test_serve import NODE, core, handshake
 
 PEER = b"p" * 32
-TARGET = b"t" * 32
+TARGET_IP, TARGET_PORT = "55.55.102.2", 40001
 NONCE = b"n" * 16
 A, B = ("55.55.101.2", 40000), ("55.55.102.2", 40001)
 PEER_STATUS, UNKNOWN = wire.PunchStatus.PEER, wire.PunchStatus.UNKNOWN_PEER
@@ -69,10 +71,12 @@ def test_limits_are_checked():
 
 COORDINATOR_CASES = [
     ("two live public sessions are introduced", A, B, PEER_STATUS, "introduced"),
-    ("no session under that node id", A, None, UNKNOWN, "no live query session"),
+    ("no session from that address", A, None, UNKNOWN, "no live query session"),
     ("the requester's own session", A, A, UNKNOWN, "requester's own"),
     ("a target at a private address", A, ("192.168.1.10", 5000), NOT_ATTEMPTED, "not a public address"),
     ("a requester at a private address", ("10.0.0.1", 5000), B, NOT_ATTEMPTED, "not a public address"),
+    ("a target of the other address family", A, ("2a00:1450::1", 5000), NOT_ATTEMPTED, "address families"),
+    ("an IPv4-mapped target is IPv4", A, ("::ffff:55.55.102.2", 5000), PEER_STATUS, "introduced"),
 ]  # fmt: skip
 
 
@@ -93,16 +97,18 @@ def test_a_requester_gets_a_few_introductions_a_minute():
     assert coordinator.decide(("55.55.103.2", 1), B, 3.0)[0] is PEER_STATUS  # others are not held back by it
 
 
-def test_refusals_of_unknown_peers_are_not_counted():
-    coordinator = PunchCoordinator(PunchLimiter(per_source=1))
-    for now in range(5):
-        assert coordinator.decide(A, None, float(now))[0] is UNKNOWN
-    assert coordinator.decide(A, B, 5.0)[0] is PEER_STATUS
+def test_asking_for_an_address_with_no_session_is_counted_like_an_introduction():
+    """Otherwise a requester could ask a coordinator, address after address, which hold a session to it."""
+    coordinator = PunchCoordinator()
+    statuses = [coordinator.decide(A, None, float(now))[0] for now in range(PER_SOURCE + 1)]
+    assert statuses == [UNKNOWN] * PER_SOURCE + [NOT_ATTEMPTED]
+    assert coordinator.decide(A, B, float(PER_SOURCE + 1))[0] is NOT_ATTEMPTED
+    assert coordinator.introduced == 0
 
 
 # --- ServeCore --------------------------------------------------------------------------------------------------
 
-REQUEST = wire.PunchRequest(TARGET, NONCE)
+REQUEST = wire.PunchRequest(NONCE, ip_address(TARGET_IP), TARGET_PORT)
 
 
 def querying() -> ServeCore:
@@ -113,9 +119,9 @@ def querying() -> ServeCore:
 
 
 SERVE_CASES = [
-    ("a request is handed to the shell", [REQUEST], [Introduce(TARGET, NONCE)]),
-    ("after a claims request", [wire.ClaimsRequest(TARGET), REQUEST], [Introduce(TARGET, NONCE)]),
-    ("up to the session's limit", [REQUEST] * MAX_PUNCHES_PER_SESSION, [Introduce(TARGET, NONCE)]),
+    ("a request is handed to the shell", [REQUEST], [Introduce((TARGET_IP, TARGET_PORT), NONCE)]),
+    ("after a claims request", [wire.ClaimsRequest(b"k" * 32), REQUEST], [Introduce((TARGET_IP, TARGET_PORT), NONCE)]),
+    ("up to the session's limit", [REQUEST] * MAX_PUNCHES_PER_SESSION, [Introduce((TARGET_IP, TARGET_PORT), NONCE)]),
     ("one more closes the session", [REQUEST] * (MAX_PUNCHES_PER_SESSION + 1),
      [Close(f"more than {MAX_PUNCHES_PER_SESSION} PUNCH_REQUESTs on one query session")]),
     ("a PUNCH_PEER is never sent to a node that serves", [wire.PunchPeer(NONCE, wire.PunchStatus.UNKNOWN_PEER)],

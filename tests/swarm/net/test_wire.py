@@ -88,7 +88,8 @@ EXAMPLES = [
     ReachProof(wire.reach_proof(N1)),
     ReachResult(N1, Transport.TCP, ReachStatus.CONNECTED),
     ReachResult(N2, Transport.QUIC, ReachStatus.NOT_ATTEMPTED),
-    wire.PunchRequest(H1, N1),
+    wire.PunchRequest(N1, IPv4Address("55.55.102.2"), 40001),
+    wire.PunchRequest(N2, IPv6Address("2001:db8::2"), 65535),
     wire.PunchPeer(N1, wire.PunchStatus.PEER, IPv4Address("55.55.101.2"), 40000),
     wire.PunchPeer(N2, wire.PunchStatus.PEER, IPv6Address("2001:db8::1"), 1),
     wire.PunchPeer(N1, wire.PunchStatus.UNKNOWN_PEER),
@@ -110,7 +111,9 @@ VECTORS = {
                     struct.pack(">IB", 17, 17) + hashlib.sha256(b"swarmproxy-reach-v1" + N2).digest()[:16]),
     "reach-result": (ReachResult(N2, Transport.QUIC, ReachStatus.TIMED_OUT),
                      struct.pack(">IB", 19, 18) + N2 + b"\x02\x03"),
-    "punch-request": (wire.PunchRequest(H2, N1), struct.pack(">IB", 49, 19) + H2 + N1),
+    "punch-request": (wire.PunchRequest(N1, IPv4Address("55.55.101.2"), 40000),
+                      struct.pack(">IB", 25, 19) + N1 + b"\x00\x04" + bytes((55, 55, 101, 2))
+                      + struct.pack(">H", 40000)),
     "punch-peer-v4": (wire.PunchPeer(N1, wire.PunchStatus.PEER, IPv4Address("55.55.101.2"), 40000),
                       struct.pack(">IB", 25, 20) + N1 + b"\x01\x04" + bytes((55, 55, 101, 2))
                       + struct.pack(">H", 40000)),
@@ -288,8 +291,13 @@ REJECTED = {
     "reach-result-no-transport": frame(18, N1 + b"\x00\x01"),
     "reach-result-status-0": frame(18, N1 + b"\x01\x00"),
     "reach-result-status-5": frame(18, N1 + b"\x01\x05"),
-    "punch-request-short": frame(19, H1 + N1[:15]),
-    "punch-request-long": frame(19, H1 + N1 + b"x"),
+    "punch-request-short": frame(19, N1 + b"\x00\x04" + bytes((1, 2, 3, 4, 0))),
+    "punch-request-v4-long": frame(19, N1 + b"\x00\x04" + bytes((1, 2, 3, 4, 0, 80, 0))),
+    "punch-request-v6-body-for-v4": frame(19, N1 + b"\x00\x04" + bytes(16) + b"\x00\x50"),
+    "punch-request-family-5": frame(19, N1 + b"\x00\x05" + bytes((1, 2, 3, 4, 0, 80))),
+    "punch-request-port-0": frame(19, N1 + b"\x00\x04" + bytes((1, 2, 3, 4, 0, 0))),
+    "punch-request-flags": frame(19, N1 + b"\x01\x04" + bytes((1, 2, 3, 4, 0, 80))),
+    "punch-request-old-node-id-form": frame(19, H1 + N1),
     "punch-peer-short": frame(20, N1 + b"\x01\x04" + bytes(5)),
     "punch-peer-v4-long": frame(20, N1 + b"\x01\x04" + bytes(7)),
     "punch-peer-v6-short": frame(20, N1 + b"\x01\x06" + bytes(17)),
@@ -333,7 +341,7 @@ OVERSIZED_HEADERS = {
     "reach-request-declares-21": struct.pack(">IB", 1 + 20, MessageType.REACH_REQUEST),
     "reach-proof-declares-17": struct.pack(">IB", 1 + 17, MessageType.REACH_PROOF),
     "reach-result-declares-19": struct.pack(">IB", 1 + 19, MessageType.REACH_RESULT),
-    "punch-request-declares-49": struct.pack(">IB", 1 + 49, MessageType.PUNCH_REQUEST),
+    "punch-request-declares-37": struct.pack(">IB", 1 + 37, MessageType.PUNCH_REQUEST),
     "punch-peer-declares-37": struct.pack(">IB", 1 + 37, MessageType.PUNCH_PEER),
 }
 
@@ -405,8 +413,9 @@ BAD_ENCODINGS = [
     ReachResult(N1, Transport(0), ReachStatus.CONNECTED),
     ReachResult(N1, Transport.TCP, 0),
     ReachResult(N1[:8], Transport.TCP, ReachStatus.REFUSED),
-    wire.PunchRequest(H1[:31], N1),
-    wire.PunchRequest(H1, N1[:15]),
+    wire.PunchRequest(N1, IPv4Address("1.2.3.4"), 0),
+    wire.PunchRequest(N1, IPv4Address("1.2.3.4"), 65536),
+    wire.PunchRequest(N1[:15], IPv4Address("1.2.3.4"), 80),
     wire.PunchPeer(N1, wire.PunchStatus.PEER, IPv4Address("1.2.3.4"), 0),
     wire.PunchPeer(N1, wire.PunchStatus.PEER, IPv4Address("1.2.3.4"), 65536),
     wire.PunchPeer(N1, wire.PunchStatus.UNKNOWN_PEER, IPv4Address("1.2.3.4"), 0),
@@ -417,11 +426,12 @@ BAD_ENCODINGS = [
 
 
 def test_a_punch_introduction_is_no_larger_than_its_request():
-    """No amplification (wire docstring, "Hole punching"): each PUNCH_PEER, to either side, is smaller than the
-    PUNCH_REQUEST that caused it, IPv6 included."""
-    request = wire.PunchRequest(H1, N1).encode()
+    """No amplification (wire docstring, "Hole punching"): each PUNCH_PEER, to either side, is no larger than the
+    PUNCH_REQUEST that caused it; the coordinator introduces only two sessions of the request's address family."""
     for ip in (IPv4Address("55.55.1.2"), IPv6Address("2001:db8::1")):
-        assert len(wire.PunchPeer(N1, wire.PunchStatus.PEER, ip, 65535).encode()) < len(request)
+        request = wire.PunchRequest(N1, ip, 1).encode()
+        assert len(wire.PunchPeer(N1, wire.PunchStatus.PEER, ip, 65535).encode()) <= len(request)
+        assert len(wire.PunchPeer(N1, wire.PunchStatus.NOT_ATTEMPTED).encode()) <= len(request)
 
 
 @pytest.mark.parametrize("message", BAD_ENCODINGS, ids=lambda m: type(m).__name__)

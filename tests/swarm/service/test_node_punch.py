@@ -33,7 +33,7 @@ async def test_a_node_connects_to_another_through_a_coordinator_both_reach():
         assert c.listener is not None and b.listener is not None
         rendezvous = await b.punching.rendezvous(b, c.listener.address)
         await registered(c, b)
-        connection = await a.punching.connect(a, c.listener.address, b.node_id, timeout=5.0)
+        connection = await a.punching.connect(a, c.listener.address, b.listener.address, timeout=5.0)
         assert connection.remote_address == b.listener.address
         assert a._answered[connection] == b.node_id  # handshakes exchanged
         assert c.punching.coordinator.introduced == 1
@@ -47,8 +47,9 @@ async def test_a_node_connects_to_another_through_a_coordinator_both_reach():
 
 
 async def registered(coordinator: SwarmNode, rendezvous: SwarmNode) -> None:
-    """Until the coordinator holds the rendezvous session under its node id (once its HANDSHAKE is served)."""
-    await asyncio.wait_for(_until(lambda: rendezvous.node_id in coordinator.punching._sessions), 5)
+    """Until the coordinator holds the rendezvous session under its address (once its HANDSHAKE is served)."""
+    assert rendezvous.listener is not None
+    await asyncio.wait_for(_until(lambda: rendezvous.listener.address in coordinator.punching._sessions), 5)
 
 
 async def _until(predicate) -> None:
@@ -56,15 +57,15 @@ async def _until(predicate) -> None:
         await asyncio.sleep(0.01)
 
 
-async def test_a_node_id_with_no_session_to_the_coordinator_is_unknown():
+async def test_an_address_with_no_session_to_the_coordinator_is_unknown():
     a, c = node(), node()
     await started(a, c)
     try:
-        assert c.listener is not None
+        assert c.listener is not None and a.listener is not None
         with pytest.raises(PeerError, match="UNKNOWN_PEER"):
-            await a.punching.connect(a, c.listener.address, b"x" * 32, timeout=5.0)
+            await a.punching.connect(a, c.listener.address, ("127.0.0.1", 9), timeout=5.0)
         with pytest.raises(PeerError, match="UNKNOWN_PEER"):  # its own session is no introduction
-            await a.punching.connect(a, c.listener.address, a.node_id, timeout=5.0)
+            await a.punching.connect(a, c.listener.address, a.listener.address, timeout=5.0)
     finally:
         for each in (a, c):
             await each.close()
@@ -77,10 +78,12 @@ async def test_a_coordinator_introduces_a_requester_a_few_times_a_minute():
         assert c.listener is not None
         rendezvous = await b.punching.rendezvous(b, c.listener.address)
         await registered(c, b)
+        assert b.listener is not None
+        b_at = b.listener.address
         for _ in range(3):
-            assert await a.punching.request(a, c.listener.address, b.node_id) is not None
+            assert await a.punching.request(a, c.listener.address, b_at) is not None
         with pytest.raises(PeerError, match="NOT_ATTEMPTED"):
-            await a.punching.request(a, c.listener.address, b.node_id)
+            await a.punching.request(a, c.listener.address, b_at)
         assert c.punching.coordinator.introduced == 3
         rendezvous.abort()
     finally:
@@ -96,8 +99,10 @@ async def test_public_nodes_refuse_to_coordinate_between_private_addresses():
         assert c.listener is not None
         rendezvous = await b.punching.rendezvous(b, c.listener.address)
         await registered(c, b)
+        assert b.listener is not None
+        b_at = b.listener.address
         with pytest.raises(PeerError, match="NOT_ATTEMPTED"):
-            await a.punching.request(a, c.listener.address, b.node_id)
+            await a.punching.request(a, c.listener.address, b_at)
         assert c.punching.coordinator.introduced == 0
         rendezvous.abort()
     finally:
@@ -105,6 +110,25 @@ async def test_public_nodes_refuse_to_coordinate_between_private_addresses():
             await each.close()
 
 
-def test_a_punch_peer_is_smaller_than_the_request():
-    assert len(wire.PunchPeer(b"n" * 16, wire.PunchStatus.NOT_ATTEMPTED).encode()) < len(
-        wire.PunchRequest(b"x" * 32, b"n" * 16).encode())
+
+
+async def test_a_stranger_stating_a_nodes_id_does_not_take_its_introductions():
+    """The attack on sessions kept by node id: a stranger opens a query session to the coordinator whose HANDSHAKE
+    states the victim's node id, after the victim's rendezvous. Kept by node id, the latest won, and a requester
+    asking for the victim was introduced to the stranger. Kept by the address the transport proved, it is not."""
+    a, b, c = node(), node(), node()
+    await started(a, b, c)
+    stranger = SwarmNode(MemoryBlockStore(), QuicTransport(), node_id=b.node_id)
+    try:
+        assert c.listener is not None and b.listener is not None
+        rendezvous = await b.punching.rendezvous(b, c.listener.address)
+        await registered(c, b)
+        squatter = await stranger.open_connection(c.listener.address, wire.QUERY_ROOT, 5.0)
+        await asyncio.wait_for(_until(lambda: len(c.punching._sessions) == 2), 5)
+        assert await a.punching.request(a, c.listener.address, b.listener.address) == b.listener.address
+        await asyncio.wait_for(_until(lambda: b.punching.punched == 1), 5)  # b, not the stranger, was told
+        squatter.abort()
+        rendezvous.abort()
+    finally:
+        for each in (a, b, c, stranger):
+            await each.close()
