@@ -12,6 +12,9 @@ A Mainline entry is a bare address and port: it cannot hold a claim. So a claim 
   to, named by that address (`address_id`: a stranger cannot take another's name, so the composite's merge of one
   claim per publisher cannot be used to hide an honest claim), and counted by network like every claim
   (`swarm.trust.quorum`). A stale entry costs one failed connection.
+* an address that cannot be connected to may be a node behind a NAT that keeps a rendezvous with a node of ours
+  (`proxy.internet`): `punch` asks up to `COORDINATORS` of the nodes that answered lately, those of this lookup
+  first, to introduce us (`swarm.service.punch`), and on success the address is asked again, by QUIC.
 
 Bounds: at most `MAX_ASKED` addresses asked per lookup (one per host, `PER_NETWORK` per network), at once, each
 within `ASK_TIMEOUT` twice; a lookup listens for addresses until it is over, `CLAIMS_WAIT` at most and `GRACE`
@@ -37,7 +40,7 @@ from swarm.errors import PeerError, TransportError
 from .errors import BridgeError
 from .mainline import REANNOUNCE, MainlineDirectory, address_id
 
-__all__ = ["Ask", "MainlineClaims", "claim_key"]
+__all__ = ["Ask", "Punch", "MainlineClaims", "claim_key"]
 
 log = logging.getLogger("swarmproxy.bittorrent")
 
@@ -47,6 +50,8 @@ MAX_ASKED = 16  # addresses asked per lookup: a key crowded by a stranger's anno
 PER_NETWORK = 2  # of them, at most this many in one network (one per host)
 ANSWERED_KEPT = 32  # nodes that answered a query, kept as candidates for connect-backs
 ASK_TIMEOUT = 1.0  # seconds for one address's connection and handshake, and as many for its answer
+COORDINATORS = 2  # nodes asked to introduce us to an address that cannot be connected to
+PUNCH_TIMEOUT = 1.5  # seconds for those introductions and the punch, in all
 CLAIMS_WAIT = 2.0  # seconds a lookup waits for addresses at most (it ends sooner once the DHT says it is over)
 GRACE = 0.5  # seconds it listens for more after the first batch
 # Seconds one get_manifests takes at most, lookup and asks: within the block engine's wait for claims (5 s),
@@ -56,6 +61,9 @@ CLAIMS_BUDGET = 3.5
 # Ask one address for its claims under a key: (claim, published_at, expires_at) by our wall clock
 # (`SwarmNode.ask_claims`), raising on a failed connection or a bad answer.
 Ask = Callable[[tuple[str, int], bytes], Awaitable[list[tuple[ManifestClaim, float, float]]]]
+# Ask these coordinators, in turn, to introduce us to the node at this address; whether one did and the punch was
+# made (`SwarmService.punch`).
+Punch = Callable[[list[tuple[str, int]], tuple[str, int]], Awaitable[bool]]
 
 
 def claim_key(key: bytes) -> bytes:
@@ -76,12 +84,13 @@ class MainlineClaims:
         self.own = own
         self.clock = clock  # claims are dated by the wall clock, as every store dates them
         self.ask: Ask | None = None
+        self.punch: Punch | None = None  # (None: nobody is punched to; the engine's, where it listens by QUIC)
         self.peer_port: int | None = None
         self._keeping: dict[bytes, asyncio.Task] = {}
         self._closed = False  # after close, a claim starts nothing (the session is going)
         # Nodes of ours that answered a query lately, newest last: whom to ask for a connect-back (`proxy.internet`).
         self.answered_by: collections.deque[tuple[str, int]] = collections.deque(maxlen=ANSWERED_KEPT)
-        self.lookups = self.asked = self.answered = 0
+        self.lookups = self.asked = self.answered = self.punched = 0
 
     @property
     def node_id(self) -> bytes:
@@ -113,7 +122,8 @@ class MainlineClaims:
         self.lookups += 1
         addresses = await self._addresses(claim_key(repr_key))
         self.asked += len(addresses)
-        asking = [asyncio.ensure_future(self._ask(ask, address, repr_key)) for address in addresses]
+        answered: list[tuple[str, int]] = []  # this lookup's, the first coordinators to ask (`_coordinators`)
+        asking = [asyncio.ensure_future(self._ask(ask, address, repr_key, answered)) for address in addresses]
         try:
             if asking:
                 await asyncio.wait(asking, timeout=max(0.0, budget_ends - loop.time()))
@@ -126,7 +136,7 @@ class MainlineClaims:
 
     def status(self) -> dict[str, object]:
         return {"claims_kept": len(self.own), "lookups": self.lookups, "asked": self.asked,
-                "answered": self.answered}
+                "answered": self.answered, "punched": self.punched}
 
     def close(self) -> None:
         self._closed = True
@@ -140,6 +150,7 @@ class MainlineClaims:
         heard = self.session.dht_lookup(dht_key)
         found: list[tuple[str, int]] = []
         hosts: set[str] = set()
+        ourselves = (self.directory.own_host(), self.peer_port)  # (as the DHT returns us to ourselves)
         networks: dict[str, int] = {}
         loop = asyncio.get_running_loop()
         deadline = loop.time() + CLAIMS_WAIT
@@ -154,7 +165,8 @@ class MainlineClaims:
                     break
                 for host, port in batch:
                     network = addresses.network_prefix(host)
-                    if host in hosts or networks.get(network, 0) >= PER_NETWORK or len(found) >= MAX_ASKED:
+                    if ((host, port) == ourselves or host in hosts or networks.get(network, 0) >= PER_NETWORK
+                            or len(found) >= MAX_ASKED):
                         continue
                     hosts.add(host)
                     networks[network] = networks.get(network, 0) + 1
@@ -165,20 +177,60 @@ class MainlineClaims:
             self.session.dht_lookup_over(dht_key, heard)
         return found
 
-    async def _ask(self, ask: Ask, address: tuple[str, int], repr_key: bytes) -> list[Vouch]:
+    async def _ask(self, ask: Ask, address: tuple[str, int], repr_key: bytes,
+                   answered: list[tuple[str, int]]) -> list[Vouch]:
         host, port = address
+        direct = asyncio.ensure_future(asyncio.wait_for(ask(address, repr_key), ASK_TIMEOUT * 2))
+        # No answer within ASK_TIMEOUT (a NAT that drops a stranger's SYN says nothing), or a refusal: ask for a punch
+        # meanwhile, so that the second ask still fits in the lookup's budget.
+        punching = asyncio.ensure_future(self._punch_after(direct, address, answered))
         try:
-            async with asyncio.timeout(ASK_TIMEOUT * 2):  # connection and handshake, then the answer
-                claims = await ask(address, repr_key)
-        except (PeerError, TransportError, TimeoutError, OSError) as exc:  # a stranger's failure: only its answer
-            log.debug("Mainline: %s:%d gave no claims: %s", host, port, exc or type(exc).__name__)
+            claims = await direct
+        except (TransportError, TimeoutError, OSError) as exc:  # no way there: perhaps a NAT a punch opens
+            log.debug("Mainline: %s:%d could not be asked: %s", host, port, exc or type(exc).__name__)
+            if not await punching:
+                return []
+            try:
+                async with asyncio.timeout(ASK_TIMEOUT * 2):
+                    claims = await ask(address, repr_key)
+            except (PeerError, TransportError, TimeoutError, OSError) as again:
+                log.debug("Mainline: %s:%d gave no claims after a punch: %s", host, port, again or type(again).__name__)
+                return []
+        except PeerError as exc:  # a stranger's failure: only its answer
+            log.debug("Mainline: %s:%d gave no claims: %s", host, port, exc)
             return []
+        finally:
+            punching.cancel()  # (done by now where it was needed)
         self.answered += 1
+        answered.append(address)
         if address in self.answered_by:
             self.answered_by.remove(address)
         self.answered_by.append(address)
         return [Vouch.seen(claim, address_id(host, port), host, frozenset(), published_at)
                 for claim, published_at, _expires in claims]
+
+    async def _punch_after(self, direct: asyncio.Future, address: tuple[str, int],
+                           answered: list[tuple[str, int]]) -> bool:
+        await asyncio.wait([direct], timeout=ASK_TIMEOUT)
+        if direct.done() and (direct.cancelled() or not isinstance(direct.exception(),
+                                                                     (TransportError, TimeoutError, OSError))):
+            return False  # it answered, or failed in a way no punch mends
+        return await self._punch(address, answered)
+
+    async def _punch(self, address: tuple[str, int], answered: list[tuple[str, int]]) -> bool:
+        """Whether a node that answered lately (of this lookup first) introduced us to `address` and we punched."""
+        punch = self.punch
+        coordinators = [peer for peer in dict.fromkeys([*answered, *reversed(self.answered_by)])
+                        if peer[0] != address[0]][:COORDINATORS]
+        if punch is None or not coordinators:
+            return False
+        try:
+            async with asyncio.timeout(PUNCH_TIMEOUT):
+                made = await punch(coordinators, address)
+        except TimeoutError:
+            made = False
+        self.punched += made
+        return made
 
     async def _keep(self, repr_key: bytes, claim: ManifestClaim, ttl: int, port: int) -> None:
         """Announce our peer port under the claim's Mainline key every `REANNOUNCE`, and put the claim again

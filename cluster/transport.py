@@ -106,8 +106,8 @@ class LeveledTransport(TcpTransport):
         listener.accept = accept_leveled  # type: ignore[method-assign]
         return listener
 
-    async def connect(self, address: Address, *, timeout: float = CONNECT_TIMEOUT):
-        connection = await super().connect(address, timeout=timeout)
+    async def connect(self, address: Address, *, timeout: float = CONNECT_TIMEOUT, own_socket: bool = False):
+        connection = await super().connect(address, timeout=timeout, own_socket=own_socket)
         self._track(connection)
         return connection
 

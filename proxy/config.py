@@ -20,6 +20,7 @@ import addresses
 from swarm.cli import default_data_dir
 from swarm.content import sizes
 from swarm.content.manifest import MAX_BLOCK_SIZE, MIN_BLOCK_SIZE
+from swarm.core.punch import PUNCH_TTL
 from swarm.errors import BadSize
 from swarm.service.swarm_service import FETCH_PEERS, LINGER
 from swarm.trust import TrustPolicy, parse_trust
@@ -407,6 +408,9 @@ OPTIONS: tuple[Option, ...] = (
     Option("map-ports", _parse_bool, False,
            "with --mainline-bootstrap, ask the router to map the peer port too (UPnP-IGD, NAT-PMP), as the public "
            "network's mode does on its own; for labs and private deployments behind NATs", "BOOL"),
+    Option("punch-ttl", _positive_int, PUNCH_TTL,
+           "the IP TTL of a hole punch's datagram (QUIC, behind NATs): enough hops to pass your own NATs, too few to "
+           "reach the other side's, whose NAT could otherwise give that side another port", "HOPS"),
     Option("transport", _transport, "both",
            "peer transports offered and used: tcp (fast on a LAN), quic (one UDP socket, TLS), or both", "NAME"),
     Option("trust", _trust, DEFAULT_TRUST,
@@ -483,6 +487,7 @@ class Config:
     private_network: bool
     mainline_bootstrap: tuple[HostPort, ...]
     map_ports: bool
+    punch_ttl: int
     transport: str
     trust: TrustPolicy
     first_byte_timeout: float

@@ -29,7 +29,7 @@ import os
 import pathlib
 import threading
 import time
-from collections.abc import AsyncGenerator, Callable
+from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import Any
 
 import aiohttp
@@ -162,10 +162,14 @@ class SwarmEngine:
         self._index_store()
 
     async def ask_claims(self, address: tuple[str, int], key: bytes) -> list[tuple[Any, float, float]]:
-        """The claims the node at `address` makes itself under `key` (`SwarmNode.ask_claims`), over TCP where this
-        node speaks it (a Mainline entry names a port, not a transport; ours serve both on one port number)."""
-        nodes = self.service.nodes
-        return await (nodes.get("tcp") or next(iter(nodes.values()))).ask_claims(address, key)
+        """The claims the node at `address` makes itself under `key` (`SwarmNode.ask_claims`), by the transport
+        `SwarmService.node_for` chooses (QUIC to a node we punched a way to, else TCP where we speak it)."""
+        return await self.service.node_for(address).ask_claims(address, key)
+
+    async def punch(self, coordinators: Sequence[tuple[str, int]], address: tuple[str, int]) -> bool:
+        """A way through the NATs to the node at `address`, introduced by one of `coordinators`
+        (`SwarmService.punch`)."""
+        return await self.service.punch(coordinators, address)
 
     # What callers and tests reach through the engine, kept by the service.
     discovery = property(lambda self: self.service.discovery)

@@ -17,13 +17,15 @@ decides; it is pure.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import addresses
+from swarm.core.reachability import State
 from swarm.errors import PeerError, TransportError
 from swarm.net import wire
 
@@ -35,6 +37,8 @@ if TYPE_CHECKING:
     from bittorrent.mainline_claims import MainlineClaims
     from bittorrent.session import BtSession
     from swarm.discovery.own_claims import OwnClaims
+    from swarm.net.transport import Connection
+    from swarm.service.node import SwarmNode
     from swarm.service.reach import Reach
 
     from .engine import SwarmEngine
@@ -54,6 +58,11 @@ SAVE_EVERY = 15 * 60.0  # seconds between two saves of the table while running
 PROBES = 3  # peers asked for a connect-back in one round, each in another network
 PROBE_FLOOR = 1.0  # seconds between two rounds at least
 PROBE_IDLE = 60.0  # seconds to the next look when the core has nothing due, or no peer took the last round
+RENDEZVOUS = 2  # coordinators a node strangers may not reach keeps a rendezvous with, each in another network
+RENDEZVOUS_LOOK = 5.0  # seconds between two looks at them: one that ended (a coordinator's idle timeout) is renewed
+# Seconds between two KEEPALIVEs on a rendezvous: a NAT forgets a UDP flow that fell silent (30 s for one that saw
+# packets one way only, RFC 4787 REQ-5's 2 min at least for one that saw both), and introductions come that way.
+RENDEZVOUS_KEEPALIVE = 20.0
 
 
 @dataclass(frozen=True)
@@ -92,14 +101,16 @@ def plan(cfg: Config, environ: Mapping[str, str]) -> InternetPlan:
     return InternetPlan(routers, True, may_map_ports(True, environ))
 
 
-def probe_candidates(answered: list[tuple[str, int]]) -> list[tuple[str, int]]:
-    """Up to `PROBES` of the nodes that answered lately, newest first, one per network: a connect-back counts
-    against us only with failures from two networks (`swarm.core.reachability`)."""
+def probe_candidates(answered: list[tuple[str, int]], count: int = PROBES,
+                     held: Collection[tuple[str, int]] = ()) -> list[tuple[str, int]]:
+    """Up to `count` of the nodes that answered lately, newest first, one per network, none in the network of one
+    `held` already: a connect-back counts against us only with failures from two networks
+    (`swarm.core.reachability`), and a rendezvous in another network survives the first's trouble."""
     chosen: list[tuple[str, int]] = []
-    networks: set[str] = set()
+    networks = {addresses.network_prefix(peer[0]) for peer in held}
     for peer in reversed(answered):
         network = addresses.network_prefix(peer[0])
-        if network not in networks and len(chosen) < PROBES:
+        if network not in networks and len(chosen) < count:
             networks.add(network)
             chosen.append(peer)
     return chosen
@@ -120,6 +131,10 @@ class Internet:
         self.first_run = False  # no table saved by an earlier run: the consent message is shown in full
         self._saving: asyncio.Future[None] | None = None
         self._probing: asyncio.Future[None] | None = None
+        self._meeting: asyncio.Future[None] | None = None
+        # Coordinators this node keeps a rendezvous with while strangers may not reach it (`_keep_rendezvous`).
+        self.rendezvous: dict[tuple[str, int], Connection] = {}
+        self._quic: SwarmNode | None = None
         self._reach: Reach | None = None  # the engine's, once it listens
 
     @property
@@ -174,9 +189,14 @@ class Internet:
         reach = engine.service.reach
         loop = asyncio.get_running_loop()
         if self.claims is not None and self.directory is not None:
-            self.claims.peer_port, self.claims.ask = port, engine.ask_claims
-            self.directory.may_announce = lambda: reach.reachability.announce(loop.time())
+            self.claims.peer_port, self.claims.ask, self.claims.punch = port, engine.ask_claims, engine.punch
+            # (a node behind a NAT with a rendezvous is reached through a punch: its address works for our nodes)
+            self.directory.may_announce = lambda: reach.reachability.announce(loop.time()) or bool(self.rendezvous)
             self._probing = asyncio.ensure_future(self._probe(engine, self.claims))
+            self._quic = engine.nodes.get("quic")
+            if self._quic is not None:
+                self._quic.punching.ttl = self.cfg.punch_ttl
+                self._meeting = asyncio.ensure_future(self._keep_rendezvous(self._quic, reach, self.claims))
         if self.session is not None and self.plan.port_mapping:
             def heard(protocol: str, external: int | None, why: str | None) -> None:
                 transport = wire.Transport.QUIC if protocol == "udp" else wire.Transport.TCP
@@ -209,6 +229,37 @@ class Internet:
             if not probed:  # nobody to ask, or nobody took it: the core learnt nothing, so its due time stands
                 await asyncio.sleep(PROBE_IDLE)
 
+    async def _keep_rendezvous(self, node: SwarmNode, reach: Reach, claims: MainlineClaims) -> None:
+        """While strangers may not reach our QUIC port (not known reachable), keep a rendezvous (`swarm.service.punch`)
+        with up to `RENDEZVOUS` nodes of ours that answered lately, in different networks, renewed when one ends:
+        a node of ours that cannot connect to us asks one of them to introduce it (`MainlineClaims`), and both
+        punch. A coordinator sees the session come from our NAT's mapping of our listening socket: the address we
+        are announced at, where the NAT keeps the port (not a symmetric one)."""
+        loop = asyncio.get_running_loop()
+        kept_alive = loop.time()
+        while True:
+            held = self.rendezvous
+            for peer, connection in list(held.items()):
+                if connection.close_reason is not None:
+                    del held[peer]
+            if reach.reachability.state(wire.Transport.QUIC, loop.time()) is State.REACHABLE:
+                for connection in held.values():
+                    connection.abort("reachable: no rendezvous needed")
+                held.clear()
+            else:
+                for peer in probe_candidates(list(claims.answered_by), RENDEZVOUS - len(held), held):
+                    try:
+                        held[peer] = await node.punching.rendezvous(node, peer)
+                        log.info("hole punching: a rendezvous with %s:%d", *peer)
+                    except (PeerError, TransportError, TimeoutError, OSError) as exc:
+                        log.debug("hole punching: no rendezvous with %s:%d: %s", *peer, exc or type(exc).__name__)
+                if loop.time() - kept_alive >= RENDEZVOUS_KEEPALIVE:
+                    kept_alive = loop.time()
+                    for connection in held.values():
+                        with contextlib.suppress(TransportError):
+                            connection.send_nowait(wire.KeepAlive())
+            await asyncio.sleep(RENDEZVOUS_LOOK)
+
     def consent_lines(self) -> list[str]:
         """What the start-up block says of the public network: which networks, what strangers see, how to stay
         off; in full on the first run."""
@@ -239,10 +290,15 @@ class Internet:
             shown["nat"] = session.nat_status()
         if reach is not None and self.plan.on:
             shown["reachability"] = reach.status()
+        if self._quic is not None and self.claims is not None:
+            punching = self._quic.punching
+            shown["hole_punching"] = {"rendezvous": [f"{host}:{port}" for host, port in self.rendezvous],
+                                      "punched_to": self.claims.punched, "introduced": punching.coordinator.introduced,
+                                      "introductions_acted_on": punching.punched}
         return shown
 
     async def stop(self) -> None:
-        for task in (self._saving, self._probing):
+        for task in (self._saving, self._probing, self._meeting):
             if task is not None:
                 task.cancel()
         if self.claims is not None:

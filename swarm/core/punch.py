@@ -35,7 +35,8 @@ from swarm.net.wire import PunchStatus
 
 from .source_window import SourceWindow, refusal
 
-__all__ = ["PunchLimiter", "PunchCoordinator", "PER_SOURCE", "WINDOW", "PER_WINDOW", "PUNCH_DELAY", "PUNCH_TTL"]
+__all__ = ["PunchLimiter", "PunchCoordinator", "PunchedPaths", "PER_SOURCE", "WINDOW", "PER_WINDOW", "PUNCH_DELAY",
+           "PUNCH_TTL", "PUNCHED_FOR", "MAX_PUNCHED"]
 
 PER_SOURCE = 3  # introductions per requester (or acted on per coordinator) per WINDOW
 WINDOW = 60.0
@@ -47,6 +48,11 @@ PUNCH_DELAY = 0.2
 # the other side's. One that reaches the other NAT before that side sent anything can make a Linux NAT give that side
 # another port (conntrack sees a clash): the punch would then fail.
 PUNCH_TTL = 4
+# Seconds a punched path is taken to stay open after the punch: a NAT keeps a UDP flow that saw packets both ways
+# for 120 s or more (Linux's nf_conntrack_udp_timeout_stream; RFC 4787 REQ-5 asks for 2 min at least), and the
+# claims asked through it were such packets. Past that, a dial tries the way a stranger would, and punches again.
+PUNCHED_FOR = 90.0
+MAX_PUNCHED = 256  # paths remembered: the oldest goes first
 
 
 def _family(host: str) -> int:
@@ -109,3 +115,27 @@ class PunchCoordinator:
             return PunchStatus.NOT_ATTEMPTED, "the two are of different address families"
         self.introduced += 1
         return PunchStatus.PEER, "introduced"
+
+
+class PunchedPaths:
+    """The addresses this node reached through a punch lately, which only QUIC from the listener's socket reaches
+    (a dial by TCP, or from another socket, would be filtered as a stranger's): `add` when a punch was made,
+    `fresh` to choose the transport for a dial."""
+
+    def __init__(self, *, lasts: float = PUNCHED_FOR, most: int = MAX_PUNCHED) -> None:
+        self.lasts, self.most = lasts, most
+        self._until: dict[tuple[str, int], float] = {}
+
+    def add(self, address: tuple[str, int], now: float) -> None:
+        key = (addresses.canonical_host(address[0]) or address[0], address[1])
+        self._until.pop(key, None)
+        self._until[key] = now + self.lasts
+        while len(self._until) > self.most:
+            del self._until[next(iter(self._until))]
+
+    def fresh(self, address: tuple[str, int], now: float) -> bool:
+        until = self._until.get((addresses.canonical_host(address[0]) or address[0], address[1]))
+        return until is not None and now < until
+
+    def __len__(self) -> int:
+        return len(self._until)

@@ -183,7 +183,8 @@ class MemoryTransport(Transport):
         self.network.listeners[address] = listener
         return listener
 
-    async def connect(self, address: Address, *, timeout: float = CONNECT_TIMEOUT) -> MemoryConnection:
+    async def connect(self, address: Address, *, timeout: float = CONNECT_TIMEOUT, own_socket: bool = False
+                      ) -> MemoryConnection:
         address = (address[0], int(address[1]))
         listener = self.network.listeners.get(address)
         if listener is None or address in self.network.refused:

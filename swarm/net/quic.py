@@ -414,7 +414,8 @@ class QuicTransport(Transport):
             punch.close()
         return True
 
-    async def connect(self, address: Address, *, timeout: float = CONNECT_TIMEOUT) -> QuicConnection:
+    async def connect(self, address: Address, *, timeout: float = CONNECT_TIMEOUT, own_socket: bool = False
+                      ) -> QuicConnection:
         loop = asyncio.get_running_loop()
         host, port = address
         protocol: _Protocol | None = None
@@ -423,7 +424,8 @@ class QuicTransport(Transport):
                 infos = await loop.getaddrinfo(host, port, type=socket.SOCK_DGRAM)
                 family, _, _, _, remote = infos[0]
                 quic = AioquicConnection(configuration=self._configuration(True))
-                shared = self.listener._socket_for(family, str(remote[0])) if self.listener is not None else None
+                shared = (self.listener._socket_for(family, str(remote[0]))
+                          if self.listener is not None and not own_socket else None)
                 if shared is not None:
                     protocol = _Protocol(quic, settings=self.settings, dialled_from=self.listener)
                     shared._attach(protocol)
@@ -443,7 +445,7 @@ class QuicTransport(Transport):
                 protocol.connection.abort("connect failed")
                 if protocol._owns_transport and protocol._transport is not None:
                     protocol._transport.close()
-            raise ConnectFailed(f"quic: cannot connect to {host}:{port}: {exc or 'timed out'}") from exc
+            raise ConnectFailed(f"quic: cannot connect to {host}:{port}: {str(exc) or 'timed out'}") from exc
         connection = protocol.connection
         if connection.close_reason is not None:
             raise ConnectFailed(f"quic: connection to {host}:{port} closed during setup: {connection.close_reason}")

@@ -406,7 +406,8 @@ class TcpTransport(Transport):
         self.listen_host = host
         return listener
 
-    async def connect(self, address: Address, *, timeout: float = CONNECT_TIMEOUT) -> TcpConnection:
+    async def connect(self, address: Address, *, timeout: float = CONNECT_TIMEOUT, own_socket: bool = False
+                      ) -> TcpConnection:
         loop = asyncio.get_running_loop()
         host, port = address
         source = source_address(self.listen_host, host)
@@ -416,5 +417,5 @@ class TcpTransport(Transport):
                     lambda: TcpConnection(self.settings), host, port,
                     local_addr=None if source is None else (source, 0))
         except (OSError, TimeoutError) as exc:
-            raise ConnectFailed(f"tcp: cannot connect to {host}:{port}: {exc or 'timed out'}") from exc
+            raise ConnectFailed(f"tcp: cannot connect to {host}:{port}: {str(exc) or 'timed out'}") from exc
         return connection

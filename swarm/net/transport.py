@@ -578,5 +578,8 @@ class Transport(ABC):
         """Listen on (host, port); port 0 picks a free port, see `Listener.address`."""
 
     @abstractmethod
-    async def connect(self, address: Address, *, timeout: float = CONNECT_TIMEOUT) -> Connection:
-        """Connect to a listener; `ConnectFailed` if that cannot be done within `timeout` seconds."""
+    async def connect(self, address: Address, *, timeout: float = CONNECT_TIMEOUT, own_socket: bool = False
+                      ) -> Connection:
+        """Connect to a listener; `ConnectFailed` if that cannot be done within `timeout` seconds. `own_socket`: from
+        a socket of the connection's own even where the transport would dial from its listener's (a connect-back:
+        a NAT lets in what comes from an address and port we talked to, and a stranger's would not be)."""

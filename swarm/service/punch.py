@@ -59,25 +59,32 @@ class Punching:
         self.ttl = ttl
         self.delay = delay
         self.punched = 0  # punch datagrams sent
-        self._sessions: dict[Address, Connection] = {}
+        self._sessions: dict[Address, list[Connection]] = {}  # by remote address, oldest first
 
     # -- coordinating ------------------------------------------------------------------------------------------
 
     def registered(self, connection: Connection) -> None:
-        """A served query session past its HANDSHAKE. Only its own host and port can replace it here (a reconnect)."""
-        self._sessions[_key(connection.remote_address)] = connection
+        """A served query session past its HANDSHAKE. Sessions from one address are one node's (its listener's
+        socket): its rendezvous, and the sessions it opens to ask for punches or claims, which end soon."""
+        self._sessions.setdefault(_key(connection.remote_address), []).append(connection)
 
     def ended(self, connection: Connection) -> None:
         """A served session ended."""
         key = _key(connection.remote_address)
-        if self._sessions.get(key) is connection:
-            del self._sessions[key]
+        sessions = self._sessions.get(key, [])
+        if connection in sessions:
+            sessions.remove(connection)
+        if not sessions:
+            self._sessions.pop(key, None)
+
+    def _session_from(self, address: Address) -> Connection | None:
+        """The oldest live session from `address`: a rendezvous, not the short session a node asking us for a punch
+        itself has open beside it (an introduction sent there would be read as the answer to its own request)."""
+        return next((each for each in self._sessions.get(_key(address), ()) if each.close_reason is None), None)
 
     def introduce(self, connection: Connection, action: Introduce, now: float) -> wire.PunchStatus:
         """A PUNCH_REQUEST on the served `connection`: introduce, or answer why not."""
-        target = self._sessions.get(_key(action.address))
-        if target is not None and target.close_reason is not None:
-            target = None
+        target = self._session_from(action.address)
         status, why = self.coordinator.decide(connection.remote_address,
                                               None if target is None else target.remote_address, now)
         with contextlib.suppress(TransportError, ValueError):
@@ -138,14 +145,14 @@ class Punching:
         try:
             connection = await node.open_connection(coordinator, wire.QUERY_ROOT, timeout)
         except (TimeoutError, TransportError) as exc:
-            raise PeerError(f"no query session with the coordinator: {exc or 'timed out'}") from exc
+            raise PeerError(f"no query session with the coordinator: {str(exc) or 'timed out'}") from exc
         try:
             connection.send_nowait(wire.PunchRequest(nonce, _ip(peer[0]), peer[1]))
             async with asyncio.timeout(timeout):
                 while (answer := await connection.receive()) is not None and isinstance(answer, wire.KeepAlive):
                     pass
         except (TimeoutError, TransportError) as exc:
-            raise PeerError(f"the coordinator did not answer: {exc or 'timed out'}") from exc
+            raise PeerError(f"the coordinator did not answer: {str(exc) or 'timed out'}") from exc
         finally:
             connection.abort("punch asked")
         if not isinstance(answer, wire.PunchPeer) or answer.nonce != nonce:

@@ -154,7 +154,7 @@ class Reach:
         try:
             connection = await node.open_connection(peer, wire.QUERY_ROOT, timeout)
         except (TimeoutError, TransportError, PeerError) as exc:
-            log.debug("reachability: no query session with %s:%d: %s", peer[0], peer[1], exc or "timed out")
+            log.debug("reachability: no query session with %s:%d: %s", peer[0], peer[1], str(exc) or "timed out")
             return statuses
         try:
             connection.send_nowait(request)
@@ -212,7 +212,8 @@ class Reach:
         self.dials += 1
         deadline = asyncio.get_running_loop().time() + self.connect_back_timeout
         try:
-            connection = await transport.connect(address, timeout=self.connect_back_timeout)
+            # (from a socket of its own: one the peer talked to would pass its NAT's filter, as a stranger's does not)
+            connection = await transport.connect(address, timeout=self.connect_back_timeout, own_socket=True)
         except ConnectFailed as exc:
             timed_out = isinstance(exc.__cause__, TimeoutError)
             return wire.ReachStatus.TIMED_OUT if timed_out else wire.ReachStatus.REFUSED

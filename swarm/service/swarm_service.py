@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from swarm.content.manifest import Manifest
 from swarm.content.merkle import block_count
+from swarm.core.punch import PunchedPaths
 from swarm.core.reachability import Outcome
 from swarm.core.serve import Shown
 from swarm.discovery.own_claims import OwnClaims
@@ -147,6 +148,7 @@ class SwarmService:
         self.on_forget = on_forget  # told of a root evicted or lost by the store, before it is withdrawn
         self.own_claims = own_claims if own_claims is not None else OwnClaims()  # one node: one table, every transport
         self.reach = reach if reach is not None else Reach()  # one node: one probe table and one limiter
+        self.punched = PunchedPaths()  # addresses reached through a punch lately: by QUIC only (`punch`)
         self.nodes: dict[str, SwarmNode] = {}
         for name, transport in transports.items():
             node = SwarmNode(store, transport, node_id=node_id, shown=shown, upload_throttle=upload_throttle,
@@ -364,11 +366,42 @@ class SwarmService:
         task.add_done_callback(lambda done: self._claims.pop(key) if self._claims.get(key) is done else None)
 
     def transport_for(self, provider: Provider) -> str:
-        """"tcp" or "quic": the transport to reach `provider` by, among those both sides offer."""
+        """"tcp" or "quic": the transport to reach `provider` by, among those both sides offer (QUIC where we
+        punched a way to it lately: `punch`)."""
         both = provider.transports & self.transport_flags
+        if both & TransportFlags.QUIC and self.punched and self.punched.fresh(provider.address, self._now()):
+            return "quic"
         if both & TransportFlags.TCP and (prefers_tcp(provider.host) or not both & TransportFlags.QUIC):
             return "tcp"
         return "quic"
+
+    def node_for(self, address: tuple[str, int]) -> SwarmNode:
+        """The node to ask `address` a query by: QUIC where we punched a way to it lately, else TCP where we speak
+        it (a Mainline entry names a port, not a transport; ours serve both on one port number)."""
+        if "quic" in self.nodes and self.punched and self.punched.fresh(address, self._now()):
+            return self.nodes["quic"]
+        return self.nodes.get("tcp") or next(iter(self.nodes.values()))
+
+    async def punch(self, coordinators: Sequence[tuple[str, int]], address: tuple[str, int]) -> bool:
+        """Ask each of `coordinators` in turn (nodes that answered us lately) to introduce us to the node whose
+        rendezvous with it comes from `address`, until one does (`swarm.service.punch`): then `address` is reached
+        by QUIC from our listener's socket for a while (`PunchedPaths`). False if none did, or we have no QUIC
+        listener (only it can punch)."""
+        node = self.nodes.get("quic")
+        if node is None or node.listener is None:
+            return False
+        for coordinator in coordinators:
+            try:
+                await node.punching.request(node, coordinator, address)
+            except (PeerError, TransportError, TimeoutError, OSError) as exc:
+                log.debug("no punch to %s:%d through %s:%d: %s", *address, *coordinator, exc or type(exc).__name__)
+                continue
+            self.punched.add(address, self._now())
+            return True
+        return False
+
+    def _now(self) -> float:
+        return (self._loop or asyncio.get_running_loop()).time()
 
     async def full_manifest(self, root: bytes, providers: list[Provider]) -> Manifest | None:
         """The manifest of `root`: from the store, else from one of the first providers (checked against

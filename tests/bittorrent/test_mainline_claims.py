@@ -48,6 +48,10 @@ class FakeDirectory:
     def __init__(self, session: FakeSession) -> None:
         self.session = session
         self.reachable = True
+        self.external: str | None = None
+
+    def own_host(self) -> str | None:
+        return self.external
 
     def may_announce(self) -> bool:
         return self.reachable
@@ -213,3 +217,87 @@ def test_the_key_is_ours_alone():
     from bittorrent.mainline import root_key
 
     assert claim_key(KEY) != root_key(KEY)  # a root and a claim key never meet on one Mainline key
+
+
+# --- addresses behind NATs: a punch through a node that answered -----------------------------------------------
+
+NATTED, OPEN = ("55.55.101.2", 4000), ("55.55.50.2", 4000)
+
+
+async def test_an_address_refused_is_asked_again_after_a_punch_through_one_that_answered(monkeypatch):
+    claims = store([[NATTED, OPEN]], monkeypatch)
+    punched: set = set()
+    asked_through: list = []
+
+    async def ask(address, key):
+        if address == NATTED and address not in punched:
+            while OPEN not in claims.answered_by:  # (refused once the open node has answered: a coordinator)
+                await asyncio.sleep(0)
+            raise TransportError("refused")  # the NAT's router: nothing listens there for a stranger
+        return [(CLAIM if address == NATTED else OTHER, 999_990.0, 1_003_600.0)]
+
+    async def punch(coordinators, address):
+        asked_through.append((list(coordinators), address))
+        punched.add(address)
+        return True
+
+    claims.ask, claims.punch, claims.peer_port = ask, punch, 5000
+    vouches = await claims.get_manifests(KEY)
+    assert {vouch.claim for vouch in vouches} == {CLAIM, OTHER}
+    assert asked_through == [([OPEN], NATTED)]  # through the node of this lookup that answered
+    assert claims.status()["punched"] == 1
+
+
+async def test_a_silent_address_is_punched_to_while_its_ask_still_runs(monkeypatch):
+    """A NAT that drops a stranger's packets says nothing: the punch is asked for after ASK_TIMEOUT, not after the
+    ask's whole time, and the second ask comes within the lookup's budget."""
+    claims = store([[NATTED]], monkeypatch)
+    claims.answered_by.append(OPEN)  # answered an earlier lookup
+    punched: set = set()
+    started: list = []
+
+    async def ask(address, key):
+        if address not in punched:
+            await asyncio.Event().wait()  # silent: only the timeout ends it
+        return [(CLAIM, 999_990.0, 1_003_600.0)]
+
+    async def punch(coordinators, address):
+        started.append(coordinators)
+        punched.add(address)
+        return True
+
+    claims.ask, claims.punch, claims.peer_port = ask, punch, 5000
+    assert [vouch.claim for vouch in await claims.get_manifests(KEY)] == [CLAIM]
+    assert started == [[OPEN]]
+
+
+async def test_no_punch_without_a_coordinator_nor_for_a_peer_that_answered_wrongly(monkeypatch):
+    claims = store([[NATTED, ("55.55.102.2", 4000)]], monkeypatch)
+    punches: list = []
+
+    async def ask(address, key):
+        if address == NATTED:
+            raise TransportError("refused")
+        raise PeerError("answered HAVE instead of the CLAIMS for our key")
+
+    async def punch(coordinators, address):
+        punches.append(address)
+        return True
+
+    claims.ask, claims.punch, claims.peer_port = ask, punch, 5000
+    assert await claims.get_manifests(KEY) == []
+    assert punches == []  # nobody answered to coordinate; and a wrong answer is no NAT
+
+
+async def test_our_own_address_is_not_asked(monkeypatch):
+    claims = store([[("55.55.9.9", 5000), ("55.55.9.9", 5001)]], monkeypatch)
+    claims.directory.external = "55.55.9.9"
+    asked: list = []
+
+    async def ask(address, key):
+        asked.append(address)
+        return []
+
+    claims.ask, claims.peer_port = ask, 5000
+    await claims.get_manifests(KEY)
+    assert asked == [("55.55.9.9", 5001)]  # another node behind our NAT is asked; we are not

@@ -132,3 +132,24 @@ async def test_a_stranger_stating_a_nodes_id_does_not_take_its_introductions():
     finally:
         for each in (a, b, c, stranger):
             await each.close()
+
+
+async def test_a_node_asking_its_own_coordinator_keeps_its_rendezvous_there():
+    """A node's rendezvous and the session it opens to ask the same coordinator for a punch come from one address
+    (its listener's socket). Kept one per address, the request's session took the rendezvous's place and, ending,
+    removed it: the node could no longer be introduced there (found by the NAT matrix's lab)."""
+    a, b, c = node(), node(), node()
+    await started(a, b, c)
+    try:
+        assert c.listener is not None and b.listener is not None
+        rendezvous = await b.punching.rendezvous(b, c.listener.address)
+        await registered(c, b)
+        with pytest.raises(PeerError, match="UNKNOWN_PEER"):  # b asks for somebody c does not know
+            await b.punching.request(b, c.listener.address, ("127.0.0.1", 9))
+        await asyncio.wait_for(_until(lambda: len(c.punching._sessions[b.listener.address]) == 1), 5)
+        assert await a.punching.request(a, c.listener.address, b.listener.address) == b.listener.address
+        await asyncio.wait_for(_until(lambda: b.punching.punched == 1), 5)  # told on its rendezvous
+        rendezvous.abort()
+    finally:
+        for each in (a, b, c):
+            await each.close()

@@ -196,3 +196,22 @@ async def test_one_probe_asks_for_both_transports_and_each_proof_comes_back_by_i
     finally:
         for service in services:
             await service.stop()
+
+
+async def test_a_connect_back_comes_from_a_socket_other_than_the_listeners(make_node, kind):
+    """Behind a NAT that filters by address and port, whatever comes from an address and port we talked to passes
+    (QUIC dials from its listener's socket: a rendezvous or a fetch makes such a flow with the prober). A
+    connect-back from there "proved" a port strangers cannot reach (seen behind a port-restricted NAT on the test
+    internet); from a socket of its own it comes as a stranger's would."""
+    a, _ = await make_node()
+    b, b_address = await make_node()
+    sources: list = []
+    arrived = a.reach.proof_arrived
+
+    def record(name, connection, proof):
+        sources.append(connection.remote_address)
+        arrived(name, connection, proof)
+
+    a.reach.proof_arrived = record
+    assert await a.probe_reachability(b_address, timeout=10) == {kind: Outcome.PROVED}
+    assert len(sources) == 1 and sources[0][1] != b_address[1], (sources, b_address)
