@@ -14,7 +14,7 @@ import pytest
 
 from bench.internet_netns import NAT_KINDS, Topology, netns_missing
 from bench.internet_plan import PUBLIC
-from bench.nat_matrix import APDM, DIRECT, EIM, KINDS, MAPPED, PUNCH, run_matrix
+from bench.nat_matrix import APDM, DIRECT, EIM, IMPOSSIBLE, KINDS, MAPPED, PUNCHED, TARGET_PORT, predict, run_matrix
 
 pytestmark = [pytest.mark.e2e, pytest.mark.skipif(netns_missing() is not None, reason=str(netns_missing()))]
 
@@ -60,28 +60,50 @@ def _routes(ns: str) -> str:
                           timeout=10).stdout
 
 
+# RFC 4787's predictions (bench/nat_matrix.py's docstring gives the reasons): a QUIC session from a node of the row's
+# kind to one of the column's, in the order of KINDS (public, full-cone, port-restricted, symmetric, upnp).
+EXPECTED = {
+    "public": (DIRECT, MAPPED, PUNCHED, IMPOSSIBLE, MAPPED),
+    "full-cone": (DIRECT, MAPPED, PUNCHED, IMPOSSIBLE, MAPPED),
+    "port-restricted": (DIRECT, MAPPED, PUNCHED, IMPOSSIBLE, MAPPED),
+    "symmetric": (DIRECT, MAPPED, IMPOSSIBLE, IMPOSSIBLE, MAPPED),
+    "upnp": (DIRECT, MAPPED, PUNCHED, IMPOSSIBLE, MAPPED),
+}
+
+
 def test_every_pair_of_nat_kinds_connects_as_rfc_4787_predicts(internet):
+    """Every ordered pair of machines (two of each kind) tries a direct QUIC dial, then a punch through a coordinator
+    on a public machine: each connects exactly as predicted, and fails where predicted for the predicted reason."""
     result = run_matrix(internet)
     cells = result["cells"]
     assert {(a, b) for a in cells for b in cells[a]} == {(a, b) for a in KINDS for b in KINDS}
-    assert result["unexpected"] == [], result["unexpected"]
-    for a in KINDS:  # every cell predicted possible connected, every other was refused
-        for b in KINDS:
+    for a in KINDS:
+        for b, expected in zip(KINDS, EXPECTED[a], strict=True):
             cell = cells[a][b]
-            expected = "connected" if cell["predicted"] != PUNCH else "refused"
+            assert cell["predicted"] == predict(a, b) == expected, (a, b, cell["predicted"])
+            assert len(cell["observed"]) == (2 if a == b else 4)  # two machines of each kind
             assert set(cell["observed"].values()) == {expected}, (a, b, cell)
-    assert cells["symmetric"]["public"]["predicted"] == DIRECT and cells["public"]["upnp"]["predicted"] == MAPPED
+            for pair, tried in cell["tried"].items():
+                if expected in (DIRECT, MAPPED):  # connected by a direct dial, to the target's own node
+                    assert tried["direct"]["ok"] and tried["punch"] is None, (pair, tried)
+                elif expected == PUNCHED:  # a direct dial was dropped, and the punch connected
+                    assert not tried["direct"]["ok"] and tried["punch"]["ok"], (pair, tried)
+                elif b == "symmetric":  # no session from the address it is known at
+                    assert "UNKNOWN_PEER" in tried["punch"]["error"], (pair, tried)
+                else:  # introduced, but the dial left from another mapping than the one the target punched to
+                    assert tried["punch"]["error"].startswith("ConnectFailed"), (pair, tried)
+    assert result["unexpected"] == [], result["unexpected"]
     # The NATs behave as built: --random-fully's mapping depends on the destination's address and port,
-    # MASQUERADE's on neither;
-    # only the full cone lets a stranger in at the port a host was seen at.
+    # MASQUERADE's on neither; only the full cone lets a stranger in at the port a host was seen at.
     for kind, nat in result["nats"].items():
         for seen in nat["observed"].values():
             assert seen["mapping"] == (APDM if kind == "symmetric" else EIM), (kind, seen)
             assert seen["filtering"] == nat["built_as"]["filtering"], (kind, seen)
-    for name, machine in result["machines"].items():
-        if machine["kind"] == "upnp":  # known by the port miniupnpd mapped over NAT-PMP
-            assert machine["known_as"] == result["nats"]["upnp"]["observed"][name]["natpmp"]["external_address"] + \
-                f":{result['nats']['upnp']['observed'][name]['natpmp']['external_port']}"
+    for host in internet.hosts:  # known at the router's address, at the port the node listens on, or that mapped
+        assert host.home is not None
+        known = result["machines"][host.name]["known_as"]
+        assert known.rpartition(":")[0] == host.home.wan, (host.name, known)
+        assert host.kind == "upnp" or known == f"{host.home.wan}:{TARGET_PORT}", (host.name, known)
 
 
 def test_a_node_behind_each_nat_joins_the_mainline_dht(internet, tmp_path):
