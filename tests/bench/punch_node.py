@@ -14,9 +14,9 @@ run until killed; the requester and direct: whether a QUIC session with a HANDSH
 PORT, a rendezvous with the coordinator; it prints its node id), then it reads one JSON line on its standard input,
 `[[NAME, "HOST:PORT"], ...]`, the other machines as a stranger would know them, and tries each: a direct dial (as
 `direct`: a transport that does not listen), all at once; then, for each that failed, all at once, a punch through
-the coordinator (as `requester`, from another node, listening on REQUESTER_PORT: a node that asks the coordinator it
-keeps its rendezvous with, from the same socket, is no longer found there once the request's session ends, as the
-coordinator keeps one session per address). Then one JSON line, `{"tried": {NAME:
+the coordinator (as `requester`, from another node, listening on REQUESTER_PORT: written when the coordinator kept
+one session per address, so that a request from the rendezvous's socket unregistered it; it keeps them all now,
+and the second node stays as a requester a stranger's target sees from another port). Then one JSON line, `{"tried": {NAME:
 {"direct": {...}, "punch": {...} or null}}}`, each `{"ok": true, "remote": [HOST, PORT], "peer": NODE_ID}` or
 `{"ok": false, "error": ...}`; it serves as a target until its standard input closes.
 
