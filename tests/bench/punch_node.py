@@ -16,9 +16,9 @@ PORT, a rendezvous with the coordinator; it prints its node id), then it reads o
 `direct`: a transport that does not listen), all at once; then, for each that failed, all at once, a punch through
 the coordinator (as `requester`, from another node, listening on REQUESTER_PORT: written when the coordinator kept
 one session per address, so that a request from the rendezvous's socket unregistered it; it keeps them all now,
-and the second node stays as a requester a stranger's target sees from another port). Then one JSON line, `{"tried": {NAME:
-{"direct": {...}, "punch": {...} or null}}}`, each `{"ok": true, "remote": [HOST, PORT], "peer": NODE_ID}` or
-`{"ok": false, "error": ...}`; it serves as a target until its standard input closes.
+and the second node stays as a requester a stranger's target sees from another port). Then one JSON line,
+`{"tried": {NAME: {"direct": {...}, "punch": {...} or null}}}`, each `{"ok": true, "remote": [HOST, PORT],
+"peer": NODE_ID}` or `{"ok": false, "error": ...}`; it serves as a target until its standard input closes.
 
 The limits on punching are raised here (`LAB_LIMITS`): the matrix introduces each target to every other machine
 within seconds, where the product lets one requester cause 3 introductions a minute, and a node act on 3 a minute
