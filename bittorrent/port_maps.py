@@ -52,6 +52,10 @@ class PortMaps:
                 return min(mapping.external.values())
         return None
 
+    def listener_mapped(self, protocol: str) -> bool:
+        """Whether a transport mapped the session's own listener (the DHT's port, for "udp") over `protocol`."""
+        return any(m.port is None and m.protocol == protocol and m.external for m in self._maps.values())
+
     def status(self) -> list[dict[str, object]]:
         return [{"port": m.port, "protocol": m.protocol or None, "mapped": dict(m.external), "errors": dict(m.errors)}
                 for m in self._maps.values()]

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
+import socket
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +31,7 @@ from .download import Download
 from .errors import AlreadyAdded, ListenFailed
 from .lookups import Heard, Lookups
 from .port_maps import PortMaps
-from .settings import MAX_CONNECTIONS, session_settings
+from .settings import MAX_CONNECTIONS, dht_read_only, session_settings
 from .watcher import AlertWatcher
 
 __all__ = ["BtSession", "Seeding"]
@@ -75,6 +76,7 @@ class BtSession:
         # Told (protocol, external port or None, why not) when the router answers for a port we asked it to map.
         self.on_port_map: Callable[[str, int | None, str | None], None] = lambda protocol, external, why: None
         self.dht_node_count: int | None = None  # nodes in the routing table, as the last DHT stats said
+        self.dht_read_only: bool | None = None  # BEP 43, as last set (`bittorrent.settings.dht_read_only`)
         self._counting: list[asyncio.Future[int]] = []  # `dht_nodes_now` callers waiting for the next count
         self._lookups = Lookups()  # the DHT lookups under way, and who listens to each
         self._polling: asyncio.Task | None = None  # asks for DHT stats while a lookup may not be over
@@ -128,6 +130,9 @@ class BtSession:
             await self.stop()
             raise
         if self.dht_nodes is not None:
+            # Read-only from its first query where it will be (set after, its first queries made others take the
+            # node into their tables, whose later queries it then left unanswered: 15 s stalls on the test internet)
+            self._judge_read_only()
             self.session.apply_settings({"enable_dht": True})
         # A node by address is told directly, once the DHT runs (told before, it is lost; given as a router, it is
         # never taken into the routing table).
@@ -258,11 +263,25 @@ class BtSession:
     def dht_lookup_over(self, key: bytes, heard: Heard) -> None:
         self._lookups.over(key, heard)
 
+    def _judge_read_only(self) -> None:
+        """Make our DHT node read-only while it is behind a NAT that maps nothing (`settings.dht_read_only`), and
+        answer queries again once the router maps the port or the DHT says our address is this machine's."""
+        if self.session is None or self.dht_nodes is None:
+            return
+        read_only = dht_read_only(self.host, self.dht_nodes, mapped=self.port_maps.listener_mapped("udp"),
+                                  external_is_ours=_is_ours(self.port_maps.external_address))
+        if read_only != self.dht_read_only:
+            self.dht_read_only = read_only
+            self.session.apply_settings({"dht_read_only": read_only})
+            log.info("Mainline DHT: %s", "read-only (BEP 43): behind a NAT that maps nothing, it answers no query"
+                     if read_only else "answering queries (reachable, or a DHT of our own LAN)")
+
     def dht_status(self) -> dict[str, object]:
         if self.session is None or self.dht_nodes is None:
             return {"on": False}
         self.post_dht_stats()  # answered by an alert: the count shown is the one asked for last time
-        return {"on": True, "lookups": len(self._lookups), "nodes": self.dht_node_count}
+        return {"on": True, "lookups": len(self._lookups), "nodes": self.dht_node_count,
+                "read_only": self.dht_read_only}
 
     async def dht_nodes_now(self) -> int:
         """The nodes in the DHT's routing table, as libtorrent answers now."""
@@ -402,14 +421,19 @@ class BtSession:
                      alert.external_port, _transport(alert))
             if mapping.port is not None:
                 self.on_port_map(mapping.protocol, int(alert.external_port), None)
+            else:
+                self._judge_read_only()
         elif isinstance(alert, lt.portmap_error_alert):
             mapping = self.port_maps.failed(int(alert.mapping), _transport(alert), alert.error.message())
             log.info("router: port %s not mapped by %s: %s", mapping.port or "BitTorrent", _transport(alert),
                      alert.error.message())
             if mapping.port is not None and not mapping.external:
                 self.on_port_map(mapping.protocol, None, f"{_transport(alert)}: {alert.error.message()}")
+            elif mapping.port is None:
+                self._judge_read_only()
         elif isinstance(alert, lt.external_ip_alert):
             self.port_maps.external_address = str(alert.external_address)
+            self._judge_read_only()
         elif isinstance(alert, lt.read_piece_alert):
             if (download := self._download_of(alert)) is not None:
                 failed = alert.error.value() != 0
@@ -434,6 +458,19 @@ class BtSession:
         elif alert.category() & lt.alert_category.error:
             self.errors += 1
             log.warning("BitTorrent: %s", alert.message())
+
+
+def _is_ours(host: str | None) -> bool:
+    """Whether `host` is an address of this machine (it can be bound to): no NAT between us and who saw it."""
+    ip = addresses.parse(host)
+    if ip is None:
+        return False
+    try:
+        with socket.socket(socket.AF_INET6 if ip.version == 6 else socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.bind((str(ip), 0))
+    except OSError:
+        return False
+    return True
 
 
 def _address(node: str) -> tuple[str, int] | None:

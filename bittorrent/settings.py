@@ -17,14 +17,16 @@ request queue per peer and send buffer per connection; half-open and idle peers 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
+
+import addresses
 
 if TYPE_CHECKING:  # libtorrent's stubs type the pack, so a misspelt setting fails mypy instead of being ignored
     from libtorrent import settings_pack
 
 __all__ = ["MAX_CONNECTIONS", "MAINLINE_ROUTERS", "PRIVATE_NETWORK_ENV", "bootstrap_routers", "may_map_ports",
-           "session_settings"]
+           "session_settings", "dht_read_only"]
 
 # Peers connected at once, over every torrent: Transmission's and qBittorrent's global default range (200-500),
 # kept low because every one can hold a send buffer (`SEND_BUFFER`).
@@ -95,3 +97,23 @@ def session_settings(host: str, port: int, *, alert_mask: int, dht_routers: tupl
         "alert_mask": alert_mask,
     }
     return pack
+
+
+def dht_read_only(host: str, dht_nodes: Iterable[str], *, mapped: bool, external_is_ours: bool) -> bool:
+    """Whether our DHT node is to be read-only (BEP 43: it queries, announces and looks up, but answers no query and
+    says so, so that others keep it out of their routing tables): when it sits behind a NAT that maps nothing, on a
+    DHT of public nodes. Such a node answers only those it queried a moment before; others that took it into their
+    tables wait out their request's timeout every time it is among the closest to a key, and libtorrent sends an
+    announcement only when its search is over: on the test internet, two NATed nodes delayed every announcement
+    by 15-16 s, 1 s when read-only (SECURITY.md, "Internet mode"; `bench/announce_probe.py`).
+
+    Not read-only: listening on a public address (`host`), a router that mapped the DHT's UDP port (`mapped`), an
+    external address that is one of this machine's own (`external_is_ours`: no NAT between), or a DHT of one's own
+    whose nodes are all on non-public addresses (a LAN: nobody there is behind our NAT). A name counts as public."""
+    if mapped or external_is_ours or addresses.is_public(host):
+        return False
+    for node in dht_nodes:
+        literal = node.rpartition(":")[0].strip("[]")
+        if addresses.parse(literal) is None or addresses.is_public(literal):
+            return True
+    return False

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libtorrent
 import pytest
 
-from bittorrent.settings import MAX_CONNECTIONS, session_settings
+from bittorrent.settings import MAX_CONNECTIONS, dht_read_only, session_settings
 
 PACK = session_settings("127.0.0.1", 0, alert_mask=0)
 
@@ -33,3 +33,20 @@ def test_libtorrent_takes_every_setting_as_it_is():
 
 def test_an_ipv6_listener_is_bracketed():
     assert session_settings("::1", 6881, alert_mask=0)["listen_interfaces"] == "[::1]:6881"
+
+
+# (host, DHT nodes, the router mapped the DHT's port, the external address is ours, read-only?)
+READ_ONLY_CASES = [
+    ("192.168.1.10", ("55.55.11.2:6881",), False, False, True),  # behind a NAT, on a public DHT
+    ("0.0.0.0", ("router.bittorrent.com:6881",), False, False, True),  # a name is the public network
+    ("192.168.1.10", ("55.55.11.2:6881",), True, False, False),  # the router mapped the port
+    ("0.0.0.0", ("router.bittorrent.com:6881",), False, True, False),  # our external address is this machine's
+    ("55.55.52.2", ("55.55.11.2:6881",), False, False, False),  # listening on a public address
+    ("10.0.0.5", ("10.0.0.1:6881", "[fd00::1]:6881"), False, False, False),  # a DHT of one's own LAN
+    ("10.0.0.5", ("10.0.0.1:6881", "[2a00:1450::1]:6881"), False, False, True),  # ... with one public node
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("host, nodes, mapped, ours, expected", READ_ONLY_CASES)
+def test_dht_read_only_table(host, nodes, mapped, ours, expected):
+    assert dht_read_only(host, nodes, mapped=mapped, external_is_ours=ours) is expected
