@@ -31,6 +31,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import addresses
 from swarm.discovery.own_claims import OwnClaims
@@ -51,6 +52,9 @@ PER_NETWORK = 2  # of them, at most this many in one network (one per host)
 ANSWERED_KEPT = 32  # nodes that answered a query, kept as candidates for connect-backs
 ASK_TIMEOUT = 1.0  # seconds for one address's connection and handshake, and as many for its answer
 COORDINATORS = 2  # nodes asked to introduce us to an address that cannot be connected to
+# Addresses one lookup asks introductions for: a key crowded with addresses that answer nothing (a stranger's
+# announcements) must not spend our requests at every coordinator (3 a minute each: `swarm.core.punch`).
+PUNCHES_PER_LOOKUP = 2
 PUNCH_TIMEOUT = 1.5  # seconds for those introductions and the punch, in all
 CLAIMS_WAIT = 2.0  # seconds a lookup waits for addresses at most (it ends sooner once the DHT says it is over)
 GRACE = 0.5  # seconds it listens for more after the first batch
@@ -64,6 +68,12 @@ Ask = Callable[[tuple[str, int], bytes], Awaitable[list[tuple[ManifestClaim, flo
 # Ask these coordinators, in turn, to introduce us to the node at this address; whether one did and the punch was
 # made (`SwarmService.punch`).
 Punch = Callable[[list[tuple[str, int]], tuple[str, int]], Awaitable[bool]]
+
+
+@dataclass
+class _Lookup:
+    answered: list[tuple[str, int]]  # the nodes that answered this lookup, the first coordinators to ask
+    punches_left: int
 
 
 def claim_key(key: bytes) -> bytes:
@@ -122,8 +132,8 @@ class MainlineClaims:
         self.lookups += 1
         addresses = await self._addresses(claim_key(repr_key))
         self.asked += len(addresses)
-        answered: list[tuple[str, int]] = []  # this lookup's, the first coordinators to ask (`_coordinators`)
-        asking = [asyncio.ensure_future(self._ask(ask, address, repr_key, answered)) for address in addresses]
+        lookup = _Lookup([], PUNCHES_PER_LOOKUP)
+        asking = [asyncio.ensure_future(self._ask(ask, address, repr_key, lookup)) for address in addresses]
         try:
             if asking:
                 await asyncio.wait(asking, timeout=max(0.0, budget_ends - loop.time()))
@@ -163,6 +173,7 @@ class MainlineClaims:
                     break
                 if batch is None:  # the lookup is over
                     break
+                log.debug("Mainline: %s found %s", dht_key.hex()[:12], batch)
                 for host, port in batch:
                     network = addresses.network_prefix(host)
                     if ((host, port) == ourselves or host in hosts or networks.get(network, 0) >= PER_NETWORK
@@ -177,24 +188,24 @@ class MainlineClaims:
             self.session.dht_lookup_over(dht_key, heard)
         return found
 
-    async def _ask(self, ask: Ask, address: tuple[str, int], repr_key: bytes,
-                   answered: list[tuple[str, int]]) -> list[Vouch]:
+    async def _ask(self, ask: Ask, address: tuple[str, int], repr_key: bytes, lookup: _Lookup) -> list[Vouch]:
         host, port = address
         direct = asyncio.ensure_future(asyncio.wait_for(ask(address, repr_key), ASK_TIMEOUT * 2))
         # No answer within ASK_TIMEOUT (a NAT that drops a stranger's SYN says nothing), or a refusal: ask for a punch
-        # meanwhile, so that the second ask still fits in the lookup's budget.
-        punching = asyncio.ensure_future(self._punch_after(direct, address, answered))
+        # meanwhile, not after the ask's whole time (what the lookup's budget leaves may still cut the second ask).
+        punching = asyncio.ensure_future(self._punch_after(direct, address, lookup))
         try:
             claims = await direct
         except (TransportError, TimeoutError, OSError) as exc:  # no way there: perhaps a NAT a punch opens
-            log.debug("Mainline: %s:%d could not be asked: %s", host, port, exc or type(exc).__name__)
+            log.debug("Mainline: %s:%d could not be asked: %s", host, port, str(exc) or type(exc).__name__)
             if not await punching:
                 return []
             try:
                 async with asyncio.timeout(ASK_TIMEOUT * 2):
                     claims = await ask(address, repr_key)
             except (PeerError, TransportError, TimeoutError, OSError) as again:
-                log.debug("Mainline: %s:%d gave no claims after a punch: %s", host, port, again or type(again).__name__)
+                log.debug("Mainline: %s:%d gave no claims after a punch: %s", host, port,
+                          str(again) or type(again).__name__)
                 return []
         except PeerError as exc:  # a stranger's failure: only its answer
             log.debug("Mainline: %s:%d gave no claims: %s", host, port, exc)
@@ -202,28 +213,28 @@ class MainlineClaims:
         finally:
             punching.cancel()  # (done by now where it was needed)
         self.answered += 1
-        answered.append(address)
+        lookup.answered.append(address)
         if address in self.answered_by:
             self.answered_by.remove(address)
         self.answered_by.append(address)
         return [Vouch.seen(claim, address_id(host, port), host, frozenset(), published_at)
                 for claim, published_at, _expires in claims]
 
-    async def _punch_after(self, direct: asyncio.Future, address: tuple[str, int],
-                           answered: list[tuple[str, int]]) -> bool:
+    async def _punch_after(self, direct: asyncio.Future, address: tuple[str, int], lookup: _Lookup) -> bool:
         await asyncio.wait([direct], timeout=ASK_TIMEOUT)
         if direct.done() and (direct.cancelled() or not isinstance(direct.exception(),
                                                                      (TransportError, TimeoutError, OSError))):
             return False  # it answered, or failed in a way no punch mends
-        return await self._punch(address, answered)
+        return await self._punch(address, lookup)
 
-    async def _punch(self, address: tuple[str, int], answered: list[tuple[str, int]]) -> bool:
+    async def _punch(self, address: tuple[str, int], lookup: _Lookup) -> bool:
         """Whether a node that answered lately (of this lookup first) introduced us to `address` and we punched."""
         punch = self.punch
-        coordinators = [peer for peer in dict.fromkeys([*answered, *reversed(self.answered_by)])
+        coordinators = [peer for peer in dict.fromkeys([*lookup.answered, *reversed(self.answered_by)])
                         if peer[0] != address[0]][:COORDINATORS]
-        if punch is None or not coordinators:
+        if punch is None or not coordinators or lookup.punches_left <= 0:
             return False
+        lookup.punches_left -= 1
         try:
             async with asyncio.timeout(PUNCH_TIMEOUT):
                 made = await punch(coordinators, address)
@@ -241,8 +252,11 @@ class MainlineClaims:
         while True:
             if loop.time() >= announce_at:
                 if self.directory.may_announce():  # (not an address peers in two networks could not reach)
+                    log.debug("Mainline: announcing port %d under %s", port, dht_key.hex()[:12])
                     with contextlib.suppress(RuntimeError):  # the session stopped: this task is cancelled anyway
                         self.session.dht_announce(dht_key, port)
+                else:
+                    log.debug("Mainline: not announcing under %s: unreachable", dht_key.hex()[:12])
                 announce_at = loop.time() + REANNOUNCE
             await asyncio.sleep(min(REANNOUNCE, ttl / 2))
             self.own.put(repr_key, claim, now=self.clock(), ttl=ttl)

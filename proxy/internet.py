@@ -221,7 +221,7 @@ class Internet:
                 try:
                     outcome = await engine.service.probe_reachability(peer)
                 except (PeerError, TransportError, TimeoutError, OSError) as exc:
-                    log.debug("reachability: %s:%d did not take a probe: %s", *peer, exc or type(exc).__name__)
+                    log.debug("reachability: %s:%d did not take a probe: %s", *peer, str(exc) or type(exc).__name__)
                     continue
                 probed = True
                 log.info("reachability: %s:%d connecting back: %s", *peer,
@@ -252,7 +252,7 @@ class Internet:
                         held[peer] = await node.punching.rendezvous(node, peer)
                         log.info("hole punching: a rendezvous with %s:%d", *peer)
                     except (PeerError, TransportError, TimeoutError, OSError) as exc:
-                        log.debug("hole punching: no rendezvous with %s:%d: %s", *peer, exc or type(exc).__name__)
+                        log.debug("hole punching: no rendezvous with %s:%d: %s", *peer, str(exc) or type(exc).__name__)
                 if loop.time() - kept_alive >= RENDEZVOUS_KEEPALIVE:
                     kept_alive = loop.time()
                     for connection in held.values():

@@ -19,9 +19,10 @@ What a coordinator does for a PUNCH_REQUEST is judged by `PunchCoordinator.decid
   point a peer at a third party;
 * **public addresses only** (unless built for a lab, `allow_private`), as connect-backs (`swarm.core.reach`);
 * **a few a minute per requester** (`PER_SOURCE` per `WINDOW`, by `addresses.source`: an address, a public IPv6
-  address's /64) and `PER_WINDOW` in all, counted before the lookup, so that asking whether an address has a
-  session here costs as much as being introduced. Over them: NOT_ATTEMPTED. One admitted request is one PUNCH_PEER
-  to each side, each as large as the request (the two must be of one address family).
+  address's /64), every request counted before the lookup, so that asking whether an address has a session here
+  costs as much as being introduced; `PER_WINDOW` introductions in all, and four times as many requests. Over
+  them: NOT_ATTEMPTED. One admitted request is one PUNCH_PEER to each side, each as large as the request (the two
+  must be of one address family).
 
 An introduced node acts on a PUNCH_PEER only from a coordinator it opened a session to, and at most `PER_SOURCE` a
 `WINDOW` per coordinator (`PunchLimiter`), towards a public address (unless `allow_private`): so a coordinator
@@ -41,6 +42,7 @@ __all__ = ["PunchLimiter", "PunchCoordinator", "PunchedPaths", "PER_SOURCE", "WI
 PER_SOURCE = 3  # introductions per requester (or acted on per coordinator) per WINDOW
 WINDOW = 60.0
 PER_WINDOW = 64  # ... and in all
+REQUESTS_PER_INTRODUCTION = 4  # requests a coordinator reads a WINDOW, whatever they come to: PER_WINDOW times this
 # Seconds the requester waits between its punch datagram and its QUIC dial, so that the peer's datagram (sent when its
 # introduction arrived, a little before the requester's answer) has left the peer's NAT before our Initial reaches it.
 PUNCH_DELAY = 0.2
@@ -95,6 +97,12 @@ class PunchCoordinator:
 
     def __init__(self, limiter: PunchLimiter | None = None) -> None:
         self.limiter = limiter or PunchLimiter()
+        # Every request counts against its requester (`limiter`), but only introductions made count against all
+        # (`per_window`): asking for addresses nobody holds here, from many sources, no longer uses up the
+        # introductions honest nodes get (the hole-punch attack review: 22 sources emptied the window).
+        self._requests = PunchLimiter(per_source=self.limiter.per_source, window=self.limiter.window,
+                                      per_window=self.limiter.per_window * REQUESTS_PER_INTRODUCTION,
+                                      allow_private=self.limiter.allow_private)
         self.introduced = 0  # pairs introduced, for the status page
 
     def decide(self, requester: tuple[str, int], target: tuple[str, int] | None, now: float
@@ -102,7 +110,7 @@ class PunchCoordinator:
         """`requester`: the address the request came from; `target`: the remote address of the live query session
         from the address asked for (None: none). PEER (introduce them) or why not; every request a requester may
         make is counted against it, whatever the answer."""
-        refusal = self.limiter.admit(requester[0], now)
+        refusal = self._requests.admit(requester[0], now)
         if refusal is not None:
             return PunchStatus.NOT_ATTEMPTED, refusal
         if target is None:
@@ -113,6 +121,8 @@ class PunchCoordinator:
             return PunchStatus.NOT_ATTEMPTED, refusal
         if _family(target[0]) != _family(requester[0]):  # (no punch crosses; and each answer stays request-sized)
             return PunchStatus.NOT_ATTEMPTED, "the two are of different address families"
+        if (refusal := self.limiter.admit(requester[0], now)) is not None:
+            return PunchStatus.NOT_ATTEMPTED, refusal
         self.introduced += 1
         return PunchStatus.PEER, "introduced"
 

@@ -87,6 +87,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from addresses import canonical_host
 from swarm.errors import ConnectFailed
 from swarm.net.handshakes import RETRY_ABOVE, Decision, HandshakeGate
 from swarm.net.quic_connection import ALPN, CONTROL_STREAM, QuicConnection
@@ -104,6 +105,11 @@ from swarm.net.wire import KeepAlive
 __all__ = ["ALPN", "QuicTransport", "QuicListener", "QuicConnection", "generate_certificate"]
 
 _OPEN_TIMEOUT = 10.0  # from its first Initial, a peer has this long to open its control stream
+# Seconds after we sent to a host from the listener's socket that its connections to us prove nothing of strangers':
+# a NAT keeps a flow's filter open 2 min at least after its last packet (RFC 4787 REQ-5), and a dial's connection
+# may carry packets for minutes more.
+CONTACT_MEMORY = 600.0
+MAX_CONTACTED = 4096  # hosts remembered: the oldest go first
 _SOCKET_BUFFER = 4 * 1024 * 1024  # UDP buffers: the kernel default drops bursts at full speed
 
 
@@ -123,6 +129,19 @@ def generate_certificate(common_name: str = "swarmproxy") -> tuple[x509.Certific
         .sign(key, hashes.SHA256())
     )
     return certificate, key
+
+
+def _abandon(protocol: _Protocol | None) -> None:
+    """End a dial that did not complete: its connection aborted, its socket closed if its own, and aioquic's
+    handshake waiter let go (else its ConnectionError, set when the connection ends, is logged as never retrieved)."""
+    if protocol is None:
+        return
+    waiter, protocol._connected_waiter = protocol._connected_waiter, None
+    if waiter is not None and not waiter.done():
+        waiter.cancel()
+    protocol.connection.abort("connect failed")
+    if protocol._owns_transport and protocol._transport is not None:
+        protocol._transport.close()
 
 
 class _Protocol(QuicConnectionProtocol):
@@ -343,6 +362,21 @@ class QuicTransport(Transport):
         self.open_timeout = open_timeout
         self.congestion_control = congestion_control
         self.listener: QuicListener | None = None  # the last `listen`'s: outgoing connections leave from its socket
+        # Hosts the listener's socket sent to (a dial, a punch), by loop time: a NAT in front of us lets their
+        # datagrams in for a while, so their connections to us say nothing of whether strangers' would pass.
+        self._contacted: dict[str, float] = {}
+
+    def contacted(self, host: str, now: float) -> bool:
+        """Whether the listener's socket sent to `host` within `CONTACT_MEMORY` s of `now` (loop time)."""
+        when = self._contacted.get(canonical_host(host) or host)
+        return when is not None and now - when < CONTACT_MEMORY
+
+    def _contact(self, host: str) -> None:
+        key = canonical_host(host) or host
+        self._contacted.pop(key, None)
+        self._contacted[key] = asyncio.get_running_loop().time()
+        while len(self._contacted) > MAX_CONTACTED:
+            del self._contacted[next(iter(self._contacted))]
 
     def _configuration(self, is_client: bool) -> QuicConfiguration:
         receive_limit = self.settings.receive_limit
@@ -412,6 +446,7 @@ class QuicTransport(Transport):
             return False
         finally:
             punch.close()
+        self._contact(address[0])
         return True
 
     async def connect(self, address: Address, *, timeout: float = CONNECT_TIMEOUT, own_socket: bool = False
@@ -429,6 +464,7 @@ class QuicTransport(Transport):
                 if shared is not None:
                     protocol = _Protocol(quic, settings=self.settings, dialled_from=self.listener)
                     shared._attach(protocol)
+                    self._contact(str(remote[0]))
                 else:
                     local_host = source_address(self.listen_host, str(remote[0])) or (
                         "::" if family == socket.AF_INET6 else "0.0.0.0")
@@ -441,11 +477,11 @@ class QuicTransport(Transport):
                 protocol.connect(remote)
                 await protocol.wait_connected()
         except (OSError, TimeoutError, ConnectionError) as exc:
-            if protocol is not None:
-                protocol.connection.abort("connect failed")
-                if protocol._owns_transport and protocol._transport is not None:
-                    protocol._transport.close()
+            _abandon(protocol)
             raise ConnectFailed(f"quic: cannot connect to {host}:{port}: {str(exc) or 'timed out'}") from exc
+        except BaseException:  # cancelled by the caller: a dial left alone would resend its Initials for 30 s
+            _abandon(protocol)
+            raise
         connection = protocol.connection
         if connection.close_reason is not None:
             raise ConnectFailed(f"quic: connection to {host}:{port} closed during setup: {connection.close_reason}")

@@ -159,7 +159,13 @@ class Punching:
             raise PeerError(f"the coordinator answered {answer}")
         if answer.status is not wire.PunchStatus.PEER:
             raise PeerError(f"the coordinator did not introduce us: {answer.status.name}")
-        address = (str(answer.ip), answer.port)
+        # A coordinator finds the peer by the address asked, so an honest one names that address: another would be
+        # its choice of where we punch and dial, which is nobody's to choose but the peer's proof of its address.
+        address = _key((str(answer.ip), answer.port))
+        if address != _key(peer):
+            raise PeerError(f"the coordinator named {address[0]}:{address[1]}, not the address asked")
+        if (refusal := self.limiter.refusal(address[0])) is not None:
+            raise PeerError(f"no punch to {address[0]}: {refusal}")
         self._punch(node, address)
         await asyncio.sleep(self.delay)
         return address

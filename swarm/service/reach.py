@@ -16,7 +16,8 @@ address the request came from (the connection's own remote address: never one th
 `CONNECT_BACK_TIMEOUT` s to connect and to have the proof read, and REACH_RESULT goes back on the requester's session.
 
 **Strangers** (`inbound`): a connection to the peer port that is not a connect-back shows that port reachable by its
-transport (from a public address: the core judges).
+transport (from a public address: the core judges), unless it comes from a host our QUIC listener's socket sent to
+lately (`QuicTransport.contacted`: a dial or a punch from that socket opened our NAT for it, and only for it).
 """
 
 from __future__ import annotations
@@ -236,5 +237,10 @@ class Reach:
     def inbound(self, name: str, connection: Connection, now: float) -> None:
         """A peer connected to our transport `name` on its own, and said what it wants (not a connect-back)."""
         flag = TRANSPORT_FLAGS.get(name)
+        contacted = getattr(self._transports.get(flag), "contacted", None) if flag is not None else None
+        if contacted is not None and contacted(connection.remote_address[0], now):
+            # (QUIC dials and punches from the listener's socket: our own NAT lets that host in, strangers not)
+            log.debug("reachability: %s connected, but we sent to it lately: no evidence", connection.remote_address)
+            return
         if flag is not None:
             self.reachability.inbound(flag, connection.local_address[1], connection.remote_address[0], now)

@@ -328,7 +328,7 @@ class SwarmService:
                     candidates = [root for root, _ in vouchers.most_common(CLAIM_ROOTS)]
                 providers = await asyncio.gather(*(self.providers(root, wanted[root]) for root in candidates))
         except failures as exc:
-            log.info("manifest lookup of %s failed: %s", key.hex()[:16], exc or type(exc).__name__)
+            log.info("manifest lookup of %s failed: %s", key.hex()[:16], str(exc) or type(exc).__name__)
             return None
         return summaries, dict(zip(candidates, providers))
 
@@ -368,9 +368,9 @@ class SwarmService:
     def transport_for(self, provider: Provider) -> str:
         """"tcp" or "quic": the transport to reach `provider` by, among those both sides offer (QUIC where we
         punched a way to it lately: `punch`)."""
+        if "quic" in self.nodes and self.punched and self.punched.fresh(provider.address, self._now()):
+            return "quic"  # (whatever the directory said: it kept a QUIC rendezvous, and only QUIC passes now)
         both = provider.transports & self.transport_flags
-        if both & TransportFlags.QUIC and self.punched and self.punched.fresh(provider.address, self._now()):
-            return "quic"
         if both & TransportFlags.TCP and (prefers_tcp(provider.host) or not both & TransportFlags.QUIC):
             return "tcp"
         return "quic"
@@ -393,8 +393,8 @@ class SwarmService:
         for coordinator in coordinators:
             try:
                 await node.punching.request(node, coordinator, address)
-            except (PeerError, TransportError, TimeoutError, OSError) as exc:
-                log.debug("no punch to %s:%d through %s:%d: %s", *address, *coordinator, exc or type(exc).__name__)
+            except (PeerError, TransportError, TimeoutError, OSError, ValueError) as exc:  # (ValueError: not an IP)
+                log.debug("no punch to %s:%d through %s:%d: %s", *address, *coordinator, str(exc) or type(exc).__name__)
                 continue
             self.punched.add(address, self._now())
             return True

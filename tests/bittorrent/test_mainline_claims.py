@@ -301,3 +301,24 @@ async def test_our_own_address_is_not_asked(monkeypatch):
     claims.ask, claims.peer_port = ask, 5000
     await claims.get_manifests(KEY)
     assert asked == [("55.55.9.9", 5001)]  # another node behind our NAT is asked; we are not
+
+
+async def test_a_lookup_crowded_with_silent_addresses_asks_few_introductions(monkeypatch):
+    """16 addresses that answer nothing made 16 requests at each coordinator, spending the 3 a minute they allow
+    us (the hole-punch attack review): one lookup asks for PUNCHES_PER_LOOKUP."""
+    from bittorrent.mainline_claims import PUNCHES_PER_LOOKUP
+    silent = [(f"55.55.{i}.2", 4000) for i in range(1, 17)]
+    claims = store([silent], monkeypatch)
+    claims.answered_by.append(OPEN)
+    punches: list = []
+
+    async def ask(address, key):
+        raise TransportError("refused")
+
+    async def punch(coordinators, address):
+        punches.append(address)
+        return False
+
+    claims.ask, claims.punch, claims.peer_port = ask, punch, 5000
+    assert await claims.get_manifests(KEY) == []
+    assert len(punches) == PUNCHES_PER_LOOKUP

@@ -145,3 +145,18 @@ def test_a_content_session_that_asks_for_a_punch_is_closed(message):
     assert serve.root is not None and not serve.query
     actions = serve.on_message(message, 1.0)
     assert len(actions) == 1 and isinstance(actions[0], Close)
+
+
+def test_many_sources_asking_for_nobody_do_not_use_up_the_introductions():
+    """22 sources x 3 requests for an address nobody holds emptied a window of 64 counted in all (the hole-punch
+    attack review): only introductions made count against all now, requests against four times as many."""
+    from swarm.core.punch import PER_WINDOW, REQUESTS_PER_INTRODUCTION
+    coordinator = PunchCoordinator()
+    sources = [(f"55.55.{i // 200}.{i % 200 + 1}", 4000) for i in range(PER_WINDOW * REQUESTS_PER_INTRODUCTION)]
+    for source in sources[:PER_WINDOW * 2]:
+        assert coordinator.decide(source, None, 1.0)[0] is UNKNOWN
+    assert coordinator.decide(A, B, 2.0)[0] is PEER_STATUS
+    for source in sources[PER_WINDOW * 2:]:  # the requests' own bound still holds
+        coordinator.decide(source, None, 3.0)
+    status, why = coordinator.decide(("55.55.250.1", 1), B, 4.0)
+    assert status is NOT_ATTEMPTED and "punches in the last" in why

@@ -4,6 +4,7 @@ tests/bench/test_punch_netns.py's)."""
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 
 import pytest
 
@@ -152,4 +153,27 @@ async def test_a_node_asking_its_own_coordinator_keeps_its_rendezvous_there():
         rendezvous.abort()
     finally:
         for each in (a, b, c):
+            await each.close()
+
+
+async def test_a_coordinator_cannot_choose_where_we_punch():
+    """An honest coordinator finds the peer by the address asked, and names it back. A PUNCH_PEER naming another
+    address (a loopback service, a victim) made the requester punch and dial there and take the asked address for
+    punched (the hole-punch attack review): now it is refused."""
+    a, c = node(), node()
+    await started(a, c)
+    try:
+        assert c.listener is not None
+
+        def lying(connection, action, now):
+            connection.send_nowait(wire.PunchPeer(action.nonce, wire.PunchStatus.PEER,
+                                                  ipaddress.ip_address("127.0.0.1"), 9))
+            return wire.PunchStatus.PEER
+
+        c.punching.introduce = lying
+        with pytest.raises(PeerError, match="not the address asked"):
+            await a.punching.request(a, c.listener.address, ("127.0.0.1", 4000))
+        assert a.punching.punched == 0
+    finally:
+        for each in (a, c):
             await each.close()

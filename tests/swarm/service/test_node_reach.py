@@ -215,3 +215,24 @@ async def test_a_connect_back_comes_from_a_socket_other_than_the_listeners(make_
     a.reach.proof_arrived = record
     assert await a.probe_reachability(b_address, timeout=10) == {kind: Outcome.PROVED}
     assert len(sources) == 1 and sources[0][1] != b_address[1], (sources, b_address)
+
+
+async def test_a_connection_from_a_host_our_quic_socket_sent_to_is_no_evidence():
+    """Behind a port-restricted NAT, a host we dialled (or punched to) from the QUIC listener's socket gets in, and
+    a stranger does not. Counted as a stranger's, one such connection — a coordinator of our rendezvous dialling
+    us from its own listener's socket, or the peer of one punch — made the node "reachable" for 45 minutes, and it
+    dropped its rendezvous (the hole-punch attack review; seen on the test internet)."""
+    a = SwarmNode(MemoryBlockStore(), QuicTransport(), reach=Reach(allow_private=True))
+    b = SwarmNode(MemoryBlockStore(), QuicTransport(), reach=Reach(allow_private=True))
+    try:
+        a_address, b_address = await a.start("127.0.0.1", 0), await b.start("127.0.0.1", 0)
+        session = await a.open_connection(b_address, wire.QUERY_ROOT, 5.0)  # a dials b from its listener's socket
+        session.abort()
+        dialling_back = await b.open_connection(a_address, wire.QUERY_ROOT, 5.0)  # ... so b's dial gets in
+        dialling_back.send_nowait(wire.ClaimsRequest(b"k" * 32))
+        assert isinstance(await receive(dialling_back), wire.ClaimsResponse)
+        assert a.reachability.state(wire.Transport.QUIC, now()) is State.UNKNOWN
+        dialling_back.abort()
+    finally:
+        await a.close()
+        await b.close()

@@ -1,0 +1,104 @@
+"""The Internet mode through two port-restricted NATs (`bench/internet_netns.py`): a node that strangers cannot
+connect to still serves a download, through a hole punch a node of ours on the public network coordinates.
+
+C, on a public machine, and B and A, each behind a port-restricted NAT (RFC 4787: endpoint-independent mapping,
+address-and-port-dependent filtering), run `swarmproxy run` on the test internet's Mainline DHT, our own DHT off.
+Each first fetches a small file C holds, so each has asked C for claims: C is the node each keeps a rendezvous
+with, or asks to introduce it (`proxy.internet`, `bittorrent.mainline_claims`). B fetches the file from the slow
+origin; then A fetches it. A's lookup finds B's address on the DHT; a direct connection there is refused by B's
+router; C introduces them, both punch, and A asks B's claims and fetches B's blocks over QUIC.
+
+The punch datagrams' TTL is 2 here (`--punch-ttl`): one passes its own router and dies in the internet namespace,
+before the other side's router (tests/bench/test_punch_netns.py says why)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+
+from bench.internet_lab import Origin, curl, payload
+from bench.internet_netns import Topology, netns_missing
+from bittorrent.mainline_claims import claim_key
+from proxy.engine import url_key
+
+pytestmark = [pytest.mark.e2e, pytest.mark.skipif(netns_missing() is not None, reason=str(netns_missing()))]
+
+SIZE = 2_000_000  # 10 s from the origin alone: time for a lookup to find what was announced a moment before
+RATE = 200_000  # B/s: the origin, under the nodes' --min-rate
+NODE_ARGS = ("--trust", "any", "--min-rate", "400k", "--rate-window", "0.5", "--first-byte-timeout", "0.5",
+             "--early-lookup", "0", "--discover-size", "0", "--punch-ttl", "2", "--no-adaptive")
+
+
+def _until(check, what: str, nodes, timeout: float = 60.0):
+    """Ask until `check()` gives something true (another process's state: polled); that value."""
+    deadline = time.monotonic() + timeout
+    while not (value := check()):
+        for node in nodes:
+            if node.process.poll() is not None:
+                raise AssertionError(f"{node.machine.name} exited waiting for {what}: {node.log()[-3000:]}")
+        if time.monotonic() > deadline:
+            logs = "\n".join(f"--- {n.machine.name}\n{n.log()[-2500:]}" for n in nodes)
+            raise AssertionError(f"timed out waiting for {what}\n{logs}")
+        time.sleep(0.2)  # the period of a poll of another process's state
+    return value
+
+
+def _fetch(internet, node, url: str, tmp_path, name: str) -> dict:
+    record = curl(internet, node.machine, url, tmp_path / name, node.ready["proxy"], time.monotonic())
+    assert record["status"] == "200", record
+    return record
+
+
+def _punching(node) -> dict:
+    return node.admin("/_swarm/status")["network"].get("hole_punching") or {}
+
+
+def test_a_node_behind_a_port_restricted_nat_serves_through_a_punch(tmp_path):
+    with Topology(dht_nodes=3, publics=2, homes=("port-restricted", "port-restricted")) as internet:
+        internet.assert_isolated()
+        origin = Origin(internet, internet.public[0], RATE, SIZE)
+        meet_url = origin.url.replace("/file.bin", "/f0.bin")
+        c = internet.start_node(internet.public[1], tmp_path / "c", *NODE_ARGS)
+        b = internet.start_node(internet.hosts[0], tmp_path / "b", *NODE_ARGS)
+        a = internet.start_node(internet.hosts[1], tmp_path / "a", *NODE_ARGS)
+        nodes = (a, b, c)
+        for node in nodes:
+            _until(lambda node=node: node.admin("/_swarm/status")["network"].get("dht_nodes"), "a DHT node", nodes)
+
+        _fetch(internet, c, meet_url, tmp_path, "c-f0")
+        _until(lambda: c.admin("/_swarm/status")["swarm"]["published"] >= 1, "C to vouch for f0", nodes)
+        for node in (b, a):  # each asks C for its claims on f0: C is the node they know
+            _fetch(internet, node, meet_url, tmp_path, f"{node.machine.name}-f0")
+        c_at = f"{internet.public[1].address}:{c.peer_port}"
+        _until(lambda: c_at in _punching(b).get("rendezvous", ()), "B's rendezvous with C", nodes)
+
+        published = b.admin("/_swarm/status")["swarm"]["published"]  # (f0 came from C: no vouch of B's)
+        _fetch(internet, b, origin.url, tmp_path, "b-file")
+        _until(lambda: b.admin("/_swarm/status")["swarm"]["published"] > published, "B to vouch for the file", nodes)
+        # Until B's claim can be found: B sends its announcement when its own search is over, and a search that asks a
+        # node behind a NAT (B itself, as the DHT's nodes took it in when it announced) waits out a timeout first.
+        where = internet.public[1]
+        waiting = internet.spawn(where, [sys.executable, "-m", "bench.dht_wait", where.address,
+                                         claim_key(url_key(origin.url)).hex(), "60", *internet.bootstrap()],
+                                 stdout=subprocess.PIPE, text=True)
+        seen = json.loads(waiting.communicate(timeout=90)[0])
+        assert seen["found"] == [[internet.hosts[0].home.wan, b.peer_port]], seen
+        got = _fetch(internet, a, origin.url, tmp_path, "a-file")
+        assert got["digest"] == hashlib.sha256(payload(SIZE)).hexdigest(), got
+
+        record = _until(lambda: next((r for r in reversed(a.admin("/_swarm/requests"))
+                                      if r.get("url") == origin.url and r.get("status") == 200), None),
+                        "A's request record", nodes)
+        assert record["bytes_peers"] > 0, (record, _punching(a), _punching(b))  # from B: C never held the file
+        assert record["bytes_origin"] + record["bytes_peers"] == SIZE, record
+        assert _punching(a).get("punched_to", 0) >= 1, _punching(a)
+        assert _punching(c).get("introduced", 0) >= 1, _punching(c)
+        assert _punching(b).get("introductions_acted_on", 0) >= 1, _punching(b)
+        # The punched peer's connection is not a stranger's: B still keeps its rendezvous, as it must.
+        assert c_at in _punching(b).get("rendezvous", ()), _punching(b)
+        assert b.admin("/_swarm/status")["swarm"]["bytes_uploaded"] > 0
