@@ -18,10 +18,14 @@ test_internet_netns.py` runs the matrix and `swarmproxy run` nodes behind the NA
 Addresses (`bench.internet_plan`, public segment 55.55.0.0/16): DHT node i at .2 of `segment(10 + i)`, public machine
 j of `segment(50 + j)`, home router k's WAN of `segment(100 + k)`, each routing the public /16 through its segment's
 .1 in the internet namespace; home k's LAN is 192.168.k.0/24 (router .1, host .10, the host's default route via its
-router). `--rate` shapes each WAN link with `tc tbf`, both ways. Every name carries a random tag; `close()` ends
-every process and deletes every namespace and file, however the run ends.
+router). `--rate` shapes each WAN link with `tc tbf`, both ways. `Topology(impair=...)` (`bench.impair`) makes an
+impaired home's WAN link two TUN devices (`wan` in the router, `rK` in the internet namespace, a point-to-point /24
+with the same addresses, not on the bridge) joined by a userspace relay that adds delay and loss (the kernel has no
+netem); `relay_counters(k)` says what it moved and dropped. Every name carries a random tag; `close()` ends every
+process and deletes every namespace and file, however the run ends.
 
-No packet can leave the machine: nothing is attached to the root namespace; the internet namespace, the routers,
+No packet can leave the machine: nothing is attached to the root namespace (a relay runs in the internet namespace
+and opens only its two TUN devices, no socket); the internet namespace, the routers,
 the DHT nodes and the public machines have routes to the public /16 and their own segments only, no default route;
 a host's default route leads to its router, which has none. `assert_isolated` checks every namespace's routes
 before anything runs inside; IPv6 is off in every namespace; nothing inside resolves a name (the DHT nodes are
@@ -68,8 +72,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from bench.impair import Impairment, tun_device
 from bench.internet_plan import HOME, PUBLIC, segment
 from bench.netns import READ_TIMEOUT, tear_down
 from bench.netns import run as _run
@@ -216,12 +222,15 @@ class Topology:
     publics: int = 1
     homes: tuple[str, ...] = ("port-restricted", "upnp")
     rate: float | None = None  # bytes/s of each home's WAN link, each way; None: unshaped
+    # Loss and delay on the homes' WAN links (`bench.impair`): one Impairment for every home, or one per home index
+    impair: Impairment | Mapping[int, Impairment] | None = None
     tag: str = field(default_factory=lambda: f"spi{secrets.token_hex(3)}")
     namespaces: list[str] = field(default_factory=list)
     machines: dict[str, Machine] = field(default_factory=dict)
     built_homes: list[Home] = field(default_factory=list)
     processes: list[subprocess.Popen] = field(default_factory=list)
     agents: dict[str, Agent] = field(default_factory=dict)
+    relays: dict[int, subprocess.Popen] = field(default_factory=dict)  # home index: its `bench.impair` relay
     scratch: pathlib.Path | None = None
     dht_ports: list[int] = field(default_factory=list)
 
@@ -262,6 +271,7 @@ class Topology:
         for k, nat in enumerate(self.homes, start=1):
             self._home(k, nat)
         self.assert_isolated()
+        self._start_relays()
         for home in self.built_homes:
             if home.nat == "upnp":
                 self._start_miniupnpd(home)
@@ -296,6 +306,53 @@ class Topology:
         _run("ip", "-n", ns, "route", "add", str(PUBLIC), "via", gateway)
         return address
 
+    def _tun_attach(self, ns: str, inside: str, port: str, index: int) -> str:
+        """As `_attach`, but the link is two TUN devices, `inside` in `ns` and `port` in the internet namespace, each
+        the end of a point-to-point /24 (not on the bridge), for `bench.impair`'s relay to join (`_start_relays`)."""
+        net = segment(index)
+        gateway, address = str(net[1]), str(net[2])
+        tun_device(self.net, port)
+        tun_device(ns, inside)
+        _run("ip", "-n", self.net, "addr", "add", f"{gateway}/24", "dev", port)
+        _run("ip", "-n", self.net, "link", "set", port, "up")
+        _run("ip", "-n", ns, "addr", "add", f"{address}/24", "dev", inside)
+        _run("ip", "-n", ns, "link", "set", inside, "up")
+        _run("ip", "-n", ns, "route", "add", str(PUBLIC), "via", gateway)
+        return address
+
+    def impairment(self, k: int) -> Impairment:
+        """What home `k`'s WAN link does to its packets (nothing: `Impairment()`)."""
+        if isinstance(self.impair, Impairment):
+            return self.impair
+        return (self.impair or {}).get(k, Impairment())
+
+    def _start_relays(self) -> None:
+        """`bench.impair`'s relay for each impaired home, each started in the internet namespace; each says "ready"
+        once it holds both ends (its standard input open: closing it, or the kill, ends it)."""
+        for home in self.built_homes:
+            if impairment := self.impairment(home.index):
+                self.relays[home.index] = self.spawn(
+                    self.net, [sys.executable, "-m", "bench.impair", "relay", f"r{home.index}", home.router, "wan",
+                               "--delay", repr(impairment.delay), "--loss", repr(impairment.loss)],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        for process in self.relays.values():
+            assert process.stdout is not None
+            ready, _, _ = select.select([process.stdout], [], [], START_TIMEOUT)
+            if not ready or process.stdout.readline().strip() != "ready":
+                raise RuntimeError(f"a delay relay did not start ({process.poll()})")
+
+    def relay_counters(self, k: int) -> dict[str, dict[str, int]]:
+        """What home `k`'s relay moved and dropped so far, per way (`a_to_b`: from the internet to the router;
+        `b_to_a`: from the router out), in packets and bytes; it has one only if its link is impaired."""
+        process = self.relays[k]
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write("\n")
+        process.stdin.flush()
+        ready, _, _ = select.select([process.stdout], [], [], READ_TIMEOUT)
+        if not ready:
+            raise TimeoutError(f"home {k}'s relay did not answer")
+        return json.loads(process.stdout.readline())
+
     def _public_machine(self, name: str, index: int) -> Machine:
         ns = self._ns(f"{self.tag}-{name}")
         machine = Machine(name, ns, self._attach(ns, "eth0", name, index))
@@ -304,7 +361,8 @@ class Topology:
 
     def _home(self, k: int, nat: str) -> Home:
         router = self._ns(f"{self.tag}-r{k}")
-        wan = self._attach(router, "wan", f"r{k}", 100 + k)
+        impairment = self.impairment(k)
+        wan = (self._tun_attach if impairment else self._attach)(router, "wan", f"r{k}", 100 + k)
         if self.rate is not None:
             for ns, dev in ((router, "wan"), (self.net, f"r{k}")):
                 _run("tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", f"{int(self.rate * 8)}bit",
