@@ -51,7 +51,8 @@ def payload(size: int, index: int | None = None) -> bytes:
 
 def serve_origin(host: str, rate: float, size: int) -> int:
     """`--serve-origin`: SlowOrigin on host:ORIGIN_PORT with /file.bin; prints its URL, then answers each line of
-    standard input with its counters (JSON), until the input closes."""
+    standard input with its counters (JSON), until the input closes; a line `rate R` first sets its rate to R B/s
+    (0: unlimited)."""
     from proxy.demo.slow_origin import SlowOrigin
 
     async def run() -> None:
@@ -62,7 +63,9 @@ def serve_origin(host: str, rate: float, size: int) -> int:
             origin.add(f"/f{index}.bin", payload(size, index))
         print(origin.url, flush=True)
         loop = asyncio.get_running_loop()
-        while await loop.run_in_executor(None, sys.stdin.readline):
+        while line := await loop.run_in_executor(None, sys.stdin.readline):
+            if line.startswith("rate "):
+                origin.set_rate(float(line.split()[1]) or None)
             print(json.dumps({"bytes_sent": origin.bytes_sent, "requests": len(origin.requests)}), flush=True)
         await origin.stop()
 
@@ -80,11 +83,15 @@ class Origin:
         if not self.url.startswith("http://"):
             raise RuntimeError(f"the origin did not start ({self.process.poll()})")
 
-    def counters(self) -> dict:
+    def counters(self, command: str = "") -> dict:
         assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.write("\n")
+        self.process.stdin.write(command + "\n")
         self.process.stdin.flush()
         return json.loads(self.process.stdout.readline())
+
+    def set_rate(self, rate: float | None) -> dict:
+        """Throttle the origin to `rate` B/s (None: unlimited) from now on; its counters."""
+        return self.counters(f"rate {rate or 0}")
 
 
 # -- curl in a namespace -------------------------------------------------------------------------------------------
