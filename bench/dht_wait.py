@@ -12,6 +12,7 @@ a routing table, so it cannot slow others' searches down.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import time
 
@@ -21,6 +22,18 @@ SETTINGS = {"enable_dht": False, "dht_bootstrap_nodes": "", "dht_read_only": Tru
             "enable_upnp": False, "enable_natpmp": False,
             "alert_mask": int(lt.alert_category.dht_operation | lt.alert_category.dht)}
 ASK_EVERY = 0.5  # s between two lookups of the key
+
+
+def claim_on_the_dht(topology, machine, url: str, timeout: float = 60.0) -> list[list]:
+    """Run this in `machine`'s namespace of `topology` (`bench.internet_netns.Topology`) until some node's claim
+    under `url`'s key is on the DHT; the addresses found ([] after `timeout` s)."""
+    from bittorrent.mainline_claims import claim_key
+    from proxy.engine import url_key
+
+    waiting = topology.spawn(machine, [sys.executable, "-m", "bench.dht_wait", machine.address,
+                                       claim_key(url_key(url)).hex(), str(timeout), *topology.bootstrap()],
+                             stdout=subprocess.PIPE, text=True)
+    return json.loads(waiting.communicate(timeout=timeout + 30)[0])["found"]
 
 
 def main(argv: list[str]) -> int:
