@@ -411,6 +411,15 @@ class RequestPolicy:
         table = state.outstanding if kind == _REQUEST else state.avoid
         return table.get(block) == when
 
+    def _a_peer_answers(self) -> bool:
+        """Whether some peer is responsive (not snubbed, not on parole). The origin's picks are spread (blocks no
+        peer has) only then: while every peer holding a block has stopped answering, the origin takes the delivery
+        point as with no peer at all. Spread regardless, a peer that went silent holding everything (its NAT mapping
+        expired) left the origin idle until the peer's third strike, 30 s on, as long as the fetch's stall watchdog
+        (tests/proxy/download/test_fallback_cutoff.py)."""
+        return any(not state.snubbed and not self.trust.on_parole(source)
+                   for source, state in self._sources.items() if source is not ORIGIN)
+
     def _ranked_sources(self) -> list[Source]:
         """Who gets first pick when work is handed out: responsive before snubbed, then by trust points."""
         return sorted(
@@ -429,7 +438,7 @@ class RequestPolicy:
             if free <= 0:
                 continue
             deadline = now + state.timeout
-            spread = source is ORIGIN and self.config.spread_origin
+            spread = source is ORIGIN and self.config.spread_origin and self._a_peer_answers()
             skip: Container[int] = state.avoid
             version = None
             if self.held_back is not None and (held := self.held_back(source, now)) is not None:

@@ -18,6 +18,7 @@ import time
 
 import pytest
 
+from bench.bad_networks import until
 from bench.dht_wait import claim_on_the_dht
 from bench.internet_lab import Origin, curl, payload
 from bench.internet_netns import Topology, netns_missing
@@ -28,20 +29,6 @@ SIZE = 1_000_000
 RATE = 200_000  # B/s: the origin, under the nodes' --min-rate
 NODE_ARGS = ("--trust", "any", "--min-rate", "400k", "--rate-window", "0.5", "--first-byte-timeout", "0.5",
              "--early-lookup", "0", "--discover-size", "0", "--punch-ttl", "2", "--no-adaptive")
-
-
-def _until(check, what: str, nodes, timeout: float = 60.0):
-    """Ask until `check()` gives something true (another process's state: polled); that value."""
-    deadline = time.monotonic() + timeout
-    while not (value := check()):
-        for node in nodes:
-            if node.process.poll() is not None:
-                raise AssertionError(f"{node.machine.name} exited waiting for {what}: {node.log()[-3000:]}")
-        if time.monotonic() > deadline:
-            logs = "\n".join(f"--- {n.machine.name}\n{n.log()[-2500:]}" for n in nodes)
-            raise AssertionError(f"timed out waiting for {what}\n{logs}")
-        time.sleep(0.2)  # the period of a poll of another process's state
-    return value
 
 
 def _fetch(internet, node, url: str, tmp_path, name: str) -> dict:
@@ -71,26 +58,26 @@ def test_a_node_behind_a_port_restricted_nat_serves_through_a_punch(tmp_path):
         a = internet.start_node(internet.hosts[1], tmp_path / "a", *NODE_ARGS)
         nodes = (a, b, c)
         for node in nodes:
-            _until(lambda node=node: node.admin("/_swarm/status")["network"].get("dht_nodes"), "a DHT node", nodes)
+            until(lambda node=node: node.admin("/_swarm/status")["network"].get("dht_nodes"), "a DHT node", 60, nodes)
 
         _fetch(internet, c, meet_url, tmp_path, "c-f0")
-        _until(lambda: c.admin("/_swarm/status")["swarm"]["published"] >= 1, "C to vouch for f0", nodes)
+        until(lambda: c.admin("/_swarm/status")["swarm"]["published"] >= 1, "C to vouch for f0", 60, nodes)
         _on_the_dht(internet, meet_url, [internet.public[1].address, c.peer_port])
         for node in (b, a):  # each asks C for its claims on f0: C is the node they know
             _fetch(internet, node, meet_url, tmp_path, f"{node.machine.name}-f0")
         c_at = f"{internet.public[1].address}:{c.peer_port}"
-        _until(lambda: c_at in _punching(b).get("rendezvous", ()), "B's rendezvous with C", nodes)
+        until(lambda: c_at in _punching(b).get("rendezvous", ()), "B's rendezvous with C", 60, nodes)
 
         published = b.admin("/_swarm/status")["swarm"]["published"]  # (f0 came from C: no vouch of B's)
         _fetch(internet, b, origin.url, tmp_path, "b-file")
-        _until(lambda: b.admin("/_swarm/status")["swarm"]["published"] > published, "B to vouch for the file", nodes)
+        until(lambda: b.admin("/_swarm/status")["swarm"]["published"] > published, "B to vouch for the file", 60, nodes)
         _on_the_dht(internet, origin.url, [internet.hosts[0].home.wan, b.peer_port])
         got = _fetch(internet, a, origin.url, tmp_path, "a-file")
         assert got["digest"] == hashlib.sha256(payload(SIZE)).hexdigest(), got
 
-        record = _until(lambda: next((r for r in reversed(a.admin("/_swarm/requests"))
-                                      if r.get("url") == origin.url and r.get("status") == 200), None),
-                        "A's request record", nodes)
+        record = until(lambda: next((r for r in reversed(a.admin("/_swarm/requests"))
+                                     if r.get("url") == origin.url and r.get("status") == 200), None),
+                       "A's request record", 60, nodes)
         assert record["bytes_peers"] > 0, (record, _punching(a), _punching(b))  # from B: C never held the file
         assert record["bytes_origin"] + record["bytes_peers"] == SIZE, record
         assert _punching(a).get("punched_to", 0) >= 1, _punching(a)

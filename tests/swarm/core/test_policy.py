@@ -400,9 +400,9 @@ def test_silent_and_corrupt_peers_cannot_stall_the_fetch_while_the_origin_works(
     assert policy.is_complete, policy.picker
     assert policy.trust.is_banned("b") and "b" not in policy.sources()
     assert sim.requests_after_ban == []
-    if spread:  # the origin leaves a's blocks to a until a is dropped as unresponsive
-        assert "a" not in policy.sources() and policy.trust.strikes("a") >= config.max_strikes
-        assert sim.now <= config.max_strikes * (config.request_timeout + config.retry_backoff) + 32 * per_origin
+    if spread:  # the origin leaves a's blocks to a until a's requests expire (it is snubbed), then takes them
+        assert policy.trust.strikes("a") >= 1
+        assert sim.now < config.max_strikes * config.request_timeout  # not waiting for a's third strike (was 45 s)
     # the origin alone needs 32 * per_origin s
     elif endgame:  # it duplicates a's blocks near the end: a's silence costs nothing
         assert sim.now <= 32 * per_origin + 0.5
