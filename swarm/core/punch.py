@@ -24,9 +24,10 @@ What a coordinator does for a PUNCH_REQUEST is judged by `PunchCoordinator.decid
   them: NOT_ATTEMPTED. One admitted request is one PUNCH_PEER to each side, each as large as the request (the two
   must be of one address family).
 
-An introduced node acts on a PUNCH_PEER only from a coordinator it opened a session to, and at most `PER_SOURCE` a
-`WINDOW` per coordinator (`PunchLimiter`), towards a public address (unless `allow_private`): so a coordinator
-cannot make it send more than a few small datagrams a minute, one per introduction.
+An introduced node acts on a PUNCH_PEER only from a coordinator it opened a session to, at most `PER_SOURCE` a
+`WINDOW` per requester and `ACTED_PER_COORDINATOR` per coordinator (`PunchLimiter`s), towards a public address
+(unless `allow_private`): so a coordinator cannot make it send more than a few small datagrams a minute, one per
+introduction, and one requester cannot use up what the others' introductions may make it send.
 """
 
 from __future__ import annotations
@@ -36,12 +37,15 @@ from swarm.net.wire import PunchStatus
 
 from .source_window import SourceWindow, refusal
 
-__all__ = ["PunchLimiter", "PunchCoordinator", "PunchedPaths", "PER_SOURCE", "WINDOW", "PER_WINDOW", "PUNCH_DELAY",
-           "PUNCH_TTL", "PUNCHED_FOR", "MAX_PUNCHED"]
+__all__ = ["PunchLimiter", "PunchCoordinator", "PunchedPaths", "ACTED_PER_COORDINATOR", "PER_SOURCE", "WINDOW",
+           "PER_WINDOW", "PUNCH_DELAY", "PUNCH_TTL", "PUNCHED_FOR", "MAX_PUNCHED"]
 
 PER_SOURCE = 3  # introductions per requester (or acted on per coordinator) per WINDOW
 WINDOW = 60.0
 PER_WINDOW = 64  # ... and in all
+# Introductions an introduced node acts on per coordinator a WINDOW; each requester's, PER_SOURCE of them: so one
+# requester cannot use up what a coordinator's introductions of everyone else may make us send.
+ACTED_PER_COORDINATOR = 20
 REQUESTS_PER_INTRODUCTION = 4  # requests a coordinator reads a WINDOW, whatever they come to: PER_WINDOW times this
 # Seconds the requester waits between its punch datagram and its QUIC dial, so that the peer's datagram (sent when its
 # introduction arrived, a little before the requester's answer) has left the peer's NAT before our Initial reaches it.

@@ -27,7 +27,7 @@ import secrets
 from typing import TYPE_CHECKING
 
 import addresses
-from swarm.core.punch import PUNCH_DELAY, PUNCH_TTL, PunchCoordinator, PunchLimiter
+from swarm.core.punch import ACTED_PER_COORDINATOR, PUNCH_DELAY, PUNCH_TTL, PunchCoordinator, PunchLimiter
 from swarm.core.serve import Introduce
 from swarm.errors import PeerError, TransportError
 from swarm.net import wire
@@ -55,7 +55,9 @@ class Punching:
         """`allow_private`: for tests and labs only (`swarm.core.punch`). `ttl`: the punch datagram's IP TTL (None:
         the system's). `delay`: s between the requester's punch datagram and its dial."""
         self.coordinator = coordinator or PunchCoordinator(PunchLimiter(allow_private=allow_private))
-        self.limiter = limiter or PunchLimiter(allow_private=allow_private)  # introductions we act on
+        # Introductions we act on: per coordinator (`limiter`), and per requester whoever introduces it.
+        self.limiter = limiter or PunchLimiter(per_source=ACTED_PER_COORDINATOR, allow_private=allow_private)
+        self.per_requester = PunchLimiter(allow_private=allow_private)
         self.ttl = ttl
         self.delay = delay
         self.punched = 0  # punch datagrams sent
@@ -124,7 +126,9 @@ class Punching:
                 if not isinstance(message, wire.PunchPeer) or message.status is not wire.PunchStatus.PEER:
                     log.debug("hole punching: %s:%d sent %s", *coordinator, message)
                     break
-                refusal = self.limiter.admit(coordinator[0], loop.time()) or self.limiter.refusal(str(message.ip))
+                requester, now = str(message.ip), loop.time()
+                refusal = (self.per_requester.refusal(requester) or self.per_requester.admit(requester, now)
+                           or self.limiter.admit(coordinator[0], now))
                 if refusal is not None:
                     log.debug("hole punching: introduction by %s:%d not acted on: %s", *coordinator, refusal)
                     continue

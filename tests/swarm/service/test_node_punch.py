@@ -177,3 +177,26 @@ async def test_a_coordinator_cannot_choose_where_we_punch():
     finally:
         for each in (a, c):
             await each.close()
+
+
+async def test_one_requester_cannot_use_up_the_introductions_a_node_acts_on():
+    """An introduced node acted on 3 introductions a minute per coordinator, whoever asked: a stranger asking 3
+    times left every honest requester introduced (told PEER) to a node that did not punch (the hole-punch attack
+    review). Now each requester gets its 3, and the coordinator's 20 in all."""
+    a, b, c, stranger = node(), node(), node(), node()
+    await started(b, c)
+    await stranger.start("127.0.0.3", 0)  # (two requesters: two addresses)
+    await a.start("127.0.0.4", 0)
+    try:
+        assert c.listener is not None and b.listener is not None
+        rendezvous = await b.punching.rendezvous(b, c.listener.address)
+        await registered(c, b)
+        for _ in range(3):
+            await stranger.punching.request(stranger, c.listener.address, b.listener.address)
+        await asyncio.wait_for(_until(lambda: b.punching.punched == 3), 5)
+        await a.punching.request(a, c.listener.address, b.listener.address)
+        await asyncio.wait_for(_until(lambda: b.punching.punched == 4), 5)  # b punched towards a too
+        rendezvous.abort()
+    finally:
+        for each in (a, b, c, stranger):
+            await each.close()
