@@ -322,3 +322,16 @@ async def test_a_lookup_crowded_with_silent_addresses_asks_few_introductions(mon
     claims.ask, claims.punch, claims.peer_port = ask, punch, 5000
     assert await claims.get_manifests(KEY) == []
     assert len(punches) == PUNCHES_PER_LOOKUP
+
+
+async def test_an_ask_that_fails_unexpectedly_costs_only_its_own_answer(monkeypatch):
+    """A bug of ours in one ask (here a ValueError) must not take the other addresses' claims with it."""
+    claims = store([[NATTED, OPEN]], monkeypatch)
+
+    async def ask(address, key):
+        if address == NATTED:
+            raise ValueError("not an IP address")
+        return [(CLAIM, 999_990.0, 1_003_600.0)]
+
+    claims.ask, claims.peer_port = ask, 5000
+    assert [vouch.claim for vouch in await claims.get_manifests(KEY)] == [CLAIM]
