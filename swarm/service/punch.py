@@ -89,10 +89,15 @@ class Punching:
         target = self._session_from(action.address)
         status, why = self.coordinator.decide(connection.remote_address,
                                               None if target is None else target.remote_address, now)
+        if status is wire.PunchStatus.PEER and target is not None:
+            requester, peer = connection.remote_address, target.remote_address
+            try:
+                target.send_nowait(wire.PunchPeer(action.nonce, status, _ip(requester[0]), requester[1]))
+            except (TransportError, ValueError) as exc:  # the rendezvous just ended: say so, not nothing
+                status, why = wire.PunchStatus.UNKNOWN_PEER, f"its session ended: {exc}"
+                self.coordinator.introduced -= 1
         with contextlib.suppress(TransportError, ValueError):
             if status is wire.PunchStatus.PEER and target is not None:
-                requester, peer = connection.remote_address, target.remote_address
-                target.send_nowait(wire.PunchPeer(action.nonce, status, _ip(requester[0]), requester[1]))
                 connection.send_nowait(wire.PunchPeer(action.nonce, status, _ip(peer[0]), peer[1]))
                 log.info("hole punching: introduced %s:%d and %s:%d", *requester, *peer)
             else:
