@@ -11,7 +11,9 @@ A Mainline entry is a bare address and port: it cannot hold a claim. So a claim 
   itself (`SwarmNode.ask_claims`). What comes back is first-hand: its publisher's address is the one we connected
   to, named by that address (`address_id`: a stranger cannot take another's name, so the composite's merge of one
   claim per publisher cannot be used to hide an honest claim), and counted by network like every claim
-  (`swarm.trust.quorum`). A stale entry costs one failed connection.
+  (`swarm.trust.quorum`). A stale entry costs one failed connection. The address it answered on is a provider
+  of the root it vouches for (`Vouch.serves_at`): the engine need not wait for the root's own announcement, which
+  lands seconds later on a DHT with nodes behind NATs (the flash-crowd lab saw 14-20 s).
 * an address that cannot be connected to may be a node behind a NAT that keeps a rendezvous with a node of ours
   (`proxy.internet`): `punch` asks up to `COORDINATORS` of the nodes that answered lately, those of this lookup
   first, to introduce us (`swarm.service.punch`), and on success the address is asked again, by QUIC.
@@ -220,7 +222,7 @@ class MainlineClaims:
         if address in self.answered_by:
             self.answered_by.remove(address)
         self.answered_by.append(address)
-        return [Vouch.seen(claim, address_id(host, port), host, frozenset(), published_at)
+        return [Vouch.seen(claim, address_id(host, port), host, frozenset(), published_at, serves_at=address)
                 for claim, published_at, _expires in claims]
 
     async def _punch_after(self, direct: asyncio.Future, address: tuple[str, int], lookup: _Lookup) -> bool:

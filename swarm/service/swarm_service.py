@@ -77,6 +77,17 @@ PROVIDER_TOPUP = 8.0  # ... and after those, while the fetch has fewer than --fe
 CLAIM_ROOTS = 4  # roots named under one key whose providers are looked up (side by side: a liar's cost no time)
 
 
+def _with_vouchers(found: list[Provider], root: bytes, summaries: Sequence[Vouch]) -> list[Provider]:
+    """`found` and, first, the publishers that vouch for `root` and answered us on their peer port a moment ago
+    (`Vouch.serves_at`): providers the directory may not list yet. Blocks are checked against the root whoever
+    serves them, so a voucher needs no more trust as a provider than a stranger the directory names."""
+    known = {provider.node_id for provider in found}
+    vouchers = [Provider(vouch.publisher_id, vouch.serves_at[0], vouch.serves_at[1], TransportFlags.TCP)
+                for vouch in summaries if vouch.serves_at is not None and vouch.content_root == root
+                and vouch.publisher_id not in known]
+    return [*dict((provider.node_id, provider) for provider in vouchers).values(), *found]
+
+
 def make_transports(name: str) -> dict[str, Transport]:
     """`tcp`, `quic` or `both` -> the transports to listen and fetch on."""
     transports: dict[str, Transport] = {}
@@ -330,7 +341,7 @@ class SwarmService:
         except failures as exc:
             log.info("manifest lookup of %s failed: %s", key.hex()[:16], str(exc) or type(exc).__name__)
             return None
-        return summaries, dict(zip(candidates, providers))
+        return summaries, {root: _with_vouchers(found, root, summaries) for root, found in zip(candidates, providers)}
 
     def claim_in_progress(self, key: bytes, size: int, block_size: int, validator: bytes) -> None:
         """Say under `key` that this node is fetching that representation from its origin now and will vouch

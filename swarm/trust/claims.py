@@ -51,7 +51,9 @@ class Vouch:
     `publisher_host` is the address the claim was seen arriving from, per `attestation`, never what the publisher
     wrote; `attested_by` the networks whose storing nodes vouch for it (`Attestation.STORING_NODES` only): a quorum
     spends each on one publisher. `published_at`: when the publisher made the claim, by its own clock (0.0 when
-    the store does not say): it orders claims alike for every reader, and proves nothing."""
+    the store does not say): it orders claims alike for every reader, and proves nothing. `serves_at`: the peer
+    port a first-hand publisher answered us on a moment ago (a claims query), a provider of the claimed root where
+    the directory may not list it yet: its blocks are checked against the root like anyone's."""
 
     claim: ManifestClaim
     publisher_id: bytes
@@ -59,6 +61,7 @@ class Vouch:
     publisher_host: str | None = None
     attested_by: frozenset[str] = frozenset()
     published_at: float = 0.0
+    serves_at: tuple[str, int] | None = None
 
     def __post_init__(self) -> None:
         # The attestation and the fields agree, so the quorum can read the host and the attesters alone.
@@ -71,13 +74,13 @@ class Vouch:
 
     @classmethod
     def seen(cls, claim: ManifestClaim, publisher_id: bytes, host: str | None, attested_by: frozenset[str],
-             published_at: float = 0.0) -> Vouch:
+             published_at: float = 0.0, serves_at: tuple[str, int] | None = None) -> Vouch:
         """A claim seen from `host` (None: not attested), attested by the networks `attested_by` (none: seen
         first-hand): the attestation those imply."""
         attestation = (Attestation.NONE if host is None else
                        Attestation.STORING_NODES if attested_by else Attestation.FIRST_HAND)
         return cls(claim, publisher_id, attestation, host, attested_by if host is not None else frozenset(),
-                   published_at)
+                   published_at, serves_at)
 
     # The claim's fields, read as the vouch's own by the quorum's counting.
     content_root = property(lambda self: self.claim.content_root)

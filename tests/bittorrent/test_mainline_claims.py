@@ -244,6 +244,7 @@ async def test_an_address_refused_is_asked_again_after_a_punch_through_one_that_
     claims.ask, claims.punch, claims.peer_port = ask, punch, 5000
     vouches = await claims.get_manifests(KEY)
     assert {vouch.claim for vouch in vouches} == {CLAIM, OTHER}
+    assert {vouch.serves_at for vouch in vouches} == {NATTED, OPEN}  # each a provider where it answered
     assert asked_through == [([OPEN], NATTED)]  # through the node of this lookup that answered
     assert claims.status()["punched"] == 1
 

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from swarm.content.manifest import build_manifest
-from swarm.discovery import ManifestClaim, Provider, TransportFlags
+from swarm.discovery import ManifestClaim, Provider, TransportFlags, Vouch
 from swarm.discovery.memory import MemoryDiscovery, MemoryDiscoveryNetwork
 from swarm.errors import DiscoveryFailed, FetchFailed
 from swarm.net.memory import MemoryNetwork, MemoryTransport
@@ -428,6 +428,29 @@ async def test_the_roots_vouched_for_most_are_looked_up_first(world):
         summaries, providers = await service.claims(KEY, timeout=5)
         assert len(summaries) == 10 and len(providers) == CLAIM_ROOTS
         assert {p.node_id for p in providers[manifest.root]} == {p.node_id for p in publishers}
+    finally:
+        await service.stop()
+
+
+async def test_a_first_hand_voucher_is_a_provider_before_the_directory_lists_it(world):
+    """On the Mainline DHT a root's announcement lands seconds after its vouch is answerable (the flash-crowd lab:
+    parked nodes had a quorum and no provider for 20 s): a publisher that answered us first-hand on its peer port
+    (`Vouch.serves_at`) is one of the root's providers at once; one vouching for another root is not."""
+    manifest, _ = build_manifest([DATA], len(DATA))
+    other = hashlib.sha256(b"another root").digest()
+    answered = [Vouch.seen(ManifestClaim(manifest.root, manifest.size, manifest.block_size, b"v"), b"p" * 20,
+                           "55.55.101.2", frozenset(), serves_at=("55.55.101.2", 4000)),
+                Vouch.seen(ManifestClaim(other, manifest.size, manifest.block_size, b"v"), b"q" * 20,
+                           "55.55.102.2", frozenset(), serves_at=("55.55.102.2", 4000))]
+
+    class FirstHand(MemoryDiscovery):
+        async def get_manifests(self, repr_key):
+            return answered
+
+    service = await started(world, discovery=FirstHand(world[1]))
+    try:
+        _, providers = await service.claims(KEY, timeout=5, roots=lambda summaries: [manifest.root])
+        assert [(p.node_id, p.address) for p in providers[manifest.root]] == [(b"p" * 20, ("55.55.101.2", 4000))]
     finally:
         await service.stop()
 
