@@ -199,12 +199,14 @@ class MainlineClaims:
         # No answer within ASK_TIMEOUT (a NAT that drops a stranger's SYN says nothing), or a refusal: ask for a punch
         # meanwhile, not after the ask's whole time (what the lookup's budget leaves may still cut the second ask).
         punching = asyncio.ensure_future(self._punch_after(direct, address, lookup))
+        reachable = True  # (whether a stranger could connect there: a coordinator, a prober)
         try:
             claims = await direct
         except (TransportError, TimeoutError, OSError) as exc:  # no way there: perhaps a NAT a punch opens
             log.debug("Mainline: %s:%d could not be asked: %s", host, port, str(exc) or type(exc).__name__)
             if not await punching:
                 return []
+            reachable = False
             try:
                 async with asyncio.timeout(ASK_TIMEOUT * 2):
                     claims = await ask(address, repr_key)
@@ -218,10 +220,11 @@ class MainlineClaims:
         finally:
             punching.cancel()  # (done by now where it was needed)
         self.answered += 1
-        lookup.answered.append(address)
-        if address in self.answered_by:
-            self.answered_by.remove(address)
-        self.answered_by.append(address)
+        if reachable:  # one reached only through a punch is nobody's coordinator, nor can it judge our port
+            lookup.answered.append(address)
+            if address in self.answered_by:
+                self.answered_by.remove(address)
+            self.answered_by.append(address)
         return [Vouch.seen(claim, address_id(host, port), host, frozenset(), published_at, serves_at=address)
                 for claim, published_at, _expires in claims]
 

@@ -245,6 +245,7 @@ async def test_an_address_refused_is_asked_again_after_a_punch_through_one_that_
     vouches = await claims.get_manifests(KEY)
     assert {vouch.claim for vouch in vouches} == {CLAIM, OTHER}
     assert {vouch.serves_at for vouch in vouches} == {NATTED, OPEN}  # each a provider where it answered
+    assert list(claims.answered_by) == [OPEN]  # reached only through a punch: nobody's coordinator
     assert asked_through == [([OPEN], NATTED)]  # through the node of this lookup that answered
     assert claims.status()["punched"] == 1
 
