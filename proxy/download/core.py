@@ -217,10 +217,8 @@ class DownloadCore:
                 self.lookups.kept = (found, now)
             elif (parked := self._park_if(others, ahead, now)) is not None:  # (found nothing, from here on)
                 return parked
-            elif not self.parking.claimed and self.spool_block is not None and self.settings.parking.after:
-                self.parking.claim(now)  # too few others at it: this node fetches it, and will vouch
-                assert self.known.size is not None and self.known.validator is not None
-                return [act.ClaimFetching(self.known.size, self.spool_block, self.known.validator)] + self._tick(now)
+            elif claim := self.parking.claiming(now, self.spool_block, self.known):  # too few others at it
+                return claim + self._tick(now)  # (this node fetches it, and will vouch)
             elif self.parking.claimed:
                 self.parking.recheck_later(now)
             return self._tick(now)
@@ -239,8 +237,11 @@ class DownloadCore:
             return parked
         if self.origin is Producer.GONE:
             return self._cut(f"origin_cut: the origin broke off after {self.position} bytes and no peer has the rest")
+        few = not self.parking.enough(others, ahead)  # (switched before its first answer: claims now, as above)
+        claim = self.parking.claiming(now, self.spool_block, self.known) if few else []
         wait = self.lookups.again(now, self.settings.repoll)
-        return [act.Note(f"no usable manifest or provider yet; the origin goes on, asking again in {wait:g} s", False)]
+        return claim + [act.Note(f"no usable manifest or provider yet; the origin goes on, asking again in {wait:g} s",
+                                 False)]
 
     def swarm_data(self, data: bytes, now: float) -> list[Action]:
         if self.swarm is not Producer.RUNNING or self.phase is not Phase.MERGE or not data:

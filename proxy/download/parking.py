@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from .actions import Action, ClaimFetching
+from .state import Representation
 from .transition import TransitionPolicy
 
 # How often a parked download asks for the fetchers' vouches.
@@ -158,6 +160,17 @@ class Parking:
         """Too few others fetch it: this node says it fetches it (and will vouch), and looks again later."""
         self.claimed = True
         self.recheck_later(now)
+
+    def claiming(self, now: float, spool_block: int | None, known: Representation) -> list[Action]:
+        """`ClaimFetching`, once, where it may be said (not claimed yet, a spool to vouch from, parking on): at the
+        stream when too few others are at it, or switched before the first lookup answered. A download that
+        switched first never claimed, and the crowd could not see it fetching: four of the twelve homes of the
+        netns flash crowd (`bench.internet_lab --scenario crowd`), whose first lookups took 2 s."""
+        if self.claimed or spool_block is None or not self.settings.after:
+            return []
+        self.claim(now)
+        assert known.size is not None and known.validator is not None
+        return [ClaimFetching(known.size, spool_block, known.validator)]
 
     def recheck_later(self, now: float) -> None:
         """After a lookup of a download that claimed: the next recheck, `rechecks[i]` s from now after i rechecks

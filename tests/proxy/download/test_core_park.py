@@ -90,6 +90,19 @@ VECTORS = [
         DEADLINE(2.7), TIMER("StartLookup"), LOOK(FOUND, 2.8, "StartSwarm(0-100000)"), BLOCKS(0, 98304, 2.9),
         S(None, 3.0, GONE_LAST), settings=dataclasses.replace(PARK, transition=NO_EARLY.transition)),
         id="switched-by-R-before-a-body-byte-parks-as-long-as-R-would-take"),
+    # Switched before its first lookup answered, and too few others at it: it says it fetches, as at the stream (it
+    # did not: four of the netns flash crowd's twelve homes fetched unseen by the crowd rule), once.
+    pytest.param(vector(
+        HEAD(RANGES, 0.1, "RelayHead OpenSpool(100000,None)"), DEADLINE(2.1), TIMER("Switch(R@0) StartLookup"),
+        LOOK(None, 2.2, "ClaimFetching Note", others=1), TIMER("StartLookup", 3.2), LOOK(None, 3.3, "Note", others=1),
+        O(100_000, 3.4, "D(o,100000) OriginComplete(True) Finish"),
+        settings=dataclasses.replace(PARK, transition=NO_EARLY.transition)),
+        id="switched-before-its-first-answer-claims-then"),
+    pytest.param(vector(  # ... and not with enough others at it: it parks instead
+        HEAD(RANGES, 0.1, "RelayHead OpenSpool(100000,None)"), DEADLINE(2.1), TIMER("Switch(R@0) StartLookup"),
+        LOOK(None, 2.2, "CloseOrigin", others=2), settings=dataclasses.replace(PARK, transition=NO_EARLY.transition),
+        ends="none"),
+        id="switched-with-enough-others-parks-and-never-claims"),
     pytest.param(vector(
         PARKED, TIMER("StartLookup"), LOOK(None, 1.2, "", others=2), DEADLINE(1.65), TIMER("StartLookup"),
         LOOK(None, 1.7, 'Note ReopenOrigin(3000-100000,"v1")', others=2),
