@@ -4,7 +4,9 @@ tests/bench/test_punch_netns.py's)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -30,10 +32,8 @@ async def started(*nodes: SwarmNode) -> None:
 async def test_a_node_connects_to_another_through_a_coordinator_both_reach():
     a, b, c = node(), node(), node()
     await started(a, b, c)
-    try:
+    async with rendezvous_at(c, b, a):
         assert c.listener is not None and b.listener is not None
-        rendezvous = await b.punching.rendezvous(b, c.listener.address)
-        await registered(c, b)
         connection = await a.punching.connect(a, c.listener.address, b.listener.address, timeout=5.0)
         assert connection.remote_address == b.listener.address
         assert a._answered[connection] == b.node_id  # handshakes exchanged
@@ -41,9 +41,20 @@ async def test_a_node_connects_to_another_through_a_coordinator_both_reach():
         assert a.punching.punched == 1
         await asyncio.wait_for(_until(lambda: b.punching.punched == 1), 5)  # b punched towards a's address
         connection.abort()
+
+
+@contextlib.asynccontextmanager
+async def rendezvous_at(coordinator: SwarmNode, target: SwarmNode, *others: SwarmNode) -> AsyncIterator[None]:
+    """`target` (started) keeps a rendezvous with `coordinator` (started), registered there, for the block; every
+    node given is closed after it, however it ends."""
+    try:
+        assert coordinator.listener is not None
+        rendezvous = await target.punching.rendezvous(target, coordinator.listener.address)
+        await registered(coordinator, target)
+        yield
         rendezvous.abort()
     finally:
-        for each in (a, b, c):
+        for each in (coordinator, target, *others):
             await each.close()
 
 
@@ -75,10 +86,8 @@ async def test_an_address_with_no_session_to_the_coordinator_is_unknown():
 async def test_a_coordinator_introduces_a_requester_a_few_times_a_minute():
     a, b, c = node(), node(), node()
     await started(a, b, c)
-    try:
+    async with rendezvous_at(c, b, a):
         assert c.listener is not None
-        rendezvous = await b.punching.rendezvous(b, c.listener.address)
-        await registered(c, b)
         assert b.listener is not None
         b_at = b.listener.address
         for _ in range(3):
@@ -86,31 +95,19 @@ async def test_a_coordinator_introduces_a_requester_a_few_times_a_minute():
         with pytest.raises(PeerError, match="NOT_ATTEMPTED"):
             await a.punching.request(a, c.listener.address, b_at)
         assert c.punching.coordinator.introduced == 3
-        rendezvous.abort()
-    finally:
-        for each in (a, b, c):
-            await each.close()
 
 
 async def test_public_nodes_refuse_to_coordinate_between_private_addresses():
     a, b = node(), node()
     c = SwarmNode(MemoryBlockStore(), QuicTransport())  # the default: the public network only
     await started(a, b, c)
-    try:
+    async with rendezvous_at(c, b, a):
         assert c.listener is not None
-        rendezvous = await b.punching.rendezvous(b, c.listener.address)
-        await registered(c, b)
         assert b.listener is not None
         b_at = b.listener.address
         with pytest.raises(PeerError, match="NOT_ATTEMPTED"):
             await a.punching.request(a, c.listener.address, b_at)
         assert c.punching.coordinator.introduced == 0
-        rendezvous.abort()
-    finally:
-        for each in (a, b, c):
-            await each.close()
-
-
 
 
 async def test_a_stranger_stating_a_nodes_id_does_not_take_its_introductions():
@@ -120,19 +117,13 @@ async def test_a_stranger_stating_a_nodes_id_does_not_take_its_introductions():
     a, b, c = node(), node(), node()
     await started(a, b, c)
     stranger = SwarmNode(MemoryBlockStore(), QuicTransport(), node_id=b.node_id)
-    try:
+    async with rendezvous_at(c, b, a, stranger):
         assert c.listener is not None and b.listener is not None
-        rendezvous = await b.punching.rendezvous(b, c.listener.address)
-        await registered(c, b)
         squatter = await stranger.open_connection(c.listener.address, wire.QUERY_ROOT, 5.0)
         await asyncio.wait_for(_until(lambda: len(c.punching._sessions) == 2), 5)
         assert await a.punching.request(a, c.listener.address, b.listener.address) == b.listener.address
         await asyncio.wait_for(_until(lambda: b.punching.punched == 1), 5)  # b, not the stranger, was told
         squatter.abort()
-        rendezvous.abort()
-    finally:
-        for each in (a, b, c, stranger):
-            await each.close()
 
 
 async def test_a_node_asking_its_own_coordinator_keeps_its_rendezvous_there():
@@ -141,19 +132,13 @@ async def test_a_node_asking_its_own_coordinator_keeps_its_rendezvous_there():
     removed it: the node could no longer be introduced there (found by the NAT matrix's lab)."""
     a, b, c = node(), node(), node()
     await started(a, b, c)
-    try:
+    async with rendezvous_at(c, b, a):
         assert c.listener is not None and b.listener is not None
-        rendezvous = await b.punching.rendezvous(b, c.listener.address)
-        await registered(c, b)
         with pytest.raises(PeerError, match="UNKNOWN_PEER"):  # b asks for somebody c does not know
             await b.punching.request(b, c.listener.address, ("127.0.0.1", 9))
         await asyncio.wait_for(_until(lambda: len(c.punching._sessions[b.listener.address]) == 1), 5)
         assert await a.punching.request(a, c.listener.address, b.listener.address) == b.listener.address
         await asyncio.wait_for(_until(lambda: b.punching.punched == 1), 5)  # told on its rendezvous
-        rendezvous.abort()
-    finally:
-        for each in (a, b, c):
-            await each.close()
 
 
 async def test_a_coordinator_cannot_choose_where_we_punch():
@@ -187,16 +172,10 @@ async def test_one_requester_cannot_use_up_the_introductions_a_node_acts_on():
     await started(b, c)
     await stranger.start("127.0.0.3", 0)  # (two requesters: two addresses)
     await a.start("127.0.0.4", 0)
-    try:
+    async with rendezvous_at(c, b, a, stranger):
         assert c.listener is not None and b.listener is not None
-        rendezvous = await b.punching.rendezvous(b, c.listener.address)
-        await registered(c, b)
         for _ in range(3):
             await stranger.punching.request(stranger, c.listener.address, b.listener.address)
         await asyncio.wait_for(_until(lambda: b.punching.punched == 3), 5)
         await a.punching.request(a, c.listener.address, b.listener.address)
         await asyncio.wait_for(_until(lambda: b.punching.punched == 4), 5)  # b punched towards a too
-        rendezvous.abort()
-    finally:
-        for each in (a, b, c, stranger):
-            await each.close()
