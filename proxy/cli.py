@@ -6,6 +6,7 @@
     swarmproxy ca       print or renew the local CA of --mitm-hosts (see proxy/ca_command.py)
     swarmproxy torrent  export a shared download as a BitTorrent v2 torrent (see proxy/torrent_command.py)
     swarmproxy demo     a slow download made fast, on this machine, with no setup
+    swarmproxy service  run the proxy as a systemd user service (see proxy/service_command.py)
     swarmproxy swarm    block engine commands (see swarm/cli.py)
 
 and whatever installed code adds through the entry-point group "swarmproxy.commands": `swarmproxy lab` (the
@@ -29,7 +30,7 @@ from typing import Any
 
 from swarm import cli as swarm_cli
 
-from . import __version__, ca_command, demo, get_command, torrent_command
+from . import __version__, ca_command, demo, get_command, service_command, torrent_command
 from .config import OPTIONS, Config, HostPort, running_proxy
 from .errors import ConfigError, ListenError
 
@@ -38,7 +39,8 @@ log = logging.getLogger("swarmproxy")
 # Entry points in this group are commands `swarmproxy NAME ARGS...`: each names a function main(argv) -> int
 # that parses ARGS itself, and whose docstring's first line is NAME's line in `swarmproxy --help`.
 COMMAND_GROUP = "swarmproxy.commands"
-CORE_COMMANDS = ("run", "status", "get", "ca", "torrent", "demo", "swarm")  # a plugin cannot take these names
+# a plugin cannot take these names
+CORE_COMMANDS = ("run", "status", "get", "ca", "torrent", "demo", "service", "swarm")
 
 
 def _default_text(option) -> str:
@@ -165,6 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
     ca_command.add_command(commands)
     torrent_command.add_command(commands)
     demo.add_command(commands)
+    service_command.add_command(commands)
     swarm_cli.add_commands(commands)
     for name, entry in plugin_commands().items():
         # listed only: main() hands `swarmproxy NAME ...` to the plugin before this parser sees it
@@ -178,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] in plugins:
         return _run_plugin(plugins[argv[0]], argv[1:])
     parser = build_parser()
+    run_options: list[str] = []
+    if argv[:1] == ["service"]:
+        argv, run_options = service_command.split(argv)
     args = parser.parse_args(argv)
     try:
         if args.command == "run":
@@ -192,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
             return torrent_command.run(args)
         if args.command == "demo":
             return demo.run(args)
+        if args.command == "service":
+            return service_command.run(args, run_options)
         if args.command == "swarm":
             return swarm_cli.run(args)
     except ConfigError as exc:
