@@ -17,8 +17,9 @@ WEB_EXT_VERSION=8.10.0  # the last 8.x: it still runs on Debian 12's Node 18 (9.
 # Outside the work tree, so that a fresh clone (CI) does not fetch web-ext's ~85 MB of packages again.
 web_ext_dir="${SWARMPROXY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/swarmproxy}/web-ext-$WEB_EXT_VERSION"
 web_ext="$web_ext_dir/node_modules/.bin/web-ext"
-out="$root/dist"
-stage="$root/build/extension"
+# SWARMPROXY_EXTENSION_OUT / _STAGE: elsewhere than the clone (scripts/build-deb.sh, whose test leaves the clone alone)
+out="${SWARMPROXY_EXTENSION_OUT:-$root/dist}"
+stage="${SWARMPROXY_EXTENSION_STAGE:-$root/build/extension}"
 lint=0
 
 install_web_ext() {
