@@ -1,6 +1,6 @@
 """What the proxy costs, measured side by side in one run on this machine.
 
-    python bench/proxy_overhead.py [--size-mb 1000] [--rounds 3] [--latency-requests 2000] [--concurrent 1000]
+    python -m bench.proxy_overhead [--size-mb 1000] [--rounds 3] [--latency-requests 2000] [--concurrent 1000]
 
 1. Throughput of one large download (curl to /dev/null) direct from a local origin, through
    swarmproxy and through tinyproxy (Debian package, for reference), from two origins: an aiohttp
@@ -31,6 +31,9 @@ import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # run as a script too
+
+from bench import stay_private  # noqa: E402
 
 
 def start(argv: list[str], ready: pathlib.Path, log: pathlib.Path, key: str) -> tuple[subprocess.Popen, str]:
@@ -188,6 +191,7 @@ def main() -> None:
     parser.add_argument("--concurrent", type=int, default=1000, help="concurrent client connections (default 1000)")
     parser.add_argument("--json", type=pathlib.Path, help="also write the results here")
     args = parser.parse_args()
+    stay_private()  # also when run as a script (`python bench/proxy_overhead.py`), which skips bench/__init__
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import ipaddress
 import json
 import logging
@@ -74,9 +75,13 @@ def is_loopback_peer(peername: Any) -> bool:
     """True when a transport's peer address is on this machine's loopback (v4, v6 or v4-mapped)."""
     if not peername:
         return False
-    host = peername[0] if isinstance(peername, tuple) else str(peername)
+    return _is_loopback_host(str(peername[0] if isinstance(peername, tuple) else peername))
+
+
+@functools.lru_cache(maxsize=1024)  # asked of every request's client: a handful of addresses
+def _is_loopback_host(host: str) -> bool:
     try:
-        ip = ipaddress.ip_address(str(host).split("%", 1)[0])
+        ip = ipaddress.ip_address(host.split("%", 1)[0])
     except ValueError:
         return False
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:

@@ -164,6 +164,8 @@ class Stats:
             "swarmproxy_response_bytes", "Body bytes sent to clients, by source",
             ["source"], registry=self.registry,
         )
+        # the children by source, made once: `labels` on every request was a twentieth of its CPU
+        self._by_source = {source: self._bytes.labels(source) for source in ("origin", "peers", "bittorrent")}
         self._errors = prom.Counter(
             "swarmproxy_errors", "Requests that failed, by cause", ["cause"], registry=self.registry,
         )
@@ -272,9 +274,10 @@ class Stats:
             today["requests_swarmed"] += 1
         status_class = f"{status // 100}xx" if status else "none"
         self._requests.labels(record.method, status_class).inc()
-        self._bytes.labels("origin").inc(record.bytes_origin)
-        self._bytes.labels("peers").inc(record.bytes_peers)
-        self._bytes.labels("bittorrent").inc(record.bytes_bittorrent)
+        for source, count in (("origin", record.bytes_origin), ("peers", record.bytes_peers),
+                              ("bittorrent", record.bytes_bittorrent)):
+            if count:
+                self._by_source[source].inc(count)
         self._duration.observe(duration)
         if record.swarm_skipped:
             self._skipped.labels(record.swarm_skipped.split(" ")[0]).inc()  # the key: a bounded set of labels

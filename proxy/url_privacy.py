@@ -65,6 +65,7 @@ segments of the form `name=value&...` (BunnyCDN's token path) and JWT segments (
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from urllib.parse import SplitResult, unquote, unquote_plus, urlsplit, urlunsplit
@@ -77,6 +78,7 @@ SECRET_VALUE = "secret-value"
 
 REDACTED = "REDACTED"  # what redact_url writes instead of a refused value, password or name
 
+SCRUB_CACHE = 256  # URLs whose judgement is kept: the requests under way and just done
 MAX_TEXT = 100  # a value or name longer than this is a blob, not a setting
 MAX_WORD = 20  # longer single words are rare in URLs ("internationalization" is 20); random tokens are 16+
 MAX_CLASS_CHANGES = 3  # lower/upper/digit switches a word may make: "iPhone15" and "ContentType" make 3
@@ -328,9 +330,11 @@ def _scrub_userinfo(netloc: str) -> tuple[str, set[str]]:
     return f"{user if plain else REDACTED}{':' + REDACTED if colon else ''}@{host}", {USERINFO}
 
 
-def _scrub(url: str) -> tuple[SplitResult, str, set[str]]:
+@functools.lru_cache(maxsize=SCRUB_CACHE)
+def _scrub(url: str) -> tuple[SplitResult, str, frozenset[str]]:
     """The URL's parts, the URL with every refused piece redacted, and the reasons found. ValueError if it
-    does not parse."""
+    does not parse. Cached: every request asks it three times (the gate before and after the head, the access
+    log), which was a tenth of the proxy's CPU per small request (`python -m bench.proxy_overhead`)."""
     parts = urlsplit(url)
     parts.port  # noqa: B018 - raises ValueError on a malformed port
     netloc, user_reasons = _scrub_userinfo(parts.netloc)
@@ -339,7 +343,7 @@ def _scrub(url: str) -> tuple[SplitResult, str, set[str]]:
     # A proxy never sees a fragment, but a caller may hand one over, and OAuth's implicit flow puts
     # `access_token` there (RFC 6749 §4.2.2).
     fragment, fragment_reasons = _scrub_parameters(parts.fragment, plus=True)
-    reasons = user_reasons | path_reasons | query_reasons | fragment_reasons
+    reasons = frozenset(user_reasons | path_reasons | query_reasons | fragment_reasons)
     return parts, urlunsplit((parts.scheme, netloc, path, query, fragment)), reasons
 
 

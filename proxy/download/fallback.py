@@ -87,11 +87,10 @@ class Fallback:
         if not decision.swarmable or ranges:
             record.swarm_skipped = "ranges" if decision.swarmable else decision.reason
             return None
-        settings = self._choose(url, record)
         # A name that may be this machine's or its network's (localhost, a single label, .lan, an unlisted private
         # literal): nothing is looked up before its head says where the connection went (`may_share`).
         before_head = may_swarm_name(url.raw_host or "", url.port or 80, self.local_domains, self.private_origins)
-        settings = dataclasses.replace(settings, before_head=before_head)
+        settings = self._choose(url, record, before_head)
         download = _Download(self, request, url, headers, record, settings)
         complete = False
         try:
@@ -102,9 +101,9 @@ class Fallback:
             if self.adaptive is not None:
                 self._learn(url, download.core.probe, record, complete)
 
-    def _choose(self, url: URL, record: RequestRecord) -> DownloadSettings:
+    def _choose(self, url: URL, record: RequestRecord, before_head: bool) -> DownloadSettings:
         """The next download's settings, with the T/R/W of the adaptive core for the URL's host (else the flags),
-        shown in its record."""
+        shown in its record, and `before_head` (one `replace`: it is per request)."""
         transition, record.trw_source, host_slow = self.flags, "flags (--no-adaptive)", False
         if self.adaptive is not None:
             choice = self.adaptive.choose(url.raw_host or "", asyncio.get_running_loop().time())
@@ -112,7 +111,7 @@ class Fallback:
         record.first_byte_timeout = transition.first_byte_timeout
         record.min_rate = transition.min_rate
         record.rate_window = transition.rate_window
-        return dataclasses.replace(self.settings, transition=transition, host_slow=host_slow)
+        return dataclasses.replace(self.settings, transition=transition, host_slow=host_slow, before_head=before_head)
 
     def _learn(self, url: URL, probe: Probe, record: RequestRecord, complete: bool) -> None:
         """Tell the adaptive core how the download went, once it ended (however it ended)."""
