@@ -10,6 +10,9 @@
 2. Added latency for 1 KiB responses: sequential keep-alive requests direct and through swarmproxy,
    p50/p99 of each and the difference.
 3. N concurrent client connections through swarmproxy, each fetching 64 KiB: errors must be 0.
+4. Memory: --memory-clients concurrent 2 MB downloads through swarmproxy (all at once, read as fast as the clients
+   can): the proxy's peak RSS per download above where it started (issue 41's goal: <= 256 KiB), and its RSS after
+   --idle seconds without a client (goal: within 100 MB of where it started).
 
 Targets (issue 2): throughput >= 0.5 x direct and >= 2 x tinyproxy; added p50 <= 1 ms; 0 errors.
 """
@@ -183,12 +186,52 @@ async def concurrency(origin: str, proxy: str, clients: int) -> dict[str, object
             "seconds": round(time.perf_counter() - started, 3)}
 
 
+def rss_mib(pid: int) -> float:
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS")
+
+
+async def memory(origin: str, proxy: str, pid: int, clients: int, idle: float) -> dict[str, object]:
+    host, port = proxy.rsplit(":", 1)
+    size = 2_000_000
+    start = peak = rss_mib(pid)
+
+    async def one(i: int) -> bool:
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            # distinct URLs: nothing is shared between the downloads
+            writer.write(f"GET http://{origin}/mem/{size + i} HTTP/1.1\r\nHost: bench\r\n\r\n".encode())
+            await reader.readuntil(b"\r\n\r\n")
+            got = 0
+            while got < size + i and (chunk := await reader.read(1 << 16)):
+                got += len(chunk)
+            return got == size + i
+        finally:
+            writer.close()
+
+    tasks = [asyncio.ensure_future(one(i)) for i in range(clients)]
+    while not all(task.done() for task in tasks):
+        peak = max(peak, rss_mib(pid))
+        await asyncio.sleep(0.05)  # the sampling period: nothing to wait for but time
+    complete = sum(1 for task in tasks if not task.exception() and task.result())
+    after_load = rss_mib(pid)
+    await asyncio.sleep(idle)  # what the goal measures: the proxy left idle this long
+    return {"clients": clients, "complete": complete, "rss_start_mib": round(start, 1),
+            "rss_peak_mib": round(peak, 1), "peak_kib_per_download": round((peak - start) * 1024 / clients),
+            "rss_after_load_mib": round(after_load, 1), f"rss_after_{idle:g}s_idle_mib": round(rss_mib(pid), 1)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size-mb", type=int, default=1000, help="download size in MB (default 1000 = 1 GB)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds per path, median reported (default 3)")
     parser.add_argument("--latency-requests", type=int, default=2000, help="1 KiB requests per path (default 2000)")
     parser.add_argument("--concurrent", type=int, default=1000, help="concurrent client connections (default 1000)")
+    parser.add_argument("--memory-clients", type=int, default=1000,
+                        help="concurrent 2 MB downloads for the memory figures (default 1000; 0 skips them)")
+    parser.add_argument("--idle", type=float, default=60.0, help="idle seconds before the last RSS (default 60)")
     parser.add_argument("--json", type=pathlib.Path, help="also write the results here")
     args = parser.parse_args()
     stay_private()  # also when run as a script (`python bench/proxy_overhead.py`), which skips bench/__init__
@@ -235,6 +278,10 @@ def main() -> None:
         results["latency_1kib"] = asyncio.run(latency(origin, proxy, args.latency_requests))
         print(f"{args.concurrent} concurrent connections ...", file=sys.stderr)
         results["concurrency"] = asyncio.run(concurrency(origin, proxy, args.concurrent))
+        if args.memory_clients:
+            print(f"memory, {args.memory_clients} concurrent 2 MB downloads, then {args.idle:g} s idle ...",
+                  file=sys.stderr)
+            results["memory"] = asyncio.run(memory(origin, proxy, proxy_proc.pid, args.memory_clients, args.idle))
         text = json.dumps(results, indent=2)
         print(text)
         if args.json:

@@ -17,7 +17,7 @@ from yarl import URL
 
 from . import headers as hdr
 from .errors import ClientGone, OriginError
-from .origin import describe_failure
+from .origin import READ_CHUNK, describe_failure
 from .origin_resolver import OriginResolver
 from .stats import RequestRecord
 from .tunnel import pipe_upgraded
@@ -182,7 +182,7 @@ async def _copy_body(upstream: aiohttp.ClientResponse, response: web.StreamRespo
     content = upstream.content
     try:
         while True:
-            chunk = await content.readany()
+            chunk = await content.read(READ_CHUNK)
             if not chunk:
                 break
             await response.write(chunk)

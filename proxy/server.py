@@ -41,6 +41,7 @@ from .config import Config
 from .download.fallback import Fallback
 from .errors import ClientGone, ListenError, OriginError
 from .fetch_endpoint import fetch_target, forwarded_fields
+from .idle_trim import IdleTrim
 from .internet import Internet
 from .origin import make_session
 from .origin_resolver import OriginResolver
@@ -298,6 +299,7 @@ class ProxyServer:
     async def start(self) -> dict[str, str]:
         _raise_fd_limit()
         cfg = self.config
+        self.stats.on_connections = IdleTrim(asyncio.get_running_loop()).connections  # memory back when idle
         self._session = make_session(connect_timeout=cfg.connect_timeout, read_timeout=cfg.read_timeout,
                                      max_connections=cfg.max_connections, ca_file=cfg.ca_file,
                                      resolver=self.resolver)

@@ -154,6 +154,8 @@ class Stats:
         self.history: collections.deque[RequestRecord] = collections.deque(maxlen=history)
         self.counters: collections.Counter[str] = collections.Counter()
         self.connections_open = 0
+        # told the number of open client connections after each change (`proxy.idle_trim`)
+        self.on_connections: Callable[[int], None] = lambda count: None
         self._waiters: list[asyncio.Future] = []
         self.registry = prom.CollectorRegistry(auto_describe=True)
         self._requests = prom.Counter(
@@ -295,10 +297,12 @@ class Stats:
     def connection_opened(self) -> None:
         self.connections_open += 1
         self._connections.inc()
+        self.on_connections(self.connections_open)
 
     def connection_closed(self) -> None:
         self.connections_open -= 1
         self._connections.dec()
+        self.on_connections(self.connections_open)
 
     def connection_refused(self) -> None:
         self.counters["connections_refused"] += 1
