@@ -1,0 +1,295 @@
+"""The simulator's models of what is not ours: the links, the origin, the DHT. Each is a small, table-tested piece.
+
+- `Links`: per-host links with a one-way delay and FIFO up- and downlink caps, per message (flow level: a message
+  leaves when its sender's uplink is free and lands when the receiver's downlink has taken it; a message's
+  serialisation on an idle downlink overlaps its uplink's, as a stream's would). The lab's emulation
+  (`bench.lab.netem`) caps each host at 1.25 MB/s each way with 25 ms one-way between any two hosts.
+- `Origin`: `proxy.demo.slow_origin.SlowOrigin`, reproduced: one token bucket (rate, burst max(16 KiB, rate/10))
+  taken one 16 KiB chunk at a time under a FIFO lock, so every response in progress gets a chunk in turn; the
+  head goes out at once; at most `max_connections` responses at a time, the rest wait in line; a client that
+  left (its FIN took one delay to arrive) is skipped at its turn at no cost; single Ranges (206). A request
+  reaches it one connect round trip and one delay after it was sent.
+- `Dht`: a latency model per operation, not a routing simulation. A lookup takes a lognormal time (median and p99
+  per DHT) and sees the records visible when it ends; a claim, vouch, withdrawal or provider announcement becomes
+  visible one announce latency (uniform in a range per DHT) after it is made, and expires after its TTL
+  (`swarm.discovery.IN_PROGRESS_TTL` for in-progress claims). A lookup slower than the engine's 5 s timeout fails.
+  Parameters: ours (`OURS`: the lab's lookups at 25 ms one way took 0.16 s at the median, bench/results/lab
+  flashcrowd-20-*; claims "reach the DHT 0.3-0.6 s later", `proxy.download.parking`), and Mainline (`MAINLINE`:
+  published lookups 0.1-0.2 s at the median when tuned, seconds at the tail; an announcement became findable
+  14-20 s after it was made on our test DHT, docs/ARCHITECTURE.md).
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import math
+import random
+from collections import deque
+from collections.abc import Callable
+
+from swarm.discovery import IN_PROGRESS_TTL
+from swarm.discovery.seam import Provider
+from swarm.trust import Vouch
+
+from .events import Clock
+
+CHUNK = 16 * 1024  # SlowOrigin's write size: the unit of its fair share
+Z99 = 2.3263  # the standard normal's 99th percentile: a lognormal's p99 is median * exp(sigma * Z99)
+LOOKUP_TIMEOUT = 5.0  # proxy.engine.SwarmEngine.find's timeout
+
+
+@dataclasses.dataclass(frozen=True)
+class NetParams:
+    delay: float = 0.025  # one way, between any two hosts
+    up: float = 1_250_000.0  # bytes/s per host
+    down: float = 1_250_000.0
+
+
+class Links:
+    """Every host's uplink and downlink, FIFO, and the delay between hosts (see the module docstring)."""
+
+    def __init__(self, params: NetParams) -> None:
+        self.params = params
+        self.unlimited: set[str] = set()  # hosts whose links are not the bottleneck (the origin: its own bucket)
+        self._up_free: dict[str, float] = {}
+        self._down_free: dict[str, float] = {}
+        self.carried = 0
+
+    def send(self, src: str, dst: str, nbytes: int, now: float) -> float:
+        """When the last byte of an `nbytes` message sent by `src` at `now` has reached `dst`."""
+        left = now
+        if src not in self.unlimited:
+            left = max(now, self._up_free.get(src, 0.0)) + nbytes / self.params.up
+            self._up_free[src] = left
+        return self.land(dst, nbytes, left)
+
+    def land(self, dst: str, nbytes: int, left: float) -> float:
+        """When the last byte of a message whose last byte left its sender at `left` has reached `dst`."""
+        self.carried += nbytes
+        arrival = left + self.params.delay
+        if dst not in self.unlimited:
+            arrival = max(arrival, self._down_free.get(dst, 0.0) + nbytes / self.params.down)
+            self._down_free[dst] = arrival
+        return arrival
+
+
+class Uplink:
+    """A provider's uplink as its peer connections share it (`swarm.core.serve`): the requests queued, served one
+    block at a time at the host's rate, in the order they came; a CANCEL that arrives before its block started
+    removes it (`serve` drops it from the queue). Each entry is [bytes, to whom, deliver(), alive]."""
+
+    def __init__(self, clock: Clock, links: Links, host: str) -> None:
+        self.clock, self.links, self.host = clock, links, host
+        self.queue: deque[list] = deque()  # entries: [bytes, to whom, deliver(), alive]
+        self.busy = False
+        self.sent = 0
+
+    def next(self) -> None:
+        """Send the next live request, if any (the uplink is free now)."""
+        while self.queue and not self.queue[0][3]:
+            self.queue.popleft()
+        if not self.queue:
+            self.busy = False
+            return
+        self.busy = True
+        nbytes, dst, deliver, _ = self.queue.popleft()
+        left = self.clock.now + nbytes / self.links.params.up
+        self.sent += nbytes
+        self.clock.at(self.links.land(dst, nbytes, left), deliver)
+        self.clock.at(left, self.next)
+
+
+class OriginConn:
+    """One response in progress, as the origin and its client see it."""
+
+    __slots__ = ("client", "start", "end", "position", "closed_at", "on_head", "on_data", "served")
+
+    def __init__(self, client: str, start: int, end: int, on_head: Callable[[int, int, int], None],
+                 on_data: Callable[[bytes], None]) -> None:
+        self.client, self.start, self.end, self.position = client, start, end, start
+        self.closed_at = math.inf  # when the origin learns the client left
+        self.on_head, self.on_data = on_head, on_data  # called at the client: (status, start, end), then the bytes
+        self.served = False
+
+
+class Origin:
+    """SlowOrigin, reproduced on the virtual clock (see the module docstring)."""
+
+    def __init__(self, clock: Clock, links: Links, host: str, data: bytes, *, rate: float = 256_000.0,
+                 max_connections: int = 256) -> None:
+        self.clock, self.links, self.host, self.data = clock, links, host, data
+        self.rate, self.burst = rate, max(CHUNK, rate / 10)
+        self.tokens, self.stamp = self.burst, 0.0
+        self.max_connections = max_connections
+        self.active = 0
+        self.waiting: deque[OriginConn] = deque()  # behind the connection cap
+        self.turns: deque[OriginConn] = deque()  # the bucket's lock: responses waiting for their next chunk
+        self.busy = False  # a chunk holds the lock (sleeping for its tokens)
+        self.holder: OriginConn | None = None  # ... for this response, until `hold_until`
+        self.hold_until = 0.0
+        self.hold = 0  # the current hold's number: a cancelled hold's write is void
+        self.bytes_sent = 0
+        self.requests = 0
+        links.unlimited.add(host)
+
+    def get(self, client: str, now: float, on_head: Callable[[int, int, int], None],
+            on_data: Callable[[bytes], None], start: int = 0, end: int | None = None) -> OriginConn:
+        """A GET (a Range when `start` or `end` is given) sent by `client` at `now` on a new connection."""
+        conn = OriginConn(client, start, len(self.data) if end is None else end, on_head, on_data)
+        self.requests += 1
+        delay = self.links.params.delay
+        self.clock.at(now + 3 * delay, self._accept, conn)  # SYN, SYN-ACK, then the request
+        return conn
+
+    def close(self, conn: OriginConn, now: float) -> None:
+        """The client closes the connection at `now`; the origin hears of it one delay later and cancels the
+        response's handler (`handler_cancellation`): one sleeping for its chunk's tokens under the lock lets go
+        of it then, its chunk unsent and uncounted (the tokens stay spent)."""
+        conn.closed_at = min(conn.closed_at, now + self.links.params.delay)
+        if self.holder is conn and conn.closed_at < self.hold_until:
+            self.hold += 1  # the pending write is void
+            self.clock.at(conn.closed_at, self._cancelled, self.hold)
+
+    def _accept(self, conn: OriginConn) -> None:
+        if self.active >= self.max_connections:
+            self.waiting.append(conn)
+            return
+        self._serve(conn)
+
+    def _serve(self, conn: OriginConn) -> None:
+        now = self.clock.now
+        if conn.closed_at <= now:  # it left while in line: its handler is cancelled before it costs anything
+            return
+        self.active += 1
+        status = 206 if (conn.start, conn.end) != (0, len(self.data)) else 200
+        self.clock.at(now + self.links.params.delay, conn.on_head, status, conn.start, conn.end)
+        self.turns.append(conn)
+        self._pump()
+
+    def _release(self) -> None:
+        self.active -= 1
+        while self.waiting and self.active < self.max_connections:
+            self._serve(self.waiting.popleft())
+
+    def _pump(self) -> None:
+        now = self.clock.now
+        while not self.busy and self.turns:
+            conn = self.turns.popleft()
+            if conn.closed_at <= now:  # `wanted()` is False at its turn: nothing sent, nothing counted
+                self._release()
+                continue
+            amount = min(CHUNK, conn.end - conn.position)
+            self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+            self.stamp = now
+            self.tokens -= amount
+            self.busy = True
+            wait = -self.tokens / self.rate if self.tokens < 0 else 0.0
+            self.hold += 1
+            self.holder, self.hold_until = conn, now + wait
+            if conn.closed_at < self.hold_until:  # its FIN is on the way: the handler is cancelled mid-sleep
+                self.clock.at(conn.closed_at, self._cancelled, self.hold)
+            else:
+                self.clock.at(now + wait, self._written, conn, amount, self.hold)
+
+    def _cancelled(self, hold: int) -> None:
+        if hold != self.hold or not self.busy:
+            return
+        self.busy, self.holder = False, None
+        self._release()
+        self._pump()
+
+    def _written(self, conn: OriginConn, amount: int, hold: int) -> None:
+        if hold != self.hold:
+            return
+        now = self.clock.now
+        self.busy, self.holder = False, None
+        piece = self.data[conn.position:conn.position + amount]
+        self.bytes_sent += amount
+        conn.position += amount
+        self.clock.at(self.links.send(self.host, conn.client, amount, now), conn.on_data, piece)
+        if conn.position < conn.end:
+            self.turns.append(conn)
+        else:
+            conn.served = True
+            self._release()
+        self._pump()
+
+
+@dataclasses.dataclass(frozen=True)
+class DhtParams:
+    name: str
+    lookup_median: float  # s
+    lookup_p99: float
+    announce_min: float  # s from a put to its being visible to lookups
+    announce_max: float
+    claim_ttl: float = float(IN_PROGRESS_TTL)
+    record_ttl: float = 1800.0  # vouches and provider records (the DHT's provider TTL)
+
+    @property
+    def sigma(self) -> float:
+        return math.log(self.lookup_p99 / self.lookup_median) / Z99
+
+
+OURS = DhtParams("ours", lookup_median=0.16, lookup_p99=0.5, announce_min=0.3, announce_max=0.6)
+MAINLINE = DhtParams("mainline", lookup_median=0.2, lookup_p99=4.0, announce_min=14.0, announce_max=20.0)
+DHTS = {p.name: p for p in (OURS, MAINLINE)}
+
+
+class Dht:
+    """One URL's key: its claims and vouches by publisher, its root's providers, each visible after its announce
+    latency (see the module docstring)."""
+
+    def __init__(self, params: DhtParams, rng: random.Random, *, max_records: int = 64) -> None:
+        self.params, self.rng, self.max_records = params, rng, max_records
+        # publisher -> its puts (visible at, expires at, the record, or None: withdrawn), in the order made
+        self._claims: dict[bytes, list[tuple[float, float, Vouch | None]]] = {}
+        self._provider_times: list[float] = []  # visible-at, sorted, beside `_providers` in the same order
+        self._providers: list[tuple[float, Provider]] = []  # (expires at, provider)
+        self.lookups = self.puts = 0
+
+    def lookup_latency(self) -> float:
+        p = self.params
+        self.lookups += 1
+        return p.lookup_median * math.exp(p.sigma * self.rng.gauss(0.0, 1.0))
+
+    def announce_latency(self) -> float:
+        return self.rng.uniform(self.params.announce_min, self.params.announce_max)
+
+    def put(self, publisher: bytes, vouch: Vouch | None, now: float, *, claim: bool = False) -> float:
+        """`publisher` claims, vouches or (None) withdraws at `now`; returns when lookups see it."""
+        self.puts += 1
+        visible = now + self.announce_latency()
+        ttl = self.params.claim_ttl if claim else self.params.record_ttl
+        self._claims.setdefault(publisher, []).append((visible, visible + ttl, vouch))
+        return visible
+
+    def announce(self, provider: Provider, now: float) -> float:
+        visible = now + self.announce_latency()
+        index = bisect.bisect(self._provider_times, visible)
+        self._provider_times.insert(index, visible)
+        self._providers.insert(index, (visible + self.params.record_ttl, provider))
+        return visible
+
+    def vouches(self, at: float) -> list[Vouch]:
+        """The claims and vouches a lookup ending at `at` returns: each publisher's latest visible record (at most
+        `max_records`, a random sample as a storing node's reply is)."""
+        found = []
+        for puts in self._claims.values():
+            latest = None
+            for visible, expires, vouch in puts:
+                if visible <= at:
+                    latest = (expires, vouch)
+            if latest is not None and latest[1] is not None and latest[0] > at:
+                found.append(latest[1])
+        if len(found) > self.max_records:
+            found = self.rng.sample(found, self.max_records)
+        return found
+
+    def providers(self, at: float, want: int) -> list[Provider]:
+        """Up to `want` providers visible at `at`, a random sample of them."""
+        visible = bisect.bisect(self._provider_times, at)
+        live = [i for i in (range(visible) if visible <= 4 * want else
+                            self.rng.sample(range(visible), min(visible, 4 * want)))
+                if self._providers[i][0] > at]
+        return [self._providers[i][1] for i in live[:want]]
