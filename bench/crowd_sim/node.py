@@ -87,6 +87,10 @@ class Node:
         self.keep_events = keep_events
         self.events: list[str] = []
         self.first_hand_at: float | None = None  # when its vouch was put (it got every byte from the origin)
+        self.held: set[int] = set()  # blocks it verified from peers, served to others while it fetches
+        self.complete = False  # it holds (and serves) the whole file
+        self.announced = False  # its provider record was put
+        self.watchers: set[SwarmFetch] = set()  # fetches connected to it: each gets a HAVE per block it gains
 
     # -- the shell's loop --------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -155,7 +159,7 @@ class Node:
             self._lookup_done(Miss(verdict.reason, verdict.detail, verdict.others, verdict.ahead))
             return
         accepted = verdict.accepted
-        providers = world.dht.providers(now, world.fetch_peers)
+        providers = world.dht.providers(now, world.peers_for(world.manifest))  # `pick`: peers_for at random
         if not providers:
             self._lookup_done(Miss("no-provider"))
             return
@@ -217,8 +221,7 @@ class Node:
                 self._say(f"switch ({cause}) at byte {position}: {reason}")
             case act.StartSwarm(found, start, end):
                 self._say(f"from {len(found.providers)} peers, bytes {start}-{end - 1}")
-                self.fetch = SwarmFetch(world, self.host, found.manifest, world.layer,
-                                        [p.host for p in found.providers], start, end, self.rng,
+                self.fetch = SwarmFetch(world, self, found.manifest, [p.host for p in found.providers], start, end,
                                         self._swarm_chunk, self._swarm_end, self._swarm_failed)
                 self.fetch.start()
             case act.StartSegments():
@@ -282,8 +285,21 @@ class Node:
             self.vouching = True
             self.first_hand_at = now
             world.dht.put(self.node_id, Vouch.seen(world.claim, self.node_id, self.address, frozenset(), now), now)
-        world.dht.announce(Provider(self.node_id, self.host, 1, 1), now)
-        world.holders += 1
+        self.complete = True
+        self.announce()
+
+    def announce(self) -> None:
+        """Put its provider record (once: a fetch's announcement stands for the complete copy too)."""
+        if not self.announced:
+            self.announced = True
+            self.world.dht.announce(Provider(self.node_id, self.host, 1, 1), self.world.clock.now)
+            self.world.holders += 1
+
+    def gained(self, block: int) -> None:
+        """Its fetch verified `block`: it serves it, and tells every fetch connected to it."""
+        self.held.add(block)
+        for watcher in list(self.watchers):
+            watcher.have(self.host, block)
 
     def _fetch_ended(self, *, vouching: bool) -> None:
         self.claimed_at = math.inf

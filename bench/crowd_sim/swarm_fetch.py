@@ -5,8 +5,12 @@ Real: which block is asked of whom and when (`FetchCore`, with the picker's 8-bl
 order, 8 requests in flight per peer, the origin spread to blocks no peer has), the hash layer asked of one
 provider, every block checked against that layer (real SHA-256 over the real bytes), delivery in order.
 
-Reproduced, not run: a provider is reached in two round trips (TCP connect, then the handshake, whose BITFIELD
-says it holds every block: only complete holders announce a root); a request reaches it one delay later and its
+Reproduced, not run (`swarm.service.swarm_service` and `fetch_run`): a fetch announces its node as a provider at
+once, and the node serves the blocks it has verified so far (its BITFIELD at the handshake, then a HAVE per block
+to every fetch connected to it; a request for a block or a hash layer it lacks is refused); while it runs it
+brings in providers that appeared since (`PROVIDER_REFRESH`, then every `PROVIDER_TOPUP` s while it has fewer
+peers than `peers_for`, at most `PROVIDER_POOL` tried, each lookup one DHT latency). A provider is reached in two
+round trips (TCP connect, then the handshake); a request reaches it one delay later and its
 answer leaves through its uplink, so a crowd that asks the same few providers queues on their uplinks, as the
 lab's did (`models.Uplink`: requests queue at the provider and go out one block at a time; a CANCEL that arrives
 before its block started takes it back). The origin, when the core asks it for a block (a Range request,
@@ -17,17 +21,28 @@ modelled.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from swarm.core.fetch import Close, Deliver, FetchAction, FetchCore, Finished, OriginCancel, OriginFetch, Send
+from swarm.core.fetch import (
+    Close,
+    Deliver,
+    FetchAction,
+    FetchCore,
+    Finished,
+    OriginCancel,
+    OriginFetch,
+    Send,
+    Verified,
+)
 from swarm.net import wire
+from swarm.service.swarm_service import PROVIDER_POOL, PROVIDER_REFRESH, PROVIDER_TOPUP
 
 from .events import Timer
 from .models import OriginConn, Uplink
 
 if TYPE_CHECKING:
+    from .node import Node
     from .world import World
 
 HEADER = 13  # bytes of a BLOCK frame's header on the wire (`wire.encode_block_header`)
@@ -36,27 +51,30 @@ HEADER = 13  # bytes of a BLOCK frame's header on the wire (`wire.encode_block_h
 class SwarmFetch:
     """Bytes `start..end-1` of `manifest`, in order, to `on_chunk`; then `on_end()`, or `on_fail(reason)`."""
 
-    def __init__(self, world: World, host: str, manifest, layer: list[bytes], providers: list[str], start: int,
-                 end: int, rng: random.Random, on_chunk: Callable[[bytes], None], on_end: Callable[[], None],
+    def __init__(self, world: World, node: Node, manifest, providers: list[str], start: int, end: int,
+                 on_chunk: Callable[[bytes], None], on_end: Callable[[], None],
                  on_fail: Callable[[str], None]) -> None:
-        self.world, self.host, self.manifest, self.layer = world, host, manifest, layer
+        self.world, self.node, self.host, self.manifest = world, node, node.host, manifest
         self.on_chunk, self.on_end, self.on_fail = on_chunk, on_end, on_fail
         bs = manifest.block_size
-        self.core = FetchCore(manifest, None, first_block=start // bs, last_block=(end - 1) // bs, rng=rng)
-        self.providers = providers
+        self.core = FetchCore(manifest, None, first_block=start // bs, last_block=(end - 1) // bs, rng=node.rng)
+        self.known = set(providers)  # every address tried (never tried again)
+        self.live: set[str] = set()  # joined and not closed
+        self.wanted = world.peers_for(manifest)
         self.running = True
         self.timer: Timer | None = None
         self.origin_conns: dict[int, OriginConn] = {}
-        self.peer_bytes = 0
         self.asked: dict[tuple[str, int], list] = {}  # requests a CANCEL may still take back
 
     def start(self) -> None:
-        clock, delay = self.world.clock, self.world.net.delay
+        clock = self.world.clock
         self._run(self.core.start(clock.now))
-        for peer in self.providers:  # TCP connect, then the handshake both ways
-            clock.at(clock.now + 4 * delay, self._joined, peer)
+        self.node.announce()  # `shares.fetching`: a provider at once, of the blocks it verifies
+        for peer in self.known:
+            self._connect(peer)
         # An origin Range source is offered once the layer is known (`FetchCore.add_origin` waits for it).
         self._run(self.core.add_origin(clock.now))
+        clock.at(clock.now + PROVIDER_REFRESH[0], self._refresh, 0)
 
     def stop(self) -> None:
         self.running = False
@@ -65,26 +83,73 @@ class SwarmFetch:
         for conn in self.origin_conns.values():
             self.world.swarm_origin.close(conn, self.world.clock.now)
         self.origin_conns.clear()
+        for peer in self.live:
+            self.world.node_at(peer).watchers.discard(self)
+        self.live.clear()
 
     @property
     def origin_bytes(self) -> int:
         return self.core.bytes_from["origin"]
 
-    # -- events ------------------------------------------------------------------------------------------------
+    @property
+    def has_layer(self) -> bool:
+        return self.core.layer is not None
+
+    # -- providers ---------------------------------------------------------------------------------------------
+    def _connect(self, peer: str) -> None:
+        self.world.clock.at(self.world.clock.now + 4 * self.world.net.delay, self._joined, peer)  # TCP, handshake
+
     def _joined(self, peer: str) -> None:
         if not self.running:
             return
-        now = self.world.clock.now
+        now, provider = self.world.clock.now, self.world.node_at(peer)
         count = self.manifest.num_blocks
+        self.live.add(peer)
+        provider.watchers.add(self)
+        held = range(count) if provider.complete else sorted(provider.held)
         self._run(self.core.add_peer(peer, now))
         if self.running:
-            self._run(self.core.on_message(peer, wire.Bitfield.from_blocks(count, range(count)), now))
+            self._run(self.core.on_message(peer, wire.Bitfield.from_blocks(count, held), now))
 
+    def _refresh(self, step: int) -> None:
+        """`refresh_providers`, after its wait number `step`: the refreshes (while fewer than PROVIDER_POOL were
+        tried), then the top-ups (while the fetch has fewer peers than it wants); each a provider lookup."""
+        if not self.running:
+            return
+        world = self.world
+        refreshing = step < len(PROVIDER_REFRESH) and len(self.known) < PROVIDER_POOL
+        if refreshing or (step >= len(PROVIDER_REFRESH) and len(self.live) < self.wanted):
+            world.clock.at(world.clock.now + world.dht.lookup_latency(), self._refreshed, step)
+            return
+        step = max(step + 1, len(PROVIDER_REFRESH))  # the refreshes are over: top-ups from now on
+        world.clock.at(world.clock.now + PROVIDER_TOPUP, self._refresh, step)
+
+    def _refreshed(self, step: int) -> None:
+        if not self.running:
+            return
+        world, now = self.world, self.world.clock.now
+        refreshing = step < len(PROVIDER_REFRESH)
+        most = min(self.wanted, PROVIDER_POOL - len(self.known)) if refreshing else self.wanted - len(self.live)
+        if most > 0:
+            fresh = [p.host for p in world.dht.providers(now, PROVIDER_POOL)
+                     if p.host not in self.known and p.host != self.host]
+            for peer in self.node.rng.sample(fresh, min(most, len(fresh))):
+                self.known.add(peer)
+                self._connect(peer)
+        following = step + 1
+        wait = PROVIDER_REFRESH[following] if following < len(PROVIDER_REFRESH) else PROVIDER_TOPUP
+        world.clock.at(now + wait, self._refresh, following)
+
+    # -- events ------------------------------------------------------------------------------------------------
     def _message(self, peer: str, message: object, block: int | None = None) -> None:
         if block is not None:
             self.asked.pop((peer, block), None)
         if self.running:
             self._run(self.core.on_message(peer, message, self.world.clock.now))
+
+    def have(self, peer: str, block: int) -> None:
+        """`peer` verified `block` (its HAVE, sent when it did, lands one delay later)."""
+        self.world.clock.at(self.world.clock.now + self.world.net.delay, self._message, peer, wire.Have(block))
 
     def _timer(self) -> None:
         self.timer = None
@@ -100,7 +165,7 @@ class SwarmFetch:
         if not self.running:
             return
         if not self.core.finished and not self.core.has_sources and self.core.layer is not None:
-            self.running = False
+            self.stop()
             self.on_fail("no source left")
             return
         deadline = self.core.next_deadline()
@@ -110,17 +175,24 @@ class SwarmFetch:
         if deadline is not None:
             self.timer = self.world.clock.timer(deadline, self._timer)
 
-    def _do(self, action: FetchAction) -> None:
+    def _do(self, action: FetchAction) -> None:  # noqa: C901 - one arm per action
         world, now = self.world, self.world.clock.now
         match action:
             case Send(peer, wire.HashRequest(first, count)):
-                hashes = tuple(self.layer[first:first + count])
-                self._ask(str(peer), 32 * len(hashes) + HEADER, None, wire.HashResponse(first, count, hashes))
+                provider = world.node_at(str(peer))
+                if provider.complete or (provider.fetch is not None and provider.fetch.has_layer):
+                    hashes = tuple(world.layer[first:first + count])
+                    self._ask(str(peer), 32 * len(hashes) + HEADER, None, wire.HashResponse(first, count, hashes))
+                else:  # it has no layer yet (it is fetching too): refused
+                    self._refuse(str(peer), 0, 0)
             case Send(peer, wire.Request(block, _, length)):
-                offset = block * self.manifest.block_size
-                self.peer_bytes += length
-                data = world.content[offset:offset + length]
-                self._ask(str(peer), length + HEADER, block, wire.Block(block, 0, data))
+                provider = world.node_at(str(peer))
+                if provider.complete or block in provider.held:
+                    offset = block * self.manifest.block_size
+                    data = world.content[offset:offset + length]
+                    self._ask(str(peer), length + HEADER, block, wire.Block(block, 0, data))
+                else:
+                    self._refuse(str(peer), block, length)
             case Send(peer, wire.Cancel(block)):
                 if (entry := self.asked.pop((str(peer), block), None)) is not None:
                     world.clock.at(now + world.net.delay, _cancel, entry)
@@ -131,16 +203,23 @@ class SwarmFetch:
             case OriginCancel(block):
                 if (conn := self.origin_conns.pop(block, None)) is not None:
                     world.swarm_origin.close(conn, now)
-            case Close():
-                pass  # the core forgot the peer already
+            case Close(peer):
+                self.live.discard(str(peer))
+                world.node_at(str(peer)).watchers.discard(self)
+            case Verified(block):
+                self.node.gained(block)
             case Deliver(block):
                 offset, length = self.manifest.block_span(block)
                 self.on_chunk(world.content[offset:offset + length])
             case Finished():
-                self.running = False
-                if self.timer is not None:
-                    self.timer.cancel()
+                self.stop()
                 self.on_end()
+
+    def _refuse(self, peer: str, block: int, length: int) -> None:
+        """`peer` lacks what was asked: its REJECT comes back a round trip later."""
+        world = self.world
+        refusal = wire.Reject(block, 0, length, wire.RejectReason.NOT_FOUND)
+        world.clock.at(world.clock.now + 2 * world.net.delay, self._message, peer, refusal)
 
     def _ask(self, peer: str, nbytes: int, block: int | None, answer: object) -> None:
         """A request reaches `peer` one delay from now; its answer comes through the peer's uplink."""

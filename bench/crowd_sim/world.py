@@ -11,11 +11,13 @@ node on its own host, so only the node's links count.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import random
 import time
 from collections.abc import Callable
 
+import addresses
 from proxy.download.discovery_rule import DEFAULT_LARGE, DiscoveryRule
 from proxy.download.parking import ParkingSettings
 from proxy.download.settings import DownloadSettings
@@ -28,11 +30,17 @@ from proxy.download.transition import (
 )
 from swarm.content.manifest import build_manifest
 from swarm.discovery.seam import validator_bytes
+from swarm.service.swarm_service import PEER_SPARE
 from swarm.trust import ManifestClaim, parse_trust
+from swarm.trust import quorum as _quorum
 
 from .events import Clock
 from .models import DHTS, Dht, Links, NetParams, Origin, Uplink
 from .node import Node
+
+# The quorum asks `addresses.network_prefix` of every vouch of every lookup, parsing the address with `ipaddress`
+# each time: half of a large run's time. It is a pure function of the address: memoised here, the same answers.
+_quorum.network_prefix = functools.lru_cache(maxsize=1 << 18)(addresses.network_prefix)
 
 MAX_SPOOL = 1 << 30  # the proxy's default store size bounds what is spooled: far above 100 KB
 
@@ -103,6 +111,14 @@ class World:
         self.unfinished: list[Node] = []
         self._live: dict[int, Node] = {}
         self._uplinks: dict[str, Uplink] = {}
+        self._nodes: dict[str, Node] = {}  # every node by host: they stay up and serve (the lab's nodes do)
+
+    def node_at(self, host: str) -> Node:
+        return self._nodes[host]
+
+    def peers_for(self, manifest) -> int:
+        """`SwarmService.peers_for`: --fetch-peers, but at most PEER_SPARE more than the file has blocks."""
+        return max(1, min(self.fetch_peers, manifest.num_blocks + PEER_SPARE))
 
     def uplink(self, host: str) -> Uplink:
         """The uplink `host` serves its peers through."""
@@ -129,6 +145,7 @@ class World:
     def _arrive(self, index: int) -> None:
         node = Node(self, index, self.arrivals[index], self.settings, keep_events=index < self.params.keep_events)
         self._live[index] = node
+        self._nodes[node.host] = node
         if index + 1 < len(self.arrivals):  # one arrival in the heap at a time
             self.clock.at(self.arrivals[index + 1], self._arrive, index + 1)
         node.start()
