@@ -1,8 +1,8 @@
 """The simulator's models of what is not ours: the links, the origin, the DHT. Each is a small, table-tested piece.
 
 - `Links`: per-host links with a one-way delay and FIFO up- and downlink caps, per message (flow level: a message
-  leaves when its sender's uplink is free and lands when the receiver's downlink has taken it; a message's
-  serialisation on an idle downlink overlaps its uplink's, as a stream's would). The lab's emulation
+  leaves when its sender's uplink is free and lands when the receiver's downlink has taken it, its bytes
+  streaming through both links at once, the slower setting the pace). The lab's emulation
   (`bench.lab.netem`) caps each host at 1.25 MB/s each way with 25 ms one-way between any two hosts.
 - `Origin`: `proxy.demo.slow_origin.SlowOrigin`, reproduced: one token bucket (rate, burst max(16 KiB, rate/10))
   taken one 16 KiB chunk at a time under a FIFO lock, so every response in progress gets a chunk in turn; the
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import heapq
 import math
 import random
 from collections import deque
@@ -58,18 +59,22 @@ class Links:
 
     def send(self, src: str, dst: str, nbytes: int, now: float) -> float:
         """When the last byte of an `nbytes` message sent by `src` at `now` has reached `dst`."""
-        left = now
+        first = left = now
         if src not in self.unlimited:
-            left = max(now, self._up_free.get(src, 0.0)) + nbytes / self.params.up
+            first = max(now, self._up_free.get(src, 0.0))
+            left = first + nbytes / self.params.up
             self._up_free[src] = left
-        return self.land(dst, nbytes, left)
+        return self.land(dst, nbytes, first, left)
 
-    def land(self, dst: str, nbytes: int, left: float) -> float:
-        """When the last byte of a message whose last byte left its sender at `left` has reached `dst`."""
+    def land(self, dst: str, nbytes: int, first: float, left: float) -> float:
+        """When the last byte of a message has reached `dst`, its first byte having left its sender at `first` and
+        its last at `left`: no sooner than one delay after the last left, nor than `dst`'s downlink (free once the
+        messages before it landed) takes it all from when its first byte arrived."""
         self.carried += nbytes
-        arrival = left + self.params.delay
+        delay = self.params.delay
+        arrival = left + delay
         if dst not in self.unlimited:
-            arrival = max(arrival, self._down_free.get(dst, 0.0) + nbytes / self.params.down)
+            arrival = max(arrival, max(first + delay, self._down_free.get(dst, 0.0)) + nbytes / self.params.down)
             self._down_free[dst] = arrival
         return arrival
 
@@ -94,9 +99,10 @@ class Uplink:
             return
         self.busy = True
         nbytes, dst, deliver, _ = self.queue.popleft()
-        left = self.clock.now + nbytes / self.links.params.up
+        now = self.clock.now
+        left = now + nbytes / self.links.params.up
         self.sent += nbytes
-        self.clock.at(self.links.land(dst, nbytes, left), deliver)
+        self.clock.at(self.links.land(dst, nbytes, now, left), deliver)
         self.clock.at(left, self.next)
 
 
@@ -242,8 +248,12 @@ class Dht:
 
     def __init__(self, params: DhtParams, rng: random.Random, *, max_records: int = 64) -> None:
         self.params, self.rng, self.max_records = params, rng, max_records
-        # publisher -> its puts (visible at, expires at, the record, or None: withdrawn), in the order made
-        self._claims: dict[bytes, list[tuple[float, float, Vouch | None]]] = {}
+        # Puts not visible yet, by the time they will be: (visible at, order, publisher, expires at, record or None)
+        self._pending: list[tuple[float, int, bytes, float, Vouch | None]] = []
+        # What lookups see now: each publisher's latest visible record, in a list that samples in O(k)
+        self._live: list[tuple[float, Vouch]] = []  # (expires at, record)
+        self._where: dict[bytes, int] = {}  # publisher -> its index in `_live`
+        self._seen_at = -math.inf  # lookups read at non-decreasing times (the virtual clock's)
         self._provider_times: list[float] = []  # visible-at, sorted, beside `_providers` in the same order
         self._providers: list[tuple[float, Provider]] = []  # (expires at, provider)
         self.lookups = self.puts = 0
@@ -257,11 +267,13 @@ class Dht:
         return self.rng.uniform(self.params.announce_min, self.params.announce_max)
 
     def put(self, publisher: bytes, vouch: Vouch | None, now: float, *, claim: bool = False) -> float:
-        """`publisher` claims, vouches or (None) withdraws at `now`; returns when lookups see it."""
+        """`publisher` claims, vouches or (None) withdraws at `now`; returns when lookups see it. A later put of
+        the same publisher replaces its record once visible (a put seen sooner than an earlier one wins: as on a
+        storing node, the last to arrive)."""
         self.puts += 1
         visible = now + self.announce_latency()
         ttl = self.params.claim_ttl if claim else self.params.record_ttl
-        self._claims.setdefault(publisher, []).append((visible, visible + ttl, vouch))
+        heapq.heappush(self._pending, (visible, self.puts, publisher, visible + ttl, vouch))
         return visible
 
     def announce(self, provider: Provider, now: float) -> float:
@@ -273,18 +285,35 @@ class Dht:
 
     def vouches(self, at: float) -> list[Vouch]:
         """The claims and vouches a lookup ending at `at` returns: each publisher's latest visible record (at most
-        `max_records`, a random sample as a storing node's reply is)."""
-        found = []
-        for puts in self._claims.values():
-            latest = None
-            for visible, expires, vouch in puts:
-                if visible <= at:
-                    latest = (expires, vouch)
-            if latest is not None and latest[1] is not None and latest[0] > at:
-                found.append(latest[1])
-        if len(found) > self.max_records:
-            found = self.rng.sample(found, self.max_records)
+        `max_records`, a random sample as a storing node's reply is). `at` never goes back."""
+        assert at >= self._seen_at, "lookups read in time order"
+        self._seen_at = at
+        while self._pending and self._pending[0][0] <= at:
+            _, _, publisher, expires, vouch = heapq.heappop(self._pending)
+            self._drop(publisher)
+            if vouch is not None:
+                self._where[publisher] = len(self._live)
+                self._live.append((expires, vouch))
+        live = self._live
+        picked = range(len(live)) if len(live) <= self.max_records else \
+            self.rng.sample(range(len(live)), self.max_records)
+        found, expired = [], []
+        for i in picked:
+            expires, vouch = live[i]
+            (found if expires > at else expired).append(vouch)
+        for vouch in expired:
+            self._drop(vouch.publisher_id)
         return found
+
+    def _drop(self, publisher: bytes) -> None:
+        """Forget `publisher`'s live record (swap with the last: O(1))."""
+        index = self._where.pop(publisher, None)
+        if index is None:
+            return
+        last = self._live.pop()
+        if index < len(self._live):
+            self._live[index] = last
+            self._where[last[1].publisher_id] = index
 
     def providers(self, at: float, want: int) -> list[Provider]:
         """Up to `want` providers visible at `at`, a random sample of them."""

@@ -48,7 +48,9 @@ if TYPE_CHECKING:
 
 
 def origin_head(world: World, status: int, start: int, end: int) -> OriginHead:
-    """What `describe` makes of SlowOrigin's answer (its headers, as it sends them)."""
+    """What `describe` makes of SlowOrigin's answer (its headers, as it sends them); the same answer, made once."""
+    if (head := world.heads.get((status, start, end))) is not None:
+        return head
     size = len(world.content)
     headers = CIMultiDict({"ETag": world.etag, "Last-Modified": "Sat, 28 Nov 2026 00:00:00 GMT",
                            "Accept-Ranges": "bytes", "Cache-Control": "public, max-age=3600",
@@ -56,7 +58,8 @@ def origin_head(world: World, status: int, start: int, end: int) -> OriginHead:
     if status == 206:
         headers["Content-Range"] = f"bytes {start}-{end - 1}/{size}"
     raw = [(k.encode(), v.encode()) for k, v in headers.items()]
-    return describe(world.url, CIMultiDict(), status, headers, raw)
+    head = world.heads[(status, start, end)] = describe(world.url, CIMultiDict(), status, headers, raw)
+    return head
 
 
 class Node:
@@ -72,6 +75,7 @@ class Node:
         self.conn: OriginConn | None = None
         self.fetch: SwarmFetch | None = None
         self.timer: Timer | None = None
+        self.deadline: float | None = None  # the timer's
         self.lookup: Timer | None = None
         self.ahead_at: float | None = None  # when the claims lookup started before the head ends (`LookAhead`)
         self.claimed_at = math.inf
@@ -105,15 +109,18 @@ class Node:
         if self.core.done:
             self._finish()
             return
+        deadline = self.core.next_deadline()
+        if deadline == self.deadline:  # armed already (most events leave it where it was)
+            return
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
-        deadline = self.core.next_deadline()
+        self.deadline = deadline
         if deadline is not None:
             self.timer = self.world.clock.timer(deadline, self._timer)
 
     def _timer(self) -> None:
-        self.timer = None
+        self.timer, self.deadline = None, None
         if not self.core.done:
             self._run(self.core.timer(self.world.clock.now))
 

@@ -63,6 +63,7 @@ class SwarmFetch:
         self.wanted = world.peers_for(manifest)
         self.running = True
         self.timer: Timer | None = None
+        self.deadline: float | None = None  # the timer's
         self.origin_conns: dict[int, OriginConn] = {}
         self.asked: dict[tuple[str, int], list] = {}  # requests a CANCEL may still take back
 
@@ -152,7 +153,7 @@ class SwarmFetch:
         self.world.clock.at(self.world.clock.now + self.world.net.delay, self._message, peer, wire.Have(block))
 
     def _timer(self) -> None:
-        self.timer = None
+        self.timer, self.deadline = None, None
         if self.running:
             self._run(self.core.on_timer(self.world.clock.now))
 
@@ -169,9 +170,12 @@ class SwarmFetch:
             self.on_fail("no source left")
             return
         deadline = self.core.next_deadline()
+        if deadline == self.deadline:  # armed already
+            return
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
+        self.deadline = deadline
         if deadline is not None:
             self.timer = self.world.clock.timer(deadline, self._timer)
 

@@ -28,6 +28,7 @@ from proxy.download.transition import (
     DEFAULT_RATE_WINDOW,
     TransitionSettings,
 )
+from proxy.origin_head import OriginHead
 from swarm.content.manifest import build_manifest
 from swarm.discovery.seam import validator_bytes
 from swarm.service.swarm_service import PEER_SPARE
@@ -101,6 +102,7 @@ class World:
         self.swarm_origin = Origin(self.clock, self.links, "origin", self.content, rate=p.origin_rate,
                                    max_connections=p.origin_connections)
         self.fetch_peers = p.fetch_peers
+        self.heads: dict[tuple[int, int, int], OriginHead] = {}  # `node.origin_head`'s, by (status, start, end)
         self.settings = DownloadSettings(
             TransitionSettings(p.first_byte_timeout, p.min_rate, p.rate_window, p.early_lookup), max_spool=MAX_SPOOL,
             parking=ParkingSettings(after=self.trust.vouchers), discovery=DiscoveryRule(p.discover_size))

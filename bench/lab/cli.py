@@ -9,6 +9,9 @@ Scenarios (each writes report.json, summary.txt and figure.png into --out):
   largefile   30 MB, 100 clients at 1/s: swarmproxy vs libtorrent with the origin as web seed (table 4.1)
   mixed       Pack's future work: adaptive T/R/W vs the best fixed T/R/W of `sweep` (and the defaults) in one run,
               on far-but-fast, overloaded and flapping origins: median time and needless switches
+  crowd-scale the flash crowd simulated at internet scale (100,000 clients at 1,000/s; --clients, --rate, --dht
+              ours|mainline|both, --cross-check: 1,000 at 20/s against recorded real runs): the real download,
+              fetch and trust cores on a virtual clock (bench/crowd_sim)
 
 Every client is a full node (proxy + block engine + DHT) on its own 127.x.y.z address, in this process or
 spread over --workers processes that share one emulated network; the origin is throttled like Pack's
@@ -42,7 +45,7 @@ from .. import extra
 if TYPE_CHECKING:
     from .scenarios import Plan
 
-SCENARIOS = ("flashcrowd", "sweep", "page", "largefile", "mixed")
+SCENARIOS = ("flashcrowd", "sweep", "page", "largefile", "mixed", "crowd-scale")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -109,6 +112,10 @@ def build_parser(prog: str = "swarmproxy lab") -> argparse.ArgumentParser:
                           "largefile, whose 100 nodes trade blocks at once; 0 otherwise)")
     lab.add_argument("--transport", choices=("tcp", "quic", "both"), default="tcp", help="peer transport (tcp)")
     lab.add_argument("--seed", type=int, default=1, help="random seed of the arrivals (1)")
+    lab.add_argument("--dht", choices=("ours", "mainline", "both"),
+                     help="crowd-scale: the DHT's latency model (ours)")
+    lab.add_argument("--cross-check", action="store_true",
+                     help="crowd-scale: 1,000 clients at 20/s against the recorded real flashcrowd runs")
     return lab
 
 
@@ -192,6 +199,10 @@ def run(args: argparse.Namespace) -> int:
         logging.getLogger("swarmproxy").setLevel(logging.ERROR)
         raise_file_limit()
         return mixed.run(args, lambda line: print(line, flush=True))
+    if args.scenario == "crowd-scale":  # simulated: no emulated network, no nodes to start
+        from bench.crowd_sim import lab as crowd_scale
+
+        return crowd_scale.run(args, lambda line: print(line, flush=True))
     try:
         the_plan = plan(args)
     except ConfigError as exc:

@@ -1,0 +1,73 @@
+"""A small simulated crowd around the real cores: what must hold of it whatever the models' numbers (no timing)."""
+
+import json
+
+import pytest
+
+from bench.crowd_sim import lab
+from bench.crowd_sim.world import SimParams, World, run_direct
+from bench.lab import cli
+
+
+@pytest.fixture(scope="module")
+def crowd():
+    params = SimParams(clients=50, rate=20.0)
+    world = World(params)
+    return params, world, world.run(), run_direct(params)
+
+
+def test_every_client_gets_exactly_the_file(crowd):
+    params, _, swarm, direct = crowd
+    assert not lab.honesty(params, swarm, direct)
+    assert all(r["exact"] and r["bytes"] == params.size for r in swarm["clients"])
+    assert all(r["bytes_origin"] + r["bytes_peers"] == params.size for r in swarm["clients"])
+
+
+def test_the_swarm_spares_the_origin_and_the_clients(crowd):
+    _, _, swarm, direct = crowd
+    assert swarm["origin_bytes"] < direct["origin_bytes"] / 2
+    assert sum(r["bytes_peers"] for r in swarm["clients"]) > 0
+    median = lambda half: sorted(r["duration_s"] for r in half["clients"])[len(half["clients"]) // 2]  # noqa: E731
+    assert median(swarm) < median(direct)
+
+
+def test_a_quorum_is_found_only_after_two_first_hand_copies_are_visible(crowd):
+    params, world, swarm, _ = crowd
+    vouchers = [r for r in swarm["clients"] if r["vouched"]]
+    assert all(r["bytes_origin"] == params.size for r in vouchers)  # first-hand: every byte from the origin
+    second = swarm["vouch_times"][1]  # the trust rule is quorum:2
+    assert lab.first_quorum(swarm["clients"]) >= second + world.dht.params.announce_min
+
+
+def test_the_same_seed_gives_the_same_crowd(crowd):
+    params, _, swarm, _ = crowd
+    again = World(params).run()
+    assert [r["duration_s"] for r in again["clients"]] == [r["duration_s"] for r in swarm["clients"]]
+
+
+def test_honesty_catches_a_short_body_and_unaccounted_origin_bytes(crowd):
+    params, _, swarm, direct = crowd
+    broken = {**swarm, "clients": [dict(r) for r in swarm["clients"]], "origin_bytes": 0}
+    broken["clients"][3].update(bytes=params.size - 1, exact=False)
+    problems = lab.honesty(params, broken, direct)
+    assert any("did not get exactly" in p for p in problems)
+    assert any("origin bytes" in p for p in problems)
+
+
+def test_lab_crowd_scale_quick_writes_its_report(tmp_path):
+    pytest.importorskip("matplotlib")  # the lab extra draws the figure
+    args = cli.build_parser().parse_args(["crowd-scale", "--quick", "--clients", "30", "--dht", "both",
+                                          "--out", str(tmp_path)])
+    assert lab.run(args, lambda line: None) == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert [r["params"]["dht"] for r in report["runs"]] == ["ours", "mainline"]
+    assert all(not r["problems"] and r["swarmproxy"]["summary"]["finished"] == 30 for r in report["runs"])
+    assert {"origin_share", "offload", "swarm_p99_s", "direct_p50_s", "p99_over_idle"} <= set(
+        report["runs"][0]["figures"])
+    assert (tmp_path / "figure.png").stat().st_size > 0
+    assert "crowd-scale" in (tmp_path / "summary.txt").read_text()
+
+
+def test_the_origin_plugin_is_refused_not_ignored(tmp_path):
+    args = cli.build_parser().parse_args(["crowd-scale", "--quick", "--origin-plugin", "--out", str(tmp_path)])
+    assert lab.run(args, lambda line: None) == 2
