@@ -94,7 +94,7 @@ class Node:
         self.held: set[int] = set()  # blocks it verified from peers, served to others while it fetches
         self.complete = False  # it holds (and serves) the whole file
         self.announced = False  # its provider record was put
-        self.watchers: set[SwarmFetch] = set()  # fetches connected to it: each gets a HAVE per block it gains
+        self.watchers: dict[SwarmFetch, None] = {}  # fetches connected to it: each gets a HAVE per block it gains
 
     # -- the shell's loop --------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -228,7 +228,7 @@ class Node:
                 self._say(f"switch ({cause}) at byte {position}: {reason}")
             case act.StartSwarm(found, start, end):
                 self._say(f"from {len(found.providers)} peers, bytes {start}-{end - 1}")
-                self.fetch = SwarmFetch(world, self, found.manifest, [p.host for p in found.providers], start, end,
+                self.fetch = SwarmFetch(world, self, found.manifest, [p.port for p in found.providers], start, end,
                                         self._swarm_chunk, self._swarm_end, self._swarm_failed)
                 self.fetch.start()
             case act.StartSegments():
@@ -299,14 +299,15 @@ class Node:
         """Put its provider record (once: a fetch's announcement stands for the complete copy too)."""
         if not self.announced:
             self.announced = True
-            self.world.dht.announce(Provider(self.node_id, self.host, 1, 1), self.world.clock.now)
+            # Its port stands for its index: peers are named by index (`swarm_fetch`)
+            self.world.dht.announce(Provider(self.node_id, self.host, self.index, 1), self.world.clock.now)
             self.world.holders += 1
 
     def gained(self, block: int) -> None:
         """Its fetch verified `block`: it serves it, and tells every fetch connected to it."""
         self.held.add(block)
         for watcher in list(self.watchers):
-            watcher.have(self.host, block)
+            watcher.have(self.index, block)
 
     def _fetch_ended(self, *, vouching: bool) -> None:
         self.claimed_at = math.inf

@@ -51,15 +51,17 @@ HEADER = 13  # bytes of a BLOCK frame's header on the wire (`wire.encode_block_h
 class SwarmFetch:
     """Bytes `start..end-1` of `manifest`, in order, to `on_chunk`; then `on_end()`, or `on_fail(reason)`."""
 
-    def __init__(self, world: World, node: Node, manifest, providers: list[str], start: int, end: int,
+    def __init__(self, world: World, node: Node, manifest, providers: list[int], start: int, end: int,
                  on_chunk: Callable[[bytes], None], on_end: Callable[[], None],
                  on_fail: Callable[[str], None]) -> None:
         self.world, self.node, self.host, self.manifest = world, node, node.host, manifest
         self.on_chunk, self.on_end, self.on_fail = on_chunk, on_end, on_fail
         bs = manifest.block_size
         self.core = FetchCore(manifest, None, first_block=start // bs, last_block=(end - 1) // bs, rng=node.rng)
-        self.known = set(providers)  # every address tried (never tried again)
-        self.live: set[str] = set()  # joined and not closed
+        # Peers are node indices (ints hash alike in every process: a run is the same for its seed); dicts, not
+        # sets, wherever the order is walked.
+        self.known = dict.fromkeys(providers)  # every provider tried (never tried again)
+        self.live: dict[int, None] = {}  # joined and not closed
         self.wanted = world.peers_for(manifest)
         self.running = True
         self.timer: Timer | None = None
@@ -85,7 +87,7 @@ class SwarmFetch:
             self.world.swarm_origin.close(conn, self.world.clock.now)
         self.origin_conns.clear()
         for peer in self.live:
-            self.world.node_at(peer).watchers.discard(self)
+            self.world.node_at(peer).watchers.pop(self, None)
         self.live.clear()
 
     @property
@@ -97,16 +99,16 @@ class SwarmFetch:
         return self.core.layer is not None
 
     # -- providers ---------------------------------------------------------------------------------------------
-    def _connect(self, peer: str) -> None:
+    def _connect(self, peer: int) -> None:
         self.world.clock.at(self.world.clock.now + 4 * self.world.net.delay, self._joined, peer)  # TCP, handshake
 
-    def _joined(self, peer: str) -> None:
+    def _joined(self, peer: int) -> None:
         if not self.running:
             return
         now, provider = self.world.clock.now, self.world.node_at(peer)
         count = self.manifest.num_blocks
-        self.live.add(peer)
-        provider.watchers.add(self)
+        self.live[peer] = None
+        provider.watchers[self] = None
         held = range(count) if provider.complete else sorted(provider.held)
         self._run(self.core.add_peer(peer, now))
         if self.running:
@@ -132,23 +134,23 @@ class SwarmFetch:
         refreshing = step < len(PROVIDER_REFRESH)
         most = min(self.wanted, PROVIDER_POOL - len(self.known)) if refreshing else self.wanted - len(self.live)
         if most > 0:
-            fresh = [p.host for p in world.dht.providers(now, PROVIDER_POOL)
-                     if p.host not in self.known and p.host != self.host]
+            fresh = [p.port for p in world.dht.providers(now, PROVIDER_POOL)
+                     if p.port not in self.known and p.port != self.node.index]
             for peer in self.node.rng.sample(fresh, min(most, len(fresh))):
-                self.known.add(peer)
+                self.known[peer] = None
                 self._connect(peer)
         following = step + 1
         wait = PROVIDER_REFRESH[following] if following < len(PROVIDER_REFRESH) else PROVIDER_TOPUP
         world.clock.at(now + wait, self._refresh, following)
 
     # -- events ------------------------------------------------------------------------------------------------
-    def _message(self, peer: str, message: object, block: int | None = None) -> None:
+    def _message(self, peer: int, message: object, block: int | None = None) -> None:
         if block is not None:
             self.asked.pop((peer, block), None)
         if self.running:
             self._run(self.core.on_message(peer, message, self.world.clock.now))
 
-    def have(self, peer: str, block: int) -> None:
+    def have(self, peer: int, block: int) -> None:
         """`peer` verified `block` (its HAVE, sent when it did, lands one delay later)."""
         self.world.clock.at(self.world.clock.now + self.world.net.delay, self._message, peer, wire.Have(block))
 
@@ -183,22 +185,22 @@ class SwarmFetch:
         world, now = self.world, self.world.clock.now
         match action:
             case Send(peer, wire.HashRequest(first, count)):
-                provider = world.node_at(str(peer))
+                provider = world.node_at(_index(peer))
                 if provider.complete or (provider.fetch is not None and provider.fetch.has_layer):
                     hashes = tuple(world.layer[first:first + count])
-                    self._ask(str(peer), 32 * len(hashes) + HEADER, None, wire.HashResponse(first, count, hashes))
+                    self._ask(_index(peer), 32 * len(hashes) + HEADER, None, wire.HashResponse(first, count, hashes))
                 else:  # it has no layer yet (it is fetching too): refused
-                    self._refuse(str(peer), 0, 0)
+                    self._refuse(_index(peer), 0, 0)
             case Send(peer, wire.Request(block, _, length)):
-                provider = world.node_at(str(peer))
+                provider = world.node_at(_index(peer))
                 if provider.complete or block in provider.held:
                     offset = block * self.manifest.block_size
                     data = world.content[offset:offset + length]
-                    self._ask(str(peer), length + HEADER, block, wire.Block(block, 0, data))
+                    self._ask(_index(peer), length + HEADER, block, wire.Block(block, 0, data))
                 else:
-                    self._refuse(str(peer), block, length)
+                    self._refuse(_index(peer), block, length)
             case Send(peer, wire.Cancel(block)):
-                if (entry := self.asked.pop((str(peer), block), None)) is not None:
+                if (entry := self.asked.pop((_index(peer), block), None)) is not None:
                     world.clock.at(now + world.net.delay, _cancel, entry)
             case Send():
                 pass  # keepalives and the like
@@ -208,8 +210,8 @@ class SwarmFetch:
                 if (conn := self.origin_conns.pop(block, None)) is not None:
                     world.swarm_origin.close(conn, now)
             case Close(peer):
-                self.live.discard(str(peer))
-                world.node_at(str(peer)).watchers.discard(self)
+                self.live.pop(_index(peer), None)
+                world.node_at(peer).watchers.pop(self, None)  # type: ignore[arg-type]
             case Verified(block):
                 self.node.gained(block)
             case Deliver(block):
@@ -219,19 +221,19 @@ class SwarmFetch:
                 self.stop()
                 self.on_end()
 
-    def _refuse(self, peer: str, block: int, length: int) -> None:
+    def _refuse(self, peer: int, block: int, length: int) -> None:
         """`peer` lacks what was asked: its REJECT comes back a round trip later."""
         world = self.world
         refusal = wire.Reject(block, 0, length, wire.RejectReason.NOT_FOUND)
         world.clock.at(world.clock.now + 2 * world.net.delay, self._message, peer, refusal)
 
-    def _ask(self, peer: str, nbytes: int, block: int | None, answer: object) -> None:
+    def _ask(self, peer: int, nbytes: int, block: int | None, answer: object) -> None:
         """A request reaches `peer` one delay from now; its answer comes through the peer's uplink."""
         world = self.world
         entry: list = [nbytes, self.host, lambda: self._message(peer, answer, block), True]
         if block is not None:
             self.asked[(peer, block)] = entry
-        world.clock.at(world.clock.now + world.net.delay, _queue, world.uplink(peer), entry)
+        world.clock.at(world.clock.now + world.net.delay, _queue, world.uplink(world.node_at(peer).host), entry)
 
     def _origin_fetch(self, block: int, offset: int, length: int) -> None:
         got: list[bytes] = []
@@ -258,3 +260,9 @@ def _queue(uplink: Uplink, entry: list) -> None:
 
 def _cancel(entry: list) -> None:
     entry[3] = False  # still queued: it is skipped; already sent: too late, as on the wire
+
+
+def _index(peer: object) -> int:
+    """A core's peer, which this shell names by node index."""
+    assert isinstance(peer, int)
+    return peer

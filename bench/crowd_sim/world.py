@@ -113,10 +113,10 @@ class World:
         self.unfinished: list[Node] = []
         self._live: dict[int, Node] = {}
         self._uplinks: dict[str, Uplink] = {}
-        self._nodes: dict[str, Node] = {}  # every node by host: they stay up and serve (the lab's nodes do)
+        self._nodes: dict[int, Node] = {}  # every node by index: they stay up and serve (the lab's nodes do)
 
-    def node_at(self, host: str) -> Node:
-        return self._nodes[host]
+    def node_at(self, index: int) -> Node:
+        return self._nodes[index]
 
     def peers_for(self, manifest) -> int:
         """`SwarmService.peers_for`: --fetch-peers, but at most PEER_SPARE more than the file has blocks."""
@@ -147,7 +147,7 @@ class World:
     def _arrive(self, index: int) -> None:
         node = Node(self, index, self.arrivals[index], self.settings, keep_events=index < self.params.keep_events)
         self._live[index] = node
-        self._nodes[node.host] = node
+        self._nodes[index] = node
         if index + 1 < len(self.arrivals):  # one arrival in the heap at a time
             self.clock.at(self.arrivals[index + 1], self._arrive, index + 1)
         node.start()
