@@ -29,8 +29,12 @@ import statistics
 import time
 from collections.abc import Callable
 
+from proxy.errors import ConfigError
+from swarm.content.sizes import parse_rate
+
 from ..lab import report as rep
 from ..lab.honesty import percentile
+from ..lab.sweeps import amount
 from .world import SimParams, World, idle_origin_time, run_direct
 
 Say = Callable[[str], None]
@@ -52,7 +56,10 @@ def params_of(args: argparse.Namespace, dht: str) -> SimParams:
     else:
         clients, rate = args.clients or 100_000, args.rate or 1000.0
     return SimParams(clients=clients, rate=rate, dht=dht, seed=args.seed, fetch_peers=args.fetch_peers or 16,
-                     delay=args.delay / 1000)
+                     delay=args.delay / 1000, origin_connections=args.origin_connections,
+                     origin_rate=amount(parse_rate, "--origin-rate", args.origin_rate),
+                     node_up=amount(parse_rate, "--node-rate", args.node_rate),
+                     node_down=amount(parse_rate, "--node-rate", args.node_rate))
 
 
 def run(args: argparse.Namespace, say: Say) -> int:
@@ -63,7 +70,11 @@ def run(args: argparse.Namespace, say: Say) -> int:
     dhts = ["ours"] if args.cross_check else (["ours", "mainline"] if args.dht == "both" else [args.dht or "ours"])
     runs = []
     for index, dht in enumerate(dhts):
-        params = params_of(args, dht)
+        try:
+            params = params_of(args, dht)
+        except ConfigError as exc:
+            say(f"swarmproxy lab crowd-scale: {exc}")
+            return 2
         say(f"\n[{index + 1}/{len(dhts)}] {params.clients:,} clients at {params.rate:g}/s, {params.size:,} bytes "
             f"each, DHT model: {dht}")
         runs.append(one_run(params, say))
