@@ -14,7 +14,8 @@ Reproduced from the shells, not run (`proxy.download.fallback._Download`, `proxy
 - `OriginComplete` with a complete spool and `publishable`: the node vouches (its manifest's root) and announces
   itself as a provider; `HandOver` of a finished swarm fetch announces it as a provider, never a voucher
   (`completed_from_peers`); storing and hashing take no time;
-- a lookup's providers: up to `--fetch-peers` visible provider records, a random sample; none: `no-provider`;
+- a lookup's providers: `peers_for` (at most --fetch-peers) of the visible provider records, a random sample (a
+  fetching node announces itself at once: `swarm_fetch`); none: `no-provider`;
   a lookup slower than the engine's 5 s timeout: `lookup-failed`;
 - `StartHead` (a T switch before any head): the HEAD answers in two round trips, outside the origin's queue.
 Vouches are first-hand (each publisher's own address, its own network), so the quorum counts publishers.
