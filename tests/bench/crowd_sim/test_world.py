@@ -1,12 +1,18 @@
 """A small simulated crowd around the real cores: what must hold of it whatever the models' numbers (no timing)."""
 
 import json
+import os
+import pathlib
+import subprocess
+import sys
 
 import pytest
 
 from bench.crowd_sim import lab
 from bench.crowd_sim.world import SimParams, World, run_direct
 from bench.lab import cli
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
@@ -71,3 +77,13 @@ def test_lab_crowd_scale_quick_writes_its_report(tmp_path):
 def test_the_origin_plugin_is_refused_not_ignored(tmp_path):
     args = cli.build_parser().parse_args(["crowd-scale", "--quick", "--origin-plugin", "--out", str(tmp_path)])
     assert lab.run(args, lambda line: None) == 2
+
+
+def test_a_crowd_is_the_same_in_every_process():
+    """Peers are walked in insertion order, never by hash: two processes with different string hashes agree."""
+    script = ("import json; from bench.crowd_sim.world import World, SimParams; "
+              "r = World(SimParams(clients=40, rate=20.0)).run(); "
+              "print(json.dumps([c['duration_s'] for c in r['clients']]))")
+    runs = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=ROOT,
+                           env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")]
+    assert runs[0] == runs[1]
