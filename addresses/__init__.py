@@ -175,8 +175,10 @@ def source(host: str | None) -> tuple[str | None, str | None]:
     return canonical, None if network == UNKNOWN_PREFIX else network
 
 
+@functools.lru_cache(maxsize=KIND_CACHE)
 def network_prefix(host: str | None) -> str:
-    """The network an address counts in; see the module docstring.
+    """The network an address counts in; see the module docstring. Cached, as `parse`: a quorum asks it of every
+    vouch of every lookup (half of the crowd simulator's time, `bench.crowd_sim`, before it was).
 
     `8.8.4.4` → `8.8.4.0/24`, `2a00:1:2:3::5` → `2a00:1:2::/48`, `192.168.1.4` → `192.168.1.4/32`; an address that
     embeds an IPv4 host counts as that host; anything special-purpose, or not an IP literal → `UNKNOWN_PREFIX`.

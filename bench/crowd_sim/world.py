@@ -11,13 +11,11 @@ node on its own host, so only the node's links count.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import random
 import time
 from collections.abc import Callable
 
-import addresses
 from proxy.download.discovery_rule import DEFAULT_LARGE, DiscoveryRule
 from proxy.download.parking import ParkingSettings
 from proxy.download.settings import DownloadSettings
@@ -33,15 +31,10 @@ from swarm.content.manifest import build_manifest
 from swarm.discovery.seam import validator_bytes
 from swarm.service.swarm_service import PEER_SPARE
 from swarm.trust import ManifestClaim, parse_trust
-from swarm.trust import quorum as _quorum
 
 from .events import Clock
 from .models import DHTS, Dht, Links, NetParams, Origin, Uplink
 from .node import Node
-
-# The quorum asks `addresses.network_prefix` of every vouch of every lookup, parsing the address with `ipaddress`
-# each time: half of a large run's time. It is a pure function of the address: memoised here, the same answers.
-_quorum.network_prefix = functools.lru_cache(maxsize=1 << 18)(addresses.network_prefix)
 
 MAX_SPOOL = 1 << 30  # the proxy's default store size bounds what is spooled: far above 100 KB
 
