@@ -1,7 +1,8 @@
 """The admin API: origin-form requests to the proxy itself, answered to loopback clients only.
 
 GET /_swarm/status                 version, uptime, listen addresses, counters since start and today (JSON)
-GET /_swarm/requests               the last N requests, newest last (JSON list)
+GET /_swarm/requests               the last N requests, newest last (JSON list; ?limit=N the last N only,
+                                   ?order=newest newest first, ?under_way=1 only those not finished)
 GET /_swarm/requests/<id>          one of them, by the id a relayed response named in its Swarm-Request field
 GET /_swarm/discovery              every discovery backend's status, by name ("dht": the DHT node)
 GET /_swarm/discovery/providers/<root>  runs a lookup for a content root (64 hex digits) through every
@@ -15,6 +16,8 @@ GET /_swarm/fetch?url=URL          the explicit fetch: swarmproxy downloads URL 
 GET /_swarm/fetch/torrent?magnet=LINK[&file=PATH]  a BitTorrent v2 file, from BitTorrent peers and ours
 POST /_swarm/fetch/torrent[?file=PATH]  the same for the .torrent file sent as the body (--bt-listen)
 GET /metrics                       Prometheus text format
+GET /_swarm/                       the live status page, with /_swarm/ui/<file>, /_swarm/timeline and
+                                   /_swarm/peers (proxy.status_page: its headers and why)
 
 Only to loopback clients that asked for this machine by name (Host: localhost, 127.x.x.x or [::1], with or
 without the proxy's port), directly, not through a proxy (no Via), and never to a browser's request on behalf
@@ -43,6 +46,7 @@ from .fetch_endpoint import PATH as FETCH_PATH
 from .fetch_endpoint import TORRENT_PATH as TORRENT_FETCH_PATH
 from .responses import OwnResponse
 from .stats import Stats
+from .status_page import UI_PREFIX, StatusPage
 
 if TYPE_CHECKING:
     from swarm.discovery import Discovery
@@ -82,7 +86,9 @@ class Admin:
         self.network = network  # which networks the node is on, and the router's word (`proxy.internet`)
         self.addresses = addresses
         self.discovery = discovery
+        self.page = StatusPage(stats, engine, bridge)
         self.routes: dict[str, Callable[[web.BaseRequest], Awaitable[web.StreamResponse]]] = {
+            **self.page.routes(),
             "/_swarm/status": self.status,
             "/_swarm/requests": self.requests,
             "/_swarm/discovery": self.discovery_status,
@@ -118,6 +124,8 @@ class Admin:
                 route = functools.partial(self.providers, prefix=prefix)
         if route is None and request.path.startswith(RECORD):
             route = self.request_record
+        if route is None and request.path.startswith(UI_PREFIX):
+            route = self.page.asset
         if route is None:
             return _json({
                 "error": f"no such path {request.path!r}. This is swarmproxy, an HTTP forward proxy: "
@@ -165,10 +173,15 @@ class Admin:
         return _json(export.shown())
 
     async def requests(self, request: web.BaseRequest) -> web.StreamResponse:
-        records = [r.shown() for r in self.stats.history]
+        history = self.stats.under_way() if request.query.get("under_way") in ("1", "true", "yes") \
+            else self.stats.history
+        chosen = list(history)
         limit = request.query.get("limit", "")
         if limit.isdigit():
-            records = records[-int(limit):] if int(limit) else []
+            chosen = chosen[-int(limit):] if int(limit) else []
+        records = [r.shown() for r in chosen]  # (only those asked for: redacting a URL is not free)
+        if request.query.get("order") == "newest":
+            records.reverse()  # the status page's order: the newest first
         return _json(records)
 
     async def request_record(self, request: web.BaseRequest) -> web.StreamResponse:

@@ -40,7 +40,7 @@ from swarm.discovery import Discovery, Provider, validator_bytes
 from swarm.discovery.own_claims import OwnClaims
 from swarm.errors import ManifestError, StoreError
 from swarm.net.transport import Transport
-from swarm.service.node import FETCH_STALL_TIMEOUT
+from swarm.service.node import FETCH_STALL_TIMEOUT, Link
 from swarm.service.origin_source import OriginRangeSource
 from swarm.service.store_work import fill_entry
 from swarm.service.swarm_service import FETCH_PEERS, LINGER, PROVIDER_WAIT, ShareCounters, SwarmService
@@ -437,6 +437,10 @@ class SwarmEngine:
 
     def withdraw(self, root: bytes, why: str) -> None:
         self.service.withdraw(root, why)
+
+    def links(self) -> list[tuple[str, Link]]:
+        """Every live peer connection, by the transport it runs on (the status page's peers)."""
+        return [(name, link) for name, node in self.service.nodes.items() for link in node.links()]
 
     def status(self) -> dict:
         return {

@@ -22,11 +22,14 @@ import prometheus_client as prom
 from swarm.service.report import FetchReport
 
 from .publish_gate import redact_url
+from .timeline import SOURCES, Timeline
 
 access_log = logging.getLogger("swarmproxy.access")
 
 
 MAX_EVENTS = 40
+# Requests under way the status page follows (`Stats.under_way`): far above --max-connections' default.
+MAX_LIVE = 10_000
 _REPEATED = re.compile(r"\+[0-9.]+s (?P<text>.*?)(?: \(x(?P<count>[0-9]+)\))?", re.DOTALL)
 
 
@@ -156,6 +159,11 @@ class Stats:
         self.connections_open = 0
         # told the number of open client connections after each change (`proxy.idle_trim`)
         self.on_connections: Callable[[int], None] = lambda count: None
+        # The status page's last hour (`proxy.timeline`), and the records still under way with the bytes of each
+        # already put in it: a download's bytes go in as the page's polls see them arrive (`sample`), the rest
+        # when it finishes, so a long download shows as a rate, not as one spike at its end.
+        self.timeline = Timeline()
+        self._live: dict[str, tuple[RequestRecord, dict[str, int]]] = {}
         self._waiters: list[asyncio.Future] = []
         self.registry = prom.CollectorRegistry(auto_describe=True)
         self._requests = prom.Counter(
@@ -216,6 +224,24 @@ class Stats:
         self.counters["transitions"] += 1
         self.today()["transitions"] += 1
         self._transitions.labels(cause).inc()
+        self.timeline.add_transition(cause, self._clock())
+
+    def sample(self) -> None:
+        """Put the bytes the downloads under way received since the last sample into the timeline (the status
+        page's poll calls this before reading it)."""
+        now = self._clock()
+        for record, sampled in self._live.values():
+            self._sample(record, sampled, now)
+
+    def _sample(self, record: RequestRecord, sampled: dict[str, int], now: float) -> None:
+        for source in SOURCES:
+            total = getattr(record, f"bytes_{source}")
+            self.timeline.add_bytes(source, total - sampled[source], now)
+            sampled[source] = max(total, sampled[source])
+
+    def under_way(self) -> list[RequestRecord]:
+        """The requests not finished yet, oldest first (the history may have dropped some of them already)."""
+        return [record for record, _ in self._live.values()]
 
     async def wait_for_requests(self, count: int) -> None:
         """Return once `count` requests have finished (their records complete): for tests, no polling."""
@@ -223,6 +249,10 @@ class Stats:
             waiter = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
             await waiter
+
+    def now(self) -> float:
+        """The wall clock this Stats judges days and the timeline's buckets by."""
+        return self._clock()
 
     def uptime(self) -> float:
         return time.monotonic() - self.started_monotonic
@@ -246,6 +276,9 @@ class Stats:
         # secret otherwise: only the admin API, which answers this machine alone, serves the record.
         record = RequestRecord(method=method, url=url, client=client, started=time.time(), id=secrets.token_hex(8))
         self.history.append(record)
+        self._live[record.id] = (record, dict.fromkeys(SOURCES, 0))
+        if len(self._live) > MAX_LIVE:  # a record some bug never finished: forgotten, not kept for ever
+            del self._live[next(iter(self._live))]
         return record
 
     def find(self, record_id: str) -> RequestRecord | None:
@@ -259,6 +292,8 @@ class Stats:
         record.bytes = sent
         record.duration_s = round(duration, 6)
         record.error = error
+        if (live := self._live.pop(record.id, None)) is not None:
+            self._sample(record, live[1], self._clock())
         self.counters["requests"] += 1
         waiters, self._waiters = self._waiters, []
         for waiter in waiters:

@@ -57,6 +57,18 @@ def test_the_wheel_holds_every_package_and_no_lab_results(installed):
     for package in PACKAGES:
         assert f"{package}/__init__.py" in names, package
     assert not [name for name in names if name.startswith(("tests/", "bench/results/"))]
+    # the status page's files, which the proxy serves from the installed package (/_swarm/: proxy.status_page)
+    from proxy.status_page import FILES
+
+    assert {f"proxy/ui/{name}" for name in FILES} <= set(names)
+
+
+def test_the_installed_proxy_serves_its_status_page(installed, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    # (run outside the tree: the installed package's files, read as the proxy reads them)
+    script = "from proxy.status_page import FILES, ui_file; print(sum(len(ui_file(name)) for name in FILES))"
+    done = _run([str(installed / "python"), "-c", script], env=env, cwd=tmp_path)
+    assert done.returncode == 0 and int(done.stdout) > 1000, done.stderr
 
 
 def test_the_installed_command_runs_outside_the_tree(installed, tmp_path):

@@ -49,7 +49,7 @@ CORE_MODULES = (
     "proxy.download.transition", "proxy.download.adaptive", "proxy.download.parking", "proxy.download.settings",
     "proxy.download.core", "proxy.download.state", "proxy.download.actions",
     "proxy.download.discovery_rule", "proxy.download.segment_walk", "proxy.origin_head", "proxy.publish_gate",
-    "proxy.url_privacy", "proxy.ranges",
+    "proxy.url_privacy", "proxy.ranges", "proxy.timeline", "proxy.peer_rates",
     "proxy.exposure", "bittorrent.settings", "bittorrent.admission", "bittorrent.target",
     "swarm.discovery.seam", "swarm.discovery.own_claims",
     "dht.attestation", "dht.announcements", "dht.routing", "dht.records", "addresses",
