@@ -6,7 +6,7 @@ export const SOURCES = ["origin", "peers", "bittorrent"];
 const SOURCE_COLOURS = { origin: "#3b6fd8", peers: "#2e9d57", bittorrent: "#e08a1e" };
 // The same colours as status.css's .c0 … .c7, which the legend uses.
 export const CAUSE_COLOURS = ["#8e44ad", "#d35454", "#1f9aa8", "#b58900", "#6c7a89", "#d6336c", "#4c6ef5", "#37b24d"];
-const PAD = { left: 58, right: 8, top: 8, bottom: 20 };
+const PAD = { left: 72, right: 8, top: 8, bottom: 20 };
 
 export function rate(n) {
   if (n === null || n === undefined) return "–";

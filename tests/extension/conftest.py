@@ -142,14 +142,14 @@ def origin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Origin]:
 
 
 class ProxyProcess:
-    """`python -m proxy.cli run` on 127.0.0.1:0, its address read from the ready file."""
+    """`python -m proxy.cli run` on 127.0.0.1:0 (or `listen`), its address read from the ready file."""
 
-    def __init__(self, tmp: Path, *extra: str) -> None:
+    def __init__(self, tmp: Path, *extra: str, listen: str = "127.0.0.1:0") -> None:
         ready = tmp / "ready.json"
         self.log = tmp / "proxy.log"
         with self.log.open("wb") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "proxy.cli", "run", "--listen", "127.0.0.1:0", "--ready-file", str(ready),
+                [sys.executable, "-m", "proxy.cli", "run", "--listen", listen, "--ready-file", str(ready),
                  "--dht-listen", "off", "--data-dir", str(tmp / "data"),
                  # The pages' origins are on loopback: listed, as a user lists an office mirror.
                  "--share-private-origins", "127.0.0.1", *extra],
