@@ -1,6 +1,6 @@
 // The popup: the mode switch, the proxy's address and state (from the background's /_swarm/status check),
 // "add this site", and the way to the options page.
-import { decide, normalisePattern } from "./rules.js";
+import { decide, normalisePattern, statusPageUrl } from "./rules.js";
 
 const api = globalThis.browser ?? globalThis.chrome;
 const $ = (id) => document.getElementById(id);
@@ -35,6 +35,7 @@ function show(s) {
   for (const input of document.querySelectorAll("input[name=mode]")) input.checked = input.value === c.mode;
   $("modes").dataset.applied = s.applied ? JSON.parse(s.applied).mode : "";
   $("proxy").textContent = c.proxy;
+  $("status-page").href = statusPageUrl(c.proxy);
   if (s.ok) {
     $("running").textContent = "running";
     $("running").className = "running";
@@ -111,6 +112,13 @@ document.addEventListener("DOMContentLoaded", async () => {
     send({ type: "set", config: { rules: [...current.config.rules, siteHost] } }).then(show, fail);
   });
   $("refresh").addEventListener("click", () => send({ type: "get", refresh: true }).then(show, fail));
+  // Opened by the browser (tabs.create), not as this page's navigation: the proxy then sees the user's own request
+  // (Sec-Fetch-Site: none), as for an address typed, and not an extension page's, which Chromium calls cross-site.
+  $("status-page").addEventListener("click", (event) => {
+    event.preventDefault();
+    if ($("status-page").href.startsWith("http:")) api.tabs.create({ url: $("status-page").href });
+    window.close();
+  });
   $("options").addEventListener("click", (event) => {
     event.preventDefault();
     api.runtime.openOptionsPage();

@@ -203,6 +203,11 @@ export function fetchUrl(proxy, url) {
   return `http://${formatProxyAddress(parseProxyAddress(proxy))}${FETCH_PATH}?url=${encodeURIComponent(String(url))}`;
 }
 
+// The proxy's live status page (issue 41), which the popup links to.
+export function statusPageUrl(proxy) {
+  return `http://${formatProxyAddress(parseProxyAddress(proxy))}/_swarm/`;
+}
+
 // Whether `url` is already a fetch through the proxy at `proxy` (so a download of it is never re-routed).
 export function isFetchUrl(proxy, url) {
   try {

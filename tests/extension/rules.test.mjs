@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import vm from "node:vm";
 import {
   decide, downloadFileName, fetchUrl, firefoxProxyInfo, generatePac, isFetchUrl, normaliseConfig,
-  normalisePattern, parsePatterns, parseProxyAddress, shouldFetchDownload,
+  normalisePattern, parsePatterns, parseProxyAddress, shouldFetchDownload, statusPageUrl,
 } from "../../extension/src/rules.js";
 
 const PATTERNS = [
@@ -210,4 +210,11 @@ test("downloadFileName", async (t) => {
   for (const [url, suggested, expected] of rows) {
     await t.test(`${url} ${suggested ?? ""}`, () => assert.equal(downloadFileName(url, suggested), expected));
   }
+});
+
+test("statusPageUrl: the popup's link to the proxy's status page", () => {
+  assert.equal(statusPageUrl("127.0.0.1:8080"), "http://127.0.0.1:8080/_swarm/");
+  assert.equal(statusPageUrl(" http://LOCALHOST:9000/ "), "http://localhost:9000/_swarm/");
+  assert.equal(statusPageUrl("[::1]:8080"), "http://[::1]:8080/_swarm/");
+  assert.throws(() => statusPageUrl("javascript:alert(1)"));
 });

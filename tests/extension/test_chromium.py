@@ -134,6 +134,7 @@ def test_screenshots_of_popup_and_options(chromium: Browser, origin: Origin, swa
         expect(popup.locator("#swarmed")).to_have_text(re.compile(r"^0 of ([2-9]|\d\d+) requests today$"))
         expect(popup.locator("#peers")).to_have_text("0 B today")
         expect(popup.locator("#site-state")).to_have_text("not listed · direct")
+        expect(popup.locator("#status-page")).to_have_attribute("href", f"http://{swarmproxy.address}/_swarm/")
         popup.locator("body").screenshot(path=str(SCREENSHOTS / "chromium-popup.png"))
     finally:
         popup.close()
@@ -286,3 +287,27 @@ def test_download_with_swarmproxy_from_the_context_menu(chromium: Browser, origi
     finally:
         cdp.detach()
         popup.close()
+
+
+def test_the_popup_opens_the_proxys_status_page(chromium: Browser, swarmproxy: ProxyProcess) -> None:
+    """The popup's "status page" link points at the configured proxy, and opens its page in a tab of its own, which
+    the proxy serves (the browser's own request, not an extension page's) and which goes live."""
+    from playwright.sync_api import expect
+
+    popup = chromium.page("src/popup.html")
+    try:
+        chromium.configure(popup, mode="listed", proxy=swarmproxy.address, rules=[], exclude=[])
+        popup.reload()
+        link = popup.locator("#status-page")
+        expect(link).to_have_attribute("href", f"http://{swarmproxy.address}/_swarm/")
+        with chromium.context.expect_page() as opened:
+            link.click()
+        page = opened.value
+        try:
+            page.wait_for_function("() => document.body.dataset.state === 'up'")
+            assert page.url == f"http://{swarmproxy.address}/_swarm/"
+        finally:
+            page.close()
+    finally:
+        if not popup.is_closed():
+            popup.close()

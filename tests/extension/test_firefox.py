@@ -116,6 +116,8 @@ def test_firefox_screenshots_of_popup_and_options(firefox: Firefox, popup: str, 
             .test(document.getElementById('swarmed').textContent)""")
         firefox.wait_for(page, "() => document.getElementById('site-state').textContent === 'not listed · direct'")
         assert firefox.evaluate(page, "document.getElementById('peers').textContent") == "0 B today"
+        assert firefox.evaluate(page, "document.getElementById('status-page').href") == \
+            f"http://{swarmproxy.address}/_swarm/"
         firefox.screenshot(page, SCREENSHOTS / "firefox-popup.png", origin="viewport")
     finally:
         for context in (site, page):
