@@ -157,7 +157,8 @@ def build_parser() -> argparse.ArgumentParser:
     status = commands.add_parser(
         "status", help="print a running proxy's status",
         description="Print the JSON status of a running proxy (its /_swarm/status) and exit non-zero "
-                    "when none answers.",
+                    "when none answers. The same, live in a browser, with the downloads, peers and plots: "
+                    "http://HOST:PORT/_swarm/ (the status page).",
     )
     status.add_argument("--proxy", default=None, metavar="HOST:PORT",
                         help="where the proxy listens (default: SWARMPROXY_LISTEN, else 127.0.0.1:8080)")

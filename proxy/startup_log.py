@@ -25,7 +25,8 @@ def startup_lines(cfg: Config, addresses: dict[str, str], discovery: dict[str, o
     """`discovery`: each discovery backend's status by its name (`swarm.discovery.backend_status`); `public`: what
     the Internet mode says of the public network (`proxy.internet.Internet.consent_lines`)."""
     proxy = addresses["proxy"]
-    lines = [f"swarmproxy listening on http://{proxy} (admin API on the same port: http://{proxy}/_swarm/status)"]
+    lines = [f"swarmproxy listening on http://{proxy} (admin API on the same port: http://{proxy}/_swarm/status; "
+             f"live status page: http://{proxy}/_swarm/)"]
     dht = discovery.get("dht")
     if isinstance(dht, dict) and "dht" in addresses:
         lan = "off" if cfg.no_lan_discovery else "on (multicast)"

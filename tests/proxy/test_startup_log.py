@@ -34,7 +34,7 @@ async def test_the_block_names_each_listener_and_what_is_shared(tmp_path, caplog
     finally:
         await server.stop()
     assert f"http://{addresses['proxy']}" in block
-    assert "/_swarm/status" in block
+    assert "/_swarm/status" in block and f"http://{addresses['proxy']}/_swarm/)" in block
     assert f"udp://{addresses['dht']}" in block and "LAN discovery off" in block
     assert f"peers fetch from {addresses['peer']} over TCP and QUIC (UDP)" in block
     assert shared in block
