@@ -49,6 +49,10 @@ class RequestRecord:
     bytes_origin: int = 0
     bytes_peers: int = 0  # from our peers (the swarmproxy protocol)
     bytes_bittorrent: int = 0  # from BitTorrent peers (`swarmproxy get magnet:`, proxy.torrent_fetch)
+    # What the block engine delivered to the client and is not split yet into bytes_peers and bytes_origin (its
+    # Range requests to the origin): the split is known when its fetch stops (`Account`; `download.ledger`), and
+    # this is 0 again then. The status page shows a download under way with it.
+    bytes_swarm: int = 0
     manifest_source: str | None = None
     peers: list[str] = dataclasses.field(default_factory=list)
     # Why the swarm part gave up (`swarm_failed: ...`, `manifest_mismatch: ...`) while the origin went on: the
@@ -233,11 +237,18 @@ class Stats:
         for record, sampled in self._live.values():
             self._sample(record, sampled, now)
 
-    def _sample(self, record: RequestRecord, sampled: dict[str, int], now: float) -> None:
+    def _sample(self, record: RequestRecord, sampled: dict[str, int], now: float, *, final: bool = False) -> None:
+        # Bytes the block engine delivered count as the peers' until its fetch's split says how many were the
+        # origin's Range answers; those are then moved to the origin's side of what was sampled, so every byte is
+        # counted once (an earlier bucket may show a few of them as the peers').
+        totals = {"origin": record.bytes_origin, "bittorrent": record.bytes_bittorrent,
+                  "peers": record.bytes_peers + (0 if final else record.bytes_swarm)}
+        excess = max(0, sampled["peers"] - totals["peers"])
+        sampled["peers"] -= excess
+        sampled["origin"] += excess
         for source in SOURCES:
-            total = getattr(record, f"bytes_{source}")
-            self.timeline.add_bytes(source, total - sampled[source], now)
-            sampled[source] = max(total, sampled[source])
+            self.timeline.add_bytes(source, totals[source] - sampled[source], now)
+            sampled[source] = max(totals[source], sampled[source])
 
     def under_way(self) -> list[RequestRecord]:
         """The requests not finished yet, oldest first (the history may have dropped some of them already)."""
@@ -293,7 +304,7 @@ class Stats:
         record.duration_s = round(duration, 6)
         record.error = error
         if (live := self._live.pop(record.id, None)) is not None:
-            self._sample(record, live[1], self._clock())
+            self._sample(record, live[1], self._clock(), final=True)
         self.counters["requests"] += 1
         waiters, self._waiters = self._waiters, []
         for waiter in waiters:

@@ -270,6 +270,8 @@ class _Download:
                 await self._write(data)
                 if source is act.Source.ORIGIN:
                     self.record.bytes_origin += len(data)
+                else:
+                    self.ledger.swarm_delivered(len(data))  # split at its fetch's end (`Account`)
             case act.RelayHead():
                 assert self.origin is not None and self.origin.upstream is not None
                 self.response = response_for(self.origin.upstream)

@@ -41,6 +41,8 @@ class Ledger:
         self.report = FetchReport()  # filled by the block engine when its fetch stops
         self.vouching = False  # the origin's bytes went on to be stored and vouched for
         self.segments: SegmentedFetch | None = None  # a download taken segment by segment
+        # The block engine's bytes written to the client, and those `account` split (the record's bytes_swarm)
+        self.swarm_sent = self.swarm_accounted = 0
 
     def skipped(self, why: object) -> None:
         """Peers were not (or not yet) used, and why; a later swarm clears it."""
@@ -72,6 +74,14 @@ class Ledger:
         self.record.bytes_peers += from_swarm - from_range
         self.engine.counters.bytes_origin += from_range
         self.engine.counters.bytes_peers += from_swarm - from_range
+        self.swarm_accounted = from_swarm
+        self.record.bytes_swarm = max(0, self.swarm_sent - from_swarm)
+
+    def swarm_delivered(self, count: int) -> None:
+        """The block engine's bytes went to the client: not split into peers and origin until `account` (which may
+        come before the last of them is written: it counts what the core delivered, the shell writes after)."""
+        self.swarm_sent += count
+        self.record.bytes_swarm = max(0, self.swarm_sent - self.swarm_accounted)
 
     def finished(self, from_origin_stream: int) -> None:
         self.engine.counters.bytes_origin += from_origin_stream

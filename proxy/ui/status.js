@@ -68,15 +68,23 @@ function duration(seconds) {
     : `${Math.round(seconds / 60)} min`;
 }
 
+// Where a record's bytes came from: origin, peers, BitTorrent, and while a download is under way "swarm", what the
+// block engine delivered before its end says how much of it was peers' and how much the origin's Range answers.
+const PARTS = [["origin", "origin"], ["peers", "peers"], ["swarm", "peers"], ["bittorrent", "bittorrent"]];
+
+function received(record) {
+  return PARTS.reduce((sum, [name]) => sum + (record[`bytes_${name}`] || 0), 0);
+}
+
 function sourceCell(record) {
   const td = element("td");
-  const amounts = SOURCES.map((s) => record[`bytes_${s}`] || 0);
+  const amounts = PARTS.map(([name]) => record[`bytes_${name}`] || 0);
   const total = amounts.reduce((a, b) => a + b, 0);
   const bar = element("div", null, "split");
   const words = [];
-  SOURCES.forEach((source, i) => {
+  PARTS.forEach(([source, look], i) => {
     if (!amounts[i]) return;
-    const part = element("span", null, source);
+    const part = element("span", null, look);
     // CSSOM, not a style attribute: the policy's style-src allows it, as it would not `style="…"` in markup.
     part.style.width = `${(100 * amounts[i]) / total}%`;
     part.title = `${source}: ${bytes(amounts[i])}`;
@@ -90,8 +98,7 @@ function sourceCell(record) {
 function recordRow(record, underWay) {
   const tr = element("tr", null, "record");
   tr.dataset.id = String(record.id ?? "");
-  const size = record.duration_s === null ? SOURCES.reduce((a, s) => a + (record[`bytes_${s}`] || 0), 0)
-    : record.bytes;
+  const size = record.duration_s === null ? received(record) : record.bytes;
   const why = record.swarm_skipped ?? record.swarm_error ?? "";
   const transition = [record.transition, record.switch_verdict].filter(Boolean).join(" · ");
   const elapsed = underWay ? Math.max(0, Date.now() / 1000 - record.started) : record.duration_s;

@@ -94,6 +94,12 @@ async def test_a_download_finished_from_peers_counts(tmp_path, slow_origin):
         assert answer["counters"]["requests_swarmed"] == 1 and answer["counters"]["bytes_peers"] == peers
         assert answer["today"]["requests_swarmed"] == 1 and answer["today"]["bytes_peers"] == peers
         assert answer["today"]["transitions"] == 1
+        # Split at the swarm fetch's end, nothing left unsplit; the status page's timeline holds each byte once.
+        record = cluster.last_record(node)
+        assert record["bytes_swarm"] == 0 and record["bytes_origin"] + record["bytes_peers"] == len(data)
+        timeline = node.stats.timeline.shown(node.stats.now())["bytes"]
+        assert (sum(timeline["origin"]), sum(timeline["peers"])) == (
+            sum(r.bytes_origin for r in node.stats.history), sum(r.bytes_peers for r in node.stats.history))
     finally:
         await cluster.close()
 

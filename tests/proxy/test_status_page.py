@@ -220,6 +220,22 @@ def test_stats_samples_downloads_under_way_into_the_timeline():
     assert shown["transitions"] == {"R": [0] * 357 + [0, 1, 0]}
 
 
+def test_swarm_bytes_count_as_peers_until_their_split_and_every_byte_once():
+    clock = Clock(T0)
+    stats = Stats(10, clock=clock)
+    record = stats.begin("GET", "http://example.com/f", "127.0.0.1")
+    record.bytes_origin, record.bytes_swarm = 500, 3000  # the block engine delivered 3000, not split yet
+    stats.sample()
+    clock.now = T0 + 10
+    # Its fetch stops: 2000 came from peers, 1000 from the origin's Range answers (`Account`).
+    record.bytes_origin, record.bytes_peers, record.bytes_swarm = 1500, 2000, 0
+    stats.sample()
+    stats.finish(record, 200, 3500, 10.0)
+    shown = stats.timeline.shown(T0 + 10)
+    assert shown["bytes"]["peers"][-2:] == [3000, 0] and shown["bytes"]["origin"][-2:] == [500, 0]
+    assert sum(shown["bytes"]["peers"]) + sum(shown["bytes"]["origin"]) == record.bytes  # each byte once
+
+
 # -- peer rates ------------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("samples,expected", [
