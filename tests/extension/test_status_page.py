@@ -1,7 +1,8 @@
 """The status page (`/_swarm/`, issue 41) in real browsers: Debian's Chromium through Playwright, and Firefox ESR
 over WebDriver BiDi. Hostile URLs and names, put into the proxy's history as request records, show as text, inject
 no element and trip no Content-Security-Policy report; 1,000 records load newest first; the page follows a
-download under way and comes back by itself after the proxy process is killed and started again on its port.
+download under way and comes back by itself after the proxy process is killed and started again on its port (in
+both browsers).
 Every wait is on a condition in the page, with a deadline."""
 
 from __future__ import annotations
@@ -200,8 +201,12 @@ def test_the_page_follows_a_download_and_survives_a_restart(chromium: Browser, d
         proxy.stop()
 
 
-def test_firefox_loads_the_page_and_follows_a_download(firefox: Firefox, drip: DrippingOrigin, tmp_path: Path) -> None:
-    proxy = ProxyProcess(tmp_path)
+def test_firefox_loads_the_page_follows_a_download_and_survives_a_restart(firefox: Firefox, drip: DrippingOrigin,
+                                                                         tmp_path: Path) -> None:
+    port = free_port()
+    for run in ("first", "second"):
+        (tmp_path / run).mkdir()
+    proxy = ProxyProcess(tmp_path / "first", listen=f"127.0.0.1:{port}")
     context = firefox.new_tab()
     try:
         firefox.navigate(context, f"http://{proxy.address}/_swarm/")
@@ -218,6 +223,15 @@ def test_firefox_loads_the_page_and_follows_a_download(firefox: Firefox, drip: D
         firefox.wait_for(context, f"""() => document.querySelector("#recent tr.record td.url")?.textContent
             === {json.dumps(url)}""")
         assert firefox.evaluate(context, "document.querySelectorAll('script').length") == 1
+
+        proxy.process.kill()
+        proxy.process.wait(10)
+        firefox.wait_for(context, "() => document.body.dataset.state === 'down'")
+        assert firefox.evaluate(context, "document.getElementById('down').hidden") is False
+        proxy = ProxyProcess(tmp_path / "second", listen=f"127.0.0.1:{port}")
+        live = "() => document.body.dataset.state === 'up' && document.getElementById('down').hidden"
+        firefox.wait_for(context, live)
+        firefox.wait_for(context, "() => !document.querySelector('#recent tr.record')")
     finally:
         firefox.send("browsingContext.close", {"context": context})
         proxy.stop()
