@@ -381,7 +381,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("max-header-size", _byte_count, 65536,
            "longest request line or header line accepted, in bytes; longer is answered 431", "BYTES"),
     Option("request-history", _positive_int, 200,
-           "how many recent requests /_swarm/requests keeps", "N"),
+           "how many recent requests /_swarm/requests (and the status page, /_swarm/) keeps", "N"),
     Option("dht-listen", parse_dht_listen, HostPort("0.0.0.0", 0),
            "UDP address of the DHT node that finds peers; meant to be reachable by other peers "
            "(port 0 picks a free one); 'off' runs no DHT", "HOST:PORT"),
