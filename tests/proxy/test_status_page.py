@@ -52,6 +52,18 @@ async def test_every_file_of_the_page_carries_the_strict_headers(proxy, path):
         assert '<script type="module" src="/_swarm/ui/status.js"></script>' in page
 
 
+@pytest.mark.parametrize("name", [name for name in FILES if name.endswith(".js")])
+def test_the_scripts_never_write_markup_nor_make_links(name):
+    """A guard beside the browser tests: what the page shows goes in as text. No HTML parser is reached from its
+    scripts (innerHTML and kin), no string is run as code, and no element gets a URL (a stranger's `javascript:`)."""
+    from proxy.status_page import ui_file
+
+    script = ui_file(name).decode()
+    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "Function(",
+                 "setAttribute", ".href", ".src", "srcdoc", "location"):
+        assert sink not in script, (name, sink)
+
+
 async def test_the_data_endpoints_are_json_under_the_same_headers(proxy, origin):
     await request(proxy.addresses["proxy"], f"GET {origin.url}/bytes/50 HTTP/1.1\r\nHost: x\r\n\r\n".encode())
     for path in ("/_swarm/timeline", "/_swarm/peers"):
