@@ -235,3 +235,35 @@ def test_firefox_loads_the_page_follows_a_download_and_survives_a_restart(firefo
     finally:
         firefox.send("browsingContext.close", {"context": context})
         proxy.stop()
+
+
+def test_firefox_shows_hostile_urls_and_names_as_text(firefox: Firefox, threaded_proxy: ThreadedProxy) -> None:
+    records = [threaded_proxy.record(url=url, swarm_skipped=f"private {name}", transition=name,
+                                     events=[f"+0.10s {name}"])
+               for url, name in zip(HOSTILE_URLS, HOSTILE_NAMES * 3)]
+    # Before any script of the page (BiDi's preload script, in the page's own realm): its CSP reports, its dialogs.
+    preload = firefox.send("script.addPreloadScript", {"functionDeclaration": """() => {
+        window.__violations = []; window.__dialogs = [];
+        document.addEventListener("securitypolicyviolation", (e) => window.__violations.push(e.violatedDirective));
+        window.alert = window.confirm = window.prompt = (m) => { window.__dialogs.push(String(m)); };
+    }"""})["script"]
+    context = firefox.new_tab()
+    try:
+        firefox.navigate(context, f"http://{threaded_proxy.address}/_swarm/")
+        firefox.wait_for(context, "() => Number(document.body.dataset.polls || 0) >= 1")
+        cells = firefox.evaluate(context, """Object.fromEntries([...document.querySelectorAll("#recent tr.record")]
+            .map(r => [r.dataset.id, [r.querySelector("td.url").textContent, r.querySelector("td.why").textContent,
+                                      r.querySelector("td.transition").textContent]]))""")
+        for record in records:
+            assert cells[record.id] == [shown(record.shown()["url"]), shown(record.swarm_skipped or ""),
+                                        shown(record.transition or "")]
+        assert firefox.evaluate(context, """({
+            img: document.querySelectorAll("img").length, script: document.querySelectorAll("script").length,
+            other: document.querySelectorAll("iframe, svg, b, marquee, main a").length,
+            handlers: [...document.querySelectorAll("*")].flatMap(e => [...e.attributes])
+                        .filter(a => a.name.startsWith("on")).length,
+            violations: window.__violations, dialogs: window.__dialogs,
+        })""") == {"img": 1, "script": 1, "other": 0, "handlers": 0, "violations": [], "dialogs": []}
+    finally:
+        firefox.send("browsingContext.close", {"context": context})
+        firefox.send("script.removePreloadScript", {"script": preload})
