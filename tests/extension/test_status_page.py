@@ -1,9 +1,8 @@
 """The status page (`/_swarm/`, issue 41) in real browsers: Debian's Chromium through Playwright, and Firefox ESR
-over WebDriver BiDi. Hostile URLs and names, put into the proxy's history as request records, show as text, inject
-no element and trip no Content-Security-Policy report; 1,000 records load newest first; the page follows a
-download under way and comes back by itself after the proxy process is killed and started again on its port (in
-both browsers).
-Every wait is on a condition in the page, with a deadline."""
+over WebDriver BiDi. In both: hostile URLs and names, put into the proxy's history as request records, show as
+text, inject no element and trip no Content-Security-Policy report; the page follows a download under way and
+comes back by itself after the proxy process is killed and started again on its port. In Chromium: 1,000 records
+load newest first. Every wait is on a condition in the page, with a deadline."""
 
 from __future__ import annotations
 
