@@ -4,7 +4,7 @@ origin (the direct half), on one virtual clock each; their records and figures.
 The setup is the lab's flash crowd (`bench.lab.crowd`): one 100 KB file on an origin of 256 KB/s shared by at most
 256 responses at a time, 25 ms one way between any two hosts, 1.25 MB/s per host each way, the proxy's defaults
 (T 0.75 s, R 160 kB/s, W 2 s, early lookup 0.25 s, `--trust quorum:2`, 16 peers per download), and the lab's
-arrival times for a seed (`bench.lab.crowd_nodes.poisson_arrivals`, the same draws). The client talks to its own
+arrival times for a seed (`bench.crowd_inputs.poisson_arrivals`, the same draws as the lab). The client talks to its own
 node on its own host, so only the node's links count.
 """
 
@@ -16,6 +16,7 @@ import random
 import time
 from collections.abc import Callable
 
+from bench.crowd_inputs import content, poisson_arrivals
 from proxy.download.discovery_rule import DEFAULT_LARGE, DiscoveryRule
 from proxy.download.parking import ParkingSettings
 from proxy.download.settings import DownloadSettings
@@ -59,21 +60,6 @@ class SimParams:
     discover_size: int = DEFAULT_LARGE
     seed: int = 1
     keep_events: int = 2000  # the first clients whose decisions are kept in their records
-
-
-def poisson_arrivals(rate: float, count: int, rng: random.Random) -> list[float]:
-    """`bench.lab.crowd_nodes.poisson_arrivals`, the same draws (that module starts the lab's real nodes)."""
-    at, times = 0.0, []
-    for _ in range(count):
-        at += rng.expovariate(rate)
-        times.append(at)
-    return times
-
-
-def content(name: str, size: int) -> bytes:
-    """`bench.lab.crowd_nodes.content`: the lab's file bytes."""
-    seed = hashlib.sha256(name.encode()).digest()
-    return (seed * (size // len(seed) + 1))[:size]
 
 
 class World:

@@ -29,6 +29,7 @@ from collections.abc import Callable
 
 import aiohttp
 
+from bench.crowd_inputs import poisson_arrivals
 from proxy.demo.slow_origin import SlowOrigin
 from server_plugin.publisher import Representation
 
@@ -42,7 +43,6 @@ from .crowd_nodes import (
     fetch_all,
     host,
     no_full_collections,
-    poisson_arrivals,
     publish,
 )
 from .honesty import Sampler

@@ -13,11 +13,11 @@ import gc
 import hashlib
 import logging
 import pathlib
-import random
 from collections.abc import Callable
 
 import aiohttp
 
+from bench.crowd_inputs import content
 from proxy.demo.slow_origin import SlowOrigin
 from proxy.download.discovery_rule import DEFAULT_LARGE
 from proxy.download.transition import (
@@ -90,19 +90,6 @@ def publish(origin: SlowOrigin, busy_at: int, block_size: str = "auto") -> Publi
 def host(network: int, index: int) -> str:
     """The index-th address of 127.<network>.0.0/16, skipping .0 and .255."""
     return f"127.{network}.{index // 254}.{index % 254 + 1}"
-
-
-def poisson_arrivals(rate: float, count: int, rng: random.Random) -> list[float]:
-    at, times = 0.0, []
-    for _ in range(count):
-        at += rng.expovariate(rate)
-        times.append(at)
-    return times
-
-
-def content(name: str, size: int) -> bytes:
-    seed = hashlib.sha256(name.encode()).digest()
-    return (seed * (size // len(seed) + 1))[:size]
 
 
 @dataclasses.dataclass

@@ -44,12 +44,13 @@ from collections.abc import Callable
 
 import aiohttp
 
+from bench.crowd_inputs import content
 from proxy.demo.slow_origin import SlowOrigin
 from proxy.download.transition import DEFAULT_FIRST_BYTE_TIMEOUT, DEFAULT_MIN_RATE, DEFAULT_RATE_WINDOW
 
 from . import report as rep
 from .cluster import LocalClientsCluster
-from .crowd_nodes import content, host, no_full_collections
+from .crowd_nodes import host, no_full_collections
 from .honesty import Sampler, percentile
 from .netem import EmulatedLoop, LinkModel
 

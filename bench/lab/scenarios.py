@@ -16,12 +16,13 @@ import pathlib
 import tempfile
 from collections.abc import Callable
 
+from bench.crowd_inputs import content
 from proxy.demo.slow_origin import SlowOrigin
 from swarm.content.sizes import parse_size
 
 from . import report as rep
 from .crowd import CrowdRun
-from .crowd_nodes import DIRECT_ORIGIN, SWARM_ORIGIN, CrowdParams, content, host
+from .crowd_nodes import DIRECT_ORIGIN, SWARM_ORIGIN, CrowdParams, host
 from .honesty import Sampler, combine
 from .netem import EmulatedLoop, LinkModel, SharedLinks, kernel_netem_available
 
