@@ -4,7 +4,8 @@
 
 1. Throughput of one large download (curl to /dev/null) direct from a local origin, through
    swarmproxy and through tinyproxy (Debian package, for reference), from two origins: an aiohttp
-   origin writing from memory, and one using sendfile (the origin costs almost nothing, so the client
+   origin writing from memory, and one using sendfile, and through a CONNECT tunnel (curl --proxytunnel)
+   to the sendfile origin (the origin costs almost nothing, so the client
    and proxy are the whole cost). Rounds alternate between the paths so drift hits all alike; the
    median round is reported, with the proxy's CPU seconds per GB.
 2. Added latency for 1 KiB responses: sequential keep-alive requests direct and through swarmproxy,
@@ -79,10 +80,10 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def curl_speed(url: str, proxy: str | None) -> float:
+def curl_speed(url: str, proxy: str | None, tunnel: bool = False) -> float:
     argv = ["curl", "--silent", "--show-error", "--output", "/dev/null", "--write-out", "%{speed_download}"]
     if proxy:
-        argv += ["--proxy", f"http://{proxy}"]
+        argv += ["--proxy", f"http://{proxy}"] + (["--proxytunnel"] if tunnel else [])  # CONNECT, then the GET
     result = subprocess.run(argv + [url], capture_output=True, text=True, env={"PATH": os.environ["PATH"]})
     if result.returncode != 0:
         raise SystemExit(f"curl failed ({result.returncode}) for {url} via {proxy}: {result.stderr}")
@@ -90,7 +91,7 @@ def curl_speed(url: str, proxy: str | None) -> float:
 
 
 def throughput(origin: str, proxies: dict[str, str | None], pids: dict[str, int], size: int, rounds: int,
-               route: str) -> dict[str, dict[str, float]]:
+               route: str, tunnel: bool = False) -> dict[str, dict[str, float]]:
     url = f"http://{origin}/{route}/{size}"
     curl_speed(url, None)  # warm-up: creates the sendfile source, fills caches
     speeds: dict[str, list[float]] = {name: [] for name in proxies}
@@ -98,7 +99,7 @@ def throughput(origin: str, proxies: dict[str, str | None], pids: dict[str, int]
     for _ in range(rounds):
         for name, proxy in proxies.items():
             before = cpu_seconds(pids[name]) if name in pids else 0.0
-            speeds[name].append(curl_speed(url, proxy))
+            speeds[name].append(curl_speed(url, proxy, tunnel))
             if name in pids:
                 cpu[name].append((cpu_seconds(pids[name]) - before) / (size / 1e9))
     return {
@@ -248,7 +249,8 @@ def main() -> None:
         # beacons went onto this machine's real network. Bound to 127.0.0.1, discovery beacons on lo.
         proxy_proc, proxy = start([sys.executable, "-m", "proxy.cli", "run", "--listen", "127.0.0.1:0",
                                    "--dht-listen", "127.0.0.1:0", "--peer-listen", "127.0.0.1:0",
-                                   "--data-dir", str(workdir / "data"), "--ready-file", str(workdir / "p.json")],
+                                   "--data-dir", str(workdir / "data"), "--ready-file", str(workdir / "p.json"),
+                                   "--connect-ports", "*"],  # CONNECT to the local origin's port (the tunnel)
                                   workdir / "p.json", workdir / "proxy.log", "proxy")
         processes.append(proxy_proc)
         proxies: dict[str, str | None] = {"direct": None, "swarmproxy": proxy}
@@ -265,9 +267,10 @@ def main() -> None:
             "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} cores, "
                        f"Python {platform.python_version()}",
         }
-        for route, label in (("mem", "aiohttp_origin_from_memory"), ("file", "sendfile_origin")):
+        for route, label, tunnel in (("mem", "aiohttp_origin_from_memory", False), ("file", "sendfile_origin", False),
+                                     ("file", "connect_tunnel_sendfile_origin", True)):
             print(f"throughput, {args.size_mb} MB, {label} ...", file=sys.stderr)
-            result = throughput(origin, proxies, pids, size, args.rounds, route)
+            result = throughput(origin, proxies, pids, size, args.rounds, route, tunnel)
             direct = result["direct"]["gb_per_s"]
             ratios = {"swarmproxy_vs_direct": round(result["swarmproxy"]["gb_per_s"] / direct, 3)}
             if "tinyproxy" in result:
