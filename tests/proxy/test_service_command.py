@@ -21,6 +21,7 @@ import urllib.request
 
 import pytest
 
+from bittorrent.settings import PRIVATE_NETWORK_ENV
 from proxy import service_command as svc
 from proxy.errors import ConfigError
 
@@ -197,7 +198,8 @@ def _swarmproxy(*argv: str, env: dict[str, str]) -> subprocess.CompletedProcess[
 async def test_the_installed_units_command_line_runs_a_private_proxy(fake_system, tmp_path):
     units, _ = fake_system
     ready = tmp_path / "ready.json"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SWARMPROXY_")}
+    # the unit's own --private-network is what is tested; the suite's guard stays on all the same
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWARMPROXY_") or k == PRIVATE_NETWORK_ENV}
     done = _swarmproxy("service", "install", "--", "--listen", "127.0.0.1:0", "--ready-file", str(ready),
                        "--dht-listen", "127.0.0.1:0", "--peer-listen", "127.0.0.1:0", "--no-lan-discovery",
                        "--data-dir", str(tmp_path / "data dir"), env=env)
