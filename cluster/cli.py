@@ -27,13 +27,13 @@ import signal
 import socket
 import sys
 import time
-import urllib.parse
 
 from cluster.errors import BadRecord, ClusterError, ConfigError
 from cluster.identity import Gate, Identity
 from cluster.intent import CANCEL, SignedIntent, SigningKey, public_key
 from cluster.patience import GIVE_UP_AFTER
 from cluster.records import DISK_RESERVE, NAMESPACE, RECONCILE_EVERY, TRANSFER_TTL, check_name
+from cluster.redis_url import first_host
 from cluster.throttle import RESERVE, Capacities
 from swarm.cli import default_data_dir
 from swarm.content.sizes import format_size, parse_size
@@ -78,7 +78,7 @@ def _name(kind: str):
 
 def reachable_host(redis_url: str) -> str:
     """The address other hosts reach us at: the one our traffic to redis leaves from (no packet is sent)."""
-    target = urllib.parse.urlsplit(redis_url).hostname or "127.0.0.1"
+    target = first_host(redis_url) or "127.0.0.1"  # a Sentinel URL's first sentinel: the same network
     with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
         probe.connect((target, 9))
         return probe.getsockname()[0]
@@ -98,8 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     def common(sub: argparse.ArgumentParser) -> None:
         sub.add_argument("--redis", default=os.environ.get(REDIS_ENV, DEFAULT_REDIS), metavar="URL",
-                         help=f"the coordination redis, e.g. redis://host:6379/0 (default: ${REDIS_ENV} or "
-                              f"{DEFAULT_REDIS})")
+                         help=f"the coordination redis: redis://[USER:PASSWORD@]HOST:PORT/0 (rediss:// for TLS, "
+                              f"?ssl_ca_certs=FILE), or the primary a Sentinel manages, followed through "
+                              f"failovers: redis+sentinel://[USER:PASSWORD@]HOST:PORT,HOST:PORT,.../SERVICE "
+                              f"(rediss+sentinel:// for TLS; ?sentinel_password=... if the sentinels ask for "
+                              f"one; docs/cluster.md). Default: ${REDIS_ENV}, which keeps passwords off the "
+                              f"command line, or {DEFAULT_REDIS}")
         sub.add_argument("--namespace", default=NAMESPACE, metavar="PREFIX",
                          help=f"prefix of every redis key, to run several clusters on one redis "
                               f"(default: {NAMESPACE})")

@@ -13,21 +13,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import urllib.parse
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import asdict
 from typing import TypeVar
 
-import redis.asyncio as aioredis
 import redis.exceptions
 
-from cluster.errors import BadRecord, RedisUnavailable
+from cluster.errors import BadRecord, ConfigError, RedisUnavailable
 from cluster.identity import Gate, Identity
 from cluster.overlay import Location, Slot, rack_slots
 from cluster.records import (
     KEY_TTL,
     NAMESPACE,
+    PRIMARY_TTL,
     SLOT_TTL,
     TRANSFER_TTL,
     AgentRecord,
@@ -38,6 +37,7 @@ from cluster.records import (
     build,
     unverified,
 )
+from cluster.redis_url import client, describe, redacted
 from cluster.scope import across, empty_dcs, empty_racks, rep_racks
 
 __all__ = ["Coord", "redacted"]
@@ -54,19 +54,31 @@ WAKE_POLL = 1.0  # seconds one read of the channel waits (below the socket timeo
 _REFRESH = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end
 """
+# The server's run id and how long it has been the primary (seconds): its uptime since the first time one of us saw
+# it under this run id. A replica promoted by a failover has been up for long, but as the primary it is as young
+# as a restarted server and may lack the last writes like it (`cluster.overlay.recovering`). The marker a promoted
+# replica inherits names the old primary's run id, so the first reader rewrites it. In one script: every reader
+# agrees on the time, which is the server's own (uptime) and needs no TIME.
+_PRIMARY = """
+local info = redis.call('info', 'server')
+local id = string.match(info, 'run_id:(%w+)')
+local up = tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))
+local since = nil
+local seen = redis.call('get', KEYS[1])
+if seen then
+  local sid, s = string.match(seen, '^(%w+) (%d+)$')
+  if sid == id then since = tonumber(s) end
+end
+if since == nil or since > up then
+  since = up
+  redis.call('set', KEYS[1], id .. ' ' .. up, 'px', ARGV[1])
+end
+return {id, up - since}
+"""
 # Delete a provider key only if it is ours (withdraw), likewise.
 _DELETE_IF = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end
 """
-
-
-def redacted(url: str) -> str:
-    """The URL without its password, for messages."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
 
 
 def _ms(seconds: float) -> int:
@@ -127,9 +139,8 @@ class Coord:
         self.keys = Keys(namespace)
         self.key_ttl, self.slot_ttl = key_ttl, slot_ttl
         try:
-            self.redis = aioredis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout,
-                                                 retry_on_timeout=False)
-        except ValueError as exc:  # a URL redis-py cannot parse
+            self.redis = client(url, timeout)  # one server, or the primary a Sentinel names (`cluster.redis_url`)
+        except ConfigError as exc:
             raise RedisUnavailable(f"bad redis URL {redacted(url)!r}: {exc}") from None
         self.timeout = timeout
 
@@ -142,7 +153,7 @@ class Coord:
             async with asyncio.timeout(self.timeout * 2):
                 return await call()
         except (TimeoutError, redis.exceptions.RedisError, OSError) as exc:
-            detail = str(exc) or type(exc).__name__
+            detail = describe(exc, self.url)
             raise RedisUnavailable(f"redis at {redacted(self.url)}: {detail}") from None
 
     def _seal(self, kind: str, where: str, record, *, fresh: bool = True) -> str:
@@ -171,9 +182,11 @@ class Coord:
         return (await self.server())[0]
 
     async def server(self) -> tuple[str, float]:
-        """The server's run id and its uptime in seconds."""
-        info = await self._guard(lambda: self.redis.info("server"))
-        return str(info.get("run_id", "")), float(info.get("uptime_in_seconds", 0))
+        """The server's run id and how long it has been the primary, in seconds (its uptime, unless a failover
+        promoted it later: `_PRIMARY`)."""
+        found = await self._guard(lambda: self.redis.eval(_PRIMARY, 1, self.keys.primary, _ms(PRIMARY_TTL)))
+        run_id, age = (_text(v) if isinstance(v, bytes) else v for v in found)
+        return str(run_id or ""), float(age or 0)
 
     async def ping(self) -> None:
         await self._guard(self.redis.ping)

@@ -20,6 +20,7 @@ disappears by itself and a redis that restarted empty is filled again within one
 | `t:{id}:slot:dc:{dc}:{i}`      | the holder's node id                       | as above, refreshed by the holder |
 | `prov:{root}:{node}`           | `ProviderRecord` (host, port, transports)  | the provider, `KEY_TTL` |
 | `prov:{root}`                  | set of node ids (an index, pruned)         | the providers |
+| `primary` | `RUN_ID UPTIME`: a run id first seen as the primary, its uptime then | its first reader, `PRIMARY_TTL` |
 
 The channel `wake` only wakes agents up (pub/sub is at-most-once): a lost message costs one reconcile period.
 A member is PENDING until its record says FINISHED, or REFUSED (with its reason: not enough disk space).
@@ -50,6 +51,7 @@ KEY_TTL = 15.0  # seconds an agent's, member's or provider's key lives unless re
 SLOT_TTL = 15.0  # seconds a representant slot outlives its holder's last refresh
 DISK_RESERVE = 1 << 30  # bytes an agent keeps free on its data dir's disk: a transfer that would take them is refused
 TRANSFER_TTL = 7 * 86400.0  # a transfer nobody keeps up (no pusher, no agent that has it) is forgotten after this
+PRIMARY_TTL = 30 * 86400.0  # the `primary` marker; should it expire on a live server, one slot TTL of grace follows
 
 PENDING, FINISHED, REFUSED = "PENDING", "FINISHED", "REFUSED"  # REFUSED: the agent will not take it (`reason`)
 _NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
@@ -115,6 +117,10 @@ class Keys:
     @property
     def wake(self) -> str:
         return f"{self.ns}:wake"
+
+    @property
+    def primary(self) -> str:
+        return f"{self.ns}:primary"
 
 
 def _load(data: bytes | str | None, kind: str) -> dict[str, Any]:
