@@ -61,9 +61,11 @@ class RedisServer:
     """`redis-server` without persistence (a restart loses everything, as `SHUTDOWN NOSAVE` would)."""
 
     def __init__(self, directory: pathlib.Path, port: int | None = None, host: str = "127.0.0.1",
-                 secure: bool = False) -> None:
-        """`secure`: the documented setup (`bench.secure_redis`): TLS only, an ACL user, no default user."""
+                 secure: bool = False, extra: tuple[str, ...] = ()) -> None:
+        """`secure`: the documented setup (`bench.secure_redis`): TLS only, an ACL user, no default user. `extra`:
+        more flags (a replica's `--replicaof`, an `--aclfile`)."""
         self.directory = directory
+        self.extra = extra
         self.host = host  # the address it binds: a network namespace test's redis is on the test's veth
         self.port = port or free_port(host)
         self.process: subprocess.Popen | None = None
@@ -79,7 +81,7 @@ class RedisServer:
         self.process = subprocess.Popen(
             [REDIS_BINARY, *(self.secure.server_args() if self.secure else ["--port", str(self.port)]),
              "--bind", self.host, "--save", "", "--appendonly", "no", "--dir", str(self.directory),
-             "--protected-mode", "no"],
+             "--protected-mode", "no", *self.extra],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         ready = threading.Event()
 
