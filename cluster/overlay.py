@@ -16,9 +16,11 @@ one else is left, so that a group never loses its link.
 
 After redis restarts empty (`SHUTDOWN NOSAVE`, or a failover to a replica that missed the writes) every slot is
 free again. Holders take theirs back at once; the others do not claim while the transfer is older than the
-server (it was published under another server run id) and the server is younger than `grace` seconds
-(`on_server`), so the roles survive the restart instead of being reshuffled — even by an agent that never saw the
-old server (one started during the outage). A transfer published on this server has no holders to wait for.
+server (it was published under another server run id) and the server has been the primary for less than `grace`
+seconds (`on_server`; `cluster.coord.Coord.server` counts from its promotion, not its start, since a promoted
+replica has long been up), so the roles survive the restart instead of being reshuffled — even by an agent that
+never saw the old server (one started during the outage). A transfer published on this server has no holders to
+wait for.
 
 Late racks (Kraken's issue #244, where topology-aware selection let the first group hold every seeder connection):
 each rack has its own slots, so a rack that joins late gets representants at once, and they talk to every other
@@ -195,7 +197,8 @@ class Representation:
         self.recovering = False
 
     def on_server(self, server_id: str, uptime: float, published_on: str) -> None:
-        """What redis says now (its run id, its uptime in seconds) and the run id the transfer was published on."""
+        """What redis says now (its run id, its seconds as the primary) and the run id the transfer was published
+        on."""
         self.recovering = recovering(server_id, uptime, published_on, self.grace)
 
     def on_claimed(self, slot: Slot) -> None:
