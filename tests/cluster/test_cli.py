@@ -123,6 +123,14 @@ def test_dead_redis_is_one_line_not_a_traceback(tmp_path):
     assert missing.returncode == 1 and "not a readable file" in missing.stderr
 
 
+def test_a_bad_sentinel_url_or_dead_sentinels_are_one_line_not_a_traceback():
+    dead = f"redis+sentinel://u:secret@127.0.0.1:{free_port()},127.0.0.1:{free_port()}/coord"
+    for url, says in ((dead, "no sentinel at 127.0.0.1:"), ("redis+sentinel://127.0.0.1:1", "name the service")):
+        done = run("status", "--redis", url)
+        assert done.returncode == 1 and "Traceback" not in done.stderr and done.stderr.count("\n") == 1, done.stderr
+        assert says in done.stderr and "secret" not in done.stderr, done.stderr
+
+
 @needs_redis
 def test_agent_waits_for_redis_then_joins(tmp_path):
     """Started before redis, the agent says why it waits and retries; once redis is up it registers."""

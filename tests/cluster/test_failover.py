@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import time
 
 import pytest
 
-from bench.cluster_harness import Cluster, redis_missing, wait_until
-from bench.redis_sentinel import SentinelGroup
+from bench.cluster_harness import Cluster, python_command, redis_missing, wait_until
+from bench.redis_sentinel import SERVICE, SentinelGroup
 from cluster.run import manifest_of
 from tests.cluster.test_cluster_processes import payload, sha256, slot_holders
 
@@ -59,6 +60,10 @@ def test_a_push_goes_on_through_a_primary_kill9_and_failover(tmp_path, sentinel_
     try:
         two_racks(cluster)
         group.ready()
+        env = dict(cluster.env, SWARMPROXY_REDIS=group.url.replace(f"/{SERVICE}/", "/nosuch/"))
+        wrong = subprocess.run(python_command("status"), capture_output=True, text=True, timeout=60, env=env)
+        assert wrong.returncode == 1 and wrong.stderr.count("\n") == 1, wrong.stderr
+        assert "know no live primary of service 'nosuch'" in wrong.stderr and group.password not in wrong.stderr
         wait_until(lambda: len(cluster.registered()) == 4, 60, "4 agents registered through the sentinels")
         group.cut_replication()  # from now on the replica lags: what the push writes dies with the primary
         size = 24 * MiB
