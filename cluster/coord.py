@@ -54,26 +54,20 @@ WAKE_POLL = 1.0  # seconds one read of the channel waits (below the socket timeo
 _REFRESH = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end
 """
-# The server's run id and how long it has been the primary (seconds): its uptime since the first time one of us saw
-# it under this run id. A replica promoted by a failover has been up for long, but as the primary it is as young
-# as a restarted server and may lack the last writes like it (`cluster.overlay.recovering`). The marker a promoted
-# replica inherits names the old primary's run id, so the first reader rewrites it. In one script: every reader
-# agrees on the time, which is the server's own (uptime) and needs no TIME.
+# When a server became the primary, as its uptime then: a replica promoted by a failover has been up for long, but as
+# the primary it is as young as a restarted server and may lack the last writes like it
+# (`cluster.overlay.recovering`). The `primary` key names the run id one of us first saw as the primary and its uptime
+# then; a promoted replica inherits the old primary's, which names another run id, so the first reader rewrites it.
+# Every reader thus agrees on the time, which is the server's own (its uptime). Run once per server a client meets:
+# a script with INFO inside cost 39 µs of redis time a call (measured at 2,600 agents), the plain INFO 6.
 _PRIMARY = """
-local info = redis.call('info', 'server')
-local id = string.match(info, 'run_id:(%w+)')
-local up = tonumber(string.match(info, 'uptime_in_seconds:(%d+)'))
-local since = nil
 local seen = redis.call('get', KEYS[1])
 if seen then
-  local sid, s = string.match(seen, '^(%w+) (%d+)$')
-  if sid == id then since = tonumber(s) end
+  local sid, since = string.match(seen, '^(%w+) (%d+)$')
+  if sid == ARGV[1] and tonumber(since) <= tonumber(ARGV[2]) then return tonumber(since) end
 end
-if since == nil or since > up then
-  since = up
-  redis.call('set', KEYS[1], id .. ' ' .. up, 'px', ARGV[1])
-end
-return {id, up - since}
+redis.call('set', KEYS[1], ARGV[1] .. ' ' .. ARGV[2], 'px', ARGV[3])
+return tonumber(ARGV[2])
 """
 # Delete a provider key only if it is ours (withdraw), likewise.
 _DELETE_IF = """
@@ -143,6 +137,7 @@ class Coord:
         except ConfigError as exc:
             raise RedisUnavailable(f"bad redis URL {redacted(url)!r}: {exc}") from None
         self.timeout = timeout
+        self._primary: tuple[str, int] | None = None  # (run id, its uptime when it became the primary): `server`
 
     async def close(self) -> None:
         with contextlib.suppress(redis.exceptions.RedisError, OSError):
@@ -184,9 +179,13 @@ class Coord:
     async def server(self) -> tuple[str, float]:
         """The server's run id and how long it has been the primary, in seconds (its uptime, unless a failover
         promoted it later: `_PRIMARY`)."""
-        found = await self._guard(lambda: self.redis.eval(_PRIMARY, 1, self.keys.primary, _ms(PRIMARY_TTL)))
-        run_id, age = (_text(v) if isinstance(v, bytes) else v for v in found)
-        return str(run_id or ""), float(age or 0)
+        info = await self._guard(lambda: self.redis.info("server"))
+        run_id, uptime = str(info.get("run_id", "")), int(info.get("uptime_in_seconds", 0))
+        if self._primary is None or self._primary[0] != run_id:
+            since = await self._guard(lambda: self.redis.eval(_PRIMARY, 1, self.keys.primary, run_id, uptime,
+                                                              _ms(PRIMARY_TTL)))
+            self._primary = (run_id, int(since))
+        return run_id, float(max(0, uptime - self._primary[1]))
 
     async def ping(self) -> None:
         await self._guard(self.redis.ping)

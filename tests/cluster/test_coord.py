@@ -136,18 +136,26 @@ def test_redacted():
 
 
 @needs_redis
-async def test_a_server_is_as_young_as_its_time_as_the_primary(coord):
+async def test_a_server_is_as_young_as_its_time_as_the_primary(coord, redis_server):
     """`server()`: the run id, and the seconds since one of us first saw that run id as the primary (its uptime
     then is kept in the `primary` marker): a promoted replica inherits the old primary's marker and starts at 0."""
     run_id, age = await coord.server()
     uptime = int((await coord.redis.info("server"))["uptime_in_seconds"])
     assert len(run_id) == 40 and 0 <= age <= 1
     assert (await coord.redis.get(coord.keys.primary)).decode().split()[0] == run_id
+    assert 0 < await coord.redis.pttl(coord.keys.primary)
+
+    async def met_now() -> tuple[str, float]:  # a client meeting this server for the first time
+        other = Coord(redis_server.url, "test")
+        try:
+            return await other.server()
+        finally:
+            await other.close()
+
     await coord.redis.set(coord.keys.primary, f"{run_id} 0")  # first seen at its start: as old as its uptime
-    assert (await coord.server())[1] >= uptime
-    for inherited in ("f" * 40 + " 0", "not a marker"):  # the old primary's (replicated), or a stranger's write
+    assert (await met_now())[1] >= uptime
+    for inherited in ("f" * 40 + " 0", "not a marker", f"{run_id} 99999999"):  # the old primary's, a stranger's
         await coord.redis.set(coord.keys.primary, inherited)
-        assert await coord.server() == (run_id, 0.0)
+        assert await met_now() == (run_id, 0.0)
         seen, since = (await coord.redis.get(coord.keys.primary)).decode().split()
         assert seen == run_id and int(since) >= uptime
-    assert 0 < await coord.redis.pttl(coord.keys.primary)
