@@ -52,7 +52,7 @@ from cluster.identity import Identity
 from cluster.intent import SigningKey
 from cluster.overlay import DC_REPS, RACK_REPS, Level, Location, Slot, View, dc_slots, rack_slots
 from cluster.push import signed_transfer
-from cluster.records import FINISHED, MemberRecord, TransferRecord
+from cluster.records import FINISHED, KEY_TTL, SLOT_TTL, MemberRecord, TransferRecord
 from cluster.run import TransferRun
 from swarm.content.manifest import build_manifest
 
@@ -132,8 +132,11 @@ class Bench:
         for i in range(args.agents):
             rack = i % args.racks
             dc = rack % args.dcs
+            # `ttl_scale` (bench.cluster_redis_load): TTLs stretched with the period, for a run slowed down.
+            scale = getattr(args, "ttl_scale", 1.0)
             config = AgentConfig(url, f"dc{dc}", f"r{rack}", host=f"10.{dc}.{rack}.{i // args.racks}",
                                  data_dir=directory / f"a{i}", reconcile=args.reconcile,
+                                 key_ttl=KEY_TTL * scale, slot_ttl=SLOT_TTL * scale,
                                  trusted_keys=frozenset({OWNER.public}), identity=Identity.issue(OWNER, f"a{i}"))
             agent = BenchAgent(config)
             # Not the default 3 s: every agent shares this process's event loop, where an answer is read late.

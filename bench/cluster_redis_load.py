@@ -1,0 +1,214 @@
+"""What one redis holds for N agents: commands per second at formation and in steady state, its CPU and memory,
+and the number of agents (and commands/s) at which its one core would be saturated.
+
+    .venv/bin/python -m bench.cluster_redis_load --agents 2600 --racks 104 [--dcs 1] [--slow 10] [--ceiling]
+
+One real redis-server (a free port, `--save ''`) and N real agent coordinators in this one process: the real
+`Agent.coordinate` loop and reconcile, `cluster.coord.Coord` and the overlay cores (`bench.cluster_formation`'s
+`BenchAgent`: no block engine), plus a pusher that writes what `cluster push` writes every period and reads what
+it reads (every agent record and every member record: O(N), the one reader that grows with N).
+
+N agents share this process's one core, where on hosts each has its own: a reconcile costs this process a few
+milliseconds (signatures, redis-py), so 2,600 agents cannot all reconcile every 2 s here. `--slow K` runs the whole
+clock K times slower (period, key and slot TTLs): each agent sends the same commands per period, and redis holds
+the same keys. What is measured is then per agent and per period, and per command, from redis's own counters
+(`INFO`: `total_commands_processed`, `used_cpu_user` + `used_cpu_sys` of the server process, `used_memory`,
+`DBSIZE`); what the same N agents at the real period would ask of redis follows by arithmetic:
+
+* ops_per_s = commands per agent per period x N / period;
+* core_use = redis CPU seconds per agent per period x N / period (1.0 = its one core, saturated);
+* saturation_agents = period / redis CPU per agent per period; saturation_ops_per_s = 1 / redis CPU per command:
+  where sharding (a redis per transfer, or per DC) would have to start, for this command mix on this machine.
+
+`achieved_ops_per_s` is what this process made redis do (slowed down, its own core the limit). `--ceiling` also
+runs `redis-benchmark` (SET, GET, MGET of 10 keys; 50 clients) against the same server: the machine's ceiling for
+the simplest commands, beside the mix's.
+
+Prints one JSON line and writes it to `bench/results/cluster_redis_load/NAME.json`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import pathlib
+import re
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+from bench.cluster_formation import CALL_TIMEOUT, OWNER, POLL, Bench, commit, formed
+from bench.cluster_harness import RedisServer, redis_missing
+from cluster.coord import Coord
+from cluster.identity import Identity
+from cluster.push import signed_transfer
+from cluster.records import FINISHED, KEY_TTL, MemberRecord, TransferRecord
+from swarm.content.manifest import build_manifest
+
+RESULTS = pathlib.Path(__file__).resolve().parent / "results" / "cluster_redis_load"
+
+
+async def counters(client: Coord) -> dict[str, float]:
+    """redis's own counters now: commands processed, its process's CPU seconds, memory, keys."""
+    info = await client.redis.info()
+    return {"commands": float(info["total_commands_processed"]),
+            "cpu_s": float(info["used_cpu_user"]) + float(info["used_cpu_sys"]),
+            "used_memory": float(info["used_memory"]), "dataset": float(info["used_memory_dataset"]),
+            "clients": float(info.get("mem_clients_normal", 0)), "connections": float(info["connected_clients"]),
+            "keys": float(await client.redis.dbsize()), "at": time.monotonic()}
+
+
+def delta(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:
+    return {k: after[k] - before[k] for k in ("commands", "cpu_s", "at")}
+
+
+async def pusher_loop(coord: Coord, record: TransferRecord, me: MemberRecord, every: float,
+                      stop: asyncio.Event) -> None:
+    """What `cluster push` asks of redis every period: its transfer and member record written, every agent's and
+    every member's record read (to know whom to wait for), and the server read."""
+    while not stop.is_set():
+        await coord.put_transfer(record)
+        await coord.put_member(record.tid, me)
+        await coord.agents()
+        await coord.members(record.tid)
+        await coord.server()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), every)
+
+
+async def run(args: argparse.Namespace, directory: pathlib.Path, url: str) -> dict:
+    period = args.reconcile * args.slow
+    args.reconcile, args.ttl_scale = period, args.slow  # what `Bench` builds its agents with
+    probe = Coord(url, timeout=CALL_TIMEOUT, identity=Identity.issue(OWNER, "seeder"), key_ttl=KEY_TTL * args.slow)
+    empty = await counters(probe)
+    bench = Bench(args, directory, url)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    tasks = [asyncio.ensure_future(bench.agent_loop(a, stop)) for a in bench.agents]
+    try:
+        while bench.counter.reconciles < 2 * args.agents:  # every agent registered, about twice over
+            await asyncio.sleep(POLL)  # polls an in-memory counter
+        registered = await counters(probe)
+        manifest, layer = build_manifest([b"\x00" * args.size], args.size)
+        seeder = probe.identity.node if probe.identity else ""
+        record = signed_transfer(manifest, layer, "bench.bin", OWNER, seeder=seeder, server=await probe.server_id())
+        me = MemberRecord(seeder, FINISHED, verified=manifest.num_blocks, blocks=manifest.num_blocks, seeder=True,
+                          role="seeder")
+        before_push = await counters(probe)
+        began = loop.time()
+        await probe.put_transfer(record)
+        await probe.put_member(record.tid, me)
+        await probe.wake_up()
+        pushing = asyncio.ensure_future(pusher_loop(probe, record, me, period, stop))
+        while not formed(*bench.state(record.tid)):
+            if loop.time() - began > args.timeout:
+                raise TimeoutError(f"not formed within {args.timeout:g} s")
+            await asyncio.sleep(POLL)  # polls the agents' in-memory views
+        to_form = delta(await counters(probe), before_push)
+        await asyncio.sleep(period)  # one more period: every agent back on its period after the wake-up's burst
+        await bench.quiet(most=period)
+        start, reconciles = await counters(probe), bench.counter.reconciles
+        while bench.counter.reconciles < reconciles + args.periods * args.agents:
+            await asyncio.sleep(POLL)  # polls an in-memory counter
+        await bench.quiet(most=period)
+        end = await counters(probe)
+        steady = delta(end, start)
+        agent_periods = (bench.counter.reconciles - reconciles) or 1
+        per_period = steady["commands"] / agent_periods  # the pusher's share spread over the agents
+        cpu_per_period = steady["cpu_s"] / agent_periods
+        real = args.reconcile / args.slow  # the period the figures are projected to
+        return {
+            "agents": args.agents, "racks": args.racks, "dcs": args.dcs, "period_s": real, "slowed": args.slow,
+            "commands_per_agent_period": round(per_period, 2),
+            "redis_cpu_us_per_agent_period": round(cpu_per_period * 1e6, 1),
+            "redis_cpu_us_per_command": round(steady["cpu_s"] / max(1, steady["commands"]) * 1e6, 2),
+            "ops_per_s": round(per_period * args.agents / real),
+            "core_use": round(cpu_per_period * args.agents / real, 3),
+            "saturation_agents": round(real / cpu_per_period) if cpu_per_period else None,
+            "saturation_ops_per_s": round(steady["commands"] / steady["cpu_s"]) if steady["cpu_s"] else None,
+            "achieved_ops_per_s": round(steady["commands"] / steady["at"]),
+            "formation_commands": round(to_form["commands"]),
+            "formation_commands_per_agent": round(to_form["commands"] / args.agents, 1),
+            "formation_redis_cpu_s": round(to_form["cpu_s"], 3),
+            "used_memory_bytes": round(end["used_memory"]),
+            "used_memory_per_agent_bytes": round((end["used_memory"] - empty["used_memory"]) / args.agents),
+            # The keys' share, and the connections' (two per agent: commands, wake-ups; their buffers)
+            "dataset_bytes": round(end["dataset"]),
+            "dataset_per_agent_bytes": round((end["dataset"] - empty["dataset"]) / args.agents),
+            "client_buffers_bytes": round(end["clients"]), "connections": round(end["connections"]),
+            "used_memory_before_push_bytes": round(registered["used_memory"]),
+            "keys": round(end["keys"]),
+            "periods_measured": round(agent_periods / args.agents, 2),
+        }
+    finally:
+        stop.set()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if "pushing" in locals():
+            await asyncio.gather(pushing, return_exceptions=True)
+        await probe.close()
+
+
+def ceiling(server: RedisServer) -> dict[str, float]:
+    """`redis-benchmark`'s requests per second for the simplest commands, on this machine (its clients share the
+    cores with the server)."""
+    out = subprocess.run(["redis-benchmark", "-h", server.host, "-p", str(server.port), "-q", "-n", "200000",
+                          "-c", "50", "-t", "set,get,mset"], capture_output=True, text=True, timeout=300).stdout
+    found = {}
+    for line in out.replace("\r", "\n").splitlines():
+        match = re.match(r"^\s*(\S+)(?: \(.*\))?: ([0-9.]+) requests per second", line)
+        if match:
+            found[match.group(1).lower()] = float(match.group(2))
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.cluster_redis_load", description=__doc__.split("\n")[0])
+    parser.add_argument("--agents", type=int, default=100)
+    parser.add_argument("--racks", type=int, default=4)
+    parser.add_argument("--dcs", type=int, default=1)
+    parser.add_argument("--reconcile", type=float, default=2.0, help="the agents' real period, s (default 2)")
+    parser.add_argument("--slow", type=float, default=1.0,
+                        help="run the clock this many times slower (period and TTLs), for N this process cannot "
+                             "keep on the real period; figures are per period, projected back (default 1)")
+    parser.add_argument("--periods", type=int, default=3, help="steady periods to count over")
+    parser.add_argument("--size", type=int, default=1 << 20, help="bytes of the (never transferred) content")
+    parser.add_argument("--timeout", type=float, default=1800.0)
+    parser.add_argument("--ceiling", action="store_true", help="also run redis-benchmark against the same server")
+    parser.add_argument("--name", help="result file name (default AGENTSxRACKS)")
+    parser.add_argument("--out", type=pathlib.Path, default=RESULTS)
+    args = parser.parse_args(argv)
+    if (missing := redis_missing()) is not None:
+        print(missing, file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # two redis connections per agent
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4 * args.agents + 256)), hard))
+    with contextlib.suppress(ImportError):
+        import uvloop  # as the agent command runs
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    with tempfile.TemporaryDirectory(prefix="cluster-redis-load-") as scratch:
+        server = RedisServer(pathlib.Path(scratch) / "redis")
+        server.start()
+        try:
+            figures = asyncio.run(run(args, pathlib.Path(scratch) / "agents", server.url))
+            if args.ceiling:
+                figures["redis_benchmark_requests_per_s"] = ceiling(server)
+        finally:
+            server.stop()
+    name = args.name or f"{args.agents}x{args.racks}"
+    figures = {"name": name, "commit": commit(),
+               "command": f".venv/bin/python -m bench.cluster_redis_load {' '.join(argv or sys.argv[1:])}", **figures}
+    line = json.dumps(figures)
+    print(line)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"{name}.json").write_text(line + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
