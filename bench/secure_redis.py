@@ -21,7 +21,8 @@ from cluster.records import NAMESPACE
 
 USER = "swarmproxy"
 # Everything the agents, pushes and `status`/`cancel` run, and nothing else: on the cluster's keys and wake-up
-# channel only. EVAL runs the slot scripts (GET, PEXPIRE, DEL inside); INFO gives the server's run id and uptime.
+# channel only. EVAL runs the slot scripts (GET, PEXPIRE, DEL inside) and the `primary` marker's (GET, SET); INFO gives
+# the server's run id and uptime.
 COMMANDS = ("get", "set", "mget", "exists", "del", "pexpire", "sadd", "srem", "smembers", "publish", "subscribe",
             "unsubscribe", "eval", "info", "ping")
 CLUSTER_ACL = (f"user {USER} on >{{password}} resetkeys resetchannels ~{NAMESPACE}:* &{NAMESPACE}:* -@all "
