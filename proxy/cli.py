@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "demo":
             return demo.run(args)
         if args.command == "service":
-            return service_command.run(args, run_options)
+            return service_command.run(args, run_options, parser)
         if args.command == "swarm":
             return swarm_cli.run(args)
     except ConfigError as exc:

@@ -118,15 +118,15 @@ def own_command() -> list[str]:
     return [str(pathlib.Path(sys.executable).absolute()), "-m", "proxy.cli"]
 
 
-def check_run_options(options: Sequence[str]) -> None:
+def check_run_options(options: Sequence[str], parser: argparse.ArgumentParser) -> None:
     """Refuse what `swarmproxy run` would refuse at start (an unknown flag, a bad value, an unreadable config file),
-    before a unit that can only fail is written. The service's environment is not this shell's: only the options
-    are checked, not SWARMPROXY_* variables set here."""
-    from .cli import build_parser
+    before a unit that can only fail is written; `parser` is swarmproxy's own (`proxy.cli.build_parser`, handed
+    down: the command line imports this module, not the other way). The service's environment is not this shell's:
+    only the options are checked, not SWARMPROXY_* variables set here."""
     from .config import OPTIONS, Config
 
     try:
-        parsed = build_parser().parse_args(["run", *options])
+        parsed = parser.parse_args(["run", *options])
     except SystemExit:  # argparse printed the usage error already
         raise ConfigError(f"'swarmproxy run {' '.join(options)}' is not a valid command line; nothing was "
                           "installed") from None
@@ -154,10 +154,10 @@ def _run_quietly(argv: Sequence[str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(list(argv), capture_output=True, text=True, timeout=SYSTEMCTL_TIMEOUT, check=False)
 
 
-def install(options: Sequence[str], *, public: bool, say: Callable[[str], None], run: Runner = _run_quietly,
-            environ: dict[str, str] | os._Environ[str] = os.environ) -> int:
+def install(options: Sequence[str], *, public: bool, parser: argparse.ArgumentParser, say: Callable[[str], None],
+            run: Runner = _run_quietly, environ: dict[str, str] | os._Environ[str] = os.environ) -> int:
     arguments = run_arguments(options, public=public)
-    check_run_options(arguments)
+    check_run_options(arguments, parser)
     directory = unit_dir(environ)
     path = directory / UNIT_NAME
     text = unit_text(own_command(), arguments)
@@ -226,17 +226,17 @@ def remove(*, say: Callable[[str], None], run: Runner = _run_quietly,
     return 0
 
 
-def run(args: argparse.Namespace, run_options: list[str]) -> int:
+def run(args: argparse.Namespace, run_options: list[str], parser: argparse.ArgumentParser) -> int:
     def say(line: str) -> None:
         print(line, file=sys.stderr)
 
     if args.action == "show":
         arguments = run_arguments(run_options, public=args.public_network)
-        check_run_options(arguments)
+        check_run_options(arguments, parser)
         sys.stdout.write(unit_text(own_command(), arguments))
         return 0
     if args.action == "install":
-        return install(run_options, public=args.public_network, say=say)
+        return install(run_options, public=args.public_network, parser=parser, say=say)
     if run_options or args.public_network:
         raise ConfigError("'swarmproxy service remove' takes no options")
     return remove(say=say)

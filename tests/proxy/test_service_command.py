@@ -23,6 +23,7 @@ import pytest
 
 from bittorrent.settings import PRIVATE_NETWORK_ENV
 from proxy import service_command as svc
+from proxy.cli import build_parser
 from proxy.errors import ConfigError
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -126,7 +127,7 @@ def _calls(log: pathlib.Path) -> list[str]:
 def test_install_without_a_user_manager_enables_for_the_next_login_and_remove_undoes_it(fake_system):
     units, log = fake_system
     said: list[str] = []
-    assert svc.install(["--listen", "127.0.0.1:9000"], public=False, say=said.append) == 0
+    assert svc.install(["--listen", "127.0.0.1:9000"], public=False, parser=build_parser(), say=said.append) == 0
     unit = units / "swarmproxy.service"
     link = units / "default.target.wants" / "swarmproxy.service"
     assert "--listen 127.0.0.1:9000 --private-network" in unit.read_text()
@@ -145,12 +146,12 @@ def test_install_under_a_user_manager_starts_it_and_a_second_install_restarts_th
     units, log = fake_system
     monkeypatch.setenv("FAKE_MANAGER", "1")
     said: list[str] = []
-    svc.install([], public=False, say=said.append)
+    svc.install([], parser=build_parser(), public=False, say=said.append)
     assert _calls(log) == ["--user daemon-reload", "--user enable swarmproxy.service",
                            "--user restart swarmproxy.service"]
     assert any("enabled and started" in line for line in said)
     said.clear()
-    svc.install([], public=True, say=said.append)
+    svc.install([], parser=build_parser(), public=True, say=said.append)
     assert said[0].startswith("replaced ")
     assert "--private-network" not in (units / "swarmproxy.service").read_text()
     assert _calls(log)[-1] == "--user restart swarmproxy.service"
@@ -163,7 +164,7 @@ def test_install_without_systemctl_makes_the_link_itself(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     monkeypatch.setattr(svc.shutil, "which", lambda name: None)
     said: list[str] = []
-    svc.install([], public=False, say=said.append)
+    svc.install([], parser=build_parser(), public=False, say=said.append)
     link = tmp_path / "config" / "systemd" / "user" / "default.target.wants" / "swarmproxy.service"
     assert link.is_symlink() and link.resolve().name == "swarmproxy.service"
     assert any("systemctl is not installed" in line for line in said)
@@ -179,7 +180,7 @@ def test_install_without_systemctl_makes_the_link_itself(tmp_path, monkeypatch):
 def test_bad_run_options_write_nothing(fake_system, options, message):
     units, log = fake_system
     with pytest.raises(ConfigError, match=message):
-        svc.install(options, public=False, say=lambda line: None)
+        svc.install(options, parser=build_parser(), public=False, say=lambda line: None)
     assert not units.exists() and _calls(log) == []
 
 
