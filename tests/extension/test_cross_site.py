@@ -29,7 +29,7 @@ from urllib.parse import quote, urlencode
 import pytest
 from aiohttp import web
 
-from .conftest import EXTENSION, Browser, ProxyProcess
+from .conftest import Browser, ProxyProcess
 from .firefox_bidi import EXTENSION_UUID, Firefox
 
 pytestmark = pytest.mark.e2e

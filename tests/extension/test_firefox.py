@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 import pytest
 
-from .conftest import DOWNLOAD, EXTENSION, SCREENSHOTS, Origin, ProxyProcess
+from .conftest import DOWNLOAD, SCREENSHOTS, Origin, ProxyProcess
 from .firefox_bidi import EXTENSION_UUID, BiDiError, Firefox
 
 pytestmark = pytest.mark.e2e
