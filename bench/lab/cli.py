@@ -12,6 +12,8 @@ Scenarios (each writes report.json, summary.txt and figure.png into --out):
   crowd-scale the flash crowd simulated at internet scale (100,000 clients at 1,000/s; --clients, --rate, --dht
               ours|mainline|both, --cross-check: 1,000 at 20/s against recorded real runs): the real download,
               fetch and trust cores on a virtual clock (bench/crowd_sim)
+  cluster-scale  the cluster overlay mode at 100..2,600 agents, simulated on a virtual clock with the product's
+              own cores (issue 40, scenario 4); its own options: `swarmproxy lab cluster-scale --help`
 
 Every client is a full node (proxy + block engine + DHT) on its own 127.x.y.z address, in this process or
 spread over --workers processes that share one emulated network; the origin is throttled like Pack's
@@ -45,7 +47,7 @@ from .. import extra
 if TYPE_CHECKING:
     from .scenarios import Plan
 
-SCENARIOS = ("flashcrowd", "sweep", "page", "largefile", "mixed", "crowd-scale")
+SCENARIOS = ("flashcrowd", "sweep", "page", "largefile", "mixed", "crowd-scale", "cluster-scale")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,6 +61,15 @@ def main(argv: list[str] | None = None) -> int:
     from bench import stay_private
 
     stay_private()  # before anything starts: the lab's nodes, and every process they start, stay off the internet
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["cluster-scale"]:  # a simulation, with options of its own (no emulated network, no nodes)
+        failed = extra.missing()
+        if failed:
+            print(extra.message(failed), file=sys.stderr)
+            return 1
+        from bench.sim import lab as cluster_scale
+
+        return cluster_scale.main(argv[1:])
     args = build_parser().parse_args(argv)
     failed = extra.missing()  # checked before any run: a figure is drawn last, after minutes of work
     if failed:

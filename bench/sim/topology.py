@@ -1,0 +1,75 @@
+"""What a simulated cluster looks like: racks of hosts in one datacenter, the link rates, and its lower bound.
+
+The link model of issue 40 (scenario 4): a byte from host A to host B crosses A's own uplink, then, when B is in
+another rack, A's rack uplink, the DC core and B's rack downlink, then B's own downlink; each is a queue with a
+rate (`bench.sim.links`). Inside a rack the top-of-rack switch is not a limit. The seeder hangs off the core, as
+the pusher does in `bench.cluster_netns`. Rates are bytes/s; None is not a limit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from bench.cluster_bound import Link, makespan_bound
+from cluster.throttle import RESERVE
+from swarm.content.manifest import choose_block_size
+
+__all__ = ["Setup", "bound"]
+
+
+@dataclass(frozen=True)
+class Setup:
+    size: int  # bytes of the pushed file
+    racks: int
+    per_rack: int
+    host_up: float | None = None
+    host_down: float | None = None
+    rack_up: float | None = None  # every rack's uplink (rack -> core) ...
+    rack_down: float | None = None  # ... and downlink (core -> rack)
+    core: float | None = None  # the DC core, all racks' traffic between them
+    seeder_up: float | None = None  # the pusher's own uplink
+    block_size: int | None = None  # None: the product's choice for this size (`choose_block_size`)
+    # per rack index: (uplink, downlink) instead of the above (bench.cluster_netns shapes rack 1 only)
+    rack_links: dict[int, tuple[float | None, float | None]] = field(default_factory=dict)
+    # The throttle (`cluster.throttle`): the host capacity each agent is started with (--host-capacity), None for
+    # none (the product's default: no limit) and the reserve it keeps (--reserve).
+    throttle_host: float | None = None
+    reserve: float = RESERVE
+    formation: float = 0.3  # s from the push until the entry plan is drawn and the first request goes out
+    seed: int = 1
+
+    @property
+    def agents(self) -> int:
+        return self.racks * self.per_rack
+
+    @property
+    def block(self) -> int:
+        return self.block_size or choose_block_size(self.size)
+
+    def rack_rates(self, rack: int) -> tuple[float | None, float | None]:
+        return self.rack_links.get(rack, (self.rack_up, self.rack_down))
+
+    def describe(self) -> dict:
+        return {"agents": self.agents, "racks": self.racks, "per_rack": self.per_rack, "size": self.size,
+                "block_size": self.block, "host_up": self.host_up, "host_down": self.host_down,
+                "rack_up": self.rack_up, "rack_down": self.rack_down, "core": self.core,
+                "seeder_up": self.seeder_up, "rack_links": {str(k): v for k, v in self.rack_links.items()},
+                "throttle_host_capacity": self.throttle_host, "reserve": self.reserve,
+                "formation_s": self.formation, "seed": self.seed}
+
+
+def bound(setup: Setup) -> dict:
+    """Babenhauserheide's bound (`bench.cluster_bound`) for this topology: the seeder's and hosts' own links,
+    every rack downlink (one copy must enter each rack: the seeder is outside every rack), the core (one copy per
+    rack crosses it), plus the start-up pipeline of log2(N) blocks at the slowest host rate."""
+    n = setup.agents
+    links = []
+    for rack in range(setup.racks):
+        down = setup.rack_rates(rack)[1]
+        if down is not None:
+            links.append(Link(f"rack {rack} downlink", setup.size, down))
+    if setup.core is not None:
+        links.append(Link("DC core", setup.racks * setup.size, setup.core))
+    return makespan_bound(setup.size, n, seeder_upload=setup.seeder_up,
+                          downloads=[setup.host_down] * n if setup.host_down is not None else (),
+                          uploads=[setup.host_up] * n, links=links, block_size=setup.block)

@@ -1,0 +1,90 @@
+"""A small simulated push end to end (2 racks x 4 agents) and the lab scenario's report: behaviour, never timing."""
+
+import json
+import math
+
+import pytest
+
+from bench.sim import lab
+from bench.sim.engine import Simulation
+from bench.sim.topology import Setup, bound
+
+MB = 1_000_000
+
+
+def _run(setup: Setup):
+    sim = Simulation(setup)
+    return sim, sim.run(max_virtual=600)
+
+
+@pytest.fixture(scope="module")
+def small():
+    return _run(Setup(8 * MB, racks=2, per_rack=4, host_up=10 * MB, host_down=10 * MB, rack_up=20 * MB,
+                      rack_down=20 * MB, seeder_up=10 * MB, block_size=64 * 1024))
+
+
+def test_every_agent_gets_every_block(small):
+    sim, result = small
+    assert all(math.isfinite(t) for t in result.finish)
+    assert result.held_bytes == [8 * MB] * 8  # conservation: each agent verified the whole file, once
+    assert all(sum(r.values()) >= 8 * MB for r in result.received)
+
+
+def test_roles_follow_the_overlay(small):
+    _, result = small
+    assert result.roles.count("rack") + result.roles.count("dc") == 4  # two representants per rack
+    assert result.roles.count("dc") == 4  # every rack representant of the DC (fewer than DC_REPS = 5)
+
+
+def test_each_rack_uplink_carries_about_one_copy(small):
+    _, result = small
+    for entered in result.rack_in:
+        assert 1.0 <= entered / (8 * MB) <= 1.1
+    assert result.seeder_sent / (8 * MB) <= 1.05
+
+
+def test_the_makespan_is_not_below_the_bound(small):
+    sim, result = small
+    assert max(result.finish) >= bound(sim.setup)["seconds"]
+
+
+def test_a_shaped_rack_downlink_sets_the_pace():
+    """bench.cluster_netns's topology in small: rack 0's links at 1 MB/s, hosts at 20 MB/s; the push cannot end
+    before one copy has crossed it, and the rack's agents take (about) one copy through it."""
+    setup = Setup(4 * MB, racks=2, per_rack=3, host_up=20 * MB, host_down=20 * MB,
+                  rack_links={0: (1 * MB, 1 * MB)}, block_size=32 * 1024)
+    _, result = _run(setup)
+    assert all(math.isfinite(t) for t in result.finish)
+    assert max(result.finish) >= 4.0  # F / C
+    assert result.rack_in[0] / (4 * MB) <= 1.1
+    assert result.links["rack 0 down"] == result.rack_in[0]
+
+
+def test_the_same_seed_gives_the_same_push():
+    setup = Setup(2 * MB, racks=2, per_rack=2, host_up=5 * MB, host_down=5 * MB, seeder_up=5 * MB,
+                  block_size=32 * 1024, seed=7)
+    assert _run(setup)[1].finish == _run(setup)[1].finish
+
+
+def test_the_lab_scenario_writes_its_report(tmp_path):
+    out = tmp_path / "out"
+    code = lab.main(["--agents", "8", "--per-rack", "4", "--size", "4M", "--cap", "10M", "--block-size", "64Ki",
+                     "--out", str(out)])
+    assert code == 0
+    report = json.loads((out / "report.json").read_text())
+    (point,) = report["points"]
+    assert point["valid"] and point["complete"] and point["verified_bytes"] == 8 * 4 * MB
+    assert point["makespan_s"] >= point["bound"]["seconds"]
+    assert (out / "summary.txt").read_text().count("VALID") == 1
+    assert (out / "figure.png").stat().st_size > 0
+
+
+def test_setups_read_the_command_line():
+    args = lab.build_parser().parse_args(["--agents", "100,200", "--cap", "300M"])
+    points = lab.setups(args)
+    assert [p.agents for p in points] == [100, 200]
+    assert points[0].block == 2 * 1024 * 1024  # the product's block size for 3 GB
+    assert points[0].host_up == 300 * MB and points[0].seeder_up == 300 * MB
+    cross = lab.setups(lab.build_parser().parse_args(["--crosscheck"]))[0]
+    assert (cross.racks, cross.per_rack, cross.size) == (3, 4, 32 << 20)
+    assert cross.rack_rates(0) == (2 * MB, 2 * MB) and cross.rack_rates(1) == (None, None)
