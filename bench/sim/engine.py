@@ -19,7 +19,8 @@ What runs here is the product's own sans-I/O code; what is reproduced is the asy
   agent reads the same records, so one `StallWatch` stands for all); the time the overlay takes to form
   (`Setup.formation`, 0.3 s: the 0.2-0.4 s before the first byte measured in `bench.cluster_netns`); every
   provider is known from the start and none leaves; blocks are not hashed (`SimManifest`: no bytes exist); one
-  transfer, so `cluster.turns` has nothing to decide; the seeder is not throttled.
+  transfer, so `cluster.turns` has nothing to decide; the seeder is not throttled; a HAVE is not delivered to a
+  receiver that has verified the block already (it changes nothing the fetch decides: see `_verified`).
 
 Time: flows get their max-min fair rates (`Network.rates`) again once per `quantum` of virtual time when the set
 of busy connections changed; between two such instants a connection keeps its rate, a block's end is an exact
@@ -118,6 +119,7 @@ class Simulation:
         self.manifest = SimManifest(size=size, block_size=block, root=self.rng.randbytes(32))
         self.blocks = self.manifest.num_blocks
         self.layer = [b"\0" * 32] * self.blocks
+        self.lengths = [self.manifest.block_span(b)[1] for b in range(self.blocks)]
         self.payload = {length: bytes(length) for length in {self.manifest.block_span(b)[1] for b in
                                                              (0, self.blocks - 1)}}
         n = setup.agents
@@ -377,7 +379,7 @@ class Simulation:
                 self.dirty = True
             return
         conn.sending = conn.queue.popleft()
-        length = self.manifest.block_span(conn.sending)[1]
+        length = self.lengths[conn.sending]
         self.rem0[flow], self.t0[flow] = length, self.now
         if self.rate[flow] > 0:  # busy already: the next block follows at the same rate
             end = self.ends[flow] = self.now + length / self.rate[flow]
@@ -395,7 +397,7 @@ class Simulation:
     def _block_sent(self, flow: int) -> None:
         conn = self.by_flow[flow]
         block, server, receiver = conn.sending, conn.server, conn.receiver
-        length = self.manifest.block_span(block)[1]
+        length = self.lengths[block]
         self.net.carry(flow, length)
         self.sent[server][conn.level.label] += length
         self.received[receiver][conn.level.label] += length
@@ -422,10 +424,15 @@ class Simulation:
             return
         self.held[i][block] = 1
         self.verified[i] += 1
-        have = wire.Have(block)
+        have, held, finish, cores = wire.Have(block), self.held, self.finish, self.cores
         for conn in self.serving[i]:
-            if (conn.shown is None or block in conn.shown) and self.finish[conn.receiver] == math.inf:
-                self._act(conn.receiver, self.cores[conn.receiver].on_message(i, have, self.now))
+            # Not to a receiver that verified the block already: there the HAVE changes nothing its fetch decides
+            # (the picker never picks a verified block again; only counts kept for that block would move), and
+            # most HAVEs are such in a rack where every member takes the same block.
+            receiver = conn.receiver
+            if (conn.shown is None or block in conn.shown) and not held[receiver][block] \
+                    and finish[receiver] == math.inf:
+                self._act(receiver, cores[receiver].on_message(i, have, self.now))
 
     def _announce(self, i: int, block: int) -> None:
         """START to the peers `i` serves that may see the block (`ServeCore` sends no START about a hidden one)."""
@@ -466,7 +473,7 @@ class Simulation:
             rack_in[self.rack_of[i]] += self.received[i]["dc"] + self.received[i]["outside"]
         links = {name: self.net.carried[k] for k, name in enumerate(self.net.names)
                  if name.startswith(("rack", "DC"))}
-        held_bytes = [sum(self.manifest.block_span(b)[1] for b in self.holding(i, None)) for i in range(self.n)]
+        held_bytes = [sum(self.lengths[b] for b in self.holding(i, None)) for i in range(self.n)]
         return Result(self.setup.describe(), self.blocks, list(self.finish), self.received[:self.n],
                       self.sent[:self.n], sum(self.sent[self.seeder].values()), rack_in, self.roles, held_bytes,
                       self.closes, self.events, self.recomputes, self.now, links)

@@ -140,6 +140,13 @@ def summarise(setup: Setup, result: Result, wall: float, budget: float) -> dict:
         "verified_bytes": verified_bytes, "agents_x_size": setup.agents * size,
         "received_over_needed": round(received / (setup.agents * size), 4),
         "roles": {role: result.roles.count(role) for role in ("dc", "rack", "member")},
+        # Who uploaded: copies of the file each role's agents sent on average (ideally every agent near 1: a host
+        # that sends less than it receives leaves its uplink idle while others are saturated).
+        "upload_copies_by_role": {role: round(statistics.mean(
+            sum(sent.values()) for sent, r in zip(result.sent, result.roles, strict=True) if r == role) / size, 3)
+            for role in ("dc", "rack", "member") if role in result.roles},
+        "received_by_level": {level: round(sum(r[level] for r in result.received) / (setup.agents * size), 4)
+                              for level in ("rack", "dc", "outside")},
         "closes": result.closes, "events": result.events, "rate_recomputes": result.recomputes,
         "finish_s": [round(t, 3) if math.isfinite(t) else None for t in finish],
         "valid": not problems, "problems": problems,
@@ -176,6 +183,9 @@ def text(report: dict) -> str:
                      f"{f(p['makespan_over_bound'], 6)} {f(p['seeder_ratio'], 6, 3)} "
                      f"{f(p['rack_uplink_copies']['max'], 7, 3)}  "
                      + ("VALID" if p["valid"] else "INVALID: " + "; ".join(p["problems"])))
+    missing = [n for n in report.get("points_planned", []) if n not in {p["agents"] for p in report["points"]}]
+    if missing:
+        lines.append(f"not run (yet): {', '.join(map(str, missing))} agents")
     lines.append("")
     for name, value in report["goals"].items():
         lines.append(f"{name}: {value}")
@@ -229,19 +239,27 @@ def main(argv: list[str] | None = None) -> int:
         say(f"  -> makespan {point['makespan_s']} s, p50 {point['p50_s']} s, p99 {point['p99_s']} s, "
             f"{point['wall_s']} s of wall time{'' if point['valid'] else ', INVALID: ' + '; '.join(point['problems'])}")
         results.append(point)
+        # Written after every point: a series cut short (the 2,600-agent point can take the better part of an hour
+        # here) still leaves the points it finished, with `points_planned` saying what is missing.
+        paths = _write(out, argv, args, points, results)
+    say("\n" + (out / "summary.txt").read_text())
+    say("wrote " + ", ".join(str(p) for p in paths))
+    return 0 if all(p["valid"] for p in results) else 1
+
+
+def _write(out: pathlib.Path, argv: list[str] | None, args: argparse.Namespace, points: list[Setup],
+           results: list[dict]) -> list[pathlib.Path]:
+    from bench.lab.report import write
+
     cap = None if args.crosscheck else _rate(args.cap)
     what = ("bench.cluster_netns --racks 3 --per-rack 4, simulated" if cap is None else
             f"one DC, racks of {points[0].per_rack}, every host capped at {cap / 1e6:g} MB/s each way, "
             f"{points[0].size / 1e9:g} GB")
     report = {"scenario": "cluster-scale", "command": "swarmproxy lab cluster-scale " + " ".join(
-        argv if argv is not None else sys.argv[1:]), "what": what, "points": results,
-        "goals": goals(results, cap), "valid": all(p["valid"] for p in results)}
-    summary = text(report)
-    from bench.lab.report import write
-    paths = write(out, report, summary, draw)
-    say("\n" + summary)
-    say("wrote " + ", ".join(str(p) for p in paths))
-    return 0 if report["valid"] else 1
+        argv if argv is not None else sys.argv[1:]), "what": what,
+        "points_planned": [p.agents for p in points], "points": results,
+        "goals": goals(results, cap), "valid": all(p["valid"] for p in results) and len(results) == len(points)}
+    return write(out, report, text(report), draw)
 
 
 if __name__ == "__main__":
