@@ -206,9 +206,16 @@ class Simulation:
         self.serving: list[list[Conn]] = [[] for _ in range(self.n + 1)]
         self.sources: list[list[int]] = []
         wanted = max(1, min(FETCH_PEERS, self.blocks + PEER_SPARE))  # `SwarmService.peers_for_blocks`
+        # `View.may_talk` (two peers share a group) for every pair would be N² calls, each walking the slots:
+        # hours at 2,600 agents. The same answer from each node's `View.groups`, asked once: its groups' members.
+        groups = [view.groups(node) for node in self.nodes]
+        members: dict[tuple[str, ...], list[int]] = {}
+        for j, joined in enumerate(groups):
+            for group in joined:
+                members.setdefault(group, []).append(j)
         for i in range(self.n):
             me = self.nodes[i]
-            found = [j for j in range(self.n + 1) if j != i and view.may_talk(me, self.nodes[j])]
+            found = sorted({j for group in groups[i] for j in members[group]} - {i})
 
             def rank(j: int, i: int = i) -> int:  # `Agent.provider_rank`: the transfer's seeder, then the nearest
                 return -1 if j == self.seeder else int(self.level(i, j))

@@ -88,3 +88,16 @@ def test_setups_read_the_command_line():
     cross = lab.setups(lab.build_parser().parse_args(["--crosscheck"]))[0]
     assert (cross.racks, cross.per_rack, cross.size) == (3, 4, 32 << 20)
     assert cross.rack_rates(0) == (2 * MB, 2 * MB) and cross.rack_rates(1) == (None, None)
+
+
+def test_the_throttle_core_caps_the_agents_uploads():
+    """Agents started with a host capacity (`cluster.throttle.Planner`, 20 % reserve) upload at most 80 % of it on
+    each level (a link of their upload path), so the push is slower than unthrottled."""
+    base = dict(racks=2, per_rack=3, host_up=10 * MB, host_down=10 * MB, seeder_up=10 * MB, block_size=32 * 1024)
+    free = _run(Setup(4 * MB, **base))[1]
+    sim, held = _run(Setup(4 * MB, throttle_host=5 * MB, **base))
+    assert max(held.finish) > max(free.finish)
+    limits = [sim.net.capacity[link] for links in sim.throttle_links for link in links.values()]
+    assert len(limits) == 6 * 3 and all(0 < limit <= 4 * MB for limit in limits)
+    assert all(sim.throttle_links[0][level] in sim.net.routes[sim.conns[(0, j)].flow]
+               for j in range(6) if (0, j) in sim.conns for level in [sim.conns[(0, j)].level])
