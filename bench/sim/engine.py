@@ -101,6 +101,7 @@ class Result:
     rack_in: list[int]  # per rack, bytes its agents received from outside the rack
     roles: list[str]
     held_bytes: list[int]  # per agent, bytes of the blocks it verified (each counted once)
+    stalled: int  # agents `StallWatch` found without progress for STEAL_AFTER s (then shown everything)
     closes: int
     events: int
     recomputes: int
@@ -209,13 +210,13 @@ class Simulation:
         # `View.may_talk` (two peers share a group) for every pair would be N² calls, each walking the slots:
         # hours at 2,600 agents. The same answer from each node's `View.groups`, asked once: its groups' members.
         groups = [view.groups(node) for node in self.nodes]
-        members: dict[tuple[str, ...], list[int]] = {}
+        in_group: dict[tuple[str, ...], list[int]] = {}
         for j, joined in enumerate(groups):
             for group in joined:
-                members.setdefault(group, []).append(j)
+                in_group.setdefault(group, []).append(j)
         for i in range(self.n):
             me = self.nodes[i]
-            found = sorted({j for group in groups[i] for j in members[group]} - {i})
+            found = sorted({j for group in groups[i] for j in in_group[group]} - {i})
 
             def rank(j: int, i: int = i) -> int:  # `Agent.provider_rank`: the transfer's seeder, then the nearest
                 return -1 if j == self.seeder else int(self.level(i, j))
@@ -483,4 +484,4 @@ class Simulation:
         held_bytes = [sum(self.lengths[b] for b in self.holding(i, None)) for i in range(self.n)]
         return Result(self.setup.describe(), self.blocks, list(self.finish), self.received[:self.n],
                       self.sent[:self.n], sum(self.sent[self.seeder].values()), rack_in, self.roles, held_bytes,
-                      self.closes, self.events, self.recomputes, self.now, links)
+                      len(self.plan.stalled), self.closes, self.events, self.recomputes, self.now, links)

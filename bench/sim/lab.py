@@ -138,6 +138,8 @@ def summarise(setup: Setup, result: Result, wall: float, budget: float) -> dict:
         "rack_uplink_copies": {"max": round(max(result.rack_in) / size, 4),
                                "mean": round(statistics.mean(result.rack_in) / size, 4)},
         "verified_bytes": verified_bytes, "agents_x_size": setup.agents * size,
+        "verified_fraction": round(verified_bytes / (setup.agents * size), 4),
+        "stalled_agents": result.stalled,
         "received_over_needed": round(received / (setup.agents * size), 4),
         "roles": {role: result.roles.count(role) for role in ("dc", "rack", "member")},
         # Who uploaded: copies of the file each role's agents sent on average (ideally every agent near 1: a host
