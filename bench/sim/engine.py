@@ -102,6 +102,7 @@ class Result:
     roles: list[str]
     held_bytes: list[int]  # per agent, bytes of the blocks it verified (each counted once)
     stalled: int  # agents `StallWatch` found without progress for STEAL_AFTER s (then shown everything)
+    entry_gaps: dict  # `Simulation.entry_gaps()`
     closes: int
     events: int
     recomputes: int
@@ -234,6 +235,27 @@ class Simulation:
         self.t0 = np.zeros(len(self.by_flow))
         self.rate = np.zeros(len(self.by_flow))
         self.ends = np.full(len(self.by_flow), np.inf)  # when the block on each flow is through (inf: idle)
+
+    def entry_gaps(self) -> dict:
+        """Entry points the fetch cap cut off: blocks a rack representant is to bring into its rack (`EntryPlan`)
+        that no server among its chosen providers (`FETCH_PEERS`) will show it across a level. Until `StallWatch`
+        finds it without progress for STEAL_AFTER s, such a block enters the rack through nobody. Known at set-up."""
+        reps = [i for i in range(self.n) if self.roles[i] != "member"]
+        cut, blocks, entered = 0, 0, 0
+        everything = frozenset(range(self.blocks))
+        for r in reps:
+            owners = self.plan.rack.get(self.locations[r]) or []
+            mine = {b for b, owner in enumerate(owners) if owner == self.nodes[r]}
+            shown: set[int] = set()
+            for j in self.sources[r]:
+                conn = self.conns[(j, r)]
+                if conn.level is not Level.RACK:
+                    shown |= everything if conn.shown is None else conn.shown
+            entered += len(mine)
+            if mine - shown:
+                cut, blocks = cut + 1, blocks + len(mine - shown)
+        return {"rack_reps": len(reps), "reps_cut_off": cut, "blocks_without_server": blocks,
+                "blocks_to_bring_in": entered}
 
     # -- the event loop -------------------------------------------------------------------------------------------
 
@@ -484,4 +506,5 @@ class Simulation:
         held_bytes = [sum(self.lengths[b] for b in self.holding(i, None)) for i in range(self.n)]
         return Result(self.setup.describe(), self.blocks, list(self.finish), self.received[:self.n],
                       self.sent[:self.n], sum(self.sent[self.seeder].values()), rack_in, self.roles, held_bytes,
-                      len(self.plan.stalled), self.closes, self.events, self.recomputes, self.now, links)
+                      len(self.plan.stalled), self.entry_gaps(), self.closes, self.events, self.recomputes,
+                      self.now, links)

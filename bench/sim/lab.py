@@ -23,6 +23,7 @@ with the median of real-process runs of that command.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import pathlib
 import statistics
@@ -68,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--crosscheck", action="store_true",
                         help="simulate bench.cluster_netns --racks 3 --per-rack 4 instead (see above)")
+    parser.add_argument("--gaps-only", action="store_true",
+                        help="only set each point up and print its entry gaps: rack representants that the fetch's "
+                             "peer cap (64) leaves without a server of some of their blocks (seconds, no push)")
     parser.add_argument("--host-rate", default="100M", metavar="RATE",
                         help="--crosscheck: the hosts' unshaped links, bytes/s (100M)")
     return parser
@@ -139,7 +143,7 @@ def summarise(setup: Setup, result: Result, wall: float, budget: float) -> dict:
                                "mean": round(statistics.mean(result.rack_in) / size, 4)},
         "verified_bytes": verified_bytes, "agents_x_size": setup.agents * size,
         "verified_fraction": round(verified_bytes / (setup.agents * size), 4),
-        "stalled_agents": result.stalled,
+        "stalled_agents": result.stalled, "entry_gaps": result.entry_gaps,
         "received_over_needed": round(received / (setup.agents * size), 4),
         "roles": {role: result.roles.count(role) for role in ("dc", "rack", "member")},
         # Who uploaded: copies of the file each role's agents sent on average (ideally every agent near 1: a host
@@ -226,6 +230,11 @@ def main(argv: list[str] | None = None) -> int:
     def say(line: str) -> None:
         print(line, flush=True)
 
+    if args.gaps_only:
+        for setup in points:
+            say(f"{setup.agents} agents ({setup.racks} racks of {setup.per_rack}): "
+                f"{json.dumps(Simulation(setup).entry_gaps())}")
+        return 0
     results = []
     for setup in points:
         say(f"{setup.agents} agents ({setup.racks} racks of {setup.per_rack}), {setup.size:,} bytes in "
