@@ -113,3 +113,18 @@ def test_entry_gaps_appear_only_past_the_fetch_peer_cap(small):
     gaps = crowded.entry_gaps()
     assert gaps["rack_reps"] == 80 and gaps["reps_cut_off"] > 0
     assert 0 < gaps["blocks_without_server"] < gaps["blocks_to_bring_in"]
+
+
+def test_redraw_recomputes_the_goals_from_the_report(tmp_path):
+    out = tmp_path / "out"
+    assert lab.main(["--agents", "8", "--per-rack", "4", "--size", "2M", "--cap", "10M", "--block-size", "64Ki",
+                     "--out", str(out)]) == 0
+    report = json.loads((out / "report.json").read_text())
+    report["points"][0]["agents"] = 100  # as if it were the 100-agent point, and a 1,200 one beside it
+    report["points"].append({**report["points"][0], "agents": 1200, "valid": False,
+                             "per_host_rate_median": report["points"][0]["per_host_rate_median"] / 2})
+    (out / "report.json").write_text(json.dumps(report))
+    lab.main(["--redraw", "--out", str(out)])
+    summary = (out / "summary.txt").read_text()
+    assert "rate_1200_over_100: 0.5" in summary and "rate_1200_met: False" in summary
+    assert "rate_1200_valid: False" in summary
