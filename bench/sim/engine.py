@@ -104,7 +104,7 @@ class Result:
     roles: list[str]
     held_bytes: list[int]  # per agent, bytes of the blocks it verified (each counted once)
     stalled: int  # agents `StallWatch` found without progress for STEAL_AFTER s (then shown everything)
-    entry_gaps: dict  # `Simulation.entry_gaps()`
+    entry_gaps: dict  # `Simulation.entry_gaps()` at set-up
     closes: int
     events: int
     recomputes: int
@@ -146,6 +146,7 @@ class Simulation:
         self.recomputes = 0
         self._build_network()
         self._form_overlay()
+        self.gaps = self.entry_gaps()  # at set-up: the stall watch's reveals close them later
 
     # -- topology -------------------------------------------------------------------------------------------------
 
@@ -508,5 +509,5 @@ class Simulation:
         held_bytes = [sum(self.lengths[b] for b in self.holding(i, None)) for i in range(self.n)]
         return Result(self.setup.describe(), self.blocks, list(self.finish), self.received[:self.n],
                       self.sent[:self.n], sum(self.sent[self.seeder].values()), rack_in, self.roles, held_bytes,
-                      len(self.plan.stalled), self.entry_gaps(), self.closes, self.events, self.recomputes,
+                      len(self.plan.stalled), self.gaps, self.closes, self.events, self.recomputes,
                       self.now, links)
