@@ -3,7 +3,15 @@ and never while one is open. A fake loop stands in for the clock."""
 
 from __future__ import annotations
 
-from proxy.idle_trim import TRIM_AFTER, IdleTrim, malloc_trim
+import pytest
+
+from proxy import idle_trim
+from proxy.idle_trim import TRIM_AFTER, TRIM_EVERY, IdleTrim, malloc_trim
+
+
+@pytest.fixture(autouse=True)
+def _no_trim_yet(monkeypatch):
+    monkeypatch.setattr(idle_trim, "_last_trim", None)  # the process-wide memory of the last trim
 
 
 class _Handle:
@@ -18,6 +26,9 @@ class _Loop:
     def __init__(self) -> None:
         self.now = 0.0
         self.handles: list[_Handle] = []
+
+    def time(self) -> float:
+        return self.now
 
     def call_later(self, delay: float, callback) -> _Handle:
         handle = _Handle(self, self.now + delay, callback)
@@ -65,6 +76,26 @@ def test_a_connection_before_the_delay_puts_the_trim_off():
     trim.connections(0)
     loop.advance(TRIM_AFTER)
     assert trimmed == [TRIM_AFTER * 2.5]
+
+
+def test_many_servers_of_one_process_trim_at_most_once_in_trim_every():
+    loop = _Loop()
+    trimmed: list[float] = []
+    servers = [IdleTrim(loop, trim=lambda: trimmed.append(loop.now) or True) for _ in range(500)]  # type: ignore[arg-type]
+    for server in servers:  # the lab: every node of a worker goes idle within moments
+        server.connections(1)
+        server.connections(0)
+    loop.advance(TRIM_AFTER + 1)
+    assert len(trimmed) == 1
+    servers[0].connections(1)
+    servers[0].connections(0)
+    loop.advance(TRIM_AFTER + 1)
+    assert len(trimmed) == 1  # too soon after the last
+    loop.advance(TRIM_EVERY)
+    servers[1].connections(1)
+    servers[1].connections(0)
+    loop.advance(TRIM_AFTER + 1)
+    assert len(trimmed) == 2
 
 
 def test_malloc_trim_answers_where_glibc_is():
