@@ -280,6 +280,18 @@ def commit() -> str:
     return ""
 
 
+def prepare_process(agents: int) -> None:
+    """What a bench running `agents` coordinators in this process needs: quiet logs, file descriptors for two
+    redis connections an agent, and the event loop the agent command runs (uvloop where installed)."""
+    logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4 * agents + 256)), hard))
+    with contextlib.suppress(ImportError):
+        import uvloop
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.cluster_formation", description=__doc__.split("\n")[0])
     parser.add_argument("--agents", type=int, default=100)
@@ -295,12 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     if (missing := redis_missing()) is not None:
         print(missing, file=sys.stderr)
         return 2
-    logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # two redis connections per agent
-    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4 * args.agents + 256)), hard))
-    with contextlib.suppress(ImportError):
-        import uvloop  # as the agent command runs
-        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    prepare_process(args.agents)
     with tempfile.TemporaryDirectory(prefix="cluster-formation-") as scratch:
         server = RedisServer(pathlib.Path(scratch) / "redis")
         server.start()

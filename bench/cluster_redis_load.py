@@ -33,16 +33,14 @@ import argparse
 import asyncio
 import contextlib
 import json
-import logging
 import pathlib
 import re
-import resource
 import subprocess
 import sys
 import tempfile
 import time
 
-from bench.cluster_formation import CALL_TIMEOUT, OWNER, POLL, Bench, commit, formed
+from bench.cluster_formation import CALL_TIMEOUT, OWNER, POLL, Bench, commit, formed, prepare_process
 from bench.cluster_harness import RedisServer, redis_missing
 from cluster.coord import Coord
 from cluster.identity import Identity
@@ -190,12 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     if (missing := redis_missing()) is not None:
         print(missing, file=sys.stderr)
         return 2
-    logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # two redis connections per agent
-    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4 * args.agents + 256)), hard))
-    with contextlib.suppress(ImportError):
-        import uvloop  # as the agent command runs
-        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    prepare_process(args.agents)
     with tempfile.TemporaryDirectory(prefix="cluster-redis-load-") as scratch:
         server = RedisServer(pathlib.Path(scratch) / "redis")
         server.start()
