@@ -57,6 +57,23 @@ def wait_until(condition: Callable[[], object], timeout: float, what: str) -> ob
         time.sleep(POLL)  # the poll interval of a condition with a deadline
 
 
+def follow_log(process: subprocess.Popen, path: pathlib.Path, marker: bytes) -> threading.Event:
+    """Copy `process`'s output into `path` as it comes (a thread), and set the event returned once a line holds
+    `marker` (redis-server's "ready", a sentinel's "+monitor")."""
+    ready = threading.Event()
+
+    def watch(stream) -> None:
+        with open(path, "ab") as log:
+            for line in stream:
+                log.write(line)
+                log.flush()
+                if marker in line:
+                    ready.set()
+
+    threading.Thread(target=watch, args=(process.stdout,), daemon=True).start()
+    return ready
+
+
 class RedisServer:
     """`redis-server` without persistence (a restart loses everything, as `SHUTDOWN NOSAVE` would)."""
 
@@ -83,18 +100,7 @@ class RedisServer:
              "--bind", self.host, "--save", "", "--appendonly", "no", "--dir", str(self.directory),
              "--protected-mode", "no", *self.extra],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        ready = threading.Event()
-
-        def watch(stream) -> None:
-            with open(self.log, "ab") as log:
-                for line in stream:
-                    log.write(line)
-                    log.flush()
-                    if READY in line:
-                        ready.set()
-
-        threading.Thread(target=watch, args=(self.process.stdout,), daemon=True).start()
-        if not ready.wait(timeout):
+        if not follow_log(self.process, self.log, READY).wait(timeout):
             raise TimeoutError(f"redis-server did not start on port {self.port}: see {self.log}")
 
     def client(self) -> redis.Redis:

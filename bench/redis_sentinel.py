@@ -13,13 +13,12 @@ from __future__ import annotations
 import pathlib
 import secrets
 import subprocess
-import threading
 
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from bench.cluster_harness import REDIS_BINARY, RedisServer, free_port, wait_until
+from bench.cluster_harness import REDIS_BINARY, RedisServer, follow_log, free_port, wait_until
 from bench.secure_redis import CLUSTER_ACL, USER
 
 SERVICE = "coord"
@@ -41,18 +40,7 @@ class SentinelProcess:
         conf.write_text(config)
         self.process = subprocess.Popen([REDIS_BINARY, str(conf), "--sentinel"], stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT)
-        ready = threading.Event()
-
-        def watch(stream) -> None:
-            with open(self.log, "ab") as log:
-                for line in stream:
-                    log.write(line)
-                    log.flush()
-                    if MONITOR in line:
-                        ready.set()
-
-        threading.Thread(target=watch, args=(self.process.stdout,), daemon=True).start()
-        if not ready.wait(timeout):
+        if not follow_log(self.process, self.log, MONITOR).wait(timeout):
             raise TimeoutError(f"redis-server --sentinel did not start on port {self.port}: see {self.log}")
 
     def stop(self) -> None:
