@@ -28,6 +28,7 @@ SIZE = 8 * MiB
 # redis's replies are taken off: TCP/IP headers (66 bytes a 1448-byte segment, at most 4.6 %; less with
 # segmentation offload) and the agents' HTTP requests and ACKs.
 WIRE_OVERHEAD = 0.08
+FULL = 0.9  # of UPLINK: a sampling interval that carried this much had no room left for the background flow
 
 
 @pytest.fixture
@@ -113,14 +114,20 @@ def test_shaped_uplink_carries_one_copy_and_the_background_flow_keeps_its_reserv
     copies = {rack: (through[rack] - (flow_bytes if rack == 1 else 0) - redis_bytes) / SIZE for rack in (1, 2)}
     assert all(c <= 1.10 + WIRE_OVERHEAD for c in copies.values()), copies
 
-    # The reserve: while the push was sending into rack 1, the background flow kept at least its share of the
-    # link (RESERVE of it, less a tenth for the token buckets' bursts), and the push took no more than the rest.
+    # The reserve: while the push was sending into rack 1, it took no more than its share of the link, and
+    # wherever the link was full the background flow kept at least RESERVE of it (less a tenth for the token
+    # buckets' bursts). Where the link had room the push was not what held the flow back: a CPU-starved receiver
+    # once took 0.08 of the link beside a push at 0.51, with 0.4 of it unused.
     busy = busy_window(sampler.samples, flow, floor=0.25 * UPLINK)
     seconds = sum(s for s, _, _ in busy)
     assert seconds > 0, "the push never sent into rack 1 while it was sampled"
     flow_share = sum(b for _, _, b in busy) / (UPLINK * seconds)
     push_share = sum(n - b for _, n, b in busy) / (UPLINK * seconds)
+    full = [(s, n, b) for s, n, b in busy if n >= FULL * UPLINK * s]
+    full_seconds = sum(s for s, _, _ in full)
+    flow_when_full = sum(b for _, _, b in full) / (UPLINK * full_seconds) if full else None
     print(f"rack downlink copies {copies} (redis {redis_bytes / SIZE:.3f}); busy {seconds:.1f} s: "
-          f"background {flow_share:.3f} of the link, push {push_share:.3f}")
-    assert flow_share >= 0.9 * RESERVE, (flow_share, push_share)
+          f"background {flow_share:.3f} of the link, push {push_share:.3f}; link full {full_seconds:.1f} s, "
+          f"background then {flow_when_full}")
     assert push_share <= (1 - RESERVE) * 1.1 + WIRE_OVERHEAD, (flow_share, push_share)
+    assert flow_when_full is None or flow_when_full >= 0.9 * RESERVE, (flow_when_full, flow_share, push_share)

@@ -2,16 +2,25 @@
 our own DHT off, on a Mainline DHT of stock libtorrent nodes on this machine (`--mainline-bootstrap`). The first
 fetches the file while the origin is fast and vouches for it; the second fetches it while the origin crawls,
 finds the first's claim by asking it directly (`bittorrent.mainline_claims`) and its blocks through the Mainline
-directory, and gets most bytes from it.
+directory, and gets most bytes from it. The second starts only once both announcements can be found on the DHT
+(a Mainline announcement lands on the storing nodes some time after it is made, later under load: waiting for the
+first node's vouch alone once let a lookup miss it).
 
 Every process here is on 127.0.0.1, one network to the quorum, so the second trusts any claim (`--trust any`): the
 counting has tests of its own (tests/swarm/trust); this one shows that the claim and the providers travel."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import json
+import sys
 
 import pytest
+
+from bittorrent.mainline_claims import claim_key
+from proxy.engine import url_key
+from swarm.content.manifest import build_manifest
 
 from ..bittorrent.stock_dht import stock_dht
 from .conftest import run_tool, start_proxy_process
@@ -43,6 +52,11 @@ async def test_a_slow_download_is_rescued_through_the_mainline_dht_alone(tmp_pat
             await _until(first, lambda: _admin(first.address, "/_swarm/status")["swarm"]["published"] == 1,
                          "the node to vouch for what it fetched", timeout=60)
 
+            root = build_manifest([DATA], SIZE)[0].root
+            await _until(second, lambda: _admin(second.address, f"/_swarm/discovery/providers/{root.hex()}")
+                         ["providers"], "the first node's blocks to be findable on the Mainline DHT", timeout=60)
+            assert await _claim_found(url, nodes), "the first node's claim never became findable on the DHT"
+
             slow_origin.set_rate(64_000)
             target = tmp_path / "out.bin"
             code, _, err = await run_tool("curl", "-sS", "--proxy", second.url, url, "-o", str(target))
@@ -60,3 +74,12 @@ async def test_a_slow_download_is_rescued_through_the_mainline_dht_alone(tmp_pat
             for process in processes:
                 process.process.terminate()
                 await process.process.wait()
+
+
+async def _claim_found(url: str, nodes: tuple[str, ...], timeout: float = 60.0) -> list:
+    """The addresses a read-only stock session finds under the URL's claim key (`bench.dht_wait`), [] at timeout."""
+    waiting = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "bench.dht_wait", "127.0.0.1", claim_key(url_key(url)).hex(), str(timeout), *nodes,
+        stdout=asyncio.subprocess.PIPE)
+    out, _ = await asyncio.wait_for(waiting.communicate(), timeout + 30)
+    return json.loads(out)["found"]
