@@ -190,7 +190,7 @@ def scenario_crowd(args, say) -> dict:
             mine = [r for r in node.admin("/_swarm/requests") if r.get("url") == origin.url or
                     str(r.get("url", "")).endswith("/file.bin")]
             last = mine[-1] if mine else {}
-            record.update({key: last.get(key) for key in ("bytes_origin", "bytes_peers", "transition")})
+            record.update({key: last.get(key) for key in ("bytes_origin", "bytes_peers", "transition", "events")})
             status = node.admin("/_swarm/status")
             record["node_status"] = {k: status.get(k) for k in ("swarm", "peers") if k in status}
             record["discovery"] = {k: v for k, v in node.admin("/_swarm/discovery").items()

@@ -42,10 +42,10 @@ class OwnClaim:
     published_at: float
     expires_at: float
 
-    def age(self, now: float) -> int:
-        """Whole seconds since the claim was made, within its life (a clock stepped back does not make it negative,
-        one stepped forward does not make it older than its life)."""
-        return max(0, min(math.floor(now - self.published_at), self._life))
+    def age_ms(self, now: float) -> int:
+        """Whole milliseconds since the claim was made, within its life (a clock stepped back does not make it
+        negative, one stepped forward does not make it older than its life)."""
+        return max(0, min(math.floor((now - self.published_at) * 1000), self._life * 1000))
 
     def seconds_left(self, now: float) -> int:
         """Whole seconds the claim still lives, rounded up (≥ 1 while it lives), never more than its life (a clock

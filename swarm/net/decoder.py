@@ -450,7 +450,7 @@ class Decoder:
         for _ in range(count):
             if position + _CLAIM_ENTRY.size > len(body):
                 raise ProtocolError("CLAIMS truncated")
-            root, size, block_size, age, ttl, length = _CLAIM_ENTRY.unpack_from(body, position)
+            root, size, block_size, age_ms, ttl, length = _CLAIM_ENTRY.unpack_from(body, position)
             position += _CLAIM_ENTRY.size
             if size > MAX_CLAIM_SIZE:
                 raise ProtocolError(f"claim of size {size} beyond {MAX_CLAIM_SIZE}")
@@ -462,7 +462,7 @@ class Decoder:
                 raise ProtocolError("CLAIMS truncated")
             validator = bytes(body[position : position + length])
             position += length
-            entries.append(ClaimEntry(ManifestClaim(root, size, block_size, validator), age, ttl))
+            entries.append(ClaimEntry(ManifestClaim(root, size, block_size, validator), age_ms, ttl))
         if position != len(body):
             raise ProtocolError(f"{len(body) - position} trailing bytes after CLAIMS entries")
         return ClaimsResponse(key, tuple(entries))

@@ -24,7 +24,7 @@ One message set for every transport (a TCP stream, a QUIC stream, the in-memory 
 | 13   | MANIFEST         | an encoded `swarm.content.manifest.Manifest`, opaque here                             |
 | 14   | CLAIMS_REQUEST   | 32 key: the answerer's own claims under it, please (query sessions only)      |
 | 15   | CLAIMS           | 32 key, u8 n ≤ 8, n × (32 content root, u64 size < 2**63, u32 block size,     |
-|      |                  | u32 age s, u32 seconds left ≥ 1, u8 validator length v (1..200), v bytes)     |
+|      |                  | u32 age ms, u32 seconds left ≥ 1, u8 validator length v (1..200), v bytes)    |
 | 16   | REACH_REQUEST    | u16 port ≠ 0, u8 `Transport` flags (≥ 1), 16 nonce: connect back (query only) |
 | 17   | REACH_PROOF      | 16 proof: `reach_proof(nonce)`; first message after a HANDSHAKE on QUERY_ROOT |
 | 18   | REACH_RESULT     | 16 nonce, u8 one `Transport` flag, u8 status (`ReachStatus`)                  |
@@ -114,7 +114,7 @@ _HASH_RESPONSE = struct.Struct(">IIB")
 _BLOCK_HEADER = struct.Struct(">IBII")
 BLOCK_HEADER_SIZE = _BLOCK_HEADER.size
 _CLAIMS_HEAD = struct.Struct(">32sB")  # key, entry count
-_CLAIM_ENTRY = struct.Struct(">32sQIIIB")  # root, size, block size, age, seconds left, validator length
+_CLAIM_ENTRY = struct.Struct(">32sQIIIB")  # root, size, block size, age ms, seconds left, validator length
 NONCE_SIZE = 16  # a connect-back's nonce, and its proof: random to the requester, unguessable to anyone else
 _REACH_REQUEST = struct.Struct(">HB16s")  # port, transport flags, nonce
 _REACH_RESULT = struct.Struct(">16sBB")  # nonce, one transport flag, status
@@ -425,11 +425,14 @@ class ClaimsRequest:
 
 @dataclass(frozen=True, slots=True)
 class ClaimEntry:
-    """One claim of a CLAIMS answer: what its publisher vouches for, made `age` seconds ago and living `ttl` more
-    (whole seconds, by the publisher's clock: durations, which the asker adds to its own clock)."""
+    """One claim of a CLAIMS answer: what its publisher vouches for, made `age_ms` milliseconds ago and living `ttl`
+    whole seconds more, by the publisher's clock: durations, which the asker adds to its own clock. The age is in
+    milliseconds because it orders claimers (`swarm.trust.ahead_of`): a flash crowd claims within a second, and ages
+    in whole seconds shuffled that order at every lookup, so that eight claimers each saw one or none ahead and none
+    left the origin to the others."""
 
     claim: ManifestClaim
-    age: int
+    age_ms: int
     ttl: int
 
     def _encode(self) -> bytes:
@@ -441,7 +444,7 @@ class ClaimEntry:
             raise ValueError("a claim's ttl must be >= 1")
         if not 1 <= len(claim.validator) <= MAX_VALIDATOR_BYTES:
             raise ValueError(f"a validator has 1..{MAX_VALIDATOR_BYTES} bytes")
-        head = _pack(_CLAIM_ENTRY, claim.content_root, claim.size, claim.block_size, self.age, self.ttl,
+        head = _pack(_CLAIM_ENTRY, claim.content_root, claim.size, claim.block_size, self.age_ms, self.ttl,
                      len(claim.validator))
         return head + claim.validator
 

@@ -379,7 +379,7 @@ class SwarmNode:
 
     def _own_claims(self, key: bytes) -> Sequence[wire.ClaimEntry]:
         now = time.time()  # the claims' clock (`OwnClaims`), not the loop's that times the connection
-        return [wire.ClaimEntry(own.claim, own.age(now), own.seconds_left(now))
+        return [wire.ClaimEntry(own.claim, own.age_ms(now), own.seconds_left(now))
                 for own in self.own_claims.get(key, now)]
 
     def _apply_serve(self, connection: Connection, core: ServeCore, actions: list) -> None:
@@ -493,7 +493,7 @@ class SwarmNode:
                     if not isinstance(message, wire.ClaimsResponse) or message.key != key:
                         raise PeerError(f"answered {type(message).__name__} instead of the CLAIMS for our key")
                     now = time.time()
-                    return [(entry.claim, now - entry.age, now + entry.ttl) for entry in message.entries]
+                    return [(entry.claim, now - entry.age_ms / 1000, now + entry.ttl) for entry in message.entries]
             raise PeerError(f"closed without answering ({connection.close_reason})")
         finally:
             connection.abort("claims asked")

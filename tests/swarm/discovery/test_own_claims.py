@@ -17,16 +17,18 @@ def key(index: int) -> bytes:
     return index.to_bytes(32, "big")
 
 
-# (what is done, in order, as (call, key, claim-or-None, now, ttl)), then get(K1, at) → [(claim, age, left)]
+# (what is done, in order, as (call, key, claim-or-None, now, ttl)), then get(K1, at) → [(claim, age ms, left s)]
 SCENARIOS = {
     "never put": ([], 0.0, []),
     "put": ([("put", K1, CLAIM, 100.0, 60)], 100.0, [(CLAIM, 0, 60)]),
-    "aged": ([("put", K1, CLAIM, 100.0, 60)], 130.5, [(CLAIM, 30, 30)]),
-    "last second": ([("put", K1, CLAIM, 100.0, 60)], 159.9, [(CLAIM, 59, 1)]),
+    # Ages are told in milliseconds: they order claimers who claimed within the same second.
+    "a quarter second": ([("put", K1, CLAIM, 100.0, 60)], 100.25, [(CLAIM, 250, 60)]),
+    "aged": ([("put", K1, CLAIM, 100.0, 60)], 130.5, [(CLAIM, 30_500, 30)]),
+    "last second": ([("put", K1, CLAIM, 100.0, 60)], 159.9, [(CLAIM, 59_900, 1)]),
     "expired at its end": ([("put", K1, CLAIM, 100.0, 60)], 160.0, []),
     "expired after": ([("put", K1, CLAIM, 100.0, 60)], 1000.0, []),
     "another key": ([("put", K2, CLAIM, 100.0, 60)], 100.0, []),
-    "replaced": ([("put", K1, FETCHING, 100.0, 120), ("put", K1, CLAIM, 110.0, 60)], 115.0, [(CLAIM, 5, 55)]),
+    "replaced": ([("put", K1, FETCHING, 100.0, 120), ("put", K1, CLAIM, 110.0, 60)], 115.0, [(CLAIM, 5_000, 55)]),
     "replaced by a shorter life": ([("put", K1, CLAIM, 100.0, 600), ("put", K1, OTHER, 100.0, 10)], 200.0, []),
     "withdrawn": ([("put", K1, CLAIM, 100.0, 60), ("withdraw", K1, None, 0, 0)], 100.0, []),
     "withdrawn then put again": ([("put", K1, CLAIM, 100.0, 60), ("withdraw", K1, None, 0, 0),
@@ -34,7 +36,7 @@ SCENARIOS = {
     "another withdrawn": ([("put", K1, CLAIM, 100.0, 60), ("withdraw", K2, None, 0, 0)], 100.0, [(CLAIM, 0, 60)]),
     # The caller's clock stepped: neither the age nor the time left leaves the claim's life.
     "clock stepped back": ([("put", K1, CLAIM, 100.0, 60)], 40.0, [(CLAIM, 0, 60)]),
-    "fractional ttl": ([("put", K1, CLAIM, 100.0, 1.5)], 101.0, [(CLAIM, 1, 1)]),
+    "fractional ttl": ([("put", K1, CLAIM, 100.0, 1.5)], 101.0, [(CLAIM, 1_000, 1)]),
 }
 
 
@@ -47,7 +49,7 @@ def test_get_returns_the_one_live_claim_with_its_age_and_time_left(steps, at, ex
         else:
             claims.withdraw(k)
     got = claims.get(K1, at)
-    assert [(own.claim, own.age(at), own.seconds_left(at)) for own in got] == expected
+    assert [(own.claim, own.age_ms(at), own.seconds_left(at)) for own in got] == expected
 
 
 def test_put_returns_the_claim_with_its_times():
