@@ -14,11 +14,16 @@ A Mainline entry is a bare address and port: it cannot hold a claim. So a claim 
   (`swarm.trust.quorum`). A stale entry costs one failed connection. The address it answered on is a provider
   of the root it vouches for (`Vouch.serves_at`): the engine need not wait for the root's own announcement, which
   lands seconds later on a DHT with nodes behind NATs (the flash-crowd lab saw 14-20 s).
+* each node asked also passes on the other claimers that asked it (`swarm.core.claimers`), and we tell it our
+  own port when we claim under the key too: those are asked at once, within the same bounds, so one findable
+  claimer introduces the rest of a crowd whose own announcements are not findable yet (20-26 s on the lab's test
+  DHT). Only the addresses travel, never a claim: each is asked directly, and what it answers is first-hand;
 * an address that cannot be connected to may be a node behind a NAT that keeps a rendezvous with a node of ours
   (`proxy.internet`): `punch` asks up to `COORDINATORS` of the nodes that answered lately, those of this lookup
   first, to introduce us (`swarm.service.punch`), and on success the address is asked again, by QUIC.
 
-Bounds: at most `MAX_ASKED` addresses asked per lookup (one per host, `PER_NETWORK` per network), at once, each
+Bounds: at most `MAX_ASKED` addresses asked per lookup, found or passed on (one per host, `PER_NETWORK` per
+network: a liar's list costs no more asks than the DHT's crowded key would), at once, each
 within `ASK_TIMEOUT` twice; a lookup listens for addresses until it is over, `CLAIMS_WAIT` at most and `GRACE`
 after the first batch; the whole call returns what answered within `CLAIMS_BUDGET`: a download is not held up by a
 DHT, or strangers, that answer slowly or not at all.
@@ -64,9 +69,11 @@ GRACE = 0.5  # seconds it listens for more after the first batch
 # so that what the other backends answered is not lost waiting for this one.
 CLAIMS_BUDGET = 3.5
 
-# Ask one address for its claims under a key: (claim, published_at, expires_at) by our wall clock
-# (`SwarmNode.ask_claims`), raising on a failed connection or a bad answer.
-Ask = Callable[[tuple[str, int], bytes], Awaitable[list[tuple[ManifestClaim, float, float]]]]
+# Ask one address for its claims under a key, saying our (port, transports) if we claim there too: its claims,
+# (claim, published_at, expires_at) by our wall clock, and the other claimers it passes on (`SwarmNode.ask_claims`,
+# a `swarm.service.claims_query.ClaimsAnswer`), raising on a failed connection or a bad answer.
+Claimed = list[tuple[ManifestClaim, float, float]]
+Ask = Callable[[tuple[str, int], bytes, tuple[int, int] | None], Awaitable[tuple[Claimed, list[tuple[str, int]]]]]
 # Ask these coordinators, in turn, to introduce us to the node at this address; whether one did and the punch was
 # made (`SwarmService.punch`).
 Punch = Callable[[list[tuple[str, int]], tuple[str, int]], Awaitable[bool]]
@@ -76,6 +83,30 @@ Punch = Callable[[list[tuple[str, int]], tuple[str, int]], Awaitable[bool]]
 class _Lookup:
     answered: list[tuple[str, int]]  # the nodes that answered this lookup, the first coordinators to ask
     punches_left: int
+
+
+class _Admitted:
+    """The addresses one lookup asks: at most `MAX_ASKED`, one per host and `PER_NETWORK` per network, never
+    ourselves (as the DHT, or a node passing us on, returns us to ourselves)."""
+
+    def __init__(self, own_host: str | None, own_port: int | None) -> None:
+        self.ourselves = (own_host, own_port)
+        self.hosts: set[str] = set()
+        self.networks: collections.Counter[str] = collections.Counter()
+
+    @property
+    def count(self) -> int:
+        return len(self.hosts)
+
+    def admit(self, address: tuple[str, int]) -> bool:
+        host = address[0]
+        network = addresses.network_prefix(host)
+        if (address == self.ourselves or host in self.hosts or self.networks[network] >= PER_NETWORK
+                or len(self.hosts) >= MAX_ASKED):
+            return False
+        self.hosts.add(host)
+        self.networks[network] += 1
+        return True
 
 
 def claim_key(key: bytes) -> bytes:
@@ -98,11 +129,12 @@ class MainlineClaims:
         self.ask: Ask | None = None
         self.punch: Punch | None = None  # (None: nobody is punched to; the engine's, where it listens by QUIC)
         self.peer_port: int | None = None
+        self.transports = 0  # the `wire.Transport` flags we are asked by, told to those we ask when we claim too
         self._keeping: dict[bytes, asyncio.Task] = {}
         self._closed = False  # after close, a claim starts nothing (the session is going)
         # Nodes of ours that answered a query lately, newest last: whom to ask for a connect-back (`proxy.internet`).
         self.answered_by: collections.deque[tuple[str, int]] = collections.deque(maxlen=ANSWERED_KEPT)
-        self.lookups = self.asked = self.answered = self.punched = 0
+        self.lookups = self.asked = self.answered = self.punched = self.introduced = 0
 
     @property
     def node_id(self) -> bytes:
@@ -132,26 +164,38 @@ class MainlineClaims:
         loop = asyncio.get_running_loop()
         budget_ends = loop.time() + CLAIMS_BUDGET
         self.lookups += 1
-        addresses = await self._addresses(claim_key(repr_key))
-        self.asked += len(addresses)
+        admitted = _Admitted(self.directory.own_host(), self.peer_port)
+        addresses = [address for address in await self._addresses(claim_key(repr_key)) if admitted.admit(address)]
         lookup = _Lookup([], PUNCHES_PER_LOOKUP)
-        asking = [asyncio.ensure_future(self._ask(ask, address, repr_key, lookup)) for address in addresses]
+        port = self.peer_port
+        claiming = (port, self.transports) if port and self.transports and self.own.get(repr_key, self.clock()) \
+            else None
+        found = {asyncio.ensure_future(self._ask(ask, address, repr_key, lookup, claiming)) for address in addresses}
+        asking, vouches = set(found), []
         try:
-            if asking:
-                await asyncio.wait(asking, timeout=max(0.0, budget_ends - loop.time()))
+            while asking and (left := budget_ends - loop.time()) > 0:
+                done, asking = await asyncio.wait(asking, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+                for task in done:
+                    if task.exception() is not None:  # (a bug of ours: one ask only)
+                        log.warning("Mainline: a claims ask failed: %r", task.exception())
+                        continue
+                    claims, others = task.result()
+                    vouches += claims
+                    if task in found:  # one hop: who the found ones pass on, not who those pass on
+                        introduced = [address for address in others if admitted.admit(address)]
+                        self.introduced += len(introduced)
+                        asking |= {asyncio.ensure_future(self._ask(ask, address, repr_key, lookup, claiming))
+                                   for address in introduced}
         finally:  # over the budget, or the caller gave up: no ask outlives the call
             for late in asking:
                 late.cancel()
-        answered = [done for done in asking if done.done() and not done.cancelled()]
-        for failed in (done for done in answered if done.exception() is not None):  # (a bug of ours: one ask only)
-            log.warning("Mainline: a claims ask failed: %r", failed.exception())
-        vouches = [vouch for done in answered if done.exception() is None for vouch in done.result()]
+        self.asked += admitted.count
         vouches.sort(key=lambda vouch: vouch.published_at, reverse=True)  # newest first, as the seam says
         return vouches
 
     def status(self) -> dict[str, object]:
         return {"claims_kept": len(self.own), "lookups": self.lookups, "asked": self.asked,
-                "answered": self.answered, "punched": self.punched}
+                "answered": self.answered, "punched": self.punched, "introduced": self.introduced}
 
     def close(self) -> None:
         self._closed = True
@@ -164,9 +208,7 @@ class MainlineClaims:
         party announcing many ports or many addresses of one network cannot crowd the others out."""
         heard = self.session.dht_lookup(dht_key)
         found: list[tuple[str, int]] = []
-        hosts: set[str] = set()
-        ourselves = (self.directory.own_host(), self.peer_port)  # (as the DHT returns us to ourselves)
-        networks: dict[str, int] = {}
+        admitted = _Admitted(self.directory.own_host(), self.peer_port)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + CLAIMS_WAIT
         try:
@@ -179,44 +221,39 @@ class MainlineClaims:
                 if batch is None:  # the lookup is over
                     break
                 log.debug("Mainline: %s found %s", dht_key.hex()[:12], batch)
-                for host, port in batch:
-                    network = addresses.network_prefix(host)
-                    if ((host, port) == ourselves or host in hosts or networks.get(network, 0) >= PER_NETWORK
-                            or len(found) >= MAX_ASKED):
-                        continue
-                    hosts.add(host)
-                    networks[network] = networks.get(network, 0) + 1
-                    found.append((host, port))
+                found += [address for address in batch if admitted.admit(address)]
                 if found:
                     deadline = min(deadline, loop.time() + GRACE)
         finally:
             self.session.dht_lookup_over(dht_key, heard)
         return found
 
-    async def _ask(self, ask: Ask, address: tuple[str, int], repr_key: bytes, lookup: _Lookup) -> list[Vouch]:
+    async def _ask(self, ask: Ask, address: tuple[str, int], repr_key: bytes, lookup: _Lookup,
+                   claiming: tuple[int, int] | None = None) -> tuple[list[Vouch], list[tuple[str, int]]]:
+        """The first-hand vouches of the node at `address`, and the other claimers it passed on."""
         host, port = address
-        direct = asyncio.ensure_future(asyncio.wait_for(ask(address, repr_key), ASK_TIMEOUT * 2))
+        direct = asyncio.ensure_future(asyncio.wait_for(ask(address, repr_key, claiming), ASK_TIMEOUT * 2))
         # No answer within ASK_TIMEOUT (a NAT that drops a stranger's SYN says nothing), or a refusal: ask for a punch
         # meanwhile, not after the ask's whole time (what the lookup's budget leaves may still cut the second ask).
         punching = asyncio.ensure_future(self._punch_after(direct, address, lookup))
         reachable = True  # (whether a stranger could connect there: a coordinator, a prober)
         try:
-            claims = await direct
+            claims, others = await direct
         except (TransportError, TimeoutError, OSError) as exc:  # no way there: perhaps a NAT a punch opens
             log.debug("Mainline: %s:%d could not be asked: %s", host, port, str(exc) or type(exc).__name__)
             if not await punching:
-                return []
+                return [], []
             reachable = False
             try:
                 async with asyncio.timeout(ASK_TIMEOUT * 2):
-                    claims = await ask(address, repr_key)
+                    claims, others = await ask(address, repr_key, claiming)
             except (PeerError, TransportError, TimeoutError, OSError) as again:
                 log.debug("Mainline: %s:%d gave no claims after a punch: %s", host, port,
                           str(again) or type(again).__name__)
-                return []
+                return [], []
         except PeerError as exc:  # a stranger's failure: only its answer
             log.debug("Mainline: %s:%d gave no claims: %s", host, port, exc)
-            return []
+            return [], []
         finally:
             punching.cancel()  # (done by now where it was needed)
         self.answered += 1
@@ -225,8 +262,8 @@ class MainlineClaims:
             if address in self.answered_by:
                 self.answered_by.remove(address)
             self.answered_by.append(address)
-        return [Vouch.seen(claim, address_id(host, port), host, frozenset(), published_at, serves_at=address)
-                for claim, published_at, _expires in claims]
+        return ([Vouch.seen(claim, address_id(host, port), host, frozenset(), published_at, serves_at=address)
+                 for claim, published_at, _expires in claims], others)
 
     async def _punch_after(self, direct: asyncio.Future, address: tuple[str, int], lookup: _Lookup) -> bool:
         await asyncio.wait([direct], timeout=ASK_TIMEOUT)

@@ -40,6 +40,7 @@ from swarm.discovery import Discovery, Provider, validator_bytes
 from swarm.discovery.own_claims import OwnClaims
 from swarm.errors import ManifestError, StoreError
 from swarm.net.transport import Transport
+from swarm.service.claims_query import ClaimsAnswer
 from swarm.service.node import FETCH_STALL_TIMEOUT, Link
 from swarm.service.origin_source import OriginRangeSource
 from swarm.service.store_work import fill_entry
@@ -161,10 +162,12 @@ class SwarmEngine:
         self._origin_roots_file = pathlib.Path(spool_dir).parent / "origin_roots.json"
         self._index_store()
 
-    async def ask_claims(self, address: tuple[str, int], key: bytes) -> list[tuple[Any, float, float]]:
-        """The claims the node at `address` makes itself under `key` (`SwarmNode.ask_claims`), by the transport
+    async def ask_claims(self, address: tuple[str, int], key: bytes,
+                         claiming: tuple[int, int] | None = None) -> ClaimsAnswer:
+        """The claims the node at `address` makes itself under `key` and the other claimers it passes on, telling it
+        ours (`claiming`: port, transports) if we claim there too (`SwarmNode.ask_claims`), by the transport
         `SwarmService.node_for` chooses (QUIC to a node we punched a way to, else TCP where we speak it)."""
-        return await self.service.node_for(address).ask_claims(address, key)
+        return await self.service.node_for(address).ask_claims(address, key, claiming=claiming)
 
     async def punch(self, coordinators: Sequence[tuple[str, int]], address: tuple[str, int]) -> bool:
         """A way through the NATs to the node at `address`, introduced by one of `coordinators`

@@ -190,6 +190,7 @@ class Internet:
         loop = asyncio.get_running_loop()
         if self.claims is not None and self.directory is not None:
             self.claims.peer_port, self.claims.ask, self.claims.punch = port, engine.ask_claims, engine.punch
+            self.claims.transports = engine.transport_flags
             # (a node behind a NAT with a rendezvous is reached through a punch: its address works for our nodes)
             self.directory.may_announce = lambda: reach.reachability.announce(loop.time()) or bool(self.rendezvous)
             self._probing = asyncio.ensure_future(self._probe(engine, self.claims))

@@ -46,6 +46,13 @@ probe). A query session whose first message after the HANDSHAKE is a REACH_PROOF
 shell does not count it as a stranger's connection). A REACH_PROOF anywhere else, and a REACH_REQUEST or REACH_PROOF
 on a content session, closes the session; REACH_RESULT is only ever sent to us on a session we opened.
 
+**Other claimers** (`swarm.core.claimers`). After a CLAIMS_REQUEST, a query session may carry one PEX of at
+most one entry: the peer's own peer port and transports if it claims under that key too (none: it only asks). It
+becomes `ClaimersAsked` for the shell, which keeps the claimer (by the connection's address, never the entry's) and
+answers with a PEX of the others it heard of. A PEX before any CLAIMS_REQUEST, a second one for one request, or one
+of more entries closes the session. An older node closes at such a PEX (any message but a CLAIMS_REQUEST): to its
+asker, a node that knows no others.
+
 **Hole punching** (`swarm.net.wire`, "Hole punching"). A query session may carry up to `MAX_PUNCHES_PER_SESSION`
 PUNCH_REQUESTs, each an `Introduce` for the shell (the next closes the session); a PUNCH_REQUEST on a content
 session closes it, and so does a PUNCH_PEER anywhere: it is only ever sent to us on a session we opened. A query
@@ -78,7 +85,7 @@ from swarm.core.throttle import TokenBucket
 from swarm.net import wire
 
 __all__ = ["ServeCore", "Shared", "Shown", "Claims", "Send", "SendBlock", "Close", "ConnectBack", "ProofArrived",
-           "Introduce", "ServeAction",
+           "Introduce", "ClaimersAsked", "ServeAction",
            "MAX_QUEUED_REQUESTS", "MAX_SENDS_IN_FLIGHT", "MAX_QUERIES_PER_SESSION", "MAX_PUNCHES_PER_SESSION",
            "HANDSHAKE_TIMEOUT",
            "IDLE_TIMEOUT", "STALL_TIMEOUT"]
@@ -160,7 +167,17 @@ class Introduce:
     nonce: bytes
 
 
-ServeAction = Send | SendBlock | Close | ConnectBack | ProofArrived | Introduce
+@dataclasses.dataclass(frozen=True)
+class ClaimersAsked:
+    """The peer asks which others claim under `key`, and says it claims there too on `port` (0: it claims nothing),
+    by `transports` (`wire.Transport` flags): a PEX after a CLAIMS_REQUEST for `key` (module docstring)."""
+
+    key: bytes
+    port: int
+    transports: int
+
+
+ServeAction = Send | SendBlock | Close | ConnectBack | ProofArrived | Introduce | ClaimersAsked
 
 
 class ServeCore:
@@ -188,6 +205,7 @@ class ServeCore:
         self.claims = claims
         self.query = False  # a query session (its HANDSHAKE was on QUERY_ROOT): claims only
         self.queries = 0  # CLAIMS_REQUESTs on it so far
+        self._claimers_key: bytes | None = None  # the last CLAIMS_REQUEST's key, until a PEX asks its claimers
         self.reach_asked = False  # its REACH_REQUEST came (one per session)
         self.connect_back = False  # it was a connect-back to us: a REACH_PROOF right after its HANDSHAKE
         self.punches = 0  # PUNCH_REQUESTs on it so far
@@ -348,6 +366,13 @@ class ServeCore:
             if self.punches > MAX_PUNCHES_PER_SESSION:
                 return [Close(f"more than {MAX_PUNCHES_PER_SESSION} PUNCH_REQUESTs on one query session")]
             return [Introduce((str(message.ip), message.port), message.nonce)]
+        if isinstance(message, wire.Pex):
+            key, self._claimers_key = self._claimers_key, None
+            if key is None or len(message.peers) > 1:
+                return [Close("a PEX on a query session not right after a CLAIMS_REQUEST, or of more than one peer")]
+            self._last_activity = now
+            said = message.peers[0] if message.peers else None
+            return [ClaimersAsked(key, said.port if said else 0, int(said.transports) if said else 0)]
         if not isinstance(message, wire.ClaimsRequest):
             return [Close(f"{type(message).__name__} on a query session")]
         self._last_activity = now
@@ -356,6 +381,7 @@ class ServeCore:
             return [Close(f"more than {MAX_QUERIES_PER_SESSION} CLAIMS_REQUESTs on one query session")]
         # A node holds one claim per key; should a caller give more, the first ones go, within what a CLAIMS carries.
         entries = tuple(self.claims(message.key))[:wire.MAX_CLAIMS_PER_ANSWER]
+        self._claimers_key = message.key
         return [Send(wire.ClaimsResponse(message.key, entries))]
 
     def _allowed(self) -> Container[int] | None:

@@ -51,6 +51,11 @@ it has left), so the two clocks need not agree. The protocol version did not cha
 two types looks `QUERY_ROOT` up, finds it not shared and closes the session at its HANDSHAKE; and its decoder
 takes an unknown type for a malformed frame (`ProtocolError`, "unknown message type"), which drops the connection.
 So an old node is one that answers no query, never one that misreads one: to an asker, a node that is not there.
+After a CLAIMS, the asker may send one PEX of at most one entry (its own peer port if it claims under the key too;
+the entry's address is not read: the connection's is), answered by a PEX of the other claimers the node heard of
+(`swarm.core.claimers`); a node from before this closes the session at that PEX, which to the asker is a node that
+knows no others. A CLAIMS's ages are in milliseconds (they order a crowd's claimers); a node from before that
+change sends seconds, which read as claims made about now.
 
 **Connect-backs** (reachability: is this node's peer port open to the Internet, or behind a NAT?). On a query
 session, REACH_REQUEST(port, transports, nonce) asks the answering node to connect back, by each transport named,

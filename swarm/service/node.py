@@ -77,15 +77,24 @@ from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
 from typing import cast
 
 from swarm.content.manifest import READ_SIZE, Manifest, build_manifest, decode
+from swarm.core.claimers import ClaimerBook
 from swarm.core.policy import PolicyConfig
 from swarm.core.reachability import Outcome, Reachability
-from swarm.core.serve import HANDSHAKE_TIMEOUT, ConnectBack, ProofArrived, SendBlock, ServeCore, Shared, Shown
+from swarm.core.serve import (
+    HANDSHAKE_TIMEOUT,
+    ClaimersAsked,
+    ConnectBack,
+    ProofArrived,
+    SendBlock,
+    ServeCore,
+    Shared,
+    Shown,
+)
 from swarm.core.serve import Close as ServeClose
 from swarm.core.serve import Send as ServeSend
 from swarm.core.slots import Evict, Refuse, SlotPolicy
 from swarm.core.throttle import Throttle, TokenBucket
 from swarm.discovery.own_claims import OwnClaims
-from swarm.discovery.seam import KEY_BYTES
 from swarm.errors import FetchFailed, NotInStore, PeerError, StoreError, TransportError
 from swarm.net import wire
 from swarm.net.transport import (
@@ -97,12 +106,12 @@ from swarm.net.transport import (
     Transport,
     payload_length,
 )
+from swarm.service.claims_query import ClaimsAnswer, answer_claimers, ask_claims
 from swarm.service.fetch_run import RangeSource, _FetchRun
 from swarm.service.punch import Introduce, Punching
 from swarm.service.reach import PROBE_TIMEOUT, Reach
 from swarm.service.report import FetchReport
 from swarm.store.interface import BlockLocation, BlockStore, Evicted, StoreEvent, StoreFailed
-from swarm.trust.claims import ManifestClaim
 
 __all__ = ["SwarmNode", "FetchFailed", "Link", "UploadThrottle", "FETCH_STALL_TIMEOUT"]
 
@@ -160,6 +169,7 @@ class SwarmNode:
         connect-backs' shell (module docstring; None: one of its own, for the public network only)."""
         self.store = store
         self.own_claims = own_claims if own_claims is not None else OwnClaims()
+        self.claimers = ClaimerBook()  # the other claimers that asked us, passed on (`swarm.core.claimers`)
         self.shown = shown
         self.upload_throttle = upload_throttle
         self.transport = transport
@@ -398,6 +408,9 @@ class SwarmNode:
                 self.reach.proof_arrived(self.transport.name, connection, action.proof)
             elif isinstance(action, Introduce):
                 self.punching.introduce(connection, action, asyncio.get_running_loop().time())
+            elif isinstance(action, ClaimersAsked):
+                connection.send_nowait(answer_claimers(self.claimers, self.own_claims, connection, action,
+                                                       asyncio.get_running_loop().time()))
 
     async def _serve_block(self, connection: Connection, core: ServeCore, action: SendBlock) -> None:
         await self._send_block(connection, core, action)
@@ -472,31 +485,11 @@ class SwarmNode:
                 connection.abort("manifest fetched")
         raise FetchFailed(f"no peer gave the manifest of {root.hex()}: " + ("; ".join(errors) or "no peers"))
 
-    async def ask_claims(self, address: Address, key: bytes, *,
-                         timeout: float = CONNECT_TIMEOUT) -> list[tuple[ManifestClaim, float, float]]:
-        """The claims the node at `address` makes itself under `key`, each as (claim, published_at, expires_at) by
-        this node's wall clock (`time.time()`): the age and the time left it gave, counted from when its answer came.
-
-        One query session (module docstring): connect, HANDSHAKE on `wire.QUERY_ROOT`, one CLAIMS_REQUEST, the
-        CLAIMS for `key`, close. Raises `TransportError` (no connection), `TimeoutError` (`timeout` s for the
-        connection and the handshake, as many for the answer) or `PeerError` (it closed, answered something else,
-        is this node itself, or is a node that answers no query: an older one closes at the handshake)."""
-        if len(key) != KEY_BYTES:
-            raise ValueError(f"a key is {KEY_BYTES} bytes")
-        connection = await self.open_connection(address, wire.QUERY_ROOT, timeout)
-        try:
-            connection.send_nowait(wire.ClaimsRequest(key))
-            async with asyncio.timeout(timeout):
-                while (message := await connection.receive()) is not None:
-                    if isinstance(message, wire.KeepAlive):
-                        continue
-                    if not isinstance(message, wire.ClaimsResponse) or message.key != key:
-                        raise PeerError(f"answered {type(message).__name__} instead of the CLAIMS for our key")
-                    now = time.time()
-                    return [(entry.claim, now - entry.age_ms / 1000, now + entry.ttl) for entry in message.entries]
-            raise PeerError(f"closed without answering ({connection.close_reason})")
-        finally:
-            connection.abort("claims asked")
+    async def ask_claims(self, address: Address, key: bytes, *, timeout: float = CONNECT_TIMEOUT,
+                         claiming: tuple[int, int] | None = None) -> ClaimsAnswer:
+        """The claims the node at `address` makes itself under `key` and the other claimers it heard of, saying
+        `claiming` (our port and transports) if we claim there too (`swarm.service.claims_query.ask_claims`)."""
+        return await ask_claims(self, address, key, timeout=timeout, claiming=claiming)
 
     async def probe_reachability(self, peer: Address, *, transports: wire.Transport | None = None,
                                  timeout: float = PROBE_TIMEOUT, port: int | None = None) -> dict[str, Outcome]:

@@ -65,6 +65,13 @@ def store(batches, monkeypatch) -> MainlineClaims:
     return MainlineClaims(FakeDirectory(FakeSession(batches)), OwnClaims(), clock=lambda: 1_000_000.0)
 
 
+def answers(ask):
+    """An ask of (address, key) giving claims only, as the node's: claims, and no other claimers passed on."""
+    async def asking(address, key, claiming):
+        return await ask(address, key), []
+    return asking
+
+
 async def test_claims_are_asked_of_the_addresses_found_and_come_back_first_hand(monkeypatch):
     claims = store([[("7.7.1.10", 4000), ("7.7.2.10", 4000)], [("7.7.3.10", 4000), ("7.7.1.10", 4000)]], monkeypatch)
     asked = []
@@ -78,7 +85,7 @@ async def test_claims_are_asked_of_the_addresses_found_and_come_back_first_hand(
             raise TransportError("refused")
         return [(CLAIM, 999_990.0, 1_003_600.0)]
 
-    claims.ask, claims.peer_port = ask, 5000
+    claims.ask, claims.peer_port = answers(ask), 5000
     vouches = await claims.get_manifests(KEY)
     assert claims.session.looked_up == [claim_key(KEY)] and claims.session.over == 1
     assert sorted(asked) == [("7.7.1.10", 4000), ("7.7.2.10", 4000), ("7.7.3.10", 4000)]  # each once
@@ -97,7 +104,7 @@ async def test_a_name_is_the_address_so_nobody_can_speak_for_another(monkeypatch
     async def ask(address, key):
         return [(CLAIM if address[0].endswith("10") else OTHER, 999_990.0, 1_003_600.0)]
 
-    claims.ask, claims.peer_port = ask, 5000
+    claims.ask, claims.peer_port = answers(ask), 5000
     vouches = await claims.get_manifests(KEY)
     assert {(v.publisher_id, v.content_root) for v in vouches} == {(address_id("7.7.1.10", 4000), CLAIM.content_root),
                                                                    (address_id("7.7.1.11", 4000), OTHER.content_root)}
@@ -112,14 +119,14 @@ async def test_a_lookup_asks_at_most_max_asked_and_a_silent_one_costs_its_timeou
         asked.append(address)
         await asyncio.Event().wait()  # never answers
 
-    claims.ask, claims.peer_port = ask, 5000
+    claims.ask, claims.peer_port = answers(ask), 5000
     assert await claims.get_manifests(KEY) == []
     assert len(asked) == MAX_ASKED
 
 
 async def test_nobody_found_is_no_claim(monkeypatch):
     claims = store([], monkeypatch)
-    claims.ask, claims.peer_port = (lambda address, key: None), 5000
+    claims.ask, claims.peer_port = (lambda address, key, claiming: None), 5000
     assert await claims.get_manifests(KEY) == []
 
 
@@ -154,7 +161,7 @@ async def test_one_party_cannot_crowd_the_others_out(monkeypatch):
         asked.append(address)
         return [(CLAIM, 999_990.0, 1_003_600.0)] if address in honest else []
 
-    claims.ask, claims.peer_port = ask, 5000
+    claims.ask, claims.peer_port = answers(ask), 5000
     vouches = await claims.get_manifests(KEY)
     assert sorted(asked) == [("55.55.1.10", 4000), ("55.55.2.10", 4000), ("6.6.6.6", 4000), ("6.6.7.0", 4000),
                              ("6.6.7.1", 4000)]
@@ -171,7 +178,7 @@ async def test_a_silent_stranger_costs_its_answer_not_the_others(monkeypatch):
             await asyncio.Event().wait()  # a tarpit: accepts, never answers
         return [(CLAIM, 999_990.0, 1_003_600.0)]
 
-    claims.ask, claims.peer_port = ask, 5000
+    claims.ask, claims.peer_port = answers(ask), 5000
     (vouch,) = await claims.get_manifests(KEY)  # within the budget, with what answered
     assert vouch.publisher_host == "55.55.1.10"
 
@@ -179,7 +186,7 @@ async def test_a_silent_stranger_costs_its_answer_not_the_others(monkeypatch):
 async def test_a_lookup_that_is_over_is_not_waited_for(monkeypatch):
     claims = store([[None]], monkeypatch)  # the DHT says the lookup is over, having found nobody
     monkeypatch.setattr("bittorrent.mainline_claims.CLAIMS_WAIT", 60.0)
-    claims.ask, claims.peer_port = (lambda address, key: None), 5000
+    claims.ask, claims.peer_port = (lambda address, key, claiming: None), 5000
     async with asyncio.timeout(10):  # (60 s if the end were not heard)
         assert await claims.get_manifests(KEY) == []
 
@@ -205,7 +212,7 @@ async def test_those_who_answered_are_the_candidates_for_a_connect_back(monkeypa
             raise PeerError("closed")  # did not answer: not a node of ours
         return []
 
-    claims.ask, claims.peer_port = ask, 5000
+    claims.ask, claims.peer_port = answers(ask), 5000
     await claims.get_manifests(KEY)
     assert sorted(claims.answered_by) == [("55.55.1.10", 4000), ("55.55.1.11", 4000), ("55.55.2.10", 4000)]
     chosen = probe_candidates(list(claims.answered_by))
@@ -241,7 +248,7 @@ async def test_an_address_refused_is_asked_again_after_a_punch_through_one_that_
         punched.add(address)
         return True
 
-    claims.ask, claims.punch, claims.peer_port = ask, punch, 5000
+    claims.ask, claims.punch, claims.peer_port = answers(ask), punch, 5000
     vouches = await claims.get_manifests(KEY)
     assert {vouch.claim for vouch in vouches} == {CLAIM, OTHER}
     assert {vouch.serves_at for vouch in vouches} == {NATTED, OPEN}  # each a provider where it answered
@@ -268,7 +275,7 @@ async def test_a_silent_address_is_punched_to_while_its_ask_still_runs(monkeypat
         punched.add(address)
         return True
 
-    claims.ask, claims.punch, claims.peer_port = ask, punch, 5000
+    claims.ask, claims.punch, claims.peer_port = answers(ask), punch, 5000
     assert [vouch.claim for vouch in await claims.get_manifests(KEY)] == [CLAIM]
     assert started == [[OPEN]]
 
@@ -286,7 +293,7 @@ async def test_no_punch_without_a_coordinator_nor_for_a_peer_that_answered_wrong
         punches.append(address)
         return True
 
-    claims.ask, claims.punch, claims.peer_port = ask, punch, 5000
+    claims.ask, claims.punch, claims.peer_port = answers(ask), punch, 5000
     assert await claims.get_manifests(KEY) == []
     assert punches == []  # nobody answered to coordinate; and a wrong answer is no NAT
 
@@ -300,7 +307,7 @@ async def test_our_own_address_is_not_asked(monkeypatch):
         asked.append(address)
         return []
 
-    claims.ask, claims.peer_port = ask, 5000
+    claims.ask, claims.peer_port = answers(ask), 5000
     await claims.get_manifests(KEY)
     assert asked == [("55.55.9.9", 5001)]  # another node behind our NAT is asked; we are not
 
@@ -321,7 +328,7 @@ async def test_a_lookup_crowded_with_silent_addresses_asks_few_introductions(mon
         punches.append(address)
         return False
 
-    claims.ask, claims.punch, claims.peer_port = ask, punch, 5000
+    claims.ask, claims.punch, claims.peer_port = answers(ask), punch, 5000
     assert await claims.get_manifests(KEY) == []
     assert len(punches) == PUNCHES_PER_LOOKUP
 
@@ -335,5 +342,44 @@ async def test_an_ask_that_fails_unexpectedly_costs_only_its_own_answer(monkeypa
             raise ValueError("not an IP address")
         return [(CLAIM, 999_990.0, 1_003_600.0)]
 
-    claims.ask, claims.peer_port = ask, 5000
+    claims.ask, claims.peer_port = answers(ask), 5000
     assert [vouch.claim for vouch in await claims.get_manifests(KEY)] == [CLAIM]
+
+
+async def test_the_claimers_a_found_node_passes_on_are_asked_too_once_and_one_hop(monkeypatch):
+    # Only 7.7.1.10's announcement is findable; it passes on two others (and us, and a host already asked): those
+    # two are asked directly, and what they pass on is not followed. We say our port: we claim under the key.
+    claims = store([[("7.7.1.10", 4000)]], monkeypatch)
+    claims.own.put(KEY, CLAIM, now=1_000_000.0, ttl=120)
+    passed_on = {("7.7.1.10", 4000): [("7.7.2.10", 4000), ("7.7.3.10", 4001), ("8.8.8.8", 5000), ("7.7.1.10", 9)],
+                 ("7.7.2.10", 4000): [("7.7.9.10", 4000)]}
+    asked = []
+
+    async def ask(address, key, claiming):
+        asked.append((address, claiming))
+        return [(CLAIM, 999_990.0, 1_003_600.0)], passed_on.get(address, [])
+
+    claims.ask, claims.peer_port, claims.transports = ask, 5000, 3
+    claims.directory.own_host = lambda: "8.8.8.8"
+    vouches = await claims.get_manifests(KEY)
+    assert sorted(a for a, _ in asked) == [("7.7.1.10", 4000), ("7.7.2.10", 4000), ("7.7.3.10", 4001)]
+    assert {claiming for _, claiming in asked} == {(5000, 3)}
+    assert {v.publisher_host for v in vouches} == {"7.7.1.10", "7.7.2.10", "7.7.3.10"}  # each first-hand
+    assert claims.status()["introduced"] == 2 and claims.status()["asked"] == 3
+
+
+async def test_a_node_passing_on_a_crowd_costs_no_more_asks_than_a_crowded_key(monkeypatch):
+    # A liar passes on 100 addresses in 100 networks and 10 in one: at most MAX_ASKED asked in all, two per network.
+    claims = store([[("7.7.1.10", 4000)]], monkeypatch)
+    crowd = [(f"6.{i}.0.1", 4000) for i in range(100)] + [(f"5.5.5.{i}", 4000) for i in range(10)]
+    asked = []
+
+    async def ask(address, key, claiming):
+        asked.append((address, claiming))
+        return [], (crowd[-10:] + crowd[:-10] if address == ("7.7.1.10", 4000) else [])
+
+    claims.ask, claims.peer_port, claims.transports = ask, 5000, 3
+    await claims.get_manifests(KEY)
+    assert len(asked) == MAX_ASKED
+    assert sum(a[0].startswith("5.5.5.") for a, _ in asked) == 2
+    assert {claiming for _, claiming in asked} == {None}  # we claim nothing under the key: we say no port

@@ -6,7 +6,7 @@ import pytest
 
 from swarm.content.manifest import build_manifest
 from swarm.content.merkle import ZERO_HASH
-from swarm.core.serve import IDLE_TIMEOUT, MAX_QUERIES_PER_SESSION, Close, Send, ServeCore, Shared
+from swarm.core.serve import IDLE_TIMEOUT, MAX_QUERIES_PER_SESSION, ClaimersAsked, Close, Send, ServeCore, Shared
 from swarm.net import wire
 from swarm.trust.claims import ManifestClaim
 from tests.swarm.core.test_serve import NODE, ROOT, core, handshake
@@ -98,7 +98,6 @@ def test_the_session_closes_past_its_last_query():
     (wire.Have(1), "Have"),
     (wire.Cancel(0, 0, 1), "Cancel"),
     (wire.Start(1), "Start"),
-    (wire.Pex(()), "Pex"),
     (wire.ClaimsResponse(K1, ()), "ClaimsResponse"),
     (wire.Handshake(wire.PROTOCOL_VERSION, PEER, wire.QUERY_ROOT), "Handshake"),
     (wire.Handshake(wire.PROTOCOL_VERSION, PEER, ROOT), "Handshake"),  # no turning it into a content session
@@ -135,3 +134,28 @@ def test_a_claims_request_on_a_content_session_closes_it():
     serve = core()
     handshake(serve)
     assert serve.on_message(wire.ClaimsRequest(K1), 0.0) == [Close("CLAIMS_REQUEST outside a query session")]
+
+
+ME = wire.PexPeer(wire.IPv4Address("0.0.0.0"), 5000, wire.Transport.TCP | wire.Transport.QUIC)
+TWO = wire.PexPeer(wire.IPv4Address("9.9.9.9"), 5001, wire.Transport.TCP)
+PEX_LATE = Close("a PEX on a query session not right after a CLAIMS_REQUEST, or of more than one peer")
+
+# Other claimers (`swarm.core.claimers`): the messages after the HANDSHAKE → what the last one comes to.
+CLAIMERS = {
+    "asks only": ([wire.ClaimsRequest(K1), wire.Pex(())], [ClaimersAsked(K1, 0, 0)]),
+    "claims too": ([wire.ClaimsRequest(K1), wire.Pex((ME,))], [ClaimersAsked(K1, 5000, int(ME.transports))]),
+    "the last request's key": ([wire.ClaimsRequest(K1), wire.ClaimsRequest(K2), wire.Pex(())],
+                               [ClaimersAsked(K2, 0, 0)]),
+    "a keepalive between": ([wire.ClaimsRequest(K1), wire.KeepAlive(), wire.Pex(())], [ClaimersAsked(K1, 0, 0)]),
+    "before any request": ([wire.Pex((ME,))], [PEX_LATE]),
+    "a second for one request": ([wire.ClaimsRequest(K1), wire.Pex(()), wire.Pex((ME,))], [PEX_LATE]),
+    "two peers": ([wire.ClaimsRequest(K1), wire.Pex((ME, TWO))], [PEX_LATE]),
+}
+
+
+@pytest.mark.parametrize("messages,expected", CLAIMERS.values(), ids=CLAIMERS.keys())
+def test_a_pex_right_after_a_claims_request_asks_for_the_other_claimers(messages, expected):
+    serve, _ = querying()
+    for at, message in enumerate(messages[:-1]):
+        serve.on_message(message, float(at))
+    assert serve.on_message(messages[-1], 10.0) == expected

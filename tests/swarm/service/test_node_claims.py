@@ -41,10 +41,10 @@ def kind(request) -> str:
 async def make_node(kind):
     nodes: list[SwarmNode] = []
 
-    async def make(**kwargs) -> tuple[SwarmNode, tuple[str, int]]:
+    async def make(host: str = "127.0.0.1", **kwargs) -> tuple[SwarmNode, tuple[str, int]]:
         node = SwarmNode(MemoryBlockStore(), TRANSPORTS[kind](), **kwargs)
         nodes.append(node)
-        return node, await node.start("127.0.0.1", 0)
+        return node, await node.start(host, 0)
 
     yield make
     for node in nodes:
@@ -67,7 +67,7 @@ async def test_a_claim_put_by_one_node_is_given_to_another_that_asks(make_node):
     made = time.time() - 30.5  # made half a minute ago, to live ten
     a.own_claims.put(K1, CLAIM, now=made, ttl=600)
     before = time.time()
-    answer = await b.ask_claims(address, K1, timeout=10)
+    answer = (await b.ask_claims(address, K1, timeout=10)).claims
     took = time.time() - before
     ((claim, published_at, expires_at),) = answer
     assert claim == CLAIM
@@ -75,7 +75,7 @@ async def test_a_claim_put_by_one_node_is_given_to_another_that_asks(make_node):
     # millisecond's rounding. (Whole seconds made it up to a second late, which shuffled a crowd's claim order.)
     assert made - MS <= published_at <= made + took + MS
     assert made + 600 - took - 1 <= expires_at <= made + 600 + took + 1  # (the time left: whole seconds)
-    assert await b.ask_claims(address, K2, timeout=10) == []  # nothing under another key
+    assert (await b.ask_claims(address, K2, timeout=10)).claims == []  # nothing under another key
 
 
 async def test_what_is_replaced_expired_or_withdrawn_is_not_given(make_node):
@@ -83,11 +83,11 @@ async def test_what_is_replaced_expired_or_withdrawn_is_not_given(make_node):
     b, _ = await make_node()
     a.own_claims.put(K1, FETCHING, now=time.time(), ttl=120)
     a.own_claims.put(K1, CLAIM, now=time.time(), ttl=600)  # the real claim replaces the in-progress one
-    assert [claim for claim, _, _ in await b.ask_claims(address, K1, timeout=10)] == [CLAIM]
+    assert [claim for claim, _, _ in (await b.ask_claims(address, K1, timeout=10)).claims] == [CLAIM]
     a.own_claims.put(K2, CLAIM, now=time.time() - 100, ttl=60)  # expired 40 s ago
-    assert await b.ask_claims(address, K2, timeout=10) == []
+    assert (await b.ask_claims(address, K2, timeout=10)).claims == []
     a.own_claims.withdraw(K1)
-    assert await b.ask_claims(address, K1, timeout=10) == []
+    assert (await b.ask_claims(address, K1, timeout=10)).claims == []
 
 
 async def test_a_node_given_a_table_answers_from_it(make_node):
@@ -96,7 +96,7 @@ async def test_a_node_given_a_table_answers_from_it(make_node):
     b, _ = await make_node()
     assert a.own_claims is table
     table.put(K1, CLAIM, now=time.time(), ttl=60)
-    assert [claim for claim, _, _ in await b.ask_claims(address, K1, timeout=10)] == [CLAIM]
+    assert [claim for claim, _, _ in (await b.ask_claims(address, K1, timeout=10)).claims] == [CLAIM]
 
 
 async def test_a_node_does_not_ask_itself(make_node):
@@ -210,3 +210,33 @@ def seed(node: SwarmNode, data: bytes):
         assert node.store.write_block(manifest.root, block, data[offset:offset + length])
     node.share(manifest.root)
     return manifest
+
+
+async def test_a_claimer_passes_on_the_other_claimers_that_asked_it(make_node, kind):
+    # A claims; B and C claim too and ask A, saying their ports; D only asks. Each learns the others that said so,
+    # by the address its connection came from, never by what the PEX entry names (B's says 0.0.0.0).
+    flag = int(wire.Transport.QUIC if kind == "quic" else wire.Transport.TCP)
+    a, address = await make_node("127.0.0.11")
+    b, b_address = await make_node("127.0.0.12")
+    c, c_address = await make_node("127.0.0.13")
+    d, _ = await make_node("127.0.0.14")
+    a.own_claims.put(K1, FETCHING, now=time.time(), ttl=120)
+    first = await b.ask_claims(address, K1, timeout=10, claiming=(b_address[1], flag))
+    assert [claim for claim, _, _ in first.claims] == [FETCHING] and first.others == []
+    second = await c.ask_claims(address, K1, timeout=10, claiming=(c_address[1], flag))
+    assert second.others == [b_address]
+    third = await d.ask_claims(address, K1, timeout=10)
+    assert third.others == [c_address, b_address]  # the newest first; D said nothing, so it is not passed on
+    assert (await b.ask_claims(address, K1, timeout=10)).others == [c_address]  # not itself
+    assert (await d.ask_claims(address, K2, timeout=10)).others == []  # another key
+
+
+async def test_a_node_that_claims_nothing_under_a_key_keeps_nobody_for_it(make_node, kind):
+    # Else any node would be a meeting point for a stranger's keys.
+    flag = int(wire.Transport.QUIC if kind == "quic" else wire.Transport.TCP)
+    a, address = await make_node("127.0.0.21")
+    b, b_address = await make_node("127.0.0.22")
+    c, _ = await make_node("127.0.0.23")
+    assert (await b.ask_claims(address, K1, timeout=10, claiming=(b_address[1], flag))).others == []
+    assert (await c.ask_claims(address, K1, timeout=10)).others == []
+    assert len(a.claimers) == 0
