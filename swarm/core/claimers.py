@@ -17,8 +17,11 @@ for free, and bounds what can:
   meeting point for keys of its own, at most `MAX_KEYS` of them, the least lately heard of dropped first;
 * per key at most `PER_KEY` claimers, one per host and `PER_NETWORK` per network (`addresses.network_prefix`):
   one party with many ports or many addresses of one network crowds out at most that many honest claimers;
-* a claimer lives `CLAIMER_LIFE` s from when it last said so (an in-progress claim's life), and is passed on at
-  most `PASSED_ON` at a time, the most lately heard first.
+* a claimer lives `CLAIMER_LIFE` s from when it last said so (an in-progress claim's life); an answer passes on
+  every live one (`PER_KEY` at most), the first heard of first: in a flash crowd those are the earliest claimers,
+  the ones every other steps back for (`swarm.trust.ahead_of`). Eight, the most lately heard first, left each of
+  a 12-node crowd a different part of it, so that six, not two, judged themselves the first two and kept reading
+  the origin.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ MAX_KEYS = 1024  # keys with claimers kept (a node claims only what it fetches f
 PER_KEY = 16  # claimers kept per key: MAX_ASKED of the asker's lookup, which asks what is passed on
 PER_NETWORK = 2  # of them in one network, one per host (the asker's own lookup's rule)
 CLAIMER_LIFE = 120.0  # s a claimer is passed on after it last said it claims: an in-progress claim's life
-PASSED_ON = 8  # claimers in one answer: what one PEX on a query session may carry (`swarm.core.serve`)
+PASSED_ON = PER_KEY  # claimers in one answer (a PEX carries up to 200): all a key keeps, for a whole view
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,8 +67,7 @@ class ClaimerBook:
             network = network_prefix(host)
             if len(claimers) >= PER_KEY or sum(network_prefix(h) == network for h in claimers) >= PER_NETWORK:
                 return False
-        claimers.pop(host, None)
-        claimers[host] = Claimer(host, port, transports, now)  # (the newest last)
+        claimers[host] = Claimer(host, port, transports, now)  # (one heard again keeps its place: the first first)
         self._keys[key] = claimers
         self._keys.move_to_end(key)
         while len(self._keys) > MAX_KEYS:
@@ -73,9 +75,9 @@ class ClaimerBook:
         return True
 
     def others(self, key: bytes, host: str, now: float) -> list[Claimer]:
-        """The claimers of `key` to pass on to the node at `host`: not itself, the most lately heard first."""
+        """The claimers of `key` to pass on to the node at `host`: not itself, the first heard of first."""
         claimers = self._live(key, now)
-        return [c for c in reversed(claimers.values()) if c.host != host][:PASSED_ON]
+        return [c for c in claimers.values() if c.host != host][:PASSED_ON]
 
     def _live(self, key: bytes, now: float) -> dict[str, Claimer]:
         claimers = self._keys.get(key)

@@ -409,8 +409,9 @@ class SwarmNode:
             elif isinstance(action, Introduce):
                 self.punching.introduce(connection, action, asyncio.get_running_loop().time())
             elif isinstance(action, ClaimersAsked):
-                connection.send_nowait(answer_claimers(self.claimers, self.own_claims, connection, action,
-                                                       asyncio.get_running_loop().time()))
+                with contextlib.suppress(TransportError):
+                    connection.send_nowait(answer_claimers(self.claimers, self.own_claims, connection, action,
+                                                           asyncio.get_running_loop().time()))
 
     async def _serve_block(self, connection: Connection, core: ServeCore, action: SendBlock) -> None:
         await self._send_block(connection, core, action)

@@ -226,7 +226,7 @@ async def test_a_claimer_passes_on_the_other_claimers_that_asked_it(make_node, k
     second = await c.ask_claims(address, K1, timeout=10, claiming=(c_address[1], flag))
     assert second.others == [b_address]
     third = await d.ask_claims(address, K1, timeout=10)
-    assert third.others == [c_address, b_address]  # the newest first; D said nothing, so it is not passed on
+    assert third.others == [b_address, c_address]  # the first first; D said nothing, so it is not passed on
     assert (await b.ask_claims(address, K1, timeout=10)).others == [c_address]  # not itself
     assert (await d.ask_claims(address, K2, timeout=10)).others == []  # another key
 
