@@ -11,8 +11,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from ipaddress import IPv4Address, ip_address
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 from swarm.core.claimers import ClaimerBook
 from swarm.core.serve import ClaimersAsked
@@ -23,14 +24,14 @@ from swarm.net import wire
 from swarm.net.transport import Address, Connection
 from swarm.trust.claims import ManifestClaim
 
-if TYPE_CHECKING:
-    from swarm.service.node import SwarmNode
-
 __all__ = ["ClaimsAnswer", "ask_claims", "answer_claimers"]
 
 log = logging.getLogger("swarmproxy.swarm")
 
 _ANY = IPv4Address(0)  # the address a claimer's PEX entry carries: the answerer takes the connection's
+
+# Connect to an address and exchange HANDSHAKEs on a root within a timeout (`SwarmNode.open_connection`).
+Connect = Callable[[Address, bytes, float], Awaitable[Connection]]
 
 
 class ClaimsAnswer(NamedTuple):
@@ -41,7 +42,7 @@ class ClaimsAnswer(NamedTuple):
     others: list[tuple[str, int]]
 
 
-async def ask_claims(node: SwarmNode, address: Address, key: bytes, *, timeout: float,
+async def ask_claims(connect: Connect, address: Address, key: bytes, *, timeout: float,
                      claiming: tuple[int, int] | None = None) -> ClaimsAnswer:
     """The claims the node at `address` makes itself under `key`, and the other claimers it heard of.
 
@@ -54,7 +55,7 @@ async def ask_claims(node: SwarmNode, address: Address, key: bytes, *, timeout: 
     closes at the PEX (older than it), or does not answer it within `timeout`, knows none."""
     if len(key) != KEY_BYTES:
         raise ValueError(f"a key is {KEY_BYTES} bytes")
-    connection = await node.open_connection(address, wire.QUERY_ROOT, timeout)
+    connection = await connect(address, wire.QUERY_ROOT, timeout)
     try:
         connection.send_nowait(wire.ClaimsRequest(key))
         claims = await _answer(connection, key, timeout)

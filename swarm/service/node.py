@@ -490,7 +490,7 @@ class SwarmNode:
                          claiming: tuple[int, int] | None = None) -> ClaimsAnswer:
         """The claims the node at `address` makes itself under `key` and the other claimers it heard of, saying
         `claiming` (our port and transports) if we claim there too (`swarm.service.claims_query.ask_claims`)."""
-        return await ask_claims(self, address, key, timeout=timeout, claiming=claiming)
+        return await ask_claims(self.open_connection, address, key, timeout=timeout, claiming=claiming)
 
     async def probe_reachability(self, peer: Address, *, transports: wire.Transport | None = None,
                                  timeout: float = PROBE_TIMEOUT, port: int | None = None) -> dict[str, Outcome]:
