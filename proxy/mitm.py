@@ -37,8 +37,6 @@ from .responses import OwnResponse
 
 log = logging.getLogger("swarmproxy.mitm")
 
-CHUNK = 256 * 1024
-
 Serve = Callable[[web.BaseRequest, URL, list[tuple[str, str]]], Awaitable[web.StreamResponse]]
 
 
@@ -94,19 +92,20 @@ class Interceptor:
             return ssl.ALERT_DESCRIPTION_INTERNAL_ERROR
         return None
 
-    async def open(self, host: str, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter,
-                                                         Callable[[], object]]:
-        """A connection to the TLS listener for a CONNECT to host:port, and what to call once it is over;
-        OriginError(400) for a target the CA must not sign (checked before any connection or file is made)."""
+    async def open(self, host: str, port: int, protocol_factory: Callable[[], asyncio.BaseProtocol]) -> tuple[
+            asyncio.BaseTransport, Callable[[], object]]:
+        """A connection to the TLS listener for a CONNECT to host:port, with a protocol of `protocol_factory`, and
+        what to call once it is over; OriginError(400) for a target the CA must not sign (checked before any
+        connection or file is made)."""
         try:
             name = self.ca.listed_name(host)
         except RefusedName as exc:
             log.warning("refused CONNECT to a listed domain: %s", exc)
             raise OriginError(400, f"url: CONNECT target refused: {exc}") from None
-        reader, writer = await asyncio.open_connection("127.0.0.1", self.port, limit=CHUNK)
-        source = writer.get_extra_info("sockname")[1]
+        transport, _ = await asyncio.get_running_loop().create_connection(protocol_factory, "127.0.0.1", self.port)
+        source = transport.get_extra_info("sockname")[1]
         self.tunnels[source] = (name, port)
-        return reader, writer, lambda: self.tunnels.pop(source, None)
+        return transport, lambda: self.tunnels.pop(source, None)
 
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         peer = request.transport.get_extra_info("peername") if request.transport else None

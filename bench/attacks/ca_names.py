@@ -24,6 +24,7 @@ import argparse
 import asyncio
 import hashlib
 import importlib
+import inspect
 import logging
 import os
 import pathlib
@@ -114,12 +115,24 @@ def _changes(before: dict[str, bytes], after: dict[str, bytes], leaves: str) -> 
     return out
 
 
+async def open_streams(interceptor, host: str, port: int):
+    """A stream pair on a tunnel `interceptor.open` made for a CONNECT to host:port, and its release. Since the
+    tunnel copies at the protocol level (`proxy.pipe`), `open` takes the connection's protocol; before, it returned
+    streams itself (an older --tree)."""
+    if "protocol_factory" not in inspect.signature(interceptor.open).parameters:
+        return await interceptor.open(host, port)
+    reader = asyncio.StreamReader()
+    protocol = asyncio.StreamReaderProtocol(reader)
+    transport, release = await interceptor.open(host, port, lambda: protocol)
+    return reader, asyncio.StreamWriter(transport, protocol, reader, asyncio.get_running_loop()), release
+
+
 async def _row(root, leaves, log, interceptor, errors, via: str, name: str | bytes) -> str:
     """Send `name` via 'connect' (the CONNECT target and then the SNI) or 'sni' (a ClientHello on a tunnel
     CONNECTed for GOOD); what happened, in a phrase."""
     before, logged = _snapshot(root), len(log.lines)
     try:
-        reader, writer, release = await interceptor.open(name if via == "connect" else GOOD, 443)
+        reader, writer, release = await open_streams(interceptor, name if via == "connect" else GOOD, 443)
     except errors.OriginError as exc:
         answer = f"CONNECT refused ({exc.status})"
     else:

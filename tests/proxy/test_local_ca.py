@@ -19,7 +19,7 @@ import pytest
 from cryptography import x509
 
 import proxy.local_ca as local_ca
-from bench.attacks.ca_names import answer_to_hello
+from bench.attacks.ca_names import answer_to_hello, open_streams
 from proxy.errors import ConfigError, OriginError
 from proxy.local_ca import LocalCA, parse_mitm_hosts
 from proxy.mitm import Interceptor
@@ -151,7 +151,7 @@ async def interceptor(ca):
 
 
 async def hello_on_a_tunnel(listener: Interceptor, sni: bytes, connect: str = GOOD) -> str:
-    reader, writer, release = await listener.open(connect, 443)
+    reader, writer, release = await open_streams(listener, connect, 443)
     try:
         return await answer_to_hello(reader, writer, sni)
     finally:
@@ -192,7 +192,7 @@ async def test_a_bad_connect_target_under_a_listed_domain_is_a_400_never_a_tunne
     for name in BAD_NAMES + [absolute_name(root)]:
         assert interceptor.wants(name, 443)  # ours to refuse, not a blind tunnel that resolves it
         with pytest.raises(OriginError) as refused:
-            await interceptor.open(name, 443)
+            await interceptor.open(name, 443, asyncio.Protocol)
         assert refused.value.status == 400 and "CONNECT target refused" in refused.value.message
     assert interceptor.tunnels == {} and snapshot(root) == before
     assert caplog.text.count("refused CONNECT to a listed domain") == len(BAD_NAMES) + 1
