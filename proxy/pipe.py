@@ -23,12 +23,6 @@ from .stats import RequestRecord
 
 log = logging.getLogger("swarmproxy.tunnel")
 
-# A transport's write buffer above which the other side is no longer read, and below which it is read again. One
-# read (uvloop's are up to 250 kB) fits under the mark, so that a chunk mostly goes out in one write before its
-# side is held; at asyncio's default marks (64 and 16 KiB) reading stopped and started again for nearly every chunk.
-WRITE_HIGH = 256 * 1024
-WRITE_LOW = 64 * 1024
-
 
 class _Tail:
     """Stands in for aiohttp's parser while a connection is adopted: keeps the bytes read past the head."""
@@ -62,8 +56,9 @@ class Side(asyncio.Protocol):
         self.record: RequestRecord | None = None  # bytes written to this side count in its bytes_origin
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # The transport's own marks (64 and 16 KiB under uvloop and asyncio): marks of 256 KiB or 1 MiB moved no
+        # more bytes a second through a tunnel here, and would let a slow reader hold more.
         self.transport = transport
-        self.transport.set_write_buffer_limits(high=WRITE_HIGH, low=WRITE_LOW)
 
     def data_received(self, data: bytes) -> None:
         pipe = self.pipe
