@@ -19,6 +19,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+import aiohttp
+
 from .stats import RequestRecord
 
 log = logging.getLogger("swarmproxy.tunnel")
@@ -205,3 +207,117 @@ class Pipe:
         self._timer = None
         log.info("tunnel closed: no byte either way for %g s (--tunnel-idle-timeout)", self.idle)
         self.finish(None)
+
+
+class Body(asyncio.Protocol):
+    """The rest of a response body of known length, from the origin's connection straight to the client's transport.
+
+    It adopts the origin's connection mid-body (what aiohttp's reader already holds is written first), counts the
+    bytes in `record.bytes_origin`, and holds the origin while the client's transport is above its high-water mark
+    (`writing_paused` of aiohttp's protocol there, whose `drain` then tells when it may go on). `run` raises what
+    aiohttp's reader would have: `ClientPayloadError` when the origin ends early, `SocketTimeoutError` after
+    `silence` s without a byte while not held; `ConnectionResetError` when the client is gone. The origin's
+    connection is no longer aiohttp's to reuse: its parser is left mid-body, so it is closed afterwards."""
+
+    def __init__(self, record: RequestRecord, client: Any, client_protocol: Any, writer: Any, left: int,
+                 silence: float | None) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.record, self.client, self.client_protocol, self.writer = record, client, client_protocol, writer
+        self.left = left
+        self.silence = silence
+        self.transport: Any = None
+        self.previous: Any = None  # aiohttp's protocol of the origin's connection, told of its loss
+        self.held = False
+        self.outcome: asyncio.Future[None] = self.loop.create_future()
+        self._wake: asyncio.Future[None] = self.loop.create_future()
+        self._moved = self.loop.time()
+        self._timer: asyncio.TimerHandle | None = None
+
+    def adopt(self, protocol: Any, transport: Any, buffered: bytes) -> None:
+        """Take the connection from aiohttp's `protocol`, after writing the body bytes its reader held."""
+        self.previous = protocol
+        transport.set_protocol(self)
+        self.transport = transport
+        if buffered:
+            self.data_received(buffered)
+        if not self.outcome.done() and not self.held and not transport.is_reading():
+            transport.resume_reading()  # aiohttp's reader may have paused it; its flow control is ours now
+        if self.silence is not None:
+            self._timer = self.loop.call_at(self._moved + self.silence, self._check_silence)
+
+    async def run(self) -> None:
+        try:
+            while not self.outcome.done():
+                await asyncio.wait([self.outcome, self._wake], return_when=asyncio.FIRST_COMPLETED)
+                if self._wake.done():
+                    self._wake = self.loop.create_future()
+                if self.held and not self.outcome.done():
+                    await self.writer.drain()  # until the client's transport is below its low-water mark
+                    self._go_on()
+            self.outcome.result()
+        finally:
+            if self._timer is not None:
+                self._timer.cancel()
+            if not self.outcome.done():  # cancelled (the client left): what the origin's close says is no one's
+                self.outcome.cancel()
+
+    def data_received(self, data: bytes) -> None:
+        if self.outcome.done():
+            return
+        if self.client is None or self.client.is_closing():
+            self._end(ConnectionResetError("client closed the connection"))
+            return
+        if len(data) > self.left:
+            data = data[:self.left]  # what an origin sends past its Content-Length is no part of the body
+        self.client.write(data)
+        self.left -= len(data)
+        self.writer.output_size += len(data)  # aiohttp's count of what was sent, which its error handler reads
+        self.record.bytes_origin += len(data)
+        self._moved = self.loop.time()
+        if not self.left:
+            self._end(None)
+        elif self.client_protocol.writing_paused and not self.held:
+            self.held = True  # until aiohttp's drain says the client took enough
+            self.transport.pause_reading()
+            if not self._wake.done():
+                self._wake.set_result(None)
+
+    def eof_received(self) -> bool:
+        self._end(None if not self.left else _cut("the origin closed the connection"))
+        return False
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._end(None if not self.left else _cut(f"the origin's connection was lost: {exc or 'closed'}"))
+        previous, self.previous = self.previous, None
+        if previous is not None:
+            previous.connection_lost(exc)
+
+    def _go_on(self) -> None:
+        self.held = False
+        self._moved = self.loop.time()  # the silence is the origin's from here, not the client's wait
+        if not self.transport.is_closing() and not self.transport.is_reading():
+            self.transport.resume_reading()
+
+    def _check_silence(self) -> None:
+        assert self.silence is not None
+        if self.outcome.done():
+            return
+        left = self._moved + self.silence - self.loop.time()
+        if self.held or left > 0:
+            self._timer = self.loop.call_later(max(left, self.silence if self.held else 0), self._check_silence)
+            return
+        self._end(aiohttp.SocketTimeoutError("Timeout on reading data from socket"))
+
+    def _end(self, exc: BaseException | None) -> None:
+        if self.outcome.done():
+            return
+        if exc is None:
+            self.outcome.set_result(None)
+        else:
+            self.outcome.set_exception(exc)
+        if self.transport is not None and not self.transport.is_closing() and self.transport.is_reading():
+            self.transport.pause_reading()  # nothing more is wanted from it: the relay closes it
+
+
+def _cut(why: str) -> aiohttp.ClientPayloadError:
+    return aiohttp.ClientPayloadError(f"Response payload is not completed: {why}")

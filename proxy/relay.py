@@ -19,6 +19,7 @@ from . import headers as hdr
 from .errors import ClientGone, OriginError
 from .origin import READ_CHUNK, describe_failure
 from .origin_resolver import OriginResolver
+from .pipe import Body
 from .stats import RequestRecord
 from .tunnel import pipe_upgraded
 
@@ -29,6 +30,12 @@ log = logging.getLogger("swarmproxy.relay")
 DROP_FROM_REQUEST = ("host", "expect")
 
 SCHEMES = {"http": "http", "https": "https", "ws": "http", "wss": "https"}
+
+# A body with at least this much still to come (its length known) goes from the origin's connection to the client's
+# at the protocol level (`proxy.pipe.Body`): no copy of ours and no await per chunk, and about one socket read held a
+# download instead of aiohttp's reader's buffer. That connection cannot go back to the pool afterwards (its parser is
+# left mid-body): below this, keeping it for the next request is worth more than the copies.
+BODY_PIPE_MIN = 1 << 20
 
 # The id of the request's record (`Stats.begin`), put on the request by the server before relaying it: response
 # heads are made in more than one place (here, and in the fallback download), each given the request, not always
@@ -181,12 +188,16 @@ async def _copy_body(upstream: aiohttp.ClientResponse, response: web.StreamRespo
                      request: web.BaseRequest, record: RequestRecord) -> None:
     content = upstream.content
     try:
-        while True:
-            chunk = await content.read(READ_CHUNK)
-            if not chunk:
-                break
-            await response.write(chunk)
-            record.bytes_origin += len(chunk)
+        if (body := _body_pipe(upstream, response, request, record)) is not None:
+            await body.run()
+            upstream.close()  # mid-body to its parser: never back to the pool
+        else:
+            while True:
+                chunk = await content.read(READ_CHUNK)
+                if not chunk:
+                    break
+                await response.write(chunk)
+                record.bytes_origin += len(chunk)
     except (TimeoutError, aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
         if request.transport is None or request.transport.is_closing():
             raise ClientGone("client closed the connection") from None
@@ -202,6 +213,26 @@ async def _copy_body(upstream: aiohttp.ClientResponse, response: web.StreamRespo
         upstream.close()
         raise ClientGone("client closed the connection") from None
     await response.write_eof()
+
+
+def _body_pipe(upstream: aiohttp.ClientResponse, response: web.StreamResponse, request: web.BaseRequest,
+               record: RequestRecord) -> Body | None:
+    """The rest of a body of known length with at least BODY_PIPE_MIN to come, taken over at the protocol level
+    (`proxy.pipe.Body`); None to read it through aiohttp's reader (unknown length, chunked, short, or over)."""
+    content, connection, writer = upstream.content, upstream.connection, response._payload_writer
+    length = upstream.content_length
+    if (length is None or "Transfer-Encoding" in upstream.headers or connection is None
+            or connection.transport is None or connection.protocol is None or writer is None or response.chunked
+            or request.transport is None or content.is_eof() or content.exception() is not None
+            or length - content.total_bytes < BODY_PIPE_MIN):
+        return None
+    writer.send_headers()  # aiohttp may hold the head back for the first chunk, which now goes past its writer
+    buffered = content.read_nowait()
+    left = length - content.total_bytes + len(buffered)
+    # The session's --read-timeout, which aiohttp's protocol applied until now.
+    body = Body(record, request.transport, request.protocol, writer, left, connection.protocol.read_timeout)
+    body.adopt(connection.protocol, connection.transport, buffered)
+    return body
 
 
 def _reason(reason: str | None) -> str | None:

@@ -15,6 +15,7 @@ import pytest
 from aiohttp import web
 
 from proxy.pipe import Pipe
+from proxy.relay import BODY_PIPE_MIN
 from proxy.server import ProxyServer
 from proxy.stats import RequestRecord
 
@@ -394,3 +395,75 @@ async def test_through_the_proxy_a_websockets_first_message_sent_with_the_101_ar
     finally:
         await server.stop()
         await runner.cleanup()
+
+
+# -- a large body of known length (proxy.pipe.Body, through the relay) -----------------------------------------------
+
+LARGE = BODY_PIPE_MIN * 4 + 5
+
+
+async def test_a_large_body_is_relayed_whole_counted_and_the_client_connection_goes_on(proxy, origin):
+    connection = await RawConnection.open(proxy.addresses["proxy"])
+    try:
+        await connection.send(f"GET {origin.url}/stream/{LARGE} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        response = await connection.response()
+        assert response.status == 200 and response.complete and response.body == body_bytes(LARGE)
+        await connection.send(f"GET {origin.url}/bytes/7 HTTP/1.1\r\nHost: x\r\n\r\n".encode())  # kept alive
+        assert (await connection.response()).body == body_bytes(7)
+    finally:
+        await connection.close()
+    record = [r for r in proxy.stats.history if r.url.endswith(f"/stream/{LARGE}")][-1]
+    assert record.status == 200 and record.error is None and record.bytes_origin == record.bytes == LARGE
+
+
+@pytest.mark.parametrize("how", ["closes", "falls silent"])
+async def test_an_origin_that_stops_mid_large_body_is_a_visible_truncation(tmp_path, origin, how):
+    server = ProxyServer(proxy_config(tmp_path, read_timeout="0.5"))
+    await server.start()
+    path = f"/cut/{LARGE}" if how == "closes" else f"/pause/{LARGE}"
+    try:
+        connection = await RawConnection.open(server.addresses["proxy"])
+        await connection.send(f"GET {origin.url}{path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        response = await connection.response()
+        assert response.status == 200 and not response.complete and len(response.body) == LARGE // 2
+        assert await connection.closed_by_peer()
+        await connection.close()
+        record = [r for r in server.stats.history if r.url.endswith(path)][-1]
+        cause = "ClientPayloadError" if how == "closes" else "SocketTimeoutError"
+        assert record.error == f"origin_cut: origin stopped mid-response after {LARGE // 2} bytes: {cause}"
+    finally:
+        origin.resume.set()
+        await server.stop()
+
+
+async def test_a_client_slower_than_the_read_timeout_is_waited_for_not_blamed_on_the_origin(tmp_path, origin):
+    server = ProxyServer(proxy_config(tmp_path, read_timeout="0.5"))
+    await server.start()
+    size = 32 * 1024 * 1024  # past the sockets' buffers: the proxy holds the origin while the client rests
+    try:
+        connection = await RawConnection.open(server.addresses["proxy"])
+        await connection.send(f"GET {origin.url}/stream/{size} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        head = await connection.reader.readuntil(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200")
+        got = hashlib.sha256(await connection.reader.readexactly(1 << 20))
+        await asyncio.sleep(1.5)  # the client's pace: three read timeouts without reading
+        got.update(await connection.reader.readexactly(size - (1 << 20)))
+        assert got.digest() == hashlib.sha256(body_bytes(size)).digest()
+        await connection.close()
+        record = [r for r in server.stats.history if r.url.endswith(f"/stream/{size}")][-1]
+        assert record.error is None and record.bytes_origin == size
+    finally:
+        await server.stop()
+
+
+async def test_a_client_that_resets_mid_large_body_is_gone_and_the_proxy_goes_on(proxy, origin):
+    connection = await RawConnection.open(proxy.addresses["proxy"])
+    await connection.send(f"GET {origin.url}/stream/{32 * 1024 * 1024} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    await connection.reader.readuntil(b"\r\n\r\n")
+    await connection.reader.readexactly(1 << 20)
+    _reset(connection.writer)
+    record = [r for r in proxy.stats.history if "/stream/" in r.url][-1]
+    await _until(lambda: record.error is not None)
+    assert record.error.startswith("client_gone")
+    after = await _connect(proxy.addresses["proxy"], origin.port)  # the proxy serves on
+    await after.close()
