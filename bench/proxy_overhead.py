@@ -40,8 +40,11 @@ sys.path.insert(0, str(ROOT))  # run as a script too
 from bench import stay_private  # noqa: E402
 
 
-def start(argv: list[str], ready: pathlib.Path, log: pathlib.Path, key: str) -> tuple[subprocess.Popen, str]:
-    process = subprocess.Popen(argv, stdout=open(log, "wb"), stderr=subprocess.STDOUT, cwd=ROOT)
+def start(argv: list[str], ready: pathlib.Path, log: pathlib.Path, key: str,
+          cwd: pathlib.Path = ROOT) -> tuple[subprocess.Popen, str]:
+    """Run `argv` in `cwd` (another tree's `python -m proxy.cli` runs that tree's proxy); its address under `key`
+    in the ready file."""
+    process = subprocess.Popen(argv, stdout=open(log, "wb"), stderr=subprocess.STDOUT, cwd=cwd)
     deadline = time.monotonic() + 30
     while not ready.exists():
         if process.poll() is not None or time.monotonic() > deadline:

@@ -1,0 +1,169 @@
+"""This tree's proxy against another tree's, side by side in one run: what a change to the relay or the tunnel costs.
+
+    mkdir /tmp/base && git archive main | tar -x -C /tmp/base
+    python -m bench.proxy_compare --base /tmp/base [--size-mb 500] [--rounds 5] [--memory-rounds 2]
+
+One local origin (bench/local_origin.py) and one proxy of each tree, run as `bench.proxy_overhead` runs its node
+(DHT and peer port on loopback, `--private-network`). Throughput: curl downloads of --size-mb direct, through the
+base proxy, through this tree's, and, for the CONNECT tunnel, through the bare buffer-copy relay of
+`bench.tunnel_probe` (the ceiling on this machine), for the plain relay from memory (`mem`) and from the sendfile
+origin (`file`) and the tunnel (`tunnel`, curl --proxytunnel to the sendfile origin). Each round goes through every
+path, in reverse order every other round, so that drift hits all alike; medians are reported, with the ratio of
+each proxy to direct, this tree's over the base's pair by pair, and each proxy's CPU seconds per GB. Memory:
+--memory-clients concurrent 2 MB downloads through a fresh proxy of each tree in turn (`bench.proxy_overhead`'s
+memory section, and the same downloads each through a CONNECT tunnel), peak KiB a download.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import pathlib
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+from bench.proxy_overhead import ROOT, cpu_seconds, curl_speed, memory, rss_mib, start
+from bench.tunnel_probe import pump_copy, serve
+
+SECTIONS = {"mem": ("mem", False), "file": ("file", False), "tunnel": ("file", True)}
+
+
+def start_proxy(tree: pathlib.Path, workdir: pathlib.Path, name: str) -> tuple[subprocess.Popen, str]:
+    """`proxy.cli run` of `tree` (its own `proxy` package first on the path: run from there)."""
+    ready = workdir / f"{name}.json"
+    argv = [sys.executable, "-m", "proxy.cli", "run", "--listen", "127.0.0.1:0", "--dht-listen", "127.0.0.1:0",
+            "--peer-listen", "127.0.0.1:0", "--private-network", "--data-dir", str(workdir / name),
+            "--ready-file", str(ready), "--connect-ports", "*"]
+    return start(argv, ready, workdir / f"{name}.log", "proxy", cwd=tree)
+
+
+def throughput(origin: str, proxies: dict[str, tuple[subprocess.Popen, str]], bare: str, size: int, rounds: int,
+               section: str) -> dict[str, object]:
+    route, tunnel = SECTIONS[section]
+    url = f"http://{origin}/{route}/{size}"
+    paths: dict[str, str | None] = {"direct": None, **{name: address for name, (_, address) in proxies.items()}}
+    if tunnel:
+        paths["bare_copy_relay"] = bare
+    curl_speed(url, None)  # warm-up: creates the sendfile source, fills caches
+    speeds: dict[str, list[float]] = {name: [] for name in paths}
+    cpu: dict[str, list[float]] = {name: [] for name in proxies}
+    for index in range(rounds):
+        order = list(paths.items())
+        for name, address in order if index % 2 == 0 else reversed(order):
+            before = cpu_seconds(proxies[name][0].pid) if name in proxies else 0.0
+            speeds[name].append(curl_speed(url, address, tunnel))
+            if name in proxies:
+                cpu[name].append((cpu_seconds(proxies[name][0].pid) - before) / (size / 1e9))
+    direct = statistics.median(speeds["direct"])
+    result: dict[str, object] = {
+        name: {"gb_per_s": round(statistics.median(values) / 1e9, 3),
+               "vs_direct": round(statistics.median(values) / direct, 3),
+               "rounds_gb_per_s": [round(v / 1e9, 3) for v in values],
+               **({"cpu_s_per_gb": round(statistics.median(cpu[name]), 3)} if name in cpu else {})}
+        for name, values in speeds.items()}
+    pairs = [new / old for old, new in zip(speeds["base"], speeds["this_tree"])]
+    result["this_tree_over_base"] = {"median": round(statistics.median(pairs), 3),
+                                     "rounds": [round(p, 3) for p in pairs]}
+    return result
+
+
+async def memory_tunnel(origin: str, proxy: str, pid: int, clients: int) -> dict[str, object]:
+    """`bench.proxy_overhead.memory`'s downloads (all at once, read as fast as the clients can), each through a
+    CONNECT tunnel to the origin: the proxy's peak RSS per download above where it started."""
+    host, port = proxy.rsplit(":", 1)
+    size = 2_000_000
+    start_rss = peak = rss_mib(pid)
+
+    async def one(i: int) -> bool:
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            writer.write(f"CONNECT {origin} HTTP/1.1\r\nHost: {origin}\r\n\r\n".encode())
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(f"GET /mem/{size + i} HTTP/1.1\r\nHost: bench\r\n\r\n".encode())
+            await reader.readuntil(b"\r\n\r\n")
+            got = 0
+            while got < size + i and (chunk := await reader.read(1 << 16)):
+                got += len(chunk)
+            return got == size + i
+        finally:
+            writer.close()
+
+    tasks = [asyncio.ensure_future(one(i)) for i in range(clients)]
+    while not all(task.done() for task in tasks):
+        peak = max(peak, rss_mib(pid))
+        await asyncio.sleep(0.05)  # the sampling period: nothing to wait for but time
+    complete = sum(1 for task in tasks if not task.exception() and task.result())
+    return {"clients": clients, "complete": complete, "rss_start_mib": round(start_rss, 1),
+            "rss_peak_mib": round(peak, 1), "peak_kib_per_download": round((peak - start_rss) * 1024 / clients)}
+
+
+def memories(origin: str, trees: dict[str, pathlib.Path], workdir: pathlib.Path, clients: int,
+             rounds: int) -> dict[str, dict[str, list[int]]]:
+    """Peak KiB a download through a fresh proxy of each tree in turn (relay, then tunnel), `rounds` times."""
+    peaks: dict[str, dict[str, list[int]]] = {name: {"relay": [], "tunnel": []} for name in trees}
+    for index in range(rounds):
+        order = list(trees.items())
+        for name, tree in order if index % 2 == 0 else reversed(order):
+            for kind in ("relay", "tunnel"):
+                process, address = start_proxy(tree, workdir, f"{name}-{kind}-{index}")
+                try:
+                    if kind == "relay":
+                        found = asyncio.run(memory(origin, address, process.pid, clients, 0))
+                    else:
+                        found = asyncio.run(memory_tunnel(origin, address, process.pid, clients))
+                finally:
+                    process.terminate()
+                    process.wait(timeout=10)
+                peaks[name][kind].append(int(found["peak_kib_per_download"]))  # type: ignore[call-overload]
+    return peaks
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--base", type=pathlib.Path, required=True, help="the other tree (e.g. git archive of main)")
+    parser.add_argument("--size-mb", type=int, default=500)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--sections", default="tunnel,file,mem", help="of tunnel, file, mem (default: all)")
+    parser.add_argument("--memory-clients", type=int, default=1000)
+    parser.add_argument("--memory-rounds", type=int, default=2, help="0 skips the memory figures")
+    parser.add_argument("--json", type=pathlib.Path, help="also write the results here")
+    args = parser.parse_args()
+    workdir = pathlib.Path(tempfile.mkdtemp(prefix="swarmproxy-compare-"))
+    trees = {"base": args.base.resolve(), "this_tree": ROOT}
+    processes: list[subprocess.Popen] = []
+    try:
+        origin_process, origin = start([sys.executable, "bench/local_origin.py", "--ready-file",
+                                        str(workdir / "o.json")], workdir / "o.json", workdir / "origin.log", "origin")
+        processes.append(origin_process)
+        results: dict[str, object] = {"command": "python " + " ".join(sys.argv), "base": str(trees["base"])}
+        host, port = origin.rsplit(":", 1)
+        bare = serve(pump_copy, (host, int(port)))
+        proxies = {name: start_proxy(tree, workdir, name) for name, tree in trees.items()}
+        processes += [process for process, _ in proxies.values()]
+        for section in args.sections.split(","):
+            print(f"throughput, {args.size_mb} MB, {section} ...", file=sys.stderr)
+            results[section] = throughput(origin, proxies, bare, args.size_mb * 1_000_000, args.rounds, section)
+        for process, _ in proxies.values():
+            process.terminate()
+        if args.memory_rounds:
+            print(f"memory, {args.memory_clients} concurrent 2 MB downloads, fresh proxies ...", file=sys.stderr)
+            results["memory_peak_kib_per_download"] = memories(origin, trees, workdir, args.memory_clients,
+                                                               args.memory_rounds)
+        text = json.dumps(results, indent=2)
+        print(text)
+        if args.json:
+            args.json.write_text(text + "\n")
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.wait(timeout=10)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
