@@ -43,6 +43,7 @@ class IdleTrim:
                  trim: Callable[[], bool] = malloc_trim) -> None:
         self.loop, self.delay, self.trim = loop, delay, trim
         self._timer: asyncio.TimerHandle | None = None
+        self._idle_since = 0.0  # when the last client connection closed
         self.trims = 0
 
     def connections(self, count: int) -> None:
@@ -50,14 +51,20 @@ class IdleTrim:
             self._timer.cancel()
             self._timer = None
         if count == 0:
+            self._idle_since = self.loop.time()
             self._timer = self.loop.call_later(self.delay, self._fire)
 
     def _fire(self) -> None:
         global _last_trim
         self._timer = None
         now = self.loop.time()
+        if _last_trim is not None and _last_trim >= self._idle_since:
+            return  # the process trimmed since this server went idle (the lab's other nodes): the heap is one
         if _last_trim is not None and now - _last_trim < TRIM_EVERY:
-            return  # another server of this process trimmed lately: the heap is one
+            # Trimmed lately, before this server's last load: that load's memory is still held, so the trim is put
+            # off to when one is allowed again, not dropped (1,000 downloads right after a trim stayed 110 MiB up).
+            self._timer = self.loop.call_later(_last_trim + TRIM_EVERY - now, self._fire)
+            return
         _last_trim = now
         gc.collect()
         self.trims += 1

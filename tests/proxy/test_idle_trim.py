@@ -98,5 +98,34 @@ def test_many_servers_of_one_process_trim_at_most_once_in_trim_every():
     assert len(trimmed) == 2
 
 
+def test_a_load_right_after_a_trim_is_trimmed_once_one_is_allowed_again():
+    loop, trim, trimmed = _trimmer()
+    trim.connections(1)
+    trim.connections(0)
+    loop.advance(TRIM_AFTER)
+    assert trimmed == [TRIM_AFTER]
+    trim.connections(1)  # a burst of downloads right after that trim
+    loop.advance(10)
+    trim.connections(0)
+    loop.advance(TRIM_AFTER)
+    assert trimmed == [TRIM_AFTER]  # too soon for another
+    loop.advance(TRIM_EVERY)
+    assert len(trimmed) == 2 and trimmed[1] >= TRIM_AFTER + TRIM_EVERY  # put off, not dropped
+    loop.advance(600)
+    assert len(trimmed) == 2  # and then no more while idle
+
+
+def test_a_server_idle_since_before_the_last_trim_does_not_trim_again():
+    loop = _Loop()
+    trimmed: list[float] = []
+    servers = [IdleTrim(loop, trim=lambda: trimmed.append(loop.now) or True) for _ in range(3)]  # type: ignore[arg-type]
+    for server in servers:
+        server.connections(1)
+        server.connections(0)
+    loop.advance(TRIM_AFTER)
+    loop.advance(TRIM_EVERY * 3)
+    assert trimmed == [TRIM_AFTER]  # one trim covers them all: none is put off
+
+
 def test_malloc_trim_answers_where_glibc_is():
     assert malloc_trim() in (True, False)  # never raises: a no-op without glibc
