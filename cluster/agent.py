@@ -48,6 +48,7 @@ from cluster.discovery import RedisDiscovery
 from cluster.errors import BadRecord, ConfigError, RedisUnavailable
 from cluster.identity import Gate, Identity
 from cluster.intent import CANCEL, PUSH, Ledger, SignedIntent
+from cluster.lab_stage import stage
 from cluster.overlay import Level, Location
 from cluster.records import (
     DISK_RESERVE,
@@ -120,6 +121,7 @@ class Agent:
         # holder's last refresh anyway: a holder whose loop is slow (a busy host) still gets its slot back.
         self.grace = config.slot_ttl
         self.stall_timeout = config.stall_timeout
+        self.stage = stage()  # the lab's switch (`cluster.lab_stage`); unset: every feature on
         self.coord = Coord(config.redis_url, config.namespace, key_ttl=config.key_ttl, slot_ttl=config.slot_ttl,
                            identity=self.identity, gate=Gate(config.trusted_keys))
         self.store = DiskBlockStore(self.data_dir / "blocks")
@@ -174,16 +176,18 @@ class Agent:
         """What a peer we serve is shown (the engine's `shown` hook): its share of the entry plan, by the id it
         gave in its handshake, which is its cluster id; everything of a root no run is about."""
         run = next((r for r in self.runs.values() if r.root == root), None)
-        return None if run is None else run.shown(peer.hex())
+        return None if run is None or not self.stage.division else run.shown(peer.hex())
 
     def _allowed(self, root: bytes, node: str) -> bool:
         run = next((r for r in self.runs.values() if r.root == root), None)
-        return run is not None and run.may_talk(node)
+        return run is not None and (not self.stage.overlay or run.may_talk(node))
 
     def _candidates(self, root: bytes) -> list[str] | None:
         """The only providers worth looking up: those in the run's view (no run: any, as before)."""
         run = next((r for r in self.runs.values() if r.root == root), None)
-        return None if run is None else [n for n in run.view.members if run.may_talk(n)]
+        if run is None or not self.stage.overlay:  # (the lab's stage without the overlay: every provider)
+            return None
+        return [n for n in run.view.members if run.may_talk(n)]
 
     def distance(self, connection) -> int:
         """How far a peer is (rack 0, DC 1, outside 2): the engine leaves a block to a nearer peer that is fetching

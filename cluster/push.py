@@ -33,6 +33,7 @@ from cluster.division import EntryPlan, StallWatch
 from cluster.errors import BadRecord, ConfigError, PushIncomplete, RedisUnavailable, TransferCancelled
 from cluster.identity import Gate, Identity
 from cluster.intent import CANCEL, PUSH, Intent, SignedIntent, SigningKey
+from cluster.lab_stage import stage as lab_stage
 from cluster.overlay import Level, View, merged, recovering
 from cluster.patience import GIVE_UP_AFTER, Patience
 from cluster.records import (
@@ -164,7 +165,11 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
         by_host: dict = {}
         plan: list[EntryPlan] = []  # the latest entry plan, once read
 
+        stage = lab_stage()  # the lab's switch (`cluster.lab_stage`); unset: every feature on
+
         def shown(root: bytes, peer_id: bytes) -> frozenset[int] | None:
+            if not stage.division:
+                return None  # the lab's stages before work division: every block to everyone
             peer = peer_id.hex()
             if not plan or peer not in plan[0].view.members:
                 return frozenset()  # not known yet: shown at the next period (`reveal`)
@@ -212,7 +217,7 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
                     by_host.update({r.host: r.location for r in agents.values()})
                     fresh, members = await read_view(coord, tid)  # everyone: one reader, O(N) a period
                     now = asyncio.get_running_loop().time()
-                    stalled = stalls.observe_round(members, now)
+                    stalled = stalls.observe_round(members, now) if stage.stealing else frozenset()
                     given_up = patience.observe_round({n: m for n, m in members.items() if not m.seeder}, now,
                                                       targeted(agents, config.hosts))
                     server_id, uptime = await coord.server()

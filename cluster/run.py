@@ -178,6 +178,8 @@ class TransferRun:
             claims = self.rep.plan(view).claim  # a rack representant may stand for its DC next
         now = asyncio.get_running_loop().time()
         stalled = self.stalls.observe_round(records, now)  # work stealing (`cluster.division`): shown everything
+        if not self.agent.stage.stealing:  # the lab's stage without work stealing (`cluster.lab_stage`)
+            stalled = frozenset()
         before = self.role()
         self.set_view(view, now)
         if stalled - self.plan.stalled:
@@ -230,7 +232,8 @@ class TransferRun:
                 # memory until delivered in order; and START across levels (`Agent.distance`).
                 chunks = self.service.fetch(self.manifest, self.service.pick(providers, self.manifest),
                                             layer=self.layer, stall_timeout=self.agent.stall_timeout, window=0,
-                                            into_store=True, distance=self.agent.distance)
+                                            into_store=True,
+                                            distance=self.agent.distance if self.agent.stage.stealing else None)
                 async with contextlib.aclosing(chunks):
                     async for _ in chunks:
                         if self.cancelled or not allowed(self):  # preempted: what it verified stays stored
