@@ -43,6 +43,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from bench.cluster_bound import Link, makespan_bound
@@ -86,6 +87,12 @@ while True:
 """
 
 
+
+
+def _shape(ns: str, dev: str, rate: float) -> None:
+    """A token bucket filter on `dev`'s egress in `ns`: what leaves it is held to `rate` bytes/s."""
+    _run("tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", f"{int(rate * 8)}bit", "burst", str(BURST),
+         "latency", TBF_LATENCY)
 
 
 def netns_missing() -> str | None:
@@ -143,6 +150,14 @@ class Topology:
     per_rack: int
     uplink: float  # bytes/s of a shaped rack uplink, each direction
     shaped: tuple[int, ...] = (1,)
+    # Beyond the two-level default (`swarmproxy lab cluster-*`): racks of different sizes (hosts per rack, in rack
+    # order; empty: `per_rack` each), the seeder in a rack (None: on the core), every host's own link shaped at
+    # this rate each way (None: unshaped), and the seeder behind a shaped link of its own into the core (the DC
+    # link, with a background sender `dcbg` beside it and a receiver `corebg` on the core; None: no such link).
+    rack_sizes: tuple[int, ...] = ()
+    seeder_rack: int | None = None
+    host_rate: float | None = None
+    seeder_link: float | None = None
     tag: str = field(default_factory=lambda: f"sp{secrets.token_hex(3)}")
     subnet: str = ""
     namespaces: list[str] = field(default_factory=list)
@@ -156,6 +171,13 @@ class Topology:
     @property
     def test_address(self) -> str:
         return f"{self.subnet}.1"
+
+    def size_of(self, rack: int) -> int:
+        return self.rack_sizes[rack - 1] if self.rack_sizes else self.per_rack
+
+    @property
+    def agent_count(self) -> int:
+        return sum(self.size_of(rack) for rack in range(1, self.racks + 1))
 
     def build(self) -> Topology:
         self.subnet = _free_subnet()
@@ -174,14 +196,26 @@ class Topology:
             self._port(ns, "uplink")
             self._port(self.core, f"dn{rack}")
             if rack in self.shaped:
-                for side, dev in ((self.core, f"dn{rack}"), (ns, "uplink")):
-                    _run("tc", "-n", side, "qdisc", "add", "dev", dev, "root", "tbf", "rate",
-                         f"{int(self.uplink * 8)}bit", "burst", str(BURST), "latency", TBF_LATENCY)
-        self._host("seeder", None, 2)
+                _shape(self.core, f"dn{rack}", self.uplink)
+                _shape(ns, "uplink", self.uplink)
+        if self.seeder_link is not None:
+            dc = self._ns(f"{self.tag}-dc")
+            self._bridge(dc)
+            _run("ip", "link", "add", "name", "dcup", "netns", dc, "type", "veth", "peer", "name", "dcl",
+                 "netns", self.core)
+            self._port(dc, "dcup")
+            self._port(self.core, "dcl")
+            _shape(self.core, "dcl", self.seeder_link)
+            _shape(dc, "dcup", self.seeder_link)
+            self._host("seeder", 0, 2)
+            self._host("dcbg", 0, 4)
+            self._host("corebg", None, 5)
+        else:
+            self._host("seeder", self.seeder_rack, 2, shaped=True)
         self._host("bgsend", None, 3)
         for rack in range(1, self.racks + 1):
-            for i in range(1, self.per_rack + 1):
-                self._host(f"r{rack}h{i}", rack, 10 * rack + i)
+            for i in range(1, self.size_of(rack) + 1):
+                self._host(f"r{rack}h{i}", rack, 10 * rack + i, shaped=True)
             self._host(f"r{rack}bg", rack, 10 * rack + 9)
         return self
 
@@ -201,11 +235,16 @@ class Topology:
         _run("ip", "-n", ns, "link", "set", "dev", dev, "master", "br0")
         _run("ip", "-n", ns, "link", "set", "dev", dev, "up")
 
-    def _host(self, name: str, rack: int | None, last: int) -> Host:
+    def _host(self, name: str, rack: int | None, last: int, shaped: bool = False) -> Host:
+        """A host on the core (rack None), in a rack, or behind the seeder's DC link (rack 0); `shaped`: its own
+        link at `host_rate`, if any (the agents' and the seeder's, not the background flows')."""
         ns = self._ns(f"{self.tag}-{name}")
-        bridge_ns = self.core if rack is None else f"{self.tag}-r{rack}"
+        bridge_ns = self.core if rack is None else f"{self.tag}-dc" if rack == 0 else f"{self.tag}-r{rack}"
         _run("ip", "link", "add", "name", "eth0", "netns", ns, "type", "veth", "peer", "name", name, "netns", bridge_ns)
         self._port(bridge_ns, name)
+        if shaped and self.host_rate is not None:
+            _shape(ns, "eth0", self.host_rate)  # its upload
+            _shape(bridge_ns, name, self.host_rate)  # its download
         host = Host(name, ns, f"{self.subnet}.{last}", rack)
         _run("ip", "-n", ns, "addr", "add", f"{host.address}/24", "dev", "eth0")
         _run("ip", "-n", ns, "link", "set", "eth0", "up")
@@ -213,7 +252,7 @@ class Topology:
         return host
 
     def rack_hosts(self, rack: int) -> list[Host]:
-        return [self.hosts[f"r{rack}h{i}"] for i in range(1, self.per_rack + 1)]
+        return [self.hosts[f"r{rack}h{i}"] for i in range(1, self.size_of(rack) + 1)]
 
     def downlink_bytes(self, rack: int) -> int:
         """Bytes the core sent into rack `rack` (its uplink's downward direction), headers included."""
@@ -221,6 +260,10 @@ class Topology:
 
     def uplink_bytes(self, rack: int) -> int:
         return self._tx(f"{self.tag}-r{rack}", "uplink")
+
+    def dc_link_bytes(self) -> int:
+        """Bytes sent into the core over the seeder's DC link (`seeder_link`), headers included."""
+        return self._tx(f"{self.tag}-dc", "dcup")
 
     @staticmethod
     def _tx(ns: str, dev: str) -> int:
@@ -239,17 +282,19 @@ class Topology:
 
 class BackgroundFlow:
     """A plain TCP sender (in the core) to a receiver in a rack, across that rack's downlink; `received_at(t)`
-    says how many bytes had arrived by monotonic time t."""
+    says how many bytes had arrived by monotonic time t. `sender` and `receiver` name other hosts (the DC link's
+    `dcbg` to `corebg`), `rack` is then ignored."""
 
-    def __init__(self, topology: Topology, rack: int) -> None:
-        receiver = topology.hosts[f"r{rack}bg"]
+    def __init__(self, topology: Topology, rack: int, sender: str = "bgsend", receiver_name: str | None = None
+                 ) -> None:
+        receiver = topology.hosts[receiver_name or f"r{rack}bg"]
         self.receiver = topology.spawn(receiver, [sys.executable, "-c", RECEIVER, receiver.address],
                                        stdout=subprocess.PIPE, text=True)
         assert self.receiver.stdout is not None
         port = int(self.receiver.stdout.readline())
         self.samples: list[tuple[float, int]] = [(time.monotonic(), 0)]
         threading.Thread(target=self._read, daemon=True).start()
-        self.sender = topology.spawn(topology.hosts["bgsend"],
+        self.sender = topology.spawn(topology.hosts[sender],
                                      [sys.executable, "-c", SENDER, receiver.address, str(port)],
                                      stderr=subprocess.DEVNULL)
 
@@ -267,9 +312,11 @@ class LinkSampler:
     """Readings (monotonic time, bytes sent into a rack, or out of it with `upward`) every SAMPLE_EVERY s, in a
     thread, until `stop()`."""
 
-    def __init__(self, topology: Topology, rack: int, upward: bool = False) -> None:
+    def __init__(self, topology: Topology, rack: int, upward: bool = False,
+                 read: Callable[[int], int] | None = None) -> None:
+        """`read`: another counter than the rack uplink's (called with `rack`: the DC link's ignores it)."""
         self.topology, self.rack = topology, rack
-        self.read = topology.uplink_bytes if upward else topology.downlink_bytes
+        self.read = read or (topology.uplink_bytes if upward else topology.downlink_bytes)
         self.samples: list[tuple[float, int]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -318,22 +365,32 @@ class NetnsRun:
     directory: pathlib.Path
     agent_args: dict[int, list[str]] = field(default_factory=dict)  # per rack: extra agent flags
     push_args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  # for agents and pusher (the lab's `cluster.lab_stage`)
+    secure: bool = False  # redis as documented for production: TLS, one ACL user (`bench.secure_redis`)
     redis: RedisServer | None = None
     cluster: Cluster | None = None
 
-    def start(self) -> Cluster:
-        self.redis = RedisServer(self.directory / "redis", host=self.topology.test_address)
+    def start(self, later: Iterable[int] = ()) -> Cluster:
+        """redis and every rack's agents but those of the racks in `later` (`join` starts them), registered."""
+        self.redis = RedisServer(self.directory / "redis", host=self.topology.test_address, secure=self.secure)
         self.redis.start()
         self.cluster = Cluster(self.directory, self.redis)
-        for rack in range(1, self.topology.racks + 1):
-            for host in self.topology.rack_hosts(rack):
-                agent = self.cluster.add_agent(host.name, host.address, "dc1", f"r{rack}", start=False)
-                agent.args += self.agent_args.get(rack, [])
-                agent.prefix = host.prefix
-                self.cluster.start(agent)
-        count = self.topology.racks * self.topology.per_rack
+        self.cluster.env.update(self.env)
+        now = [rack for rack in range(1, self.topology.racks + 1) if rack not in set(later)]
+        for rack in now:
+            self.join(rack)
+        count = sum(self.topology.size_of(rack) for rack in now)
         wait_until(lambda: len(self.cluster.registered()) == count, 60, f"{count} agents registered")
         return self.cluster
+
+    def join(self, rack: int) -> None:
+        """Start rack `rack`'s agents (without waiting for them)."""
+        assert self.cluster is not None
+        for host in self.topology.rack_hosts(rack):
+            agent = self.cluster.add_agent(host.name, host.address, "dc1", f"r{rack}", start=False)
+            agent.args += self.agent_args.get(rack, [])
+            agent.prefix = host.prefix
+            self.cluster.start(agent)
 
     def push(self, payload: pathlib.Path) -> subprocess.Popen:
         assert self.cluster is not None
@@ -361,7 +418,7 @@ def bound_for(topology: Topology, size: int, block_size: int) -> dict:
     their only limit, counted as unlimited), so the shaped rack downlinks, each of which every byte of the file
     must cross once, are the bottleneck; the start-up pipeline is one block over such a link."""
     links = [Link(f"rack {r} downlink", size, topology.uplink) for r in topology.shaped]
-    receivers = topology.racks * topology.per_rack
+    receivers = topology.agent_count
     return makespan_bound(size, receivers, links=links, block_size=block_size)
 
 
