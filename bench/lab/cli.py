@@ -14,6 +14,11 @@ Scenarios (each writes report.json, summary.txt and figure.png into --out):
               fetch and trust cores on a virtual clock (bench/crowd_sim)
   cluster-scale  the cluster overlay mode at 100..2,600 agents, simulated on a virtual clock with the product's
               own cores (issue 40, scenario 4); its own options: `swarmproxy lab cluster-scale --help`
+  cluster-tekel  Tekel's figure 8 experiment in network namespaces (tc tbf, 10 Mbit/s links): the cluster mode
+              stage by stage, libtorrent unorganised and the bound side by side (issue 40, scenario 1)
+  cluster-shared a competing TCP flow on a rack link and on the DC link during a push: the reserve it keeps (2)
+  cluster-late   one rack of Tekel's topology joins 5 s late: does it finish in time from its own start (3)
+              (these three need root and namespaces; their own options: `swarmproxy lab cluster-tekel --help`)
 
 Every client is a full node (proxy + block engine + DHT) on its own 127.x.y.z address, in this process or
 spread over --workers processes that share one emulated network; the origin is throttled like Pack's
@@ -47,7 +52,11 @@ from .. import extra
 if TYPE_CHECKING:
     from .scenarios import Plan
 
-SCENARIOS = ("flashcrowd", "sweep", "page", "largefile", "mixed", "crowd-scale", "cluster-scale")
+SCENARIOS = ("flashcrowd", "sweep", "page", "largefile", "mixed", "crowd-scale", "cluster-scale", "cluster-tekel",
+             "cluster-shared", "cluster-late")
+# The cluster scenarios on network namespaces (issue 40, scenarios 1-3): real agents, options of their own.
+NETNS_SCENARIOS = {"cluster-tekel": "bench.lab.cluster_tekel", "cluster-shared": "bench.lab.cluster_links",
+                   "cluster-late": "bench.lab.cluster_links"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,6 +79,14 @@ def main(argv: list[str] | None = None) -> int:
         from bench.sim import lab as cluster_scale
 
         return cluster_scale.main(argv[1:])
+    if argv[:1] and argv[0] in NETNS_SCENARIOS:
+        failed = extra.missing()
+        if failed:
+            print(extra.message(failed), file=sys.stderr)
+            return 1
+        import importlib
+
+        return importlib.import_module(NETNS_SCENARIOS[argv[0]]).main(argv[1:], scenario=argv[0])
     args = build_parser().parse_args(argv)
     failed = extra.missing()  # checked before any run: a figure is drawn last, after minutes of work
     if failed:
