@@ -116,7 +116,7 @@ class Swarm:
     def wait(self, timeout: float) -> None:
         """Until every receiver printed its finish time, or `timeout` s."""
         deadline = time.monotonic() + timeout
-        waiting = {self.processes[n].stdout: n for n in self.receivers}
+        waiting: dict[Any, str] = {self.processes[n].stdout: n for n in self.receivers}
         while waiting and time.monotonic() < deadline:
             readable, _, _ = select.select(list(waiting), [], [], max(0.0, deadline - time.monotonic()))
             for stream in readable:

@@ -50,6 +50,8 @@ def build_parser(scenario: str) -> argparse.ArgumentParser:
     parser.add_argument("--no-secure", dest="secure", action="store_false",
                         help="plain redis instead of the production setup (TLS, ACL user)")
     parser.add_argument("--keep", type=pathlib.Path, metavar="DIR", help="keep the agents' and redis's logs here")
+    parser.add_argument("--redraw", action="store_true",
+                        help="write --out's summary.txt and figure.png again from its report.json (no run)")
     if scenario == "cluster-shared":
         parser.add_argument("--size", default="16Mi", metavar="BYTES", help="file size (16Mi)")
         parser.add_argument("--rack-link", default="4M", metavar="RATE", help="rack 1's uplink, bytes/s each way (4M)")

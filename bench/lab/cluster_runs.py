@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import pathlib
 import threading
 import time
@@ -34,6 +35,26 @@ CPU_EVERY = 1.0  # s between two readings of the machine's CPU counters (a measu
 
 def sha256(path: pathlib.Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def children_cpu() -> float:
+    """CPU seconds of this process's children that ended so far (the agents, pusher, redis and sessions of the
+    runs before: each is waited for when its run stops)."""
+    times = os.times()
+    return times.children_user + times.children_system
+
+
+class OwnCpu:
+    """The CPU a run's own processes took (its agents, pusher, redis, sessions), read once they have ended: the
+    machine may be busy with other jobs too."""
+
+    def __init__(self) -> None:
+        self.began, self.children = time.monotonic(), children_cpu()
+
+    def total(self) -> dict:
+        """Their CPU seconds, and their share of the machine's cores over the run (set-up included)."""
+        used, wall = children_cpu() - self.children, time.monotonic() - self.began
+        return {"own_cpu_s": round(used, 1), "own_cpu_share": round(used / (wall * (os.cpu_count() or 1)), 3)}
 
 
 class CpuWatch:
@@ -73,6 +94,14 @@ class PushSetup:
     late_by: float = 0.0
 
 
+def _roles(members) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for member in members:
+        if not member.seeder:
+            counts[member.role] = counts.get(member.role, 0) + 1
+    return counts
+
+
 def redis_output(run: NetnsRun) -> int:
     assert run.redis is not None
     with run.redis.client() as client:
@@ -81,6 +110,14 @@ def redis_output(run: NetnsRun) -> int:
 
 def push_once(topology: Topology, setup: PushSetup, payload: pathlib.Path, directory: pathlib.Path,
               on_started=None) -> dict:
+    own = OwnCpu()
+    result = _push_once(topology, setup, payload, directory, on_started)
+    result.update(own.total())  # the run's processes have ended (`NetnsRun.stop`): their CPU is counted
+    return result
+
+
+def _push_once(topology: Topology, setup: PushSetup, payload: pathlib.Path, directory: pathlib.Path,
+               on_started=None) -> dict:
     """One push of `payload` to every rack's agents, measured (see the module's docstring). `on_started(run)`
     is called once the push is under way (the background flows' samplers start there)."""
     size = payload.stat().st_size
@@ -91,10 +128,11 @@ def push_once(topology: Topology, setup: PushSetup, payload: pathlib.Path, direc
         later = () if setup.late_rack is None else (setup.late_rack,)
         cluster = run.start(later=later)
         before = {r: topology.downlink_bytes(r) for r in racks}
+        upward = {r: topology.uplink_bytes(r) for r in racks}
         redis_before = redis_output(run)
-        cpu = CpuWatch()
+        cpu = CpuWatch()  # from the push on (the agents' start-up is not the push's)
         push = run.push(payload)
-        tid = wait_until(lambda: next(iter(cluster.transfers()), None), 60, "the transfer published")
+        tid = str(wait_until(lambda: next(iter(cluster.transfers()), None), 60, "the transfer published"))
         record = cluster.transfers()[tid]
         joined_at = None
         if setup.late_rack is not None:
@@ -112,6 +150,7 @@ def push_once(topology: Topology, setup: PushSetup, payload: pathlib.Path, direc
         machine = cpu.stop()
         redis_bytes = redis_output(run) - redis_before
         through = {r: topology.downlink_bytes(r) - before[r] for r in racks}
+        out_of = {r: topology.uplink_bytes(r) - upward[r] for r in racks}
         members = cluster.members(tid)
         names = {agent.node: name for name, agent in cluster.agents.items()}
         finish = {names[m.node]: m.finished - record.created for m in members.values() if not m.seeder}
@@ -135,8 +174,14 @@ def push_once(topology: Topology, setup: PushSetup, payload: pathlib.Path, direc
             # included, in `redis_copies`: redis cannot say which rack they went to).
             "rack_copies": {name.split("/")[-1]: rack["uplink_copies"] for name, rack in seen["racks"].items()},
             "rack_downlink_iface_copies": {f"r{r}": round(through[r] / size, 4) for r in racks},
+            "rack_uplink_iface_copies": {f"r{r}": round(out_of[r] / size, 4) for r in racks},
             "redis_copies": round(redis_bytes / size, 4),
             "roles": {names[m.node]: m.role for m in members.values() if not m.seeder},
+            # Who uploaded (copies of the file each role's agents sent, on average): with every host's link capped,
+            # a pipeline at the bound needs every host near one copy.
+            "upload_copies_by_role": {role: round(sum(sum(m.sent.values()) for m in members.values()
+                                                      if m.role == role) / size / count, 3)
+                                      for role, count in _roles(members.values()).items()},
             "late_rack_joined_s": None if joined_at is None else round(joined_at - record.created, 3),
             "published_wall": record.created,
             **machine, "valid": not problems, "problems": problems,
@@ -155,17 +200,21 @@ def libtorrent_once(topology: Topology, payload: pathlib.Path, piece_size: int, 
     torrent.write_bytes(make_torrent(payload, piece_size))
     receivers = [h.name for r in range(1, topology.racks + 1) for h in topology.rack_hosts(r)]
     racks = range(1, topology.racks + 1)
+    own = OwnCpu()
     swarm = Swarm(topology, torrent, directory, "seeder", receivers, payload)
     counts: dict[str, dict] = {}
     try:
         before = {r: topology.downlink_bytes(r) for r in racks}
+        upward = {r: topology.uplink_bytes(r) for r in racks}
         cpu = CpuWatch()
         began = swarm.start()
         swarm.wait(PUSH_TIMEOUT)
         machine = cpu.stop()
         through = {r: topology.downlink_bytes(r) - before[r] for r in racks}
+        out_of = {r: topology.uplink_bytes(r) - upward[r] for r in racks}
     finally:
         counts = swarm.stop()
+    machine.update(own.total())
     digest = sha256(payload)
     exact = {n: (directory / n / payload.name).exists() and sha256(directory / n / payload.name) == digest
              for n in receivers}
@@ -183,6 +232,7 @@ def libtorrent_once(topology: Topology, payload: pathlib.Path, piece_size: int, 
         # Interface counts (headers included: libtorrent's pieces cannot be told apart on the wire by rack).
         "rack_copies": {f"r{r}": round(through[r] / size, 4) for r in racks},
         "rack_downlink_iface_copies": {f"r{r}": round(through[r] / size, 4) for r in racks},
+        "rack_uplink_iface_copies": {f"r{r}": round(out_of[r] / size, 4) for r in racks},
         "libtorrent_version": __import__("libtorrent").__version__,
         **machine, "valid": not problems, "problems": problems,
     }

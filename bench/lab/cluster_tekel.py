@@ -54,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--size", default="32Mi", metavar="BYTES", help="file size (32Mi; Tekel's was 173 MB)")
     parser.add_argument("--link", default="1.25M", metavar="RATE",
                         help="every link's rate, bytes/s each way (1.25M = 10 Mbit/s, Tekel's)")
+    parser.add_argument("--host-link", default=None, metavar="RATE|none",
+                        help="every host's own link, bytes/s each way (--link); none: unshaped, only the rack "
+                             "uplinks shaped (the bound's host terms then drop out)")
     parser.add_argument("--runs", type=int, default=5, metavar="N", help="runs of the full product (5)")
     parser.add_argument("--stages", default=",".join(STAGES), metavar="S1,S2,...",
                         help=f"the stages to run, of {', '.join(STAGES)} (all)")
@@ -62,24 +65,27 @@ def build_parser() -> argparse.ArgumentParser:
                         help="plain redis instead of the production setup (TLS, ACL user)")
     parser.add_argument("--keep", type=pathlib.Path, metavar="DIR",
                         help="keep the agents' and redis's logs here (default: a temporary directory)")
+    parser.add_argument("--redraw", action="store_true",
+                        help="write --out's summary.txt and figure.png again from its report.json (no run)")
     return parser
 
 
-def topology_for(link: float) -> Topology:
+def topology_for(link: float, host_link: float | None = LINK) -> Topology:
     return Topology(racks=len(RACK_SIZES), per_rack=max(RACK_SIZES), uplink=link,
                     shaped=tuple(range(1, len(RACK_SIZES) + 1)), rack_sizes=RACK_SIZES, seeder_rack=SEEDER_RACK,
-                    host_rate=link)
+                    host_rate=host_link)
 
 
-def tekel_bound(size: int, link: float, block_size: int) -> dict:
-    """Every host's link at `link` each way, every rack's uplink too: the seeder must send a copy, every receiver
-    take one, every rack without the seeder take one in, the seeder's rack send one out; plus the start-up
-    pipeline (log2 N blocks at the host rate)."""
+def tekel_bound(size: int, link: float, block_size: int, host_link: float | None = LINK) -> dict:
+    """Every rack's uplink at `link` each way, every host's at `host_link` (None: unlimited): the seeder must send
+    a copy, every receiver take one, every rack without the seeder take one in, the seeder's rack send one out;
+    plus the start-up pipeline (log2 N blocks at the host rate; none with unlimited hosts)."""
     receivers = sum(RACK_SIZES)
     links = [Link(f"rack {r} downlink", size, link) for r in range(1, len(RACK_SIZES) + 1) if r != SEEDER_RACK]
     links.append(Link(f"rack {SEEDER_RACK} uplink", size, link))
-    return makespan_bound(size, receivers, seeder_upload=link, downloads=[link] * receivers,
-                          uploads=[link] * receivers, links=links, block_size=block_size)
+    hosts = [host_link] * receivers
+    return makespan_bound(size, receivers, seeder_upload=host_link, downloads=hosts, uploads=hosts, links=links,
+                          block_size=block_size)
 
 
 def goals(report: dict) -> dict:
@@ -113,7 +119,7 @@ def text(report: dict) -> str:
              f"bound (Babenhauserheide): {report['bound']['seconds']:.2f} s ({report['bound']['limit']}, pipeline "
              f"{report['bound']['pipeline_s']:.2f} s)", "",
              f"{'system':<30} {'makespan':>9} {'/bound':>7} {'spread':>7} {'seeder':>7} {'Tekel':>6} "
-             f"{'max copies/rack':>15}  valid"]
+             f"{'copies/rack':>11} {'out of r' + str(SEEDER_RACK):>8} {'own CPU':>7}  valid"]
     for r in report["runs"] + report["libtorrent"]:
         m = r["makespan_s"]
         tekel = TEKEL_RATIOS.get(r.get("stage", ""), None)
@@ -121,7 +127,9 @@ def text(report: dict) -> str:
         lines.append(f"{r['system']:<30} {m if m is not None else '-':>9} "
                      f"{over:>7} {r['spread_s'] or '-':>7} "
                      f"{r['seeder_ratio']:>7.3f} {tekel if tekel else '-':>6} "
-                     f"{max(r['rack_copies'].values()):>15.3f}  "
+                     f"{max(r['rack_copies'].values()):>11.3f} "
+                     f"{_figure(r.get('rack_uplink_iface_copies', {}).get(f'r{SEEDER_RACK}'), '.3f'):>8} "
+                     f"{_figure(r.get('own_cpu_share'), '.0%'):>7}  "
                      + ("VALID" if r["valid"] else "INVALID: " + "; ".join(r["problems"])))
     lines.append("")
     lines += [f"{name}: {value}" for name, value in report["goals"].items()]
@@ -129,25 +137,33 @@ def text(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _figure(value: float | None, spec: str) -> str:
+    """`value` formatted, or "-" where a report written before the figure was measured lacks it."""
+    return "-" if value is None else format(value, spec)
+
+
 def draw(pyplot, report: dict):
     figure, (left, right) = pyplot.subplots(1, 2, figsize=(11, 4.2))
+    systems = list(dict.fromkeys(r["system"] for r in report["runs"] + report["libtorrent"]))
+    colours = {s: f"C{k}" for k, s in enumerate(systems)}  # one colour a system, however many runs it had
     seen: set[str] = set()
     for r in report["runs"] + report["libtorrent"]:
         finish = sorted(r["finish_s"].values())
         label = r["system"] if r["system"] not in seen else None
         seen.add(r["system"])
-        left.plot(finish, [(k + 1) / r["agents"] for k in range(len(finish))], label=label, alpha=0.8)
+        left.plot(finish, [(k + 1) / r["agents"] for k in range(len(finish))], label=label, alpha=0.8,
+                  color=colours[r["system"]])
     left.axvline(report["bound"]["seconds"], color="k", linestyle="--", label="bound")
     left.set_xlabel("finish time from the push (s)")
     left.set_ylabel("fraction of the 17 hosts done")
     left.legend(fontsize=7)
     left.grid(alpha=0.3)
-    systems = list(dict.fromkeys(r["system"] for r in report["runs"] + report["libtorrent"]))
     ratios = [statistics.median(r["seeder_ratio"] for r in report["runs"] + report["libtorrent"]
                                 if r["system"] == s) for s in systems]
     right.bar(range(len(systems)), ratios, color="tab:blue", label="seeder upload ratio (ours)")
-    tekel = [TEKEL_RATIOS.get(s.split("(")[-1].rstrip(")"), 0) for s in systems]
-    right.plot(range(len(systems)), tekel, "r^", label="Tekel's")
+    tekel = [(k, TEKEL_RATIOS[stage]) for k, s in enumerate(systems)
+             if (stage := s.split("(")[-1].rstrip(")")) in TEKEL_RATIOS]
+    right.plot([k for k, _ in tekel], [t for _, t in tekel], "r^", label="Tekel's")
     right.set_xticks(range(len(systems)), [s.replace(" (", "\n(") for s in systems], fontsize=7)
     right.set_ylabel("seeder upload / file size")
     right.legend(fontsize=7)
@@ -159,18 +175,22 @@ def draw(pyplot, report: dict):
 def run(args: argparse.Namespace, directory: pathlib.Path, say) -> dict:
     size = QUICK_SIZE if args.quick and args.size == "32Mi" else parse_size(args.size)
     link = float(parse_rate(args.link))
+    host_link = link if args.host_link is None else None if args.host_link == "none" else float(
+        parse_rate(args.host_link))
     stages = [s for s in args.stages.split(",") if s]
     if unknown := set(stages) - set(STAGES):
         raise SystemExit(f"swarmproxy lab cluster-tekel: unknown stages {sorted(unknown)}")
     runs = 1 if args.quick else args.runs
     block = choose_block_size(size)
-    bound = tekel_bound(size, link, block)
-    topology = topology_for(link)
+    bound = tekel_bound(size, link, block, host_link)
+    topology = topology_for(link, host_link)
+    hosts = f"{host_link * 8 / 1e6:g} Mbit/s" if host_link else "unshaped"
     report: dict = {"scenario": "cluster-tekel", "what": (
         f"Tekel's figure 8: racks of {'/'.join(map(str, RACK_SIZES))} hosts, the seeder in rack {SEEDER_RACK}, "
-        f"every link {link * 8 / 1e6:g} Mbit/s; {size / MiB:g} MiB (Tekel: 173 MB, scaled down "
+        f"rack uplinks {link * 8 / 1e6:g} Mbit/s, host links "
+        f"{hosts}; {size / MiB:g} MiB (Tekel: 173 MB, scaled down "
         f"{TEKEL_SIZE / size:.1f}x)"), "size": size, "block_size": block, "link_bytes_per_s": link,
-        "bound": bound, "runs": [], "libtorrent": []}
+        "host_link_bytes_per_s": host_link, "bound": bound, "runs": [], "libtorrent": []}
     try:
         topology.build()
         payload = directory / "payload.bin"
@@ -210,8 +230,16 @@ def execute(name: str, args: argparse.Namespace, argv: list[str] | None, runner,
     """The netns scenarios' common frame: why not here, a scratch or kept directory, report.json, summary.txt,
     figure.png into --out, the summary printed; exit 2 when the topology cannot be built, 1 when a run was
     INVALID."""
+    import json
+
     from bench.lab.report import machine, write
 
+    if args.redraw:
+        out = args.out or pathlib.Path(f"lab-{name}")
+        report = json.loads((out / "report.json").read_text())
+        for path in write(out, report, to_text(report), drawer):
+            print(f"wrote {path}")
+        return 0
     if (why := netns_missing()) is not None:
         print(f"swarmproxy lab {name}: {why}", file=sys.stderr)
         return 2
