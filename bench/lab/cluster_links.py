@@ -28,7 +28,6 @@ import sys
 import time
 
 from bench.cluster_netns import SAMPLE_EVERY, BackgroundFlow, LinkSampler, MiB, Topology, write_payload
-from bench.cluster_netns import netns_missing as netns_missing  # (re-exported: the tests skip on it)
 from bench.lab.cluster_runs import PushSetup, push_once
 from bench.lab.cluster_tekel import LINK, execute, topology_for
 from cluster.throttle import RESERVE
