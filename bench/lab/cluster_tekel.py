@@ -57,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--host-link", default=None, metavar="RATE|none",
                         help="every host's own link, bytes/s each way (--link); none: unshaped, only the rack "
                              "uplinks shaped (the bound's host terms then drop out)")
+    parser.add_argument("--seeder-rack", type=int, default=SEEDER_RACK, metavar="R",
+                        help=f"the seeder's rack ({SEEDER_RACK}, Tekel's); 0: on the core, with a link of its own "
+                             "(the 4 hosts of rack 2 stay)")
     parser.add_argument("--runs", type=int, default=5, metavar="N", help="runs of the full product (5)")
     parser.add_argument("--stages", default=",".join(STAGES), metavar="S1,S2,...",
                         help=f"the stages to run, of {', '.join(STAGES)} (all)")
@@ -70,19 +73,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def topology_for(link: float, host_link: float | None = LINK) -> Topology:
+def topology_for(link: float, host_link: float | None = LINK, seeder_rack: int = SEEDER_RACK) -> Topology:
     return Topology(racks=len(RACK_SIZES), per_rack=max(RACK_SIZES), uplink=link,
-                    shaped=tuple(range(1, len(RACK_SIZES) + 1)), rack_sizes=RACK_SIZES, seeder_rack=SEEDER_RACK,
-                    host_rate=host_link)
+                    shaped=tuple(range(1, len(RACK_SIZES) + 1)), rack_sizes=RACK_SIZES,
+                    seeder_rack=seeder_rack or None, host_rate=host_link)
 
 
-def tekel_bound(size: int, link: float, block_size: int, host_link: float | None = LINK) -> dict:
+def tekel_bound(size: int, link: float, block_size: int, host_link: float | None = LINK,
+                seeder_rack: int = SEEDER_RACK) -> dict:
     """Every rack's uplink at `link` each way, every host's at `host_link` (None: unlimited): the seeder must send
     a copy, every receiver take one, every rack without the seeder take one in, the seeder's rack send one out;
     plus the start-up pipeline (log2 N blocks at the host rate; none with unlimited hosts)."""
     receivers = sum(RACK_SIZES)
-    links = [Link(f"rack {r} downlink", size, link) for r in range(1, len(RACK_SIZES) + 1) if r != SEEDER_RACK]
-    links.append(Link(f"rack {SEEDER_RACK} uplink", size, link))
+    links = [Link(f"rack {r} downlink", size, link) for r in range(1, len(RACK_SIZES) + 1) if r != seeder_rack]
+    if seeder_rack:
+        links.append(Link(f"rack {seeder_rack} uplink", size, link))
     hosts = [host_link] * receivers
     return makespan_bound(size, receivers, seeder_upload=host_link, downloads=hosts, uploads=hosts, links=links,
                           block_size=block_size)
@@ -115,11 +120,12 @@ def goals(report: dict) -> dict:
 
 
 def text(report: dict) -> str:
+    seeder_rack = report.get("seeder_rack", SEEDER_RACK) or SEEDER_RACK  # on the core: rack 2's uplink all the same
     lines = [f"swarmproxy lab cluster-tekel ({report['command']})", report["what"], "",
              f"bound (Babenhauserheide): {report['bound']['seconds']:.2f} s ({report['bound']['limit']}, pipeline "
              f"{report['bound']['pipeline_s']:.2f} s)", "",
              f"{'system':<30} {'makespan':>9} {'/bound':>7} {'spread':>7} {'seeder':>7} {'Tekel':>6} "
-             f"{'copies/rack':>11} {'out of r' + str(SEEDER_RACK):>8} {'own CPU':>7}  valid"]
+             f"{'copies/rack':>11} {'out of r' + str(seeder_rack):>8} {'own CPU':>7}  valid"]
     for r in report["runs"] + report["libtorrent"]:
         m = r["makespan_s"]
         tekel = TEKEL_RATIOS.get(r.get("stage", ""), None)
@@ -128,7 +134,7 @@ def text(report: dict) -> str:
                      f"{over:>7} {r['spread_s'] or '-':>7} "
                      f"{r['seeder_ratio']:>7.3f} {tekel if tekel else '-':>6} "
                      f"{max(r['rack_copies'].values()):>11.3f} "
-                     f"{_figure(r.get('rack_uplink_iface_copies', {}).get(f'r{SEEDER_RACK}'), '.3f'):>8} "
+                     f"{_figure(r.get('rack_uplink_iface_copies', {}).get(f'r{seeder_rack}'), '.3f'):>8} "
                      f"{_figure(r.get('own_cpu_share'), '.0%'):>7}  "
                      + ("VALID" if r["valid"] else "INVALID: " + "; ".join(r["problems"])))
     lines.append("")
@@ -182,15 +188,19 @@ def run(args: argparse.Namespace, directory: pathlib.Path, say) -> dict:
         raise SystemExit(f"swarmproxy lab cluster-tekel: unknown stages {sorted(unknown)}")
     runs = 1 if args.quick else args.runs
     block = choose_block_size(size)
-    bound = tekel_bound(size, link, block, host_link)
-    topology = topology_for(link, host_link)
+    if not 0 <= args.seeder_rack <= len(RACK_SIZES):
+        raise SystemExit(f"swarmproxy lab cluster-tekel: --seeder-rack must be 0..{len(RACK_SIZES)}")
+    bound = tekel_bound(size, link, block, host_link, args.seeder_rack)
+    topology = topology_for(link, host_link, args.seeder_rack)
+    seeder = f"rack {args.seeder_rack}" if args.seeder_rack else "on the core"
     hosts = f"{host_link * 8 / 1e6:g} Mbit/s" if host_link else "unshaped"
     report: dict = {"scenario": "cluster-tekel", "what": (
-        f"Tekel's figure 8: racks of {'/'.join(map(str, RACK_SIZES))} hosts, the seeder in rack {SEEDER_RACK}, "
+        f"Tekel's figure 8: racks of {'/'.join(map(str, RACK_SIZES))} hosts, the seeder {seeder}, "
         f"rack uplinks {link * 8 / 1e6:g} Mbit/s, host links "
         f"{hosts}; {size / MiB:g} MiB (Tekel: 173 MB, scaled down "
         f"{TEKEL_SIZE / size:.1f}x)"), "size": size, "block_size": block, "link_bytes_per_s": link,
-        "host_link_bytes_per_s": host_link, "bound": bound, "runs": [], "libtorrent": []}
+        "host_link_bytes_per_s": host_link, "seeder_rack": args.seeder_rack, "bound": bound, "runs": [],
+        "libtorrent": []}
     try:
         topology.build()
         payload = directory / "payload.bin"
