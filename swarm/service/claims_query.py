@@ -29,6 +29,10 @@ __all__ = ["ClaimsAnswer", "ask_claims", "answer_claimers"]
 log = logging.getLogger("swarmproxy.swarm")
 
 _ANY = IPv4Address(0)  # the address a claimer's PEX entry carries: the answerer takes the connection's
+# Seconds the other claimers are waited for after the CLAIMS, at most: one round trip for an honest node. A node that
+# never answers its PEX costs the asker this, and never the claims it gave (its caller's own timeout may be short:
+# `bittorrent.mainline_claims` gives a whole ask 2 s).
+OTHERS_WAIT = 0.5
 
 # Connect to an address and exchange HANDSHAKEs on a root within a timeout (`SwarmNode.open_connection`).
 Connect = Callable[[Address, bytes, float], Awaitable[Connection]]
@@ -52,7 +56,7 @@ async def ask_claims(connect: Connect, address: Address, key: bytes, *, timeout:
     counted from when its answer came. Raises `TransportError` (no connection), `TimeoutError` (`timeout` s for the
     connection and the handshake, as many for the answer) or `PeerError` (it closed, answered something else, is
     this node itself, or answers no query: an older one closes at the handshake). Others are a bonus: a node that
-    closes at the PEX (older than it), or does not answer it within `timeout`, knows none."""
+    closes at the PEX (older than it), or does not answer it within `OTHERS_WAIT`, knows none."""
     if len(key) != KEY_BYTES:
         raise ValueError(f"a key is {KEY_BYTES} bytes")
     connection = await connect(address, wire.QUERY_ROOT, timeout)
@@ -62,7 +66,7 @@ async def ask_claims(connect: Connect, address: Address, key: bytes, *, timeout:
         try:
             said = () if claiming is None else (wire.PexPeer(_ANY, claiming[0], wire.Transport(claiming[1])),)
             connection.send_nowait(wire.Pex(said))
-            others = await _others(connection, timeout)
+            others = await _others(connection, min(timeout, OTHERS_WAIT))
         except (TransportError, PeerError, TimeoutError, ValueError) as exc:
             log.debug("%s gave no other claimers: %s", connection, str(exc) or type(exc).__name__)
             others = []

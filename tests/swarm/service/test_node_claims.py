@@ -240,3 +240,34 @@ async def test_a_node_that_claims_nothing_under_a_key_keeps_nobody_for_it(make_n
     assert (await b.ask_claims(address, K1, timeout=10, claiming=(b_address[1], flag))).others == []
     assert (await c.ask_claims(address, K1, timeout=10)).others == []
     assert len(a.claimers) == 0
+
+
+@pytest.mark.parametrize("at_the_pex", ["closes", "says nothing"])
+async def test_a_node_that_gives_no_other_claimers_still_gives_its_claims(make_node, kind, at_the_pex):
+    # An older node closes at the PEX after a CLAIMS; a stranger may never answer it: either way the asker keeps
+    # the claims (after at most OTHERS_WAIT), and knows no others.
+    b, _ = await make_node()
+    listener = await TRANSPORTS[kind]().listen("127.0.0.1", 0)
+    answered = asyncio.Event()
+
+    async def node() -> None:
+        server = await listener.accept()
+        assert isinstance(await server.receive(), wire.Handshake)
+        server.send_nowait(wire.Handshake(wire.PROTOCOL_VERSION, b"o" * 32, wire.QUERY_ROOT))
+        assert await server.receive() == wire.ClaimsRequest(K1)
+        server.send_nowait(wire.ClaimsResponse(K1, (wire.ClaimEntry(CLAIM, 1500, 60),)))
+        assert isinstance(await server.receive(), wire.Pex)
+        answered.set()
+        if at_the_pex == "closes":
+            server.close("Pex on a query session")
+        else:
+            await asyncio.Event().wait()  # silent until the test ends
+
+    task = asyncio.create_task(node())
+    try:
+        answer = await b.ask_claims(listener.address, K1, timeout=10, claiming=(4000, int(wire.Transport.TCP)))
+        assert answered.is_set()
+        assert [claim for claim, _, _ in answer.claims] == [CLAIM] and answer.others == []
+    finally:
+        task.cancel()
+        await listener.aclose()
