@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 
-from bench.proxy_overhead import ROOT, cpu_seconds, curl_speed, memory, rss_mib, start
+from bench.proxy_overhead import ROOT, cpu_seconds, curl_speed, downloads_at_once, memory, start
 from bench.tunnel_probe import pump_copy, serve
 
 SECTIONS = {"mem": ("mem", False), "file": ("file", False), "tunnel": ("file", True)}
@@ -74,29 +74,7 @@ def throughput(origin: str, proxies: dict[str, tuple[subprocess.Popen, str]], ba
 async def memory_tunnel(origin: str, proxy: str, pid: int, clients: int) -> dict[str, object]:
     """`bench.proxy_overhead.memory`'s downloads (all at once, read as fast as the clients can), each through a
     CONNECT tunnel to the origin: the proxy's peak RSS per download above where it started."""
-    host, port = proxy.rsplit(":", 1)
-    size = 2_000_000
-    start_rss = peak = rss_mib(pid)
-
-    async def one(i: int) -> bool:
-        reader, writer = await asyncio.open_connection(host, int(port))
-        try:
-            writer.write(f"CONNECT {origin} HTTP/1.1\r\nHost: {origin}\r\n\r\n".encode())
-            await reader.readuntil(b"\r\n\r\n")
-            writer.write(f"GET /mem/{size + i} HTTP/1.1\r\nHost: bench\r\n\r\n".encode())
-            await reader.readuntil(b"\r\n\r\n")
-            got = 0
-            while got < size + i and (chunk := await reader.read(1 << 16)):
-                got += len(chunk)
-            return got == size + i
-        finally:
-            writer.close()
-
-    tasks = [asyncio.ensure_future(one(i)) for i in range(clients)]
-    while not all(task.done() for task in tasks):
-        peak = max(peak, rss_mib(pid))
-        await asyncio.sleep(0.05)  # the sampling period: nothing to wait for but time
-    complete = sum(1 for task in tasks if not task.exception() and task.result())
+    complete, start_rss, peak = await downloads_at_once(origin, proxy, pid, clients, tunnel=True)
     return {"clients": clients, "complete": complete, "rss_start_mib": round(start_rss, 1),
             "rss_peak_mib": round(peak, 1), "peak_kib_per_download": round((peak - start_rss) * 1024 / clients)}
 
@@ -118,6 +96,8 @@ def memories(origin: str, trees: dict[str, pathlib.Path], workdir: pathlib.Path,
                 finally:
                     process.terminate()
                     process.wait(timeout=10)
+                if found["complete"] != clients:  # a figure of downloads that failed would say nothing
+                    raise RuntimeError(f"{name}, {kind}: {found['complete']} of {clients} downloads complete")
                 peaks[name][kind].append(int(found["peak_kib_per_download"]))  # type: ignore[call-overload]
     return peaks
 

@@ -197,7 +197,11 @@ def rss_mib(pid: int) -> float:
     raise RuntimeError("no VmRSS")
 
 
-async def memory(origin: str, proxy: str, pid: int, clients: int, idle: float) -> dict[str, object]:
+async def downloads_at_once(origin: str, proxy: str, pid: int, clients: int, *,
+                            tunnel: bool = False) -> tuple[int, float, float]:
+    """`clients` downloads of about 2 MB, each of its own URL (nothing shared between them), all at once and read
+    as fast as the clients can, through the proxy (through a CONNECT tunnel to the origin with `tunnel`), the
+    proxy's RSS sampled meanwhile: (downloads complete, RSS at the start, peak RSS), in MiB."""
     host, port = proxy.rsplit(":", 1)
     size = 2_000_000
     start = peak = rss_mib(pid)
@@ -205,8 +209,11 @@ async def memory(origin: str, proxy: str, pid: int, clients: int, idle: float) -
     async def one(i: int) -> bool:
         reader, writer = await asyncio.open_connection(host, int(port))
         try:
-            # distinct URLs: nothing is shared between the downloads
-            writer.write(f"GET http://{origin}/mem/{size + i} HTTP/1.1\r\nHost: bench\r\n\r\n".encode())
+            if tunnel:
+                writer.write(f"CONNECT {origin} HTTP/1.1\r\nHost: {origin}\r\n\r\n".encode())
+                await reader.readuntil(b"\r\n\r\n")
+            target = f"/mem/{size + i}" if tunnel else f"http://{origin}/mem/{size + i}"
+            writer.write(f"GET {target} HTTP/1.1\r\nHost: bench\r\n\r\n".encode())
             await reader.readuntil(b"\r\n\r\n")
             got = 0
             while got < size + i and (chunk := await reader.read(1 << 16)):
@@ -219,7 +226,11 @@ async def memory(origin: str, proxy: str, pid: int, clients: int, idle: float) -
     while not all(task.done() for task in tasks):
         peak = max(peak, rss_mib(pid))
         await asyncio.sleep(0.05)  # the sampling period: nothing to wait for but time
-    complete = sum(1 for task in tasks if not task.exception() and task.result())
+    return sum(1 for task in tasks if not task.exception() and task.result()), start, peak
+
+
+async def memory(origin: str, proxy: str, pid: int, clients: int, idle: float) -> dict[str, object]:
+    complete, start, peak = await downloads_at_once(origin, proxy, pid, clients)
     after_load = rss_mib(pid)
     await asyncio.sleep(idle)  # what the goal measures: the proxy left idle this long
     return {"clients": clients, "complete": complete, "rss_start_mib": round(start, 1),
