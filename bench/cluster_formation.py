@@ -315,14 +315,19 @@ def main(argv: list[str] | None = None) -> int:
             figures = asyncio.run(run(args, pathlib.Path(scratch) / "agents", server.url))
         finally:
             server.stop()
+    record(args, "bench.cluster_formation", argv, figures)
+    return 0
+
+
+def record(args: argparse.Namespace, module: str, argv: list[str] | None, figures: dict) -> None:
+    """Print a cluster bench's figures as one JSON line, named, with the commit and the command that made them,
+    and write it to `args.out`/NAME.json (NAME: --name, or AGENTSxRACKS)."""
     name = args.name or f"{args.agents}x{args.racks}"
-    figures = {"name": name, "commit": commit(),
-               "command": f".venv/bin/python -m bench.cluster_formation {' '.join(argv or sys.argv[1:])}", **figures}
-    line = json.dumps(figures)
+    line = json.dumps({"name": name, "commit": commit(),
+                       "command": f".venv/bin/python -m {module} {' '.join(argv or sys.argv[1:])}", **figures})
     print(line)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"{name}.json").write_text(line + "\n")
-    return 0
 
 
 if __name__ == "__main__":

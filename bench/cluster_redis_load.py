@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import pathlib
 import re
 import subprocess
@@ -40,7 +39,7 @@ import sys
 import tempfile
 import time
 
-from bench.cluster_formation import CALL_TIMEOUT, OWNER, POLL, Bench, commit, formed, prepare_process
+from bench.cluster_formation import CALL_TIMEOUT, OWNER, POLL, Bench, formed, prepare_process, record
 from bench.cluster_harness import RedisServer, redis_missing
 from cluster.coord import Coord
 from cluster.identity import Identity
@@ -198,13 +197,7 @@ def main(argv: list[str] | None = None) -> int:
                 figures["redis_benchmark_requests_per_s"] = ceiling(server)
         finally:
             server.stop()
-    name = args.name or f"{args.agents}x{args.racks}"
-    figures = {"name": name, "commit": commit(),
-               "command": f".venv/bin/python -m bench.cluster_redis_load {' '.join(argv or sys.argv[1:])}", **figures}
-    line = json.dumps(figures)
-    print(line)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / f"{name}.json").write_text(line + "\n")
+    record(args, "bench.cluster_redis_load", argv, figures)
     return 0
 
 

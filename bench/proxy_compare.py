@@ -18,15 +18,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import pathlib
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 
-from bench.proxy_overhead import ROOT, cpu_seconds, curl_speed, downloads_at_once, memory, start
+from bench.proxy_overhead import ROOT, cpu_seconds, curl_speed, downloads_at_once, memory, report, start, stop
 from bench.tunnel_probe import pump_copy, serve
 
 SECTIONS = {"mem": ("mem", False), "file": ("file", False), "tunnel": ("file", True)}
@@ -133,16 +131,9 @@ def main() -> None:
             print(f"memory, {args.memory_clients} concurrent 2 MB downloads, fresh proxies ...", file=sys.stderr)
             results["memory_peak_kib_per_download"] = memories(origin, trees, workdir, args.memory_clients,
                                                                args.memory_rounds)
-        text = json.dumps(results, indent=2)
-        print(text)
-        if args.json:
-            args.json.write_text(text + "\n")
+        report(results, args.json)
     finally:
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            process.wait(timeout=10)
-        shutil.rmtree(workdir, ignore_errors=True)
+        stop(processes, workdir)
 
 
 if __name__ == "__main__":

@@ -299,16 +299,26 @@ def main() -> None:
             print(f"memory, {args.memory_clients} concurrent 2 MB downloads, then {args.idle:g} s idle ...",
                   file=sys.stderr)
             results["memory"] = asyncio.run(memory(origin, proxy, proxy_proc.pid, args.memory_clients, args.idle))
-        text = json.dumps(results, indent=2)
-        print(text)
-        if args.json:
-            args.json.write_text(text + "\n")
+        report(results, args.json)
     finally:
-        for process in processes:
-            process.terminate()
-        for process in processes:
-            process.wait(timeout=10)
-        shutil.rmtree(workdir, ignore_errors=True)
+        stop(processes, workdir)
+
+
+def report(results: dict, path: pathlib.Path | None) -> None:
+    """Print a proxy bench's results as JSON, and write them to `path` too when given."""
+    text = json.dumps(results, indent=2)
+    print(text)
+    if path:
+        path.write_text(text + "\n")
+
+
+def stop(processes: list, workdir: pathlib.Path) -> None:
+    """End a proxy bench: its processes (origin, proxies) and its scratch directory."""
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.wait(timeout=10)
+    shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":
