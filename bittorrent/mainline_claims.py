@@ -165,7 +165,7 @@ class MainlineClaims:
         budget_ends = loop.time() + CLAIMS_BUDGET
         self.lookups += 1
         admitted = _Admitted(self.directory.own_host(), self.peer_port)
-        addresses = [address for address in await self._addresses(claim_key(repr_key)) if admitted.admit(address)]
+        addresses = await self._addresses(claim_key(repr_key), admitted)
         lookup = _Lookup([], PUNCHES_PER_LOOKUP)
         port = self.peer_port
         claiming = (port, self.transports) if port and self.transports and self.own.get(repr_key, self.clock()) \
@@ -202,17 +202,17 @@ class MainlineClaims:
         for key in list(self._keeping):
             self._stop(key)
 
-    async def _addresses(self, dht_key: bytes) -> list[tuple[str, int]]:
+    async def _addresses(self, dht_key: bytes, admitted: _Admitted) -> list[tuple[str, int]]:
         """What a lookup of `dht_key` finds, until it is over (at most `CLAIMS_WAIT`, `GRACE` after the first
-        batch): up to `MAX_ASKED` addresses, one per host and `PER_NETWORK` per network (a /24, a /48), so that one
-        party announcing many ports or many addresses of one network cannot crowd the others out."""
+        batch), as far as `admitted` takes them: up to `MAX_ASKED` addresses, one per host and `PER_NETWORK` per
+        network (a /24, a /48), so that one party announcing many ports or many addresses of one network cannot
+        crowd the others out; the lookup's asks of passed-on addresses count in the same bounds."""
         heard = self.session.dht_lookup(dht_key)
         found: list[tuple[str, int]] = []
-        admitted = _Admitted(self.directory.own_host(), self.peer_port)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + CLAIMS_WAIT
         try:
-            while len(found) < MAX_ASKED:
+            while admitted.count < MAX_ASKED:
                 try:
                     async with asyncio.timeout_at(deadline):
                         batch = await heard.get()
