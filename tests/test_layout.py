@@ -47,7 +47,7 @@ CORE_PACKAGES = ("swarm.core", "swarm.content", "swarm.trust")  # (the seam, `sw
 CORE_MODULES = (
     "swarm.net.wire", "swarm.net.decoder", "swarm.net.handshakes",
     "proxy.download.transition", "proxy.download.adaptive", "proxy.download.parking", "proxy.download.settings",
-    "proxy.download.core", "proxy.download.state", "proxy.download.actions",
+    "proxy.download.core", "proxy.download.parking_steps", "proxy.download.state", "proxy.download.actions",
     "proxy.download.discovery_rule", "proxy.download.segment_walk", "proxy.origin_head", "proxy.publish_gate",
     "proxy.url_privacy", "proxy.ranges", "proxy.timeline", "proxy.peer_rates",
     "proxy.exposure", "bittorrent.settings", "bittorrent.admission", "bittorrent.target",

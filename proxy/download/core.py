@@ -27,7 +27,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from swarm.content.manifest import choose_block_size
-from swarm.content.segments import segmented
 from swarm.trust import ManifestSource
 
 from ..origin_head import UNVOUCHED_TYPE, BodyDigest, OriginHead, late_start, resumed_start, same_version
@@ -36,15 +35,16 @@ from .actions import Action, Deliver, Source
 from .adaptive import Probe, observed_policy
 from .discovery_rule import Discretion
 from .parking import Parking
+from .parking_steps import ParkingSteps
 from .settings import DownloadSettings
 from .state import Headless, Lookups, Phase, Producer, Representation, Tail, checked
-from .transition import CROWD_CAUSE, DIED_CAUSE, FETCHING_CAUSE, T_CAUSE, TransitionPolicy
+from .transition import CROWD_CAUSE, DIED_CAUSE, T_CAUSE, TransitionPolicy
 
 if TYPE_CHECKING:
     from ..engine import Found
 
 
-class DownloadCore:
+class DownloadCore(ParkingSteps):
     """One fallback download's decisions; see the module docstring. Every event method returns actions."""
 
     def __init__(self, settings: DownloadSettings, *, range_header: str | None = None,
@@ -382,51 +382,6 @@ class DownloadCore:
         if (kept := self.lookups.take_kept(now)) is not None:
             self.found = kept
         return kept is not None
-
-    # -- parking: the steps (its state, and the decisions made from it: `parking.Parking`) -----------------
-    def _may_park(self) -> bool:
-        """Can this download leave the origin for the fetchers, and come back to where it is if they fail it?"""
-        return (self.parking.available and self.phase in (Phase.STREAM, Phase.SWITCHED) and self.known.ranges
-                and self.origin is Producer.RUNNING and bool(self.known.validator) and self.position < self.end)
-
-    def _park_if(self, others: int, ahead: int, now: float) -> list[Action] | None:
-        """Park if enough others fetch it (`Parking.enough`) and the origin has shown it is slow (`Parking.leaves`).
-        None: it does not, and the lookup's answer is taken as if too few fetched it."""
-        if not self._may_park() or not self.parking.enough(others, ahead):
-            return None
-        streaming = self.phase is Phase.STREAM
-        if (rate := self.parking.leaves(self.policy, self.delivered[Source.ORIGIN], now, streaming=streaming)) is None:
-            # It stays. One that never said it fetches does not say so now, with enough others at it: the early
-            # point's lookup asks again if the origin is slow by then. The rest goes on as when too few fetch it.
-            return self._tick(now) if streaming and not self.parking.claimed else None
-        actions: list[Action] = [act.EndClaim()] if self.parking.claimed else []
-        self.parking.claimed = False
-        return actions + self._park(ahead if actions else others, rate, now)
-
-    def _park(self, others: int, rate: float, now: float) -> list[Action]:
-        wait = self.parking.park(now, remaining=self.end - self.position, rate=rate)
-        why = f"{others} independent other{'s' if others != 1 else ''} fetch it from the origin"
-        actions: list[Action] = []
-        if self.phase is Phase.STREAM:  # (a switched download said why already)
-            actions.append(act.Switch(FETCHING_CAUSE, self.position, f"{why}; waiting for their vouches"))
-            self._enter(Phase.SWITCHED)
-        self.origin, self.reopen = Producer.GONE, True
-        if self.spool_block and self.known.size and segmented(self.known.size, self.spool_block):
-            # Segment by segment: from peers once vouched, before anyone has it all (`proxy.download.segments`).
-            self._enter(Phase.MERGE)
-            self.swarm, self.swarm_position = Producer.RUNNING, self.position
-            self.fetch_start = self.position
-            return actions + self._stop_lookups() + [
-                act.CloseOrigin(f"{why}: taking it segment by segment, from their vouches or the origin's ranges"),
-                act.StartSegments(self.position, self.end, self.spool_block, rate)]
-        self.parking.parked_until, self.lookups.at = now + wait, now + self.settings.parking.poll
-        return actions + [act.CloseOrigin(f"{why}: leaving the origin to them for up to {wait:.3g} s")]
-
-    def _unpark(self, now: float) -> list[Action]:
-        """No vouched manifest in time: the origin again where delivery got to; lookups go on as after a switch."""
-        self.parking.parked_until = None
-        self.lookups.again(now, self.settings.repoll)
-        return [act.Note("the fetchers' vouches did not come in time; back to the origin")] + self._reopen()
 
     def _origin_gone(self, reason: str, now: float) -> list[Action]:
         if self.origin is not Producer.RUNNING:
