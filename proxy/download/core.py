@@ -95,10 +95,11 @@ class DownloadCore(ParkingSteps):
             return min((d for d in deadlines if d is not None), default=None)
         if self.phase is Phase.STREAM:
             early = None if self.lookups.looked_early else self.policy.lookup_due_at()
-            deadlines = [self.policy.next_deadline(), early, None if self.lookups.running else self.parking.recheck_at]
+            deadlines = [self.policy.next_deadline(), early, None if self.lookups.running else self.parking.recheck_at,
+                         self.parking.closed_until]
             return min((d for d in deadlines if d is not None), default=None)
         if self.phase is Phase.SWITCHED:
-            return self.lookups.at
+            return min((d for d in (self.lookups.at, self.parking.closed_until) if d is not None), default=None)
         return self.headless.held_until if self.phase is Phase.HEADLESS else None
 
     # -- events --------------------------------------------------------------------------------------------------
@@ -126,11 +127,13 @@ class DownloadCore(ParkingSteps):
             self.policy.start(now)
             self.policy.on_bytes(head.head_size, now)
             return actions + self._relay(head, now)
-        if self.phase is Phase.SWITCHED:  # the origin reopened after parking
+        if self.phase in (Phase.SWITCHED, Phase.STREAM):  # the origin reopened after parking, or a lookup
             start = resumed_start(head, self.known.size, self.known.validator, self.promised_start)
             if isinstance(start, str):
                 self.origin = Producer.GONE
-                return [act.CloseOrigin(f"the origin's answer after waiting cannot be used: {start}")]
+                why = f"the origin's answer after waiting cannot be used: {start}"
+                gone = self._switch(DIED_CAUSE, why, now) if self.phase is Phase.STREAM else []
+                return [act.CloseOrigin(why)] + gone
             self.origin, self.origin_offset = Producer.RUNNING, start
             return []
         if self.phase is Phase.MERGE:  # a late answer, used only if it is the representation we serve
@@ -154,7 +157,9 @@ class DownloadCore(ParkingSteps):
             return [act.Fail(error)]
         if self.phase is Phase.MERGE:
             return [act.Note(f"origin request failed during the swarm download: {error}")] + self._starved()
-        return []  # HEADLESS: the lookup decides
+        if self.phase is Phase.STREAM:  # asked again after a close for the early lookup
+            return self._switch(DIED_CAUSE, f"the origin's request failed: {error}", now)
+        return []  # HEADLESS: the lookup decides; SWITCHED: the lookups go on
 
     def origin_data(self, data: bytes, now: float) -> list[Action]:
         if self.origin is not Producer.RUNNING or not data:
@@ -211,17 +216,9 @@ class DownloadCore(ParkingSteps):
                 return []
             return self._headless_found(found)
         if self.phase is Phase.STREAM:  # at the head, or the early lookup
-            if found is not None and self.policy.crowd(now) is not None:
-                self.found = found  # the policy now says `crowd` (or a cause due before): _tick switches
-            elif found is not None:  # too early to judge the origin: kept for the early lookup (_tick) or a switch
-                self.lookups.kept = (found, now)
-            elif (parked := self._park_if(others, ahead, now)) is not None:  # (found nothing, from here on)
-                return parked
-            elif claim := self.parking.claiming(now, self.spool_block, self.known):  # too few others at it
-                return claim + self._tick(now)  # (this node fetches it, and will vouch)
-            elif self.parking.claimed:
-                self.parking.recheck_later(now)
-            return self._tick(now)
+            actions = self._streaming_answer(found, now, others, ahead)
+            # Still streaming: it goes on with the origin, closed for this lookup (`_close_for_lookup`) or not.
+            return actions + self._reopen_after_lookup() if self.phase is Phase.STREAM else actions
         if self.phase is not Phase.SWITCHED:
             return []
         if found is not None:
@@ -235,13 +232,28 @@ class DownloadCore(ParkingSteps):
             return []
         if (parked := self._park_if(others, ahead, now)) is not None:  # switched, still reading the origin
             return parked
+        reopened = self._reopen_after_lookup()  # (switched while closed for the early lookup, which it took over)
         if self.origin is Producer.GONE:
             return self._cut(f"origin_cut: the origin broke off after {self.position} bytes and no peer has the rest")
         few = not self.parking.enough(others, ahead)  # (switched before its first answer: claims now, as above)
         claim = self.parking.claiming(now, self.spool_block, self.known) if few else []
         wait = self.lookups.again(now, self.settings.repoll)
-        return claim + [act.Note(f"no usable manifest or provider yet; the origin goes on, asking again in {wait:g} s",
-                                 False)]
+        return reopened + claim + [act.Note(
+            f"no usable manifest or provider yet; the origin goes on, asking again in {wait:g} s", False)]
+
+    def _streaming_answer(self, found: Found | None, now: float, others: int, ahead: int) -> list[Action]:
+        """`lookup_done` while the origin's answer is still relayed (STREAM)."""
+        if found is not None and self.policy.crowd(now) is not None:
+            self.found = found  # the policy now says `crowd` (or a cause due before): _tick switches
+        elif found is not None:  # too early to judge the origin: kept for the early lookup (_tick) or a switch
+            self.lookups.kept = (found, now)
+        elif (parked := self._park_if(others, ahead, now)) is not None:  # (found nothing, from here on)
+            return parked
+        elif claim := self.parking.claiming(now, self.spool_block, self.known):  # too few others at it
+            return claim + self._tick(now)  # (this node fetches it, and will vouch)
+        elif self.parking.claimed:
+            self.parking.recheck_later(now)
+        return self._tick(now)
 
     def swarm_data(self, data: bytes, now: float) -> list[Action]:
         if self.swarm is not Producer.RUNNING or self.phase is not Phase.MERGE or not data:
@@ -351,6 +363,10 @@ class DownloadCore(ParkingSteps):
                     self.lookups.running = True
                     actions += [act.Note("the origin is slow so far; looking for peers already"),
                                 act.StartLookup(headless=False)]
+                    actions += self._close_for_lookup(now)
+            if self.parking.closed_until is not None and now >= self.parking.closed_until:
+                actions.append(act.Note("the lookup is slow: the origin asked again meanwhile", False))
+                actions += self._reopen_after_lookup()
             if self.parking.recheck_due(now, looking=self.lookups.running) and self.policy.slow_so_far(now):
                 self.lookups.running = True
                 self.parking.rechecks += 1
@@ -360,9 +376,14 @@ class DownloadCore(ParkingSteps):
                 reason = "the swarm has it and the origin is slow" if cause == CROWD_CAUSE else f"transition {cause}"
                 actions += self._switch(cause, reason, now)
             return actions
-        if self.phase is Phase.SWITCHED and self.lookups.at is not None and now >= self.lookups.at:
-            self.lookups.at, self.lookups.running = None, True
-            return [act.StartLookup(headless=False)]
+        if self.phase is Phase.SWITCHED:
+            later: list[Action] = []
+            if self.parking.closed_until is not None and now >= self.parking.closed_until:
+                later += self._reopen_after_lookup()  # (switched while closed for a slow early lookup)
+            if self.lookups.at is not None and now >= self.lookups.at:
+                self.lookups.at, self.lookups.running = None, True
+                later.append(act.StartLookup(headless=False))
+            return later
         return []
 
     def _switch(self, cause: str, reason: str, now: float) -> list[Action]:
@@ -444,6 +465,7 @@ class DownloadCore(ParkingSteps):
         delivered, so that the first swarm block is checked against the origin's bytes."""
         assert self.found is not None
         self._enter(Phase.MERGE)
+        self.parking.close_over()  # (closed for the lookup that found it: the swarm decides now, `_reopen` after)
         manifest = self.found.manifest
         actions = self._stop_lookups()
         if self.origin is Producer.RUNNING and self.known.ranges and self.known.validator and self._swarm_takes_over():

@@ -71,9 +71,9 @@ class ParkingSteps:
     # -- parking -------------------------------------------------------------------------------------------------
     def _may_park(self) -> bool:
         """Can this download leave the origin for the fetchers, and come back to where it is if they fail it? (Its
-        stream may be closed for the lookup that decides it: `_close_for_lookup`.)"""
+        stream may be closed for the lookup that decides it, or asked again after it: `_close_for_lookup`.)"""
         return (self.parking.available and self.phase in (Phase.STREAM, Phase.SWITCHED) and self.known.ranges
-                and (self.origin is Producer.RUNNING or self.parking.closed_for_lookup)
+                and (self.origin in (Producer.RUNNING, Producer.HEAD_PENDING) or self.parking.closed_for_lookup)
                 and bool(self.known.validator) and self.position < self.end)
 
     def _park_if(self, others: int, ahead: int, now: float) -> list[Action] | None:

@@ -3,7 +3,8 @@ independent others fetch the same version from the origin leaves the origin to t
 slow (at the early point's lookup, or a later one) and waits for their vouches; one that sees fewer says it fetches.
 Same driver as the other core tests (`download_vectors.py`): T = 1 s, R = 10 000 B/s, W = 2 s, early lookup 0.5 s;
 100 000 bytes in 16 KiB blocks; the origin's head at 0.1, so the early point at 0.6. Here a download parks for two
-others, asks again every 0.5 s and waits 1 s (the tests of the wait's length are below).
+others, asks again every 0.5 s and waits 1 s (the tests of the wait's length are below). Its origin stays open while
+the early lookup runs (`close_for_lookup=0`): the close is `test_core_close_for_lookup.py`'s.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ from .download_vectors import (
     head,
 )
 
-PARK = dataclasses.replace(SETTINGS, parking=ParkingSettings(after=2, poll=0.5, shortest=1.0, longest=1.0))
+PARK = dataclasses.replace(SETTINGS, parking=ParkingSettings(after=2, poll=0.5, shortest=1.0, longest=1.0,
+                                                             close_for_lookup=0.0))
 RANGES = head(ranges=True)
 AT_HEAD = HEAD(RANGES, 0.1, "RelayHead OpenSpool(100000,None) StartLookup")  # still running at the early point
 EARLY = TIMER("Note StartLookup", 0.6)  # the early lookup: slow so far
