@@ -151,7 +151,7 @@ class SwarmEngine:
         self.service = SwarmService(store, transports, discovery, linger=linger, share=share,
                                     provider_wait=provider_wait, fetch_peers=fetch_peers, node_kwargs=node_kwargs,
                                     call_later=call_later, counters=self.counters, on_forget=self._forget_url,
-                                    own_claims=own_claims, peer_exchange=True)
+                                    own_claims=own_claims)
         self.store = store
         self.session = session
         self.trust = trust

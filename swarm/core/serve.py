@@ -53,11 +53,6 @@ answers with a PEX of the others it heard of. A PEX before any CLAIMS_REQUEST, a
 of more entries closes the session. An older node closes at such a PEX (any message but a CLAIMS_REQUEST): to its
 asker, a node that knows no others.
 
-**Other fetchers** (`swarm.core.pex`). A content session's first PEX, of at most one entry (the peer port the
-fetching peer serves on; none: it serves nothing), becomes `PeersAsked` for the shell, which keeps the peer by the
-connection's address and answers with a PEX of the others that fetched the root from us lately. Any other PEX on a
-content session is ignored, as an older node ignores them all: to the fetcher, a peer that knows no others.
-
 **Hole punching** (`swarm.net.wire`, "Hole punching"). A query session may carry up to `MAX_PUNCHES_PER_SESSION`
 PUNCH_REQUESTs, each an `Introduce` for the shell (the next closes the session); a PUNCH_REQUEST on a content
 session closes it, and so does a PUNCH_PEER anywhere: it is only ever sent to us on a session we opened. A query
@@ -90,7 +85,7 @@ from swarm.core.throttle import TokenBucket
 from swarm.net import wire
 
 __all__ = ["ServeCore", "Shared", "Shown", "Claims", "Send", "SendBlock", "Close", "ConnectBack", "ProofArrived",
-           "Introduce", "ClaimersAsked", "PeersAsked", "ServeAction",
+           "Introduce", "ClaimersAsked", "ServeAction",
            "MAX_QUEUED_REQUESTS", "MAX_SENDS_IN_FLIGHT", "MAX_QUERIES_PER_SESSION", "MAX_PUNCHES_PER_SESSION",
            "HANDSHAKE_TIMEOUT",
            "IDLE_TIMEOUT", "STALL_TIMEOUT"]
@@ -182,16 +177,7 @@ class ClaimersAsked:
     transports: int
 
 
-@dataclasses.dataclass(frozen=True)
-class PeersAsked:
-    """The peer fetching our root asks which others fetch it, and says it serves on `port` (0: it serves nothing),
-    by `transports`: a content session's first PEX (module docstring)."""
-
-    port: int
-    transports: int
-
-
-ServeAction = Send | SendBlock | Close | ConnectBack | ProofArrived | Introduce | ClaimersAsked | PeersAsked
+ServeAction = Send | SendBlock | Close | ConnectBack | ProofArrived | Introduce | ClaimersAsked
 
 
 class ServeCore:
@@ -220,7 +206,6 @@ class ServeCore:
         self.query = False  # a query session (its HANDSHAKE was on QUERY_ROOT): claims only
         self.queries = 0  # CLAIMS_REQUESTs on it so far
         self._claimers_key: bytes | None = None  # the last CLAIMS_REQUEST's key, until a PEX asks its claimers
-        self._peers_asked = False  # a content session's PEX came (one is answered)
         self.reach_asked = False  # its REACH_REQUEST came (one per session)
         self.connect_back = False  # it was a connect-back to us: a REACH_PROOF right after its HANDSHAKE
         self.punches = 0  # PUNCH_REQUESTs on it so far
@@ -288,11 +273,7 @@ class ServeCore:
             return [Send(wire.ManifestResponse(self.manifest.encode()))]
         if isinstance(message, wire.Handshake):
             return [Close("second HANDSHAKE")]
-        if isinstance(message, wire.Pex) and not self._peers_asked and len(message.peers) <= 1:
-            self._peers_asked = True
-            said = message.peers[0] if message.peers else None
-            return [PeersAsked(said.port if said else 0, int(said.transports) if said else 0)]
-        return []  # keepalive, BITFIELD/HAVE of a fetching peer, another PEX, START: nothing to answer
+        return []  # keepalive, BITFIELD/HAVE of a fetching peer, PEX, START: nothing to answer
 
     def on_timer(self, now: float) -> list[ServeAction]:
         if self.root is None:

@@ -57,11 +57,6 @@ the entry's address is not read: the connection's is), answered by a PEX of the 
 knows no others. A CLAIMS's ages are in milliseconds (they order a crowd's claimers); a node from before that
 change sends seconds, which read as claims made about now.
 
-**Peer exchange** (`swarm.core.pex`). On a content session, the fetching side may send one PEX of at most one entry
-right after its HANDSHAKE (the peer port it serves on; none: it serves nothing; the entry's address is not read),
-answered by a PEX of the others that fetched the root from that node lately. A node from before this ignores a PEX
-on a content session: to the fetcher, a node that knows no others.
-
 **Connect-backs** (reachability: is this node's peer port open to the Internet, or behind a NAT?). On a query
 session, REACH_REQUEST(port, transports, nonce) asks the answering node to connect back, by each transport named,
 to *the address the request came from* on `port`: the address of the connection it arrived on, never one the

@@ -1,7 +1,6 @@
 """Query sessions for claims, both sides' shells (`swarm.net.wire`, "Query sessions"; `swarm.core.serve`, "Other
 claimers"): asking a node for the claims it makes itself under a key and for the other claimers it heard of, and
-answering a peer that asks us for ours. The answer to a content session's PEX, the others fetching a root from us
-(`swarm.core.pex`), is made the same way (`answer_pex`).
+answering a peer that asks us for ours.
 
 Kept apart from `swarm.service.node`, which opens the connections and runs the serving core: this is what the
 Internet mode's claim store (`bittorrent.mainline_claims`) asks of a node, and what it answers.
@@ -13,12 +12,11 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from ipaddress import IPv4Address
+from ipaddress import IPv4Address, ip_address
 from typing import NamedTuple
 
-from addresses import parse
 from swarm.core.claimers import ClaimerBook
-from swarm.core.serve import ClaimersAsked, PeersAsked
+from swarm.core.serve import ClaimersAsked
 from swarm.discovery.own_claims import OwnClaims
 from swarm.discovery.seam import KEY_BYTES
 from swarm.errors import PeerError, TransportError
@@ -26,7 +24,7 @@ from swarm.net import wire
 from swarm.net.transport import Address, Connection
 from swarm.trust.claims import ManifestClaim
 
-__all__ = ["ClaimsAnswer", "ask_claims", "answer_pex"]
+__all__ = ["ClaimsAnswer", "ask_claims", "answer_claimers"]
 
 log = logging.getLogger("swarmproxy.swarm")
 
@@ -100,20 +98,13 @@ async def _others(connection: Connection, timeout: float) -> list[tuple[str, int
     return []  # closed: a node older than this exchange
 
 
-def answer_pex(claimers: ClaimerBook, fetchers: ClaimerBook, own: OwnClaims, connection: Connection,
-               root: bytes | None, asked: ClaimersAsked | PeersAsked, now: float) -> wire.Pex:
-    """What to answer a peer's PEX. On a query session (`ClaimersAsked`): the other claimers of `asked.key`; the
-    book keeps the peer when it says it claims there and we claim there too (a stranger cannot make us a meeting
-    point for keys of its own). On a content session of `root` (`PeersAsked`): the others that fetched `root` from
-    us lately; the book keeps the peer when it says it serves. Either way by the address its connection came from,
-    never one it names."""
+def answer_claimers(book: ClaimerBook, own: OwnClaims, connection: Connection, asked: ClaimersAsked,
+                    now: float) -> wire.Pex:
+    """What to answer a peer that asked for the other claimers of `asked.key`: the book keeps the peer when it says
+    it claims there and we claim there too (a stranger cannot make us a meeting point for keys of its own), by
+    the address its connection came from; the answer is the others we heard of."""
     host = connection.remote_address[0]
-    if isinstance(asked, ClaimersAsked):
-        book, key, keep = claimers, asked.key, bool(asked.port) and bool(own.get(asked.key, time.time()))
-    else:
-        assert root is not None  # (a content session's: past its HANDSHAKE)
-        book, key, keep = fetchers, root, bool(asked.port)
-    if keep and parse(host) is not None:
-        book.heard(key, host, asked.port, asked.transports, now)
-    return wire.Pex(tuple(wire.PexPeer(ip, peer.port, wire.Transport(peer.transports))
-                          for peer in book.others(key, host, now) if (ip := parse(peer.host)) is not None))
+    if asked.port and own.get(asked.key, time.time()):
+        book.heard(asked.key, host, asked.port, asked.transports, now)
+    return wire.Pex(tuple(wire.PexPeer(ip_address(claimer.host), claimer.port, wire.Transport(claimer.transports))
+                          for claimer in book.others(asked.key, host, now)))

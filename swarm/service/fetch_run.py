@@ -2,9 +2,7 @@
 
 It owns the fetch's connections, origin requests, timer, store writer and delivery queue; the node creates it
 in `SwarmNode.fetch` and it calls back into the node to open connections and announce blocks. Write
-backpressure (`max_pending_writes`) is described in `swarm.service.node`. Peer exchange (`swarm.core.pex`): it
-tells each peer the port it serves on (`FetchHost.pex_entry`), and connects to some of the others a peer's PEX
-offers (`PexJoin`, which also keeps the fetch from connecting twice to one address).
+backpressure (`max_pending_writes`) is described in `swarm.service.node`.
 """
 
 from __future__ import annotations
@@ -13,7 +11,6 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncGenerator, Iterable
-from ipaddress import IPv4Address
 from typing import TYPE_CHECKING, Protocol, cast
 
 from swarm.content.manifest import Manifest
@@ -29,11 +26,8 @@ from swarm.core.fetch import (
     Send,
     Verified,
 )
-from swarm.core.pex import PexJoin
 from swarm.errors import FetchFailed, OriginSourceError, PeerError, StoreError, TransportError
-from swarm.net import wire
-from swarm.net.transport import CONNECT_TIMEOUT, Address, Connection, Transport
-from swarm.service.reach import TRANSPORT_FLAGS
+from swarm.net.transport import Address, Connection
 from swarm.service.report import FetchReport
 
 if TYPE_CHECKING:
@@ -42,7 +36,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("swarmproxy.swarm")
 
-_ANY = IPv4Address(0)  # a PEX entry's address that is not read: the connection's is (`swarm.core.serve`)
 QUIET_LOG_AFTER = 2.0  # s without a block before a fetch says (at debug level) what it is waiting for
 
 
@@ -66,9 +59,6 @@ class FetchHost(Protocol):
     policy: PolicyConfig | None
     max_pending_writes: int
     fetch_totals: FetchReport
-    transport: Transport
-    peer_exchange: bool  # its fetches tell and ask their peers for the others (`swarm.core.pex`)
-    pex_entry: tuple[int, int] | None  # (port, transports) this node serves on, told to the peers; None: nothing
 
     async def open_connection(self, address: Address, root: bytes, timeout: float) -> Connection: ...
     def announce_block(self, root: bytes, block: int) -> None: ...
@@ -120,17 +110,15 @@ class _FetchRun:
         self.progress = asyncio.Event()
         self.timer: asyncio.TimerHandle | None = None
         self.pending_connects = 0
-        self.pex = PexJoin(TRANSPORT_FLAGS.get(node.transport.name, 0) if node.peer_exchange else 0)  # 0: joins none
-        self.connect_timeout = CONNECT_TIMEOUT  # (for the peers a PEX offers: `begin` sets the caller's)
         self.failure: str | None = None
         self.done = False
 
     def begin(self, peers: Iterable[Address], timeout: float, stall_timeout: float) -> None:
         self.spawn(self.watchdog(stall_timeout))
         self.apply(self.core.start(self.now()))
-        self.connect_timeout = timeout
         for address in peers:
-            self.connect(address, timeout)
+            self.pending_connects += 1
+            self.spawn(self.peer(address, timeout))
         if self.origin is not None:
             self.apply(self.core.add_origin(self.now()))
         self.check_stalled()
@@ -186,14 +174,6 @@ class _FetchRun:
     def origin_bytes(self) -> int:
         return self.origin.bytes_received if self.origin is not None else 0
 
-    def connect(self, address: Address, timeout: float) -> bool:
-        """Connect to the peer at `address` for this fetch, unless it was tried already; whether it will."""
-        if not self.pex.connecting(address):
-            return False
-        self.pending_connects += 1
-        self.spawn(self.peer(address, timeout))
-        return True
-
     async def peer(self, address: Address, timeout: float) -> None:
         try:
             connection = await self.node.open_connection(address, self.root, timeout)
@@ -205,25 +185,12 @@ class _FetchRun:
         self.connections.add(connection)
         try:
             self.pending_connects -= 1  # counted as a source from here on
-            if self.node.peer_exchange:  # the port we serve on, if we do; it asks for the others either way
-                entry = self.node.pex_entry
-                with contextlib.suppress(TransportError):
-                    connection.send_nowait(wire.Pex(() if entry is None else (
-                        wire.PexPeer(_ANY, entry[0], wire.Transport(entry[1])),)))
             self.apply(self.core.add_peer(connection, self.now()))
-            offered = False
             while True:
                 if not self.room.is_set():  # the store writer is behind: leave the bytes with the peer
                     await self.room.wait()
                 if (message := await connection.receive()) is None:
                     break
-                if isinstance(message, wire.Pex):  # a peer's first PEX: some of the others it serves
-                    if not offered and not self.done:
-                        offered = True
-                        for joining in self.pex.offered(message.peers, connection.remote_address[0]):
-                            self.pending_connects += 1
-                            self.spawn(self.peer(joining, self.connect_timeout))
-                    continue
                 self.apply(self.core.on_message(connection, message, self.now()))
                 if self.done:
                     return

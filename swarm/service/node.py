@@ -84,7 +84,6 @@ from swarm.core.serve import (
     HANDSHAKE_TIMEOUT,
     ClaimersAsked,
     ConnectBack,
-    PeersAsked,
     ProofArrived,
     SendBlock,
     ServeCore,
@@ -107,7 +106,7 @@ from swarm.net.transport import (
     Transport,
     payload_length,
 )
-from swarm.service.claims_query import ClaimsAnswer, answer_pex, ask_claims
+from swarm.service.claims_query import ClaimsAnswer, answer_claimers, ask_claims
 from swarm.service.fetch_run import RangeSource, _FetchRun
 from swarm.service.punch import Introduce, Punching
 from swarm.service.reach import PROBE_TIMEOUT, Reach
@@ -171,9 +170,6 @@ class SwarmNode:
         self.store = store
         self.own_claims = own_claims if own_claims is not None else OwnClaims()
         self.claimers = ClaimerBook()  # the other claimers that asked us, passed on (`swarm.core.claimers`)
-        self.fetchers = ClaimerBook()  # by root: the peers that fetched it from us lately, passed on (`swarm.core.pex`)
-        self.peer_exchange = False  # our fetches tell and ask their peers for the others (`swarm.core.pex`): off
-        self.pex_entry: tuple[int, int] | None = None  # (port, transports) told to the peers we fetch from; None: none
         self.shown = shown
         self.upload_throttle = upload_throttle
         self.transport = transport
@@ -412,10 +408,10 @@ class SwarmNode:
                 self.reach.proof_arrived(self.transport.name, connection, action.proof)
             elif isinstance(action, Introduce):
                 self.punching.introduce(connection, action, asyncio.get_running_loop().time())
-            elif isinstance(action, (ClaimersAsked, PeersAsked)):
+            elif isinstance(action, ClaimersAsked):
                 with contextlib.suppress(TransportError):
-                    connection.send_nowait(answer_pex(self.claimers, self.fetchers, self.own_claims, connection,
-                                                      core.root, action, asyncio.get_running_loop().time()))
+                    connection.send_nowait(answer_claimers(self.claimers, self.own_claims, connection, action,
+                                                           asyncio.get_running_loop().time()))
 
     async def _serve_block(self, connection: Connection, core: ServeCore, action: SendBlock) -> None:
         await self._send_block(connection, core, action)
@@ -583,7 +579,12 @@ class SwarmNode:
         run = self._fetching.get(root)
         if run is None or run.done or run.failure:
             return 0
-        return sum(run.connect(address, connect_timeout) for address in peers)
+        started = 0
+        for address in peers:
+            run.pending_connects += 1
+            run.spawn(run.peer(address, connect_timeout))
+            started += 1
+        return started
 
     def peer_count(self, root: bytes) -> int | None:
         """Peers the fetch of `root` is connected or connecting to; None when no fetch of `root` runs."""

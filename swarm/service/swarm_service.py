@@ -134,7 +134,6 @@ class SwarmService:
         provider_rank: Callable[[Provider], int] | None = None,
         own_claims: OwnClaims | None = None,
         reach: Reach | None = None,
-        peer_exchange: bool = False,
     ) -> None:
         """`node_id`: this node's id in every handshake (default: a random one), e.g. the cluster agent's id, so
         that a peer is one identity for the engine and for its caller. `shown`: what a served peer is shown, by
@@ -146,9 +145,7 @@ class SwarmService:
         the refreshes), e.g. a cluster's nearer peers first; None: chosen at random. `own_claims`: this node's own
         claims, which every transport's node answers a peer asking it directly (`SwarmNode.ask_claims`), kept in
         `self.own_claims` (None: an empty table of its own). `reach`: the connect-backs' shell, one for the node of
-        every transport (`swarm.service.reach.Reach`; None: one of its own, for the public network only).
-        `peer_exchange`: its fetches tell the peers they fetch from the port it serves on and connect to some of
-        the others those pass on (`swarm.core.pex`); off for a caller whose plan chooses the peers (the cluster)."""
+        every transport (`swarm.service.reach.Reach`; None: one of its own, for the public network only)."""
         if not transports:
             raise ValueError("at least one transport is needed")
         self.store = store
@@ -158,7 +155,6 @@ class SwarmService:
         self.provider_refresh = provider_refresh
         self.provider_topup = provider_topup
         self.provider_rank = provider_rank
-        self.peer_exchange = peer_exchange
         self.counters = counters if counters is not None else ShareCounters()
         self.on_forget = on_forget  # told of a root evicted or lost by the store, before it is withdrawn
         self.own_claims = own_claims if own_claims is not None else OwnClaims()  # one node: one table, every transport
@@ -238,9 +234,6 @@ class SwarmService:
                     raise
         assert self.address is not None
         self.shares.started(self.address[1])
-        for node in self.nodes.values():  # the port the peers we fetch from pass on to others (`swarm.core.pex`)
-            node.peer_exchange = self.peer_exchange
-            node.pex_entry = (bound, int(self.shares.transports)) if self.sharing and self.shares.transports else None
         for root in self.store.roots():  # content kept from an earlier run is served and announced again
             with contextlib.suppress(StoreError):
                 if self.sharing and self.store.complete(root):
