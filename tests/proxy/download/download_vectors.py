@@ -150,6 +150,14 @@ class Vector:
     ends: str = "Finish"  # "Finish", "Cut", "gone" (the client left: abort) or "none" (RelayAsIs, Fail, 416)
 
 
+def vector(*steps, **fields) -> Vector:
+    """A vector of `steps`, each a step or a list of them (a stretch several vectors share)."""
+    flat: list = []
+    for step in steps:
+        flat.extend(step if isinstance(step, list) else [step])
+    return Vector(flat, **fields)
+
+
 def sig(a) -> str:  # noqa: C901 - one arm per action
     match a:
         case act.Respond(status, start, end, _, described):

@@ -40,6 +40,7 @@ from .download_vectors import (
     S,
     Vector,
     head,
+    vector,
 )
 
 T_SWITCH = "Switch(T@0) StartHead StartLookup(headless)"
@@ -48,13 +49,6 @@ RESPOND = "Respond(200,0-100000,text/html|None) OpenSpool(100000,16384) StartSwa
 HEADLESS_LAST = "CloseOrigin StopSwarm Account(100000) HandOver(0,done,False) D(s,1696) Finish"
 SWARM_ALL = [*BLOCKS(0, 98304, 1.3), S(None, 1.4, HEADLESS_LAST)]
 GRACE_SWARM_ALL = [*BLOCKS(0, 98304, 1.5), S(None, 1.6, HEADLESS_LAST)]  # after the HEAD's 0.25 s of grace
-
-
-def vector(*steps, **fields) -> Vector:
-    flat = []
-    for step in steps:
-        flat.extend(step if isinstance(step, list) else [step])
-    return Vector(flat, **fields)
 
 
 # -- 1. a fast origin ---------------------------------------------------------------------------------------------

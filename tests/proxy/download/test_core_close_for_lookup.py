@@ -15,6 +15,7 @@ import pytest
 from proxy.download.discovery_rule import DiscoveryRule
 from proxy.download.parking import ParkingSettings
 
+from . import download_vectors as vectors
 from .download_vectors import (
     BLOCKS,
     DEADLINE,
@@ -46,10 +47,7 @@ FROM_PEERS = "StopSwarm Account(97000) HandOver(0,done,True) D(s,1696) Finish"
 
 
 def vector(*steps, settings=CLOSE, **fields) -> Vector:
-    flat = []
-    for step in steps:
-        flat.extend(step if isinstance(step, list) else [step])
-    return Vector(flat, settings=settings, **fields)
+    return vectors.vector(*steps, settings=settings, **fields)
 
 
 VECTORS = [

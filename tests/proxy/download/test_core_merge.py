@@ -38,6 +38,7 @@ from .download_vectors import (
     Vector,
     head,
     sig,
+    vector,
 )
 
 R_HEAD = [HEAD(H200, 0.1, "RelayHead OpenSpool(100000,None)"), O(5000, 0.2, "D(o,5000)")]
@@ -51,13 +52,6 @@ HINTED = head(published=PUBLISHED, hinted=True, ranges=True)
 HINT = [HEAD(HINTED, 0.1, "RelayHead OpenSpool(100000,16384) Switch(hint@0) StartLookup")]
 REOPENED = head(206, start=16384, end=SIZE)
 REOPEN = "Note SwarmFailed(swarm_failed) ReopenOrigin(16384-100000,\"v1\")"
-
-
-def vector(*steps, **fields) -> Vector:
-    flat = []
-    for step in steps:
-        flat.extend(step if isinstance(step, list) else [step])
-    return Vector(flat, **fields)
 
 
 def r(*steps, **fields) -> Vector:

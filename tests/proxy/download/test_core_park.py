@@ -19,6 +19,7 @@ from proxy.download.core import DownloadCore
 from proxy.download.parking import ParkingSettings
 from swarm.content import segments
 
+from . import download_vectors as vectors
 from .download_vectors import (
     ABORT,
     BAD,
@@ -57,10 +58,7 @@ GONE_LAST = "StopSwarm Account(100000) HandOver(0,done,True) D(s,1696) Finish"
 
 
 def vector(*steps, settings=PARK, **fields) -> Vector:
-    flat = []
-    for step in steps:
-        flat.extend(step if isinstance(step, list) else [step])
-    return Vector(flat, settings=settings, **fields)
+    return vectors.vector(*steps, settings=settings, **fields)
 
 
 VECTORS = [
