@@ -27,7 +27,7 @@ import threading
 from collections.abc import Callable
 
 from cluster.overlay import Level, Location, level_between
-from swarm.core.throttle import Throttle, ThrottleGroup
+from swarm.core.throttle import RATE_BURST_SECONDS, Throttle, ThrottleGroup
 from swarm.net.tcp import TcpTransport
 from swarm.net.transport import CONNECT_TIMEOUT, Address, Connection
 
@@ -41,7 +41,9 @@ class LeveledTransport(TcpTransport):
         self.me = me
         self.locate = locate
         self.on_bytes = on_bytes  # sent bytes by level, for the throttle planner's measured rates
-        self.groups = {level: ThrottleGroup(None, name=level.label) for level in Level}
+        # Each level's cap banks a tenth of a second, not a second (`swarm.core.throttle.RATE_BURST_SECONDS`).
+        self.groups = {level: ThrottleGroup(None, burst_seconds=RATE_BURST_SECONDS, name=level.label)
+                       for level in Level}
         self._received = {level: 0 for level in Level}
         self._sent = {level: 0 for level in Level}
         # Every connection made or accepted -> its counters' (sent, received) at the last tally. The metrics

@@ -60,8 +60,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     seed.add_argument("--ready-file", default=None, metavar="FILE",
                       help='once serving, write {"peer": "HOST:PORT", "root": HEX} here')
     seed.add_argument("--upload-rate", type=parse_rate, default=None, metavar="BYTES_PER_S",
-                      help="upload limit for all peers together, e.g. 1.25M (k, M: powers of 1000, Ki, Mi: of "
-                           "1024; default: unlimited)")
+                      help="upload limit for all peers together, bytes/s on the wire (TCP/IP headers counted), "
+                           "e.g. 1.25M (k, M: powers of 1000, Ki, Mi: of 1024; default: unlimited)")
     seed.set_defaults(swarm_handler=_run_async(_seed))
 
     get = commands.add_parser(

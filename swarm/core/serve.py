@@ -81,7 +81,7 @@ import dataclasses
 from collections.abc import Callable, Container, Sequence
 
 from swarm.content.manifest import Manifest
-from swarm.core.throttle import TokenBucket
+from swarm.core.throttle import TokenBucket, on_the_wire
 from swarm.net import wire
 
 __all__ = ["ServeCore", "Shared", "Shown", "Claims", "Send", "SendBlock", "Close", "ConnectBack", "ProofArrived",
@@ -420,8 +420,8 @@ class ServeCore:
         self._wait_until = None
         while self._queue and self.in_flight < self.max_in_flight:
             request = self._queue[0]
-            if not self.upload.consume(request.length, now):
-                self._wait_until = now + self.upload.delay_for(request.length, now)
+            if not self.upload.consume(on_the_wire(request.length), now):
+                self._wait_until = now + self.upload.delay_for(on_the_wire(request.length), now)
                 break
             self._queue.popleft()
             self.bytes_sent += request.length

@@ -18,14 +18,28 @@ Nothing here reads a clock or sleeps: every call takes `now` (seconds, any monot
   asked first, so a member held back by its own limit never holds a place in a group's queue.
 
 Time going backwards (a caller mixing clocks) is ignored rather than minting or destroying tokens.
+
+An upload cap is a link's rate, so what it counts is the wire (`on_the_wire`), and it banks a tenth of a second
+(`rate_cap`), not a second: see `WIRE_OVERHEAD` and `RATE_BURST_SECONDS`.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable
 from dataclasses import dataclass
 
-__all__ = ["TokenBucket", "ThrottleGroup", "Throttle"]
+__all__ = ["TokenBucket", "ThrottleGroup", "Throttle", "RATE_BURST_SECONDS", "WIRE_OVERHEAD", "on_the_wire",
+           "rate_cap"]
+
+# A link carries each BLOCK's bytes with TCP/IP headers (20 + 32 with timestamps) and Ethernet's (14) per 1448-byte
+# segment: 1514 / 1448 = 1.046 (QUIC's UDP, IP and packet headers over ~1,350-byte packets are about the same). An
+# upload cap counted in payload let a pusher capped at its DC link less the 20 % reserve leave the one flow beside
+# it 0.82 of that reserve at best (docs/cluster.md, "Scenario 2, shared links").
+WIRE_OVERHEAD = 1514 / 1448
+# The most an upload cap banks, in seconds of its rate: a second's worth, full at the start, let that pusher send
+# 1.6 MB at once on top of its rate, and the TCP flow beside it backed off to 2.4 % of the link for the push.
+RATE_BURST_SECONDS = 0.1
 
 # Relative tolerance on token comparisons, so that waiting exactly `delay_for(n)` seconds is always enough
 # despite float rounding in `deficit / rate * rate` (relative to the largest amount involved: repaying the debt
@@ -35,6 +49,16 @@ _EPSILON = 1e-9
 
 def _is_unlimited(rate: float | None) -> bool:
     return rate is None or rate == 0
+
+
+def on_the_wire(payload: int) -> int:
+    """The bytes `payload` bytes of BLOCKs take on a link (`WIRE_OVERHEAD`): what an upload cap is charged."""
+    return math.ceil(payload * WIRE_OVERHEAD)
+
+
+def rate_cap(rate: float | None) -> TokenBucket:
+    """An upload cap of `rate` bytes/s on the wire (None or 0: unlimited), banking `RATE_BURST_SECONDS` of it."""
+    return TokenBucket(rate, None if rate is None or _is_unlimited(rate) else rate * RATE_BURST_SECONDS)
 
 
 class TokenBucket:

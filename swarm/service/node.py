@@ -54,7 +54,8 @@ within bounds; `reach` (`swarm.service.reach.Reach`, shared by the node of every
 * `upload_throttle(connection)` (`UploadThrottle`): the `swarm.core.throttle.Throttle` a BLOCK to a served peer
   is taken from, or None (the default): unlimited. The cluster mode's per-level throttle groups, without wrapping
   the connection. Asked for every BLOCK (a peer's level may be learnt late), once its payload is read; the send
-  then waits, in its own task, until `consume(payload length, loop time)` succeeds, sleeping `delay_for` between
+  then waits, in its own task, until `consume(its bytes on the wire, loop time)` succeeds (`on_the_wire`: an
+  upload cap is a link's rate), sleeping `delay_for` between
   tries, and is dropped if the connection closes meanwhile. Unlike the node's own `upload_rate` (which the
   `ServeCore` paces before a send starts), such a wait counts as a send in flight: a peer kept waiting longer than
   the stall timeout (`swarm.core.serve.STALL_TIMEOUT`) is closed as not reading;
@@ -93,7 +94,7 @@ from swarm.core.serve import (
 from swarm.core.serve import Close as ServeClose
 from swarm.core.serve import Send as ServeSend
 from swarm.core.slots import Evict, Refuse, SlotPolicy
-from swarm.core.throttle import Throttle, TokenBucket
+from swarm.core.throttle import Throttle, on_the_wire, rate_cap
 from swarm.discovery.own_claims import OwnClaims
 from swarm.errors import FetchFailed, NotInStore, PeerError, StoreError, TransportError
 from swarm.net import wire
@@ -174,7 +175,7 @@ class SwarmNode:
         self.upload_throttle = upload_throttle
         self.transport = transport
         self.node_id = node_id or secrets.token_bytes(32)
-        self.upload = TokenBucket(upload_rate)
+        self.upload = rate_cap(upload_rate)  # on the wire (`swarm.core.throttle.WIRE_OVERHEAD`)
         self.max_peers = max_peers
         self.slots = SlotPolicy(max_peers)  # every connection we serve, from its arrival
         self.policy = policy
@@ -433,7 +434,8 @@ class SwarmNode:
                 payload = data[action.offset:action.offset + action.length]
             # Asked per block, after the read: a block not in the store takes nothing from the throttle.
             throttle = None if self.upload_throttle is None else self.upload_throttle(connection)
-            if throttle is not None and not await self._throttled(connection, throttle, payload_length(payload)):
+            if throttle is not None and not await self._throttled(connection, throttle,
+                                                                  on_the_wire(payload_length(payload))):
                 return  # closed while it waited: nothing to send, and nobody to tell
             await connection.send_block(action.block, action.offset, payload)
             self.bytes_uploaded += action.length

@@ -6,7 +6,7 @@ import pytest
 
 from swarm.content.manifest import build_manifest
 from swarm.core.serve import STALL_TIMEOUT, Close, Send, SendBlock, ServeCore, Shared
-from swarm.core.throttle import TokenBucket
+from swarm.core.throttle import TokenBucket, on_the_wire
 from swarm.net import wire
 
 BLOCK = 16384
@@ -57,7 +57,8 @@ def test_requests(request_, expected):
 
 
 def test_upload_bucket_paces_blocks_and_cancel_removes_queued():
-    serve = core(upload=TokenBucket(rate=BLOCK, burst=BLOCK))  # one block per second
+    on_wire = on_the_wire(BLOCK)  # a block's bytes on the link, headers included: what the cap counts
+    serve = core(upload=TokenBucket(rate=on_wire, burst=on_wire))  # one block per second
     handshake(serve)
     assert serve.on_message(wire.Request(0, 0, BLOCK), 0.0) == [SendBlock(0, 0, BLOCK)]
     assert serve.on_message(wire.Request(1, 0, BLOCK), 0.0) == []

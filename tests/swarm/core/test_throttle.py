@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from swarm.core.throttle import Throttle, ThrottleGroup, TokenBucket
+from swarm.core.throttle import Throttle, ThrottleGroup, TokenBucket, on_the_wire, rate_cap
 
 # (rate, burst, steps): each step is (now, n, expected consume result, expected delay_for(n) before it)
 BUCKET_CASES = [
@@ -173,3 +173,15 @@ def test_bad_group_settings_are_refused(kwargs) -> None:
 
 def test_an_empty_throttle_never_waits() -> None:
     assert Throttle("m").consume(10**9, 0.0) and Throttle("m").delay_for(10**9, 0.0) == 0.0
+
+
+@pytest.mark.parametrize("payload, wire", [(0, 0), (1448, 1514), (16384, 17131), (1, 2)])
+def test_an_upload_cap_counts_the_bytes_on_the_wire(payload, wire) -> None:
+    assert on_the_wire(payload) == wire  # TCP/IP and Ethernet headers per 1448-byte segment
+
+
+def test_an_upload_cap_banks_a_tenth_of_a_second_of_its_rate() -> None:
+    cap = rate_cap(1_000_000)
+    assert cap.consume(100_000, 0.0) and not cap.consume(1, 0.0)  # full at the start with 0.1 s, no more
+    assert cap.delay_for(10_000, 0.0) == pytest.approx(0.01)
+    assert rate_cap(None).unlimited and rate_cap(0).unlimited

@@ -11,7 +11,7 @@ import asyncio
 
 import pytest
 
-from swarm.core.throttle import Throttle, TokenBucket
+from swarm.core.throttle import Throttle, TokenBucket, on_the_wire
 from swarm.net import wire
 from swarm.net.memory import MemoryTransport
 from swarm.service.node import SwarmNode
@@ -77,7 +77,7 @@ async def test_a_throttled_connection_gets_its_blocks_no_faster_than_its_throttl
     hook = Hook()
     seed, address, manifest = await swarm.seed(content(6 * BLOCK), upload_throttle=hook)
     client, _ = await handshake(swarm, address, manifest.root)
-    throttle = hook.throttles[client.local_address] = Recorded(BLOCK / STEP)
+    throttle = hook.throttles[client.local_address] = Recorded(on_the_wire(BLOCK) / STEP)
     loop = asyncio.get_running_loop()
     began = loop.time()
     request_all(client, 6)
@@ -85,10 +85,10 @@ async def test_a_throttled_connection_gets_its_blocks_no_faster_than_its_throttl
     took = loop.time() - began
     assert sorted(b.block for b in blocks) == list(range(6))
     assert b"".join(bytes(b.data) for b in sorted(blocks, key=lambda b: b.block)) == content(6 * BLOCK)
-    # Every block was taken from the throttle, asked for each one, and the sends waited for it: the first went on
-    # the burst, each of the five others one STEP later at least.
+    # Every block was taken from the throttle, asked for each one, its bytes on the wire (the cap is a link's), and
+    # the sends waited for it: the first went on the burst, each of the five others one STEP later at least.
     assert hook.asked == [client.local_address] * 6
-    assert [n for _, n in throttle.taken] == [BLOCK] * 6 and throttle.refused > 0
+    assert [n for _, n in throttle.taken] == [on_the_wire(BLOCK)] * 6 and throttle.refused > 0
     assert all(later - earlier >= STEP * (1 - 1e-6) for (earlier, _), (later, _) in zip(throttle.taken,
                                                                                         throttle.taken[1:]))
     assert took >= 5 * STEP * (1 - 1e-6)
