@@ -19,7 +19,7 @@ from aioquic.quic.configuration import QuicConfiguration
 from swarm.content.manifest import build_manifest
 from swarm.core.serve import HANDSHAKE_TIMEOUT, IDLE_TIMEOUT, STALL_TIMEOUT, Close, SendBlock, ServeCore
 from swarm.core.slots import PROTECT_FOR, Evict, Refuse, SlotPolicy
-from swarm.core.throttle import TokenBucket
+from swarm.core.throttle import TokenBucket, on_the_wire
 from swarm.net import wire
 from swarm.net.memory import MemoryNetwork, MemoryTransport
 from swarm.net.quic import ALPN, QuicTransport
@@ -100,7 +100,8 @@ def test_a_peer_that_does_not_read_its_blocks_is_closed_at_the_stall_timeout():
 
 
 def test_requests_waiting_on_our_upload_budget_are_not_a_stall():
-    serve = core(upload=TokenBucket(rate=BLOCK / 1000, burst=BLOCK))  # one block per 1000 s
+    on_wire = on_the_wire(BLOCK)  # what a block costs the cap: its bytes on the link
+    serve = core(upload=TokenBucket(rate=on_wire / 1000, burst=on_wire))  # one block per 1000 s
     handshake(serve)
     assert serve.on_message(wire.Request(1, 0, BLOCK), 0.0) == [SendBlock(1, 0, BLOCK)]
     assert serve.on_message(wire.Request(2, 0, BLOCK), 0.0) == []
