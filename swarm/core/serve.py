@@ -420,8 +420,9 @@ class ServeCore:
         self._wait_until = None
         while self._queue and self.in_flight < self.max_in_flight:
             request = self._queue[0]
-            if not self.upload.consume(on_the_wire(request.length), now):
-                self._wait_until = now + self.upload.delay_for(on_the_wire(request.length), now)
+            cost = on_the_wire(request.length)  # an upload cap is a link's rate
+            if not self.upload.consume(cost, now):
+                self._wait_until = now + self.upload.delay_for(cost, now)
                 break
             self._queue.popleft()
             self.bytes_sent += request.length

@@ -58,7 +58,7 @@ def on_the_wire(payload: int) -> int:
 
 def rate_cap(rate: float | None) -> TokenBucket:
     """An upload cap of `rate` bytes/s on the wire (None or 0: unlimited), banking `RATE_BURST_SECONDS` of it."""
-    return TokenBucket(rate, None if rate is None or _is_unlimited(rate) else rate * RATE_BURST_SECONDS)
+    return TokenBucket(rate, rate * RATE_BURST_SECONDS if rate else None)
 
 
 class TokenBucket:
