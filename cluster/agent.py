@@ -40,7 +40,7 @@ import os
 import pathlib
 import shutil
 import time
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from dataclasses import dataclass, field
 
 from cluster.coord import Coord
@@ -172,7 +172,7 @@ class Agent:
                 if record.host:
                     self.by_host[record.host] = location
 
-    def _shown(self, root: bytes, peer: bytes) -> frozenset[int] | None:
+    def _shown(self, root: bytes, peer: bytes) -> Container[int] | None:
         """What a peer we serve is shown (the engine's `shown` hook): its share of the entry plan, by the id it
         gave in its handshake, which is its cluster id; everything of a root no run is about."""
         run = next((r for r in self.runs.values() if r.root == root), None)

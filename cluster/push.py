@@ -25,6 +25,7 @@ import pathlib
 import sys
 import tempfile
 import time
+from collections.abc import Container
 from dataclasses import dataclass
 
 from cluster.coord import Coord
@@ -167,7 +168,7 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
 
         stage = lab_stage()  # the lab's switch (`cluster.lab_stage`); unset: every feature on
 
-        def shown(root: bytes, peer_id: bytes) -> frozenset[int] | None:
+        def shown(root: bytes, peer_id: bytes) -> Container[int] | None:
             if not stage.division:
                 return None  # the lab's stages before work division: every block to everyone
             peer = peer_id.hex()

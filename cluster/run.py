@@ -19,7 +19,7 @@ import logging
 import os
 import pathlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 
 from cluster.coord import Coord
 from cluster.division import EntryPlan, StallWatch
@@ -201,7 +201,7 @@ class TransferRun:
         if self.stillness.observe(signature, now):
             self.plan = EntryPlan(view, self.manifest.num_blocks)
 
-    def shown(self, node: str | None) -> frozenset[int] | None:
+    def shown(self, node: str | None) -> Container[int] | None:
         """The blocks this node shows `node` when serving it (`cluster.division.EntryPlan`); nothing to a peer
         not in the view yet: the next reconcile reveals what it may see."""
         if node is None or node not in self.view.members:

@@ -36,7 +36,7 @@ import heapq
 import math
 import random
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -87,7 +87,7 @@ class Conn:
     receiver: int
     flow: int
     level: Level
-    shown: frozenset[int] | None
+    shown: Container[int] | None
     queue: deque[int] = field(default_factory=deque)
     sending: int = -1  # the block on the wire, -1 when idle
 
@@ -253,7 +253,7 @@ class Simulation:
             for j in self.sources[r]:
                 conn = self.conns[(j, r)]
                 if conn.level is not Level.RACK:
-                    shown |= everything if conn.shown is None else conn.shown
+                    shown |= everything if conn.shown is None else {b for b in mine if b in conn.shown}
             entered += len(mine)
             if mine - shown:
                 cut, blocks = cut + 1, blocks + len(mine - shown)
@@ -442,7 +442,7 @@ class Simulation:
             self._act(receiver, self.cores[receiver].on_message(server, wire.Block(block, 0, self.payload[length]),
                                                                 self.now))
 
-    def holding(self, j: int, shown: frozenset[int] | None) -> list[int]:
+    def holding(self, j: int, shown: Container[int] | None) -> list[int]:
         """The blocks `j` holds that a peer shown `shown` sees."""
         held, blocks = self.held[j], []
         block = held.find(1)

@@ -73,7 +73,7 @@ def test_each_block_enters_each_rack_once_nested_in_the_seeders_choice(blocks):
 def test_across_racks_a_peer_sees_its_entries_each_from_the_rack_it_entered_the_dc_through():
     view = topology()
     plan = EntryPlan(view, 60)
-    assert plan.shown("r1a2", "r1a3") is None  # inside a rack: everything
+    assert plan.shown("r1a2", "r1a3") is None  # inside a rack, a member shows everything
     entries = frozenset(b for b, o in enumerate(plan.rack[R3]) if o == "r3a1")
     from_r1, from_r2 = plan.shown("r1a0", "r3a1"), plan.shown("r2a0", "r3a1")
     assert from_r1 == frozenset(b for b in entries if plan.root[b] in ("r1a0", "r1a1"))
@@ -164,6 +164,51 @@ def test_a_member_leaving_moves_its_blocks_to_the_others():
             assert after.root[block] not in (gone, None)
     root = [n for n in after.view.members if after.view.is_dc_rep(n)]
     assert sorted(b for n in root for b in after.shown("seed", n)) == list(range(50))
+
+
+def shows(plan, server, receiver, blocks):
+    shown = plan.shown(server, receiver)
+    return set(range(blocks)) if shown is None else {b for b in range(blocks) if b in shown}
+
+
+@pytest.mark.parametrize("per_rack", [3, 4, 7, 20])
+@pytest.mark.parametrize("blocks", [1, 7, 100])
+def test_inside_a_rack_each_block_an_entry_point_brought_in_is_shown_first_to_one_carrier(per_rack, blocks):
+    """A rack's entry point shows a block it brought in to one member that is no representant, its carrier, which
+    shows it to the rest: every member asking the entry point for the newest blocks at once would make its uplink
+    carry the rack (2-5 copies in the lab) while the members' idled."""
+    view = topology(per_rack=per_rack)
+    plan = EntryPlan(view, blocks)
+    for loc in (R1, R2, R3):
+        reps = sorted(view.rack_reps_of(loc))
+        plain = sorted(n for n, m in view.members.items() if m.location == loc and n not in reps)
+        for rep in reps:
+            entries = {b for b, owner in enumerate(plan.rack[loc]) if owner == rep}
+            for other in reps:
+                if other != rep:  # the other representant takes them from their carriers
+                    assert shows(plan, rep, other, blocks) == set(range(blocks)) - entries
+            carried = [shows(plan, rep, m, blocks) & entries for m in plain]
+            assert sorted(b for c in carried for b in c) == sorted(entries)  # each to exactly one carrier
+            assert max(map(len, carried)) - min(map(len, carried)) <= 1  # in turn
+            for m in plain:
+                assert shows(plan, rep, m, blocks) - entries == set(range(blocks)) - entries
+        for member in plain:
+            for mate in reps + plain:
+                if mate != member:
+                    assert plan.shown(member, mate) is None  # a carrier shows the rest of the rack everything
+
+
+def test_a_rack_of_representants_alone_is_shown_everything_and_a_stalled_carrier_frees_its_blocks():
+    view = topology(per_rack=2)
+    plan = EntryPlan(view, 30)
+    assert plan.shown("r1a0", "r1a1") is None and plan.shown("r1a1", "r1a0") is None
+    view = topology(per_rack=4)
+    plan = EntryPlan(view, 30)
+    assert shows(plan, "r1a0", "r1a2", 30) != set(range(30))
+    plan.stalled = frozenset({"r1a2"})
+    assert plan.shown("r1a0", "r1a2") is None  # a stalled member is shown everything, as across a level
+    assert shows(plan, "r1a0", "r1a3", 30) != set(range(30))
+    assert 30 not in plan.shown("r1a0", "r1a3") and "x" not in plan.shown("r1a0", "r1a3")
 
 
 def test_no_representants_no_restriction():
