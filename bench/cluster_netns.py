@@ -395,7 +395,9 @@ class NetnsRun:
     def push(self, payload: pathlib.Path) -> subprocess.Popen:
         assert self.cluster is not None
         seeder = self.topology.hosts["seeder"]
-        return self.cluster.push(payload, *self.push_args, host=seeder.address, prefix=tuple(seeder.prefix))
+        # A seeder in a rack says so, as an operator pushing from one of the racks' hosts would (`push --rack`).
+        site = () if self.topology.seeder_rack is None else ("--dc", "dc1", "--rack", f"r{self.topology.seeder_rack}")
+        return self.cluster.push(payload, *self.push_args, *site, host=seeder.address, prefix=tuple(seeder.prefix))
 
     def stop(self) -> None:
         if self.cluster is not None:

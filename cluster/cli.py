@@ -189,6 +189,11 @@ def build_parser() -> argparse.ArgumentParser:
     push.add_argument("--data-dir", type=pathlib.Path, default=None, metavar="DIR",
                       help="where the seeder's block store links FILE (default: a temporary directory; "
                            "use one on FILE's filesystem so the file is linked, not copied)")
+    push.add_argument("--dc", type=_name("dc"), default=None,
+                      help="the datacenter of the host pushing, with --rack, when it is one of the racks' hosts: "
+                           "that rack's uplink then carries the seeder's copy out, so the plan draws no other "
+                           "rack's blocks out through it (default: the seeder is outside every rack)")
+    push.add_argument("--rack", type=_name("rack"), default=None, help="the rack of the host pushing (with --dc)")
     push.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 
     status = commands.add_parser("status", help="show transfers: progress per location, representants, ETA",
@@ -307,6 +312,7 @@ async def _agent(args: argparse.Namespace, stop: asyncio.Event) -> int:
 
 
 async def _push(args: argparse.Namespace, stop: asyncio.Event) -> int:
+    from cluster.overlay import Location
     from cluster.push import PushConfig, push, result_json
 
     if not args.file.is_file():
@@ -314,10 +320,13 @@ async def _push(args: argparse.Namespace, stop: asyncio.Event) -> int:
     if not 0 < args.give_up_after < float("inf"):
         raise ConfigError(f"--give-up-after {args.give_up_after:g}: give a number of seconds above 0")
     host, port = args.listen or (reachable_host(args.redis), 0)
+    if (args.dc is None) != (args.rack is None):
+        raise ConfigError("push: --dc and --rack go together (the rack the pushing host sits in)")
+    site = Location(args.dc, args.rack) if args.dc is not None and args.rack is not None else None
     config = PushConfig(args.file, args.redis, args.priority, args.hosts, host, port, data_dir=args.data_dir,
                         namespace=args.namespace, wait=args.wait, timeout=args.timeout, quiet=args.quiet,
                         upload_rate=args.upload_rate, reconcile=args.reconcile, key=SigningKey.load(args.key),
-                        trusted=_keys(args.trust_keys), give_up_after=args.give_up_after)
+                        trusted=_keys(args.trust_keys), give_up_after=args.give_up_after, site=site)
     result = await push(config, stop)
     print(result_json(result), flush=True)
     return 0

@@ -155,6 +155,10 @@ def _turns(owners: list[str], carriers: int) -> list[int]:
     return turns
 
 
+def _nothing(block: int) -> bool:  # noqa: ARG001 - what a seeder's rack gives out across its DC
+    return False
+
+
 class EntryPlan:
     """Which member each block enters each unit (the root, a DC, a rack) through, for one `View`."""
 
@@ -170,14 +174,26 @@ class EntryPlan:
         racks = sorted(set(located), key=str)
         self.rack = {loc: _nest(self.dc.get(loc.dc), sorted(view.rack_reps_of(loc)), num_blocks)
                      for loc in racks}
-        # per DC, its racks that have representants (the nodes of every block's tree between racks), by name
+        # per DC, its racks that have representants (the nodes of every block's tree between racks), by name; a
+        # seeder's rack is a leaf of every tree instead (`_from_parent_rack`), unless a block's home is there
         standing = {(slot.dc, slot.rack) for slot in view.holders if slot.level is Level.RACK}
-        self._racks = {dc: sorted(rack for d, rack in standing if d == dc) for dc in dcs}
+        self._racks: dict[str, list[str]] = {}
+        self._leaves: dict[str, list[str]] = {}
+        for dc in dcs:
+            named = sorted(rack for d, rack in standing if d == dc)
+            homes = {self._rack_of(owner) for owner in set(self.dc[dc] or ())}
+            leaves = [r for r in named if view.shares_with_seeder(Location(dc, r)) and r not in homes]
+            inner = [r for r in named if r not in leaves]
+            self._racks[dc], self._leaves[dc] = (inner, leaves) if inner else (named, [])
         self._cache: dict[tuple[str, str], Container[int] | None] = {}
         # per rack, its members that are not representants (the carriers) and each block's carrier among them
         self._carriers: dict[Location, tuple[list[str], list[int]]] = {}
         self.signature: tuple[object, ...] = ()  # what the shell built it from, to tell a new view from the same one
         self.stalled: frozenset[str] = frozenset()  # members shown everything (`StallWatch`)
+
+    def _rack_of(self, node: str) -> str | None:
+        member = self.view.members.get(node)
+        return None if member is None or member.location is None else member.location.rack
 
     def owners_for(self, server: str, receiver: str) -> list[str] | None:
         view = self.view
@@ -242,25 +258,35 @@ class EntryPlan:
         into the DC), and those come out last. In the tree a rack gives out a block only to its few children, and
         a rack's uplink carries out about one copy in all however many racks the DC has (the home alone would
         serve every other rack: a copy per rack). A member stalled for `STEAL_AFTER` is shown everything by
-        everyone (`shown`), so a parent rack that cannot serve holds its children back no longer than that."""
+        everyone (`shown`), so a parent rack that cannot serve holds its children back no longer than that.
+
+        A seeder's rack (`View.shares_with_seeder`) is a leaf of every tree: its uplink carries the seeder's copy
+        out to the other racks' DC representants, so it gives out nothing else, and each block reaches it from
+        the last rack of the block's tree, itself a leaf (with its uplink shared, the seeder's rack carried out
+        two copies in Tekel's topology: the seeder's, and the blocks it was the home or a parent of)."""
         view = self.view
         sender, taker = view.members.get(server), view.members.get(receiver)
         if (sender is None or taker is None or sender.location is None or taker.location is None
                 or view.level(server, receiver) is not Level.DC):
             return None
-        homes, racks = self.dc.get(taker.location.dc), self._racks.get(taker.location.dc)
+        dc = taker.location.dc
+        homes, racks, leaves = self.dc.get(dc), self._racks.get(dc), self._leaves.get(dc, [])
         if homes is None or not racks:
             return None
+        if sender.location.rack in leaves:
+            return _nothing
         members, index = view.members, {rack: i for i, rack in enumerate(racks)}
         given, taking = index.get(sender.location.rack), index.get(taker.location.rack)
-        if given is None or taking is None:  # a rack without representants yet: no tree to place it in
-            return None
+        if given is None or (taking is None and taker.location.rack not in leaves):
+            return None  # a rack without representants yet: no tree to place it in
 
         def from_parent(block: int) -> bool:
             entry = members.get(homes[block])
             home = None if entry is None or entry.location is None else index.get(entry.location.rack)
             if home is None:
                 return True
+            if taking is None:  # a seeder's rack: from the block's last rack
+                return given == (home - 1) % len(racks)
             step = (taking - home) % len(racks)  # the taker's place in the block's tree
             return step > 0 and (given - home) % len(racks) == (step - 1) // HOME_FANOUT
 

@@ -73,12 +73,15 @@ def level_between(a: Location | None, b: Location | None) -> Level:
 
 @dataclass(frozen=True, slots=True)
 class Member:
-    """One participant of a transfer as the overlay sees it. The seeder has no location: it sits at the root."""
+    """One participant of a transfer as the overlay sees it. The seeder has no location: it sits at the root, and
+    is no member of a rack's group. `site` is the rack a seeder's host sits in, when the pusher was told
+    (`push --dc --rack`): its uplink then carries the seeder's copy out (`seeder_racks`)."""
 
     node: str
     location: Location | None
     progress: float = 0.0
     seeder: bool = False
+    site: Location | None = None
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -134,6 +137,16 @@ class View:
 
     def dc_reps_of(self, dc: str) -> set[str]:
         return {n for s, n in self.holders.items() if s.level is Level.DC and s.dc == dc and self.is_rack_rep(n)}
+
+    def seeder_racks(self) -> set[Location]:
+        return {m.site for m in self.members.values() if m.seeder and m.site is not None}
+
+    def shares_with_seeder(self, location: Location) -> bool:
+        """Whether `location` is a seeder's rack and its DC has other racks: its uplink then carries the
+        seeder's copy out, and its representants leave the DC's slots (the blocks' homes) to the other racks."""
+        return location in self.seeder_racks() and any(
+            m.location is not None and m.location.dc == location.dc and m.location != location
+            for m in self.members.values())
 
     def groups(self, node: str) -> set[tuple[str, ...]]:
         """The groups `node` belongs to: ("rack", dc, rack), ("dc", dc), ("root",)."""
@@ -228,7 +241,7 @@ class Representation:
             rivals = [m for m in view.members.values() if m.location == loc and m.node != self.node
                       and not view.is_rack_rep(m.node)]
             return free if free and self._stands(me, rivals) else []
-        if not any(s.level is Level.DC for s in self.held):
+        if not any(s.level is Level.DC for s in self.held) and not view.shares_with_seeder(loc):
             free = [s for s in dc_slots(loc.dc, view.dc_reps) if s not in view.holders]
             rivals = [view.members[n] for s, n in view.holders.items()
                       if s.level is Level.RACK and s.dc == loc.dc and n != self.node and n in view.members

@@ -35,7 +35,7 @@ from cluster.errors import BadRecord, ConfigError, PushIncomplete, RedisUnavaila
 from cluster.identity import Gate, Identity
 from cluster.intent import CANCEL, PUSH, Intent, SignedIntent, SigningKey
 from cluster.lab_stage import stage as lab_stage
-from cluster.overlay import Level, View, merged, recovering
+from cluster.overlay import Level, Location, View, merged, recovering
 from cluster.patience import GIVE_UP_AFTER, Patience
 from cluster.records import (
     FINISHED,
@@ -78,6 +78,8 @@ class PushConfig:
     # Owner keys besides `key` whose admitted agents' reports this push believes (`cluster.identity`).
     trusted: frozenset[str] = frozenset()
     give_up_after: float = GIVE_UP_AFTER  # s without progress after which an agent is no longer waited for
+    # The rack the seeder's host sits in (`push --dc --rack`), None: outside every rack (`View.shares_with_seeder`)
+    site: Location | None = None
 
 
 @dataclass
@@ -189,7 +191,8 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
                                      hosts=config.hosts, seeder=node, server=await coord.server_id())
             tid = record.tid
             me = MemberRecord(node, FINISHED, verified=manifest.num_blocks, blocks=manifest.num_blocks, seeder=True,
-                              role="seeder", started=time.time(), root=manifest.root.hex(), name=record.name)
+                              role="seeder", started=time.time(), root=manifest.root.hex(), name=record.name,
+                              dc=config.site.dc if config.site else "", rack=config.site.rack if config.site else "")
             await coord.put_transfer(record)
             await coord.put_member(tid, me)
             service.share(manifest)

@@ -261,6 +261,11 @@ class MemberRecord:
         return Location(self.dc, self.rack) if self.dc and self.rack and not self.seeder else None
 
     @property
+    def site(self) -> Location | None:
+        """The rack a seeder's host sits in, if the pusher was told (`push --dc --rack`)."""
+        return Location(self.dc, self.rack) if self.dc and self.rack and self.seeder else None
+
+    @property
     def representant(self) -> bool:
         return self.role in ("rack", "dc")
 

@@ -44,7 +44,7 @@ def deep(view: View, node: str, held: Iterable[Slot]) -> bool:
 def member_of(record: MemberRecord) -> Member | None:
     """The overlay's member for a record; None for a record without a location (it is no member yet)."""
     if record.seeder:
-        return Member(record.node, None, 1.0, seeder=True)
+        return Member(record.node, None, 1.0, seeder=True, site=record.site)
     location = record.location
     return None if location is None else Member(record.node, location, record.progress)
 

@@ -121,6 +121,10 @@ def test_dead_redis_is_one_line_not_a_traceback(tmp_path):
         assert done.stderr.startswith("swarmproxy cluster: redis at ") and done.stderr.count("\n") == 1
     missing = run("push", str(tmp_path / "nothing"), "--redis", url, "--key", owner_key(tmp_path))
     assert missing.returncode == 1 and "not a readable file" in missing.stderr
+    payload = tmp_path / "payload"
+    payload.write_bytes(b"x")
+    half = run("push", str(payload), "--redis", url, "--key", owner_key(tmp_path), "--rack", "r2")
+    assert half.returncode == 1 and "--dc and --rack go together" in half.stderr and "Traceback" not in half.stderr
 
 
 def test_a_bad_sentinel_url_or_dead_sentinels_are_one_line_not_a_traceback():

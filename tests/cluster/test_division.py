@@ -211,6 +211,59 @@ def test_a_rack_of_representants_alone_is_shown_everything_and_a_stalled_carrier
     assert 30 not in plan.shown("r1a0", "r1a3") and "x" not in plan.shown("r1a0", "r1a3")
 
 
+def tekel(site=R2):
+    """Tekel's figure 8: racks of 5, 4 (and the seeder), 7 and 1 hosts; rack representants the first two of each
+    rack, the DC's five those of the racks without the seeder (as `Representation` draws them when told its site)."""
+    sizes = {"r1": 5, "r2": 4, "r3": 7, "r4": 1}
+    members, holders = [Member("seed", None, 1.0, seeder=True, site=site)], {}
+    for rack, size in sizes.items():
+        for i in range(size):
+            members.append(Member(f"{rack}a{i}", Location("d", rack)))
+        for i in range(min(2, size)):
+            holders[Slot(Level.RACK, "d", rack, i)] = f"{rack}a{i}"
+    for i, node in enumerate(("r1a0", "r1a1", "r3a0", "r3a1", "r4a0")):
+        holders[Slot(Level.DC, "d", "", i)] = node
+    return View.of(members, holders)
+
+
+def copies_out(view, plan, blocks):
+    """Copies of the file each rack's uplink carries out by the plan: every block entering a rack through its entry
+    point from the seeder (out of the seeder's rack, if it sits in one) or from the racks whose members show it."""
+    out = {}
+    seeder = view.members["seed"].site
+    for loc in sorted({m.location for m in view.members.values() if m.location}, key=str):
+        for block, entry in enumerate(plan.rack[loc]):
+            if plan.root[block] == entry:
+                givers = {seeder} - {None, loc}
+            else:
+                givers = {view.members[s].location for s, m in view.members.items()
+                          if m.location not in (None, loc) and view.may_talk(s, entry)
+                          and block in shows(plan, s, entry, blocks)}
+                assert len(givers) == 1, (loc, block, givers)  # each block enters each rack from one rack
+            for giver in givers:
+                out[giver.rack] = out.get(giver.rack, 0) + 1 / blocks
+    return out
+
+
+@pytest.mark.parametrize("blocks", [10, 100, 2048])
+def test_the_seeders_rack_is_a_leaf_of_every_tree_and_its_uplink_carries_the_seeders_copy_alone(blocks):
+    """Tekel's topology with the seeder in rack 2: its uplink carried out two copies (the seeder's, and what rack
+    2 gave other racks as a home or a parent), 2.0 x the bound. Told where the seeder sits, the plan makes rack 2
+    a leaf: it gives nothing out, takes each block from one other rack, and no uplink carries out 1.25 copies."""
+    view = tekel()
+    plan = EntryPlan(view, blocks)
+    out = copies_out(view, plan, blocks)
+    assert out["r2"] == pytest.approx(1.0)  # the seeder's copy, nothing more
+    assert max(out.values()) <= 1.25, out
+    for server in ("r2a0", "r2a1", "r2a2"):
+        for receiver in ("r1a0", "r3a1", "r4a0"):
+            assert not shows(plan, server, receiver, blocks), (server, receiver)
+    # Not told (the same slots): rack 2 is a node of the trees, as before, and gives blocks out beside the
+    # seeder's copy, which still crosses its uplink.
+    unknown = EntryPlan(tekel(site=None), blocks)
+    assert 1.0 + copies_out(tekel(site=None), unknown, blocks)["r2"] > 1.25
+
+
 def test_no_representants_no_restriction():
     view = View.of([Member("a", R1), Member("b", R1)])
     assert EntryPlan(view, 10).shown("a", "b") is None

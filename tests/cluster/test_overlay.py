@@ -75,6 +75,21 @@ def test_dc_representants_are_rack_representants(per_rack, racks, expected_dc):
         assert len(view.rack_reps_of(loc)) == min(RACK_REPS, per_rack)
 
 
+@pytest.mark.parametrize("racks, dc_reps_in_r2", [
+    ((R1, R2, R3), 0),  # the seeder's rack leaves the DC's slots to the others: its uplink carries the seeder's copy
+    ((R2,), 2),  # its DC has no other rack: it takes them, as any rack would
+])
+def test_the_seeders_rack_leaves_the_dc_slots_to_the_others(racks, dc_reps_in_r2):
+    view = cluster(racks, 4)
+    view.members["seed"] = Member("seed", None, 1.0, seeder=True, site=R2)
+    assert view.seeder_racks() == {R2} and view.shares_with_seeder(R2) is (len(racks) > 1)
+    form(view, sorted(n for n in view.members if n != "seed"))
+    assert len(view.rack_reps_of(R2)) == RACK_REPS  # its hosts still get their rack's representants
+    assert len([n for n in view.dc_reps_of("d1") if view.members[n].location == R2]) == dc_reps_in_r2
+    assert len(view.dc_reps_of("d1")) == min(DC_REPS, RACK_REPS * len(racks) - (RACK_REPS - dc_reps_in_r2))
+    assert view.groups("seed") == {("root",)}  # the seeder itself still talks to the root group only
+
+
 def test_never_stepping_down_and_holders_refresh():
     view = cluster((R1,), 3)
     reps = form(view, ["d1r1a2", "d1r1a0", "d1r1a1"])

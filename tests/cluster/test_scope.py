@@ -28,13 +28,15 @@ def test_deep(holders, held, expected):
     assert deep(View.of([], holders), "me", held) is expected
 
 
-@pytest.mark.parametrize("rec, location, seeder", [
-    (record("a", R1, verified=5, blocks=10), R1, False),
-    (MemberRecord("s", seeder=True, dc="d1", rack="r1"), None, True),  # the seeder sits at the root
+@pytest.mark.parametrize("rec, location, seeder, site", [
+    (record("a", R1, verified=5, blocks=10), R1, False, None),
+    # the seeder sits at the root; the rack its host is in (`push --dc --rack`) is its site, no group of its
+    (MemberRecord("s", seeder=True, dc="d1", rack="r1"), None, True, Location("d1", "r1")),
+    (MemberRecord("s", seeder=True), None, True, None),
 ])
-def test_member_of(rec, location, seeder):
+def test_member_of(rec, location, seeder, site):
     member = member_of(rec)
-    assert member.location == location and member.seeder is seeder
+    assert member.location == location and member.seeder is seeder and member.site == site
     assert member.progress == (1.0 if seeder else 0.5)
 
 
