@@ -155,6 +155,16 @@ def _turns(owners: list[str], carriers: int) -> list[int]:
     return turns
 
 
+def tree_step(rack: int, home: int, block: int, count: int) -> int:
+    """A rack's place in a block's tree between the `count` racks of a DC (by their places in name order): the
+    home first, then the others in name order from the home on, rotated by the block's index, so that every rack
+    is an inner node of as many trees (in name order alone, the racks just after the DC's few homes gave out two
+    copies each while others gave none). Step s gives to steps `HOME_FANOUT` * s + 1 ... + `HOME_FANOUT`."""
+    if rack == home:
+        return 0
+    return ((rack - home - 1) % count - block) % (count - 1) + 1
+
+
 def _nothing(block: int) -> bool:  # noqa: ARG001 - what a seeder's rack gives out across its DC
     return False
 
@@ -185,11 +195,44 @@ class EntryPlan:
             leaves = [r for r in named if view.shares_with_seeder(Location(dc, r)) and r not in homes]
             inner = [r for r in named if r not in leaves]
             self._racks[dc], self._leaves[dc] = (inner, leaves) if inner else (named, [])
+        # per DC with a seeder's rack, the rack (its place in `_racks`) that gives each block to the seeder's racks
+        self._to_leaves = {dc: self._balanced_parents(dc) for dc, leaves in self._leaves.items() if leaves}
         self._cache: dict[tuple[str, str], Container[int] | None] = {}
         # per rack, its members that are not representants (the carriers) and each block's carrier among them
         self._carriers: dict[Location, tuple[list[str], list[int]]] = {}
         self.signature: tuple[object, ...] = ()  # what the shell built it from, to tell a new view from the same one
         self.stalled: frozenset[str] = frozenset()  # members shown everything (`StallWatch`)
+
+    def _home_of(self, block: int, dc: str, index: Mapping[str, int]) -> int | None:
+        homes = self.dc.get(dc)
+        rack = None if homes is None else self._rack_of(homes[block])
+        return None if rack is None else index.get(rack)
+
+    def _balanced_parents(self, dc: str) -> list[int | None]:
+        """Which rack gives each block to the seeder's racks: the one whose uplink carries out the least so far,
+        counting what the trees make it give (every rack holds every block in the end, so any may). In Tekel's
+        topology the last rack of each tree left one uplink 1.2 copies and another 0.8; balanced, each carries
+        out about one."""
+        racks, leaves = self._racks[dc], len(self._leaves[dc])
+        index = {rack: i for i, rack in enumerate(racks)}
+        count = len(racks)
+        # a tree gives at its step s to the steps HOME_FANOUT * s + 1 ... + HOME_FANOUT that exist
+        children = [max(0, min(HOME_FANOUT * s + HOME_FANOUT, count - 1) - HOME_FANOUT * s) for s in range(count)]
+        load = [0] * count
+        homes = [self._home_of(block, dc, index) for block in range(self.num_blocks)]
+        for block, home in enumerate(homes):
+            if home is not None:
+                for rack in range(count):
+                    load[rack] += children[tree_step(rack, home, block, count)]
+        parents: list[int | None] = []
+        for block, home in enumerate(homes):
+            if home is None:
+                parents.append(None)
+                continue
+            chosen = min(range(count), key=lambda i: (load[i], tree_step(i, home, block, count)))  # ties: nearer
+            load[chosen] += leaves
+            parents.append(chosen)
+        return parents
 
     def _rack_of(self, node: str) -> str | None:
         member = self.view.members.get(node)
@@ -249,8 +292,8 @@ class EntryPlan:
 
     def _from_parent_rack(self, server: str, receiver: str) -> Callable[[int], bool] | None:
         """Between racks of one DC, a block is shown only by the rack it comes from in its tree: the rack it entered
-        the DC through (its home) is the root, and the DC's racks with representants, in name order rotated to
-        start at the home, form a `HOME_FANOUT`-ary tree (with three racks, the home gives to both others).
+        the DC through (its home) is the root, and the DC's racks with representants form a `HOME_FANOUT`-ary
+        tree (`tree_step`; with three racks, the home gives to both others).
 
         Any rack holding a block could serve it to another, but a rack's uplink is shared by everything it takes
         in and gives out: when other racks draw blocks out of a rack that they could have had from elsewhere, its
@@ -261,9 +304,9 @@ class EntryPlan:
         everyone (`shown`), so a parent rack that cannot serve holds its children back no longer than that.
 
         A seeder's rack (`View.shares_with_seeder`) is a leaf of every tree: its uplink carries the seeder's copy
-        out to the other racks' DC representants, so it gives out nothing else, and each block reaches it from
-        the last rack of the block's tree, itself a leaf (with its uplink shared, the seeder's rack carried out
-        two copies in Tekel's topology: the seeder's, and the blocks it was the home or a parent of)."""
+        out to the other racks' DC representants, so it gives out nothing else (sharing it, the seeder's rack
+        carried out two copies in Tekel's topology: the seeder's, and the blocks it was the home or a parent of),
+        and each block reaches it from the rack `_balanced_parents` chose."""
         view = self.view
         sender, taker = view.members.get(server), view.members.get(receiver)
         if (sender is None or taker is None or sender.location is None or taker.location is None
@@ -279,16 +322,17 @@ class EntryPlan:
         given, taking = index.get(sender.location.rack), index.get(taker.location.rack)
         if given is None or (taking is None and taker.location.rack not in leaves):
             return None  # a rack without representants yet: no tree to place it in
+        to_leaves = self._to_leaves.get(dc, [])
 
         def from_parent(block: int) -> bool:
             entry = members.get(homes[block])
             home = None if entry is None or entry.location is None else index.get(entry.location.rack)
             if home is None:
                 return True
-            if taking is None:  # a seeder's rack: from the block's last rack
-                return given == (home - 1) % len(racks)
-            step = (taking - home) % len(racks)  # the taker's place in the block's tree
-            return step > 0 and (given - home) % len(racks) == (step - 1) // HOME_FANOUT
+            if taking is None:  # a seeder's rack: from the rack balance gave it
+                return given == to_leaves[block]
+            step = tree_step(taking, home, block, len(racks))  # the taker's place in the block's tree
+            return step > 0 and tree_step(given, home, block, len(racks)) == (step - 1) // HOME_FANOUT
 
         return from_parent
 
