@@ -155,14 +155,26 @@ def _turns(owners: list[str], carriers: int) -> list[int]:
     return turns
 
 
-def tree_step(rack: int, home: int, block: int, count: int) -> int:
-    """A rack's place in a block's tree between the `count` racks of a DC (by their places in name order): the
-    home first, then the others in name order from the home on, rotated by the block's index, so that every rack
-    is an inner node of as many trees (in name order alone, the racks just after the DC's few homes gave out two
-    copies each while others gave none). Step s gives to steps `HOME_FANOUT` * s + 1 ... + `HOME_FANOUT`."""
+def tree_step(rack: int, home: int, offset: int, count: int) -> int:
+    """A rack's place in the tree of the blocks of one home between the `count` racks of a DC (by their places in
+    name order): the home first, then the others in name order from the home on, rotated by the home's `offset`
+    (`_offsets`: the homes spread evenly), so that every rack is an inner node of about as many trees (in name
+    order alone, the racks just after the DC's few homes gave out two copies each while others gave none). One
+    order per home keeps a rack's parents few: a representant reaches at most `FETCH_PEERS` sources, and a parent
+    outside them would show it nothing until it stalled. Step s gives to steps `HOME_FANOUT` * s + 1 ... +
+    `HOME_FANOUT`."""
     if rack == home:
         return 0
-    return ((rack - home - 1) % count - block) % (count - 1) + 1
+    return ((rack - home - 1) % count - offset) % (count - 1) + 1
+
+
+TREE_VARIANTS = 4  # trees per home, the blocks taking them in turn: finer shares, still few parents per rack
+
+
+def variant_offset(block: int, count: int) -> int:
+    """The further rotation of a block's tree (`tree_step`): a home's blocks take `TREE_VARIANTS` trees in turn,
+    each rotated by as much more, so that a rack is an inner node for a quarter of a home's share at a time."""
+    return (block % TREE_VARIANTS) * (count - 1) // TREE_VARIANTS if count > 1 else 0
 
 
 def _nothing(block: int) -> bool:  # noqa: ARG001 - what a seeder's rack gives out across its DC
@@ -195,6 +207,7 @@ class EntryPlan:
             leaves = [r for r in named if view.shares_with_seeder(Location(dc, r)) and r not in homes]
             inner = [r for r in named if r not in leaves]
             self._racks[dc], self._leaves[dc] = (inner, leaves) if inner else (named, [])
+        self._offsets = {dc: self._offsets_in(dc) for dc in self._racks}
         # per DC with a seeder's rack, the rack (its place in `_racks`) that gives each block to the seeder's racks
         self._to_leaves = {dc: self._balanced_parents(dc) for dc, leaves in self._leaves.items() if leaves}
         self._cache: dict[tuple[str, str], Container[int] | None] = {}
@@ -202,6 +215,14 @@ class EntryPlan:
         self._carriers: dict[Location, tuple[list[str], list[int]]] = {}
         self.signature: tuple[object, ...] = ()  # what the shell built it from, to tell a new view from the same one
         self.stalled: frozenset[str] = frozenset()  # members shown everything (`StallWatch`)
+
+    def _offsets_in(self, dc: str) -> dict[int, int]:
+        """Each home rack's rotation of the others (`tree_step`): the homes' inner nodes spread evenly."""
+        racks = self._racks[dc]
+        index = {rack: i for i, rack in enumerate(racks)}
+        homes = sorted({home for home in (index.get(self._rack_of(o) or "") for o in set(self.dc[dc] or ()))
+                        if home is not None})
+        return {home: rank * (len(racks) - 1) // len(homes) for rank, home in enumerate(homes)}
 
     def _home_of(self, block: int, dc: str, index: Mapping[str, int]) -> int | None:
         homes = self.dc.get(dc)
@@ -213,23 +234,29 @@ class EntryPlan:
         counting what the trees make it give (every rack holds every block in the end, so any may). In Tekel's
         topology the last rack of each tree left one uplink 1.2 copies and another 0.8; balanced, each carries
         out about one."""
-        racks, leaves = self._racks[dc], len(self._leaves[dc])
+        racks, leaves, offsets = self._racks[dc], len(self._leaves[dc]), self._offsets[dc]
         index = {rack: i for i, rack in enumerate(racks)}
         count = len(racks)
         # a tree gives at its step s to the steps HOME_FANOUT * s + 1 ... + HOME_FANOUT that exist
         children = [max(0, min(HOME_FANOUT * s + HOME_FANOUT, count - 1) - HOME_FANOUT * s) for s in range(count)]
         load = [0] * count
         homes = [self._home_of(block, dc, index) for block in range(self.num_blocks)]
+        trees = {(home, variant_offset(block, count)) for block, home in enumerate(homes) if home is not None}
+        steps = {(home, turn): [tree_step(rack, home, offsets[home] + turn, count) for rack in range(count)]
+                 for home, turn in trees}
         for block, home in enumerate(homes):
             if home is not None:
-                for rack in range(count):
-                    load[rack] += children[tree_step(rack, home, block, count)]
+                for rack, step in enumerate(steps[home, variant_offset(block, count)]):
+                    load[rack] += children[step]
         parents: list[int | None] = []
+        last = max(0, count - 1 - HOME_FANOUT)  # a tree's last racks only: few parents (`tree_step`), spare uplinks
         for block, home in enumerate(homes):
             if home is None:
                 parents.append(None)
                 continue
-            chosen = min(range(count), key=lambda i: (load[i], tree_step(i, home, block, count)))  # ties: nearer
+            tree = steps[home, variant_offset(block, count)]
+            candidates = [rack for rack in range(count) if tree[rack] >= last]
+            chosen = min(candidates, key=lambda i: (load[i], tree[i]))
             load[chosen] += leaves
             parents.append(chosen)
         return parents
@@ -322,7 +349,7 @@ class EntryPlan:
         given, taking = index.get(sender.location.rack), index.get(taker.location.rack)
         if given is None or (taking is None and taker.location.rack not in leaves):
             return None  # a rack without representants yet: no tree to place it in
-        to_leaves = self._to_leaves.get(dc, [])
+        to_leaves, offsets = self._to_leaves.get(dc, []), self._offsets.get(dc, {})
 
         def from_parent(block: int) -> bool:
             entry = members.get(homes[block])
@@ -331,8 +358,9 @@ class EntryPlan:
                 return True
             if taking is None:  # a seeder's rack: from the rack balance gave it
                 return given == to_leaves[block]
-            step = tree_step(taking, home, block, len(racks))  # the taker's place in the block's tree
-            return step > 0 and tree_step(given, home, block, len(racks)) == (step - 1) // HOME_FANOUT
+            offset = offsets.get(home, 0) + variant_offset(block, len(racks))
+            step = tree_step(taking, home, offset, len(racks))  # the taker's place in the block's tree
+            return step > 0 and tree_step(given, home, offset, len(racks)) == (step - 1) // HOME_FANOUT
 
         return from_parent
 

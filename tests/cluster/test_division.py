@@ -240,20 +240,23 @@ def copies_out(view, plan, blocks):
     out = {}
     seeder = view.members["seed"].site
     for loc in sorted({m.location for m in view.members.values() if m.location}, key=str):
-        for block, entry in enumerate(plan.rack[loc]):
-            if plan.root[block] == entry:
-                givers = {seeder} - {None, loc}
-            else:
-                givers = {view.members[s].location for s, m in view.members.items()
-                          if m.location not in (None, loc) and view.may_talk(s, entry)
-                          and block in shows(plan, s, entry, blocks)}
-                assert len(givers) == 1, (loc, block, givers)  # each block enters each rack from one rack
-            for giver in givers:
-                out[giver.rack] = out.get(giver.rack, 0) + 1 / blocks
+        for entry in view.rack_reps_of(loc):
+            servers = [s for s, m in view.members.items() if m.location not in (None, loc) and view.may_talk(s, entry)]
+            seen = {s: shows(plan, s, entry, blocks) for s in servers}
+            for block, owner in enumerate(plan.rack[loc]):
+                if owner != entry:
+                    continue
+                if plan.root[block] == entry:
+                    givers = {seeder} - {None, loc}
+                else:
+                    givers = {view.members[s].location for s in servers if block in seen[s]}
+                    assert len(givers) == 1, (loc, block, givers)  # each block enters each rack from one rack
+                for giver in givers:
+                    out[giver.rack] = out.get(giver.rack, 0) + 1 / blocks
     return out
 
 
-@pytest.mark.parametrize("sizes, most", [(TEKEL, 1.0), ({f"r{i}": 4 for i in range(1, 9)}, 1.21)])
+@pytest.mark.parametrize("sizes, most", [(TEKEL, 1.0), ({f"r{i}": 4 for i in range(1, 9)}, 1.25)])
 @pytest.mark.parametrize("blocks", [10, 100, 2048])
 def test_the_seeders_rack_is_a_leaf_of_every_tree_and_its_uplink_carries_the_seeders_copy_alone(blocks, sizes, most):
     """Tekel's topology with the seeder in rack 2: its uplink carried out two copies (the seeder's, and what rack
