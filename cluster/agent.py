@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 
 from cluster.coord import Coord
 from cluster.discovery import RedisDiscovery
+from cluster.division import provider_order
 from cluster.errors import BadRecord, ConfigError, RedisUnavailable
 from cluster.identity import Gate, Identity
 from cluster.intent import CANCEL, PUSH, Ledger, SignedIntent
@@ -183,11 +184,17 @@ class Agent:
         return run is not None and (not self.stage.overlay or run.may_talk(node))
 
     def _candidates(self, root: bytes) -> list[str] | None:
-        """The only providers worth looking up: those in the run's view (no run: any, as before)."""
+        """The only providers worth looking up: those in the run's view (no run: any, as before), in the order
+        a fetch takes them (`provider_order`): the service keeps the first `PROVIDER_POOL` found."""
         run = next((r for r in self.runs.values() if r.root == root), None)
         if run is None or not self.stage.overlay:  # (the lab's stage without the overlay: every provider)
             return None
-        return [n for n in run.view.members if run.may_talk(n)]
+        view = run.view
+
+        def order(node: str) -> int:
+            return provider_order(view.members[node].seeder, int(view.level(self.node, node)), run.gives(node))
+
+        return sorted((n for n in view.members if run.may_talk(n)), key=order)
 
     def distance(self, connection) -> int:
         """How far a peer is (rack 0, DC 1, outside 2): the engine leaves a block to a nearer peer that is fetching
@@ -196,14 +203,15 @@ class Agent:
 
     def provider_rank(self, provider) -> int:
         """Which providers a fetch takes first when it cannot take all (more than FETCH_PEERS): a transfer's
-        seeder (the root members' only source), then the nearest (rack, DC, outside). With the engine's nearest
+        seeder (the root members' only source), then the nearest (rack, DC, outside), at each distance first
+        those the entry plan has show us blocks (`cluster.division.provider_order`). With the engine's nearest
         first, a rack peer left out would let both of a rack's representants pull the same blocks across the
         uplink; so the fetch also looks for new providers every reconcile period (a rack peer announces when its
         fetch starts), not on the engine's DHT-paced schedule of up to 8 s."""
         node = provider.node_id.hex()
-        if any(run.record.seeder == node for run in self.runs.values()):
-            return -1
-        return int(self.transport.level_of(provider.host))
+        seeder = any(run.record.seeder == node for run in self.runs.values())
+        gives = any(run.gives(node) for run in self.runs.values())
+        return provider_order(seeder, int(self.transport.level_of(provider.host)), gives)
 
     def receive_rate(self) -> float:
         return self._rate

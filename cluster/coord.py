@@ -405,7 +405,7 @@ class Coord:
         load = self._loader("provider", ProviderRecord, where, fresh=False)
         if nodes is None:
             return await self._indexed(self.keys.providers(root), where, load)
-        nodes = sorted(set(nodes))
+        nodes = list(dict.fromkeys(nodes))  # in the caller's order: the first found are the first taken
         if not nodes:
             return {}
         values = await self._guard(lambda: self.redis.mget([where(n) for n in nodes]))

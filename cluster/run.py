@@ -208,6 +208,11 @@ class TransferRun:
             return frozenset()
         return self.plan.shown(self.node, node)
 
+    def gives(self, node: str) -> bool:
+        """Whether `node` is to show this node blocks (`EntryPlan.gives`); every peer in the lab's stages before
+        the division."""
+        return node in self.view.members and (not self.agent.stage.division or self.plan.gives(node, self.node))
+
     def may_talk(self, node: str) -> bool:
         return self.view.may_talk(self.node, node)
 

@@ -45,7 +45,7 @@ import numpy as np
 from bench.sim.links import Network
 from bench.sim.topology import Setup
 from cluster.agent import FETCH_PEERS
-from cluster.division import EntryPlan, StallWatch
+from cluster.division import EntryPlan, StallWatch, provider_order
 from cluster.overlay import Level, Location, Member, Representation, View
 from cluster.records import RECONCILE_EVERY
 from cluster.throttle import Capacities, Planner
@@ -222,8 +222,8 @@ class Simulation:
             me = self.nodes[i]
             found = sorted({j for group in groups[i] for j in in_group[group]} - {i})
 
-            def rank(j: int, i: int = i) -> int:  # `Agent.provider_rank`: the transfer's seeder, then the nearest
-                return -1 if j == self.seeder else int(self.level(i, j))
+            def rank(j: int, i: int = i, me: str = me) -> int:  # `Agent.provider_rank`
+                return provider_order(j == self.seeder, int(self.level(i, j)), self.plan.gives(self.nodes[j], me))
 
             chosen = SwarmService._choose(found, wanted, rank)
             self.sources.append(chosen)

@@ -5,7 +5,15 @@ from dataclasses import dataclass
 
 import pytest
 
-from cluster.division import HOME_FANOUT, EntryPlan, SliceFirst, StallWatch, _even_quotas, slice_of
+from cluster.division import (
+    HOME_FANOUT,
+    EntryPlan,
+    SliceFirst,
+    StallWatch,
+    _even_quotas,
+    provider_order,
+    slice_of,
+)
 from cluster.overlay import Level, Location, Member, Slot, View
 from swarm.core.picker import Mode, Picker
 
@@ -128,6 +136,37 @@ def test_between_many_racks_each_block_comes_from_one_parent_and_no_uplink_gives
     # Every rack an inner node of as many trees (`tree_step`): in name order from each home, the racks just after
     # the five homes gave 2.0 copies each while the last gave none.
     assert max(given.values()) <= 1.25 * blocks, sorted(given.values())
+
+
+@pytest.mark.parametrize("seeder, level, gives, expected", [
+    (True, 2, False, -1),  # the seeder first: the root members' only source
+    (False, 0, True, 0), (False, 0, False, 1),  # then the rack, those that show us blocks first
+    (False, 1, True, 2), (False, 1, False, 3),  # then the DC: the parent racks in our blocks' trees first
+    (False, 2, True, 4), (False, 2, False, 5),
+])
+def test_provider_order(seeder, level, gives, expected):
+    assert provider_order(seeder, level, gives) == expected
+
+
+@pytest.mark.parametrize("racks", [40, 130])
+def test_a_representant_is_given_blocks_by_few_racks_and_gives_says_which(racks):
+    """A representant fetches from at most 64 sources; the racks that show it blocks (its parents in the blocks'
+    trees, `tree_step`) must fit among them beside its rack, and `gives` names them for the fetch to take first."""
+    names = [f"r{i:03d}" for i in range(racks)]
+    members, holders = [Member("seed", None, 1.0, seeder=True)], {}
+    for rack in names:
+        members += [Member(f"{rack}a{i}", Location("d", rack)) for i in range(3)]
+        holders.update({Slot(Level.RACK, "d", rack, i): f"{rack}a{i}" for i in range(2)})
+    holders.update({Slot(Level.DC, "d", "", i): f"{rack}a0" for i, rack in enumerate(names[::racks // 5][:5])})
+    view = View.of(members, holders)
+    plan = EntryPlan(view, 256)
+    for rack in names[::7]:
+        rep = f"{rack}a1"
+        givers = {s for s in view.members if view.may_talk(s, rep) and view.level(s, rep) is Level.DC
+                  and plan.gives(s, rep)}
+        assert givers == {s for s in view.members if view.may_talk(s, rep) and view.level(s, rep) is Level.DC
+                          and shows(plan, s, rep, 256)}
+        assert len({view.members[s].location for s in givers}) <= 12, rack  # 24 representants, beside 2 in the rack
 
 
 @pytest.mark.parametrize("count, held, expected", [
