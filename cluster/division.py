@@ -15,7 +15,8 @@ picker with it).
 
 **Entry points** (`EntryPlan`, the division this engine version can apply without a picker hook): every block
 enters each unit of the topology through one designated member, and a node serving a peer across a level shows
-it (BITFIELD, HAVE) only the blocks that peer is the entry point of; inside a rack everything is shown. So:
+it (BITFIELD, HAVE) only the blocks that peer is the entry point of; inside a rack everything, but for the blocks
+an entry point brought in (carriers, below). So:
 
 * the seeder shows each root member (the DC representants, all DCs) its contiguous slice: it sends each block
   once (seeder upload ratio ~1, Tekel's 1.12 with work stealing);

@@ -11,7 +11,8 @@ What runs here is the product's own sans-I/O code; what is reproduced is the asy
   each peer across a level is `cluster.division.EntryPlan.shown`, with `StallWatch` read every reconcile period
   (work stealing); each agent's upload limits per level come from `cluster.throttle.Planner` (when it is given
   capacities), fed the bytes it sent; which providers a fetch takes is `SwarmService._choose` with the agent's
-  `provider_rank` rule (the seeder first, then the nearest) and `FETCH_PEERS`.
+  `provider_rank` rule (`cluster.division.provider_order`: the seeder first, then the nearest, at each distance
+  first the peers the entry plan has show this agent blocks) and `FETCH_PEERS`.
 * **reproduced, not the product's code**: the serving side (`swarm.core.serve.ServeCore` is not run: a connection
   sends the blocks asked of it one after the other, first asked first sent, shows what `EntryPlan.shown` allows,
   never takes a HAVE back, and refuses nothing: the fetch asks only for what it was shown); redis (slots are taken
