@@ -192,7 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
     push.add_argument("--dc", type=_name("dc"), default=None,
                       help="the datacenter of the host pushing, with --rack, when it is one of the racks' hosts: "
                            "that rack's uplink then carries the seeder's copy out, so the plan draws no other "
-                           "rack's blocks out through it (default: the seeder is outside every rack)")
+                           "rack's blocks out through it, if the DC's other racks can fill its slots (default: "
+                           "the seeder is outside every rack)")
     push.add_argument("--rack", type=_name("rack"), default=None, help="the rack of the host pushing (with --dc)")
     push.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
 

@@ -148,20 +148,6 @@ class View:
             m.location is not None and m.location.dc == location.dc and m.location != location
             for m in self.members.values())
 
-    def leaves_dc_slots(self, location: Location) -> bool:
-        """Whether the representants of `location` leave its DC's slots (the blocks' homes) to the other racks: it
-        is a seeder's rack (`shares_with_seeder`) and the other racks' members can fill every slot. Slots left
-        free would be taken by a rack that comes late, and the root's split of the blocks drawn again: the seeder
-        then sends the blocks already sent to one root member again to another (seeder ratio 1.31-1.36 with
-        Tekel's rack 3 five seconds late, where the other racks could fill three of five)."""
-        if not self.shares_with_seeder(location):
-            return False
-        racks: dict[Location, int] = {}
-        for m in self.members.values():
-            if m.location is not None and m.location.dc == location.dc and m.location != location:
-                racks[m.location] = racks.get(m.location, 0) + 1
-        return sum(min(self.rack_reps, count) for count in racks.values()) >= self.dc_reps
-
     def groups(self, node: str) -> set[tuple[str, ...]]:
         """The groups `node` belongs to: ("rack", dc, rack), ("dc", dc), ("root",)."""
         member = self.members.get(node)
@@ -255,7 +241,7 @@ class Representation:
             rivals = [m for m in view.members.values() if m.location == loc and m.node != self.node
                       and not view.is_rack_rep(m.node)]
             return free if free and self._stands(me, rivals) else []
-        if not any(s.level is Level.DC for s in self.held) and not view.leaves_dc_slots(loc):
+        if not any(s.level is Level.DC for s in self.held) and not view.shares_with_seeder(loc):
             free = [s for s in dc_slots(loc.dc, view.dc_reps) if s not in view.holders]
             rivals = [view.members[n] for s, n in view.holders.items()
                       if s.level is Level.RACK and s.dc == loc.dc and n != self.node and n in view.members

@@ -35,7 +35,7 @@ from cluster.errors import BadRecord, ConfigError, PushIncomplete, RedisUnavaila
 from cluster.identity import Gate, Identity
 from cluster.intent import CANCEL, PUSH, Intent, SignedIntent, SigningKey
 from cluster.lab_stage import stage as lab_stage
-from cluster.overlay import Level, Location, View, merged, recovering
+from cluster.overlay import DC_REPS, RACK_REPS, Level, Location, View, merged, recovering
 from cluster.patience import GIVE_UP_AFTER, Patience
 from cluster.records import (
     FINISHED,
@@ -98,6 +98,25 @@ class PushResult:
 
 def targeted(records: dict, pattern: str) -> set[str]:
     return {node for node, r in records.items() if fnmatch.fnmatchcase(f"{r.dc}/{r.rack}/{r.name}", pattern)}
+
+
+def site_to_say(site: Location | None, agents: dict, pattern: str) -> Location | None:
+    """The rack the seeder says it sits in (`MemberRecord.site`), decided once at the push: `site` when the other
+    racks of its DC, among the agents registered and targeted, can fill every DC slot; else None (the seeder's
+    rack then takes part as any rack). Its rack's representants leave the DC's slots to the others
+    (`View.shares_with_seeder`); slots left free would be taken by a rack that comes late, and the root's split
+    drawn again: the seeder would send again what it had sent one root member to another (seeder ratio 1.31-1.36
+    with Tekel's rack 3 five seconds late). The agents cannot judge it themselves: a representant reads only the
+    racks of its DC that have representants already."""
+    if site is None:
+        return None
+    per_rack: dict[Location, int] = {}
+    for node in targeted(agents, pattern):
+        record = agents[node]
+        if record.dc == site.dc and record.rack != site.rack:
+            where = Location(record.dc, record.rack)
+            per_rack[where] = per_rack.get(where, 0) + 1
+    return site if sum(min(RACK_REPS, count) for count in per_rack.values()) >= DC_REPS else None
 
 
 def sequence() -> int:
@@ -190,9 +209,14 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
             record = signed_transfer(manifest, layer, config.file.name, config.key, priority=config.priority,
                                      hosts=config.hosts, seeder=node, server=await coord.server_id())
             tid = record.tid
+            site = site_to_say(config.site, await coord.agents(), config.hosts)
+            if config.site is not None and site is None:
+                log.info("the other racks of %s cannot fill its %d DC slots: %s takes part as any rack (the "
+                         "seeder's copy and other racks' blocks share its uplink)", config.site.dc, DC_REPS,
+                         config.site)
             me = MemberRecord(node, FINISHED, verified=manifest.num_blocks, blocks=manifest.num_blocks, seeder=True,
                               role="seeder", started=time.time(), root=manifest.root.hex(), name=record.name,
-                              dc=config.site.dc if config.site else "", rack=config.site.rack if config.site else "")
+                              dc=site.dc if site else "", rack=site.rack if site else "")
             await coord.put_transfer(record)
             await coord.put_member(tid, me)
             service.share(manifest)
