@@ -103,16 +103,18 @@ def test_the_throttle_core_caps_the_agents_uploads():
                for j in range(6) if (0, j) in sim.conns for level in [sim.conns[(0, j)].level])
 
 
-def test_entry_gaps_appear_only_past_the_fetch_peer_cap(small):
-    """Below 64 candidates every rack representant has a server for each block it is to bring in; with 40 racks
-    of 2 (79 other representants each) the cap of 64 leaves some without one."""
+def test_no_entry_gaps_even_past_the_fetch_peer_cap(small):
+    """Every rack representant has a server for each block it is to bring in, below 64 candidates and past them:
+    with 40 racks of 2 (79 other representants each) the cap of 64 left some without one while a fetch took the
+    nearest and then any; it now takes first the peers the entry plan has show it blocks (`provider_order`)."""
     sim, _ = small
     assert sim.entry_gaps()["blocks_without_server"] == 0
     crowded = Simulation(Setup(1 * MB, racks=40, per_rack=2, host_up=10 * MB, host_down=10 * MB,
                                block_size=16 * 1024))
     gaps = crowded.entry_gaps()
-    assert gaps["rack_reps"] == 80 and gaps["reps_cut_off"] > 0
-    assert 0 < gaps["blocks_without_server"] < gaps["blocks_to_bring_in"]
+    assert gaps["rack_reps"] == 80 and gaps["blocks_to_bring_in"] > 0
+    assert max(len(sources) for sources in crowded.sources) == 64  # the cap was reached
+    assert gaps["reps_cut_off"] == 0 and gaps["blocks_without_server"] == 0
 
 
 def test_redraw_recomputes_the_goals_from_the_report(tmp_path):

@@ -391,7 +391,9 @@ RAW_CASES = [
 async def test_broken_answers(session: aiohttp.ClientSession, raw_origin: RawOrigin, name: str, script: Script,
                               permanent: bool, text: str) -> None:
     raw_origin.script = script
-    source = make_source(session, raw_origin.url, timeout=0.05)
+    # A short stall timeout only where the stall is the case: elsewhere, on a loaded machine, 0.05 s once fired
+    # before the origin's close was read ("chunked, ends short" said "stalled").
+    source = make_source(session, raw_origin.url, timeout=0.05 if text == "stalled" else 5.0)
     with pytest.raises(OriginSourceError) as caught:
         await source.fetch(10, 100)
     assert caught.value.permanent is permanent, str(caught.value)
