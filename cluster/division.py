@@ -218,6 +218,8 @@ class EntryPlan:
             leaves = [r for r in named if view.shares_with_seeder(Location(dc, r)) and r not in homes]
             inner = [r for r in named if r not in leaves]
             self._racks[dc], self._leaves[dc] = (inner, leaves) if inner else (named, [])
+        # per DC, each block's home: its place in `_racks` (None: unknown), asked of every tree below
+        self._homes = {dc: self._homes_in(dc) for dc in self._racks}
         self._offsets = {dc: self._offsets_in(dc) for dc in self._racks}
         # per DC with a seeder's rack, the rack (its place in `_racks`) that gives each block to the seeder's racks
         self._to_leaves = {dc: self._balanced_parents(dc) for dc, leaves in self._leaves.items() if leaves}
@@ -227,45 +229,49 @@ class EntryPlan:
         self.signature: tuple[object, ...] = ()  # what the shell built it from, to tell a new view from the same one
         self.stalled: frozenset[str] = frozenset()  # members shown everything (`StallWatch`)
 
+    def _homes_in(self, dc: str) -> list[int | None]:
+        owners = self.dc.get(dc)
+        if owners is None:
+            return [None] * self.num_blocks
+        index = {rack: i for i, rack in enumerate(self._racks[dc])}
+        places = {owner: index.get(self._rack_of(owner) or "") for owner in set(owners)}
+        return [places[owner] for owner in owners]
+
     def _offsets_in(self, dc: str) -> dict[int, int]:
         """Each home rack's rotation of the others (`tree_step`): the homes' inner nodes spread evenly."""
-        racks = self._racks[dc]
-        index = {rack: i for i, rack in enumerate(racks)}
-        homes = sorted({home for home in (index.get(self._rack_of(o) or "") for o in set(self.dc[dc] or ()))
-                        if home is not None})
-        return {home: rank * (len(racks) - 1) // len(homes) for rank, home in enumerate(homes)}
-
-    def _home_of(self, block: int, dc: str, index: Mapping[str, int]) -> int | None:
-        homes = self.dc.get(dc)
-        rack = None if homes is None else self._rack_of(homes[block])
-        return None if rack is None else index.get(rack)
+        count = len(self._racks[dc])
+        homes = sorted({home for home in self._homes[dc] if home is not None})
+        return {home: rank * (count - 1) // len(homes) for rank, home in enumerate(homes)}
 
     def _balanced_parents(self, dc: str) -> list[int | None]:
         """Which rack gives each block to the seeder's racks: the one whose uplink carries out the least so far,
         counting what the trees make it give (every rack holds every block in the end, so any may). In Tekel's
         topology the last rack of each tree left one uplink 1.2 copies and another 0.8; balanced, each carries
         out about one."""
-        racks, leaves, offsets = self._racks[dc], len(self._leaves[dc]), self._offsets[dc]
-        index = {rack: i for i, rack in enumerate(racks)}
-        count = len(racks)
+        leaves, offsets, homes = len(self._leaves[dc]), self._offsets[dc], self._homes[dc]
+        count = len(self._racks[dc])
         # a tree gives at its step s to the steps HOME_FANOUT * s + 1 ... + HOME_FANOUT that exist
         children = [max(0, min(HOME_FANOUT * s + HOME_FANOUT, count - 1) - HOME_FANOUT * s) for s in range(count)]
-        load = [0] * count
-        homes = [self._home_of(block, dc, index) for block in range(self.num_blocks)]
-        trees = {(home, variant_offset(block, count)) for block, home in enumerate(homes) if home is not None}
-        steps = {(home, turn): [tree_step(rack, home, offsets[home] + turn, count) for rack in range(count)]
-                 for home, turn in trees}
-        for block, home in enumerate(homes):
-            if home is not None:
-                for rack, step in enumerate(steps[home, variant_offset(block, count)]):
-                    load[rack] += children[step]
-        parents: list[int | None] = []
-        last = max(0, count - 1 - HOME_FANOUT)  # a tree's last racks only: few parents (`tree_step`), spare uplinks
+        steps: dict[tuple[int, int], list[int]] = {}  # (home, turn) -> each rack's step in that tree
+        trees: list[list[int] | None] = []  # each block's
         for block, home in enumerate(homes):
             if home is None:
+                trees.append(None)
+                continue
+            turn = variant_offset(block, count)
+            if (home, turn) not in steps:
+                steps[home, turn] = [tree_step(rack, home, offsets[home] + turn, count) for rack in range(count)]
+            trees.append(steps[home, turn])
+        load = [0] * count
+        for tree in trees:
+            for rack, step in enumerate(tree or ()):
+                load[rack] += children[step]
+        parents: list[int | None] = []
+        last = max(0, count - 1 - HOME_FANOUT)  # a tree's last racks only: few parents (`tree_step`), spare uplinks
+        for tree in trees:
+            if tree is None:
                 parents.append(None)
                 continue
-            tree = steps[home, variant_offset(block, count)]
             candidates = [rack for rack in range(count) if tree[rack] >= last]
             chosen = min(candidates, key=lambda i: (load[i], tree[i]))
             load[chosen] += leaves
@@ -356,20 +362,19 @@ class EntryPlan:
                 or view.level(server, receiver) is not Level.DC):
             return None
         dc = taker.location.dc
-        homes, racks, leaves = self.dc.get(dc), self._racks.get(dc), self._leaves.get(dc, [])
-        if homes is None or not racks:
+        racks, leaves = self._racks.get(dc), self._leaves.get(dc, [])
+        if self.dc.get(dc) is None or not racks:
             return None
         if sender.location.rack in leaves:
             return _nothing
-        members, index = view.members, {rack: i for i, rack in enumerate(racks)}
+        index = {rack: i for i, rack in enumerate(racks)}
         given, taking = index.get(sender.location.rack), index.get(taker.location.rack)
         if given is None or (taking is None and taker.location.rack not in leaves):
             return None  # a rack without representants yet: no tree to place it in
-        to_leaves, offsets = self._to_leaves.get(dc, []), self._offsets.get(dc, {})
+        homes, to_leaves, offsets = self._homes[dc], self._to_leaves.get(dc, []), self._offsets[dc]
 
         def from_parent(block: int) -> bool:
-            entry = members.get(homes[block])
-            home = None if entry is None or entry.location is None else index.get(entry.location.rack)
+            home = homes[block]
             if home is None:
                 return True
             if taking is None:  # a seeder's rack: from the rack balance gave it
