@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import redis
 
-from bench.secure_redis import SecureSetup
+from bench.secure_redis import SecureSetup, flags, tls_client, tls_only
 from cluster.errors import BadRecord
 from cluster.identity import Gate, Identity
 from cluster.intent import SigningKey
@@ -78,9 +78,10 @@ class RedisServer:
     """`redis-server` without persistence (a restart loses everything, as `SHUTDOWN NOSAVE` would)."""
 
     def __init__(self, directory: pathlib.Path, port: int | None = None, host: str = "127.0.0.1",
-                 secure: bool = False, extra: tuple[str, ...] = ()) -> None:
+                 secure: bool = False, extra: tuple[str, ...] = (), tls: dict[str, pathlib.Path] | None = None) -> None:
         """`secure`: the documented setup (`bench.secure_redis`): TLS only, an ACL user, no default user. `extra`:
-        more flags (a replica's `--replicaof`, an `--aclfile`)."""
+        more flags (a replica's `--replicaof`, an `--aclfile`). `tls`: TLS only, with these files (`make_tls`'s: a
+        CA several servers share), without the rest of `secure`."""
         self.directory = directory
         self.extra = extra
         self.host = host  # the address it binds: a network namespace test's redis is on the test's veth
@@ -88,15 +89,22 @@ class RedisServer:
         self.process: subprocess.Popen | None = None
         self.log = directory / "redis.log"
         self.secure = SecureSetup(directory, self.host, self.port) if secure else None
+        self.tls = self.secure.tls if self.secure else tls
 
     @property
     def url(self) -> str:
-        return self.secure.url if self.secure else f"redis://{self.host}:{self.port}/0"
+        if self.secure:
+            return self.secure.url
+        if self.tls:
+            return f"rediss://{self.host}:{self.port}/0?ssl_ca_certs={self.tls['ca']}"
+        return f"redis://{self.host}:{self.port}/0"
 
     def start(self, timeout: float = 15.0) -> None:
         self.directory.mkdir(parents=True, exist_ok=True)
+        listen = (self.secure.server_args() if self.secure else flags(tls_only(self.tls, self.port)) if self.tls
+                  else ["--port", str(self.port)])
         self.process = subprocess.Popen(
-            [REDIS_BINARY, *(self.secure.server_args() if self.secure else ["--port", str(self.port)]),
+            [REDIS_BINARY, *listen,
              "--bind", self.host, "--save", "", "--appendonly", "no", "--dir", str(self.directory),
              "--protected-mode", "no", *self.extra],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -105,7 +113,7 @@ class RedisServer:
 
     def client(self) -> redis.Redis:
         return redis.Redis(host=self.host, port=self.port, socket_timeout=5,
-                           **(self.secure.client_kwargs() if self.secure else {}))
+                           **(self.secure.client_kwargs() if self.secure else tls_client(self.tls) if self.tls else {}))
 
     def shutdown_nosave(self) -> None:
         with self.client() as client:

@@ -2,6 +2,9 @@
 (`redis-server CONF --sentinel`), every one on a free loopback port in a scratch directory, with ACL users as in
 production (docs/cluster.md, "With Sentinel"): no default user, the cluster's user (`bench.secure_redis`), one for
 replication, one for the sentinels to manage the data nodes, and the sentinels behind a password of their own.
+With `tls=True`, as the secure setup: every node and every sentinel speaks TLS only (`port 0`, `tls-port`), with
+`tls-replication yes` (a replica's link to its primary, and a sentinel's to the data nodes and to the other
+sentinels, are TLS too), and one certificate of one test CA (`make_tls`: every process is on the same address).
 
 `Cluster(directory, group)` runs agents and pushes on it as on a `RedisServer`: `url` is the Sentinel URL, and
 `client()` reaches whichever node is the primary now. Nothing sleeps to synchronise: readiness is a log line, a
@@ -19,7 +22,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from bench.cluster_harness import REDIS_BINARY, RedisServer, follow_log, free_port, wait_until
-from bench.secure_redis import CLUSTER_ACL, USER
+from bench.secure_redis import CLUSTER_ACL, USER, make_tls, tls_client, tls_only
 
 SERVICE = "coord"
 DOWN_AFTER_MS = 1000  # a primary silent this long is subjectively down: the failover starts within about a second
@@ -52,8 +55,9 @@ class SentinelProcess:
 class SentinelGroup:
     """A primary, a replica, three sentinels; `url` names the primary through the sentinels."""
 
-    def __init__(self, directory: pathlib.Path, host: str = "127.0.0.1", sentinels: int = 3) -> None:
+    def __init__(self, directory: pathlib.Path, host: str = "127.0.0.1", sentinels: int = 3, tls: bool = False) -> None:
         self.directory, self.host = directory, host
+        self.tls = make_tls(directory / "tls", host) if tls else None
         self.password = secrets.token_urlsafe(18)  # the cluster user's, as in the secure setup
         self.replication_password = secrets.token_urlsafe(18)
         self.sentinel_user_password = secrets.token_urlsafe(18)  # the sentinels' user on the data nodes
@@ -70,20 +74,30 @@ class SentinelGroup:
             "+subscribe +config|rewrite +role +publish +info +client|setname +client|kill +script|kill",
             f"user {ADMIN} on >{self.admin_password} ~* &* +@all", ""]))
         replication = ("--aclfile", str(self.aclfile), "--masteruser", "replica",
-                       "--masterauth", self.replication_password)
-        self.primary = RedisServer(directory / "primary", host=host, extra=replication)
-        self.replica = RedisServer(directory / "replica", host=host,
+                       "--masterauth", self.replication_password, *(("--tls-replication", "yes") if tls else ()))
+        self.primary = RedisServer(directory / "primary", host=host, extra=replication, tls=self.tls)
+        self.replica = RedisServer(directory / "replica", host=host, tls=self.tls,
                                    extra=(*replication, "--replicaof", host, str(self.primary.port)))
         self.sentinels = [SentinelProcess(directory / f"sentinel{i}", free_port(host)) for i in range(sentinels)]
 
     @property
     def url(self) -> str:
         hosts = ",".join(f"{self.host}:{s.port}" for s in self.sentinels)
-        return f"redis+sentinel://{USER}:{self.password}@{hosts}/{SERVICE}/0?sentinel_password={self.sentinel_password}"
+        url = f"{USER}:{self.password}@{hosts}/{SERVICE}/0?sentinel_password={self.sentinel_password}"
+        if self.tls:  # the primary and the sentinels (sentinel_ssl's default: as the primary)
+            return f"rediss+sentinel://{url}&ssl_ca_certs={self.tls['ca']}"
+        return f"redis+sentinel://{url}"
+
+    def listen_lines(self, port: int) -> list[str]:
+        """A sentinel.conf's lines for its port: with TLS, TLS only, and `tls-replication yes` for its links to the
+        data nodes and to the other sentinels (it then announces its `tls-port` to them)."""
+        if not self.tls:
+            return [f"port {port}"]
+        return [f"{name} {value}" for name, value in tls_only(self.tls, port)] + ["tls-replication yes"]
 
     def sentinel_config(self, sentinel: SentinelProcess) -> str:
         return "\n".join([
-            f"port {sentinel.port}", f"bind {self.host}", "protected-mode no", f"dir {sentinel.directory}",
+            *self.listen_lines(sentinel.port), f"bind {self.host}", "protected-mode no", f"dir {sentinel.directory}",
             f"sentinel monitor {SERVICE} {self.host} {self.primary.port} {QUORUM}",
             f"sentinel down-after-milliseconds {SERVICE} {DOWN_AFTER_MS}",
             f"sentinel failover-timeout {SERVICE} 10000", f"sentinel parallel-syncs {SERVICE} 1",
@@ -117,7 +131,10 @@ class SentinelGroup:
 
     def node(self, server: RedisServer) -> redis.Redis:
         return redis.Redis(host=server.host, port=server.port, username=ADMIN, password=self.admin_password,
-                           socket_timeout=5, retry=Retry(NoBackoff(), 0))
+                           socket_timeout=5, retry=Retry(NoBackoff(), 0), **self.tls_kwargs())
+
+    def tls_kwargs(self) -> dict:
+        return tls_client(self.tls) if self.tls else {}
 
     def node_info(self, server: RedisServer, section: str) -> dict:
         try:
@@ -132,7 +149,8 @@ class SentinelGroup:
         for sentinel in self.sentinels:
             try:
                 with redis.Redis(host=self.host, port=sentinel.port, password=self.sentinel_password,
-                                 socket_timeout=5, retry=Retry(NoBackoff(), 0), decode_responses=True) as client:
+                                 socket_timeout=5, retry=Retry(NoBackoff(), 0), decode_responses=True,
+                                 **self.tls_kwargs()) as client:
                     found.append(client.sentinel_master(SERVICE))
             except redis.exceptions.RedisError:
                 found.append({})

@@ -57,6 +57,22 @@ def make_tls(directory: pathlib.Path, host: str) -> dict[str, pathlib.Path]:
     return paths
 
 
+def tls_only(tls: dict[str, pathlib.Path], port: int) -> list[tuple[str, str]]:
+    """redis-server's directives for TLS only on `port` (`port 0`: no plaintext port) with `make_tls`'s files,
+    clients not asked for a certificate: a server's flags (`flags`), or the lines of a sentinel.conf."""
+    return [("port", "0"), ("tls-port", str(port)), ("tls-cert-file", str(tls["cert"])),
+            ("tls-key-file", str(tls["key"])), ("tls-ca-cert-file", str(tls["ca"])), ("tls-auth-clients", "no")]
+
+
+def flags(directives: list[tuple[str, str]]) -> list[str]:
+    return [arg for name, value in directives for arg in (f"--{name}", value)]
+
+
+def tls_client(tls: dict[str, pathlib.Path]) -> dict:
+    """redis-py's keyword arguments for a server with `make_tls`'s certificate."""
+    return {"ssl": True, "ssl_ca_certs": str(tls["ca"])}
+
+
 class SecureSetup:
     """The files and flags of the secure setup for a redis-server on `host:port` in `directory`."""
 
@@ -69,13 +85,11 @@ class SecureSetup:
         self.aclfile.write_text("user default off\n" + CLUSTER_ACL.format(password=self.password) + "\n")
 
     def server_args(self) -> list[str]:
-        return ["--port", "0", "--tls-port", str(self.port), "--tls-cert-file", str(self.tls["cert"]),
-                "--tls-key-file", str(self.tls["key"]), "--tls-ca-cert-file", str(self.tls["ca"]),
-                "--tls-auth-clients", "no", "--aclfile", str(self.aclfile)]
+        return [*flags(tls_only(self.tls, self.port)), "--aclfile", str(self.aclfile)]
 
     @property
     def url(self) -> str:
         return (f"rediss://{USER}:{self.password}@{self.host}:{self.port}/0?ssl_ca_certs={self.tls['ca']}")
 
     def client_kwargs(self) -> dict:
-        return {"ssl": True, "ssl_ca_certs": str(self.tls["ca"]), "username": USER, "password": self.password}
+        return {**tls_client(self.tls), "username": USER, "password": self.password}

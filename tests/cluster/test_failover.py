@@ -1,6 +1,7 @@
 """A coordinator that survives (issue 40), end to end with real processes: a push goes on through a `kill -9` of
 the redis primary and a Sentinel failover to a replica that had missed everything the push wrote, its owners
-write that state back within a reconcile period, and every agent ends with the pushed bytes; and a push goes on
+write that state back within a reconcile period, and every agent ends with the pushed bytes, both without TLS and in
+the documented secure setup (TLS only on every node and sentinel, ACL users, signed pushes); and a push goes on
 moving data while redis is stopped (SIGSTOP) for 10 s.
 
 Skipped, with the reason, where `redis-server` is not installed (it runs the sentinels too: `redis-server CONF
@@ -11,14 +12,19 @@ one `sleep` is the outage's length.
 from __future__ import annotations
 
 import json
+import pathlib
 import signal
 import subprocess
 import time
 
 import pytest
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from bench.cluster_harness import Cluster, python_command, redis_missing, wait_until
 from bench.redis_sentinel import SERVICE, SentinelGroup
+from bench.secure_redis import flags, tls_only
 from cluster.run import manifest_of
 from tests.cluster.test_cluster_processes import payload, sha256, slot_holders
 
@@ -28,9 +34,9 @@ MiB = 1 << 20
 OUTAGE = 10.0  # s redis is stopped while the push runs (the issue's figure)
 
 
-@pytest.fixture
-def sentinel_group(tmp_path):
-    group = SentinelGroup(tmp_path / "redis")
+@pytest.fixture(params=["plain", "tls"])
+def sentinel_group(request, tmp_path):
+    group = SentinelGroup(tmp_path / "redis", tls=request.param == "tls")
     try:
         group.start()
         yield group
@@ -49,17 +55,33 @@ def no_tracebacks(cluster: Cluster, tmp_path) -> None:
     assert not [name for name, text in logs.items() if "Traceback" in text], logs
 
 
+def only_tls_answers(group: SentinelGroup) -> None:
+    """No data node and no sentinel answers a plaintext client (`port 0`: their one port is `tls-port`), and the
+    replica's link to the primary is up through TLS (`tls-replication yes`): the TLS case cannot pass in plaintext."""
+    for port in (group.primary.port, group.replica.port, *(s.port for s in group.sentinels)):
+        with redis.Redis(host=group.host, port=port, socket_timeout=5, retry=Retry(NoBackoff(), 0)) as plain:
+            with pytest.raises(redis.ConnectionError):
+                plain.ping()
+    with group.node(group.replica) as replica:
+        assert replica.config_get("port", "tls-replication") == {"port": "0", "tls-replication": "yes"}
+        assert replica.info("replication")["master_link_status"] == "up"
+
+
 def test_a_push_goes_on_through_a_primary_kill9_and_failover(tmp_path, sentinel_group):
     """2 racks x 2 agents on a Sentinel-managed redis (ACL users, the sentinels behind a password). The replica is
     cut off before the push, so the primary dies holding writes nobody else has: the transfer, every member record,
     every slot, every provider. After the failover the agents and the pusher find the new primary through the
     sentinels, and within a reconcile period the owners have written it all back (the slot holders their own
-    slots, nobody else: the new primary is young as a primary). The push ends, every copy byte-exact."""
+    slots, nobody else: the new primary is young as a primary). The push ends, every copy byte-exact. In the "tls"
+    case every client (agents, push, status) gets a rediss+sentinel:// URL with the test CA (ssl_ca_certs=)."""
     group = sentinel_group
     cluster = Cluster(tmp_path, group)
     try:
         two_racks(cluster)
         group.ready()
+        if group.tls:
+            assert group.url.startswith("rediss+sentinel://") and "ssl_ca_certs=" in group.url
+            only_tls_answers(group)
         env = dict(cluster.env, SWARMPROXY_REDIS=group.url.replace(f"/{SERVICE}/", "/nosuch/"))
         wrong = subprocess.run(python_command("status"), capture_output=True, text=True, timeout=60, env=env)
         assert wrong.returncode == 1 and wrong.stderr.count("\n") == 1, wrong.stderr
@@ -143,3 +165,14 @@ def test_a_push_goes_on_moving_data_while_redis_is_stopped_for_10_s(tmp_path, re
         no_tracebacks(cluster, tmp_path)
     finally:
         cluster.stop_all()
+
+
+def test_the_tls_lines_in_the_docs_are_the_tested_ones(tmp_path):
+    """docs/cluster.md's data node flags and sentinel.conf lines for TLS are the ones the TLS case runs."""
+    group = SentinelGroup(tmp_path, tls=True)  # not started: only its configuration is read
+    docs = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "cluster.md").read_text().replace(" \\\n    ", " ")
+    assert group.primary.extra[-2:] == ("--tls-replication", "yes") and group.replica.tls == group.tls
+    node = " ".join([*flags(tls_only(group.tls, 6380)), *group.primary.extra[-2:]])
+    sentinel = "\n".join(group.listen_lines(26379))
+    for lines in (node, sentinel):
+        assert lines.replace(f"{group.tls['ca'].parent}/", "") in docs, lines
