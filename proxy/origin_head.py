@@ -177,6 +177,22 @@ def resumed_start(head: OriginHead, size: int | None, validator: str | None, pro
     return head.start
 
 
+def piece_refused(head: OriginHead, size: int | None, validator: str | None, encoding: str | None, lo: int,
+                  hi: int) -> str | None:
+    """Why an origin answer to a Range request for bytes `lo..hi` of the representation (`size` bytes, `validator`,
+    `encoding`) cannot be used as exactly those bytes (`proxy.download.ranged_origin`); None when it can. Stricter
+    than `resumed_start`: a piece's bytes go out between others', so its answer must start where it was asked."""
+    if head.status != 206:
+        return f"origin answered {head.status} to a Range request"
+    if not head.swarmable:
+        return f"the origin's answer may not be shared ({head.reason})"
+    if head.size != size or head.validator != validator or head.content_encoding != encoding:
+        return "the origin now serves another version than the one being served"
+    if head.start != lo or head.end is None or head.end < hi:
+        return f"the origin answered bytes {head.start}-{head.end} for {lo}-{hi}"
+    return None
+
+
 def client_range(range_header: str | None, if_range: str | None, size: int,
                  validator: str | None) -> tuple[int, int, int]:
     """(status, start, end) of our own answer to the client's Range for a representation of `size` bytes."""

@@ -42,6 +42,7 @@ from swarm.trust import IN_PROGRESS_ROOT, ManifestClaim, Vouch, judge
 
 from .events import Timer
 from .models import LOOKUP_TIMEOUT, OriginConn
+from .ranges import Ranges
 from .swarm_fetch import SwarmFetch
 
 if TYPE_CHECKING:
@@ -73,7 +74,7 @@ class Node:
         self.address = f"{11 + (index >> 16)}.{index >> 8 & 255}.{index & 255}.1"  # one /24 network each
         self.rng = random.Random(world.params.seed * 1_000_003 + index)
         self.core = DownloadCore(settings)
-        self.conn: OriginConn | None = None
+        self.conn: OriginConn | Ranges | None = None
         self.fetch: SwarmFetch | None = None
         self.timer: Timer | None = None
         self.deadline: float | None = None  # the timer's
@@ -100,8 +101,9 @@ class Node:
     # -- the shell's loop --------------------------------------------------------------------------------------
     def start(self) -> None:
         now = self.world.clock.now
-        self.conn = self.world.swarm_origin.get(self.host, now, self._head_of(None), self._data_of(None))
-        self.conn.on_head, self.conn.on_data = self._head_of(self.conn), self._data_of(self.conn)
+        conn = self.world.swarm_origin.get(self.host, now, self._head_of(None), self._data_of(None))
+        conn.on_head, conn.on_data = self._head_of(conn), self._data_of(conn)
+        self.conn = conn
         self._run(self.core.start(now))
 
     def _run(self, actions: list[act.Action]) -> None:
@@ -240,14 +242,15 @@ class Node:
             case act.CloseOrigin(reason):
                 if reason:
                     self._say(f"origin closed: {reason}")
-                if self.conn is not None:
-                    world.swarm_origin.close(self.conn, now)
-                    self.conn = None
+                self._close_origin(now)
+            case act.ReopenOrigin(start, end, _, streams) if streams > 1:
+                self._say(f"origin asked again from byte {start}, by {streams} Ranges at once")
+                self.conn = Ranges(self, start, end, streams)
             case act.ReopenOrigin(start, end):
                 self._say(f"origin asked again from byte {start}")
-                self.conn = world.swarm_origin.get(self.host, now, self._head_of(None), self._data_of(None),
-                                                   start, end)
-                self.conn.on_head, self.conn.on_data = self._head_of(self.conn), self._data_of(self.conn)
+                conn = world.swarm_origin.get(self.host, now, self._head_of(None), self._data_of(None), start, end)
+                conn.on_head, conn.on_data = self._head_of(conn), self._data_of(conn)
+                self.conn = conn
             case act.Note(text, event):
                 if event:
                     self._say(text)
@@ -269,6 +272,13 @@ class Node:
                     self._publish(vouch=False)
             case _:
                 pass  # RelayHead, Respond, StopHead, RejectManifest, WithdrawSegments, Finish: nothing to model
+
+    def _close_origin(self, now: float) -> None:
+        if isinstance(self.conn, Ranges):
+            self.conn.close(self.world.swarm_origin, now)
+        elif self.conn is not None:
+            self.world.swarm_origin.close(self.conn, now)
+        self.conn = None
 
     def _head_answered(self) -> None:
         if not self.core.done:
@@ -327,9 +337,7 @@ class Node:
         claimed = self.core.parking.claimed
         for action in self.core.abort():
             self._do(action)
-        if self.conn is not None:
-            self.world.swarm_origin.close(self.conn, now)
-            self.conn = None
+        self._close_origin(now)
         if claimed:
             self._fetch_ended(vouching=self.vouching)
         self.world.finished(self)

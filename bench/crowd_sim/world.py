@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from bench.crowd_inputs import content, poisson_arrivals
 from proxy.download.discovery_rule import DEFAULT_LARGE, DiscoveryRule
-from proxy.download.parking import CLOSE_FOR_LOOKUP_SECONDS, ParkingSettings
+from proxy.download.parking import CLAIM_RANGES, CLOSE_FOR_LOOKUP_SECONDS, ParkingSettings
 from proxy.download.settings import DownloadSettings
 from proxy.download.transition import (
     DEFAULT_EARLY_LOOKUP,
@@ -59,6 +59,7 @@ class SimParams:
     early_lookup: float = DEFAULT_EARLY_LOOKUP
     discover_size: int = DEFAULT_LARGE
     close_for_lookup: float = CLOSE_FOR_LOOKUP_SECONDS  # the origin closed while the early lookup runs (0: never)
+    claim_ranges: int = CLAIM_RANGES  # Range requests at once a claimer asks its origin again by (1: one stream)
     seed: int = 1
     keep_events: int = 2000  # the first clients whose decisions are kept in their records
 
@@ -85,7 +86,8 @@ class World:
         self.heads: dict[tuple[int, int, int], OriginHead] = {}  # `node.origin_head`'s, by (status, start, end)
         self.settings = DownloadSettings(
             TransitionSettings(p.first_byte_timeout, p.min_rate, p.rate_window, p.early_lookup), max_spool=MAX_SPOOL,
-            parking=ParkingSettings(after=self.trust.vouchers, close_for_lookup=p.close_for_lookup),
+            parking=ParkingSettings(after=self.trust.vouchers, close_for_lookup=p.close_for_lookup,
+                                    ranges=p.claim_ranges),
             discovery=DiscoveryRule(p.discover_size))
         self.arrivals = poisson_arrivals(p.rate, p.clients, random.Random(p.seed))
         self.records: list[dict] = []

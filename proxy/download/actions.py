@@ -129,10 +129,13 @@ class CloseOrigin:
 
 @dataclasses.dataclass(frozen=True)
 class ReopenOrigin:
-    """Ask the origin again for `start..end` (If-Range: `validator`): the swarm failed after we closed it."""
+    """Ask the origin again for `start..end` (If-Range: `validator`) after we closed it (the swarm failed, the wait
+    for the fetchers ended, the early lookup's answer came): as `streams` Range requests at once when more than one
+    (a claimer's: `proxy.download.origin_pieces`), the first one's answer standing for the whole rest's."""
     start: int
     end: int
     validator: str | None
+    streams: int = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -210,5 +213,5 @@ class Fail:
 
 Action = (RelayAsIs | RelayHead | Respond | OpenSpool | ClaimFetching | EndClaim | LookAhead | StartLookup
           | StopLookup | StartHead | StopHead | Switch | StartSwarm | StartSegments | StopSwarm | CloseOrigin
-          | ReopenOrigin | Deliver | RejectManifest | SwarmFailed | Note | OriginComplete | WithdrawSegments | Account
-          | HandOver | Finish | Cut | Fail)
+          | ReopenOrigin | Deliver | RejectManifest | SwarmFailed | Note | OriginComplete
+          | WithdrawSegments | Account | HandOver | Finish | Cut | Fail)

@@ -232,13 +232,13 @@ class DownloadCore(ParkingSteps):
             return []
         if (parked := self._park_if(others, ahead, now)) is not None:  # switched, still reading the origin
             return parked
-        reopened = self._reopen_after_lookup()  # (switched while closed for the early lookup, which it took over)
-        if self.origin is Producer.GONE:
+        if self.origin is Producer.GONE and not self.parking.closed_for_lookup:
             return self._cut(f"origin_cut: the origin broke off after {self.position} bytes and no peer has the rest")
         few = not self.parking.enough(others, ahead)  # (switched before its first answer: claims now, as above)
         claim = self.parking.claiming(now, self.spool_block, self.known) if few else []
+        reopened = self._reopen_after_lookup()  # (switched while closed for the early lookup, which it took over)
         wait = self.lookups.again(now, self.settings.repoll)
-        return reopened + claim + [act.Note(
+        return claim + reopened + [act.Note(
             f"no usable manifest or provider yet; the origin goes on, asking again in {wait:g} s", False)]
 
     def _streaming_answer(self, found: Found | None, now: float, others: int, ahead: int) -> list[Action]:
@@ -493,7 +493,8 @@ class DownloadCore(ParkingSteps):
         assert self.known.validator is not None
         self.reopen = False
         self.origin, self.promised_start = Producer.HEAD_PENDING, self.position
-        return [act.ReopenOrigin(self.position, self.end, self.known.validator)]
+        streams = self.parking.streams(self.known, self.end - self.position)  # a claimer's: several at once
+        return [act.ReopenOrigin(self.position, self.end, self.known.validator, streams)]
 
     def _starved(self) -> list[Action]:
         """Neither producer can go on: the response cannot be completed."""

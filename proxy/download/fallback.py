@@ -26,8 +26,8 @@ from swarm.trust import ManifestSource
 from ..engine import Found, Miss, SwarmEngine, url_key
 from ..errors import ClientGone
 from ..exposure import PRIVATE_ORIGIN, Origin, may_share, may_swarm_name
-from ..origin import OriginStream, describe_failure, head
-from ..origin_head import OriginHead, describe, range_request, synthesized_headers
+from ..origin import OriginStream, connected_address, describe_failure, head
+from ..origin_head import OriginHead, describe, piece_refused, range_request, synthesized_headers
 from ..origin_resolver import OriginResolver
 from ..publish_gate import request_gate
 from ..ranges import parse_range
@@ -40,6 +40,7 @@ from .core import DownloadCore
 from .discovery_rule import DEFAULT_LARGE, DiscoveryRule
 from .ledger import Ledger
 from .parking import ParkingSettings
+from .ranged_origin import RangedOrigin
 from .segments import SegmentedFetch, SegmentTrust, SpoolVouches
 from .settings import DownloadSettings
 from .transition import DEFAULT_EARLY_LOOKUP, TransitionSettings
@@ -149,7 +150,7 @@ class _Download:
         self.began = self.loop.time()
         self.core = DownloadCore(settings, range_header=request.headers.get("Range"),
                                  if_range=request.headers.get("If-Range"))
-        self.origin: OriginStream | None = None
+        self.origin: OriginStream | RangedOrigin | None = None
         self.response: web.StreamResponse | None = None
         self.spool: Spool | None = None
         self.chunks: AsyncGenerator[bytes, None] | None = None  # the block engine's verified chunks, once it runs
@@ -273,13 +274,13 @@ class _Download:
                 else:
                     self.ledger.swarm_delivered(len(data))  # split at its fetch's end (`Account`)
             case act.RelayHead():
-                assert self.origin is not None and self.origin.upstream is not None
+                assert isinstance(self.origin, OriginStream) and self.origin.upstream is not None  # (the first answer)
                 self.response = response_for(self.origin.upstream)
                 await self.response.prepare(self.request)
             case act.RelayAsIs(reason):
                 log.debug("not swarmable (%s): %s", reason, self.url)
                 self.ledger.skipped(reason)
-                assert self.origin is not None and self.origin.upstream is not None
+                assert isinstance(self.origin, OriginStream) and self.origin.upstream is not None
                 upstream = self.origin.upstream
                 self.response = response_for(upstream)
                 await self.response.prepare(self.request)
@@ -359,11 +360,16 @@ class _Download:
                 if self.origin is not None:
                     self.origin.close()
                     self.origin = None
-            case act.ReopenOrigin(start, end, validator):
-                self._say(f"origin asked again from byte {start}")
-                log.info("%s: the swarm failed; asking the origin again from byte %d", self.url, start)
-                self.origin = OriginStream(self.owner.session, self.url, range_request(self.headers, start, end,
-                                                                                       validator))
+            case act.ReopenOrigin(start, end, validator, streams):
+                self._say(f"origin asked again from byte {start}" + (f", by {streams} Ranges at once"
+                                                                        if streams > 1 else ""))
+                log.info("%s: asking the origin again from byte %d", self.url, start)
+                if self.origin is not None:
+                    self.origin.close()
+                self.origin = RangedOrigin(self.owner.session, self.url, self.headers, start=start, end=end,
+                                           streams=streams, validator=validator, check=self._piece_refused) \
+                    if streams > 1 and validator else \
+                    OriginStream(self.owner.session, self.url, range_request(self.headers, start, end, validator))
             case act.RejectManifest(source):
                 self.ledger.rejected(source)
             case act.SwarmFailed(text):
@@ -426,6 +432,16 @@ class _Download:
         self._say(f"lookup: a {found.source} manifest" if isinstance(found, Found) else
                     f"lookup: {found} ({miss.others} fetching, {miss.ahead} of them ahead)")
         return self.ledger.usable(found), miss.others, miss.ahead
+
+    def _piece_refused(self, response: aiohttp.ClientResponse, lo: int, hi: int) -> str | None:
+        """Why a Range answer cannot be bytes `lo..hi` of the representation served (`RangedOrigin`'s check): the
+        same version, exactly the bytes asked, and from an address whose content may be shared, as the first was."""
+        if not may_share(connected_address(response), self.url.port or 80, self.owner.private_origins):
+            return "a piece's answer came from an address whose content may not be shared"
+        known = self.core.known
+        encoding = self.origin_head.content_encoding if self.origin_head is not None else None
+        return piece_refused(describe(str(self.url), self.request.headers, response.status, response.headers,
+                                      response.raw_headers), known.size, known.validator, encoding, lo, hi)
 
     def _leads_to_shareable(self) -> bool:
         """Before the head: did the URL's name resolve to addresses whose content may be shared? (A literal was

@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 
 from .actions import Action, ClaimFetching
+from .origin_pieces import PIECE_MIN
 from .state import Representation
 from .transition import TransitionPolicy
 
@@ -48,6 +49,14 @@ CLAIM_RECHECK_SECONDS = (0.5, 1.0)
 # and 0.5 s at the p99 in the lab's crowd; Mainline's take seconds, and a download that goes on with its origin
 # must not wait for them without it.
 CLOSE_FOR_LOOKUP_SECONDS = 0.5
+# A download that says it fetches a slow origin's file for the others reads the rest as this many Range requests at
+# once (`origin_pieces`; 1: one stream). A crowd without the origin's help waits for its first-hand fetchers' copies,
+# and an overloaded origin shares itself among the responses in progress, so each stream more is one more share for
+# the copies the crowd waits for: in the simulated no-plugin crowd (`python -m bench.crowd_sim.parallel_ranges`) the
+# second first-hand copy came 2.0-2.2 s after the crowd began instead of 3.1-3.7 s. It asks more of the origin than
+# one stream, so only a claimer does it (a few per crowd), only of an origin judged slow that serves ranges of a
+# validated version, and four stays under the six connections a browser opens to one host.
+CLAIM_RANGES = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,6 +67,7 @@ class ParkingSettings:
     longest: float = PARK_MAX_SECONDS
     rechecks: tuple[float, ...] = CLAIM_RECHECK_SECONDS
     close_for_lookup: float = CLOSE_FOR_LOOKUP_SECONDS  # the longest close while the early lookup runs (0: never)
+    ranges: int = CLAIM_RANGES  # Range requests at once a claimer reads the rest of its origin's answer in
 
     def next_poll(self, parked_for: float) -> float:
         """Seconds to the next lookup after `parked_for` s of waiting: `poll` at first (a crowd's first copies are
@@ -190,6 +200,14 @@ class Parking:
         self.claim(now)
         assert known.size is not None and known.validator is not None
         return [ClaimFetching(known.size, spool_block, known.validator)]
+
+    def streams(self, known: Representation, rest: int) -> int:
+        """How many Range requests at once the rest (`rest` bytes) of the origin's answer is read in: `ranges` for a
+        download that claimed, of an origin that serves ranges of a validated version, and no more than the rest
+        has pieces of PIECE_MIN; 1 (one stream) otherwise."""
+        if not self.claimed or not known.ranges or not known.validator:
+            return 1
+        return max(1, min(self.settings.ranges, rest // PIECE_MIN))
 
     def recheck_later(self, now: float) -> None:
         """After a lookup of a download that claimed: the next recheck, `rechecks[i]` s from now after i rechecks

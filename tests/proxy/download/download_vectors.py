@@ -173,8 +173,8 @@ def sig(a) -> str:  # noqa: C901 - one arm per action
             return f"StartSwarm({start}-{end})"
         case act.StartSegments(start, end, block_size, _):
             return f"StartSegments({start}-{end},{block_size})"
-        case act.ReopenOrigin(start, end, validator):
-            return f"ReopenOrigin({start}-{end},{validator})"
+        case act.ReopenOrigin(start, end, validator, streams):
+            return f"ReopenOrigin({start}-{end},{validator}{f',x{streams}' if streams > 1 else ''})"
         case act.Deliver(source, data):
             return f"D({source.value[0]},{len(data)})"
         case act.RejectManifest(source):

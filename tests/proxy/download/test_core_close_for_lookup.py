@@ -41,8 +41,9 @@ START = [HEAD(RANGES, 0.1, "RelayHead OpenSpool(100000,None)"),  # no lookup at 
          O(3000, 0.3, "D(o,3000)")]  # 3100 bytes with the head by the early point: under R (5000)
 CLOSED = TIMER("Note StartLookup CloseOrigin", 0.6)  # slow so far: looks it up, and closes the origin meanwhile
 AGAIN = 'ReopenOrigin(3000-100000,"v1")'
+AGAIN_BY_RANGES = 'ReopenOrigin(3000-100000,"v1",x4)'  # a claimer's: the rest by four Ranges at once
 REST = HEAD(head(206, start=3000, end=SIZE, ranges=True), 0.8, "")  # the origin's answer to the Range
-CLAIMED = LOOK(None, 0.7, f"ClaimFetching {AGAIN}", others=0)  # too few others: it fetches it, asked again
+CLAIMED = LOOK(None, 0.7, f"ClaimFetching {AGAIN_BY_RANGES}", others=0)  # too few others: it fetches it, asked again
 FROM_PEERS = "StopSwarm Account(97000) HandOver(0,done,True) D(s,1696) Finish"
 
 
@@ -85,7 +86,7 @@ VECTORS = [
     # R fires while the stream is closed: the early lookup is the switch's; it found too few others, so the origin
     # is asked again and the download claims it, as a switched one does.
     pytest.param(vector(START, CLOSED, TIMER("Switch(R@3000)", 0.9),
-                        LOOK(None, 1.0, f"{AGAIN} ClaimFetching Note", others=0),
+                        LOOK(None, 1.0, f"ClaimFetching {AGAIN_BY_RANGES} Note", others=0),
                         HEAD(head(206, start=3000, end=SIZE, ranges=True), 1.05, ""),
                         O(97_000, 1.1, "D(o,97000) OriginComplete(True) Finish"),
                         settings=dataclasses.replace(CLOSE, transition=dataclasses.replace(
