@@ -155,7 +155,7 @@ class RangedOrigin:
                 self.first_ok = True
                 self._fill()
             await self._body(read)
-        except (TimeoutError, OSError, aiohttp.ClientError) as exc:
+        except Exception as exc:  # (TimeoutError, ClientPayloadError, ...: any, or `next` would wait for ever)
             read.error = f"origin stopped mid-response: {type(exc).__name__}"
         finally:
             read.changed.set()

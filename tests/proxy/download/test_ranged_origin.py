@@ -225,3 +225,15 @@ async def test_a_first_answer_refused_is_asked_once_more_before_the_core_judges_
     else:  # twice: the core's to judge (it refuses a 503 and closes the stream)
         stream.close()
         assert len(origin.ranges) == 2
+
+
+async def test_a_piece_whose_check_raises_fails_it_and_never_hangs_the_stream(origin, session):
+    def exploding(response: aiohttp.ClientResponse, lo: int, hi: int) -> str | None:
+        if lo > 0:
+            raise ValueError("a field nothing expected")
+        return check(response, lo, hi)
+
+    stream = RangedOrigin(session, origin.url, [], start=0, end=400_000, streams=2,  # type: ignore[attr-defined]
+                          validator=ETAG, check=exploding)
+    kind, body, _ = await asyncio.wait_for(drain(stream), 30)
+    assert kind == "failed" and body == DATA[:200_000]  # the piece and its retry failed: the core's to judge
