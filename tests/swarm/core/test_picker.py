@@ -664,3 +664,22 @@ def test_a_start_ends_with_the_peers_have_with_the_peer_or_under_newer_starts():
     picker.on_start("nobody", 5)  # a source the picker does not know, or the origin: ignored
     picker.on_start(ORIGIN, 5)
     assert picker.started(5) == 1
+
+
+@pytest.mark.parametrize("factor", [0.0, 1e12], ids=["walk-lists", "walk-source-blocks"])
+def test_a_source_holding_no_pickable_block_is_answered_without_a_walk(factor: float, monkeypatch) -> None:
+    """The pickable blocks a source holds are two byte masks ANDed: when that is empty, neither walk runs (the
+    lists walk went through every pickable block to find nothing, most of a cluster simulation's time)."""
+    picker = Picker(4096, rng=random.Random(3))
+    picker.add_source("a", [1] * 64 + [0] * 4032)
+    picker.add_source("b", [0] * 64 + [1] * 4032)
+    assert len(picker.pick("a", 64)) == 64  # every block "a" holds is requested now
+
+    def walked(*_args, **_kwargs):
+        raise AssertionError("walked the pickable blocks for a source that holds none of them")
+
+    monkeypatch.setattr(Picker, "_pick_from_lists", walked)
+    monkeypatch.setattr(Picker, "_pick_from_source_blocks", walked)
+    with sparse_factor(factor):
+        assert picker.pick("a", 8) == []
+    assert picker.pickable == 4032
