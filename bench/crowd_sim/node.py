@@ -127,7 +127,7 @@ class Node:
         if not self.core.done:
             self._run(self.core.timer(self.world.clock.now))
 
-    def _head_of(self, conn: OriginConn | None):
+    def _head_of(self, conn: OriginConn | Ranges | None):
         def head(status: int, start: int, end: int) -> None:
             if conn is None or conn is not self.conn or self.core.done or not self.core.wants_origin:
                 return

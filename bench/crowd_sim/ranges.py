@@ -44,11 +44,9 @@ class Ranges:
             self._ask()
 
     def _head(self, status: int, start: int, end: int) -> None:
-        from .node import origin_head  # (the node module imports this one)
         node = self.node
-        if node.conn is self and not node.core.done and node.core.origin is Producer.HEAD_PENDING:
-            node.head = origin_head(node.world, 206, self.plan.start, self.plan.end)
-            node._run(node.core.origin_head(node.head, node.world.clock.now))
+        if node.conn is self and node.core.origin is Producer.HEAD_PENDING:
+            node._head_of(self)(206, self.plan.start, self.plan.end)  # as the node takes any answer's head
             if node.conn is self:  # (the core kept it)
                 self._fill()
 

@@ -49,13 +49,14 @@ CLAIM_RECHECK_SECONDS = (0.5, 1.0)
 # and 0.5 s at the p99 in the lab's crowd; Mainline's take seconds, and a download that goes on with its origin
 # must not wait for them without it.
 CLOSE_FOR_LOOKUP_SECONDS = 0.5
-# A download that says it fetches a slow origin's file for the others reads the rest as this many Range requests at
-# once (`origin_pieces`; 1: one stream). A crowd without the origin's help waits for its first-hand fetchers' copies,
-# and an overloaded origin shares itself among the responses in progress, so each stream more is one more share for
-# the copies the crowd waits for: in the simulated no-plugin crowd (`python -m bench.crowd_sim.parallel_ranges`) the
-# second first-hand copy came 2.0-2.2 s after the crowd began instead of 3.1-3.7 s. It asks more of the origin than
-# one stream, so only a claimer does it (a few per crowd), only of an origin judged slow that serves ranges of a
-# validated version, and four stays under the six connections a browser opens to one host.
+# A download that says it fetches a slow origin's file for the others asks for the rest, when it asks its origin
+# again (`ReopenOrigin`), as this many Range requests at once (`origin_pieces`; 1: one stream). A crowd without the
+# origin's help waits for its first-hand fetchers' copies, and an overloaded origin shares itself among the responses
+# in progress, so each stream more is one more share for the copies the crowd waits for: in the simulated no-plugin
+# crowd (`python -m bench.crowd_sim.parallel_ranges`) the second first-hand copy came 2.0-2.2 s after the crowd
+# began instead of 3.1-3.7 s. It asks more of the origin than one stream, so only a claimer does it (a few per
+# crowd), only of an origin judged slow that serves ranges of a validated version, and four stays under the six
+# connections a browser opens to one host.
 CLAIM_RANGES = 4
 
 
