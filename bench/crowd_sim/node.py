@@ -101,9 +101,7 @@ class Node:
     # -- the shell's loop --------------------------------------------------------------------------------------
     def start(self) -> None:
         now = self.world.clock.now
-        conn = self.world.swarm_origin.get(self.host, now, self._head_of(None), self._data_of(None))
-        conn.on_head, conn.on_data = self._head_of(conn), self._data_of(conn)
-        self.conn = conn
+        self.conn = self._open_origin(now, 0, None)
         self._run(self.core.start(now))
 
     def _run(self, actions: list[act.Action]) -> None:
@@ -248,9 +246,7 @@ class Node:
                 self.conn = Ranges(self, start, end, streams)
             case act.ReopenOrigin(start, end):
                 self._say(f"origin asked again from byte {start}")
-                conn = world.swarm_origin.get(self.host, now, self._head_of(None), self._data_of(None), start, end)
-                conn.on_head, conn.on_data = self._head_of(conn), self._data_of(conn)
-                self.conn = conn
+                self.conn = self._open_origin(now, start, end)
             case act.Note(text, event):
                 if event:
                     self._say(text)
@@ -272,6 +268,13 @@ class Node:
                     self._publish(vouch=False)
             case _:
                 pass  # RelayHead, Respond, StopHead, RejectManifest, WithdrawSegments, Finish: nothing to model
+
+    def _open_origin(self, now: float, start: int, end: int | None) -> OriginConn:
+        """A GET (a Range from `start`, to `end` if given) whose head and bytes reach this node while it is its
+        origin connection."""
+        conn = self.world.swarm_origin.get(self.host, now, self._head_of(None), self._data_of(None), start, end)
+        conn.on_head, conn.on_data = self._head_of(conn), self._data_of(conn)
+        return conn
 
     def _close_origin(self, now: float) -> None:
         if isinstance(self.conn, Ranges):

@@ -87,6 +87,7 @@ def test_the_seeders_rack_leaves_the_dc_slots_to_the_others(racks, dc_reps_in_r2
     form(view, sorted(n for n in view.members if n != "seed"))
     assert len(view.rack_reps_of(R2)) == RACK_REPS  # its hosts still get their rack's representants
     assert len([n for n in view.dc_reps_of("d1") if view.members[n].location == R2]) == dc_reps_in_r2
+    assert len(view.dc_reps_of("d1")) == min(DC_REPS, RACK_REPS * len(racks) - (RACK_REPS - dc_reps_in_r2))
     assert view.groups("seed") == {("root",)}  # the seeder itself still talks to the root group only
 
 
