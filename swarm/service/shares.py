@@ -250,7 +250,12 @@ class Shares:
         self.vouched = {(vouch, root) for vouch, root in self.vouched if vouch != key}
 
     async def _announce(self, manifest: Manifest, vouch: bytes | None, *, complete: bool = True) -> None:
-        """Announce `manifest.root` (and vouch for it under `vouch`), unless discovery already keeps that up."""
+        """Announce `manifest.root` (and vouch for it under `vouch`), unless discovery already keeps that up.
+
+        The vouch does not wait for the announcement: a crowd's parked downloads wait for the first-hand vouches,
+        whose key this node looked up moments ago (a write goes on from that lookup: one round trip), while the
+        root's announcement starts a lookup of its own (three or four hops). Put one after the other, the lab's
+        no-plugin crowd saw its second vouch 0.3-0.5 s later than it could have."""
         assert self.discovery is not None and self.port is not None
         root = manifest.root
         if self.discovery.own_host() is None:  # the same for every download until another node answers
@@ -258,31 +263,43 @@ class Shares:
             self._host_unknown_logged = True
             log.log(level, "not announcing %s yet: our address as other nodes see it is not known yet", root.hex()[:16])
             return
+        steps = [self._announce_root(root, complete)]
+        if vouch is not None and (vouch, root) not in self.vouched:
+            steps.append(self._vouch(manifest, vouch))
+        for outcome in await asyncio.gather(*steps, return_exceptions=True):
+            if isinstance(outcome, self.discovery.errors):
+                log.warning("announcing %s failed: %s", root.hex()[:16], outcome)
+            elif isinstance(outcome, BaseException):
+                raise outcome
+
+    async def _announce_root(self, root: bytes, complete: bool) -> None:
+        assert self.discovery is not None and self.port is not None
+        if complete and root in self.kept_up:  # announced while fetching: the same record, kept fresh
+            self.kept_up.discard(root)
+            self.announced.add(root)
+            return
+        if complete and root in self.announced:
+            return
+        if not complete:
+            # Before the await: a share completing meanwhile must not publish the same record again.
+            self.kept_up.add(root)
         try:
-            if complete and root in self.kept_up:  # announced while fetching: the same record, kept fresh
-                self.kept_up.discard(root)
-                self.announced.add(root)
-            elif not (complete and root in self.announced):
-                if not complete:
-                    # Before the await: a share completing meanwhile must not publish the same record again.
-                    self.kept_up.add(root)
-                try:
-                    await self.discovery.announce(root, (UNSPECIFIED_HOST, self.port), self.transports)
-                except self.discovery.errors:
-                    if not complete and root not in self.kept_up:  # a share relied on it meanwhile
-                        self.announced.discard(root)  # the next share announces it
-                    self.kept_up.discard(root)  # not taken: the complete share announces it
-                    raise
-                self.counters.announced += 1
-                if complete:
-                    self.announced.add(root)
-            if vouch is not None and (vouch, root) not in self.vouched:
-                await self.discovery.put_manifest(vouch, ManifestClaim(
-                    root, manifest.size, manifest.block_size, validator_bytes(manifest.validator)))
-                self.counters.published += 1
-                self.vouched.add((vouch, root))
-        except self.discovery.errors as exc:
-            log.warning("announcing %s failed: %s", root.hex()[:16], exc)
+            await self.discovery.announce(root, (UNSPECIFIED_HOST, self.port), self.transports)
+        except self.discovery.errors:
+            if not complete and root not in self.kept_up:  # a share relied on it meanwhile
+                self.announced.discard(root)  # the next share announces it
+            self.kept_up.discard(root)  # not taken: the complete share announces it
+            raise
+        self.counters.announced += 1
+        if complete:
+            self.announced.add(root)
+
+    async def _vouch(self, manifest: Manifest, vouch: bytes) -> None:
+        assert self.discovery is not None
+        await self.discovery.put_manifest(vouch, ManifestClaim(
+            manifest.root, manifest.size, manifest.block_size, validator_bytes(manifest.validator)))
+        self.counters.published += 1
+        self.vouched.add((vouch, manifest.root))
 
     async def _withdraw(self, root: bytes, *, after: Any = None) -> None:
         """Withdraw `root`'s announcement, after the one `after` under way (a withdrawal must not overtake it)."""

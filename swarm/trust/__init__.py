@@ -12,8 +12,8 @@ is one vote, whatever the number of keys and hosts claimed), which group wins, w
 from .claims import IN_PROGRESS_ROOT, Attestation, ManifestClaim, Vouch
 from .judge import Judgement, judge
 from .policy import MAX_QUORUM, ManifestSource, TrustMode, TrustPolicy, parse_trust
-from .quorum import TrustDecision, ahead_of, decide, unattested, working
+from .quorum import TrustDecision, ahead_of, decide, leading, unattested, working
 
 __all__ = ["IN_PROGRESS_ROOT", "MAX_QUORUM", "Attestation", "Judgement", "ManifestClaim", "ManifestSource",
-           "TrustDecision", "TrustMode", "TrustPolicy", "Vouch", "ahead_of", "decide", "judge", "parse_trust",
-           "unattested", "working"]
+           "TrustDecision", "TrustMode", "TrustPolicy", "Vouch", "ahead_of", "decide", "judge", "leading",
+           "parse_trust", "unattested", "working"]

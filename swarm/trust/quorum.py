@@ -131,22 +131,9 @@ def decide(candidates: Iterable[Vouch], policy: TrustPolicy, *, known_size: int 
     """
     if policy.mode is TrustMode.ORIGIN:
         return TrustDecision(None, ManifestSource.NONE, "trust=origin", 0)
-    vouches = [v for v in candidates if _well_formed(v) and v.content_root != IN_PROGRESS_ROOT]
-    if not vouches:
-        return TrustDecision(None, ManifestSource.NONE, "no-candidates", 0)
-    vouches = [v for v in vouches if (known_size is None or v.size == known_size)
-               and (known_validator is None or v.validator == known_validator)]
-    if not vouches:
-        return TrustDecision(None, ManifestSource.NONE, "inconsistent", 0)
-
-    groups: dict[ManifestClaim, list[Vouch]] = {}
-    for v in _without_equivocators(vouches):
-        groups.setdefault(v.claim, []).append(v)
-    if not groups:
-        return TrustDecision(None, ManifestSource.NONE, "conflict", 0)  # every publisher contradicted itself
-
-    ranked = sorted(((_weight(members), key) for key, members in groups.items()),
-                    key=lambda pair: pair[0], reverse=True)
+    reason, ranked = _ranked(candidates, known_size, known_validator)
+    if not ranked:
+        return TrustDecision(None, ManifestSource.NONE, reason, 0)
     best_weight, best = ranked[0]
     runner_up = ranked[1][0] if len(ranked) > 1 else 0
     if policy.mode is TrustMode.ANY:
@@ -160,6 +147,39 @@ def decide(candidates: Iterable[Vouch], policy: TrustPolicy, *, known_size: int 
     if runner_up >= policy.quorum:
         return TrustDecision(None, ManifestSource.NONE, "conflict", best_weight)
     return TrustDecision(best, ManifestSource.QUORUM, "ok", best_weight)
+
+
+def leading(candidates: Iterable[Vouch], *, known_size: int | None = None,
+            known_validator: bytes | None = None) -> ManifestClaim | None:
+    """The claim a download still waiting for a quorum may prepare for: the heaviest group, if it weighs at least
+    one network and no other group weighs as much; None otherwise. Never a reason to believe it (that is
+    `decide`'s): the proxy's engine only looks up its providers ahead of the quorum, so that the lookup which
+    finds the quorum goes on from a warm one (`proxy.engine.SwarmEngine.find`). An unattested claim weighs
+    nothing here either, so a stranger's free keys start no lookup."""
+    _, ranked = _ranked(candidates, known_size, known_validator)
+    if not ranked or ranked[0][0] == 0 or (len(ranked) > 1 and ranked[1][0] == ranked[0][0]):
+        return None
+    return ranked[0][1]
+
+
+def _ranked(candidates: Iterable[Vouch], known_size: int | None, known_validator: bytes | None
+            ) -> tuple[str, list[tuple[int, ManifestClaim]]]:
+    """The groups of well-formed real claims consistent with what the origin said, by claim, heaviest first, each
+    with its weight; or why there are none ("no-candidates", "inconsistent", "conflict") and an empty list."""
+    vouches = [v for v in candidates if _well_formed(v) and v.content_root != IN_PROGRESS_ROOT]
+    if not vouches:
+        return "no-candidates", []
+    vouches = [v for v in vouches if (known_size is None or v.size == known_size)
+               and (known_validator is None or v.validator == known_validator)]
+    if not vouches:
+        return "inconsistent", []
+    groups: dict[ManifestClaim, list[Vouch]] = {}
+    for v in _without_equivocators(vouches):
+        groups.setdefault(v.claim, []).append(v)
+    if not groups:
+        return "conflict", []  # every publisher contradicted itself
+    return "ok", sorted(((_weight(members), key) for key, members in groups.items()),
+                        key=lambda pair: pair[0], reverse=True)
 
 
 def unattested(candidates: Iterable[Vouch]) -> int:

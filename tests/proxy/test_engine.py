@@ -16,7 +16,7 @@ from proxy.demo.local_swarm import Cluster
 from proxy.engine import Found, Miss, SwarmEngine, agreed_manifest, url_key
 from proxy.origin_head import OriginHead
 from proxy.spool import Spool
-from swarm.discovery import IN_PROGRESS_ROOT, ManifestClaim, Provider
+from swarm.discovery import IN_PROGRESS_ROOT, Attestation, ManifestClaim, Provider, Vouch
 from swarm.discovery.memory import MemoryDiscovery, MemoryDiscoveryNetwork
 from swarm.net.memory import MemoryNetwork, MemoryTransport
 from swarm.service.node import FETCH_STALL_TIMEOUT
@@ -365,6 +365,31 @@ async def test_providers_are_looked_up_only_for_a_trusted_root(world, tmp_path):
         found = await engine.find(URL, known_size=len(DATA), known_validator='"v1"', origin_head=lambda: head())
         assert isinstance(found, Found) and found.source == "quorum"
         assert world[1].lookups == before + 3  # the claims, and the trusted root's providers (not the liar's)
+    finally:
+        await engine.stop()
+        await seeder.stop()
+
+
+async def test_below_a_quorum_the_leading_versions_providers_are_looked_up_ahead_once(world, tmp_path):
+    """One network vouches: the lookup answers below-quorum at once, and the vouched root's providers are looked up
+    in the background (so the lookup that finds the quorum goes on from a warm one), once in PROVIDERS_AHEAD_EVERY
+    s, and never for a root nobody attested."""
+    seeder = await started_engine(world, tmp_path / "seeder", host="127.0.0.1")
+    engine = await started_engine(world, tmp_path)
+    try:
+        manifest = await ingest(seeder, tmp_path / "seeder", publish=False)
+        claim = ManifestClaim(manifest.root, manifest.size, manifest.block_size, b'"v1"')
+        world[1].manifests[url_key(URL)] = {b"x" * 20: Vouch(claim, b"x" * 20, Attestation.NONE)}  # weighs nothing
+        before = world[1].lookups
+        assert (await engine.find(URL, known_size=len(DATA), known_validator='"v1"')).reason == "below-quorum"
+        await engine.service.settled()
+        assert world[1].lookups == before + 1  # the claims' only
+        await seeder.discovery.put_manifest(url_key(URL), claim)
+        for _ in range(2):
+            below = await engine.find(URL, known_size=len(DATA), known_validator='"v1"')
+            assert below.reason == "below-quorum"
+            await engine.service.settled()
+        assert world[1].lookups == before + 4  # three claims lookups, one providers lookup ahead
     finally:
         await engine.stop()
         await seeder.stop()

@@ -265,6 +265,44 @@ async def test_a_failing_discovery_costs_a_warning_not_the_download(world, caplo
         await service.stop()
 
 
+async def test_the_vouch_does_not_wait_for_the_announcement(world):
+    """Parked downloads wait for the vouch; the root's announcement is a lookup of its own, so it goes in parallel
+    (and a failed announcement does not hold the vouch back)."""
+    release, vouched = asyncio.Event(), asyncio.Event()
+
+    class SlowAnnounce(MemoryDiscovery):
+        fail = False
+
+        async def put_manifest(self, *args, **kwargs):
+            await super().put_manifest(*args, **kwargs)
+            vouched.set()
+
+        async def announce(self, root, address, transports=TransportFlags.TCP):
+            await release.wait()
+            if self.fail:
+                raise DiscoveryFailed("no node took it")
+            return await super().announce(root, address, transports)
+
+    discovery = SlowAnnounce(world[1])
+    service = await started(world, discovery=discovery)
+    try:
+        manifest = await stored(service)
+        service.share(manifest, vouch=KEY)
+        await asyncio.wait_for(vouched.wait(), 5)  # while the announcement waits
+        assert service.counters.published == 1 and service.counters.announced == 0
+        assert [v.content_root for v in await discovery.get_manifests(KEY)] == [manifest.root]
+        release.set()
+        await service.settled()
+        assert service.counters.announced == 1
+        other = await stored(service, DATA[:50000])
+        discovery.fail = True
+        service.share(other, vouch=hashlib.sha256(b"another key").digest())
+        await service.settled()
+        assert service.counters.published == 2 and service.counters.announced == 1
+    finally:
+        await service.stop()
+
+
 # -- providers --------------------------------------------------------------------------------------------------
 
 

@@ -8,7 +8,17 @@ from hypothesis import strategies as st
 
 from addresses import network_prefix
 from swarm.discovery import IN_PROGRESS_ROOT
-from swarm.trust import ManifestClaim, TrustDecision, TrustPolicy, Vouch, ahead_of, decide, parse_trust, working
+from swarm.trust import (
+    ManifestClaim,
+    TrustDecision,
+    TrustPolicy,
+    Vouch,
+    ahead_of,
+    decide,
+    leading,
+    parse_trust,
+    working,
+)
 from swarm.trust import quorum as mt
 
 ROOT_A = b"A" * 32
@@ -256,6 +266,27 @@ def test_vouchers_needed(policy, vouchers):
 @pytest.mark.parametrize("policy,vouches,kwargs,expected", ROWS.values(), ids=ROWS.keys())
 def test_decide(policy, vouches, kwargs, expected):
     assert decide(vouches, parse_trust(policy), **kwargs) == expected
+
+
+# (vouches, what the origin said (size, validator), the claim a waiting download may prepare for)
+LEADING = {
+    "one-network": ([v("a", "192.31.196.1")], (SIZE, V1), agreed()),
+    "none": ([], (SIZE, V1), None),
+    "only-claims": ([v("a", "192.31.196.1", root=FETCHING)], (SIZE, V1), None),
+    "unattested-weighs-nothing": ([v("a", None)], (SIZE, V1), None),
+    "tie-between-two-roots": ([v("a", "192.31.196.1"), v("b", "192.175.48.1", root=ROOT_B)], (SIZE, V1), None),
+    "heavier-root-leads": ([v("a", "192.31.196.1"), v("b", "192.175.48.1"), v("c", "192.52.193.1", root=ROOT_B)],
+                           (SIZE, V1), agreed()),
+    "many-keys-one-network-do-not-outweigh": (LIAR_24 + [v("a", "192.175.48.1")], (SIZE, V1), None),
+    "another-version-than-the-origins": ([v("a", "192.31.196.1", validator=V2)], (SIZE, V1), None),
+    "another-size-than-the-origins": ([v("a", "192.31.196.1")], (SIZE - 1, V1), None),
+    "origin-not-heard-yet": ([v("a", "192.31.196.1")], (None, None), agreed()),
+}
+
+
+@pytest.mark.parametrize("vouches,known,expected", LEADING.values(), ids=LEADING.keys())
+def test_leading(vouches, known, expected):
+    assert leading(vouches, known_size=known[0], known_validator=known[1]) == expected
 
 
 @pytest.mark.parametrize("host,prefix", [
