@@ -8,10 +8,10 @@ provider, every block checked against that layer (real SHA-256 over the real byt
 Reproduced, not run (`swarm.service.swarm_service` and `fetch_run`): a fetch announces its node as a provider at
 once, and the node serves the blocks it has verified so far (its BITFIELD at the handshake, then a HAVE per block
 to every fetch connected to it; a request for a block or a hash layer it lacks is refused); while it runs it
-brings in providers that appeared since (`PROVIDER_REFRESH`, then every `PROVIDER_TOPUP` s while it has fewer
-peers than `peers_for`, at most `PROVIDER_POOL` tried, each lookup one DHT latency). A provider is reached in two
-round trips (TCP connect, then the handshake); a request reaches it one delay later and its
-answer leaves through its uplink, so a crowd that asks the same few providers queues on their uplinks, as the
+brings in providers that appeared since (`refresh_waits` of `PROVIDER_REFRESH`, then every `PROVIDER_TOPUP` s
+while it has fewer peers than `peers_for`, at most `PROVIDER_POOL` tried, each lookup one DHT latency). A
+provider is reached in two round trips (TCP connect, then the handshake); a request reaches it one delay later and
+its answer leaves through its uplink, so a crowd that asks the same few providers queues on their uplinks, as the
 lab's did (`models.Uplink`: requests queue at the provider and go out one block at a time; a CANCEL that arrives
 before its block started takes it back). The origin, when the core asks it for a block (a Range request,
 `OriginFetch`, on a new connection each), is the origin model. No provider leaves or lies; the fetch's 30 s
@@ -36,7 +36,7 @@ from swarm.core.fetch import (
     Verified,
 )
 from swarm.net import wire
-from swarm.service.swarm_service import PROVIDER_POOL, PROVIDER_REFRESH, PROVIDER_TOPUP
+from swarm.service.swarm_service import PROVIDER_POOL, PROVIDER_REFRESH, PROVIDER_TOPUP, refresh_waits
 
 from .events import Timer
 from .models import OriginConn, Uplink
@@ -63,6 +63,7 @@ class SwarmFetch:
         self.known = dict.fromkeys(providers)  # every provider tried (never tried again)
         self.live: dict[int, None] = {}  # joined and not closed
         self.wanted = world.peers_for(manifest)
+        self.waits = refresh_waits(PROVIDER_REFRESH, len(self.known), self.wanted)
         self.running = True
         self.timer: Timer | None = None
         self.deadline: float | None = None  # the timer's
@@ -77,7 +78,7 @@ class SwarmFetch:
             self._connect(peer)
         # An origin Range source is offered once the layer is known (`FetchCore.add_origin` waits for it).
         self._run(self.core.add_origin(clock.now))
-        clock.at(clock.now + PROVIDER_REFRESH[0], self._refresh, 0)
+        clock.at(clock.now + self.waits[0], self._refresh, 0)
 
     def stop(self) -> None:
         self.running = False
@@ -140,7 +141,7 @@ class SwarmFetch:
                 self.known[peer] = None
                 self._connect(peer)
         following = step + 1
-        wait = PROVIDER_REFRESH[following] if following < len(PROVIDER_REFRESH) else PROVIDER_TOPUP
+        wait = self.waits[following] if following < len(self.waits) else PROVIDER_TOPUP
         world.clock.at(now + wait, self._refresh, following)
 
     # -- events ------------------------------------------------------------------------------------------------

@@ -18,7 +18,13 @@ from swarm.net.memory import MemoryNetwork, MemoryTransport
 from swarm.service.node import SwarmNode
 from swarm.service.shares import ContentShared, ContentWithdrawn
 from swarm.service.store_work import BytesBody, fill_entry
-from swarm.service.swarm_service import CLAIM_ROOTS, PEER_SPARE, SwarmService
+from swarm.service.swarm_service import (
+    CLAIM_ROOTS,
+    PEER_SPARE,
+    PROVIDER_REFRESH_FEW,
+    SwarmService,
+    refresh_waits,
+)
 from swarm.store.memory import MemoryBlockStore
 from tests.swarm.service.fake_timers import FakeTimers
 
@@ -263,6 +269,16 @@ async def test_a_failing_discovery_costs_a_warning_not_the_download(world, caplo
         assert await served(world, service, manifest.root)  # peers that know us still get it
     finally:
         await service.stop()
+
+
+@pytest.mark.parametrize("waits, providers, wanted, expected", [
+    ((1.0, 2.0, 4.0), 9, 9, [1.0, 2.0, 4.0]),  # as many as it wants: the schedule as it is
+    ((1.0, 2.0, 4.0), 2, 9, [PROVIDER_REFRESH_FEW, 2.0, 4.0]),  # a few copies for a herd: the first look sooner
+    ((0.0, 0.0), 0, 9, [0.0, 0.0]),  # never later than asked
+    ((), 1, 9, []),  # no refreshes (the cluster's agent): none added
+])
+def test_a_fetch_with_few_providers_looks_for_more_sooner(waits, providers, wanted, expected):
+    assert refresh_waits(waits, providers, wanted) == expected
 
 
 async def test_the_vouch_does_not_wait_for_the_announcement(world):
