@@ -2,6 +2,7 @@
 
     mkdir /tmp/base && git archive main | tar -x -C /tmp/base
     python -m bench.proxy_compare --base /tmp/base [--size-mb 500] [--rounds 5] [--memory-rounds 2]
+    python -m bench.proxy_compare --base /tmp/base --sections latency --memory-rounds 0 [--latency-requests 1000]
 
 One local origin (bench/local_origin.py) and one proxy of each tree, run as `bench.proxy_overhead` runs its node
 (DHT and peer port on loopback, `--private-network`). Throughput: curl downloads of --size-mb direct, through the
@@ -11,7 +12,11 @@ origin (`file`) and the tunnel (`tunnel`, curl --proxytunnel to the sendfile ori
 path, in reverse order every other round, so that drift hits all alike; medians are reported, with the ratio of
 each proxy to direct, this tree's over the base's pair by pair, and each proxy's CPU seconds per GB. Memory:
 --memory-clients concurrent 2 MB downloads through a fresh proxy of each tree in turn (`bench.proxy_overhead`'s
-memory section, and the same downloads each through a CONNECT tunnel), peak KiB a download.
+memory section, and the same downloads each through a CONNECT tunnel), peak KiB a download. Latency (`latency`):
+sequential keep-alive GETs of small responses (--latency-sizes, from memory) direct, through the base proxy and
+through this tree's, --latency-requests a path each round in the same alternating order; p50 and p99 of each path
+over every round, what each proxy adds to direct's (issue 41: p50 <= 0.5 ms, p99 <= 1.5 ms), this tree's added p50
+over the base's (pooled, and the median of the rounds' ratios), and each proxy's CPU a request.
 """
 
 from __future__ import annotations
@@ -24,10 +29,24 @@ import subprocess
 import sys
 import tempfile
 
-from bench.proxy_overhead import ROOT, cpu_seconds, curl_speed, downloads_at_once, memory, report, start, stop
+from bench.proxy_overhead import (
+    ROOT,
+    cpu_seconds,
+    curl_speed,
+    downloads_at_once,
+    keepalive_latencies,
+    memory,
+    percentile,
+    report,
+    start,
+    stop,
+)
 from bench.tunnel_probe import pump_copy, serve
 
 SECTIONS = {"mem": ("mem", False), "file": ("file", False), "tunnel": ("file", True)}
+LATENCY = "latency"
+# Requests a path before the latency rounds: the proxies' pooled connections to the origin opened, caches warm.
+LATENCY_WARM_UP = 200
 
 
 def start_proxy(tree: pathlib.Path, workdir: pathlib.Path, name: str) -> tuple[subprocess.Popen, str]:
@@ -69,6 +88,52 @@ def throughput(origin: str, proxies: dict[str, tuple[subprocess.Popen, str]], ba
     return result
 
 
+async def latency(origin: str, proxies: dict[str, tuple[subprocess.Popen, str]], size: int, rounds: int,
+                  count: int) -> dict[str, object]:
+    """Sequential keep-alive GETs of `size` bytes from memory, `count` a path each round (a fresh client connection
+    each), direct and through each proxy in alternating order: p50 and p99 of each path over all rounds, and what
+    each proxy adds to direct's, over all rounds and round by round."""
+    paths: dict[str, tuple[str, str]] = {"direct": (origin, f"/mem/{size}")}
+    paths.update({name: (address, f"http://{origin}/mem/{size}") for name, (_, address) in proxies.items()})
+    for address, target in paths.values():
+        await keepalive_latencies(address, target, LATENCY_WARM_UP)
+    samples: dict[str, list[list[float]]] = {name: [] for name in paths}
+    cpu: dict[str, float] = dict.fromkeys(proxies, 0.0)
+    for index in range(rounds):
+        order = list(paths.items())
+        for name, (address, target) in order if index % 2 == 0 else reversed(order):
+            before = cpu_seconds(proxies[name][0].pid) if name in proxies else 0.0
+            samples[name].append(await keepalive_latencies(address, target, count))
+            if name in proxies:
+                cpu[name] += cpu_seconds(proxies[name][0].pid) - before
+    ms = 1000
+
+    def at(values: list[float], q: float) -> float:
+        return round(percentile(values, q) * ms, 3)
+
+    every = {name: [v for block in blocks for v in block] for name, blocks in samples.items()}
+    result: dict[str, object] = {"size": size, "requests_a_path": count * rounds}
+    for name, values in every.items():
+        entry: dict[str, object] = {"p50_ms": at(values, 0.5), "p99_ms": at(values, 0.99)}
+        if name != "direct":
+            entry["cpu_us_per_request"] = round(cpu[name] / len(values) * 1e6)
+            entry["added_p50_ms"] = round(at(values, 0.5) - at(every["direct"], 0.5), 3)
+            entry["added_p99_ms"] = round(at(values, 0.99) - at(every["direct"], 0.99), 3)
+            entry["rounds_added_p50_ms"] = [round(at(mine, 0.5) - at(direct, 0.5), 3)
+                                            for mine, direct in zip(samples[name], samples["direct"])]
+            entry["rounds_added_p99_ms"] = [round(at(mine, 0.99) - at(direct, 0.99), 3)
+                                            for mine, direct in zip(samples[name], samples["direct"])]
+        result[name] = entry
+    base, mine = result["base"], result["this_tree"]
+    assert isinstance(base, dict) and isinstance(mine, dict)
+    pairs = [new / old for old, new in zip(base["rounds_added_p50_ms"], mine["rounds_added_p50_ms"]) if old > 0]
+    result["this_tree_over_base_added"] = {
+        "p50": round(mine["added_p50_ms"] / base["added_p50_ms"], 3) if base["added_p50_ms"] > 0 else None,
+        "p99": round(mine["added_p99_ms"] / base["added_p99_ms"], 3) if base["added_p99_ms"] > 0 else None,
+        "p50_round_by_round_median": round(statistics.median(pairs), 3) if pairs else None}
+    return result
+
+
 async def memory_tunnel(origin: str, proxy: str, pid: int, clients: int) -> dict[str, object]:
     """`bench.proxy_overhead.memory`'s downloads (all at once, read as fast as the clients can), each through a
     CONNECT tunnel to the origin: the proxy's peak RSS per download above where it started."""
@@ -105,7 +170,11 @@ def main() -> None:
     parser.add_argument("--base", type=pathlib.Path, required=True, help="the other tree (e.g. git archive of main)")
     parser.add_argument("--size-mb", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--sections", default="tunnel,file,mem", help="of tunnel, file, mem (default: all)")
+    parser.add_argument("--sections", default="tunnel,file,mem,latency",
+                        help="of tunnel, file, mem, latency (default: all)")
+    parser.add_argument("--latency-sizes", default="1024,4096", help="response sizes of the latency section, bytes")
+    parser.add_argument("--latency-requests", type=int, default=1000,
+                        help="requests a path each round in the latency section (default 1000)")
     parser.add_argument("--memory-clients", type=int, default=1000)
     parser.add_argument("--memory-rounds", type=int, default=2, help="0 skips the memory figures")
     parser.add_argument("--json", type=pathlib.Path, help="also write the results here")
@@ -123,6 +192,12 @@ def main() -> None:
         proxies = {name: start_proxy(tree, workdir, name) for name, tree in trees.items()}
         processes += [process for process, _ in proxies.values()]
         for section in args.sections.split(","):
+            if section == LATENCY:
+                for size in (int(text) for text in args.latency_sizes.split(",")):
+                    print(f"latency, {size} B responses ...", file=sys.stderr)
+                    results[f"{LATENCY}_{size}"] = asyncio.run(latency(origin, proxies, size, args.rounds,
+                                                                       args.latency_requests))
+                continue
             print(f"throughput, {args.size_mb} MB, {section} ...", file=sys.stderr)
             results[section] = throughput(origin, proxies, bare, args.size_mb * 1_000_000, args.rounds, section)
         for process, _ in proxies.values():

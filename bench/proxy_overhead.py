@@ -115,7 +115,9 @@ def throughput(origin: str, proxies: dict[str, str | None], pids: dict[str, int]
     }
 
 
-async def _latencies(address: str, target: str, count: int) -> list[float]:
+async def keepalive_latencies(address: str, target: str, count: int) -> list[float]:
+    """`count` GETs of `target` one after another on one new keep-alive connection to `address`: seconds from
+    each request's write to its whole body read."""
     host, port = address.rsplit(":", 1)
     reader, writer = await asyncio.open_connection(host, int(port))
     request = f"GET {target} HTTP/1.1\r\nHost: bench\r\n\r\n".encode()
@@ -137,12 +139,12 @@ def percentile(values: list[float], q: float) -> float:
 
 
 async def latency(origin: str, proxy: str, count: int) -> dict[str, float]:
-    await _latencies(origin, "/small", 200)  # warm-up both paths (pool, caches)
-    await _latencies(proxy, f"http://{origin}/small", 200)
+    await keepalive_latencies(origin, "/small", 200)  # warm-up both paths (pool, caches)
+    await keepalive_latencies(proxy, f"http://{origin}/small", 200)
     direct, proxied = [], []
     for _ in range(4):  # interleave blocks so drift hits both paths alike
-        direct += await _latencies(origin, "/small", count // 4)
-        proxied += await _latencies(proxy, f"http://{origin}/small", count // 4)
+        direct += await keepalive_latencies(origin, "/small", count // 4)
+        proxied += await keepalive_latencies(proxy, f"http://{origin}/small", count // 4)
     ms = 1000
     return {
         "direct_p50_ms": round(percentile(direct, 0.5) * ms, 3),

@@ -7,9 +7,11 @@ User-Agent/Accept/Accept-Encoding/Content-Type, URLs sent exactly as received.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import socket
 import ssl
+from typing import Any
 
 import aiohttp
 from aiohttp.abc import AbstractResolver
@@ -138,7 +140,11 @@ def _peer_of(connection) -> str | None:
     peer = transport.get_extra_info("peername") if transport is not None else None
     if not peer:
         return None
-    return addresses.canonical_host(str(peer[0] if isinstance(peer, tuple) else peer))
+    return _canonical_host(str(peer[0] if isinstance(peer, tuple) else peer))
+
+
+# Asked of every origin response's socket: a handful of origins at a time, each spelled anew by `ipaddress`.
+_canonical_host = functools.lru_cache(maxsize=addresses.KIND_CACHE)(addresses.canonical_host)
 
 
 class OriginResponse(aiohttp.ClientResponse):
@@ -169,21 +175,34 @@ class OriginStream:
     cancellation, so that a download's shell turns each outcome into one event of its core.
 
     `connected_address`: where the connection went (`connected_address()`), recorded when the head arrives; None
-    before, or when it cannot be known. Whether content may be shared depends on it (`proxy.exposure.may_share`)."""
+    before, or when it cannot be known. Whether content may be shared depends on it (`proxy.exposure.may_share`).
+
+    The request is made by the first `next()`, in the task that awaits it (the download's shell asks for it at
+    once), not in a task of its own: that cost a task and a turn of the loop on every GET, between the origin's
+    head and the client's. Cancelling that `next()` cancels the request."""
 
     def __init__(self, session: aiohttp.ClientSession, url, headers: list[tuple[str, str]]) -> None:
-        self.request = asyncio.ensure_future(
-            session.request("GET", url, headers=headers, allow_redirects=False, compress=None))
+        self._ask: tuple[aiohttp.ClientSession, Any, list[tuple[str, str]]] | None = (session, url, headers)
+        self._failure: Exception | None = None  # why the head never came, for a `next()` after "head_failed"
+        self._closed = False
         self.upstream: aiohttp.ClientResponse | None = None
         self.connected_address: str | None = None
 
     async def next(self) -> tuple[str, object]:
         if self.upstream is None:
+            if self._ask is None:  # it failed, was closed, or another `next()` still waits for it
+                return "head_failed", self._failure or ConnectionError("the origin stream was closed or is busy")
+            session, url, headers = self._ask
+            self._ask = None
             try:
-                self.upstream = await self.request
+                self.upstream = await session.request("GET", url, headers=headers, allow_redirects=False,
+                                                      compress=None)
             except Exception as exc:  # unreachable, refused, timed out: the core says what it means
+                self._failure = exc
                 return "head_failed", exc
             self.connected_address = connected_address(self.upstream)
+            if self._closed:  # closed while it was asked, its `next()` not cancelled: the connection is not kept
+                self.upstream.release()
             return "head", self.upstream
         try:
             chunk = await self.upstream.content.read(READ_CHUNK)
@@ -192,10 +211,7 @@ class OriginStream:
         return ("data", chunk) if chunk else ("end", None)
 
     def close(self) -> None:
-        if not self.request.done():
-            self.request.cancel()
-        elif not self.request.cancelled() and self.request.exception() is None and self.upstream is None:
-            self.upstream = self.request.result()
+        self._ask, self._closed = None, True  # never asked after this; one under way ends with its `next()`
         if self.upstream is not None:
             self.upstream.release()  # back to the pool if its body was read to the end, else closed
 

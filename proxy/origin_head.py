@@ -28,7 +28,7 @@ from swarm.content.manifest import (
 from swarm.errors import PeerError
 
 from . import headers as hdr
-from .publish_gate import content_length_of, gate
+from .publish_gate import gate_and_length
 from .ranges import content_range, parse_content_range, parse_range
 
 log = logging.getLogger("swarmproxy.origin_manifest")
@@ -103,8 +103,7 @@ class OriginHead:
 def describe(url: str, request_headers: Fields, status: int, headers: Fields,
              raw_headers: Iterable[tuple[bytes, bytes]] = ()) -> OriginHead:
     """The summary of one origin answer to a GET for `url` sent with `request_headers`."""
-    decision = gate("GET", url, request_headers.items(), status, headers.items())
-    size = content_length_of(status, headers.items())
+    decision, size = gate_and_length("GET", url, request_headers.items(), status, headers.items())
     start, end = 0, size
     if status == 206 and (parsed := parse_content_range(headers.get("Content-Range"))) is not None:
         start, end, _ = parsed  # a swarmable 206 always has one: the gate checked it

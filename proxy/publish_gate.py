@@ -63,7 +63,7 @@ from typing import Any
 from .url_privacy import redact_url, url_reason
 
 __all__ = ["GateDecision", "OK", "cache_control", "content_length_of", "content_range", "gate", "last_modified",
-           "redact_url", "request_gate", "strong_etag", "validator_of"]
+           "gate_and_length", "redact_url", "request_gate", "strong_etag", "validator_of"]
 
 HeaderSource = Iterable[tuple[str, str]] | Mapping[str, str] | Any
 
@@ -94,7 +94,11 @@ def _fields(headers: HeaderSource | None) -> dict[str, list[str]]:
     items = headers.items() if hasattr(headers, "items") else headers
     fields: dict[str, list[str]] = {}
     for name, value in items:
-        fields.setdefault(str(name).strip().lower(), []).append(str(value).strip())
+        key = str(name).strip().lower()
+        if key in fields:
+            fields[key].append(str(value).strip())
+        else:  # not `setdefault(key, [])`, which makes a list for every field line
+            fields[key] = [str(value).strip()]
     return fields
 
 
@@ -105,7 +109,7 @@ def _merged(fields: dict[str, list[str]], name: str) -> str | None:
 
 def _present(fields: dict[str, list[str]], name: str) -> bool:
     """At least one non-blank field line (an empty `Cookie:` carries nothing)."""
-    return any(v for v in fields.get(name, ()))
+    return any(fields.get(name, ()))
 
 
 def _list_tokens(value: str | None) -> list[str]:
@@ -237,7 +241,7 @@ def _request_reason(method: str, url: str, fields: dict[str, list[str]]) -> str 
         return reason
     if method != "GET":
         return "method"
-    if any(name in fields for name in _CONDITIONAL):
+    if not fields.keys().isdisjoint(_CONDITIONAL):
         return "conditional"
     directives = cache_control(_merged(fields, "cache-control"))
     if "no-store" in directives:
@@ -266,11 +270,18 @@ def request_gate(method: str, url: str, request_headers: HeaderSource | None) ->
 def gate(method: str, url: str, request_headers: HeaderSource | None, status: int | None,
          response_headers: HeaderSource | None) -> GateDecision:
     """Whether this request/response pair may be swarmed and announced; see the module docstring."""
-    request = _fields(request_headers)
+    return gate_and_length(method, url, request_headers, status, response_headers)[0]
+
+
+def gate_and_length(method: str, url: str, request_headers: HeaderSource | None, status: int | None,
+                    response_headers: HeaderSource | None) -> tuple[GateDecision, int | None]:
+    """`gate`'s decision and `content_length_of`'s length together, each field list read once: an origin's head
+    is described with both on every GET the fallback download relays (`proxy.origin_head.describe`)."""
+    request, response = _fields(request_headers), _fields(response_headers)
     reason = _request_reason(method, url, request)
     if reason is None:
-        reason = _response_reason(request, status, _fields(response_headers))
-    return OK if reason is None else GateDecision(False, reason)
+        reason = _response_reason(request, status, response)
+    return OK if reason is None else GateDecision(False, reason), _content_length(status, response)
 
 
 def _response_reason(request: dict[str, list[str]], status: int | None,

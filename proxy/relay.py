@@ -13,6 +13,7 @@ from typing import Protocol
 
 import aiohttp
 from aiohttp import web
+from aiohttp.abc import AbstractStreamWriter
 from yarl import URL
 
 from . import headers as hdr
@@ -64,6 +65,10 @@ class RelayedResponse(web.StreamResponse):
                 self.headers.popall(hdr.REQUEST_ID, None)
             if request.get(SANDBOXED):  # added, so that the origin's own policies still apply too
                 self.headers.add("Content-Security-Policy", "sandbox")
+            writer = await super().prepare(request)
+            if not self._send_headers_immediately and writer is not None:  # held back for its body (`response_for`)
+                asyncio.get_running_loop().call_soon(_send_held_head, writer)
+            return writer
         return await super().prepare(request)
 
     async def _prepare_headers(self) -> None:
@@ -72,6 +77,14 @@ class RelayedResponse(web.StreamResponse):
         for name in ("Content-Type", "Server"):
             if name not in had:
                 self.headers.popall(name, None)
+
+
+def _send_held_head(writer: AbstractStreamWriter) -> None:
+    """A held head whose body was not written in the same turn of the loop goes out alone now: the fallback download
+    reads the body in later turns, and the head must not wait on them (nor be lost if that read fails)."""
+    transport = writer.transport
+    if transport is not None and not transport.is_closing():
+        writer.send_headers()  # nothing when it went out with the body
 
 
 def origin_url(raw_target: str) -> URL:
@@ -94,6 +107,8 @@ def origin_url(raw_target: str) -> URL:
 def _sanitize(value: str) -> str:
     # Field values arrive decoded as UTF-8 with surrogate escapes; aiohttp's writer encodes strictly.
     # Re-decoding as latin-1 keeps odd bytes from raising (they are rare and obsolete, RFC 9110 §5.5).
+    if value.isascii():  # nearly every value: no encoding made to find out
+        return value
     try:
         value.encode("utf-8")
         return value
@@ -176,11 +191,20 @@ async def relay(request: web.BaseRequest, session: aiohttp.ClientSession, record
 
 
 def response_for(upstream: aiohttp.ClientResponse, *, upgrade: bool = False) -> RelayedResponse:
-    """The client's response head for an origin response: end-to-end fields, Via, nothing invented."""
-    response = RelayedResponse(status=upstream.status, reason=_reason(upstream.reason))
+    """The client's response head for an origin response: end-to-end fields, Via, nothing invented.
+
+    When the origin's body (or its end) came with its head, as a small response's does, the head is held back to go
+    out with the first body bytes in one write: one send instead of two, and the client wakes once (the plain relay
+    writes them in the same turn of the loop; otherwise the head goes out alone at the next turn, `_send_held_head`).
+    A head whose body has not come, or broke off already, goes out when prepared."""
     version = upstream.version or (1, 1)  # aiohttp sets it once the status line is read, as it has been here
-    for name, value in hdr.add_via(hdr.end_to_end(upstream.headers.items(), upgrade=upgrade), version):
-        response.headers.add(name, _sanitize(value))
+    fields = hdr.add_via(hdr.end_to_end(upstream.headers.items(), upgrade=upgrade), version)
+    response = RelayedResponse(status=upstream.status, reason=_reason(upstream.reason),
+                               headers=[(name, _sanitize(value)) for name, value in fields])
+    content = upstream.content
+    if not upgrade and (content.total_bytes or content.is_eof()) and content.exception() is None:
+        # aiohttp's own Response holds its head the same way; a StreamResponse sends it at `prepare` unless told.
+        response._send_headers_immediately = False
     return response
 
 

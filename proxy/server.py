@@ -195,7 +195,8 @@ class _ProxyProtocol(web_protocol.RequestHandler):
         if status != 500:
             stats.counters["bad_requests"] += 1
             log.warning("rejected request from %s: %s", peer and peer[0], summary)
-        if request.writer.output_size > 0:
+        # A relayed head held back for its body (`relay.response_for`) counts as sent: the answer has begun.
+        if request.writer.output_size > 0 or getattr(request.writer, "_headers_buf", None):
             raise ConnectionError("response already started")
         response = _text(status, text)
         response.force_close()
@@ -520,7 +521,7 @@ class ProxyServer:
         record = self.stats.begin(request.method, shown, client)
         response: web.StreamResponse | None = None
         try:
-            self._refuse_self(request, target)
+            target = self._refuse_self(request, target)
             if request.method == "CONNECT":
                 self.stats.counters["tunnels"] += 1
                 response = await connect(request, record, allowed=self.config.connect_ports,
@@ -558,17 +559,16 @@ class ProxyServer:
         response.force_close()
         return response
 
-    def _refuse_self(self, request: web.BaseRequest, target: URL | None = None) -> None:
-        """OriginError(403) when the request's target is this proxy's own listener (see proxy.edge)."""
+    def _refuse_self(self, request: web.BaseRequest, target: URL | None = None) -> URL | None:
+        """OriginError(403) when the request's target is this proxy's own listener (see proxy.edge); else the URL
+        a request other than CONNECT targets, read once here for the relay too."""
         if self._listen is None:
-            return
-        if request.method == "CONNECT":
-            host, port = parse_authority(request.raw_path)
-        else:
-            url = origin_url(request.raw_path) if target is None else target
-            host, port = url.raw_host or "", url.port or 0
+            return target
+        url = None if request.method == "CONNECT" else origin_url(request.raw_path) if target is None else target
+        host, port = parse_authority(request.raw_path) if url is None else (url.raw_host or "", url.port or 0)
         if edge.reaches_listener(host, port, *self._listen):
             raise OriginError(403, edge.self_refusal(host, port, self.addresses["proxy"]))
+        return url
 
 
 def _join(host: str, port: int) -> str:

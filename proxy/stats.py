@@ -152,12 +152,21 @@ class _BitTorrentCollector:
         return []
 
 
+def _child(metric: Any, children: dict[tuple[str, ...], Any], values: tuple[str, ...]) -> Any:
+    """`metric.labels(*values)`, kept in `children` once made."""
+    child = children.get(values)
+    if child is None:
+        child = children[values] = metric.labels(*values)
+    return child
+
+
 class Stats:
     def __init__(self, history: int, clock: Callable[[], float] = time.time) -> None:
         self.started_monotonic = time.monotonic()
         self._clock = clock  # wall clock, seconds since the epoch: what "today" is judged by
         self.started_wall = clock()
         self._today: dict[str, Any] = {"date": None}
+        self._day = (0.0, 0.0)  # the local day `_today` counts, as [midnight, next midnight) in clock seconds
         self.history: collections.deque[RequestRecord] = collections.deque(maxlen=history)
         self.counters: collections.Counter[str] = collections.Counter()
         self.connections_open = 0
@@ -208,6 +217,10 @@ class Stats:
             "swarmproxy_swarm_skipped", "GETs that did not use peers, by why (the publish gate's reason, or why no "
             "usable manifest was found after a switch)", ["reason"], registry=self.registry,
         )
+        # Their children by label values, as each first comes: prometheus' `labels` locks and checks its arguments
+        # on every call, twice a request. These hold no more than the metrics themselves keep.
+        self._requests_by: dict[tuple[str, ...], Any] = {}
+        self._skipped_by: dict[tuple[str, ...], Any] = {}
 
         self._hash_failures = prom.Counter(
             "swarmproxy_hash_failures", "Blocks or hash layers from peers that failed verification (never sent "
@@ -247,8 +260,9 @@ class Stats:
         sampled["peers"] -= excess
         sampled["origin"] += excess
         for source in SOURCES:
-            self.timeline.add_bytes(source, totals[source] - sampled[source], now)
-            sampled[source] = max(totals[source], sampled[source])
+            if (count := totals[source] - sampled[source]) > 0:  # the rest add nothing: one call, not three
+                self.timeline.add_bytes(source, count, now)
+                sampled[source] = totals[source]
 
     def under_way(self) -> list[RequestRecord]:
         """The requests not finished yet, oldest first (the history may have dropped some of them already)."""
@@ -273,9 +287,13 @@ class Stats:
         whichever is later (`since`, seconds since the epoch): a user asks how much swarmed today, and nothing is
         kept across restarts. Started afresh at the first call of a new day."""
         now = self._clock()
+        if self._day[0] <= now < self._day[1]:  # asked on every request: the day's bounds, not a date, each time
+            return self._today
         date = datetime.date.fromtimestamp(now)  # local: the user's day, not UTC's
+        midnight = datetime.datetime.combine(date, datetime.time()).timestamp()
+        tomorrow = datetime.datetime.combine(date + datetime.timedelta(days=1), datetime.time())
+        self._day = (midnight, tomorrow.timestamp())
         if self._today["date"] != date.isoformat():
-            midnight = datetime.datetime.combine(date, datetime.time()).timestamp()
             self._today = {"date": date.isoformat(), "since": round(max(midnight, self.started_wall), 3),
                            **dict.fromkeys(TODAY_COUNTERS, 0)}
         return self._today
@@ -321,14 +339,15 @@ class Stats:
             self.counters["requests_swarmed"] += 1
             today["requests_swarmed"] += 1
         status_class = f"{status // 100}xx" if status else "none"
-        self._requests.labels(record.method, status_class).inc()
+        _child(self._requests, self._requests_by, (record.method, status_class)).inc()
         for source, count in (("origin", record.bytes_origin), ("peers", record.bytes_peers),
                               ("bittorrent", record.bytes_bittorrent)):
             if count:
                 self._by_source[source].inc(count)
         self._duration.observe(duration)
         if record.swarm_skipped:
-            self._skipped.labels(record.swarm_skipped.split(" ")[0]).inc()  # the key: a bounded set of labels
+            # the key: a bounded set of labels
+            _child(self._skipped, self._skipped_by, (record.swarm_skipped.split(" ")[0],)).inc()
         if error:
             self.error(error)
         access_log.info(

@@ -352,7 +352,13 @@ def _scrub(url: str) -> tuple[SplitResult, str, frozenset[str]]:
 
 def url_reason(url: str) -> str | None:
     """Why this URL may not be announced (one of the reasons in the module docstring), or None."""
-    if not isinstance(url, str) or not _PRINTABLE.fullmatch(url):
+    return _url_reason(url) if isinstance(url, str) else URL
+
+
+@functools.lru_cache(maxsize=SCRUB_CACHE)
+def _url_reason(url: str) -> str | None:
+    """`url_reason` of a string. Cached as `_scrub` is: the publish gate asks it before and after the head."""
+    if not _PRINTABLE.fullmatch(url):
         return URL
     try:
         parts, _, reasons = _scrub(url)

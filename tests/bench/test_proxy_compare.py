@@ -1,5 +1,6 @@
 """`python -m bench.proxy_compare` runs end to end on a small scale: two proxies (this tree against itself), the bare
-copy relay, both memory figures, and says so in its JSON. Loopback only; curl is the client."""
+copy relay, both memory figures, the added latency of each tree, and says so in its JSON. Loopback only; curl is the
+client (and an asyncio one for the latency)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 def test_a_small_comparison_of_this_tree_with_itself(tmp_path):
     out = tmp_path / "compare.json"
     done = subprocess.run([sys.executable, "-m", "bench.proxy_compare", "--base", str(ROOT), "--size-mb", "2",
-                           "--rounds", "2", "--sections", "tunnel,file", "--memory-clients", "4",
+                           "--rounds", "2", "--sections", "tunnel,file,latency", "--latency-sizes", "1024",
+                           "--latency-requests", "20", "--memory-clients", "4",
                            "--memory-rounds", "1", "--json", str(out)], cwd=ROOT, capture_output=True, text=True,
                           timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -30,3 +32,8 @@ def test_a_small_comparison_of_this_tree_with_itself(tmp_path):
         assert "cpu_s_per_gb" in result["file"][path]
         peaks = result["memory_peak_kib_per_download"][path]
         assert len(peaks["relay"]) == len(peaks["tunnel"]) == 1
+        latency = result["latency_1024"][path]
+        assert latency["p50_ms"] > 0 and latency["cpu_us_per_request"] >= 0  # (CPU ticks: 0 for so few)
+        assert len(latency["rounds_added_p50_ms"]) == len(latency["rounds_added_p99_ms"]) == 2
+    assert result["latency_1024"]["requests_a_path"] == 40 and result["latency_1024"]["direct"]["p99_ms"] > 0
+    assert set(result["latency_1024"]["this_tree_over_base_added"]) == {"p50", "p99", "p50_round_by_round_median"}

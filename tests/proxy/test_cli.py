@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -10,6 +11,8 @@ import pytest
 from bittorrent.settings import PRIVATE_NETWORK_ENV
 from proxy import cli
 from proxy.config import OPTIONS
+
+from .rawhttp import request
 
 
 def test_run_help_lists_every_option_with_default(capsys):
@@ -95,3 +98,15 @@ def test_port_in_use_is_a_clear_error(tmp_path):
                                 env={"XDG_DATA_HOME": str(tmp_path), PRIVATE_NETWORK_ENV: "1"})
     assert result.returncode == 1
     assert "cannot listen on" in result.stderr and "Traceback" not in result.stderr
+
+
+async def test_run_logs_each_request_as_one_line_of_its_format(proxy_process, origin):
+    """The access log keeps its line (`cli.LOG_FORMAT`) while `run` skips gathering what that line never shows."""
+    relayed = await request(proxy_process.address, f"GET {origin.url}/bytes/10 HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+    assert relayed.status == 200
+    # Answered after the first request's record was closed and its line written (one loop, in order).
+    status = await request(proxy_process.address, b"GET /_swarm/status HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    assert status.status == 200
+    lines = [line for line in proxy_process.log().splitlines() if " swarmproxy.access: " in line]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO swarmproxy\.access: 127\.0\.0\.1 GET "
+                        rf"{re.escape(origin.url)}/bytes/10 200 10B \d+\.\d{{3}}s", lines[0]), lines

@@ -1,14 +1,18 @@
-"""`describe_failure`: an origin failure becomes the answer that says what went wrong and which setting to change."""
+"""`describe_failure`: an origin failure becomes the answer that says what went wrong and which setting to change.
+`OriginStream`: one origin GET, asked by its first `next()`."""
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 
 import aiohttp
 import pytest
 from aiohttp.client_reqrep import ConnectionKey
 
-from proxy.origin import describe_failure
+from proxy.origin import OriginStream, describe_failure, make_session
+
+from .conftest import body_bytes
 
 KEY = ConnectionKey("origin.example", 443, True, True, None, None, None)
 
@@ -51,3 +55,38 @@ def test_a_failure_says_what_to_change(exc, timeouts, status, said, ca_hint):
     assert said in error.message, error.message
     # Only a CA the proxy lacks is cured by --ca-file; an expired certificate or another name's is not.
     assert (GIVE_THE_CA in error.message) == ca_hint, error.message
+
+
+async def test_a_stream_asks_its_origin_at_its_first_next_and_reads_to_the_end(origin):
+    session = make_session(connect_timeout=2, read_timeout=2, max_connections=4)
+    async with session:
+        unasked = OriginStream(session, f"{origin.url}/echo", [])
+        unasked.close()  # closed before anything was awaited: nothing was sent
+        kind, error = await unasked.next()
+        assert kind == "head_failed" and isinstance(error, ConnectionError)
+        stream = OriginStream(session, f"{origin.url}/bytes/3000", [("X-Asked", "yes")])
+        kind, response = await stream.next()
+        assert kind == "head" and response.status == 200 and stream.connected_address == "127.0.0.1"
+        body = b""
+        while (event := await stream.next())[0] == "data":
+            body += event[1]
+        assert event == ("end", None) and body == body_bytes(3000)
+        stream.close()
+        echo = OriginStream(session, f"{origin.url}/echo", [])
+        assert (await echo.next())[0] == "head"
+        echo.close()
+    assert [request["path"] for request in origin.requests] == ["/echo"]  # the unasked stream's never went
+
+
+async def test_cancelling_the_first_next_abandons_the_origin_request(origin):
+    session = make_session(connect_timeout=2, read_timeout=30, max_connections=4)
+    async with session:
+        stream = OriginStream(session, f"{origin.url}/silent", [])
+        waiting = asyncio.ensure_future(stream.next())
+        await origin.silent_started.wait()  # the request is at the origin, its head awaited
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        stream.close()
+        async with asyncio.timeout(10):  # the origin sees its client go, long before the 30 s read timeout
+            await origin.silent_abandoned.wait()

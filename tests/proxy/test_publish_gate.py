@@ -16,6 +16,7 @@ from proxy.publish_gate import (
     content_length_of,
     content_range,
     gate,
+    gate_and_length,
     redact_url,
     request_gate,
     strong_etag,
@@ -318,6 +319,14 @@ def test_strong_etag_keeps_quotes():
 ], ids=["200", "zero", "chunked", "missing", "absurd", "206", "206-tail", "206-star", "206-no-range", "404", "none"])
 def test_content_length_of(status, headers, expected):
     assert content_length_of(status, headers) == expected
+
+
+@pytest.mark.parametrize("method,url,request_headers,status,response_headers,reason", ROWS.values(), ids=ROWS.keys())
+def test_gate_and_length_is_the_gate_and_the_length_at_once(method, url, request_headers, status, response_headers,
+                                                             reason):
+    decision, length = gate_and_length(method, url, request_headers, status, response_headers)
+    assert decision == gate(method, url, request_headers, status, response_headers)
+    assert length == content_length_of(status, response_headers)
 
 
 @pytest.mark.parametrize("value,expected", [

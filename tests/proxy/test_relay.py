@@ -9,9 +9,11 @@ import json
 
 import aiohttp
 import pytest
+from aiohttp import http_writer
 
+from proxy import relay as relay_module
 from proxy.origin_resolver import StaticResolver
-from proxy.server import ProxyServer
+from proxy.server import ProxyServer, _ProxyProtocol
 
 from .conftest import body_bytes, proxy_config
 from .rawhttp import RawConnection, request
@@ -324,3 +326,114 @@ async def test_a_request_cut_by_shutdown_is_not_blamed_on_its_client(tmp_path, o
         await connection.close()
     errors = [r.error for r in server.stats.history if r.url.endswith("/silent")]
     assert errors == ["stopped: swarmproxy shut down"], errors
+
+
+# The three ways a GET's answer is relayed: the plain relay (no block engine), the fallback download relaying an
+# origin it may not share as is, and the fallback streaming one it may share (the tests' origin, listed).
+RELAY_PATHS = {"relay": {}, "fallback, not shared": {"peer_listen": "127.0.0.1:0", "share_private_origins": ""},
+               "fallback, shared": {"peer_listen": "127.0.0.1:0"}}
+AS_IS = ["relay", "fallback, not shared"]  # the answer relayed as is: its body written in the head's turn of the loop
+
+
+@pytest.mark.parametrize("path", AS_IS)
+async def test_a_small_answer_relayed_as_is_reaches_the_client_in_one_write(tmp_path, origin, monkeypatch, path):
+    """Its head waits for the body that came with it: one send to the client instead of two (issue 41's latency)."""
+    writes: list[int] = []
+
+    def counted(name: str):
+        original = getattr(http_writer.StreamWriter, name)
+
+        def write(self, data):
+            if isinstance(self.protocol, _ProxyProtocol):  # the proxy's client, not the origin (in this process)
+                writes.append(len(data) if name == "_write" else sum(len(piece) for piece in data))
+            return original(self, data)
+        return write
+
+    for name in ("_write", "_writelines"):
+        monkeypatch.setattr(http_writer.StreamWriter, name, counted(name))
+    server = ProxyServer(proxy_config(tmp_path, **RELAY_PATHS[path]))
+    await server.start()
+    try:
+        connection = await RawConnection.open(address(server))
+        for size in (1024, 4096, 0):
+            writes.clear()
+            await connection.send(get(origin.url + f"/bytes/{size}"))
+            response = await connection.response()
+            assert (response.status, response.body) == (200, body_bytes(size))
+            assert len(writes) == 1 and writes[0] > size, writes
+        await connection.close()
+    finally:
+        await server.stop()
+
+
+@pytest.mark.parametrize("path", RELAY_PATHS)
+async def test_a_head_whose_body_has_not_come_goes_out_at_once(tmp_path, path):
+    """Holding a head back for its body is only for a body already here: a client of a slow origin sees the head
+    as soon as the origin sent it."""
+    release = asyncio.Event()
+
+    async def slow_body(reader, writer):
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b'HTTP/1.1 200 OK\r\nContent-Length: 5\r\nETag: "5"\r\n\r\n')
+        await release.wait()
+        writer.write(b"hello")
+        await writer.drain()
+        writer.close()
+
+    origin = await asyncio.start_server(slow_body, "127.0.0.1", 0)
+    port = origin.sockets[0].getsockname()[1]
+    server = ProxyServer(proxy_config(tmp_path, **RELAY_PATHS[path]))
+    await server.start()
+    try:
+        connection = await RawConnection.open(address(server))
+        await connection.send(get(f"http://127.0.0.1:{port}/slow"))
+        async with asyncio.timeout(10):  # the head comes while the origin still holds its body back
+            head = await connection.reader.readuntil(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200")
+        release.set()
+        assert await connection.reader.readexactly(5) == b"hello"
+        await connection.close()
+    finally:
+        await server.stop()
+        origin.close()
+        await origin.wait_closed()
+
+
+async def test_a_failure_after_a_held_head_ends_the_connection_as_after_a_sent_one(proxy, origin, monkeypatch):
+    """The client never gets a 500 in place of the origin's 200 that was prepared: the connection just ends."""
+    async def failing_copy(*args, **kwargs):
+        raise RuntimeError("a bug while relaying the body")
+
+    monkeypatch.setattr(relay_module, "_copy_body", failing_copy)
+    connection = await RawConnection.open(address(proxy))
+    await connection.send(get(origin.url + "/bytes/10"))
+    async with asyncio.timeout(10):
+        seen = await connection.reader.read()  # to the end: the proxy closes the connection
+    assert b" 500 " not in seen and seen.count(b"HTTP/1.1 ") <= 1, seen
+
+
+@pytest.mark.parametrize("path", RELAY_PATHS)
+async def test_a_head_whose_body_breaks_off_at_once_still_reaches_the_client(tmp_path, path):
+    """The origin sends its head, a little of the body and closes: the client gets that head, then the cut (a head
+    held back for its body must not be lost with the body)."""
+    async def breaks_off(reader, writer):
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\nETag: "cut"\r\n\r\n' + b"x" * 10)
+        await writer.drain()
+        writer.close()
+
+    origin = await asyncio.start_server(breaks_off, "127.0.0.1", 0)
+    port = origin.sockets[0].getsockname()[1]
+    server = ProxyServer(proxy_config(tmp_path, **RELAY_PATHS[path]))
+    await server.start()
+    try:
+        connection = await RawConnection.open(address(server))
+        await connection.send(get(f"http://127.0.0.1:{port}/cut"))
+        async with asyncio.timeout(10):
+            seen = await connection.reader.read()  # to the end: the proxy cuts the connection
+        assert seen.startswith(b"HTTP/1.1 200 OK\r\n") and len(seen.partition(b"\r\n\r\n")[2]) < 100, seen
+        await connection.close()
+    finally:
+        await server.stop()
+        origin.close()
+        await origin.wait_closed()

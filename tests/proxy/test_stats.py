@@ -104,6 +104,36 @@ async def test_a_download_finished_from_peers_counts(tmp_path, slow_origin):
         await cluster.close()
 
 
+def test_the_day_turns_at_local_midnight_and_back_if_the_clock_does() -> None:
+    day = datetime.date(2026, 3, 14)
+    midnight = datetime.datetime.combine(day + datetime.timedelta(days=1), datetime.time()).timestamp()
+    clock = Clock(midnight - 0.001)
+    stats = Stats(10, clock=clock)
+    finish(stats, origin=1)
+    assert (stats.today()["date"], stats.today()["requests"]) == ("2026-03-14", 1)
+    clock.now = midnight
+    finish(stats, origin=1)
+    assert (stats.today()["date"], stats.today()["requests"], stats.today()["since"]) == ("2026-03-15", 1, midnight)
+    clock.now = midnight - 0.001  # the clock set back (NTP): that day's counters start again
+    assert (stats.today()["date"], stats.today()["requests"]) == ("2026-03-14", 0)
+
+
+def test_prometheus_counts_requests_by_method_and_status_and_skips_by_reason() -> None:
+    stats = Stats(10, clock=Clock(local_noon(datetime.date(2026, 3, 14))))
+    for method, status, skipped in (("GET", 200, "private-origin (x)"), ("GET", 200, None), ("GET", 404, None),
+                                    ("POST", 200, "method")):
+        record = stats.begin(method, "http://example.com/f", "127.0.0.1")
+        record.swarm_skipped = skipped
+        stats.finish(record, status, 0, 0.01)
+    text = stats.prometheus_text().decode()
+    for line in ('swarmproxy_requests_total{method="GET",status_class="2xx"} 2.0',
+                 'swarmproxy_requests_total{method="GET",status_class="4xx"} 1.0',
+                 'swarmproxy_requests_total{method="POST",status_class="2xx"} 1.0',
+                 'swarmproxy_swarm_skipped_total{reason="private-origin"} 1.0',
+                 'swarmproxy_swarm_skipped_total{reason="method"} 1.0'):
+        assert line in text.splitlines(), line
+
+
 def test_a_records_events_are_stamped_from_its_start_and_bounded() -> None:
     """`events` says what a download decided and why; a long download's later lines are dropped, not its first."""
     record = Stats(history=10).begin("GET", "http://example.com/f", "127.0.0.1")
