@@ -168,24 +168,107 @@ def _turns(owners: list[str], carriers: int) -> list[int]:
 
 def tree_step(rack: int, home: int, offset: int, count: int) -> int:
     """A rack's place in the tree of the blocks of one home between the `count` racks of a DC (by their places in
-    name order): the home first, then the others in name order from the home on, rotated by the home's `offset`
-    (`_offsets`: the homes spread evenly), so that every rack is an inner node of about as many trees (in name
-    order alone, the racks just after the DC's few homes gave out two copies each while others gave none). One
-    order per home keeps a rack's parents few: a representant reaches at most `FETCH_PEERS` sources, and a parent
-    outside them would show it nothing until it stalled. Step s gives to steps `HOME_FANOUT` * s + 1 ... +
-    `HOME_FANOUT`."""
+    name order): the home first, then the others in name order from the home on, rotated by the tree's `offset`
+    (`EntryPlan._offsets_in`: chosen so that every rack's uplink carries out about as much, its own home's blocks
+    included; in name order alone, the racks just after the DC's few homes gave out two copies each while others
+    gave none). One rotation per tree keeps a rack's parents few: a representant reaches at most `FETCH_PEERS`
+    sources, and a parent outside them would show it nothing until it stalled. Step s gives to steps
+    `HOME_FANOUT` * s + 1 ... + `HOME_FANOUT`."""
     if rack == home:
         return 0
     return ((rack - home - 1) % count - offset) % (count - 1) + 1
 
 
 TREE_VARIANTS = 4  # trees per home, the blocks taking them in turn: finer shares, still few parents per rack
+REBALANCE_ROUNDS = 4  # rounds of rotating each tree again (`balanced_offsets`); 5 to 130 racks settle in one or two
 
 
 def variant_offset(block: int, count: int) -> int:
-    """The further rotation of a block's tree (`tree_step`): a home's blocks take `TREE_VARIANTS` trees in turn,
-    each rotated by as much more, so that a rack is an inner node for a quarter of a home's share at a time."""
+    """A block's tree's default rotation beyond its home's (`tree_step`): a home's blocks take `TREE_VARIANTS`
+    trees in turn, each rotated by as much more, so that a rack is an inner node for a quarter of a home's share at
+    a time. `EntryPlan._offsets_in` starts its search for each tree's rotation there."""
     return (block % TREE_VARIANTS) * (count - 1) // TREE_VARIANTS if count > 1 else 0
+
+
+def fanouts(count: int) -> list[int]:
+    """How many racks each step of a tree between `count` racks gives to (`tree_step`): the steps
+    `HOME_FANOUT` * s + 1 ... + `HOME_FANOUT` that exist."""
+    return [max(0, min(HOME_FANOUT * s + HOME_FANOUT, count - 1) - HOME_FANOUT * s) for s in range(count)]
+
+
+def balanced_offsets(homes: list[int | None], count: int) -> dict[tuple[int, int], int]:
+    """Each tree's rotation (`tree_step`), per (home, variant: block % `TREE_VARIANTS`), for blocks whose home
+    racks (places among `count`) are `homes`, so that every rack's uplink gives out about as much across the DC.
+
+    A home always gives its own blocks to `HOME_FANOUT` racks; rotated evenly regardless of that, the homes were
+    also inner nodes of the other homes' trees as often as any rack. With 5 racks of 20 (Kraken's case at 100
+    agents, five DC representants in three racks) a home rack's uplink gave out 1.1 copies, a rack without 0.5, and
+    a DC representant, which also brings half its rack's blocks in, sent 1.10 copies through a link capped like
+    every other: those blocks came out last (`bench/sim`: the DC representants' uplinks alone 15 % faster took
+    0.9 s off the p50). So what each home gives as one is counted first; the trees, largest share first, are each
+    rotated so that the most any rack gives out is least (then the sum of squares), from the default rotation on
+    (`variant_offset`); then each tree is rotated again, the others staying, while that lowers either (a tree
+    placed early cannot see which racks the later trees' homes leave free: its home excluded, a rack takes no
+    inner step of its own trees). Pure: every node computes the same rotations."""
+    if count < 2:
+        return {}
+    shares: dict[tuple[int, int], int] = {}
+    for block, home in enumerate(homes):
+        if home is not None:
+            key = (home, block % TREE_VARIANTS)
+            shares[key] = shares.get(key, 0) + 1
+    ranks = {home: rank for rank, home in enumerate(sorted({home for home, _ in shares}))}
+    give = fanouts(count)
+    homes_give = [0] * count  # blocks each home gives out as one, whatever the rotations
+    for (home, _variant), share in shares.items():
+        homes_give[home] += give[0] * share
+
+    def inner(tree: tuple[int, int], offset: int) -> list[int]:
+        """What the racks but the home give out in this tree, rotated by `offset`: `tree_step` for every rack at
+        once, by slicing (rack by rack, one `tree_step` call each, is what made a plan at 130 racks slow)."""
+        home, share = tree[0], shares[tree]
+        turn = -offset % (count - 1)
+        by_place = [0, *give[1:][turn:], *give[1:][:turn]]  # the home, then the others from the home on
+        back = -home % count
+        return [g * share for g in by_place[back:] + by_place[:back]]
+
+    def best(load: list[int], tree: tuple[int, int], start: int) -> tuple[tuple[int, int], int]:
+        """The rotation, from `start` on, that leaves the least (most, sum of squares) over `load`."""
+        chosen: tuple[tuple[int, int], int] | None = None
+        for turn in range(count - 1):
+            offset = (start + turn) % (count - 1)
+            trial = [a + b for a, b in zip(load, inner(tree, offset), strict=True)]
+            key = (max(trial), sum(x * x for x in trial))
+            if chosen is None or key < chosen[0]:
+                chosen = (key, offset)
+        assert chosen is not None
+        return chosen
+
+    def place(order: list[tuple[int, int]]) -> tuple[tuple[int, int], dict[tuple[int, int], int]]:
+        load, offsets = list(homes_give), {}
+        for tree in order:
+            home, variant = tree
+            default = ranks[home] * (count - 1) // len(ranks) + variant_offset(variant, count)
+            offsets[tree] = best(load, tree, default)[1]
+            load = [a + b for a, b in zip(load, inner(tree, offsets[tree]), strict=True)]
+        for _round in range(REBALANCE_ROUNDS):
+            moved = False
+            for tree in order:
+                now = inner(tree, offsets[tree])
+                without = [a - b for a, b in zip(load, now, strict=True)]
+                key, offset = best(without, tree, offsets[tree])  # its own rotation kept unless another is better
+                if key < (max(load), sum(x * x for x in load)):
+                    offsets[tree], moved = offset, True
+                    load = [a + b for a, b in zip(without, inner(tree, offset), strict=True)]
+            if not moved:
+                break
+        return (max(load), sum(x * x for x in load)), offsets
+
+    # Largest share first, then smallest first; the better. Each is stuck at times where moving one tree alone
+    # changes nothing and two would (5 racks, homes of 160, 80 and 160 of 400 blocks: largest first left racks
+    # at 0.9 and 0.6 copies where 0.8 each fit).
+    largest = sorted(shares, key=lambda tree: (-shares[tree], tree))
+    return min(place(largest), place(largest[::-1]), key=lambda placed: placed[0])[1]
 
 
 def _nothing(block: int) -> bool:  # noqa: ARG001 - what a seeder's rack gives out across its DC
@@ -237,31 +320,31 @@ class EntryPlan:
         places = {owner: index.get(self._rack_of(owner) or "") for owner in set(owners)}
         return [places[owner] for owner in owners]
 
-    def _offsets_in(self, dc: str) -> dict[int, int]:
-        """Each home rack's rotation of the others (`tree_step`): the homes' inner nodes spread evenly."""
-        count = len(self._racks[dc])
-        homes = sorted({home for home in self._homes[dc] if home is not None})
-        return {home: rank * (count - 1) // len(homes) for rank, home in enumerate(homes)}
+    def _offsets_in(self, dc: str) -> dict[tuple[int, int], int]:
+        """Each tree's rotation of the other racks (`tree_step`), per (home, variant): `balanced_offsets`."""
+        return balanced_offsets(self._homes[dc], len(self._racks[dc]))
+
+    def _offset(self, dc: str, home: int, block: int) -> int:
+        return self._offsets[dc].get((home, block % TREE_VARIANTS), 0)
 
     def _balanced_parents(self, dc: str) -> list[int | None]:
         """Which rack gives each block to the seeder's racks: the one whose uplink carries out the least so far,
         counting what the trees make it give (every rack holds every block in the end, so any may). In Tekel's
         topology the last rack of each tree left one uplink 1.2 copies and another 0.8; balanced, each carries
         out about one."""
-        leaves, offsets, homes = len(self._leaves[dc]), self._offsets[dc], self._homes[dc]
+        leaves, homes = len(self._leaves[dc]), self._homes[dc]
         count = len(self._racks[dc])
-        # a tree gives at its step s to the steps HOME_FANOUT * s + 1 ... + HOME_FANOUT that exist
-        children = [max(0, min(HOME_FANOUT * s + HOME_FANOUT, count - 1) - HOME_FANOUT * s) for s in range(count)]
-        steps: dict[tuple[int, int], list[int]] = {}  # (home, turn) -> each rack's step in that tree
+        children = fanouts(count)
+        steps: dict[tuple[int, int], list[int]] = {}  # (home, offset) -> each rack's step in that tree
         trees: list[list[int] | None] = []  # each block's
         for block, home in enumerate(homes):
             if home is None:
                 trees.append(None)
                 continue
-            turn = variant_offset(block, count)
-            if (home, turn) not in steps:
-                steps[home, turn] = [tree_step(rack, home, offsets[home] + turn, count) for rack in range(count)]
-            trees.append(steps[home, turn])
+            offset = self._offset(dc, home, block)
+            if (home, offset) not in steps:
+                steps[home, offset] = [tree_step(rack, home, offset, count) for rack in range(count)]
+            trees.append(steps[home, offset])
         load = [0] * count
         for tree in trees:
             for rack, step in enumerate(tree or ()):
@@ -371,7 +454,7 @@ class EntryPlan:
         given, taking = index.get(sender.location.rack), index.get(taker.location.rack)
         if given is None or (taking is None and taker.location.rack not in leaves):
             return None  # a rack without representants yet: no tree to place it in
-        homes, to_leaves, offsets = self._homes[dc], self._to_leaves.get(dc, []), self._offsets[dc]
+        homes, to_leaves = self._homes[dc], self._to_leaves.get(dc, [])
 
         def from_parent(block: int) -> bool:
             home = homes[block]
@@ -379,7 +462,7 @@ class EntryPlan:
                 return True
             if taking is None:  # a seeder's rack: from the rack balance gave it
                 return given == to_leaves[block]
-            offset = offsets.get(home, 0) + variant_offset(block, len(racks))
+            offset = self._offset(dc, home, block)
             step = tree_step(taking, home, offset, len(racks))  # the taker's place in the block's tree
             return step > 0 and tree_step(given, home, offset, len(racks)) == (step - 1) // HOME_FANOUT
 

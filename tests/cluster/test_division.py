@@ -138,6 +138,45 @@ def test_between_many_racks_each_block_comes_from_one_parent_and_no_uplink_gives
     assert max(given.values()) <= 1.25 * blocks, sorted(given.values())
 
 
+def given_across(racks: int, dc_reps: list[tuple[int, int]], blocks: int) -> list[int]:
+    """Blocks each rack's representants are to give other racks' entry points (each rack's uplink out across the
+    DC, in blocks), the five DC slots held by (rack, representant) `dc_reps`."""
+    names = [f"r{i:03d}" for i in range(racks)]
+    members, holders = [Member("seed", None, 1.0, seeder=True)], {}
+    for rack in names:
+        members += [Member(f"{rack}a{i}", Location("d", rack)) for i in range(3)]
+        holders.update({Slot(Level.RACK, "d", rack, i): f"{rack}a{i}" for i in range(2)})
+    holders.update({Slot(Level.DC, "d", "", i): f"{names[r]}a{a}" for i, (r, a) in enumerate(dc_reps)})
+    plan = EntryPlan(View.of(members, holders), blocks)
+    given = [0] * racks
+    for taker in names:
+        for rep in (f"{taker}a0", f"{taker}a1"):
+            for k, giver in enumerate(names):
+                if giver != taker:  # both of a rack's representants show the same blocks: count them once
+                    given[k] += len(shows(plan, f"{giver}a0", rep, blocks))
+    return given
+
+
+@pytest.mark.parametrize("racks, dc_reps, most", [
+    # Kraken's case at 100 agents, as the simulator's redis gave the slots: two DC representants in each of two
+    # racks, one in a third, none in the other two. Rotated evenly, each of the first two racks gave out 1.10
+    # copies (its own blocks to two racks, and its share of inner steps of the other trees), the last two 0.50.
+    (5, [(2, 0), (2, 1), (3, 0), (4, 0), (4, 1)], 0.80),
+    (5, [(0, 0), (1, 0), (2, 0), (3, 0), (4, 0)], 0.80),  # one home per rack: every rack 0.80 before as after
+    (10, [(0, 0), (2, 0), (4, 0), (6, 0), (8, 0)], 0.95),  # before: 1.10
+    (30, [(0, 0), (6, 0), (12, 0), (18, 0), (24, 0)], 1.05),  # before: 1.20
+    (130, [(5, 0), (5, 1), (9, 0), (9, 1), (100, 0)], 1.10),  # before: 1.40
+])
+def test_every_racks_uplink_gives_out_about_as_much_across_the_dc_its_home_blocks_counted(racks, dc_reps, most):
+    """A home gives its own blocks to HOME_FANOUT racks whatever the rotation; the trees' other inner steps go
+    to the racks that give out least (`balanced_offsets`), so no rack's uplink, and no DC representant behind
+    it, gives out much more than the (racks - 1) / racks copies every rack averages."""
+    blocks = 400
+    given = given_across(racks, dc_reps, blocks)
+    assert sum(given) == (racks - 1) * blocks  # one copy into every rack but the block's home
+    assert max(given) <= most * blocks + 2, [round(g / blocks, 3) for g in given]
+
+
 @pytest.mark.parametrize("seeder, level, gives, expected", [
     (True, 2, False, -1),  # the seeder first: the root members' only source
     (False, 0, True, 0), (False, 0, False, 1),  # then the rack, those that show us blocks first
