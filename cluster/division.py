@@ -181,6 +181,9 @@ def tree_step(rack: int, home: int, offset: int, count: int) -> int:
 
 TREE_VARIANTS = 4  # trees per home, the blocks taking them in turn: finer shares, still few parents per rack
 REBALANCE_ROUNDS = 4  # rounds of rotating each tree again (`balanced_offsets`); 5 to 130 racks settle in one or two
+# Rotations `balanced_offsets` tries per tree, evenly spread (all of them up to 33 racks): all 129 at 130 racks made
+# a plan take 0.47 s instead of 0.07 before the balancing (0.09 with 32), for no better balance there.
+ROTATIONS_TRIED = 32
 
 
 def variant_offset(block: int, count: int) -> int:
@@ -232,10 +235,12 @@ def balanced_offsets(homes: list[int | None], count: int) -> dict[tuple[int, int
         back = -home % count
         return [g * share for g in by_place[back:] + by_place[:back]]
 
+    turns = range(0, count - 1, -(-(count - 1) // ROTATIONS_TRIED))
+
     def best(load: list[int], tree: tuple[int, int], start: int) -> tuple[tuple[int, int], int]:
         """The rotation, from `start` on, that leaves the least (most, sum of squares) over `load`."""
         chosen: tuple[tuple[int, int], int] | None = None
-        for turn in range(count - 1):
+        for turn in turns:
             offset = (start + turn) % (count - 1)
             trial = [a + b for a, b in zip(load, inner(tree, offset), strict=True)]
             key = (max(trial), sum(x * x for x in trial))
