@@ -159,8 +159,8 @@ def given_across(racks: int, dc_reps: list[tuple[int, int]], blocks: int) -> lis
 
 @pytest.mark.parametrize("racks, dc_reps, most", [
     # Kraken's case at 100 agents, as the simulator's redis gave the slots: two DC representants in each of two
-    # racks, one in a third, none in the other two. Rotated evenly, each of the first two racks gave out 1.10
-    # copies (its own blocks to two racks, and its share of inner steps of the other trees), the last two 0.50.
+    # racks, one in a third, none in the other two. Rotated evenly, each rack with two gave out 1.10 copies (its
+    # own blocks to two racks, and its share of inner steps of the other trees), each rack with none 0.50.
     (5, [(2, 0), (2, 1), (3, 0), (4, 0), (4, 1)], 0.80),
     (5, [(0, 0), (1, 0), (2, 0), (3, 0), (4, 0)], 0.80),  # one home per rack: every rack 0.80 before as after
     (10, [(0, 0), (2, 0), (4, 0), (6, 0), (8, 0)], 0.95),  # before: 1.10
