@@ -15,7 +15,9 @@ Reproduced from the shells, not run (`proxy.download.fallback._Download`, `proxy
   itself as a provider; `HandOver` of a finished swarm fetch announces it as a provider, never a voucher
   (`completed_from_peers`); storing and hashing take no time;
 - a lookup's providers: `peers_for` (at most --fetch-peers) of the visible provider records, a random sample (a
-  fetching node announces itself at once: `swarm_fetch`); none: `no-provider`;
+  fetching node announces itself at once: `swarm_fetch`), looked up once a quorum is judged (`SwarmService.claims`:
+  one more lookup latency, or one round trip where the node looked them up ahead of the quorum, below it:
+  `SwarmEngine._ahead_of_quorum`); none: `no-provider`;
   a lookup slower than the engine's 5 s timeout: `lookup-failed`;
 - `StartHead` (a T switch before any head): the HEAD answers in two round trips, outside the origin's queue.
 Vouches are first-hand (each publisher's own address, its own network), so the quorum counts publishers.
@@ -38,7 +40,8 @@ from proxy.engine import Found, Miss, agreed_manifest
 from proxy.origin_head import OriginHead, describe
 from swarm.content.manifest import Manifest
 from swarm.discovery.seam import Provider, validator_bytes
-from swarm.trust import IN_PROGRESS_ROOT, ManifestClaim, Vouch, judge
+from swarm.trust import IN_PROGRESS_ROOT, ManifestClaim, Vouch, judge, leading
+from swarm.trust.judge import Judgement
 
 from .events import Timer
 from .models import LOOKUP_TIMEOUT, OriginConn
@@ -81,6 +84,7 @@ class Node:
         self.lookup: Timer | None = None
         self.ahead_at: float | None = None  # when the claims lookup started before the head ends (`LookAhead`)
         self.claimed_at = math.inf
+        self.providers_warm: dict[bytes, float] = {}  # root -> when a lookup of its providers ended (`_judge`)
         self.spool: int | None = None  # origin bytes spooled from offset 0 on, once a spool is open
         self.vouching = False
         self.head: OriginHead | None = None
@@ -164,9 +168,22 @@ class Node:
         verdict = judge(world.dht.vouches(now), world.trust, known_size=known.size, known_validator=validator,
                         me=self.node_id, claimed_at=self.claimed_at, headless=headless)
         if verdict.accepted is None:
+            if verdict.reason == "below-quorum" and (claim := leading(
+                    world.dht.vouches(now), known_size=known.size, known_validator=validator)) is not None:
+                # `SwarmEngine._ahead_of_quorum`: its providers looked up in the background, once
+                self.providers_warm.setdefault(claim.content_root, now + world.dht.lookup_latency())
             self._lookup_done(Miss(verdict.reason, verdict.detail, verdict.others, verdict.ahead))
             return
+        # `SwarmService.claims` looks the trusted root's providers up after the claims: one more lookup, or one round
+        # trip where a lookup of them ended moments ago (the one ahead of the quorum, above: `dht.node`'s warm ones)
+        warm = self.providers_warm.get(verdict.accepted.content_root, math.inf) <= now
+        self.lookup = world.clock.timer(now + (2 * world.net.delay if warm else world.dht.lookup_latency()),
+                                        self._trusted, verdict)
+
+    def _trusted(self, verdict: Judgement) -> None:
+        world, now = self.world, self.world.clock.now
         accepted = verdict.accepted
+        assert accepted is not None
         providers = world.dht.providers(now, world.peers_for(world.manifest))  # `pick`: peers_for at random
         if not providers:
             self._lookup_done(Miss("no-provider"))
