@@ -165,11 +165,12 @@ class Node:
         world, now = self.world, self.world.clock.now
         known = self.core.known
         validator = validator_bytes(known.validator) if known.validator else None
-        verdict = judge(world.dht.vouches(now), world.trust, known_size=known.size, known_validator=validator,
+        vouches = world.dht.vouches(now)
+        verdict = judge(vouches, world.trust, known_size=known.size, known_validator=validator,
                         me=self.node_id, claimed_at=self.claimed_at, headless=headless)
         if verdict.accepted is None:
             if verdict.reason == "below-quorum" and (claim := leading(
-                    world.dht.vouches(now), known_size=known.size, known_validator=validator)) is not None:
+                    vouches, known_size=known.size, known_validator=validator)) is not None:
                 # `SwarmEngine._ahead_of_quorum`: its providers looked up in the background, once
                 self.providers_warm.setdefault(claim.content_root, now + world.dht.lookup_latency())
             self._lookup_done(Miss(verdict.reason, verdict.detail, verdict.others, verdict.ahead))

@@ -121,18 +121,18 @@ class SwarmFetch:
         if not self.running:
             return
         world = self.world
-        refreshing = step < len(PROVIDER_REFRESH) and len(self.known) < PROVIDER_POOL
-        if refreshing or (step >= len(PROVIDER_REFRESH) and len(self.live) < self.wanted):
+        refreshing = step < len(self.waits) and len(self.known) < PROVIDER_POOL
+        if refreshing or (step >= len(self.waits) and len(self.live) < self.wanted):
             world.clock.at(world.clock.now + world.dht.lookup_latency(), self._refreshed, step)
             return
-        step = max(step + 1, len(PROVIDER_REFRESH))  # the refreshes are over: top-ups from now on
+        step = max(step + 1, len(self.waits))  # the refreshes are over: top-ups from now on
         world.clock.at(world.clock.now + PROVIDER_TOPUP, self._refresh, step)
 
     def _refreshed(self, step: int) -> None:
         if not self.running:
             return
         world, now = self.world, self.world.clock.now
-        refreshing = step < len(PROVIDER_REFRESH)
+        refreshing = step < len(self.waits)
         most = min(self.wanted, PROVIDER_POOL - len(self.known)) if refreshing else self.wanted - len(self.live)
         if most > 0:
             fresh = [p.port for p in world.dht.providers(now, PROVIDER_POOL)
