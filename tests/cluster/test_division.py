@@ -255,9 +255,10 @@ def shows(plan, server, receiver, blocks):
 @pytest.mark.parametrize("per_rack", [3, 4, 7, 20])
 @pytest.mark.parametrize("blocks", [1, 7, 100])
 def test_inside_a_rack_each_block_an_entry_point_brought_in_is_shown_first_to_one_carrier(per_rack, blocks):
-    """A rack's entry point shows a block it brought in to one member that is no representant, its carrier, which
-    shows it to the rest: every member asking the entry point for the newest blocks at once would make its uplink
-    carry the rack (2-5 copies in the lab) while the members' idled."""
+    """A rack's entry point shows a block it brought in to one member that is no representant, its first carrier,
+    and no other representant shows it to a carrier: every member asking the entry point for the newest blocks at
+    once would make its uplink carry the rack (2-5 copies in the lab) while the members' idled, and a representant
+    relaying another's blocks to the carriers held them back (p50 12.41 s instead of 12.00 at 100 agents, bench/sim)."""
     view = topology(per_rack=per_rack)
     plan = EntryPlan(view, blocks)
     for loc in (R1, R2, R3):
@@ -272,7 +273,7 @@ def test_inside_a_rack_each_block_an_entry_point_brought_in_is_shown_first_to_on
             assert sorted(b for c in carried for b in c) == sorted(entries)  # each to exactly one carrier
             assert max(map(len, carried)) - min(map(len, carried)) <= 1  # in turn
             for m in plain:
-                assert shows(plan, rep, m, blocks) - entries == set(range(blocks)) - entries
+                assert not shows(plan, rep, m, blocks) - entries  # nothing another representant brought in
         for member in plain:
             for mate in reps + plain:
                 if mate != member:
