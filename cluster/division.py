@@ -29,12 +29,13 @@ an entry point brought in (carriers, below). So:
   the one it entered the DC through (`HOME_FANOUT` children each; with three racks the home gives to both
   others): a rack's uplink carries out about one copy in all, so the blocks only it can give do not queue behind
   blocks the other racks could have had from elsewhere;
-* inside a rack, a block its entry point brought in is shown at first to one member only, its **carrier** (the
-  rack's members that are not its representants take each entry point's blocks in turn), and the carrier shows
-  it to the rest of the rack (`cluster.carriers`). Shown to everyone, every member would ask the entry point for
-  the same newest blocks at once (they alone hold them): its uplink would carry the rack 2-5 copies while the
-  members' idled at 0.5-0.8 (the lab's `upload_copies_by_role`); with carriers every host uploads about one copy,
-  as BitTorrent's super-seeding spreads a seed's pieces. A rack of representants alone is shown everything.
+* inside a rack, a block its entry point brought in is shown at first to one member only, its first **carrier**
+  (the rack's members that are not its representants take each entry point's blocks in turn), and it goes on from
+  there to the rest of the rack, down a small tree of carriers in a large rack (`cluster.carriers`). Shown to
+  everyone, every member would ask the entry point for the same newest blocks at once (they alone hold them): its
+  uplink would carry the rack 2-5 copies while the members' idled at 0.5-0.8 (the lab's `upload_copies_by_role`);
+  with carriers every host uploads about one copy, as BitTorrent's super-seeding spreads a seed's pieces. A rack
+  of representants alone is shown everything.
 
 The plan is a pure function of the overlay `View`, so every node computes the same one. When a member leaves
 (its record expires), the plan is recomputed without it and the serving nodes reveal (HAVE) what they hid from the
@@ -60,7 +61,7 @@ import random
 from collections.abc import Callable, Container, Iterable, Mapping, MutableSequence
 from typing import Any, Protocol
 
-from cluster.carriers import CarriedFirst, carrier_turns
+from cluster.carriers import STAR_UP_TO, CarriedFirst, Relayed, carrier_turns
 from cluster.overlay import Level, Location, View
 
 __all__ = ["EntryPlan", "HOME_FANOUT", "STEAL_AFTER", "SliceFirst", "StallWatch", "provider_order", "slice_of"]
@@ -378,8 +379,8 @@ class EntryPlan:
         return shown is None or not isinstance(shown, frozenset) or bool(shown)
 
     def _in_rack(self, server: str, receiver: str) -> Container[int] | None:
-        """Between rack mates: everything, but the blocks the rack's entry points brought in only to their carriers
-        first (`cluster.carriers`)."""
+        """Between rack mates: everything, but the blocks the rack's entry points brought in only down their trees
+        of carriers (`cluster.carriers`)."""
         view = self.view
         sender, taker = view.members.get(server), view.members.get(receiver)
         if (sender is None or taker is None or sender.location is None or sender.seeder
@@ -396,9 +397,12 @@ class EntryPlan:
         carriers, turns = self._carriers[sender.location]
         if not carriers:
             return None
-        if server in carriers:
-            return None
-        return CarriedFirst(owners, turns, server, carriers.index(receiver) if receiver in carriers else -1)
+        place = carriers.index(receiver) if receiver in carriers else -1
+        if server in carriers:  # a representant everything; in a small rack every carrier too (a star)
+            if place < 0 or len(carriers) <= STAR_UP_TO:
+                return None
+            return Relayed(owners, turns, carriers.index(server), place, len(carriers))
+        return CarriedFirst(owners, turns, server, place)
 
     def _from_parent_rack(self, server: str, receiver: str) -> Callable[[int], bool] | None:
         """Between racks of one DC, a block is shown only by the rack it comes from in its tree: the rack it entered
