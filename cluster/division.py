@@ -29,12 +29,13 @@ an entry point brought in (carriers, below). So:
   the one it entered the DC through (`HOME_FANOUT` children each; with three racks the home gives to both
   others): a rack's uplink carries out about one copy in all, so the blocks only it can give do not queue behind
   blocks the other racks could have had from elsewhere;
-* inside a rack, a block its entry point brought in is shown at first to one member only, its **carrier** (the
-  rack's members that are not its representants take each entry point's blocks in turn), and the carrier shows
-  it to the rest of the rack (`CarriedFirst`). Shown to everyone, every member would ask the entry point for the
-  same newest blocks at once (they alone hold them): its uplink would carry the rack 2-5 copies while the members'
-  idled at 0.5-0.8 (the lab's `upload_copies_by_role`); with carriers every host uploads about one copy, as
-  BitTorrent's super-seeding spreads a seed's pieces. A rack of representants alone is shown everything.
+* inside a rack, a block its entry point brought in is shown at first to one member only, its first **carrier**
+  (the rack's members that are not its representants take each entry point's blocks in turn), and it goes on from
+  there to the rest of the rack, down a small tree of carriers in a large rack (`cluster.carriers`). Shown to
+  everyone, every member would ask the entry point for the same newest blocks at once (they alone hold them): its
+  uplink would carry the rack 2-5 copies while the members' idled at 0.5-0.8 (the lab's `upload_copies_by_role`);
+  with carriers every host uploads about one copy, as BitTorrent's super-seeding spreads a seed's pieces. A rack
+  of representants alone is shown everything.
 
 The plan is a pure function of the overlay `View`, so every node computes the same one. When a member leaves
 (its record expires), the plan is recomputed without it and the serving nodes reveal (HAVE) what they hid from the
@@ -60,10 +61,10 @@ import random
 from collections.abc import Callable, Container, Iterable, Mapping, MutableSequence
 from typing import Any, Protocol
 
+from cluster.carriers import STAR_UP_TO, CarriedFirst, Relayed, carrier_turns
 from cluster.overlay import Level, Location, View
 
-__all__ = ["CarriedFirst", "EntryPlan", "HOME_FANOUT", "STEAL_AFTER", "SliceFirst", "StallWatch", "provider_order",
-           "slice_of"]
+__all__ = ["EntryPlan", "HOME_FANOUT", "STEAL_AFTER", "SliceFirst", "StallWatch", "provider_order", "slice_of"]
 
 STEAL_AFTER = 10.0  # seconds without progress before a member is shown everything across a level
 HOME_FANOUT = 2  # racks a rack gives a block to, in the block's tree between the racks of a DC
@@ -135,35 +136,6 @@ def provider_order(seeder: bool, level: int, gives: bool) -> int:
     out showed a representant nothing until it stalled for `STEAL_AFTER` (the simulator's entry gaps: 86 of 120
     representants at 1,200 agents, 250 of 260 at 2,600)."""
     return -1 if seeder else 2 * level + (0 if gives else 1)
-
-
-class CarriedFirst(Container[int]):
-    """What a rack's entry point shows a rack mate: every block but those it brought into the rack (`owners`) and
-    that another mate carries first. An entry point's blocks go to the rack's members that are not its
-    representants in turn, by node id (`turns[block]`: the carrier's place among them); `place` is the
-    receiver's (-1: a representant, which takes these blocks from their carriers). A test rather than a set: a
-    representant's pairs in a rack of 20 with 2,048 blocks would hold 19 sets of a thousand blocks each."""
-
-    __slots__ = ("owners", "turns", "server", "place")
-
-    def __init__(self, owners: list[str], turns: list[int], server: str, place: int) -> None:
-        self.owners, self.turns, self.server, self.place = owners, turns, server, place
-
-    def __contains__(self, block: object) -> bool:
-        if not isinstance(block, int) or not 0 <= block < len(self.owners):
-            return False
-        return self.owners[block] != self.server or self.turns[block] == self.place
-
-
-def _turns(owners: list[str], carriers: int) -> list[int]:
-    """Each block's carrier, by its place among its entry point's blocks: every carrier takes as many of each."""
-    seen: dict[str, int] = {}
-    turns = []
-    for owner in owners:
-        count = seen.get(owner, 0)
-        seen[owner] = count + 1
-        turns.append(count % carriers)
-    return turns
 
 
 def tree_step(rack: int, home: int, offset: int, count: int) -> int:
@@ -406,25 +378,30 @@ class EntryPlan:
         shown = self.shown(server, receiver)
         return shown is None or not isinstance(shown, frozenset) or bool(shown)
 
-    def _in_rack(self, server: str, receiver: str) -> CarriedFirst | None:
-        """Between rack mates: everything, but a rack entry point's own blocks only to their carriers first."""
+    def _in_rack(self, server: str, receiver: str) -> Container[int] | None:
+        """Between rack mates: everything, but the blocks the rack's entry points brought in only down their trees
+        of carriers (`cluster.carriers`)."""
         view = self.view
         sender, taker = view.members.get(server), view.members.get(receiver)
         if (sender is None or taker is None or sender.location is None or sender.seeder
                 or view.level(server, receiver) is not Level.RACK):
             return None
         owners = self.rack.get(sender.location)
-        if owners is None or server not in view.rack_reps_of(sender.location):
+        if owners is None:
             return None
         if sender.location not in self._carriers:
             reps = view.rack_reps_of(sender.location)
             carriers = sorted(m.node for m in view.members.values()
                               if m.location == sender.location and not m.seeder and m.node not in reps)
-            self._carriers[sender.location] = (carriers, _turns(owners, len(carriers)) if carriers else [])
+            self._carriers[sender.location] = (carriers, carrier_turns(owners, len(carriers)) if carriers else [])
         carriers, turns = self._carriers[sender.location]
         if not carriers:
             return None
         place = carriers.index(receiver) if receiver in carriers else -1
+        if server in carriers:  # a representant everything; in a small rack every carrier too (a star)
+            if place < 0 or len(carriers) <= STAR_UP_TO:
+                return None
+            return Relayed(owners, turns, carriers.index(server), place, len(carriers))
         return CarriedFirst(owners, turns, server, place)
 
     def _from_parent_rack(self, server: str, receiver: str) -> Callable[[int], bool] | None:
