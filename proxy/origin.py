@@ -210,6 +210,21 @@ class OriginStream:
             return "failed", f"origin stopped mid-response: {type(exc).__name__}"
         return ("data", chunk) if chunk else ("end", None)
 
+    def ready(self) -> tuple[str, object] | None:
+        """What `next()` would give now, when the body's bytes (or its end) are already read: the download's shell
+        then feeds them without a task and a turn of the loop each (a small body came with its head, and so goes
+        out with the client's head in one write). None when `next()` would wait, or report a failure."""
+        upstream = self.upstream
+        if upstream is None:
+            return None
+        content = upstream.content
+        if content.exception() is not None:
+            return None
+        chunk = content.read_nowait(READ_CHUNK)
+        if chunk:
+            return "data", chunk
+        return ("end", None) if content.at_eof() else None
+
     def close(self) -> None:
         self._ask, self._closed = None, True  # never asked after this; one under way ends with its `next()`
         if self.upstream is not None:
