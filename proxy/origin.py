@@ -26,11 +26,12 @@ from .origin_resolver import OriginResolver, RebindingRefused
 SKIP_AUTO_HEADERS = ("User-Agent", "Accept", "Accept-Encoding", "Content-Type")
 
 # Bytes the client session buffers per origin response before it pauses reading that socket (aiohttp pauses at
-# twice this), and the most one read takes from it (`READ_CHUNK`). With 1 MiB, 200 concurrent 2 MB downloads
-# held 1.5 MiB each at the peak (a whole buffer read at once, still in the client's transport, while the next one
-# filled); at 64 KiB about 0.25 MiB, with the same relay throughput (`python -m bench.proxy_overhead`).
-READ_BUFSIZE = 1 << 16
-READ_CHUNK = READ_BUFSIZE
+# twice this), and the most one read takes from it (`READ_CHUNK`). What a response holds while its client is slower
+# than its origin is mostly this buffer: 1,000 concurrent 2 MB downloads (`bench.proxy_compare`'s memory figure)
+# peaked at 216-325 KiB each with 64 KiB, 110-140 with 32 KiB (16 KiB: no less); 1 MiB once held 1.5 MiB each.
+# Reads stay at 64 KiB: each read of a shared download is a step of its core.
+READ_BUFSIZE = 1 << 15
+READ_CHUNK = 1 << 16
 
 
 def make_session(*, connect_timeout: float, read_timeout: float, max_connections: int,
@@ -209,6 +210,21 @@ class OriginStream:
         except (TimeoutError, aiohttp.ClientPayloadError, aiohttp.ClientConnectionError) as exc:
             return "failed", f"origin stopped mid-response: {type(exc).__name__}"
         return ("data", chunk) if chunk else ("end", None)
+
+    def ready(self) -> tuple[str, object] | None:
+        """What `next()` would give now, when the body's bytes (or its end) are already read: the download's shell
+        then feeds them without a task and a turn of the loop each (a small body came with its head, and so goes
+        out with the client's head in one write). None when `next()` would wait, or report a failure."""
+        upstream = self.upstream
+        if upstream is None:
+            return None
+        content = upstream.content
+        if content.exception() is not None:
+            return None
+        chunk = content.read_nowait(READ_CHUNK)
+        if chunk:
+            return "data", chunk
+        return ("end", None) if content.at_eof() else None
 
     def close(self) -> None:
         self._ask, self._closed = None, True  # never asked after this; one under way ends with its `next()`

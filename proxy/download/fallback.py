@@ -195,6 +195,11 @@ class _Download:
     async def _step(self) -> None:
         core, waits = self.core, self.waits
         if waits["origin"] is None and core.wants_origin and self.origin is not None:
+            head = waits["head"]
+            # Bytes already read go in now, in the order `waits` gives (only a HEAD's answer comes before them).
+            if (head is None or not head.done()) and (ready := self.origin.ready()) is not None:
+                await self._execute(self._event("origin", ready))
+                return
             waits["origin"] = asyncio.ensure_future(self.origin.next())
         if waits["swarm"] is None and core.wants_swarm:
             waits["swarm"] = asyncio.ensure_future(self._next_chunk())

@@ -81,15 +81,16 @@ class RangedOrigin:
         self._fill()
 
     # -- what the download's shell asks ------------------------------------------------------------------------
+    def ready(self) -> tuple[str, object] | None:
+        """Bytes already read, handed over at once (`OriginStream.ready`); None when `next()` would do more."""
+        read = self.reads[self.current]
+        return self._take(read) if read.chunks and self.head_given else None
+
     async def next(self) -> tuple[str, object]:
         while True:
             read = self.reads[self.current]
             if read.chunks and self.head_given:
-                chunk = read.chunks.popleft()
-                read.buffered -= len(chunk)
-                read.room.set()
-                self.position += len(chunk)
-                return "data", chunk
+                return self._take(read)
             failed = read.error is not None or read.failure is not None
             if failed and read.retry:  # once more, from where delivery got to, as one request for all the rest
                 self.split = False
@@ -116,6 +117,13 @@ class RangedOrigin:
     def close(self) -> None:
         for read in self.reads:
             read.close()
+
+    def _take(self, read: _Read) -> tuple[str, object]:
+        chunk = read.chunks.popleft()
+        read.buffered -= len(chunk)
+        read.room.set()
+        self.position += len(chunk)
+        return "data", chunk
 
     # -- the reads -----------------------------------------------------------------------------------------------
     def _fill(self) -> None:

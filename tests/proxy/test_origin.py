@@ -78,6 +78,40 @@ async def test_a_stream_asks_its_origin_at_its_first_next_and_reads_to_the_end(o
     assert [request["path"] for request in origin.requests] == ["/echo"]  # the unasked stream's never went
 
 
+async def test_ready_gives_what_is_already_read_without_waiting(origin):
+    """`ready()`: the body bytes already read, then the end, with no await; None before the head, while the rest
+    has not come, and for a body that broke off (whose `next()` then says so)."""
+    session = make_session(connect_timeout=2, read_timeout=5, max_connections=4)
+    async with session:
+        stream = OriginStream(session, f"{origin.url}/pause/2000", [])
+        assert stream.ready() is None  # not even asked
+        assert (await stream.next())[0] == "head"
+        got = b""
+        while len(got) < 1000:  # the first half, all the origin sends before it pauses
+            kind, data = await stream.next()
+            assert kind == "data"
+            got += data
+        assert stream.ready() is None  # the rest has not come: it would wait
+        origin.resume.set()
+        assert stream.upstream is not None
+        await stream.upstream.content.wait_eof()  # the rest and the end read, nothing taken
+        kind, data = stream.ready()
+        assert kind == "data" and got + data == body_bytes(2000)
+        assert stream.ready() == ("end", None) == stream.ready()
+        stream.close()
+
+        cut = OriginStream(session, f"{origin.url}/cut/2000", [])
+        assert (await cut.next())[0] == "head"
+        assert cut.upstream is not None
+        with pytest.raises(aiohttp.ClientPayloadError):
+            await cut.upstream.content.wait_eof()
+        assert cut.ready() is None  # the failure is `next()`'s to say
+        while (event := await cut.next())[0] == "data":
+            pass
+        assert event[0] == "failed"
+        cut.close()
+
+
 async def test_cancelling_the_first_next_abandons_the_origin_request(origin):
     session = make_session(connect_timeout=2, read_timeout=30, max_connections=4)
     async with session:

@@ -104,12 +104,16 @@ def ranged(origin: Origin, session: aiohttp.ClientSession, start: int, streams: 
                         validator=ETAG, check=check)
 
 
-async def drain(stream: RangedOrigin) -> tuple[str, bytes, list[tuple[str, object]]]:
-    """The stream's events to its end: the last kind, the bytes in order, and the head events."""
+async def drain(stream: RangedOrigin, eager: list[int] | None = None) -> tuple[str, bytes, list[tuple[str, object]]]:
+    """The stream's events to its end: the last kind, the bytes in order, and the head events. With `eager`, what
+    `ready()` hands over is taken before `next()` is awaited (as the download's shell does), and counted there."""
     body, heads = bytearray(), []
     try:
         while True:
-            kind, value = await stream.next()
+            event = stream.ready() if eager is not None else None
+            if event is not None and eager is not None:
+                eager.append(1)
+            kind, value = event if event is not None else await stream.next()
             if kind == "data":
                 assert isinstance(value, bytes)
                 body += value
@@ -136,10 +140,13 @@ def starts(origin: Origin) -> list[int]:
     return [int(r.split("=")[1].split("-")[0]) for r in origin.ranges if r is not None]
 
 
+@pytest.mark.parametrize("eager", [False, True])
 @pytest.mark.parametrize("start, streams", [(3000, 4), (0, 2), (len(DATA) - 40_000, 4), (500_000, 8)])
-async def test_the_rest_comes_in_order_and_exact(origin, session, start, streams):
-    kind, body, heads = await drain(ranged(origin, session, start, streams))
+async def test_the_rest_comes_in_order_and_exact(origin, session, start, streams, eager):
+    taken: list[int] | None = [] if eager else None
+    kind, body, heads = await drain(ranged(origin, session, start, streams), taken)
     assert [k for k, _ in heads] == ["head"] and kind == "end"
+    assert taken is None or taken  # bytes read ahead were handed over by `ready()`, in order like the others
     assert body == DATA[start:]
     plan = Pieces.cut(start, len(DATA), streams)
     assert sorted(starts(origin)) == [plan.bounds(i)[0] for i in range(plan.count)]  # each piece asked once
