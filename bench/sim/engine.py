@@ -80,7 +80,7 @@ class _Record:
     role: str = ""
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Conn:
     """One connection: `server` sends `receiver` the blocks it asked for, one after the other."""
 
@@ -458,15 +458,17 @@ class Simulation:
             return
         self.held[i][block] = 1
         self.verified[i] += 1
-        have, held, finish, cores = wire.Have(block), self.held, self.finish, self.cores
+        have, held, finish, cores, now = wire.Have(block), self.held, self.finish, self.cores, self.now
         for conn in self.serving[i]:
             # Not to a receiver that verified the block already: there the HAVE changes nothing its fetch decides
             # (the picker never picks a verified block again; only counts kept for that block would move), and
             # most HAVEs are such in a rack where every member takes the same block.
             receiver = conn.receiver
-            if (conn.shown is None or block in conn.shown) and not held[receiver][block] \
-                    and finish[receiver] == math.inf:
-                self._act(receiver, cores[receiver].on_message(i, have, self.now))
+            if not held[receiver][block] and finish[receiver] == math.inf \
+                    and (conn.shown is None or block in conn.shown):
+                actions = cores[receiver].on_message(i, have, now)
+                if actions:  # most HAVEs ask for nothing, and `_act` of nothing does nothing
+                    self._act(receiver, actions)
 
     def _announce(self, i: int, block: int) -> None:
         """START to the peers `i` serves that may see the block (`ServeCore` sends no START about a hidden one)."""

@@ -233,18 +233,22 @@ class Picker:
 
     def have(self, source: Source, block: int) -> bool:
         """`source` announced `block`. True if that makes a pickable block available from it."""
-        view = self._view(source)
-        self._check_index(block)
-        if view.holds(block):
+        # Called once per block per peer in a swarm: the checks of `_view`, `_check_index` and `holds` inline.
+        view = self._sources.get(source)
+        if view is None:
+            raise ValueError(f"unknown source {source!r}")
+        if not 0 <= block < self.num_blocks:
+            raise BadBlockIndex(f"block {block} outside 0..{self.num_blocks - 1}")
+        has = view.has
+        if has is None or has[block]:
             return False
-        assert view.has is not None
-        view.has[block] = 1
+        has[block] = 1
         view.count += 1
         view.have_version += 1
-        if block in view.starts:  # fetched: it counts as available now
+        if view.starts and block in view.starts:  # fetched: it counts as available now
             view.starts.remove(block)
             self._unstart(block)
-        self._avail.shift([block], +1)
+        self._avail.shift_one(block, +1)
         return self._state[block] in _PICKABLE
 
     def remove_source(self, source: Source) -> list[int]:

@@ -372,8 +372,10 @@ class RequestPolicy:
         can take one now: responsive and with a free slot (see `PolicyConfig.origin_yields`). Then `peer` and
         the origin are given work; nothing at all (an empty list) when no block was taken."""
         origin = self._sources.get(ORIGIN)
+        if origin is None:  # first: most fetches of a swarm have no origin, and every HAVE not new to pick asks
+            return []
         state = self._sources[peer]
-        if not self.config.origin_yields or peer is ORIGIN or origin is None or state.snubbed \
+        if not self.config.origin_yields or peer is ORIGIN or state.snubbed \
                 or self.trust.on_parole(peer) or len(state.outstanding) >= state.cap:
             return []
         taken: list[Action] = []

@@ -168,8 +168,8 @@ class NearerHolders:
         if entry is None or block in entry[1]:
             return
         entry[1].add(block)
-        if source not in self._muted:
-            self._counts_at(entry[0])[block] += 1
+        if source not in self._muted:  # its distance's counts exist: `add` made them
+            self._counts[entry[0]][block] += 1
 
     def refused(self, source: Peer, block: int) -> None:
         """`source` refused `block` (REJECT) although it said it holds it: it no longer holds it back."""
