@@ -40,7 +40,8 @@ Complexity (N blocks, S sources, n = blocks asked for, W = window):
   skipped because the source lacks them). For a source holding few blocks it instead walks that source's blocks
   (`bytearray.find`, C speed) and keeps the n best: O(held). It takes whichever is cheaper by the estimate
   held² < n·pickable, so a pick is never O(N·S). A source for which a pick found nothing is remembered, and its
-  next pick returns at once unless a block became pickable again or the source announced new blocks since;
+  next pick returns at once unless a block became pickable again or the source announced new blocks since, and
+  looks at those blocks alone if it announced a few (`FRESH_KEPT`) and no block became pickable again;
 * `have` is O(log N); seeds and the origin join and leave in O(1); a bitfield costs O(held log N), or O(N) in C
   for a large one, its lists rebuilt once at the next pick (`swarm.core.availability`);
 * endgame picks are O(outstanding requests), which is small by then.
@@ -97,6 +98,9 @@ SPARSE_SCAN_FACTOR = 1.0
 #: START announcements kept per peer: its latest few. A peer has a couple of origin requests at a time
 #: (swarm.core.policy's origin_max_outstanding), so older ones were answered by a HAVE or given up.
 STARTS_KEPT = 4
+#: Blocks announced since a pick found nothing for a source that its next pick looks at alone (`pick`): about
+#: what a rack mate announces between two of our picks; more, and the next pick does the full walk.
+FRESH_KEPT = 32
 
 
 @dataclass
@@ -108,6 +112,8 @@ class _SourceView:
     #: bumped whenever the source announces a block; part of the "nothing for you" memo
     have_version: int = 0
     empty_memo: tuple[int, int, Hashable | None] | None = None
+    #: the blocks it announced since `empty_memo` was set (None: no memo, or more than FRESH_KEPT of them)
+    fresh: list[int] | None = None
     #: blocks it said it is fetching from the origin (START), latest last, at most STARTS_KEPT
     starts: deque[int] = field(default_factory=deque)
 
@@ -245,6 +251,12 @@ class Picker:
         has[block] = 1
         view.count += 1
         view.have_version += 1
+        fresh = view.fresh
+        if fresh is not None:
+            if len(fresh) < FRESH_KEPT:
+                fresh.append(block)
+            else:
+                view.fresh = None
         if view.starts and block in view.starts:  # fetched: it counts as available now
             view.starts.remove(block)
             self._unstart(block)
@@ -324,16 +336,24 @@ class Picker:
         spread = spread and len(self._sources) > (ORIGIN in self._sources)
         no_skip = (not skip or skip_version is not None) and not spread
         if self.pickable and not (no_skip and view.empty_memo == memo):
+            # Found nothing last time, and since then no block became pickable again and `skip` only grew: the
+            # only candidates are the blocks the source announced since (a HAVE's pick, mostly).
+            last = view.empty_memo
+            fresh = view.fresh if no_skip and last is not None and last[0] == memo[0] and last[2] == memo[2] \
+                else None
             if spread:
                 self._pick_spread(view, n, skip, chosen)
             else:
                 self._pick_window(view, n, skip, chosen)
             if len(chosen) < n and not spread:
-                if view.has is not None:
+                if fresh is not None:
+                    self._pick_from_blocks(fresh, n, skip, chosen)
+                elif view.has is not None:
                     self._pick_held(view, n, skip, chosen)
                 else:
                     self._pick_from_lists(view, n, skip, chosen)
             view.empty_memo = memo if (not chosen and no_skip) else None
+            view.fresh = [] if view.empty_memo is not None else None
         for block in chosen:
             self._request(source, view, block)
         busy = 0
@@ -409,6 +429,16 @@ class Picker:
             if block not in skip and block not in taken:
                 candidates.append((avail[block] if by_count else 0, rank_of[block], block))
             block = held.find(1, block + 1)
+        chosen.extend(block for _, _, block in heapq.nsmallest(n - len(chosen), candidates))
+
+    def _pick_from_blocks(self, blocks: list[int], n: int, skip: Container[int], chosen: list[int]) -> None:
+        """The n best by (availability, rank) of `blocks` (held by the source) that are pickable: as
+        `_pick_from_source_blocks`, for a few blocks named rather than a mask."""
+        taken = set(chosen)
+        avail, rank_of, mask = self._avail.counts, self._avail.rank_of, self._pickable_mask
+        by_count = self.mode is Mode.RAREST_FIRST
+        candidates = [(avail[block] if by_count else 0, rank_of[block], block) for block in blocks
+                      if mask[block] and block not in skip and block not in taken]
         chosen.extend(block for _, _, block in heapq.nsmallest(n - len(chosen), candidates))
 
     def _pick_endgame(self, source: Source, view: _SourceView, n: int, skip: Container[int]) -> list[int]:
