@@ -324,7 +324,9 @@ class Picker:
         last would have the whole crowd ask the origin for the same few blocks at the end. With no peer, the
         usual order.
         """
-        view = self._view(source)
+        view = self._sources.get(source)  # `_view`, inline: a pick follows every block and most new HAVEs
+        if view is None:
+            raise ValueError(f"unknown source {source!r}")
         if n <= 0:
             return []
         idle = not view.requests
@@ -335,7 +337,8 @@ class Picker:
         # Spread picks depend on the other sources' blocks and STARTs, which the memo does not follow.
         spread = spread and len(self._sources) > (ORIGIN in self._sources)
         no_skip = (not skip or skip_version is not None) and not spread
-        if self.pickable and not (no_skip and view.empty_memo == memo):
+        counts = self._state_counts
+        if counts[BlockState.MISSING] + counts[BlockState.FAILED] and not (no_skip and view.empty_memo == memo):
             # Found nothing last time, and since then no block became pickable again and `skip` only grew: the
             # only candidates are the blocks the source announced since (a HAVE's pick, mostly).
             last = view.empty_memo
@@ -343,7 +346,7 @@ class Picker:
                 else None
             if spread:
                 self._pick_spread(view, n, skip, chosen)
-            else:
+            elif self.window:
                 self._pick_window(view, n, skip, chosen)
             if len(chosen) < n and not spread:
                 if fresh is not None:
@@ -357,7 +360,8 @@ class Picker:
         for block in chosen:
             self._request(source, view, block)
         busy = 0
-        if self.pickable == 0:  # endgame: the origin, far and pipelined, fills its slots; an idle peer takes one
+        # endgame: the origin, far and pipelined, fills its slots; an idle peer takes one
+        if counts[BlockState.MISSING] + counts[BlockState.FAILED] == 0:
             busy = n - len(chosen) if source is ORIGIN else int(idle and not chosen)
         if busy:
             for block in self._pick_endgame(source, view, busy, skip):

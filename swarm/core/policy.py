@@ -242,8 +242,9 @@ class RequestPolicy:
             return []
         if self.picker.have(source, block):
             return self._fill([source], now)
-        # Not new to pick, but perhaps a block the origin is fetching for us: that one it can take over.
-        return self._take_from_origin(source, now)
+        # Not new to pick, but perhaps a block the origin is fetching for us: that one it can take over. Most HAVEs
+        # come here, and most fetches of a swarm have no origin.
+        return self._take_from_origin(source, now) if ORIGIN in self._sources else []
 
     def set_cap(self, source: Source, cap: int, now: float) -> list[Action]:
         """Change `source`'s outstanding-request cap (e.g. from a rate estimate)."""
@@ -436,7 +437,9 @@ class RequestPolicy:
             state = self._sources.get(source)
             if state is None:
                 continue
-            free = self.cap(source) - len(state.outstanding)
+            # `cap(source)`, without looking the source up again: every block delivered and HAVE new to pick fills
+            cap = 1 if state.snubbed or self.trust.on_parole(source) else state.cap
+            free = cap - len(state.outstanding)
             if free <= 0:
                 continue
             deadline = now + state.timeout
