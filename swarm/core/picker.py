@@ -85,6 +85,10 @@ class Mode(Enum):
 class _Special(Enum):
     ORIGIN = "origin"
 
+    # Enum's own __hash__ is Python code (it hashes the name), and the origin is looked up in the sources on every
+    # HAVE; a sentinel compares by identity, so the identity hash does as well, in C.
+    __hash__ = object.__hash__
+
     def __repr__(self) -> str:
         return self.name
 
@@ -103,7 +107,7 @@ STARTS_KEPT = 4
 FRESH_KEPT = 32
 
 
-@dataclass
+@dataclass(slots=True)
 class _SourceView:
     #: one byte per block (0/1); None when the source has every block (a seed, or the origin)
     has: bytearray | None

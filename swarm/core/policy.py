@@ -112,7 +112,7 @@ class PolicyConfig:
             raise ValueError("timeouts must be > 0 and retry_backoff >= 0")
 
 
-@dataclass
+@dataclass(slots=True)
 class _SourceState:
     cap: int
     timeout: float
