@@ -263,13 +263,14 @@ class FetchCore:
         if peer not in self._peers:
             return []
         try:
+            if isinstance(message, wire.Have):  # a swarm sends one per block per peer, far more than any other frame
+                return self._on_have(peer, message, now)
             return self._on_message(peer, message, now)
         except PeerError as exc:
             return self._close_peer(peer, str(exc), now)
 
     def _on_message(self, peer: Peer, message: object, now: float) -> list[FetchAction]:
         count = self._count
-        # HAVE first: a swarm sends one per block per peer, far more than any other frame.
         if isinstance(message, wire.Have):
             return self._on_have(peer, message, now)
         if isinstance(message, wire.Bitfield):
