@@ -383,9 +383,9 @@ class Simulation:
 
     def _act(self, i: int, actions: list, timers: bool = False) -> None:
         """Carry out what agent `i`'s fetch core asked for. Its next deadline is asked again only when it may have
-        come sooner: after a message went out (a request arms its timeout; the only other timers are a retry's
-        back-off, which follows a timeout or a refusal, and a START's end: both come through `timers`) or a START
-        was noted (`timers`). A block verified and delivered with no new request has only made deadlines later."""
+        come sooner: after it sent something (a request arms a timeout), or a START was noted or its timer fired
+        (`timers`). Nothing else arms one here: a retry's back-off follows a timeout (on the timer) or a REJECT (no
+        server refuses in this model), and a block verified with no new request only made deadlines later."""
         sent = timers
         for action in actions:
             if isinstance(action, Send):
