@@ -80,7 +80,7 @@ class _Record:
     role: str = ""
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Conn:
     """One connection: `server` sends `receiver` the blocks it asked for, one after the other."""
 
@@ -91,6 +91,23 @@ class Conn:
     shown: Container[int] | None
     queue: deque[int] = field(default_factory=deque)
     sending: int = -1  # the block on the wire, -1 when idle
+    label: str = field(init=False)  # `level.label`, a property that builds the string: read on every block
+
+    def __post_init__(self) -> None:
+        self.label = self.level.label
+
+
+class _Distances(dict):
+    """peer -> its distance, asked of `level` once per peer: the fetch core asks on every pick for a far source,
+    and a dict's own lookup is a C call where the lambda was three Python ones."""
+
+    def __init__(self, level: Callable[[Any], int]) -> None:
+        super().__init__()
+        self.level = level
+
+    def __missing__(self, peer: Any) -> int:
+        distance = self[peer] = self.level(peer)
+        return distance
 
 
 @dataclass
@@ -362,13 +379,17 @@ class Simulation:
 
     def _distance_of(self, i: int) -> Callable[[Any], int]:
         """`Agent.distance` for agent `i`: rack 0, DC 1, outside (the seeder) 2."""
-        return lambda peer: int(self.level(i, peer))
+        return _Distances(lambda peer: int(self.level(i, peer))).__getitem__
 
     def _act(self, i: int, actions: list, timers: bool = False) -> None:
         """Carry out what agent `i`'s fetch core asked for. Its next deadline is asked again only when it may have
-        come sooner: after a request went out (`actions`) or a START was noted (`timers`)."""
+        come sooner: after it sent something (a request arms a timeout), or a START was noted or its timer fired
+        (`timers`). Nothing else arms one here: a retry's back-off follows a timeout (on the timer) or a REJECT (no
+        server refuses in this model), and a block verified with no new request only made deadlines later."""
+        sent = timers
         for action in actions:
             if isinstance(action, Send):
+                sent = True
                 message = action.message
                 peer = cast(int, action.peer)
                 if isinstance(message, wire.Request):
@@ -391,7 +412,7 @@ class Simulation:
                 closed = self.conns.get((cast(int, action.peer), i))
                 if closed is not None:
                     self._stop(closed)
-        if (actions or timers) and self.finish[i] == math.inf:
+        if sent and self.finish[i] == math.inf:
             deadline, armed = self.cores[i].next_deadline(), self.timer_at[i]
             if deadline is not None and (armed is None or deadline < armed):
                 self.timer_at[i] = deadline
@@ -433,8 +454,8 @@ class Simulation:
         block, server, receiver = conn.sending, conn.server, conn.receiver
         length = self.lengths[block]
         self.net.carry(flow, length)
-        self.sent[server][conn.level.label] += length
-        self.received[receiver][conn.level.label] += length
+        self.sent[server][conn.label] += length
+        self.received[receiver][conn.label] += length
         if self.planners is not None and server != self.seeder:
             self.planners[server].meter.on_bytes(conn.level, length)
         conn.sending = -1
@@ -458,15 +479,17 @@ class Simulation:
             return
         self.held[i][block] = 1
         self.verified[i] += 1
-        have, held, finish, cores = wire.Have(block), self.held, self.finish, self.cores
+        have, held, finish, cores, now = wire.Have(block), self.held, self.finish, self.cores, self.now
         for conn in self.serving[i]:
             # Not to a receiver that verified the block already: there the HAVE changes nothing its fetch decides
             # (the picker never picks a verified block again; only counts kept for that block would move), and
             # most HAVEs are such in a rack where every member takes the same block.
             receiver = conn.receiver
-            if (conn.shown is None or block in conn.shown) and not held[receiver][block] \
-                    and finish[receiver] == math.inf:
-                self._act(receiver, cores[receiver].on_message(i, have, self.now))
+            if not held[receiver][block] and finish[receiver] == math.inf \
+                    and (conn.shown is None or block in conn.shown):
+                actions = cores[receiver].on_message(i, have, now)
+                if actions:  # most HAVEs ask for nothing, and `_act` of nothing does nothing
+                    self._act(receiver, actions)
 
     def _announce(self, i: int, block: int) -> None:
         """START to the peers `i` serves that may see the block (`ServeCore` sends no START about a hidden one)."""

@@ -195,6 +195,20 @@ class Availability:
             else:
                 counts[block] += delta
 
+    def shift_one(self, block: int, delta: int) -> None:
+        """`shift([block], delta)` without the list and the loop: a HAVE moves one block's count."""
+        counts = self.counts
+        if self.by_count and not self.stale and self._state[block] in self._pickable:
+            lists, rank = self.lists, self.rank_of[block]
+            lists[counts[block]].remove(rank)
+            counts[block] += delta
+            index = counts[block]
+            while len(lists) <= index:
+                lists.append(SortedInts())
+            lists[index].add(rank)
+        else:
+            counts[block] += delta
+
     def rebuild(self) -> None:
         """Rebuild the lists from the states and counts after bulk changes (`stale`)."""
         lists: list[list[int]] = [[] for _ in range(max(self.counts, default=0) + 1)]

@@ -130,7 +130,8 @@ class FetchCore:
         source is not asked for a block a nearer peer is fetching (its START) or holds (nearest first), and a
         request to a far source is announced first (`Announce`)."""
         self.manifest = manifest
-        count = manifest.num_blocks
+        # A manifest is frozen; its block count is read on every frame (a property that divides each time).
+        self._count = count = manifest.num_blocks
         self.last_block = count - 1 if last_block is None else last_block
         if not 0 <= first_block <= self.last_block < count:
             raise ValueError(f"block range {first_block}..{self.last_block} outside 0..{count - 1}")
@@ -262,12 +263,16 @@ class FetchCore:
         if peer not in self._peers:
             return []
         try:
+            if isinstance(message, wire.Have):  # a swarm sends one per block per peer, far more than any other frame
+                return self._on_have(peer, message, now)
             return self._on_message(peer, message, now)
         except PeerError as exc:
             return self._close_peer(peer, str(exc), now)
 
     def _on_message(self, peer: Peer, message: object, now: float) -> list[FetchAction]:
-        count = self.manifest.num_blocks
+        count = self._count
+        if isinstance(message, wire.Have):
+            return self._on_have(peer, message, now)
         if isinstance(message, wire.Bitfield):
             if message.count != count:
                 raise PeerError(f"bitfield of {message.count} blocks, the content has {count}")
@@ -277,24 +282,6 @@ class FetchCore:
                 self._peers[peer] = message
                 return []
             return self._join_policy(peer, message, now)
-        if isinstance(message, wire.Have):
-            if not 0 <= message.block < count:
-                raise PeerError(f"HAVE for block {message.block} of {count}")
-            if peer in self._no_layer:  # holding a block means holding the layer: it may be asked again
-                self._no_layer.discard(peer)
-                if self.layer is None and self._layer_asked is None:
-                    return self._ask_for_layer(now) + self._on_message(peer, message, now)
-            if self.starts is not None:
-                self.starts.on_have(peer, message.block)
-            if peer in self._in_policy:
-                if self.nearer is not None:
-                    self.nearer.have(peer, message.block)
-                return self._translate(self.policy.on_have(peer, message.block, now))
-            bitfield = self._peers.get(peer)
-            if bitfield is not None:  # before the layer: fold it into the pending bitfield
-                blocks = set(bitfield.blocks()) | {message.block}
-                self._peers[peer] = wire.Bitfield.from_blocks(count, blocks)
-            return []
         if isinstance(message, wire.Block):
             return self._on_block(peer, message, now)
         if isinstance(message, wire.Start):  # it fetches this block from the origin: we need not
@@ -321,6 +308,27 @@ class FetchCore:
         if isinstance(message, wire.HashResponse):
             return self._on_layer(peer, message, now)
         return []  # keepalive, PEX, CANCEL, requests: not the downloader's business
+
+    def _on_have(self, peer: Peer, message: wire.Have, now: float) -> list[FetchAction]:
+        count, block = self._count, message.block
+        if not 0 <= block < count:
+            raise PeerError(f"HAVE for block {block} of {count}")
+        if peer in self._no_layer:  # holding a block means holding the layer: it may be asked again
+            self._no_layer.discard(peer)
+            if self.layer is None and self._layer_asked is None:
+                return self._ask_for_layer(now) + self._on_message(peer, message, now)
+        if self.starts is not None:
+            self.starts.on_have(peer, block)
+        if peer in self._in_policy:
+            if self.nearer is not None:
+                self.nearer.have(peer, block)
+            policy_actions = self.policy.on_have(peer, block, now)
+            return self._translate(policy_actions) if policy_actions else []  # mostly nothing to do
+        bitfield = self._peers.get(peer)
+        if bitfield is not None:  # before the layer: fold it into the pending bitfield
+            blocks = set(bitfield.blocks()) | {block}
+            self._peers[peer] = wire.Bitfield.from_blocks(count, blocks)
+        return []
 
     def _on_block(self, peer: Peer, message: wire.Block, now: float) -> list[FetchAction]:
         if peer not in self._in_policy:
@@ -366,7 +374,8 @@ class FetchCore:
     def _held_back(self, source: object, now: float) -> tuple[Either, Hashable] | None:
         if self.starts is None or source is ORIGIN:
             return None
-        distance = self._distance(source)
+        assert self.distance is not None  # set with `starts`
+        distance = self.distance(source)  # not `_distance`: asked on every pick, one call fewer
         if distance <= 0:
             return None
         snubbed = frozenset(p for p in self._in_policy if self.policy.is_snubbed(p))
@@ -377,8 +386,8 @@ class FetchCore:
                 (self.starts.version, len(snubbed), self.nearer.version))
 
     def _span(self, block: int) -> tuple[int, int]:
-        if not 0 <= block < self.manifest.num_blocks:
-            raise PeerError(f"block {block} outside 0..{self.manifest.num_blocks - 1}")
+        if not 0 <= block < self._count:
+            raise PeerError(f"block {block} outside 0..{self._count - 1}")
         return self.manifest.block_span(block)
 
     def _received(self, source: Peer, block: int, data: bytes | bytearray, now: float) -> list[FetchAction]:
@@ -475,7 +484,7 @@ class FetchCore:
                 if action.source is ORIGIN:
                     actions.append(OriginFetch(action.block, offset, length))
                 else:
-                    if self.distance is not None and self._distance(action.source) > 0:
+                    if self.distance is not None and self.distance(action.source) > 0:
                         actions.append(Announce(action.block))
                     actions.append(Send(action.source, wire.Request(action.block, 0, length)))
             elif isinstance(action, Cancel):

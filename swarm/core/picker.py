@@ -40,7 +40,8 @@ Complexity (N blocks, S sources, n = blocks asked for, W = window):
   skipped because the source lacks them). For a source holding few blocks it instead walks that source's blocks
   (`bytearray.find`, C speed) and keeps the n best: O(held). It takes whichever is cheaper by the estimate
   held² < n·pickable, so a pick is never O(N·S). A source for which a pick found nothing is remembered, and its
-  next pick returns at once unless a block became pickable again or the source announced new blocks since;
+  next pick returns at once unless a block became pickable again or the source announced new blocks since, and
+  looks at those blocks alone if it announced a few (`FRESH_KEPT`) and no block became pickable again;
 * `have` is O(log N); seeds and the origin join and leave in O(1); a bitfield costs O(held log N), or O(N) in C
   for a large one, its lists rebuilt once at the next pick (`swarm.core.availability`);
 * endgame picks are O(outstanding requests), which is small by then.
@@ -84,6 +85,10 @@ class Mode(Enum):
 class _Special(Enum):
     ORIGIN = "origin"
 
+    # Enum's own __hash__ is Python code (it hashes the name), and the origin is looked up in the sources on every
+    # HAVE; a sentinel compares by identity, so the identity hash does as well, in C.
+    __hash__ = object.__hash__
+
     def __repr__(self) -> str:
         return self.name
 
@@ -97,9 +102,12 @@ SPARSE_SCAN_FACTOR = 1.0
 #: START announcements kept per peer: its latest few. A peer has a couple of origin requests at a time
 #: (swarm.core.policy's origin_max_outstanding), so older ones were answered by a HAVE or given up.
 STARTS_KEPT = 4
+#: Blocks announced since a pick found nothing for a source that its next pick looks at alone (`pick`): about
+#: what a rack mate announces between two of our picks; more, and the next pick does the full walk.
+FRESH_KEPT = 32
 
 
-@dataclass
+@dataclass(slots=True)
 class _SourceView:
     #: one byte per block (0/1); None when the source has every block (a seed, or the origin)
     has: bytearray | None
@@ -108,6 +116,8 @@ class _SourceView:
     #: bumped whenever the source announces a block; part of the "nothing for you" memo
     have_version: int = 0
     empty_memo: tuple[int, int, Hashable | None] | None = None
+    #: the blocks it announced since `empty_memo` was set (None: no memo, or more than FRESH_KEPT of them)
+    fresh: list[int] | None = None
     #: blocks it said it is fetching from the origin (START), latest last, at most STARTS_KEPT
     starts: deque[int] = field(default_factory=deque)
 
@@ -233,18 +243,28 @@ class Picker:
 
     def have(self, source: Source, block: int) -> bool:
         """`source` announced `block`. True if that makes a pickable block available from it."""
-        view = self._view(source)
-        self._check_index(block)
-        if view.holds(block):
+        # Called once per block per peer in a swarm: the checks of `_view`, `_check_index` and `holds` inline.
+        view = self._sources.get(source)
+        if view is None:
+            raise ValueError(f"unknown source {source!r}")
+        if not 0 <= block < self.num_blocks:
+            raise BadBlockIndex(f"block {block} outside 0..{self.num_blocks - 1}")
+        has = view.has
+        if has is None or has[block]:
             return False
-        assert view.has is not None
-        view.has[block] = 1
+        has[block] = 1
         view.count += 1
         view.have_version += 1
-        if block in view.starts:  # fetched: it counts as available now
+        fresh = view.fresh
+        if fresh is not None:
+            if len(fresh) < FRESH_KEPT:
+                fresh.append(block)
+            else:
+                view.fresh = None
+        if view.starts and block in view.starts:  # fetched: it counts as available now
             view.starts.remove(block)
             self._unstart(block)
-        self._avail.shift([block], +1)
+        self._avail.shift_one(block, +1)
         return self._state[block] in _PICKABLE
 
     def remove_source(self, source: Source) -> list[int]:
@@ -308,7 +328,9 @@ class Picker:
         last would have the whole crowd ask the origin for the same few blocks at the end. With no peer, the
         usual order.
         """
-        view = self._view(source)
+        view = self._sources.get(source)  # `_view`, inline: a pick follows every block and most new HAVEs
+        if view is None:
+            raise ValueError(f"unknown source {source!r}")
         if n <= 0:
             return []
         idle = not view.requests
@@ -319,21 +341,31 @@ class Picker:
         # Spread picks depend on the other sources' blocks and STARTs, which the memo does not follow.
         spread = spread and len(self._sources) > (ORIGIN in self._sources)
         no_skip = (not skip or skip_version is not None) and not spread
-        if self.pickable and not (no_skip and view.empty_memo == memo):
+        counts = self._state_counts
+        if counts[BlockState.MISSING] + counts[BlockState.FAILED] and not (no_skip and view.empty_memo == memo):
+            # Found nothing last time, and since then no block became pickable again and `skip` only grew: the
+            # only candidates are the blocks the source announced since (a HAVE's pick, mostly).
+            last = view.empty_memo
+            fresh = view.fresh if no_skip and last is not None and last[0] == memo[0] and last[2] == memo[2] \
+                else None
             if spread:
                 self._pick_spread(view, n, skip, chosen)
-            else:
+            elif self.window:
                 self._pick_window(view, n, skip, chosen)
             if len(chosen) < n and not spread:
-                if view.has is not None:
+                if fresh is not None:
+                    self._pick_from_blocks(fresh, n, skip, chosen)
+                elif view.has is not None:
                     self._pick_held(view, n, skip, chosen)
                 else:
                     self._pick_from_lists(view, n, skip, chosen)
             view.empty_memo = memo if (not chosen and no_skip) else None
+            view.fresh = [] if view.empty_memo is not None else None
         for block in chosen:
             self._request(source, view, block)
         busy = 0
-        if self.pickable == 0:  # endgame: the origin, far and pipelined, fills its slots; an idle peer takes one
+        # endgame: the origin, far and pipelined, fills its slots; an idle peer takes one
+        if counts[BlockState.MISSING] + counts[BlockState.FAILED] == 0:
             busy = n - len(chosen) if source is ORIGIN else int(idle and not chosen)
         if busy:
             for block in self._pick_endgame(source, view, busy, skip):
@@ -405,6 +437,16 @@ class Picker:
             if block not in skip and block not in taken:
                 candidates.append((avail[block] if by_count else 0, rank_of[block], block))
             block = held.find(1, block + 1)
+        chosen.extend(block for _, _, block in heapq.nsmallest(n - len(chosen), candidates))
+
+    def _pick_from_blocks(self, blocks: list[int], n: int, skip: Container[int], chosen: list[int]) -> None:
+        """The n best by (availability, rank) of `blocks` (held by the source) that are pickable: as
+        `_pick_from_source_blocks`, for a few blocks named rather than a mask."""
+        taken = set(chosen)
+        avail, rank_of, mask = self._avail.counts, self._avail.rank_of, self._pickable_mask
+        by_count = self.mode is Mode.RAREST_FIRST
+        candidates = [(avail[block] if by_count else 0, rank_of[block], block) for block in blocks
+                      if mask[block] and block not in skip and block not in taken]
         chosen.extend(block for _, _, block in heapq.nsmallest(n - len(chosen), candidates))
 
     def _pick_endgame(self, source: Source, view: _SourceView, n: int, skip: Container[int]) -> list[int]:

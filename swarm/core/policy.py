@@ -112,7 +112,7 @@ class PolicyConfig:
             raise ValueError("timeouts must be > 0 and retry_backoff >= 0")
 
 
-@dataclass
+@dataclass(slots=True)
 class _SourceState:
     cap: int
     timeout: float
@@ -242,8 +242,9 @@ class RequestPolicy:
             return []
         if self.picker.have(source, block):
             return self._fill([source], now)
-        # Not new to pick, but perhaps a block the origin is fetching for us: that one it can take over.
-        return self._take_from_origin(source, now)
+        # Not new to pick, but perhaps a block the origin is fetching for us: that one it can take over. Most HAVEs
+        # come here, and most fetches of a swarm have no origin.
+        return self._take_from_origin(source, now) if ORIGIN in self._sources else []
 
     def set_cap(self, source: Source, cap: int, now: float) -> list[Action]:
         """Change `source`'s outstanding-request cap (e.g. from a rate estimate)."""
@@ -372,8 +373,10 @@ class RequestPolicy:
         can take one now: responsive and with a free slot (see `PolicyConfig.origin_yields`). Then `peer` and
         the origin are given work; nothing at all (an empty list) when no block was taken."""
         origin = self._sources.get(ORIGIN)
+        if origin is None:  # first: most fetches of a swarm have no origin, and every HAVE not new to pick asks
+            return []
         state = self._sources[peer]
-        if not self.config.origin_yields or peer is ORIGIN or origin is None or state.snubbed \
+        if not self.config.origin_yields or peer is ORIGIN or state.snubbed \
                 or self.trust.on_parole(peer) or len(state.outstanding) >= state.cap:
             return []
         taken: list[Action] = []
@@ -434,7 +437,9 @@ class RequestPolicy:
             state = self._sources.get(source)
             if state is None:
                 continue
-            free = self.cap(source) - len(state.outstanding)
+            # `cap(source)`, without looking the source up again: every block delivered and HAVE new to pick fills
+            cap = 1 if state.snubbed or self.trust.on_parole(source) else state.cap
+            free = cap - len(state.outstanding)
             if free <= 0:
                 continue
             deadline = now + state.timeout

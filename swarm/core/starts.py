@@ -152,31 +152,35 @@ class NearerHolders:
     def __init__(self, num_blocks: int) -> None:
         self.num_blocks = num_blocks
         self._counts: dict[int, list[int]] = {}  # distance -> how many counted sources there hold each block
-        self._sources: dict[Peer, tuple[int, set[int]]] = {}  # source -> (distance, the blocks it holds)
+        # source -> (distance, one byte per block: 1 if it holds it). Bytes, not a set of ints: a set of a
+        # thousand blocks is some 60 KB, and a cluster fetch keeps one per source (64 of them).
+        self._sources: dict[Peer, tuple[int, bytearray]] = {}
         self._muted: set[Peer] = set()  # snubbed: counted nowhere for now
         self.version = 0  # bumped whenever a block may have been let go (a holder gone or muted)
 
     def add(self, source: Peer, distance: int, blocks: Iterable[int]) -> None:
         """`source`, at `distance`, joined the fetch holding `blocks` (its BITFIELD)."""
         self.remove(source)
-        held = set(blocks)
+        held = bytearray(self.num_blocks)
+        for block in blocks:
+            held[block] = 1
         self._sources[source] = (distance, held)
         self._count(distance, held, +1)
 
     def have(self, source: Peer, block: int) -> None:
         entry = self._sources.get(source)
-        if entry is None or block in entry[1]:
+        if entry is None or entry[1][block]:
             return
-        entry[1].add(block)
-        if source not in self._muted:
-            self._counts_at(entry[0])[block] += 1
+        entry[1][block] = 1
+        if source not in self._muted:  # its distance's counts exist: `add` made them
+            self._counts[entry[0]][block] += 1
 
     def refused(self, source: Peer, block: int) -> None:
         """`source` refused `block` (REJECT) although it said it holds it: it no longer holds it back."""
         entry = self._sources.get(source)
-        if entry is None or block not in entry[1]:
+        if entry is None or not entry[1][block]:
             return
-        entry[1].discard(block)
+        entry[1][block] = 0
         if source not in self._muted:
             self._counts_at(entry[0])[block] -= 1
             self.version += 1
@@ -212,7 +216,7 @@ class NearerHolders:
             counts = self._counts[distance] = [0] * self.num_blocks
         return counts
 
-    def _count(self, distance: int, blocks: Iterable[int], step: int) -> None:
+    def _count(self, distance: int, held: bytearray, step: int) -> None:
         counts = self._counts_at(distance)
-        for block in blocks:
+        for block in itertools.compress(range(self.num_blocks), held):
             counts[block] += step
