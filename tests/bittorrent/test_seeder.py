@@ -156,9 +156,10 @@ async def test_a_hybrid_is_seeded_beside_the_v2_torrent_and_both_stop_together(s
     assert hybrid.info_hash != seeder.seeded(manifest.root).torrent.info_hash  # another info dict and info-hash
     assert await seeder.hybrid(manifest.root) is hybrid  # made once
     assert seeder.status()["torrents"] == 1 and store.info(manifest.root).pins == 0
-    handles = [seeder.seeding[manifest.root].handle, seeder.hybrids[manifest.root].handle]
     await seeder.stop(manifest.root, "linger time over")
-    assert not any(handle.is_valid() for handle in handles)
+    # Let go of by the session: neither is among its torrents. (A handle itself may stay valid a moment after the
+    # removal's alert, while libtorrent's threads drop their last references to the torrent: under load, it did.)
+    assert session.session.get_torrents() == []
     assert await seeder.hybrid(manifest.root) is None  # not seeded: nothing exported
 
 
