@@ -57,12 +57,13 @@ what they are shown comes from every rack of the DC that holds it, never from a 
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable, Container, Iterable, Mapping, MutableSequence
 from typing import Any, Protocol
 
 from cluster.carriers import STAR_UP_TO, CarriedFirst, Relayed, carrier_turns
-from cluster.overlay import Level, Location, View
+from cluster.overlay import RACK_REPS, Level, Location, View
 
 __all__ = ["EntryPlan", "HOME_FANOUT", "STEAL_AFTER", "SliceFirst", "StallWatch", "provider_order", "slice_of"]
 
@@ -138,17 +139,30 @@ def provider_order(seeder: bool, level: int, gives: bool) -> int:
     return -1 if seeder else 2 * level + (0 if gives else 1)
 
 
-def tree_step(rack: int, home: int, offset: int, count: int) -> int:
+def tree_step(rack: int, home: int, offset: int, count: int, homes: int = 0) -> int:
     """A rack's place in the tree of the blocks of one home between the `count` racks of a DC (by their places in
     name order): the home first, then the others in name order from the home on, rotated by the tree's `offset`
     (`EntryPlan._offsets_in`: chosen so that every rack's uplink carries out about as much, its own home's blocks
     included; in name order alone, the racks just after the DC's few homes gave out two copies each while others
     gave none). One rotation per tree keeps a rack's parents few: a representant reaches at most `FETCH_PEERS`
     sources, and a parent outside them would show it nothing until it stalled. Step s gives to steps
-    `HOME_FANOUT` * s + 1 ... + `HOME_FANOUT`."""
+    `HOME_FANOUT` * s + 1 ... + `HOME_FANOUT`.
+
+    With `homes` > 0 the DC's home racks are the last `homes` places (`EntryPlan`) and come last in every other
+    home's tree, leaves there: the racks that are no block's home first, rotated by `offset` among themselves.
+    A home rack's uplink gives out its own blocks to `HOME_FANOUT` racks, and that falls on its DC representant
+    alone (a rack's relays the two representants share): an inner node of the other trees as often as balance
+    allowed, a DC representant was to upload 1.10-1.225 copies with 30 to 130 racks (its rack's entries 0.5, its
+    own blocks 0.4, half the relays; `tests/cluster/test_division.py`) while the others stayed at or under 1.05.
+    `homes_last_variants` says in which of the trees (the others rotate every rack but the home)."""
     if rack == home:
         return 0
-    return ((rack - home - 1) % count - offset) % (count - 1) + 1
+    others = count - homes
+    if homes <= 0:
+        return ((rack - home - 1) % count - offset) % (count - 1) + 1
+    if rack < others:
+        return (rack - offset) % others + 1
+    return others + (rack - home - 1) % homes + 1
 
 
 TREE_VARIANTS = 4  # trees per home, the blocks taking them in turn: finer shares, still few parents per rack
@@ -156,6 +170,12 @@ REBALANCE_ROUNDS = 4  # rounds of rotating each tree again (`balanced_offsets`);
 # Rotations `balanced_offsets` tries per tree, evenly spread (all of them up to 33 racks): all 129 at 130 racks made
 # a plan take 0.47 s instead of 0.07 before the balancing (0.09 with 32), for no better balance there.
 ROTATIONS_TRIED = 32
+# Racks in a DC from which the homes may come last in some trees (`homes_last_variants`): in `bench/sim` (seed 1) it
+# gained at 30 racks (600 agents: p50 12.16 -> 11.96 s, makespan 12.33 -> 12.12 s), not at 20 (400: p50 11.89 ->
+# 11.96 s, makespan 12.09 -> 12.07 s), and lost at 5 and 10 (100 agents: makespan 11.75 -> 12.00 s; 200: p50
+# 11.78 -> 11.91 s, makespan 11.94 -> 12.22 s), where a rack representant took up what the DC representants gave
+# up (1.04-1.10 copies).
+HOMES_LAST_FROM = 30
 
 
 def variant_offset(block: int, count: int) -> int:
@@ -171,7 +191,37 @@ def fanouts(count: int) -> list[int]:
     return [max(0, min(HOME_FANOUT * s + HOME_FANOUT, count - 1) - HOME_FANOUT * s) for s in range(count)]
 
 
-def balanced_offsets(homes: list[int | None], count: int) -> dict[tuple[int, int], int]:
+def homes_last_variants(count: int, free: int, home_shares: Mapping[str, list[float]]) -> int:
+    """In how many of the `TREE_VARIANTS` trees of each home the `count` racks' home racks come last (`tree_step`'s
+    `homes`): the number that leaves the busiest representant's upload across the DC least, estimated.
+
+    A home rack's uplink gives its own blocks (its DC representants' `home_shares`, fractions of the file) to
+    `HOME_FANOUT` racks, on those representants alone, while a rack's relays are shared by its `RACK_REPS`
+    representants. Balanced per rack (`balanced_offsets`), every rack gives about (count - 1) / count copies,
+    a home rack's DC representant its own blocks and a share of relays on top: 1.07 copies at 600 agents in
+    `bench/sim` (30 racks; members 1.00), besides its rack's entries. With the homes last in every tree they relay
+    nothing, but the `free` other racks take all the relays: with 5 homes of 10 racks a rack representant uploaded
+    1.23 copies and the p50 at 200 agents went 11.78 -> 12.97 s. Estimated, at a fraction f of the trees:
+    a DC representant own + (1 - f) x (mean - its rack's own) / RACK_REPS, another (1 - f) x mean + f x what
+    the free racks give with the homes last, over RACK_REPS. Ties: the fewer (the plain rotation)."""
+    if count < HOMES_LAST_FROM or free < HOME_FANOUT or not home_shares:
+        return 0
+    mean = (count - 1) / count
+    leftover = (count - 1 - HOME_FANOUT * sum(len(s) for s in home_shares.values()) / len(home_shares)) / free
+    chosen, least = 0, math.inf
+    for variants in range(TREE_VARIANTS + 1):
+        f = variants / TREE_VARIANTS
+        worst = ((1 - f) * mean + f * leftover) / RACK_REPS
+        for shares in home_shares.values():
+            own = [HOME_FANOUT * s for s in shares]
+            worst = max(worst, max(own) + (1 - f) * max(0.0, mean - sum(own)) / RACK_REPS)
+        if worst < least - 1e-9:
+            chosen, least = variants, worst
+    return chosen
+
+
+def balanced_offsets(homes: list[int | None], count: int, homes_last: int = 0, variants_last: int = 0,
+                     weights: Mapping[int, int] | None = None) -> dict[tuple[int, int], int]:
     """Each tree's rotation (`tree_step`), per (home, variant: block % `TREE_VARIANTS`), for blocks whose home
     racks (places among `count`) are `homes`, so that every rack's uplink gives out about as much across the DC.
 
@@ -196,24 +246,34 @@ def balanced_offsets(homes: list[int | None], count: int) -> dict[tuple[int, int
     give = fanouts(count)
     homes_give = [0] * count  # blocks each home gives out as one, whatever the rotations
     for (home, _variant), share in shares.items():
-        homes_give[home] += give[0] * share
+        homes_give[home] += give[0] * share * (weights or {}).get(home, 1)
+
+    def last(tree: tuple[int, int]) -> int:  # `tree_step`'s `homes`: the trees of the first variants only
+        return homes_last if tree[1] < variants_last else 0
+
+    def rotated(tree: tuple[int, int]) -> int:  # the racks a tree's rotation moves
+        return count - last(tree) if last(tree) else count - 1
 
     def inner(tree: tuple[int, int], offset: int) -> list[int]:
         """What the racks but the home give out in this tree, rotated by `offset`: `tree_step` for every rack at
         once, by slicing (rack by rack, one `tree_step` call each, is what made a plan at 130 racks slow)."""
-        home, share = tree[0], shares[tree]
-        turn = -offset % (count - 1)
+        home, share, moved = tree[0], shares[tree], rotated(tree)
+        turn = -offset % moved
+        if last(tree):  # the racks that are no home first, rotated; then the other homes, from the home on
+            free = give[1:moved + 1]
+            ends = [0 if rack == home else give[moved + (rack - home - 1) % last(tree) + 1]
+                    for rack in range(moved, count)]
+            return [g * share for g in free[turn:] + free[:turn] + ends]
         by_place = [0, *give[1:][turn:], *give[1:][:turn]]  # the home, then the others from the home on
         back = -home % count
         return [g * share for g in by_place[back:] + by_place[:back]]
 
-    turns = range(0, count - 1, -(-(count - 1) // ROTATIONS_TRIED))
-
     def best(load: list[int], tree: tuple[int, int], start: int) -> tuple[tuple[int, int], int]:
         """The rotation, from `start` on, that leaves the least (most, sum of squares) over `load`."""
         chosen: tuple[tuple[int, int], int] | None = None
-        for turn in turns:
-            offset = (start + turn) % (count - 1)
+        moved = rotated(tree)
+        for turn in range(0, moved, -(-moved // ROTATIONS_TRIED)):
+            offset = (start + turn) % moved
             trial = [a + b for a, b in zip(load, inner(tree, offset), strict=True)]
             key = (max(trial), sum(x * x for x in trial))
             if chosen is None or key < chosen[0]:
@@ -272,12 +332,23 @@ class EntryPlan:
         standing = {(slot.dc, slot.rack) for slot in view.holders if slot.level is Level.RACK}
         self._racks: dict[str, list[str]] = {}
         self._leaves: dict[str, list[str]] = {}
+        # per DC, its home racks (at the end of `_racks`, in name order if none) and the tree variants in which
+        # they come last (`homes_last_variants`)
+        self._homes_last: dict[str, tuple[int, int]] = {}
         for dc in dcs:
             named = sorted(rack for d, rack in standing if d == dc)
             homes = {self._rack_of(owner) for owner in set(self.dc[dc] or ())}
             leaves = [r for r in named if view.shares_with_seeder(Location(dc, r)) and r not in homes]
             inner = [r for r in named if r not in leaves]
             self._racks[dc], self._leaves[dc] = (inner, leaves) if inner else (named, [])
+            # the home racks last, leaves of the other homes' trees (`tree_step`), when the racks that are no home
+            # can take a home's children: the home's own blocks are its DC representant's load alone
+            at_home = [r for r in self._racks[dc] if r in homes]
+            free = [r for r in self._racks[dc] if r not in homes]
+            variants = homes_last_variants(len(self._racks[dc]), len(free), self._home_shares(dc))
+            self._homes_last[dc] = (len(at_home), variants)
+            if variants:
+                self._racks[dc] = free + at_home
         # per DC, each block's home: its place in `_racks` (None: unknown), asked of every tree below
         self._homes = {dc: self._homes_in(dc) for dc in self._racks}
         self._offsets = {dc: self._offsets_in(dc) for dc in self._racks}
@@ -299,7 +370,27 @@ class EntryPlan:
 
     def _offsets_in(self, dc: str) -> dict[tuple[int, int], int]:
         """Each tree's rotation of the other racks (`tree_step`), per (home, variant): `balanced_offsets`."""
-        return balanced_offsets(self._homes[dc], len(self._racks[dc]))
+        weights = self._weights(dc) if self._homes_last[dc][1] else None
+        return balanced_offsets(self._homes[dc], len(self._racks[dc]), *self._homes_last[dc], weights)
+
+    def _weights(self, dc: str) -> dict[int, int]:
+        """Per home rack (its place in `_racks`), how many times `balanced_offsets` counts what it gives out as a
+        home: its relays are shared by its representants, its own blocks fall on its DC representants alone."""
+        places = {rack: i for i, rack in enumerate(self._racks[dc])}
+        return {places[rack]: max(1, RACK_REPS // len(shares))
+                for rack, shares in self._home_shares(dc).items() if rack in places}
+
+    def _last(self, dc: str, block: int) -> int:
+        """`tree_step`'s `homes` for a block's tree: the home racks last in the first variants only."""
+        homes, variants = self._homes_last[dc]
+        return homes if block % TREE_VARIANTS < variants else 0
+
+    def _home_shares(self, dc: str) -> dict[str, list[float]]:
+        """Per home rack, the blocks each of its DC representants brought into the DC."""
+        owners, shares = self.dc.get(dc) or [], dict[str, list[int]]()
+        for owner in sorted(set(owners)):
+            shares.setdefault(self._rack_of(owner) or "", []).append(owners.count(owner))
+        return {rack: [s / max(1, self.num_blocks) for s in counts] for rack, counts in shares.items()}
 
     def _offset(self, dc: str, home: int, block: int) -> int:
         return self._offsets[dc].get((home, block % TREE_VARIANTS), 0)
@@ -312,16 +403,16 @@ class EntryPlan:
         leaves, homes = len(self._leaves[dc]), self._homes[dc]
         count = len(self._racks[dc])
         children = fanouts(count)
-        steps: dict[tuple[int, int], list[int]] = {}  # (home, offset) -> each rack's step in that tree
+        steps: dict[tuple[int, int, int], list[int]] = {}  # (home, offset, homes last) -> each rack's step
         trees: list[list[int] | None] = []  # each block's
         for block, home in enumerate(homes):
             if home is None:
                 trees.append(None)
                 continue
-            offset = self._offset(dc, home, block)
-            if (home, offset) not in steps:
-                steps[home, offset] = [tree_step(rack, home, offset, count) for rack in range(count)]
-            trees.append(steps[home, offset])
+            key = (home, self._offset(dc, home, block), self._last(dc, block))
+            if key not in steps:
+                steps[key] = [tree_step(rack, home, key[1], count, key[2]) for rack in range(count)]
+            trees.append(steps[key])
         load = [0] * count
         for tree in trees:
             for rack, step in enumerate(tree or ()):
@@ -445,8 +536,9 @@ class EntryPlan:
             if taking is None:  # a seeder's rack: from the rack balance gave it
                 return given == to_leaves[block]
             offset = self._offset(dc, home, block)
-            step = tree_step(taking, home, offset, len(racks))  # the taker's place in the block's tree
-            return step > 0 and tree_step(given, home, offset, len(racks)) == (step - 1) // HOME_FANOUT
+            last = self._last(dc, block)
+            step = tree_step(taking, home, offset, len(racks), last)  # the taker's place in the block's tree
+            return step > 0 and tree_step(given, home, offset, len(racks), last) == (step - 1) // HOME_FANOUT
 
         return from_parent
 
