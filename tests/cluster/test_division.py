@@ -142,9 +142,9 @@ def test_between_many_racks_each_block_comes_from_one_parent_and_no_uplink_gives
     assert max(given.values()) <= 1.25 * blocks, sorted(given.values())
 
 
-def given_across(racks: int, dc_reps: list[tuple[int, int]], blocks: int) -> list[int]:
-    """Blocks each rack's representants are to give other racks' entry points (each rack's uplink out across the
-    DC, in blocks), the five DC slots held by (rack, representant) `dc_reps`."""
+def racks_plan(racks: int, dc_reps: list[tuple[int, int]], blocks: int) -> tuple[list[str], EntryPlan]:
+    """One DC of `racks` racks of three (two rack representants each; "r000a0" ...), the five DC slots held by
+    (rack, representant) `dc_reps`, and its entry plan for `blocks` blocks."""
     names = [f"r{i:03d}" for i in range(racks)]
     members, holders = [Member("seed", None, 1.0, seeder=True)], {}
     for rack in names:
@@ -152,6 +152,13 @@ def given_across(racks: int, dc_reps: list[tuple[int, int]], blocks: int) -> lis
         holders.update({Slot(Level.RACK, "d", rack, i): f"{rack}a{i}" for i in range(2)})
     holders.update({Slot(Level.DC, "d", "", i): f"{names[r]}a{a}" for i, (r, a) in enumerate(dc_reps)})
     plan = EntryPlan(View.of(members, holders), blocks)
+    return names, plan
+
+
+def given_across(racks: int, dc_reps: list[tuple[int, int]], blocks: int) -> list[int]:
+    """Blocks each rack's representants are to give other racks' entry points (each rack's uplink out across the
+    DC, in blocks), the five DC slots held by (rack, representant) `dc_reps`."""
+    names, plan = racks_plan(racks, dc_reps, blocks)
     given = [0] * racks
     for taker in names:
         for rep in (f"{taker}a0", f"{taker}a1"):
@@ -186,13 +193,7 @@ def uploads_across(racks: int, dc_reps: list[tuple[int, int]], blocks: int) -> d
     """Copies each representant uploads, estimated from the plan: the rack entries it brings in (each given once,
     to its first carrier), the blocks it brought into the DC given to other racks, and half its rack's relays
     (both representants show them)."""
-    names = [f"r{i:03d}" for i in range(racks)]
-    members, holders = [Member("seed", None, 1.0, seeder=True)], {}
-    for rack in names:
-        members += [Member(f"{rack}a{i}", Location("d", rack)) for i in range(3)]
-        holders.update({Slot(Level.RACK, "d", rack, i): f"{rack}a{i}" for i in range(2)})
-    holders.update({Slot(Level.DC, "d", "", i): f"{names[r]}a{a}" for i, (r, a) in enumerate(dc_reps)})
-    plan = EntryPlan(View.of(members, holders), blocks)
+    names, plan = racks_plan(racks, dc_reps, blocks)
     uploads = {}
     for giver in names:
         reps, relays = (f"{giver}a0", f"{giver}a1"), 0
