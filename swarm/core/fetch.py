@@ -271,8 +271,6 @@ class FetchCore:
 
     def _on_message(self, peer: Peer, message: object, now: float) -> list[FetchAction]:
         count = self._count
-        if isinstance(message, wire.Have):
-            return self._on_have(peer, message, now)
         if isinstance(message, wire.Bitfield):
             if message.count != count:
                 raise PeerError(f"bitfield of {message.count} blocks, the content has {count}")
@@ -316,7 +314,7 @@ class FetchCore:
         if peer in self._no_layer:  # holding a block means holding the layer: it may be asked again
             self._no_layer.discard(peer)
             if self.layer is None and self._layer_asked is None:
-                return self._ask_for_layer(now) + self._on_message(peer, message, now)
+                return self._ask_for_layer(now) + self._on_have(peer, message, now)
         if self.starts is not None:
             self.starts.on_have(peer, block)
         if peer in self._in_policy:
