@@ -70,7 +70,7 @@ class _FetchRun:
 
     def __init__(self, node: FetchHost, manifest: Manifest, layer: list[bytes] | None, start: int, end: int,
                  origin: RangeSource | None, window: int, into_store: bool = False, rng=None,
-                 distance=None, policy: PolicyConfig | None = None) -> None:
+                 distance=None, policy: PolicyConfig | None = None, priority=None) -> None:
         self.node, self.manifest, self.start, self.end, self.origin = node, manifest, start, end, origin
         self.root = manifest.root
         self.loop = asyncio.get_running_loop()
@@ -80,7 +80,8 @@ class _FetchRun:
         held = set(store.have(self.root).blocks()) if self.root in store.roots() else set()
         first, last = start // manifest.block_size, (end - 1) // manifest.block_size
         self.core = FetchCore(manifest, layer, first_block=first, last_block=last, held=held,
-                              config=policy or node.policy, window=window, rng=rng, distance=distance)
+                              config=policy or node.policy, window=window, rng=rng, distance=distance,
+                              priority=priority)
         self.entry: bool | None = self.root in store.roots()  # None: it cannot be stored, never again this run
         if self.entry:
             store.pin(self.root)

@@ -539,6 +539,7 @@ class SwarmNode:
         rng: random.Random | None = None,
         distance: Callable[[Connection], int] | None = None,
         policy: PolicyConfig | None = None,
+        priority: Callable[[Connection], bool] | None = None,
     ) -> AsyncGenerator[bytes, None]:
         """Bytes `start..end-1` of `manifest`'s content, verified and in order, from `peers` and `origin`.
 
@@ -556,14 +557,16 @@ class SwarmNode:
         picker's ties (random by default). `distance(connection)` (0 = nearest), if given, turns on work stealing
         by START across distances (`swarm.core.starts`: the cluster mode's racks and datacenters). `policy`
         replaces the node's request policy for this fetch (a BitTorrent swarm as its Range source needs more
-        than the origin's two requests in flight).
+        than the origin's two requests in flight). `priority(connection)` marks the peers the others make room for
+        (`PolicyConfig.priority_others`: the cluster's pusher).
         """
         end = manifest.size if end is None else end
         if not 0 <= start <= end <= manifest.size:
             raise ValueError(f"range {start}..{end} outside 0..{manifest.size}")
         if start == end:
             return
-        run = _FetchRun(self, manifest, layer, start, end, origin, window, into_store, rng, distance, policy)
+        run = _FetchRun(self, manifest, layer, start, end, origin, window, into_store, rng, distance, policy,
+                        priority)
         run.report = report
         self._fetching.setdefault(manifest.root, run)
         run.begin(peers, connect_timeout, stall_timeout)

@@ -448,12 +448,12 @@ class SwarmService:
               origin: RangeSource | None = None, start: int = 0, end: int | None = None,
               stall_timeout: float = FETCH_STALL_TIMEOUT, report=None, window: int | None = None,
               into_store: bool = False, rng: random.Random | None = None, distance=None,
-              policy: PolicyConfig | None = None) -> AsyncGenerator[bytes, None]:
+              policy: PolicyConfig | None = None, priority=None) -> AsyncGenerator[bytes, None]:
         """Verified bytes `start..end-1` of `manifest`'s content in order, from `providers` (over one
         transport), more providers as they appear, and `origin` as a capped Range source.
 
-        `window`, `into_store`, `rng`, `distance` and `policy` go to `SwarmNode.fetch` (its defaults when not
-        given)."""
+        `window`, `into_store`, `rng`, `distance`, `policy` and `priority` go to `SwarmNode.fetch` (its defaults
+        when not given)."""
         by_transport: dict[str, list[Provider]] = {}
         for provider in providers:
             by_transport.setdefault(self.transport_for(provider), []).append(provider)
@@ -465,7 +465,7 @@ class SwarmService:
         engine = {} if window is None else {"window": window}
         chunks = node.fetch(manifest, peers, layer=layer, origin=origin, start=start, end=end,
                             stall_timeout=stall_timeout, report=report, into_store=into_store, rng=rng,
-                            distance=distance, policy=policy, **engine)
+                            distance=distance, policy=policy, priority=priority, **engine)
         if self.discovery is None:
             return chunks
         return self._refreshed(chunks, node, name, manifest.root, set(peers), self.peers_for(manifest))
