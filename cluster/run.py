@@ -19,7 +19,7 @@ import logging
 import os
 import pathlib
 import time
-from collections.abc import Callable, Container, Iterable
+from collections.abc import Callable, Container
 
 from cluster.coord import Coord
 from cluster.division import EntryPlan, StallWatch
@@ -29,9 +29,7 @@ from cluster.records import FINISHED, PENDING, REFUSED, MemberRecord, TransferRe
 from cluster.scope import Stillness, assemble
 from cluster.scope import deep as scope_deep
 from swarm.content.manifest import Manifest, decode
-from swarm.discovery.seam import Provider
 from swarm.errors import FetchFailed, HashMismatch, StoreError, SwarmError
-from swarm.net.transport import Connection
 from swarm.service.swarm_service import SwarmService
 
 __all__ = ["TransferRun"]
@@ -50,15 +48,6 @@ def manifest_of(record: TransferRecord) -> tuple[Manifest, list[bytes]]:
     except (SwarmError, ValueError) as exc:  # ManifestError, HashMismatch
         raise BadRecord(f"transfer {record.tid}: {exc}") from None
     return manifest, layer
-
-
-def pusher_flows(providers: Iterable[Provider], seeder: str) -> Callable[[Connection], bool] | None:
-    """The fetch's `priority` hook: a connection to the transfer's seeder (the pusher, at the given providers'
-    address), whose flow the other sources make room for (`PolicyConfig.priority_others`). The pusher's uplink
-    feeds every root member; beside their 64 peers its flows got a sliver of their downlinks, and it idled.
-    None when the seeder is not among them (it is no source of ours: nothing to mark)."""
-    addresses = {p.address for p in providers if p.node_id.hex() == seeder}
-    return (lambda connection: tuple(connection.remote_address[:2]) in addresses) if addresses else None
 
 
 class TransferRun:
@@ -227,6 +216,14 @@ class TransferRun:
     def may_talk(self, node: str) -> bool:
         return self.view.may_talk(self.node, node)
 
+    def pusher(self, peer_id: bytes) -> bool:
+        """The fetch's `priority` hook: whether a peer, by the node id its handshake gave (its cluster id, as
+        `shown` is asked by), is this transfer's seeder, whose flow the other sources make room for
+        (`PolicyConfig.priority_others`). The pusher's uplink feeds every root member; beside their 64 peers its
+        flow got a sliver of their downlinks, and it idled. By id, not by the address the provider record gave:
+        a hostname or another spelling of an IPv6 address would match no connection's address, silently."""
+        return peer_id.hex() == self.record.seeder
+
     # -- fetching -----------------------------------------------------------------------------------------------
 
     async def fetch_loop(self, allowed: Callable[[TransferRun], bool], changed: asyncio.Event) -> None:
@@ -246,12 +243,11 @@ class TransferRun:
                 # Rarest first over the whole file, not a streaming window at the delivery point (every member
                 # would ask the level above for the same first blocks), into the store rather than held in
                 # memory until delivered in order; and START across levels (`Agent.distance`).
-                chosen = self.service.pick(providers, self.manifest)
-                chunks = self.service.fetch(self.manifest, chosen,
+                chunks = self.service.fetch(self.manifest, self.service.pick(providers, self.manifest),
                                             layer=self.layer, stall_timeout=self.agent.stall_timeout, window=0,
                                             into_store=True,
                                             distance=self.agent.distance if self.agent.stage.stealing else None,
-                                            priority=pusher_flows(chosen, self.record.seeder))
+                                            priority=self.pusher)
                 async with contextlib.aclosing(chunks):
                     async for _ in chunks:
                         if self.cancelled or not allowed(self):  # preempted: what it verified stays stored

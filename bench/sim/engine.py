@@ -6,7 +6,7 @@ What runs here is the product's own sans-I/O code; what is reproduced is the asy
   piece picker `swarm.core.picker`, the request policy with its timeouts and snubbing `swarm.core.policy`, Tekel's
   START and nearest first `swarm.core.starts`), built as `cluster.run` builds it (whole file rarest first,
   `window=0`, `distance` = rack 0 / DC 1 / outside 2 as `Agent.distance`, the seeder a priority source as
-  `cluster.run.pusher_flows` marks it), fed the wire messages the engine's
+  `cluster.run.TransferRun.pusher` marks it), fed the wire messages the engine's
   shell would feed it (BITFIELD, HAVE, START, BLOCK) and answered with what it asks (REQUEST, CANCEL, Announce);
   the overlay's roles come from `cluster.overlay.Representation` claiming slots in a `View`; what a server shows
   each peer across a level is `cluster.division.EntryPlan.shown`, with `StallWatch` read every reconcile period
@@ -366,7 +366,7 @@ class Simulation:
         """The entry plan is drawn and every fetch starts: connections, handshakes, BITFIELDs."""
         self.cores: list[FetchCore] = []
         for i in range(self.n):
-            # `cluster.run.pusher_flows`: a connection to the seeder is a priority source (only the root members
+            # `cluster.run.TransferRun.pusher`: a connection to the seeder is a priority source (only the root members
             # have one)
             core = FetchCore(self.manifest, self.layer, window=0, rng=random.Random(self.rng.random()),
                              distance=self._distance_of(i), priority=self._is_seeder)

@@ -293,8 +293,13 @@ class SwarmNode:
         links = [Link(c.remote_address, core.peer, root, True, c.counters)
                  for root, served in self._serving.items() for c, core in served.items()]
         for root, run in self._fetching.items():
-            links += [Link(c.remote_address, self._answered.get(c), root, False, c.counters) for c in run.connections]
+            links += [Link(c.remote_address, self.peer_id(c), root, False, c.counters) for c in run.connections]
         return links
+
+    def peer_id(self, connection: Connection) -> bytes | None:
+        """The node id the peer answered our HANDSHAKE with on a connection we opened (`open_connection`) and that
+        is still open; None otherwise."""
+        return self._answered.get(connection)
 
     async def seed_file(self, path: str | os.PathLike, *, block_size: int | None = None) -> Manifest:
         """Hash `path`, put it in the store (`swarm.service.store_work.stored_file`: adopted as it is where the
@@ -496,7 +501,7 @@ class SwarmNode:
         rng: random.Random | None = None,
         distance: Callable[[Connection], int] | None = None,
         policy: PolicyConfig | None = None,
-        priority: Callable[[Connection], bool] | None = None,
+        priority: Callable[[bytes], bool] | None = None,
     ) -> AsyncGenerator[bytes, None]:
         """Bytes `start..end-1` of `manifest`'s content, verified and in order, from `peers` and `origin`.
 
@@ -514,8 +519,8 @@ class SwarmNode:
         picker's ties (random by default). `distance(connection)` (0 = nearest), if given, turns on work stealing
         by START across distances (`swarm.core.starts`: the cluster mode's racks and datacenters). `policy`
         replaces the node's request policy for this fetch (a BitTorrent swarm as its Range source needs more
-        than the origin's two requests in flight). `priority(connection)` marks the peers the others make room for
-        (`PolicyConfig.priority_others`: the cluster's pusher).
+        than the origin's two requests in flight). `priority(node_id)`, if given, marks the peers the others make
+        room for (`PolicyConfig.priority_others`: the cluster's pusher), by the node id their handshake gave.
         """
         end = manifest.size if end is None else end
         if not 0 <= start <= end <= manifest.size:

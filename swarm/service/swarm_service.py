@@ -425,7 +425,8 @@ class SwarmService:
               origin: RangeSource | None = None, start: int = 0, end: int | None = None,
               stall_timeout: float = FETCH_STALL_TIMEOUT, report=None, window: int | None = None,
               into_store: bool = False, rng: random.Random | None = None, distance=None,
-              policy: PolicyConfig | None = None, priority=None) -> AsyncGenerator[bytes, None]:
+              policy: PolicyConfig | None = None,
+              priority: Callable[[bytes], bool] | None = None) -> AsyncGenerator[bytes, None]:
         """Verified bytes `start..end-1` of `manifest`'s content in order, from `providers` (over one
         transport), more providers as they appear, and `origin` as a capped Range source.
 
