@@ -216,6 +216,14 @@ class TransferRun:
     def may_talk(self, node: str) -> bool:
         return self.view.may_talk(self.node, node)
 
+    def pusher(self, peer_id: bytes) -> bool:
+        """The fetch's `priority` hook: whether a peer, by the node id its handshake gave (its cluster id, as
+        `shown` is asked by), is this transfer's seeder, whose flow the other sources make room for
+        (`PolicyConfig.priority_others`). The pusher's uplink feeds every root member; beside their 64 peers its
+        flow got a sliver of their downlinks, and it idled. By id, not by the address the provider record gave:
+        a hostname or another spelling of an IPv6 address would match no connection's address, silently."""
+        return peer_id.hex() == self.record.seeder
+
     # -- fetching -----------------------------------------------------------------------------------------------
 
     async def fetch_loop(self, allowed: Callable[[TransferRun], bool], changed: asyncio.Event) -> None:
@@ -238,7 +246,8 @@ class TransferRun:
                 chunks = self.service.fetch(self.manifest, self.service.pick(providers, self.manifest),
                                             layer=self.layer, stall_timeout=self.agent.stall_timeout, window=0,
                                             into_store=True,
-                                            distance=self.agent.distance if self.agent.stage.stealing else None)
+                                            distance=self.agent.distance if self.agent.stage.stealing else None,
+                                            priority=self.pusher)
                 async with contextlib.aclosing(chunks):
                     async for _ in chunks:
                         if self.cancelled or not allowed(self):  # preempted: what it verified stays stored

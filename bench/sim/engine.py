@@ -5,7 +5,8 @@ What runs here is the product's own sans-I/O code; what is reproduced is the asy
 * **real cores, called as the agents call them**: every agent's download is a `swarm.core.fetch.FetchCore` (the
   piece picker `swarm.core.picker`, the request policy with its timeouts and snubbing `swarm.core.policy`, Tekel's
   START and nearest first `swarm.core.starts`), built as `cluster.run` builds it (whole file rarest first,
-  `window=0`, `distance` = rack 0 / DC 1 / outside 2 as `Agent.distance`), fed the wire messages the engine's
+  `window=0`, `distance` = rack 0 / DC 1 / outside 2 as `Agent.distance`, the seeder a priority source as
+  `cluster.run.TransferRun.pusher` marks it), fed the wire messages the engine's
   shell would feed it (BITFIELD, HAVE, START, BLOCK) and answered with what it asks (REQUEST, CANCEL, Announce);
   the overlay's roles come from `cluster.overlay.Representation` claiming slots in a `View`; what a server shows
   each peer across a level is `cluster.division.EntryPlan.shown`, with `StallWatch` read every reconcile period
@@ -365,8 +366,10 @@ class Simulation:
         """The entry plan is drawn and every fetch starts: connections, handshakes, BITFIELDs."""
         self.cores: list[FetchCore] = []
         for i in range(self.n):
+            # `cluster.run.TransferRun.pusher`: a connection to the seeder is a priority source (only the root members
+            # have one)
             core = FetchCore(self.manifest, self.layer, window=0, rng=random.Random(self.rng.random()),
-                             distance=self._distance_of(i))
+                             distance=self._distance_of(i), priority=self._is_seeder)
             self.cores.append(core)
         for i in range(self.n):
             core = self.cores[i]
@@ -376,6 +379,9 @@ class Simulation:
                 self._act(i, core.add_peer(j, self.now))
                 blocks = self.holding(j, conn.shown) if self.verified[j] else []
                 self._act(i, core.on_message(j, wire.Bitfield.from_blocks(self.blocks, blocks), self.now))
+
+    def _is_seeder(self, peer: Any) -> bool:
+        return peer == self.seeder
 
     def _distance_of(self, i: int) -> Callable[[Any], int]:
         """`Agent.distance` for agent `i`: rack 0, DC 1, outside (the seeder) 2."""

@@ -123,12 +123,14 @@ class FetchCore:
         rng: random.Random | None = None,
         distance: Callable[[Peer], int] | None = None,
         start_ttl: float = START_TTL,
+        priority: Callable[[Peer], bool] | None = None,
     ) -> None:
         """Fetch blocks `first_block..last_block` (inclusive) of `manifest`; `held` are verified already.
 
         `distance(peer)` (0 = nearest), if given, turns on work stealing by START (`swarm.core.starts`): a far
         source is not asked for a block a nearer peer is fetching (its START) or holds (nearest first), and a
-        request to a far source is announced first (`Announce`)."""
+        request to a far source is announced first (`Announce`). `priority(peer)`, if given, marks the peers whose
+        flows the others make room for (`PolicyConfig.priority_others`: the cluster's pusher)."""
         self.manifest = manifest
         # A manifest is frozen; its block count is read on every frame (a property that divides each time).
         self._count = count = manifest.num_blocks
@@ -143,6 +145,7 @@ class FetchCore:
         self.trust = Trust()
         self.policy = RequestPolicy(self.picker, self.trust, config)
         self.distance = distance
+        self.priority = priority
         self.starts: StartBook | None = None
         self.nearer: NearerHolders | None = None
         if distance is not None:
@@ -467,7 +470,8 @@ class FetchCore:
         self._in_policy.add(peer)
         if self.nearer is not None:  # before the policy hands out work: what it holds is not asked of farther ones
             self.nearer.add(peer, self._distance(peer), bitfield.blocks())
-        return self._translate(self.policy.add_peer(peer, now, bitfield_to_bytes(bitfield)))
+        return self._translate(self.policy.add_peer(peer, now, bitfield_to_bytes(bitfield),
+                                                    priority=self.priority is not None and self.priority(peer)))
 
     def _close_peer(self, peer: Peer, reason: str, now: float) -> list[FetchAction]:
         actions: list[FetchAction] = [Close(peer, reason)]

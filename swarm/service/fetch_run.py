@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncGenerator, Iterable
+from collections.abc import AsyncGenerator, Callable, Iterable
 from typing import TYPE_CHECKING, Protocol, cast
 
 from swarm.content.manifest import Manifest
@@ -61,6 +61,7 @@ class FetchHost(Protocol):
     fetch_totals: FetchReport
 
     async def open_connection(self, address: Address, root: bytes, timeout: float) -> Connection: ...
+    def peer_id(self, connection: Connection) -> bytes | None: ...
     def announce_block(self, root: bytes, block: int) -> None: ...
     def announce_origin_fetch(self, root: bytes, block: int) -> None: ...
 
@@ -70,7 +71,8 @@ class _FetchRun:
 
     def __init__(self, node: FetchHost, manifest: Manifest, layer: list[bytes] | None, start: int, end: int,
                  origin: RangeSource | None, window: int, into_store: bool = False, rng=None,
-                 distance=None, policy: PolicyConfig | None = None) -> None:
+                 distance=None, policy: PolicyConfig | None = None,
+                 priority: Callable[[bytes], bool] | None = None) -> None:
         self.node, self.manifest, self.start, self.end, self.origin = node, manifest, start, end, origin
         self.root = manifest.root
         self.loop = asyncio.get_running_loop()
@@ -79,8 +81,14 @@ class _FetchRun:
             layer = list(store.hash_layer(self.root))
         held = set(store.have(self.root).blocks()) if self.root in store.roots() else set()
         first, last = start // manifest.block_size, (end - 1) // manifest.block_size
+        # The priority sources (`SwarmNode.fetch`'s `priority`), known by the node id their handshake gave, not by
+        # an address: the one a provider was dialled at may be a hostname or another spelling of the address the
+        # connection reports. Marked as each is opened, before its BITFIELD reaches the core.
+        self.priority = priority
+        self.marked: set[Connection] = set()
         self.core = FetchCore(manifest, layer, first_block=first, last_block=last, held=held,
-                              config=policy or node.policy, window=window, rng=rng, distance=distance)
+                              config=policy or node.policy, window=window, rng=rng, distance=distance,
+                              priority=None if priority is None else self.marked.__contains__)
         self.entry: bool | None = self.root in store.roots()  # None: it cannot be stored, never again this run
         if self.entry:
             store.pin(self.root)
@@ -183,6 +191,9 @@ class _FetchRun:
             self.check_stalled()
             return
         self.connections.add(connection)
+        if self.priority is not None and (peer_id := self.node.peer_id(connection)) is not None \
+                and self.priority(peer_id):
+            self.marked.add(connection)
         try:
             self.pending_connects -= 1  # counted as a source from here on
             self.apply(self.core.add_peer(connection, self.now()))
@@ -196,6 +207,7 @@ class _FetchRun:
                     return
         finally:
             self.connections.discard(connection)
+            self.marked.discard(connection)
             connection.abort("fetch over" if self.done else "peer lost")
             if not self.done:
                 self.apply(self.core.peer_lost(connection, self.now()))

@@ -77,7 +77,7 @@ import time
 from collections.abc import AsyncGenerator, Callable, Iterable, Sequence
 from typing import cast
 
-from swarm.content.manifest import READ_SIZE, Manifest, build_manifest, decode
+from swarm.content.manifest import Manifest
 from swarm.core.claimers import ClaimerBook
 from swarm.core.policy import PolicyConfig
 from swarm.core.reachability import Outcome, Reachability
@@ -109,9 +109,11 @@ from swarm.net.transport import (
 )
 from swarm.service.claims_query import ClaimsAnswer, answer_claimers, ask_claims
 from swarm.service.fetch_run import RangeSource, _FetchRun
+from swarm.service.manifest_query import fetch_manifest
 from swarm.service.punch import Introduce, Punching
 from swarm.service.reach import PROBE_TIMEOUT, Reach
 from swarm.service.report import FetchReport
+from swarm.service.store_work import stored_file
 from swarm.store.interface import BlockLocation, BlockStore, Evicted, StoreEvent, StoreFailed
 
 __all__ = ["SwarmNode", "FetchFailed", "Link", "UploadThrottle", "FETCH_STALL_TIMEOUT"]
@@ -291,38 +293,18 @@ class SwarmNode:
         links = [Link(c.remote_address, core.peer, root, True, c.counters)
                  for root, served in self._serving.items() for c, core in served.items()]
         for root, run in self._fetching.items():
-            links += [Link(c.remote_address, self._answered.get(c), root, False, c.counters) for c in run.connections]
+            links += [Link(c.remote_address, self.peer_id(c), root, False, c.counters) for c in run.connections]
         return links
 
+    def peer_id(self, connection: Connection) -> bytes | None:
+        """The node id the peer answered our HANDSHAKE with on a connection we opened (`open_connection`) and that
+        is still open; None otherwise."""
+        return self._answered.get(connection)
+
     async def seed_file(self, path: str | os.PathLike, *, block_size: int | None = None) -> Manifest:
-        """Hash `path`, put it in the store and share it. Returns its manifest.
-
-        A store that can `adopt` takes the file as it is (the disk store hard-links it: no copy, which for
-        several seeds of one file on one machine was most of the page cache in use); the file must not change
-        while it is hashed. Otherwise, or to complete an incomplete entry already there, it is written in.
-        """
-
-        def build() -> tuple[Manifest, list[bytes]]:
-            with open(path, "rb") as handle:
-                size = os.fstat(handle.fileno()).st_size
-                return build_manifest(iter(lambda: handle.read(READ_SIZE), b""), size, block_size=block_size)
-
-        manifest, layer = await asyncio.to_thread(build)
-
-        def fill() -> None:
-            adopt = getattr(self.store, "adopt", None)
-            if adopt is None:
-                self.store.create(manifest, layer, pin=True)
-            elif adopt(manifest, layer, path, pin=True) or self.store.complete(manifest.root):
-                return
-            with open(path, "rb") as handle:
-                for block in range(manifest.num_blocks):
-                    offset, length = manifest.block_span(block)
-                    data = os.pread(handle.fileno(), length, offset)
-                    if not self.store.write_block(manifest.root, block, data):
-                        raise StoreError(f"the store refused block {block} of {path}")
-
-        await asyncio.to_thread(fill)
+        """Hash `path`, put it in the store (`swarm.service.store_work.stored_file`: adopted as it is where the
+        store can) and share it. Returns its manifest."""
+        manifest = await stored_file(self.store, path, block_size)
         self.share(manifest.root)
         return manifest
 
@@ -464,29 +446,9 @@ class SwarmNode:
 
     async def fetch_manifest(self, root: bytes, peers: Iterable[Address], *,
                              timeout: float = CONNECT_TIMEOUT) -> Manifest:
-        """Ask peers for the manifest of `root`; the first one whose manifest has that root wins."""
-        errors = []
-        for address in peers:
-            try:
-                connection = await self.open_connection(address, root, timeout)
-            except (TimeoutError, TransportError, PeerError) as exc:
-                errors.append(f"{address[0]}:{address[1]}: {exc}")
-                continue
-            try:
-                connection.send_nowait(wire.ManifestRequest())
-                async with asyncio.timeout(timeout):
-                    while (message := await connection.receive()) is not None:
-                        if isinstance(message, wire.ManifestResponse):
-                            manifest = decode(message.data)
-                            if manifest.root != root:
-                                raise PeerError("its manifest has another root")
-                            return manifest
-                raise PeerError("closed without sending the manifest")
-            except (TimeoutError, PeerError, TransportError) as exc:
-                errors.append(f"{address[0]}:{address[1]}: {exc or type(exc).__name__}")
-            finally:
-                connection.abort("manifest fetched")
-        raise FetchFailed(f"no peer gave the manifest of {root.hex()}: " + ("; ".join(errors) or "no peers"))
+        """Ask peers for the manifest of `root`; the first one whose manifest has that root wins
+        (`swarm.service.manifest_query.fetch_manifest`)."""
+        return await fetch_manifest(self.open_connection, root, peers, timeout=timeout)
 
     async def ask_claims(self, address: Address, key: bytes, *, timeout: float = CONNECT_TIMEOUT,
                          claiming: tuple[int, int] | None = None) -> ClaimsAnswer:
@@ -539,6 +501,7 @@ class SwarmNode:
         rng: random.Random | None = None,
         distance: Callable[[Connection], int] | None = None,
         policy: PolicyConfig | None = None,
+        priority: Callable[[bytes], bool] | None = None,
     ) -> AsyncGenerator[bytes, None]:
         """Bytes `start..end-1` of `manifest`'s content, verified and in order, from `peers` and `origin`.
 
@@ -556,14 +519,16 @@ class SwarmNode:
         picker's ties (random by default). `distance(connection)` (0 = nearest), if given, turns on work stealing
         by START across distances (`swarm.core.starts`: the cluster mode's racks and datacenters). `policy`
         replaces the node's request policy for this fetch (a BitTorrent swarm as its Range source needs more
-        than the origin's two requests in flight).
+        than the origin's two requests in flight). `priority(node_id)`, if given, marks the peers the others make
+        room for (`PolicyConfig.priority_others`: the cluster's pusher), by the node id their handshake gave.
         """
         end = manifest.size if end is None else end
         if not 0 <= start <= end <= manifest.size:
             raise ValueError(f"range {start}..{end} outside 0..{manifest.size}")
         if start == end:
             return
-        run = _FetchRun(self, manifest, layer, start, end, origin, window, into_store, rng, distance, policy)
+        run = _FetchRun(self, manifest, layer, start, end, origin, window, into_store, rng, distance, policy,
+                        priority)
         run.report = report
         self._fetching.setdefault(manifest.root, run)
         run.begin(peers, connect_timeout, stall_timeout)

@@ -1,9 +1,9 @@
-"""Moving a downloaded body into the block store, in a worker thread the event loop can wait for.
+"""Moving a downloaded body, or a file to seed, into the block store, in a worker thread the event loop can wait for.
 
 A body is any complete copy of some content outside the store (the proxy's spool of an origin response, a file
 another client wrote): something with `read(offset, length)` and, when it is a file, `fileno()`. The store is
 synchronous and thread-safe (see `swarm.store.interface`); filling an entry reads and hashes every block, so it runs off
-the loop, in `in_thread`.
+the loop, in `in_thread`. A file to seed (`stored_file`, `SwarmNode.seed_file`) is hashed first, in a thread too.
 """
 
 from __future__ import annotations
@@ -12,11 +12,12 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import os
 import threading
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
-from swarm.content.manifest import Manifest
+from swarm.content.manifest import READ_SIZE, Manifest, build_manifest
 from swarm.errors import PeerError, StoreError
 from swarm.store.interface import BlockStore
 
@@ -123,3 +124,34 @@ async def in_thread(store: BlockStore, root: bytes, work: Callable[[threading.Ev
         await asyncio.wait({thread})
         drop_partial(store, root)
         raise
+
+
+async def stored_file(store: BlockStore, path: str | os.PathLike, block_size: int | None = None) -> Manifest:
+    """Hash the file at `path` and put it in `store`, pinned; its manifest.
+
+    A store that can `adopt` takes the file as it is (the disk store hard-links it: no copy, which for several
+    seeds of one file on one machine was most of the page cache in use); the file must not change while it is
+    hashed. Otherwise, or to complete an incomplete entry already there, it is written in."""
+
+    def build() -> tuple[Manifest, list[bytes]]:
+        with open(path, "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            return build_manifest(iter(lambda: handle.read(READ_SIZE), b""), size, block_size=block_size)
+
+    manifest, layer = await asyncio.to_thread(build)
+
+    def fill() -> None:
+        adopt = getattr(store, "adopt", None)
+        if adopt is None:
+            store.create(manifest, layer, pin=True)
+        elif adopt(manifest, layer, path, pin=True) or store.complete(manifest.root):
+            return
+        with open(path, "rb") as handle:
+            for block in range(manifest.num_blocks):
+                offset, length = manifest.block_span(block)
+                data = os.pread(handle.fileno(), length, offset)
+                if not store.write_block(manifest.root, block, data):
+                    raise StoreError(f"the store refused block {block} of {path}")
+
+    await asyncio.to_thread(fill)
+    return manifest

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
 import random
 import threading
@@ -55,13 +54,14 @@ from swarm.service.node import FETCH_STALL_TIMEOUT, SwarmNode, UploadThrottle
 from swarm.service.reach import PROBE_TIMEOUT, Reach
 from swarm.service.shares import ShareCounters, ShareListener, Shares
 from swarm.service.store_work import Body, fill_prefix, in_block_size_stored, in_thread
+from swarm.service.transports import make_transports, prefers_tcp
 from swarm.store.interface import BlockStore, Evicted, StoreFailed
 
 if TYPE_CHECKING:  # a type only, as in `swarm.service.node`: importing it pulls in aiohttp
     from swarm.core.policy import PolicyConfig
     from swarm.service.fetch_run import RangeSource
 
-__all__ = ["SwarmService", "ShareCounters", "make_transports"]
+__all__ = ["SwarmService", "ShareCounters", "make_transports"]  # (make_transports: `swarm.service.transports`)
 
 log = logging.getLogger("swarmproxy.swarm")
 
@@ -102,29 +102,6 @@ def _with_vouchers(found: list[Provider], root: bytes, summaries: Sequence[Vouch
                 for vouch in summaries if vouch.serves_at is not None and vouch.content_root == root
                 and vouch.publisher_id not in known]
     return [*dict((provider.node_id, provider) for provider in vouchers).values(), *found]
-
-
-def make_transports(name: str) -> dict[str, Transport]:
-    """`tcp`, `quic` or `both` -> the transports to listen and fetch on."""
-    transports: dict[str, Transport] = {}
-    if name in ("tcp", "both"):
-        from swarm.net.tcp import TcpTransport
-        transports["tcp"] = TcpTransport()
-    if name in ("quic", "both"):
-        from swarm.net.quic import QuicTransport
-        transports["quic"] = QuicTransport()
-    if not transports:
-        raise ValueError(f"unknown transport {name!r}")
-    return transports
-
-
-def prefers_tcp(host: str) -> bool:
-    """Loopback and private peers are reached at LAN speed, where TCP beats QUIC."""
-    try:
-        ip = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    return ip.is_loopback or ip.is_private or ip.is_link_local
 
 
 class SwarmService:
@@ -448,12 +425,13 @@ class SwarmService:
               origin: RangeSource | None = None, start: int = 0, end: int | None = None,
               stall_timeout: float = FETCH_STALL_TIMEOUT, report=None, window: int | None = None,
               into_store: bool = False, rng: random.Random | None = None, distance=None,
-              policy: PolicyConfig | None = None) -> AsyncGenerator[bytes, None]:
+              policy: PolicyConfig | None = None,
+              priority: Callable[[bytes], bool] | None = None) -> AsyncGenerator[bytes, None]:
         """Verified bytes `start..end-1` of `manifest`'s content in order, from `providers` (over one
         transport), more providers as they appear, and `origin` as a capped Range source.
 
-        `window`, `into_store`, `rng`, `distance` and `policy` go to `SwarmNode.fetch` (its defaults when not
-        given)."""
+        `window`, `into_store`, `rng`, `distance`, `policy` and `priority` go to `SwarmNode.fetch` (its defaults
+        when not given)."""
         by_transport: dict[str, list[Provider]] = {}
         for provider in providers:
             by_transport.setdefault(self.transport_for(provider), []).append(provider)
@@ -465,7 +443,7 @@ class SwarmService:
         engine = {} if window is None else {"window": window}
         chunks = node.fetch(manifest, peers, layer=layer, origin=origin, start=start, end=end,
                             stall_timeout=stall_timeout, report=report, into_store=into_store, rng=rng,
-                            distance=distance, policy=policy, **engine)
+                            distance=distance, policy=policy, priority=priority, **engine)
         if self.discovery is None:
             return chunks
         return self._refreshed(chunks, node, name, manifest.root, set(peers), self.peers_for(manifest))

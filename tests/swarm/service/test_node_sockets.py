@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from swarm.core.policy import PolicyConfig
+from swarm.core.policy import PolicyConfig, RequestPolicy
 from swarm.net.quic import QuicTransport
 from swarm.net.tcp import TcpTransport
 from swarm.service.node import SwarmNode
@@ -81,3 +81,31 @@ async def test_lying_seed_beside_an_honest_one(make_node, tmp_path):
     _, good_address, _ = await seeded(make_node, tmp_path / "f")
     leecher, _ = await make_node()
     assert await fetch_all(leecher, manifest, [bad_address, good_address]) == data
+
+
+async def test_the_priority_source_is_known_by_its_handshakes_node_id_not_by_the_address_dialled(tmp_path,
+                                                                                                 monkeypatch):
+    """`fetch(priority=)` (the cluster's pusher: `cluster.run.TransferRun.pusher`) marks a peer by the node id its
+    handshake gave. Dialled as "localhost", the seed is still marked, though its connection's address says
+    127.0.0.1 (matching the two as strings marked nothing); the other seed is not."""
+    marked: dict[int, bool] = {}  # a seed's port -> whether the fetch's policy took it as a priority source
+    real = RequestPolicy.add_peer
+
+    def add_peer(policy, source, now, bitfield=None, **kwargs):
+        marked[source.remote_address[1]] = kwargs.get("priority", False)
+        return real(policy, source, now, bitfield, **kwargs)
+
+    monkeypatch.setattr(RequestPolicy, "add_peer", add_peer)
+    data = content(256 * 1024, seed=13)
+    (tmp_path / "f").write_bytes(data)
+    nodes = [SwarmNode(DiskBlockStore(tmp_path / f"node{i}"), TcpTransport()) for i in range(3)]
+    try:
+        (pusher, other), leecher = nodes[:2], nodes[2]
+        ports = [(await node.start("127.0.0.1", 0))[1] for node in (pusher, other)]
+        manifest = [await node.seed_file(tmp_path / "f", block_size=BLOCK) for node in (pusher, other)][0]
+        peers = [("localhost", ports[0]), ("127.0.0.1", ports[1])]
+        assert await fetch_all(leecher, manifest, peers, priority=lambda peer: peer == pusher.node_id) == data
+        assert marked == {ports[0]: True, ports[1]: False}
+    finally:
+        for node in nodes:
+            await node.close()
