@@ -101,8 +101,8 @@ class EngineAgent(BenchAgent):
         # nothing is fetched, so the rate stands for all of them.
         return float(self.counter.reconciles) if self.moving else super().receive_rate()
 
-    async def _reconcile(self, server_id: str) -> None:
-        await super()._reconcile(server_id)
+    async def _reconcile(self) -> None:
+        await super()._reconcile()
         for run in list(self.runs.values()):
             async for _ in self.discovery.find_providers(run.root):
                 pass
