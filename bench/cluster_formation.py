@@ -124,6 +124,8 @@ class BenchAgent(Agent):
 
 
 class Bench:
+    agent_class: type[BenchAgent] = BenchAgent  # (`bench.cluster_redis_load`: one that also asks what the engine does)
+
     def __init__(self, args: argparse.Namespace, directory: pathlib.Path, url: str) -> None:
         self.args = args
         self.url = url
@@ -138,7 +140,7 @@ class Bench:
                                  data_dir=directory / f"a{i}", reconcile=args.reconcile,
                                  key_ttl=KEY_TTL * scale, slot_ttl=SLOT_TTL * scale,
                                  trusted_keys=frozenset({OWNER.public}), identity=Identity.issue(OWNER, f"a{i}"))
-            agent = BenchAgent(config)
+            agent = self.agent_class(config)
             # Not the default 3 s: every agent shares this process's event loop, where an answer is read late.
             agent.coord.timeout = CALL_TIMEOUT
             agent.coord.redis.connection_pool.connection_kwargs.update(socket_timeout=CALL_TIMEOUT,

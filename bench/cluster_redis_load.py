@@ -39,35 +39,80 @@ import sys
 import tempfile
 import time
 
-from bench.cluster_formation import CALL_TIMEOUT, OWNER, POLL, Bench, formed, prepare_process, record
+from bench.cluster_formation import CALL_TIMEOUT, OWNER, POLL, Bench, BenchAgent, formed, prepare_process, record
 from bench.cluster_harness import RedisServer, redis_missing
+from bench.redis_meter import RedisMeter, per, whose
 from cluster.coord import Coord
 from cluster.identity import Identity
 from cluster.push import signed_transfer
-from cluster.records import FINISHED, KEY_TTL, MemberRecord, TransferRecord
+from cluster.records import FINISHED, KEY_TTL, MemberRecord, ProviderRecord, TransferRecord
 from swarm.content.manifest import build_manifest
 
 RESULTS = pathlib.Path(__file__).resolve().parent / "results" / "cluster_redis_load"
 
 
 async def counters(client: Coord) -> dict[str, float]:
-    """redis's own counters now: commands processed, its process's CPU seconds, memory, keys."""
-    info = await client.redis.info()
+    """redis's own counters now: commands processed, its process's CPU seconds, memory, bytes in and out, keys."""
+    token = whose.set("probe")  # (this look's own bytes are not an agent's)
+    try:
+        info = await client.redis.info()
+        keys = await client.redis.dbsize()
+        by_command = await client.redis.info("commandstats")
+    finally:
+        whose.reset(token)
     return {"commands": float(info["total_commands_processed"]),
             "cpu_s": float(info["used_cpu_user"]) + float(info["used_cpu_sys"]),
             "used_memory": float(info["used_memory"]), "dataset": float(info["used_memory_dataset"]),
             "clients": float(info.get("mem_clients_normal", 0)), "connections": float(info["connected_clients"]),
-            "keys": float(await client.redis.dbsize()), "at": time.monotonic()}
+            "net_in": float(info["total_net_input_bytes"]), "net_out": float(info["total_net_output_bytes"]),
+            **{f"usec:{name.removeprefix('cmdstat_')}": float(v["usec"]) for name, v in by_command.items()},
+            **{f"calls:{name.removeprefix('cmdstat_')}": float(v["calls"]) for name, v in by_command.items()},
+            "keys": float(keys), "at": time.monotonic()}
 
 
 def delta(after: dict[str, float], before: dict[str, float]) -> dict[str, float]:
-    return {k: after[k] - before[k] for k in ("commands", "cpu_s", "at")}
+    kept = ("commands", "cpu_s", "at", "net_in", "net_out")
+    return {k: after[k] - before.get(k, 0.0) for k in after if k in kept or k.startswith(("usec:", "calls:"))}
+
+
+def by_command(window: dict[str, float], periods: float) -> dict[str, dict[str, float]]:
+    """redis's own time and calls per command (`INFO commandstats`; a script's inner commands counted apart), per
+    agent period, most time first."""
+    rows = {k[5:]: {"usec": round(v / periods, 1), "calls": round(window.get("calls:" + k[5:], 0.0) / periods, 2)}
+            for k, v in window.items() if k.startswith("usec:") and v}
+    return dict(sorted(rows.items(), key=lambda item: -item[1]["usec"]))
+
+
+class EngineAgent(BenchAgent):
+    """A bench agent that also asks redis what its block engine would while it fetches: its provider record
+    rewritten every reconcile (`RedisDiscovery.refresh`, once it announced the content) and one provider lookup a
+    period (the fetch's top-up, `provider_topup` = the period, while it has fewer peers than it takes)."""
+
+    def _begin(self, transfer: TransferRecord) -> None:
+        super()._begin(transfer)
+        run = self.runs.get(transfer.tid)
+        if run is not None and self.address is not None:
+            self.discovery.announced[run.root] = ProviderRecord(self.address[0], self.address[1])
+
+    moving = False  # `--moving`: every member record says something new each period, as while a push runs
+
+    def receive_rate(self) -> float:
+        # While a push runs every agent's record changes each period (blocks verified, rate, bytes by level); here
+        # nothing is fetched, so the rate stands for all of them.
+        return float(self.counter.reconciles) if self.moving else super().receive_rate()
+
+    async def _reconcile(self) -> None:
+        await super()._reconcile()
+        for run in list(self.runs.values()):
+            async for _ in self.discovery.find_providers(run.root):
+                pass
 
 
 async def pusher_loop(coord: Coord, record: TransferRecord, me: MemberRecord, every: float,
                       stop: asyncio.Event) -> None:
     """What `cluster push` asks of redis every period: its transfer and member record written, every agent's and
     every member's record read (to know whom to wait for), and the server read."""
+    whose.set("pusher")  # this task's bytes are the pusher's (`bench.redis_meter`)
     while not stop.is_set():
         await coord.put_transfer(record)
         await coord.put_member(record.tid, me)
@@ -81,8 +126,11 @@ async def pusher_loop(coord: Coord, record: TransferRecord, me: MemberRecord, ev
 async def run(args: argparse.Namespace, directory: pathlib.Path, url: str) -> dict:
     period = args.reconcile * args.slow
     args.reconcile, args.ttl_scale = period, args.slow  # what `Bench` builds its agents with
+    meter = RedisMeter().install()
     probe = Coord(url, timeout=CALL_TIMEOUT, identity=Identity.issue(OWNER, "seeder"), key_ttl=KEY_TTL * args.slow)
     empty = await counters(probe)
+    Bench.agent_class = EngineAgent if args.engine else BenchAgent
+    EngineAgent.moving = args.moving
     bench = Bench(args, directory, url)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -96,8 +144,8 @@ async def run(args: argparse.Namespace, directory: pathlib.Path, url: str) -> di
         record = signed_transfer(manifest, layer, "bench.bin", OWNER, seeder=seeder, server=await probe.server_id())
         me = MemberRecord(seeder, FINISHED, verified=manifest.num_blocks, blocks=manifest.num_blocks, seeder=True,
                           role="seeder")
-        before_push = await counters(probe)
-        began = loop.time()
+        before_push, metered = await counters(probe), meter.snapshot()
+        began, at_push = loop.time(), bench.counter.reconciles
         await probe.put_transfer(record)
         await probe.put_member(record.tid, me)
         await probe.wake_up()
@@ -111,14 +159,15 @@ async def run(args: argparse.Namespace, directory: pathlib.Path, url: str) -> di
             # Polls the agents' in-memory views, at most a third of the time: one look walks every agent's view, and
             # the agents that share this process's core wait while it does.
             await asyncio.sleep(max(POLL, 2 * (time.process_time() - looked)))
-        to_form = delta(await counters(probe), before_push)
+        to_form, form_bytes = delta(await counters(probe), before_push), meter.since(metered)
+        form_reconciles = bench.counter.reconciles - at_push
         await asyncio.sleep(period)  # one more period: every agent back on its period after the wake-up's burst
         await bench.quiet(most=period)
-        start, reconciles = await counters(probe), bench.counter.reconciles
+        start, reconciles, metered = await counters(probe), bench.counter.reconciles, meter.snapshot()
         while bench.counter.reconciles < reconciles + args.periods * args.agents:
             await asyncio.sleep(POLL)  # polls an in-memory counter
         await bench.quiet(most=period)
-        end = await counters(probe)
+        end, steady_bytes = await counters(probe), meter.since(metered)
         steady = delta(end, start)
         agent_periods = (bench.counter.reconciles - reconciles) or 1
         per_period = steady["commands"] / agent_periods  # the pusher's share spread over the agents
@@ -146,6 +195,21 @@ async def run(args: argparse.Namespace, directory: pathlib.Path, url: str) -> di
             "used_memory_before_push_bytes": round(registered["used_memory"]),
             "keys": round(end["keys"]),
             "periods_measured": round(agent_periods / args.agents, 2),
+            # Bytes per agent per period, from redis's own counters (`total_net_input_bytes`: what every client
+            # sent it; `total_net_output_bytes`: what it sent them, the pusher's share spread over the agents), in
+            # steady state and from the push to formed (per agent reconcile in that time, and per agent in all);
+            # then by call (`bench.redis_meter`), the same bytes counted in this process.
+            "bytes_in_per_agent_period": round(steady["net_in"] / agent_periods),
+            "bytes_out_per_agent_period": round(steady["net_out"] / agent_periods),
+            "formation_bytes_in_per_agent": round(to_form["net_in"] / args.agents),
+            "formation_bytes_out_per_agent": round(to_form["net_out"] / args.agents),
+            "formation_reconciles_per_agent": round(form_reconciles / args.agents, 2),
+            "formation_bytes_in_per_agent_reconcile": round(to_form["net_in"] / max(1, form_reconciles)),
+            "formation_bytes_out_per_agent_reconcile": round(to_form["net_out"] / max(1, form_reconciles)),
+            "engine_reads": args.engine, "moving": args.moving,
+            "by_call_per_agent_period": per(steady_bytes, agent_periods),
+            "redis_usec_by_command_per_agent_period": by_command(steady, agent_periods),
+            "formation_by_call_per_agent": per(form_bytes, args.agents),
         }
     finally:
         stop.set()
@@ -153,6 +217,7 @@ async def run(args: argparse.Namespace, directory: pathlib.Path, url: str) -> di
         if "pushing" in locals():
             await asyncio.gather(pushing, return_exceptions=True)
         await probe.close()
+        meter.uninstall()
 
 
 def ceiling(server: RedisServer) -> dict[str, float]:
@@ -180,6 +245,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--periods", type=int, default=3, help="steady periods to count over")
     parser.add_argument("--size", type=int, default=1 << 20, help="bytes of the (never transferred) content")
     parser.add_argument("--timeout", type=float, default=1800.0)
+    parser.add_argument("--no-engine", dest="engine", action="store_false",
+                        help="leave out what the block engine asks of redis (a provider record rewritten and one "
+                             "provider lookup a period, `EngineAgent`), as the runs before it did")
+    parser.add_argument("--moving", action="store_true",
+                        help="every agent's member record changes every period, as while a push moves data (its "
+                             "rate stands for its progress and byte counts); default: they change only with roles")
     parser.add_argument("--ceiling", action="store_true", help="also run redis-benchmark against the same server")
     parser.add_argument("--name", help="result file name (default AGENTSxRACKS)")
     parser.add_argument("--out", type=pathlib.Path, default=RESULTS)

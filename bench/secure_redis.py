@@ -21,10 +21,11 @@ from cluster.records import NAMESPACE
 
 USER = "swarmproxy"
 # Everything the agents, pushes and `status`/`cancel` run, and nothing else: on the cluster's keys and wake-up
-# channel only. EVAL runs the slot scripts (GET, PEXPIRE, DEL inside) and the `primary` marker's (GET, SET); INFO gives
-# the server's run id and uptime.
+# channel only. EVAL runs the slot scripts (GET, PEXPIRE, DEL inside) and the `primary` marker's (GET, SET); EVALSHA
+# the read of what changed (`cluster.coord._CHANGED`: GET inside), EVAL the same once a server has not seen it yet;
+# INFO gives the server's run id and uptime.
 COMMANDS = ("get", "set", "mget", "exists", "del", "pexpire", "sadd", "srem", "smembers", "publish", "subscribe",
-            "unsubscribe", "eval", "info", "ping")
+            "unsubscribe", "eval", "evalsha", "info", "ping")
 CLUSTER_ACL = (f"user {USER} on >{{password}} resetkeys resetchannels ~{NAMESPACE}:* &{NAMESPACE}:* -@all "
                + " ".join(f"+{command}" for command in COMMANDS))
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import asdict
@@ -21,6 +23,7 @@ from typing import TypeVar
 import redis.exceptions
 
 from cluster.errors import BadRecord, ConfigError, RedisUnavailable
+from cluster.fresh import DIGEST_HEX, ReadCache, WriteMemo
 from cluster.identity import Gate, Identity
 from cluster.overlay import Location, Slot, rack_slots
 from cluster.records import (
@@ -73,6 +76,35 @@ return tonumber(ARGV[2])
 _DELETE_IF = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end
 """
+# MGET, but a key whose value has the digest the reader sent (ARGV, '' for none) answers 0, not its value: a reader
+# re-reads only what changed (`cluster.fresh`). One MGET inside per thousand keys (Lua's stack bounds `unpack`).
+_CHANGED = f"""
+local out = {{}}
+local first = 1
+while first <= #KEYS do
+  local last = math.min(first + 999, #KEYS)
+  local values = redis.call('mget', unpack(KEYS, first, last))
+  for k = 1, #values do
+    local i = first + k - 1
+    local value = values[k]
+    if value and ARGV[i] ~= '' and string.sub(redis.sha1hex(value), 1, {DIGEST_HEX}) == ARGV[i] then out[i] = 0
+    else out[i] = value end
+  end
+  first = last + 1
+end
+return out
+"""
+# Extend a key's TTL only if it holds the value whose digest the writer sent (what it wrote last): else 0, and the
+# writer writes it whole (it expired, a restart lost it, a promoted replica holds an older value, a stranger wrote).
+_EXTEND = f"""
+local value = redis.call('mget', KEYS[1])[1]
+if value and string.sub(redis.sha1hex(value), 1, {DIGEST_HEX}) == ARGV[1] then
+  return redis.call('pexpire', KEYS[1], ARGV[2])
+end
+return 0
+"""
+_CHANGED_SHA, _EXTEND_SHA = (hashlib.sha1(script.encode(), usedforsecurity=False).hexdigest()  # EVALSHA: not resent
+                             for script in (_CHANGED, _EXTEND))
 
 
 def _ms(seconds: float) -> int:
@@ -90,6 +122,15 @@ def _text(value: bytes | str | None) -> str | None:
 def _names(members: Iterable[bytes | str]) -> list[str]:
     """The ids in an index, sorted; any that are not text are left out."""
     return sorted(name for name in map(_text, members) if name)
+
+
+def _raised(answers: list) -> list:
+    """A pipeline's answers (run with `raise_on_error=False`), its first error raised: but a script the server does
+    not know yet (NOSCRIPT), which the caller sends whole instead."""
+    for answer in answers:
+        if isinstance(answer, Exception) and not isinstance(answer, redis.exceptions.NoScriptError):
+            raise answer
+    return answers
 
 
 def _held(slots: list[Slot], values: list) -> dict[Slot, str]:
@@ -138,6 +179,9 @@ class Coord:
             raise RedisUnavailable(f"bad redis URL {redacted(url)!r}: {exc}") from None
         self.timeout = timeout
         self._primary: tuple[str, int] | None = None  # (run id, its uptime when it became the primary): `server`
+        self.server_reads, self.last_server = 0, ""  # how often `server` read it, and what it read last
+        self.held = ReadCache()  # the values last read, re-read only where changed (`cluster.fresh`)
+        self.written = WriteMemo()  # what this process last wrote, only its TTL extended while unchanged
 
     async def close(self) -> None:
         with contextlib.suppress(redis.exceptions.RedisError, OSError):
@@ -151,12 +195,86 @@ class Coord:
             detail = describe(exc, self.url)
             raise RedisUnavailable(f"redis at {redacted(self.url)}: {detail}") from None
 
-    def _seal(self, kind: str, where: str, record, *, fresh: bool = True) -> str:
+    def _seal(self, kind: str, where: str, record, *, fresh: bool = True, now: float | None = None) -> str:
         """What to write at `where`: the record sealed by our identity, or as it is without one. A record that
-        needs no freshness (a provider's) is sealed at time 0, so that the same record always reads the same."""
-        if self.identity is None:
+        needs no freshness (a provider's) is sealed at time 0, so that the same record always reads the same. A
+        transfer record is never sealed (the owner's signed intent inside it is what agents check)."""
+        if self.identity is None or kind == "transfer":
             return record.dump()
-        return self.identity.seal(kind, where, asdict(record), None if fresh else 0.0)
+        return self.identity.seal(kind, where, asdict(record), now if fresh else 0.0)
+
+    def _write(self, pipe, kind: str, key: str, record, ttl: int, *, fresh: bool = True) -> str | None:
+        """Queue the write of `record` at `key` on `pipe`: the record sealed anew, or, if it is what we last wrote
+        there and its seal is recent (`cluster.fresh.WriteMemo`), only its TTL extended if the key still holds
+        it (`_EXTEND`). For the latter the digest sent: the caller hands the answer to `_kept`, which writes the
+        record whole if the key did not hold it. The pipeline runs with `raise_on_error=False` (`_raised`)."""
+        now = time.time()
+        # Provider records are sealed at time 0 and transfer records not at all: nothing in them goes stale.
+        if (held := self.written.unchanged(key, record, now, timed=fresh and kind != "transfer")) is not None:
+            pipe.evalsha(_EXTEND_SHA, 1, key, held, ttl)
+            return held
+        value = self._seal(kind, key, record, fresh=fresh, now=now)
+        pipe.set(key, value, px=ttl)
+        self.written.wrote(key, record, now, value)
+        return None
+
+    async def _kept(self, held: str | None, answer: object, kind: str, key: str, record, ttl: int, *,
+                    fresh: bool = True) -> None:
+        """After `_write`: a TTL extension that found the key not holding what we wrote becomes a whole write."""
+        if held is None:
+            return
+        if isinstance(answer, redis.exceptions.NoScriptError):  # a server new to the script: sent whole once
+            answer = await self.redis.eval(_EXTEND, 1, key, held, ttl)
+        if not answer:
+            self.written.lost(key)
+            now = time.time()
+            value = self._seal(kind, key, record, fresh=fresh, now=now)
+            await self.redis.set(key, value, px=ttl)
+            self.written.wrote(key, record, now, value)
+
+    async def _changed(self, keys: list[str]) -> list[bytes | str | None]:
+        """The values at `keys`, as MGET would answer, but only those that changed since we last read them sent
+        over (`_CHANGED`; `cluster.fresh.ReadCache`)."""
+        if not keys:
+            return []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            asking = self._ask(pipe, keys)
+            answers = list(await pipe.execute(raise_on_error=False))
+        return await self._answered(keys, asking, answers)
+
+    def _ask(self, pipe, keys: list[str]) -> tuple[list[int], list[int], list[str]]:
+        """Queue on `pipe` the read of `keys`: those held and unchanged at the last read by the script, with their
+        digests; the rest (not held, or changing: comparing would cost redis a hash for nothing) by a plain MGET,
+        which costs it less than a script handling their values."""
+        digests = self.held.ask(keys)
+        asked = [i for i, d in enumerate(digests) if d]
+        whole = [i for i, d in enumerate(digests) if not d]
+        if whole:
+            pipe.mget([keys[i] for i in whole])
+        if asked:
+            pipe.evalsha(_CHANGED_SHA, len(asked), *(keys[i] for i in asked), *(digests[i] for i in asked))
+        return whole, asked, digests
+
+    async def _answered(self, keys: list[str], asking: tuple[list[int], list[int], list[str]],
+                        answers: list) -> list[bytes | str | None]:
+        """The values of `keys` from the answers `_ask` queued (taken off the front of `answers`)."""
+        whole, asked, digests = asking
+        replies: list[object] = [None] * len(keys)
+        if whole:
+            if isinstance(got := answers.pop(0), Exception):
+                raise got
+            for i, value in zip(whole, got):
+                replies[i] = value
+        if asked:
+            got = answers.pop(0)
+            if isinstance(got, redis.exceptions.NoScriptError):  # a server new to the script: sent whole once
+                got = await self.redis.eval(_CHANGED, len(asked), *(keys[i] for i in asked),
+                                            *(digests[i] for i in asked))
+            elif isinstance(got, Exception):
+                raise got
+            for i, value in zip(asked, got):
+                replies[i] = value
+        return self.held.settle(keys, replies)
 
     def _loader(self, kind: str, cls, where: Callable[[str], str], *, fresh: bool = True) -> Loader:
         gate = self.gate
@@ -185,6 +303,7 @@ class Coord:
             since = await self._guard(lambda: self.redis.eval(_PRIMARY, 1, self.keys.primary, run_id, uptime,
                                                               _ms(PRIMARY_TTL)))
             self._primary = (run_id, int(since))
+        self.server_reads, self.last_server = self.server_reads + 1, run_id
         return run_id, float(max(0, uptime - self._primary[1]))
 
     async def ping(self) -> None:
@@ -194,11 +313,12 @@ class Coord:
 
     async def put_agent(self, node: str, record: AgentRecord) -> None:
         async def go():
+            key, ttl = self.keys.agent(node), _ms(self.key_ttl)
             async with self.redis.pipeline(transaction=False) as pipe:
-                key = self.keys.agent(node)
-                pipe.set(key, self._seal("agent", key, record), px=_ms(self.key_ttl))
+                extended = self._write(pipe, "agent", key, record, ttl)
                 pipe.sadd(self.keys.agents, node)
-                await pipe.execute()
+                answers = _raised(await pipe.execute(raise_on_error=False))
+            await self._kept(extended, answers[0], "agent", key, record, ttl)
         await self._guard(go)
 
     async def agents(self) -> dict[str, AgentRecord]:
@@ -208,7 +328,7 @@ class Coord:
     async def _indexed(self, index: str, key: Callable[[str], str], load: Loader) -> dict:
         async def go():
             ids = _names(await self.redis.smembers(index))
-            values = await self.redis.mget([key(i) for i in ids]) if ids else []
+            values = await self._changed([key(i) for i in ids])
             gone = [i for i, v in zip(ids, values) if v is None]
             if gone:
                 await self.redis.srem(index, *gone)
@@ -221,15 +341,17 @@ class Coord:
     async def put_transfer(self, record: TransferRecord, *, only_if_missing: bool = False) -> bool:
         """Write (or, with `only_if_missing`, restore after a redis restart) a transfer; refreshes its TTL."""
         async def go():
+            key, ttl = self.keys.transfer(record.tid), _ms(TRANSFER_TTL)
             async with self.redis.pipeline(transaction=False) as pipe:
-                key = self.keys.transfer(record.tid)
+                extended = None
                 if only_if_missing:
-                    pipe.set(key, record.dump(), px=_ms(TRANSFER_TTL), nx=True)
-                else:
-                    pipe.set(key, record.dump(), px=_ms(TRANSFER_TTL))
+                    pipe.set(key, record.dump(), px=ttl, nx=True)
+                else:  # the pusher's, every period: the whole hash layer only when the key is gone
+                    extended = self._write(pipe, "transfer", key, record, ttl)
                 pipe.sadd(self.keys.transfers, record.tid)
-                written, _ = await pipe.execute()
-                return bool(written)
+                written, _ = _raised(await pipe.execute(raise_on_error=False))
+            await self._kept(extended, written, "transfer", key, record, ttl)
+            return extended is not None or bool(written)
         return await self._guard(go)
 
     async def transfers(self, known: Mapping[str, TransferRecord] | None = None) -> dict[str, TransferRecord]:
@@ -295,9 +417,9 @@ class Coord:
             pipe.pexpire(key, ttl)
 
         async def go():
+            key = self.keys.member(tid, record.node)
             async with self.redis.pipeline(transaction=False) as pipe:
-                key = self.keys.member(tid, record.node)
-                pipe.set(key, self._seal("member", key, record), px=ttl)
+                extended = self._write(pipe, "member", key, record, ttl)
                 pipe.sadd(self.keys.members(tid), record.node)
                 location = record.location
                 if record.seeder:
@@ -307,7 +429,8 @@ class Coord:
                     if record.representant:
                         indexed(pipe, self.keys.racks(tid, location.dc), location.rack)
                         indexed(pipe, self.keys.dcs(tid), location.dc)
-                await pipe.execute()
+                answers = _raised(await pipe.execute(raise_on_error=False))
+            await self._kept(extended, answers[0], "member", key, record, ttl)
         await self._guard(go)
 
     async def scope(self, tid: str, location: Location, deep: bool
@@ -331,18 +454,20 @@ class Coord:
             racks, dcs, seeders = (_names(first[2]), _names(first[3]), _names(first[4])) if deep else ([], [], [])
             slots = across(location, racks, dcs) if deep else []
             nodes = rack_nodes + seeders
+            read = [keys.member(tid, n) for n in nodes]
             async with self.redis.pipeline(transaction=False) as pipe:
-                if nodes:
-                    pipe.mget([keys.member(tid, n) for n in nodes])
+                asking = self._ask(pipe, read)  # only what changed comes over (`_changed`)
                 if slots:
                     pipe.mget([keys.slot(tid, s) for s in slots])
-                second = list(await pipe.execute())
-            values = dict(zip(nodes, second.pop(0))) if nodes else {}
+                second = list(await pipe.execute(raise_on_error=False))
+            values = dict(zip(nodes, await self._answered(read, asking, second)))
             if slots:
-                holders.update(_held(slots, second.pop(0)))
+                if isinstance(slot_values := second.pop(0), Exception):
+                    raise slot_values
+                holders.update(_held(slots, slot_values))
             wanted = sorted(set(holders.values()) - set(values))
             if wanted:
-                values.update(zip(wanted, await self.redis.mget([keys.member(tid, n) for n in wanted])))
+                values.update(zip(wanted, await self._changed([keys.member(tid, n) for n in wanted])))
             where = lambda n: keys.member(tid, n)  # noqa: E731
             records = _records(values, where, self._loader("member", MemberRecord, where))
             more = rep_racks(holders, records, [*mine, *slots]) if deep else []
@@ -387,15 +512,17 @@ class Coord:
 
     async def announce(self, root: bytes, node: str, record: ProviderRecord) -> None:
         async def go():
+            key, ttl = self.keys.provider(root, node), _ms(self.key_ttl)
             async with self.redis.pipeline(transaction=False) as pipe:
-                key = self.keys.provider(root, node)
-                pipe.set(key, self._seal("provider", key, record, fresh=False), px=_ms(self.key_ttl))
+                extended = self._write(pipe, "provider", key, record, ttl, fresh=False)
                 pipe.sadd(self.keys.providers(root), node)
-                await pipe.execute()
+                answers = _raised(await pipe.execute(raise_on_error=False))
+            await self._kept(extended, answers[0], "provider", key, record, ttl, fresh=False)
         await self._guard(go)
 
     async def withdraw(self, root: bytes, node: str, record: ProviderRecord) -> None:
         key = self.keys.provider(root, node)
+        self.written.lost(key)  # announced again, it is written whole
         await self._guard(lambda: self.redis.eval(_DELETE_IF, 1, key, self._seal("provider", key, record, fresh=False)))
 
     async def providers(self, root: bytes, nodes: Iterable[str] | None = None) -> dict[str, ProviderRecord]:
@@ -408,7 +535,7 @@ class Coord:
         nodes = list(dict.fromkeys(nodes))  # in the caller's order: the first found are the first taken
         if not nodes:
             return {}
-        values = await self._guard(lambda: self.redis.mget([where(n) for n in nodes]))
+        values = await self._guard(lambda: self._changed([where(n) for n in nodes]))
         return _records(dict(zip(nodes, values)), where, load)
 
     # -- wake-ups -----------------------------------------------------------------------------------------------

@@ -12,8 +12,8 @@ stops one from *reporting*. Without it, a ghost agent registered in redis made e
   over the redis key the record is written to. A record moved to another key, changed, or written by anyone else
   does not open.
 * A reader (`Gate`) opens a sealed record only if the admission was signed by an owner key it trusts, names the
-  key that signed the record, and the record was written within `REPORT_MAX_AGE` s (a reporter rewrites it every
-  period: an old report replayed by a stranger goes stale). Anything else is skipped, never trusted.
+  key that signed the record, and the record was written within `REPORT_MAX_AGE` s (a reporter seals it anew at
+  least every 15 s: an old report replayed by a stranger goes stale). Anything else is skipped, never trusted.
 
 The pusher seeds with an identity the owner's key issues on the spot (`Identity.issue`): the seeder's records open
 like an agent's. Ed25519, as the intents.
@@ -42,9 +42,10 @@ __all__ = ["Admission", "Gate", "Identity", "REPORT_MAX_AGE", "node_of"]
 ADMISSION_TAG = b"swarmproxy-cluster-admission-v1\n"
 SEAL_TAG = b"swarmproxy-cluster-report-v1\n"
 IDENTITY_MAGIC = "swarmproxy-cluster-identity-v1"
-# Seconds a sealed report stays believable after it was written. Reporters rewrite theirs every reconcile period
-# (2 s); the margin covers clock differences between hosts and an agent's slow loop. A stranger replaying a
-# captured report is believed at most this long after its writer last wrote it.
+# Seconds a sealed report stays believable after it was written. Reporters seal theirs anew whenever it changes and
+# at least every `cluster.fresh.RESEAL_AFTER` (15 s), extending its TTL in between; the margin covers clock
+# differences between hosts and an agent's slow loop. A stranger replaying a captured report is believed at most
+# this long after its writer last sealed it.
 REPORT_MAX_AGE = 60.0
 MAX_SEALED_TEXT = 64 * 1024  # bytes: a member record is well under 2 KB; anything larger is not ours
 ADMISSIONS_REMEMBERED = 4096  # admissions whose verdict a Gate keeps (one per agent): each costs a verify once

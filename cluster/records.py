@@ -1,7 +1,8 @@
 """What the cluster keeps in redis (sans-I/O): key names and the records under them, as JSON.
 
-Everything is a key with a TTL that its owner rewrites every reconcile period, so that state nobody keeps up
-disappears by itself and a redis that restarted empty is filled again within one period:
+Everything is a key with a TTL that its owner rewrites every reconcile period (or, when the record says the same as
+the one it last wrote, whose TTL it extends: `cluster.fresh`), so that state nobody keeps up disappears by itself
+and a redis that restarted empty is filled again within one period:
 
 | key (under the namespace, default `swarmproxy:cluster`) | value | owner, TTL |
 |---|---|---|
