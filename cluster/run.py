@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import pathlib
@@ -24,11 +25,13 @@ from collections.abc import Callable, Container
 from cluster.coord import Coord
 from cluster.division import EntryPlan, StallWatch
 from cluster.errors import BadRecord, RedisUnavailable
+from cluster.lag import LagWatch
 from cluster.overlay import Level, Representation, Slot, View, merged
 from cluster.records import FINISHED, PENDING, REFUSED, MemberRecord, TransferRecord
 from cluster.scope import Stillness, assemble
 from cluster.scope import deep as scope_deep
 from swarm.content.manifest import Manifest, decode
+from swarm.core.policy import PolicyConfig
 from swarm.errors import FetchFailed, HashMismatch, StoreError, SwarmError
 from swarm.service.swarm_service import SwarmService
 
@@ -65,6 +68,7 @@ class TransferRun:
         self._signature: tuple = ()
         self.view_changed = True  # by the last reconcile (`cluster.scope.FollowUp`)
         self.stalls = StallWatch()
+        self.lag = LagWatch(self.node)  # a root member behind the others' shares: the pusher's flow first
         self.cancelled = False
         self.refused = ""  # why this agent will not take it (disk space): reported, never fetched
         self.done = asyncio.Event()
@@ -180,12 +184,16 @@ class TransferRun:
         stalled = self.stalls.observe_round(records, now)  # work stealing (`cluster.division`): shown everything
         if not self.agent.stage.stealing:  # the lab's stage without work stealing (`cluster.lab_stage`)
             stalled = frozenset()
-        before = self.role()
+        before, was_lagging = self.role(), self.lag.lagging
         self.set_view(view, now)
         if stalled - self.plan.stalled:
             log.info("transfer %s: no progress for %g s from %s: shown every block", self.tid, self.stalls.after,
                      ", ".join(sorted(n[:12] for n in stalled - self.plan.stalled)))
         self.plan.stalled = stalled
+        if self.agent.stage.division and self.lag.observe(self.plan.root, records, self.manifest.block_size) \
+                and not was_lagging:
+            log.info("transfer %s: our share from the pusher lags the other root members': its flow first",
+                     self.tid)
         if self.role() != before:
             await coord.put_member(self.tid, self.member_record())
 
@@ -224,6 +232,12 @@ class TransferRun:
         a hostname or another spelling of an IPv6 address would match no connection's address, silently."""
         return peer_id.hex() == self.record.seeder
 
+    def policy(self) -> PolicyConfig:
+        """The node's request policy, with the pusher's flow first while this root member's share lags
+        (`cluster.lag`): its far sources held to `PolicyConfig.priority_far_others` while the pusher has blocks
+        for it."""
+        return dataclasses.replace(self.service.nodes["tcp"].policy or PolicyConfig(), priority_first=self.lag)
+
     # -- fetching -----------------------------------------------------------------------------------------------
 
     async def fetch_loop(self, allowed: Callable[[TransferRun], bool], changed: asyncio.Event) -> None:
@@ -247,7 +261,7 @@ class TransferRun:
                                             layer=self.layer, stall_timeout=self.agent.stall_timeout, window=0,
                                             into_store=True,
                                             distance=self.agent.distance if self.agent.stage.stealing else None,
-                                            priority=self.pusher)
+                                            priority=self.pusher, policy=self.policy())
                 async with contextlib.aclosing(chunks):
                     async for _ in chunks:
                         if self.cancelled or not allowed(self):  # preempted: what it verified stays stored

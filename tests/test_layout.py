@@ -56,6 +56,7 @@ CORE_MODULES = (
     "dht.attestation", "dht.announcements", "dht.routing", "dht.records", "addresses",
     "cluster.overlay", "cluster.throttle", "cluster.division", "cluster.carriers", "cluster.records", "cluster.scope",
     "cluster.fresh",
+    "cluster.lag",
 )
 # ... nor touch files: the shell reads and writes them and hands the core their contents (a call of the builtin
 # `open` counts too, `_opens_files`).

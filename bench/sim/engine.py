@@ -6,7 +6,8 @@ What runs here is the product's own sans-I/O code; what is reproduced is the asy
   piece picker `swarm.core.picker`, the request policy with its timeouts and snubbing `swarm.core.policy`, Tekel's
   START and nearest first `swarm.core.starts`), built as `cluster.run` builds it (whole file rarest first,
   `window=0`, `distance` = rack 0 / DC 1 / outside 2 as `Agent.distance`, the seeder a priority source as
-  `cluster.run.TransferRun.pusher` marks it), fed the wire messages the engine's
+  `cluster.run.TransferRun.pusher` marks it, its flow first for a root member whose share lags as `cluster.lag`
+  finds it every reconcile period from the bytes each received by level), fed the wire messages the engine's
   shell would feed it (BITFIELD, HAVE, START, BLOCK) and answered with what it asks (REQUEST, CANCEL, Announce);
   the overlay's roles come from `cluster.overlay.Representation` claiming slots in a `View`; what a server shows
   each peer across a level is `cluster.division.EntryPlan.shown`, with `StallWatch` read every reconcile period
@@ -48,11 +49,13 @@ from bench.sim.links import Network
 from bench.sim.topology import Setup
 from cluster.agent import FETCH_PEERS
 from cluster.division import EntryPlan, StallWatch, provider_order
+from cluster.lag import LagWatch
 from cluster.overlay import Level, Location, Member, Representation, View
 from cluster.records import RECONCILE_EVERY
 from cluster.throttle import Capacities, Planner
 from swarm.content.manifest import Manifest
 from swarm.core.fetch import Announce, Close, FetchCore, Finished, Send, Verified
+from swarm.core.policy import PolicyConfig
 from swarm.net import wire
 from swarm.service.swarm_service import PEER_SPARE, SwarmService
 
@@ -79,6 +82,7 @@ class _Record:
     blocks: int
     fetching: bool = True
     role: str = ""
+    received: dict[str, int] = field(default_factory=dict)  # what `cluster.lag.LagWatch` reads
 
 
 @dataclass(eq=False, slots=True)
@@ -365,11 +369,13 @@ class Simulation:
     def _start(self) -> None:
         """The entry plan is drawn and every fetch starts: connections, handshakes, BITFIELDs."""
         self.cores: list[FetchCore] = []
+        self.lags = [LagWatch(self.nodes[i]) for i in range(self.n)]
         for i in range(self.n):
             # `cluster.run.TransferRun.pusher`: a connection to the seeder is a priority source (only the root members
-            # have one)
-            core = FetchCore(self.manifest, self.layer, window=0, rng=random.Random(self.rng.random()),
-                             distance=self._distance_of(i), priority=self._is_seeder)
+            # have one); its flow first while this root member's share lags (`cluster.lag`, as `TransferRun.lag`)
+            core = FetchCore(self.manifest, self.layer, config=PolicyConfig(priority_first=self.lags[i]), window=0,
+                             rng=random.Random(self.rng.random()), distance=self._distance_of(i),
+                             priority=self._is_seeder)
             self.cores.append(core)
         for i in range(self.n):
             core = self.cores[i]
@@ -506,8 +512,12 @@ class Simulation:
 
     def _reconcile(self) -> None:
         """Every period: the member records are read, stalled members are shown everything (work stealing)."""
-        records = {self.nodes[i]: _Record(self.verified[i], self.blocks, role=self.roles[i]) for i in range(self.n)}
+        records = {self.nodes[i]: _Record(self.verified[i], self.blocks, role=self.roles[i],
+                                          received=self.received[i]) for i in range(self.n)}
         stalled = self.watch.observe_round(records, self.now)
+        for i in range(self.n):
+            if self.roles[i] == "dc":
+                self.lags[i].observe(self.plan.root, records, self.setup.block)
         newly = stalled - self.plan.stalled
         self.plan.stalled = self.plan.stalled | stalled  # what was shown is never taken back
         for node in newly:

@@ -40,6 +40,7 @@ __all__ = ["main"]
 BUDGET = 600.0  # s of wall time per scale point (the issue's ten minutes)
 RATE_GOAL = 0.95  # per-host rate at 1,200 and 2,600 agents / at 100
 P50_GOAL, P99_GOAL = 1.1, 1.5  # p50 / (size / cap), p99 / p50 at 2,600 agents
+RACKS_SAID = 5  # racks up to which each rack's finish is printed (all of them are in report.json)
 NETNS_RACK_RATE = 2_000_000  # bench.cluster_netns's --uplink default: rack 1's uplink, each way
 
 
@@ -158,6 +159,10 @@ def summarise(setup: Setup, result: Result, wall: float, budget: float) -> dict:
                               for level in ("rack", "dc", "outside")},
         "closes": result.closes, "events": result.events, "rate_recomputes": result.recomputes,
         "finish_s": [round(t, 3) if math.isfinite(t) else None for t in finish],
+        # each rack's last agent (racks of `per_rack` in order): a rack that waits on another's uplink shows here
+        "rack_finish_s": [round(max(finish[r * setup.per_rack:(r + 1) * setup.per_rack]), 3)
+                          if all(map(math.isfinite, finish[r * setup.per_rack:(r + 1) * setup.per_rack])) else None
+                          for r in range(setup.racks)],
         "valid": not problems, "problems": problems,
     }
 
@@ -273,6 +278,8 @@ def main(argv: list[str] | None = None) -> int:
         point = summarise(setup, result, time.monotonic() - began, args.budget)
         say(f"  -> makespan {point['makespan_s']} s, p50 {point['p50_s']} s, p99 {point['p99_s']} s, "
             f"{point['wall_s']} s of wall time{'' if point['valid'] else ', INVALID: ' + '; '.join(point['problems'])}")
+        if setup.racks <= RACKS_SAID:
+            say(f"     racks finish at {', '.join(f'{t} s' for t in point['rack_finish_s'])}")
         results.append(point)
         # Written after every point: a series cut short (the 2,600-agent point can take the better part of an hour
         # here) still leaves the points it finished, with `points_planned` saying what is missing.

@@ -471,7 +471,8 @@ class FetchCore:
         if self.nearer is not None:  # before the policy hands out work: what it holds is not asked of farther ones
             self.nearer.add(peer, self._distance(peer), bitfield.blocks())
         return self._translate(self.policy.add_peer(peer, now, bitfield_to_bytes(bitfield),
-                                                    priority=self.priority is not None and self.priority(peer)))
+                                                    priority=self.priority is not None and self.priority(peer),
+                                                    far=self.distance is not None and self._distance(peer) > 0))
 
     def _close_peer(self, peer: Peer, reason: str, now: float) -> list[FetchAction]:
         actions: list[FetchAction] = [Close(peer, reason)]

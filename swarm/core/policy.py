@@ -36,6 +36,7 @@ Rules:
 * **a priority source** (`add_peer(..., priority=True)`: the cluster's pusher, for the nodes it feeds) still
   asked for blocks keeps all but `priority_others` other sources without outstanding requests, so its one flow is
   not one among dozens on our downlink; once it has nothing more for us, stalls or is lost, the others are asked;
+  while `priority_first()` says so, only `priority_far_others` of them may be far ones (`add_peer(..., far=True)`);
 * a **vanished or dropped source's** outstanding blocks become pickable immediately and are handed to the
   other sources in the same call — so no banned or vanished source can stall the fetch while another source,
   the origin included, has the block.
@@ -114,6 +115,17 @@ class PolicyConfig:
     # representant's rack peers need that many flows to fill the rest of its downlink: 5 was 0.6 s slower,
     # 2 3.4 s); 16 and up: no effect. Nothing marked: no effect.
     priority_others: int = 7
+    # While `priority_first()` says so, at most this many of those others may be far sources (`add_peer(...,
+    # far=True)`: across the rack or DC link the priority source's flow takes too). The cluster asks it of a root
+    # member whose share from the pusher lags the other root members' (`cluster.lag`): its rack's shaped downlink
+    # carried the pusher's one flow beside about nine, its share arrived last, and the other racks, which can
+    # have it only through its rack's uplink, finished 0.6-3.2 s after it (docs/cluster.md). 0: in `bench.sim.lab
+    # --crosscheck` (seeds 1 and 3) 0 and 1 both took the tail off (17.08 s against 18.80 and 17.93 s), with 0 the
+    # share was in 3-6 s sooner (1 left about 1 s to pass it on). Never asked of a member that does not lag: held
+    # to 1 or 0 far sources from the start, every DC representant at 100 agents fell behind its rack (p50 11.54 ->
+    # 11.96 and 18.90 s): there the pusher's uplink, not the receiver's link, paces that flow.
+    priority_far_others: int = 0
+    priority_first: Callable[[], bool] | None = None
 
     def __post_init__(self) -> None:
         if min(self.peer_max_outstanding, self.origin_max_outstanding, self.max_strikes) < 1:
@@ -134,6 +146,7 @@ class _SourceState:
     order: int = 0
     last_delivery: float = float("-inf")
     priority: bool = False
+    far: bool = False  # across a link the priority source's flow takes too (`PolicyConfig.priority_far_others`)
 
 
 class Either:
@@ -221,13 +234,15 @@ class RequestPolicy:
         *,
         has_all: bool = False,
         priority: bool = False,
+        far: bool = False,
     ) -> list[Action]:
         """A peer connected and sent its BITFIELD (or said it has everything). `priority`: while it has blocks for
-        us, the other sources are held to `PolicyConfig.priority_others` busy ones."""
+        us, the other sources are held to `PolicyConfig.priority_others` busy ones; `far`: it counts among the far
+        ones (`PolicyConfig.priority_far_others`)."""
         if source is ORIGIN:
             raise ValueError("use add_origin for the origin")
         return self._add(source, now, self.config.peer_max_outstanding, self.config.request_timeout, bitfield,
-                         has_all, priority)
+                         has_all, priority, far)
 
     def add_origin(self, now: float) -> list[Action]:
         """The origin answers Range requests: a source with every block and its own cap."""
@@ -244,6 +259,7 @@ class RequestPolicy:
         bitfield: bytes | bytearray | Iterable[object] | None,
         has_all: bool,
         priority: bool = False,
+        far: bool = False,
     ) -> list[Action]:
         if self.trust.is_banned(source):
             return [Drop(source, "banned")]
@@ -251,7 +267,7 @@ class RequestPolicy:
             raise ValueError(f"source {source!r} already added")
         self.picker.add_source(source, bitfield, has_all=has_all)
         self._sources[source] = state = _SourceState(cap=cap, timeout=timeout, order=next(self._seq),
-                                                     priority=priority)
+                                                     priority=priority, far=far)
         if priority:
             self._priority.append(state)
         return self._take_from_origin(source, now) or self._fill([source], now)
@@ -457,9 +473,17 @@ class RequestPolicy:
         is filled first whenever it has free slots, so none outstanding means nothing left to ask it)."""
         return any(state.outstanding and not state.snubbed for state in self._priority)
 
+    def _first(self) -> bool:
+        """Whether only `priority_far_others` far sources may be busy beside the priority source now."""
+        return self.config.priority_first is not None and self.config.priority_first()
+
+    def _far_full(self, busy: set[Source]) -> bool:
+        return self._first() and sum(1 for s in busy if self._sources[s].far) >= self.config.priority_far_others
+
     def _fill(self, sources: Iterable[Source], now: float) -> list[Action]:
         """Give each of `sources` as many requests as its free slots allow; while a priority source has work for
-        us, only `priority_others` other sources may have requests outstanding."""
+        us, only `priority_others` other sources may have requests outstanding (`priority_far_others` far ones
+        while `priority_first()`)."""
         if not self._priority:
             return self._fill_some(sources, now, None)
         busy = {s for s, state in self._sources.items() if state.outstanding and not state.priority}
@@ -486,7 +510,8 @@ class RequestPolicy:
                 continue
             if busy is not None and not state.priority:
                 busy.discard(source)
-                if len(busy) >= self.config.priority_others and self._prioritised():
+                if (len(busy) >= self.config.priority_others or (state.far and self._far_full(busy))) \
+                        and self._prioritised():
                     if state.outstanding:
                         busy.add(source)
                     self._held = True

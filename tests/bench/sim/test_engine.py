@@ -130,3 +130,17 @@ def test_redraw_recomputes_the_goals_from_the_report(tmp_path):
     summary = (out / "summary.txt").read_text()
     assert "rate_1200_over_100: 0.5" in summary and "rate_1200_met: False" in summary
     assert "rate_1200_valid: False" in summary
+
+
+def test_a_lagging_root_share_goes_first_and_the_other_racks_do_not_wait_on_it():
+    """bench.cluster_netns's 3 x 4 in small: rack 0's uplink at 0.5 MB/s each way, its two DC representants'
+    shares from the seeder lag the others' (`cluster.lag`), so their pusher's flow goes first; the other racks,
+    which have those shares only through rack 0's uplink, finished 0.9-1.0 s after rack 0 before, now within
+    0.35 s of it. Nobody else is found lagging; each link still carries one copy."""
+    setup = Setup(4 * MB, racks=3, per_rack=4, host_up=50 * MB, host_down=50 * MB,
+                  rack_links={0: (MB // 2, MB // 2)}, block_size=16 * 1024, seed=1)
+    sim, result = _run(setup)
+    racks = [max(result.finish[r * 4:(r + 1) * 4]) for r in range(3)]
+    assert [i for i, lag in enumerate(sim.lags) if lag.lagging] == [i for i in range(4) if sim.roles[i] == "dc"]
+    assert max(racks[1:]) - racks[0] < 0.5
+    assert result.seeder_sent == 4 * MB and result.rack_in[0] / (4 * MB) <= 1.1
