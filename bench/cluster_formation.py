@@ -124,10 +124,11 @@ class BenchAgent(Agent):
 
 
 class Bench:
-    agent_class: type[BenchAgent] = BenchAgent  # (`bench.cluster_redis_load`: one that also asks what the engine does)
-
-    def __init__(self, args: argparse.Namespace, directory: pathlib.Path, url: str) -> None:
+    def __init__(self, args: argparse.Namespace, directory: pathlib.Path, url: str,
+                 agent_class: type[BenchAgent] = BenchAgent) -> None:
+        """`agent_class`: `bench.cluster_redis_load` gives one that also asks redis what the engine does."""
         self.args = args
+        self.agent_class = agent_class
         self.url = url
         self.agents: list[BenchAgent] = []
         self.counter = BenchAgent.counter = Counter()

@@ -94,7 +94,7 @@ class EngineAgent(BenchAgent):
         if run is not None and self.address is not None:
             self.discovery.announced[run.root] = ProviderRecord(self.address[0], self.address[1])
 
-    moving = False  # `--moving`: every member record says something new each period, as while a push runs
+    moving = False  # every member record says something new each period, as while a push runs (`MovingAgent`)
 
     def receive_rate(self) -> float:
         # While a push runs every agent's record changes each period (blocks verified, rate, bytes by level); here
@@ -106,6 +106,12 @@ class EngineAgent(BenchAgent):
         for run in list(self.runs.values()):
             async for _ in self.discovery.find_providers(run.root):
                 pass
+
+
+class MovingAgent(EngineAgent):
+    """`--moving`: an `EngineAgent` whose member record changes every period."""
+
+    moving = True
 
 
 async def pusher_loop(coord: Coord, record: TransferRecord, me: MemberRecord, every: float,
@@ -129,9 +135,8 @@ async def run(args: argparse.Namespace, directory: pathlib.Path, url: str) -> di
     meter = RedisMeter().install()
     probe = Coord(url, timeout=CALL_TIMEOUT, identity=Identity.issue(OWNER, "seeder"), key_ttl=KEY_TTL * args.slow)
     empty = await counters(probe)
-    Bench.agent_class = EngineAgent if args.engine else BenchAgent
-    EngineAgent.moving = args.moving
-    bench = Bench(args, directory, url)
+    agent_class = (MovingAgent if args.moving else EngineAgent) if args.engine else BenchAgent
+    bench = Bench(args, directory, url, agent_class)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     tasks = [asyncio.ensure_future(bench.agent_loop(a, stop)) for a in bench.agents]
