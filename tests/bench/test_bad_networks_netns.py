@@ -106,9 +106,13 @@ def test_over_lossy_slow_links_a_download_completes_when_the_nat_mappings_expire
     assert uploaded(seed_node) > 0
     after = {k: topology.relay_counters(k) for k in topology.relays}
     assert set(after) == {1, 2}
-    for k in after:  # both homes' links did lose packets, both ways, while the download ran
+    # Both homes' links did lose packets both ways, and while the download ran. Not each way in that window: at 2 %
+    # loss the ACK direction's ~150 packets in that window lose none in about 5 % of runs (0.98^150), as one CI run did.
+    for k in after:
         for way in ("a_to_b", "b_to_a"):
-            assert after[k][way]["dropped"] > before[k][way]["dropped"], (k, way, before[k], after[k])
+            assert after[k][way]["dropped"] > 0, (k, way, after[k])
+        lost = sum(after[k][way]["dropped"] - before[k][way]["dropped"] for way in ("a_to_b", "b_to_a"))
+        assert lost > 0, (k, before[k], after[k])
 
 
 def test_a_download_completes_when_the_serving_peer_vanishes_mid_block(rescue, tmp_path):
