@@ -1,7 +1,7 @@
 """The cluster overlay on a shaped network: hosts in network namespaces, rack bridges, a core, `tc tbf` uplinks.
 
     .venv/bin/python -m bench.cluster_netns [--size 32Mi] [--racks 2] [--per-rack 3] [--uplink 2M] [--json]
-        [--runs N] [--out FILE] [--keep DIR]
+        [--runs N] [--out FILE] [--keep DIR] [--congestion cubic|bbr] [--calibrate]
 
 Topology (one flat /24 in a random 10.x.y.0 so that parallel runs never collide; every name carries a random
 prefix and is deleted at the end, also on failure):
@@ -21,9 +21,12 @@ rate, not delay. Host links are unshaped veths.
 
 The bench command runs one push through it and prints the makespan against the lower bound of `bench.cluster_bound`
 (Babenhauserheide §3.0.2) for this topology. Its JSON also says where the time went: the shaped link's use second by
-second, each way (`shaped_link`, `shaped_link_upward`: wire bytes over the rate), and every member's role, finish
-time and bytes by level (`members`); `--keep DIR` keeps the agents' logs; `--runs N` pushes N times and reports the
-median ratio; `tests/cluster/test_netns.py` runs the same topology with a competing background TCP flow and checks
+second, each way (`shaped_link`, `shaped_link_upward`: wire bytes over the rate), the packets its two queues dropped
+(`shaped_link_drops_per_second`), and every member's role, finish time and bytes by level (`members`); `--keep DIR`
+keeps the agents' logs; `--runs N` pushes N times and reports the median ratio; `--congestion NAME` sets the hosts'
+TCP congestion control (docs/cluster.md, "TCP congestion control"); `--calibrate` first measures what one bulk TCP
+flow carries across the shaped link alone and reports the makespans against the bound at that payload rate too;
+`tests/cluster/test_netns.py` runs the same topology with a competing background TCP flow and checks
 the copies per rack downlink and the flow's reserve.
 
 Needs root, `ip`, `tc`, network namespaces and `sch_tbf` (`netns_missing()` says which is lacking); redis-server
@@ -43,12 +46,13 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from bench.cluster_bound import Link, makespan_bound
 from bench.cluster_harness import Cluster, RedisServer, redis_missing, wait_until
 from bench.cluster_sim import figures
+from bench.link_meters import LinkSampler, counts_per_second, link_phases
 from bench.netns import READ_TIMEOUT, tear_down
 from bench.netns import run as _run
 from bench.netns import tool as _tool
@@ -62,7 +66,6 @@ BURST = 64 * 1024  # tbf bucket, bytes: at least one GSO super-packet, else tbf 
 # TCP flow bloat every round trip, and the push, whose requests are paced by round trips, then takes less than
 # the throttle allows it: the reserve would be kept with or without the throttle, and the test prove nothing.
 TBF_LATENCY = "20ms"
-SAMPLE_EVERY = 0.2  # s between two readings of the link counters (a rate measurement, not a wait)
 GOAL = 1.15  # makespan / bound the cluster mode aims at (its issue's goal; docs/cluster.md reports against it)
 
 # A receiver that prints "monotonic-time bytes-so-far" as bytes arrive (CLOCK_MONOTONIC is one clock for every
@@ -93,6 +96,24 @@ def _shape(ns: str, dev: str, rate: float) -> None:
     """A token bucket filter on `dev`'s egress in `ns`: what leaves it is held to `rate` bytes/s."""
     _run("tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", f"{int(rate * 8)}bit", "burst", str(BURST),
          "latency", TBF_LATENCY)
+
+
+ALLOWED_CC = pathlib.Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
+AVAILABLE_CC = pathlib.Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
+
+
+def allow_congestion(name: str) -> str | None:
+    """Let a namespace make `name` its default TCP congestion control: Linux lets a namespace other than the
+    machine's choose only from the machine's allowed list (else EPERM), so add `name` to it; the list as it was,
+    for `Topology.close` to put back, or None when `name` was already allowed."""
+    if name not in AVAILABLE_CC.read_text().split():
+        raise RuntimeError(f"TCP congestion control {name!r} is not available here (available: "
+                           f"{AVAILABLE_CC.read_text().strip()}; modprobe tcp_{name}?)")
+    before = ALLOWED_CC.read_text().strip()
+    if name in before.split():
+        return None
+    ALLOWED_CC.write_text(f"{before} {name}")
+    return before
 
 
 def netns_missing() -> str | None:
@@ -158,6 +179,10 @@ class Topology:
     seeder_rack: int | None = None
     host_rate: float | None = None
     seeder_link: float | None = None
+    # TCP congestion control in every host's namespace (None: the machine's default, which a new namespace
+    # inherits: Debian's is cubic, some kernels' bbr). See `allow_congestion`.
+    congestion: str | None = None
+    allowed_before: str | None = None  # the machine's allowed list, to put back on close
     tag: str = field(default_factory=lambda: f"sp{secrets.token_hex(3)}")
     subnet: str = ""
     namespaces: list[str] = field(default_factory=list)
@@ -180,6 +205,8 @@ class Topology:
         return sum(self.size_of(rack) for rack in range(1, self.racks + 1))
 
     def build(self) -> Topology:
+        if self.congestion is not None:
+            self.allowed_before = allow_congestion(self.congestion)
         self.subnet = _free_subnet()
         self._ns(self.core)
         self._bridge(self.core)
@@ -245,6 +272,8 @@ class Topology:
         if shaped and self.host_rate is not None:
             _shape(ns, "eth0", self.host_rate)  # its upload
             _shape(bridge_ns, name, self.host_rate)  # its download
+        if self.congestion is not None:
+            _run("ip", "netns", "exec", ns, "sysctl", "-q", "-w", f"net.ipv4.tcp_congestion_control={self.congestion}")
         host = Host(name, ns, f"{self.subnet}.{last}", rack)
         _run("ip", "-n", ns, "addr", "add", f"{host.address}/24", "dev", "eth0")
         _run("ip", "-n", ns, "link", "set", "eth0", "up")
@@ -265,6 +294,23 @@ class Topology:
         """Bytes sent into the core over the seeder's DC link (`seeder_link`), headers included."""
         return self._tx(f"{self.tag}-dc", "dcup")
 
+    def congestion_control(self) -> str:
+        """The TCP congestion control the hosts' namespaces use."""
+        ns = next(iter(self.hosts.values())).ns
+        return _run("ip", "netns", "exec", ns, "cat", "/proc/sys/net/ipv4/tcp_congestion_control").strip()
+
+    def downlink_drops(self, rack: int) -> int:
+        """Packets the tbf of rack `rack`'s downlink dropped (its queue full: more than TBF_LATENCY waiting)."""
+        return self._drops(self.core, f"dn{rack}")
+
+    def uplink_drops(self, rack: int) -> int:
+        return self._drops(f"{self.tag}-r{rack}", "uplink")
+
+    @staticmethod
+    def _drops(ns: str, dev: str) -> int:
+        qdiscs = json.loads(_run("tc", "-n", ns, "-s", "-j", "qdisc", "show", "dev", dev))
+        return sum(q.get("drops", 0) for q in qdiscs if q.get("root"))
+
     @staticmethod
     def _tx(ns: str, dev: str) -> int:
         return json.loads(_run("ip", "-n", ns, "-s", "-j", "link", "show", "dev", dev))[0]["stats64"]["tx"]["bytes"]
@@ -278,6 +324,9 @@ class Topology:
         tear_down(self.processes, self.namespaces)
         subprocess.run([_tool("ip") or "ip", "link", "del", f"{self.tag}t"], capture_output=True,
                        timeout=READ_TIMEOUT)
+        if self.allowed_before is not None:
+            ALLOWED_CC.write_text(self.allowed_before)
+            self.allowed_before = None
 
 
 class BackgroundFlow:
@@ -306,55 +355,6 @@ class BackgroundFlow:
 
     def received_at(self, at: float) -> int:
         return max((n for t, n in list(self.samples) if t <= at), default=0)
-
-
-class LinkSampler:
-    """Readings (monotonic time, bytes sent into a rack, or out of it with `upward`) every SAMPLE_EVERY s, in a
-    thread, until `stop()`."""
-
-    def __init__(self, topology: Topology, rack: int, upward: bool = False,
-                 read: Callable[[int], int] | None = None) -> None:
-        """`read`: another counter than the rack uplink's (called with `rack`: the DC link's ignores it)."""
-        self.topology, self.rack = topology, rack
-        self.read = read or (topology.uplink_bytes if upward else topology.downlink_bytes)
-        self.samples: list[tuple[float, int]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.samples.append((time.monotonic(), self.read(self.rack)))
-            self._stop.wait(SAMPLE_EVERY)  # the sampling period of a rate measurement
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=READ_TIMEOUT)
-
-
-def share_between(samples: list[tuple[float, int]], start: float, end: float) -> tuple[int, float]:
-    """Bytes and seconds between the first reading at or after `start` and the last at or before `end`."""
-    inside = [(t, n) for t, n in samples if start <= t <= end]
-    if len(inside) < 2:
-        return 0, 0.0
-    return inside[-1][1] - inside[0][1], inside[-1][0] - inside[0][0]
-
-
-def link_phases(samples: list[tuple[float, int]], start: float, end: float, size: int, rate: float) -> dict:
-    """Where a push's time went on the shaped link (monotonic `start` = publication, `end` = last FINISHED):
-    when its first and its last byte crossed it, and the link's use (wire bytes / rate) second by second."""
-    inside = [(t - start, n - samples[0][1]) for t, n in samples if start <= t <= end + SAMPLE_EVERY]
-    if len(inside) < 2:
-        return {}
-    base = inside[0][1]
-    first = next((t for t, n in inside if n > base), None)
-    last = next((t for t, n in inside if n >= inside[-1][1]), None)
-    per_second = []
-    for second in range(int(inside[-1][0]) + 1):
-        got, took = share_between(inside, second, second + 1)
-        per_second.append(round(got / took / rate, 3) if took else None)
-    return {"first_byte_s": first, "last_byte_s": last, "end_s": round(end - start, 3),
-            "wire_copies": round((inside[-1][1] - base) / size, 4), "use_per_second": per_second}
 
 
 @dataclass
@@ -424,8 +424,35 @@ def bound_for(topology: Topology, size: int, block_size: int) -> dict:
     return makespan_bound(size, receivers, links=links, block_size=block_size)
 
 
-def bench(size: int, racks: int, per_rack: int, uplink: float, directory: pathlib.Path) -> dict:
-    topology = Topology(racks, per_rack, uplink)
+CALIBRATE_WARM_UP = 2.0  # s of a lone bulk flow before its goodput is read (slow start and the queue filling)
+CALIBRATE_FOR = 8.0  # s over which it is read
+
+
+def tcp_goodput(racks: int, per_rack: int, uplink: float, congestion: str | None = None,
+                seconds: float = CALIBRATE_FOR) -> dict:
+    """What one bulk TCP flow carries across rack 1's shaped downlink, alone, as a fraction of the link's rate:
+    the payload rate the bound's fluid model takes the whole rate to be (TCP/IP and Ethernet headers take the
+    rest: 1448 payload bytes in 1514 on the wire at most)."""
+    topology = Topology(racks, per_rack, uplink, congestion=congestion)
+    try:
+        topology.build()
+        flow = BackgroundFlow(topology, rack=1)
+        time.sleep(CALIBRATE_WARM_UP)  # a measurement window, not a wait for a condition
+        start, wire = time.monotonic(), topology.downlink_bytes(1)
+        got = flow.received_at(start)
+        time.sleep(seconds)
+        end = time.monotonic()
+        payload = flow.received_at(end) - got
+        return {"goodput": round(payload / (end - start) / uplink, 4),
+                "wire_use": round((topology.downlink_bytes(1) - wire) / (end - start) / uplink, 4),
+                "tcp_congestion_control": topology.congestion_control(), "seconds": seconds}
+    finally:
+        topology.close()
+
+
+def bench(size: int, racks: int, per_rack: int, uplink: float, directory: pathlib.Path,
+          congestion: str | None = None) -> dict:
+    topology = Topology(racks, per_rack, uplink, congestion=congestion)
     run = NetnsRun(topology, directory)
     try:
         topology.build()
@@ -435,6 +462,10 @@ def bench(size: int, racks: int, per_rack: int, uplink: float, directory: pathli
         before = {r: topology.downlink_bytes(r) for r in range(1, racks + 1)}
         sampler = LinkSampler(topology, rack=topology.shaped[0])
         upward = LinkSampler(topology, rack=topology.shaped[0], upward=True)
+        # Packets the shaped link's queues dropped, each way: a full queue one way holds back the other way's
+        # requests and TCP acknowledgements.
+        drops = {way: LinkSampler(topology, rack=topology.shaped[0], read=read)
+                 for way, read in (("down", topology.downlink_drops), ("up", topology.uplink_drops))}
         wall_minus_monotonic = time.time() - time.monotonic()  # to put the samples on the records' clock
         push = run.push(payload)
         out, _ = push.communicate(timeout=1800)
@@ -466,10 +497,15 @@ def bench(size: int, racks: int, per_rack: int, uplink: float, directory: pathli
         seen["makespan_over_bound"] = round(seen["makespan_s"] / bound["seconds"], 4)
         sampler.stop()
         upward.stop()
+        for counter in drops.values():
+            counter.stop()
         start, end = record.created - wall_minus_monotonic, last - wall_minus_monotonic
         seen["shaped_link"] = link_phases(sampler.samples, start, end, size, uplink)
         seen["shaped_link_upward"] = link_phases(upward.samples, start, end, size, uplink)
+        seen["shaped_link_drops_per_second"] = {way: counts_per_second(counter.samples, start, end)
+                                                for way, counter in drops.items()}
         seen["block_size"] = manifest.block_size
+        seen["tcp_congestion_control"] = topology.congestion_control()
         return seen
     finally:
         run.stop()
@@ -480,9 +516,9 @@ def _one_run(args: argparse.Namespace, run: int) -> dict:
     if args.keep is not None:
         directory = args.keep / f"run{run}" if args.runs > 1 else args.keep
         directory.mkdir(parents=True, exist_ok=True)
-        return bench(args.size, args.racks, args.per_rack, args.uplink, directory)
+        return bench(args.size, args.racks, args.per_rack, args.uplink, directory, args.congestion)
     with tempfile.TemporaryDirectory(prefix="cluster-netns-") as scratch:
-        return bench(args.size, args.racks, args.per_rack, args.uplink, pathlib.Path(scratch))
+        return bench(args.size, args.racks, args.per_rack, args.uplink, pathlib.Path(scratch), args.congestion)
 
 
 def _summary(result: dict, uplink: float) -> str:
@@ -503,6 +539,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=1,
                         help="push this many times, one after the other, and report each ratio and their median "
                              "(a single run moves by 0.1 and more on a shared machine; default: 1)")
+    parser.add_argument("--congestion", default=None, metavar="NAME",
+                        help="TCP congestion control in the hosts' namespaces (cubic, bbr, reno; default: the "
+                             "machine's, /proc/sys/net/ipv4/tcp_congestion_control)")
+    parser.add_argument("--calibrate", action="store_true",
+                        help=f"first measure what one bulk TCP flow carries across rack 1's downlink alone "
+                             f"({CALIBRATE_FOR:g} s), and report each makespan also against the bound at that "
+                             "payload rate (`makespan_over_goodput_bound`)")
     parser.add_argument("--json", action="store_true", help="print only the JSON")
     parser.add_argument("--out", type=pathlib.Path, default=None, help="also write the JSON to this file")
     parser.add_argument("--keep", type=pathlib.Path, default=None,
@@ -514,6 +557,7 @@ def main(argv: list[str] | None = None) -> int:
     if (why := netns_missing()) is not None:
         print(f"cluster_netns: {why}", file=sys.stderr)
         return 2
+    calibration = tcp_goodput(args.racks, args.per_rack, args.uplink, args.congestion) if args.calibrate else None
     results = []
     for run in range(1, args.runs + 1):
         results.append(_one_run(args, run))
@@ -522,6 +566,13 @@ def main(argv: list[str] | None = None) -> int:
     result = results[-1] if args.runs == 1 else {
         "runs": results, "ratios": [r["makespan_over_bound"] for r in results],
         "median_makespan_over_bound": statistics.median(r["makespan_over_bound"] for r in results)}
+    if calibration is not None:
+        # The bound again at the payload rate one TCP flow gets from the link (not part of Babenhauserheide's).
+        result["calibration"] = calibration
+        for r in results:
+            r["makespan_over_goodput_bound"] = round(r["makespan_over_bound"] * calibration["goodput"], 4)
+        result["median_makespan_over_goodput_bound"] = statistics.median(
+            r["makespan_over_goodput_bound"] for r in results)
     result["command"] = "python -m bench.cluster_netns " + " ".join(argv if argv is not None else sys.argv[1:])
     result["reserve_default"] = RESERVE
     text = json.dumps(result, indent=2)
@@ -535,6 +586,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(f"ratios {result['ratios']}: median {result['median_makespan_over_bound']:.3f}, "
               f"{sum(r <= GOAL for r in result['ratios'])} of {args.runs} within {GOAL}")
+    if calibration is not None and not args.json:
+        print(f"one bulk TCP flow alone carries {calibration['goodput']:.3f} of the link's rate as payload "
+              f"({calibration['tcp_congestion_control']}); against the bound at that rate: "
+              + (f"median {result['median_makespan_over_goodput_bound']:.3f}" if args.runs > 1
+                 else f"{result['makespan_over_goodput_bound']:.3f}"))
     return 0
 
 

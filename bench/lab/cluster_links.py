@@ -27,9 +27,10 @@ import pathlib
 import sys
 import time
 
-from bench.cluster_netns import SAMPLE_EVERY, BackgroundFlow, LinkSampler, MiB, Topology, write_payload
+from bench.cluster_netns import BackgroundFlow, MiB, Topology, write_payload
 from bench.lab.cluster_runs import PushSetup, push_once
 from bench.lab.cluster_tekel import LINK, execute, topology_for
+from bench.link_meters import SAMPLE_EVERY, LinkSampler
 from cluster.throttle import RESERVE
 from swarm.content.sizes import parse_rate, parse_size
 

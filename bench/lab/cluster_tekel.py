@@ -66,6 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--libtorrent-runs", type=int, default=1, metavar="N", help="libtorrent runs (1)")
     parser.add_argument("--no-secure", dest="secure", action="store_false",
                         help="plain redis instead of the production setup (TLS, ACL user)")
+    parser.add_argument("--congestion", default=None, metavar="NAME",
+                        help="TCP congestion control in the hosts' namespaces (cubic, Debian's default; bbr; "
+                             "default: this machine's, which the report names). With bbr a host whose upload "
+                             "fills its shaped link slows its own downloads (see docs/cluster.md)")
     parser.add_argument("--keep", type=pathlib.Path, metavar="DIR",
                         help="keep the agents' and redis's logs here (default: a temporary directory)")
     parser.add_argument("--redraw", action="store_true",
@@ -73,10 +77,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def topology_for(link: float, host_link: float | None = LINK, seeder_rack: int = SEEDER_RACK) -> Topology:
+def topology_for(link: float, host_link: float | None = LINK, seeder_rack: int = SEEDER_RACK,
+                 congestion: str | None = None) -> Topology:
     return Topology(racks=len(RACK_SIZES), per_rack=max(RACK_SIZES), uplink=link,
                     shaped=tuple(range(1, len(RACK_SIZES) + 1)), rack_sizes=RACK_SIZES,
-                    seeder_rack=seeder_rack or None, host_rate=host_link)
+                    seeder_rack=seeder_rack or None, host_rate=host_link, congestion=congestion)
 
 
 def tekel_bound(size: int, link: float, block_size: int, host_link: float | None = LINK,
@@ -123,7 +128,8 @@ def text(report: dict) -> str:
     seeder_rack = report.get("seeder_rack", SEEDER_RACK) or SEEDER_RACK  # on the core: rack 2's uplink all the same
     lines = [f"swarmproxy lab cluster-tekel ({report['command']})", report["what"], "",
              f"bound (Babenhauserheide): {report['bound']['seconds']:.2f} s ({report['bound']['limit']}, pipeline "
-             f"{report['bound']['pipeline_s']:.2f} s)", "",
+             f"{report['bound']['pipeline_s']:.2f} s)",
+             f"TCP congestion control in the hosts' namespaces: {report.get('tcp_congestion_control', '-')}", "",
              f"{'system':<30} {'makespan':>9} {'/bound':>7} {'spread':>7} {'seeder':>7} {'Tekel':>6} "
              f"{'copies/rack':>11} {'out of r' + str(seeder_rack):>8} {'own CPU':>7}  valid"]
     for r in report["runs"] + report["libtorrent"]:
@@ -191,7 +197,7 @@ def run(args: argparse.Namespace, directory: pathlib.Path, say) -> dict:
     if not 0 <= args.seeder_rack <= len(RACK_SIZES):
         raise SystemExit(f"swarmproxy lab cluster-tekel: --seeder-rack must be 0..{len(RACK_SIZES)}")
     bound = tekel_bound(size, link, block, host_link, args.seeder_rack)
-    topology = topology_for(link, host_link, args.seeder_rack)
+    topology = topology_for(link, host_link, args.seeder_rack, args.congestion)
     seeder = f"rack {args.seeder_rack}" if args.seeder_rack else "on the core"
     hosts = f"{host_link * 8 / 1e6:g} Mbit/s" if host_link else "unshaped"
     report: dict = {"scenario": "cluster-tekel", "what": (
@@ -203,6 +209,7 @@ def run(args: argparse.Namespace, directory: pathlib.Path, say) -> dict:
         "libtorrent": []}
     try:
         topology.build()
+        report["tcp_congestion_control"] = topology.congestion_control()
         payload = directory / "payload.bin"
         write_payload(payload, size)
         plan = [(s, 1 if s != STAGES[-1] else runs) for s in stages]

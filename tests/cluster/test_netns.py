@@ -15,8 +15,19 @@ import json
 import pytest
 
 from bench.cluster_harness import wait_until
-from bench.cluster_netns import BackgroundFlow, LinkSampler, MiB, NetnsRun, Topology, netns_missing, write_payload
+from bench.cluster_netns import (
+    ALLOWED_CC,
+    AVAILABLE_CC,
+    BackgroundFlow,
+    MiB,
+    NetnsRun,
+    Topology,
+    netns_missing,
+    tcp_goodput,
+    write_payload,
+)
 from bench.cluster_sim import figures
+from bench.link_meters import LinkSampler
 from cluster.overlay import Level
 from cluster.throttle import RESERVE
 
@@ -131,3 +142,27 @@ def test_shaped_uplink_carries_one_copy_and_the_background_flow_keeps_its_reserv
           f"background then {flow_when_full}")
     assert push_share <= (1 - RESERVE) * 1.1 + WIRE_OVERHEAD, (flow_share, push_share)
     assert flow_when_full is None or flow_when_full >= 0.9 * RESERVE, (flow_when_full, flow_share, push_share)
+
+
+def _not_allowed() -> str | None:
+    """A congestion control this machine has but does not let namespaces choose (the lab must allow it), if any."""
+    allowed = ALLOWED_CC.read_text().split()
+    return next((name for name in AVAILABLE_CC.read_text().split() if name not in allowed), None)
+
+
+def test_the_hosts_congestion_control_is_set_and_the_machines_allowed_list_put_back() -> None:
+    before = ALLOWED_CC.read_text()
+    name = _not_allowed() or AVAILABLE_CC.read_text().split()[0]
+    topology = Topology(racks=1, per_rack=1, uplink=UPLINK, congestion=name)
+    try:
+        topology.build()
+        assert topology.congestion_control() == name
+    finally:
+        topology.close()
+    assert ALLOWED_CC.read_text() == before
+
+
+def test_one_bulk_flow_carries_less_payload_than_the_shaped_links_rate() -> None:
+    # What `--calibrate` divides by: Ethernet, IP and TCP headers take at least 66 bytes of every 1514.
+    seen = tcp_goodput(racks=1, per_rack=1, uplink=UPLINK, seconds=2.0)
+    assert 0.85 < seen["goodput"] < 0.99
