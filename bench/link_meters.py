@@ -48,25 +48,31 @@ def share_between(samples: list[tuple[float, int]], start: float, end: float) ->
     return inside[-1][1] - inside[0][1], inside[-1][0] - inside[0][0]
 
 
+def _inside(samples: list[tuple[float, int]], start: float, end: float) -> list[tuple[float, int]]:
+    """The readings from `start` to a sampling period past `end`, their times counted from `start`."""
+    return [(t - start, n) for t, n in samples if start <= t <= end + SAMPLE_EVERY]
+
+
+def _each_second(inside: list[tuple[float, int]]) -> list[tuple[int, float]]:
+    """`share_between` for each whole second the readings span (at least two readings)."""
+    return [share_between(inside, second, second + 1) for second in range(int(inside[-1][0]) + 1)]
+
+
 def link_phases(samples: list[tuple[float, int]], start: float, end: float, size: int, rate: float) -> dict:
     """Where a push's time went on the shaped link (monotonic `start` = publication, `end` = last FINISHED):
     when its first and its last byte crossed it, and the link's use (wire bytes / rate) second by second."""
-    inside = [(t - start, n - samples[0][1]) for t, n in samples if start <= t <= end + SAMPLE_EVERY]
+    inside = _inside(samples, start, end)
     if len(inside) < 2:
         return {}
     base = inside[0][1]
     first = next((t for t, n in inside if n > base), None)
     last = next((t for t, n in inside if n >= inside[-1][1]), None)
-    per_second = []
-    for second in range(int(inside[-1][0]) + 1):
-        got, took = share_between(inside, second, second + 1)
-        per_second.append(round(got / took / rate, 3) if took else None)
+    per_second = [round(got / took / rate, 3) if took else None for got, took in _each_second(inside)]
     return {"first_byte_s": first, "last_byte_s": last, "end_s": round(end - start, 3),
             "wire_copies": round((inside[-1][1] - base) / size, 4), "use_per_second": per_second}
 
 
 def counts_per_second(samples: list[tuple[float, int]], start: float, end: float) -> list[int]:
     """How much a counter (a qdisc's drops) grew in each second from `start` to `end` (monotonic times)."""
-    inside = [(t - start, n) for t, n in samples if start <= t <= end + SAMPLE_EVERY]
-    return [share_between(inside, second, second + 1)[0] for second in range(int(inside[-1][0]) + 1)] \
-        if len(inside) > 1 else []
+    inside = _inside(samples, start, end)
+    return [got for got, _ in _each_second(inside)] if len(inside) > 1 else []
