@@ -203,11 +203,14 @@ class Coord:
             return record.dump()
         return self.identity.seal(kind, where, asdict(record), now if fresh else 0.0)
 
-    def _write(self, pipe, kind: str, key: str, record, ttl: int, *, fresh: bool = True) -> str | None:
+    def _write(self, pipe, kind: str, key: str, record, ttl: int, *, fresh: bool = True,
+               read_back: bool = False) -> str | None:
         """Queue the write of `record` at `key` on `pipe`: the record sealed anew, or, if it is what we last wrote
         there and its seal is recent (`cluster.fresh.WriteMemo`), only its TTL extended if the key still holds
         it (`_EXTEND`). For the latter the digest sent: the caller hands the answer to `_kept`, which writes the
-        record whole if the key did not hold it. The pipeline runs with `raise_on_error=False` (`_raised`)."""
+        record whole if the key did not hold it. The pipeline runs with `raise_on_error=False` (`_raised`).
+        `read_back`: we read this key again (`scope` reads our own member record with our rack's), so what we
+        write is held as read (`ReadCache.wrote`)."""
         now = time.time()
         # Provider records are sealed at time 0 and transfer records not at all: nothing in them goes stale.
         if (held := self.written.unchanged(key, record, now, timed=fresh and kind != "transfer")) is not None:
@@ -216,10 +219,12 @@ class Coord:
         value = self._seal(kind, key, record, fresh=fresh, now=now)
         pipe.set(key, value, px=ttl)
         self.written.wrote(key, record, now, value)
+        if read_back:
+            self.held.wrote(key, value)
         return None
 
     async def _kept(self, held: str | None, answer: object, kind: str, key: str, record, ttl: int, *,
-                    fresh: bool = True) -> None:
+                    fresh: bool = True, read_back: bool = False) -> None:
         """After `_write`: a TTL extension that found the key not holding what we wrote becomes a whole write."""
         if held is None:
             return
@@ -231,6 +236,8 @@ class Coord:
             value = self._seal(kind, key, record, fresh=fresh, now=now)
             await self.redis.set(key, value, px=ttl)
             self.written.wrote(key, record, now, value)
+            if read_back:
+                self.held.wrote(key, value)
 
     async def _changed(self, keys: list[str]) -> list[bytes | str | None]:
         """The values at `keys`, as MGET would answer, but only those that changed since we last read them sent
@@ -419,7 +426,7 @@ class Coord:
         async def go():
             key = self.keys.member(tid, record.node)
             async with self.redis.pipeline(transaction=False) as pipe:
-                extended = self._write(pipe, "member", key, record, ttl)
+                extended = self._write(pipe, "member", key, record, ttl, read_back=True)
                 pipe.sadd(self.keys.members(tid), record.node)
                 location = record.location
                 if record.seeder:
@@ -430,7 +437,7 @@ class Coord:
                         indexed(pipe, self.keys.racks(tid, location.dc), location.rack)
                         indexed(pipe, self.keys.dcs(tid), location.dc)
                 answers = _raised(await pipe.execute(raise_on_error=False))
-            await self._kept(extended, answers[0], "member", key, record, ttl)
+            await self._kept(extended, answers[0], "member", key, record, ttl, read_back=True)
         await self._guard(go)
 
     async def scope(self, tid: str, location: Location, deep: bool

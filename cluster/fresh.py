@@ -13,6 +13,8 @@ only to carry a new time. So:
   decides depends on whether a value came over the wire or from its cache. Comparing costs redis a SHA-1 of the
   value, so a key whose value changed at the last read (a member record while a push moves data) is asked for
   whole, by a plain MGET beside the script, until it is read unchanged once.
+* **Own writes** (`ReadCache.wrote`): a value a reader wrote itself (its member record, read back with its rack's)
+  is held as if read, so the next read asks for it by digest.
 * **Writes** (`WriteMemo`): a writer whose record says the same as the one it last wrote, sealed less than
   `RESEAL_AFTER` s ago, only extends the key's TTL, and only if the key still holds exactly what it wrote
   (`coord._EXTEND` compares the digest); if it does not (expired, lost in a redis restart, an older value on a
@@ -59,6 +61,16 @@ class ReadCache:
         """What to send for `keys`: the digest of each value held, '' for a key not held or whose value changed at
         the last read (send it whole: comparing would cost redis a hash for nothing, most likely)."""
         return [held[0] if (held := self._values.get(key)) is not None and not held[2] else "" for key in keys]
+
+    def wrote(self, key: str, value: bytes | str) -> None:
+        """This reader just wrote `value` at `key` (its own member record, which it reads back with its rack's):
+        the next read asks by digest, and redis answers 0 while the key still holds it, a new value if another
+        write came between. What the read returns is what MGET would, as ever; only the ~1 kB it would have
+        carried back every period stays off the reader's link."""
+        self._values[key] = (digest(value), value, False)
+        self._values.move_to_end(key)
+        while len(self._values) > self.held:
+            self._values.popitem(last=False)
 
     def settle(self, keys: Sequence[str], replies: Sequence[object]) -> list[bytes | str | None]:
         """The values of `keys` from the script's `replies`: a value read, UNCHANGED (the value held), or None

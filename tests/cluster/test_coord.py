@@ -159,3 +159,37 @@ async def test_a_server_is_as_young_as_its_time_as_the_primary(coord, redis_serv
         assert await met_now() == (run_id, 0.0)
         seen, since = (await coord.redis.get(coord.keys.primary)).decode().split()
         assert seen == run_id and int(since) >= uptime
+
+
+@needs_redis
+async def test_a_member_reads_its_own_record_back_as_a_digest_unless_another_write_came_between(coord, redis_server):
+    """`scope` reads the rack's member records, ours among them: what we just wrote does not come back over the
+    wire (~1 kB a period on the rack's downlink), yet a value another wrote since does, and the read gives what
+    MGET would."""
+    where = Location("d", "r")
+    replies: list[list] = []
+    settle = coord.held.settle
+
+    def spy(keys, answers):
+        replies.append(list(answers))
+        return settle(keys, answers)
+    coord.held.settle = spy
+    mine = MemberRecord("me", verified=3, blocks=8, dc="d", rack="r")
+    await coord.put_member("t", mine)
+    records, _ = await coord.scope("t", where, deep=False)
+    assert records["me"] == mine
+    assert replies[-1] == [0]  # the script's "unchanged": the value stayed in redis
+    mine = MemberRecord("me", verified=4, blocks=8, dc="d", rack="r")  # the next period's
+    await coord.put_member("t", mine)
+    records, _ = await coord.scope("t", where, deep=False)
+    assert records["me"] == mine and replies[-1] == [0]
+    other = Coord(redis_server.url, "test")  # another writer of the same key since (a stranger, a stale replica)
+    try:
+        await other.put_member("t", MemberRecord("me", verified=1, blocks=8, dc="d", rack="r"))
+    finally:
+        await other.close()
+    records, _ = await coord.scope("t", where, deep=False)
+    assert records["me"].verified == 1, "what redis holds, not what we last wrote"
+    await coord.redis.delete(coord.keys.member("t", "me"))
+    records, _ = await coord.scope("t", where, deep=False)
+    assert "me" not in records

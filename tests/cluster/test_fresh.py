@@ -94,3 +94,24 @@ def test_a_writer_extends_only_an_unchanged_recent_record(written, record, now, 
         assert memo.unchanged("k", record, now + 1e6, timed=False) == digest(b"the value written")
     memo.lost("k")  # the key did not hold it: written whole next
     assert memo.unchanged("k", record, now) is None
+
+
+def test_what_a_reader_wrote_is_asked_by_digest_and_a_later_write_still_comes_over():
+    cache = ReadCache()
+    cache.wrote("k", b"mine")
+    assert cache.ask(["k"]) == [digest(b"mine")]  # never sent back whole while the key holds it
+    assert cache.settle(["k"], [UNCHANGED]) == [b"mine"]
+    cache.wrote("k", b"mine, newer")
+    assert cache.ask(["k"]) == [digest(b"mine, newer")]
+    # Another write came between (a stranger, a replica promoted with an older value): the script sends it.
+    assert cache.settle(["k"], [b"theirs"]) == [b"theirs"]
+    cache.wrote("k", b"again")
+    assert cache.settle(["k"], [None]) == [None]  # the write was lost (redis restarted empty): no value made up
+    assert cache.ask(["k"]) == [""]
+
+
+def test_a_written_value_counts_against_what_the_cache_keeps():
+    cache = ReadCache(held=2)
+    cache.settle(["a", "b"], [b"1", b"2"])
+    cache.wrote("c", b"3")
+    assert cache.ask(["a", "b", "c"]) == ["", digest(b"2"), digest(b"3")]
