@@ -27,7 +27,8 @@ import pathlib
 import sys
 import time
 
-from bench.cluster_netns import BackgroundFlow, MiB, Topology, write_payload
+from bench.background_flow import BackgroundFlow
+from bench.cluster_netns import MiB, Topology, write_payload
 from bench.lab.cluster_runs import PushSetup, push_once
 from bench.lab.cluster_tekel import LINK, execute, topology_for
 from bench.link_meters import SAMPLE_EVERY, LinkSampler

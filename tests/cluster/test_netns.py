@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import socket
+import subprocess
+import sys
 
 import pytest
 
+from bench.background_flow import RECEIVER, BackgroundFlow
 from bench.cluster_harness import wait_until
 from bench.cluster_netns import (
     ALLOWED_CC,
     AVAILABLE_CC,
-    BackgroundFlow,
     MiB,
     NetnsRun,
     Topology,
@@ -28,6 +31,7 @@ from bench.cluster_netns import (
 )
 from bench.cluster_sim import figures
 from bench.link_meters import LinkSampler
+from bench.netns import run as _run
 from cluster.overlay import Level
 from cluster.throttle import RESERVE
 
@@ -166,3 +170,38 @@ def test_one_bulk_flow_carries_less_payload_than_the_shaped_links_rate() -> None
     # What `--calibrate` divides by: Ethernet, IP and TCP headers take at least 66 bytes of every 1514.
     seen = tcp_goodput(racks=1, per_rack=1, uplink=UPLINK, seconds=2.0)
     assert 0.85 < seen["goodput"] < 0.99
+
+
+def test_every_link_takes_the_mtu_asked_for() -> None:
+    # `--mtu 9000`, a datacenter's jumbo frames: 66 bytes of headers in every 9014 instead of every 1514.
+    topology = Topology(racks=2, per_rack=1, uplink=UPLINK, mtu=9000)
+    try:
+        topology.build()
+        mtus = {(ns, link["ifname"]): link["mtu"] for ns in topology.namespaces
+                for link in json.loads(_run("ip", "-n", ns, "-j", "link", "show")) if link["ifname"] != "lo"}
+        mtus[("", "test")] = json.loads(_run("ip", "-j", "link", "show", "dev", f"{topology.tag}t"))[0]["mtu"]
+        assert len(mtus) > 10 and set(mtus.values()) == {9000}, mtus
+    finally:
+        topology.close()
+
+
+def test_what_a_rack_receives_from_the_tests_address_is_counted() -> None:
+    # `redis_into_shaped_racks`: redis listens on the test's address, and nothing else sends from it.
+    topology = Topology(racks=1, per_rack=1, uplink=UPLINK)
+    try:
+        topology.build()
+        if not topology.count_from_test(1):
+            pytest.skip("iptables is not installed (apt-get install iptables)")
+        host = topology.rack_hosts(1)[0]
+        receiver = topology.spawn(host, [sys.executable, "-c", RECEIVER, host.address], stdout=subprocess.PIPE,
+                                  text=True)
+        assert receiver.stdout is not None
+        port = int(receiver.stdout.readline())
+        sent = 300_000
+        with socket.create_connection((host.address, port), timeout=30,
+                                      source_address=(topology.test_address, 0)) as conn:
+            conn.sendall(bytes(sent))
+        receiver.communicate(timeout=60)  # it reads to the end: every byte has arrived
+        assert sent < topology.bytes_from_test(1) < sent * 1.1  # the payload and the IP and TCP headers
+    finally:
+        topology.close()
