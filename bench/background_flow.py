@@ -37,10 +37,6 @@ while True:
 """
 
 
-
-
-
-
 class BackgroundFlow:
     """A plain TCP sender (in the core) to a receiver in a rack, across that rack's downlink; `received_at(t)`
     says how many bytes had arrived by monotonic time t. `sender` and `receiver` name other hosts (the DC link's
