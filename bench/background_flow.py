@@ -10,10 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from bench.cluster_netns import Topology
+from typing import Any, Protocol
 
 # A receiver that prints "monotonic-time bytes-so-far" as bytes arrive (CLOCK_MONOTONIC is one clock for every
 # network namespace), and a sender that sends as fast as TCP lets it: the competing background flow.
@@ -37,12 +34,21 @@ while True:
 """
 
 
+class Namespaces(Protocol):
+    """What a flow needs of a topology (`bench.cluster_netns.Topology`): its hosts by name, each with an
+    `address`, and a way to run a command in one's namespace."""
+
+    hosts: dict[str, Any]
+
+    def spawn(self, host: Any, argv: list[str], **popen: Any) -> subprocess.Popen: ...
+
+
 class BackgroundFlow:
     """A plain TCP sender (in the core) to a receiver in a rack, across that rack's downlink; `received_at(t)`
     says how many bytes had arrived by monotonic time t. `sender` and `receiver` name other hosts (the DC link's
     `dcbg` to `corebg`), `rack` is then ignored."""
 
-    def __init__(self, topology: Topology, rack: int, sender: str = "bgsend", receiver_name: str | None = None
+    def __init__(self, topology: Namespaces, rack: int, sender: str = "bgsend", receiver_name: str | None = None
                  ) -> None:
         receiver = topology.hosts[receiver_name or f"r{rack}bg"]
         self.receiver = topology.spawn(receiver, [sys.executable, "-c", RECEIVER, receiver.address],
