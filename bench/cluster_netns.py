@@ -409,12 +409,11 @@ CALIBRATE_WARM_UP = 2.0  # s of a lone bulk flow before its goodput is read (slo
 CALIBRATE_FOR = 8.0  # s over which it is read
 
 
-def tcp_goodput(racks: int, per_rack: int, uplink: float, congestion: str | None = None,
-                seconds: float = CALIBRATE_FOR, mtu: int | None = None) -> dict:
-    """What one bulk TCP flow carries across rack 1's shaped downlink, alone, as a fraction of the link's rate:
-    the payload rate the bound's fluid model takes the whole rate to be (TCP/IP and Ethernet headers take the
-    rest: 1448 payload bytes in 1514 on the wire at most)."""
-    topology = Topology(racks, per_rack, uplink, congestion=congestion, mtu=mtu)
+def tcp_goodput(topology: Topology, seconds: float = CALIBRATE_FOR) -> dict:
+    """What one bulk TCP flow carries across rack 1's shaped downlink of `topology` (built here, and torn down),
+    alone, as a fraction of the link's rate: the payload rate the bound's fluid model takes the whole rate to be
+    (TCP/IP and Ethernet headers take the rest: 1448 payload bytes in 1514 on the wire at most)."""
+    uplink = topology.uplink
     try:
         topology.build()
         flow = BackgroundFlow(topology, rack=1)
@@ -431,9 +430,9 @@ def tcp_goodput(racks: int, per_rack: int, uplink: float, congestion: str | None
         topology.close()
 
 
-def bench(size: int, racks: int, per_rack: int, uplink: float, directory: pathlib.Path,
-          congestion: str | None = None, mtu: int | None = None) -> dict:
-    topology = Topology(racks, per_rack, uplink, congestion=congestion, mtu=mtu)
+def bench(size: int, topology: Topology, directory: pathlib.Path) -> dict:
+    """One push of `size` bytes through `topology` (built here, and torn down), in `directory`."""
+    racks, uplink = topology.racks, topology.uplink
     run = NetnsRun(topology, directory)
     try:
         topology.build()
@@ -492,21 +491,24 @@ def bench(size: int, racks: int, per_rack: int, uplink: float, directory: pathli
                                                 for way, counter in drops.items()}
         seen["block_size"] = manifest.block_size
         seen["tcp_congestion_control"] = topology.congestion_control()
-        seen["mtu"] = mtu or 1500
+        seen["mtu"] = topology.mtu or 1500
         return seen
     finally:
         run.stop()
         topology.close()
 
 
+def _topology(args: argparse.Namespace) -> Topology:
+    return Topology(args.racks, args.per_rack, args.uplink, congestion=args.congestion, mtu=args.mtu)
+
+
 def _one_run(args: argparse.Namespace, run: int) -> dict:
     if args.keep is not None:
         directory = args.keep / f"run{run}" if args.runs > 1 else args.keep
         directory.mkdir(parents=True, exist_ok=True)
-        return bench(args.size, args.racks, args.per_rack, args.uplink, directory, args.congestion, args.mtu)
+        return bench(args.size, _topology(args), directory)
     with tempfile.TemporaryDirectory(prefix="cluster-netns-") as scratch:
-        return bench(args.size, args.racks, args.per_rack, args.uplink, pathlib.Path(scratch), args.congestion,
-                     args.mtu)
+        return bench(args.size, _topology(args), pathlib.Path(scratch))
 
 
 def _summary(result: dict, uplink: float) -> str:
@@ -550,8 +552,7 @@ def main(argv: list[str] | None = None) -> int:
     if (why := netns_missing()) is not None:
         print(f"cluster_netns: {why}", file=sys.stderr)
         return 2
-    calibration = tcp_goodput(args.racks, args.per_rack, args.uplink, args.congestion,
-                              mtu=args.mtu) if args.calibrate else None
+    calibration = tcp_goodput(_topology(args)) if args.calibrate else None
     results = []
     for run in range(1, args.runs + 1):
         results.append(_one_run(args, run))

@@ -218,10 +218,14 @@ class Coord:
             return held
         value = self._seal(kind, key, record, fresh=fresh, now=now)
         pipe.set(key, value, px=ttl)
+        self._wrote(key, record, now, value, read_back)
+        return None
+
+    def _wrote(self, key: str, record, now: float, value: str, read_back: bool) -> None:
+        """Note a whole write: for the next TTL extension (`WriteMemo`) and, `read_back`, for the next read."""
         self.written.wrote(key, record, now, value)
         if read_back:
             self.held.wrote(key, value)
-        return None
 
     async def _kept(self, held: str | None, answer: object, kind: str, key: str, record, ttl: int, *,
                     fresh: bool = True, read_back: bool = False) -> None:
@@ -235,9 +239,7 @@ class Coord:
             now = time.time()
             value = self._seal(kind, key, record, fresh=fresh, now=now)
             await self.redis.set(key, value, px=ttl)
-            self.written.wrote(key, record, now, value)
-            if read_back:
-                self.held.wrote(key, value)
+            self._wrote(key, record, now, value, read_back)
 
     async def _changed(self, keys: list[str]) -> list[bytes | str | None]:
         """The values at `keys`, as MGET would answer, but only those that changed since we last read them sent

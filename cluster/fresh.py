@@ -69,8 +69,7 @@ class ReadCache:
         carried back every period stays off the reader's link."""
         self._values[key] = (digest(value), value, False)
         self._values.move_to_end(key)
-        while len(self._values) > self.held:
-            self._values.popitem(last=False)
+        self._trim()
 
     def settle(self, keys: Sequence[str], replies: Sequence[object]) -> list[bytes | str | None]:
         """The values of `keys` from the script's `replies`: a value read, UNCHANGED (the value held), or None
@@ -88,9 +87,13 @@ class ReadCache:
             else:  # gone (or an answer for a value we no longer hold: read it whole next time)
                 self._values.pop(key, None)
                 values.append(None)
+        self._trim()
+        return values
+
+    def _trim(self) -> None:
+        """Drop the least recently read past `held`."""
         while len(self._values) > self.held:
             self._values.popitem(last=False)
-        return values
 
 
 class WriteMemo:

@@ -168,7 +168,7 @@ def test_the_hosts_congestion_control_is_set_and_the_machines_allowed_list_put_b
 
 def test_one_bulk_flow_carries_less_payload_than_the_shaped_links_rate() -> None:
     # What `--calibrate` divides by: Ethernet, IP and TCP headers take at least 66 bytes of every 1514.
-    seen = tcp_goodput(racks=1, per_rack=1, uplink=UPLINK, seconds=2.0)
+    seen = tcp_goodput(Topology(racks=1, per_rack=1, uplink=UPLINK), seconds=2.0)
     assert 0.85 < seen["goodput"] < 0.99
 
 
