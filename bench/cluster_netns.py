@@ -2,6 +2,7 @@
 
     .venv/bin/python -m bench.cluster_netns [--size 32Mi] [--racks 2] [--per-rack 3] [--uplink 2M] [--json]
         [--runs N] [--out FILE] [--keep DIR] [--congestion cubic|bbr] [--mtu 9000] [--calibrate]
+        [--blackhole SECONDS]
 
 Topology (one flat /24 in a random 10.x.y.0 so that parallel runs never collide; every name carries a random
 prefix and is deleted at the end, also on failure):
@@ -50,6 +51,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from bench.background_flow import BackgroundFlow
+from bench.blackhole import Blackhole
 from bench.cluster_bound import Link, makespan_bound
 from bench.cluster_harness import Cluster, RedisServer, redis_missing, wait_until
 from bench.cluster_sim import figures
@@ -389,11 +391,8 @@ class NetnsRun:
 
 def write_payload(path: pathlib.Path, size: int) -> None:
     with open(path, "wb") as out:
-        left = size
-        while left:
-            chunk = os.urandom(min(left, MiB))
-            out.write(chunk)
-            left -= len(chunk)
+        for offset in range(0, size, MiB):
+            out.write(os.urandom(min(size - offset, MiB)))
 
 
 def bound_for(topology: Topology, size: int, block_size: int) -> dict:
@@ -401,8 +400,7 @@ def bound_for(topology: Topology, size: int, block_size: int) -> dict:
     their only limit, counted as unlimited), so the shaped rack downlinks, each of which every byte of the file
     must cross once, are the bottleneck; the start-up pipeline is one block over such a link."""
     links = [Link(f"rack {r} downlink", size, topology.uplink) for r in topology.shaped]
-    receivers = topology.agent_count
-    return makespan_bound(size, receivers, links=links, block_size=block_size)
+    return makespan_bound(size, topology.agent_count, links=links, block_size=block_size)
 
 
 CALIBRATE_WARM_UP = 2.0  # s of a lone bulk flow before its goodput is read (slow start and the queue filling)
@@ -413,7 +411,6 @@ def tcp_goodput(topology: Topology, seconds: float = CALIBRATE_FOR) -> dict:
     """What one bulk TCP flow carries across rack 1's shaped downlink of `topology` (built here, and torn down),
     alone, as a fraction of the link's rate: the payload rate the bound's fluid model takes the whole rate to be
     (TCP/IP and Ethernet headers take the rest: 1448 payload bytes in 1514 on the wire at most)."""
-    uplink = topology.uplink
     try:
         topology.build()
         flow = BackgroundFlow(topology, rack=1)
@@ -423,15 +420,15 @@ def tcp_goodput(topology: Topology, seconds: float = CALIBRATE_FOR) -> dict:
         time.sleep(seconds)
         end = time.monotonic()
         payload = flow.received_at(end) - got
-        return {"goodput": round(payload / (end - start) / uplink, 4),
-                "wire_use": round((topology.downlink_bytes(1) - wire) / (end - start) / uplink, 4),
+        return {"goodput": round(payload / (end - start) / topology.uplink, 4),
+                "wire_use": round((topology.downlink_bytes(1) - wire) / (end - start) / topology.uplink, 4),
                 "tcp_congestion_control": topology.congestion_control(), "seconds": seconds}
     finally:
         topology.close()
 
 
-def bench(size: int, topology: Topology, directory: pathlib.Path) -> dict:
-    """One push of `size` bytes through `topology` (built here, and torn down), in `directory`."""
+def bench(size: int, topology: Topology, directory: pathlib.Path, fault: Blackhole | None = None) -> dict:
+    """One push of `size` bytes through `topology` (built and torn down here), in `directory`; `fault` mid-push."""
     racks, uplink = topology.racks, topology.uplink
     run = NetnsRun(topology, directory)
     try:
@@ -450,12 +447,14 @@ def bench(size: int, topology: Topology, directory: pathlib.Path) -> dict:
                  for way, read in (("down", topology.downlink_drops), ("up", topology.uplink_drops))}
         wall_minus_monotonic = time.time() - time.monotonic()  # to put the samples on the records' clock
         push = run.push(payload)
+        assert run.cluster is not None
+        if fault is not None:
+            fault.start(topology, run.cluster)
         out, _ = push.communicate(timeout=1800)
         if push.returncode != 0:
             raise RuntimeError(f"push failed ({push.returncode}): see {directory / 'push.log'}")
         result = json.loads(out)
         tid = result["transfer"]
-        assert run.cluster is not None
         wait_until(lambda: run.cluster.all_finished(tid), 60, "every agent FINISHED")
         seen = figures(run.cluster, tid, size, result)
         record = run.cluster.transfers()[tid]
@@ -492,6 +491,8 @@ def bench(size: int, topology: Topology, directory: pathlib.Path) -> dict:
         seen["block_size"] = manifest.block_size
         seen["tcp_congestion_control"] = topology.congestion_control()
         seen["mtu"] = topology.mtu or 1500
+        if fault is not None:
+            seen["blackhole"] = fault.report
         return seen
     finally:
         run.stop()
@@ -503,12 +504,13 @@ def _topology(args: argparse.Namespace) -> Topology:
 
 
 def _one_run(args: argparse.Namespace, run: int) -> dict:
+    fault = None if args.blackhole is None else Blackhole(args.blackhole)
     if args.keep is not None:
         directory = args.keep / f"run{run}" if args.runs > 1 else args.keep
         directory.mkdir(parents=True, exist_ok=True)
-        return bench(args.size, _topology(args), directory)
+        return bench(args.size, _topology(args), directory, fault)
     with tempfile.TemporaryDirectory(prefix="cluster-netns-") as scratch:
-        return bench(args.size, _topology(args), pathlib.Path(scratch))
+        return bench(args.size, _topology(args), pathlib.Path(scratch), fault)
 
 
 def _summary(result: dict, uplink: float) -> str:
@@ -539,6 +541,9 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"first measure what one bulk TCP flow carries across rack 1's downlink alone "
                              f"({CALIBRATE_FOR:g} s), and report each makespan also against the bound at that "
                              "payload rate (`makespan_over_goodput_bound`)")
+    parser.add_argument("--blackhole", type=float, default=None, metavar="SECONDS",
+                        help="drop everything between the seeder and rack 1's root member for this long, from 4 s "
+                             "after the push's start (bench/blackhole.py)")
     parser.add_argument("--json", action="store_true", help="print only the JSON")
     parser.add_argument("--out", type=pathlib.Path, default=None, help="also write the JSON to this file")
     parser.add_argument("--keep", type=pathlib.Path, default=None,

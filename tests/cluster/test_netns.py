@@ -14,10 +14,13 @@ import json
 import socket
 import subprocess
 import sys
+import time
+from types import SimpleNamespace
 
 import pytest
 
 from bench.background_flow import RECEIVER, BackgroundFlow
+from bench.blackhole import Blackhole
 from bench.cluster_harness import wait_until
 from bench.cluster_netns import (
     ALLOWED_CC,
@@ -203,5 +206,32 @@ def test_what_a_rack_receives_from_the_tests_address_is_counted() -> None:
             conn.sendall(bytes(sent))
         receiver.communicate(timeout=60)  # it reads to the end: every byte has arrived
         assert sent < topology.bytes_from_test(1) < sent * 1.1  # the payload and the IP and TCP headers
+    finally:
+        topology.close()
+
+
+def test_the_blackhole_drops_what_passes_between_the_seeder_and_rack_1s_root_member_for_its_seconds() -> None:
+    # `--blackhole S` (bench/blackhole.py): the root member is found in the member records, as a push has them.
+    topology = Topology(racks=1, per_rack=2, uplink=UPLINK)
+    now = time.time()
+    cluster = SimpleNamespace(
+        transfers=lambda: {"t1": SimpleNamespace(created=now)},
+        members=lambda tid: {"a": SimpleNamespace(node="a", role="peer", rack="r1"),
+                             "b": SimpleNamespace(node="b", role="dc", rack="r1")},
+        agents={"r1h1": SimpleNamespace(node="a"), "r1h2": SimpleNamespace(node="b")})
+    fault = Blackhole(seconds=1.0, at=0.0)
+    try:
+        topology.build()
+        host, seeder = topology.hosts["r1h2"], topology.hosts["seeder"].address
+
+        def rules() -> list[str]:
+            listed = _run("ip", "netns", "exec", host.ns, "iptables", "-w", "-S")
+            return [line for line in listed.splitlines() if seeder in line and "DROP" in line]
+
+        thread = fault.start(topology, cluster)
+        wait_until(lambda: len(rules()) == 2, 10, "both rules in")
+        thread.join(10)
+        assert not thread.is_alive() and rules() == []
+        assert fault.report["member"] == "r1h2" and fault.report["ended_s"] - fault.report["began_s"] >= 1.0
     finally:
         topology.close()
