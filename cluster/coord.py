@@ -17,7 +17,6 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import asdict
 from typing import TypeVar
 
 import redis.exceptions
@@ -38,6 +37,7 @@ from cluster.records import (
     ProviderRecord,
     TransferRecord,
     build,
+    fields_of,
     unverified,
 )
 from cluster.redis_url import client, describe, redacted
@@ -201,7 +201,7 @@ class Coord:
         transfer record is never sealed (the owner's signed intent inside it is what agents check)."""
         if self.identity is None or kind == "transfer":
             return record.dump()
-        return self.identity.seal(kind, where, asdict(record), now if fresh else 0.0)
+        return self.identity.seal(kind, where, fields_of(record), now if fresh else 0.0)
 
     def _write(self, pipe, kind: str, key: str, record, ttl: int, *, fresh: bool = True,
                read_back: bool = False) -> str | None:

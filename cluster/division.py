@@ -41,15 +41,9 @@ The plan is a pure function of the overlay `View`, so every node computes the sa
 (its record expires), the plan is recomputed without it and the serving nodes reveal (HAVE) what they hid from the
 others; a slice is never taken back, since a peer never forgets a HAVE.
 
-**Work stealing**: an entry point that stalls (a slow host, a throttled link) would hold its blocks back from its
-unit. `StallWatch` notes, from the member records, when each member last made progress; a member still
-incomplete that made none for `STEAL_AFTER` seconds is shown everything across the level (`EntryPlan.shown`), so it
-takes the missing blocks from whoever has them. Tekel's START keeps that from costing copies: every agent's fetch
-runs with the engine's work stealing by distance (`swarm.core.starts`, `Agent.distance`), so before it asks a
-source across a level for a block it announces START to the peers it serves, and it never asks such a source for
-a block a nearer peer (its rack, then its DC) has STARTed and not yet announced (HAVE), for at most 10 s and
-unless that peer lets its requests time out. A member shown everything thus takes only what its group's other
-entry points are not already bringing in.
+**Work stealing** (`cluster.stalls`): a member that made no progress for `STEAL_AFTER` s is shown everything
+across the level (`stalled`); one whose requests timed out on the only sources of some blocks is shown those blocks
+by the others, and each such source shows its share to its unit's other members (`stranded`, `shown`).
 
 Late members (a rack that joins late, Kraken's issue #244) get their share as soon as they are representants:
 what they are shown comes from every rack of the DC that holds it, never from a seeder slot the first racks hold.
@@ -60,14 +54,13 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Container, Iterable, Mapping, MutableSequence
-from typing import Any, Protocol
+from typing import Any
 
 from cluster.carriers import STAR_UP_TO, CarriedFirst, Relayed, carrier_turns
 from cluster.overlay import RACK_REPS, Level, Location, View
+from cluster.stalls import Joined
 
-__all__ = ["EntryPlan", "HOME_FANOUT", "STEAL_AFTER", "SliceFirst", "StallWatch", "provider_order", "slice_of"]
-
-STEAL_AFTER = 10.0  # seconds without progress before a member is shown everything across a level
+__all__ = ["EntryPlan", "HOME_FANOUT", "SliceFirst", "provider_order", "slice_of"]
 HOME_FANOUT = 2  # racks a rack gives a block to, in the block's tree between the racks of a DC
 
 
@@ -358,7 +351,26 @@ class EntryPlan:
         # per rack, its members that are not representants (the carriers) and each block's carrier among them
         self._carriers: dict[Location, tuple[list[str], list[int]]] = {}
         self.signature: tuple[object, ...] = ()  # what the shell built it from, to tell a new view from the same one
-        self.stalled: frozenset[str] = frozenset()  # members shown everything (`StallWatch`)
+        self.stalled: frozenset[str] = frozenset()  # members shown everything (`cluster.stalls.StallWatch`)
+        self._stranded: Mapping[str, frozenset[str]] = {}
+        self._stranded_on: dict[str, set[str]] = {}  # a stopped source -> the members that named it
+        self._joined: dict[tuple[str, str], Container[int] | None] = {}
+
+    @property
+    def stranded(self) -> Mapping[str, frozenset[str]]:
+        """Members -> the stopped sources they name (`cluster.stalls.stranded_by`), set every period."""
+        return self._stranded
+
+    @stranded.setter
+    def stranded(self, named: Mapping[str, frozenset[str]]) -> None:
+        if named == self._stranded:
+            return
+        self._stranded = named
+        self._stranded_on = {}
+        for member, sources in named.items():
+            for source in sources:
+                self._stranded_on.setdefault(source, set()).add(member)
+        self._joined.clear()
 
     def _homes_in(self, dc: str) -> list[int | None]:
         owners = self.dc.get(dc)
@@ -448,11 +460,42 @@ class EntryPlan:
         return self.dc.get(taker.location.dc)
 
     def shown(self, server: str, receiver: str) -> Container[int] | None:
-        """The blocks `server` shows `receiver` (None: all of them, as to a stalled member)."""
+        """The blocks `server` shows `receiver` (None: all of them, as to a stalled member).
+
+        Around a stopped source (`cluster.stalls`): a member that names it is also shown, by every other server,
+        what it was to show that member; and the stopped source shows the member's share to the other members of
+        its unit (`_taken_over`: they take it in its place, and the member gets it from them). The pusher, the only
+        holder of a root member's slice, gets that slice to the member that way."""
         if receiver in self.stalled:
             return None
         if receiver not in self.view.members:  # not in this plan: nothing until a plan that has it
             return frozenset()
+        own = self._planned(server, receiver)
+        if not self._stranded:
+            return own
+        key = (server, receiver)
+        if key not in self._joined:
+            parts = [own]
+            parts += [self._planned(source, receiver) for source in sorted(self._stranded.get(receiver, ()))
+                      if source != server]
+            parts += self._taken_over(server, receiver)
+            self._joined[key] = None if None in parts else Joined(part for part in parts if part)
+        return self._joined[key]
+
+    def _taken_over(self, server: str, receiver: str) -> list[Container[int] | None]:
+        """The shares of the members of `receiver`'s unit that named `server` stopped: each other member of the
+        unit is shown them whole. Split between them (each block to one, as if the stopped member had left), the
+        share crossed `server`'s link once, but the blocks then followed the trees rooted at the stopped member's
+        rack, behind it (docs/cluster.md, "A blackhole mid-push"); whole, START keeps the takers from each taking
+        every block."""
+        unit = self.owners_for(server, receiver)
+        if unit is None or receiver not in set(unit):  # (the pusher's unit is the root's, whoever asks)
+            return []
+        return [self._planned(server, member) for member in sorted(self._stranded_on.get(server, ()))
+                if member != receiver and self.owners_for(server, member) is unit]
+
+    def _planned(self, server: str, receiver: str) -> Container[int] | None:
+        """The blocks the plan has `server` show `receiver`, a member of the view."""
         key = (server, receiver)
         if key not in self._cache:
             owners = self.owners_for(server, receiver)
@@ -546,51 +589,3 @@ class EntryPlan:
         """Copies of the content this plan brings into a rack from outside it (1.0 when every block enters once)."""
         owners = self.rack.get(location)
         return 0.0 if owners is None or not self.num_blocks else sum(1 for o in owners if o) / self.num_blocks
-
-
-class StallWatch:
-    """When each member last made progress (its verified count grew), from the records read each period.
-
-    A member's clock starts again whenever its role changes: waiting to become a representant (a late rack whose
-    slots are not free yet, as while redis recovers from a restart) is no stall. Counted as one, every node would
-    show a rack's new representants everything at once, and both would bring the whole file across the level."""
-
-    def __init__(self, after: float = STEAL_AFTER) -> None:
-        self.after = after
-        self._last: dict[str, tuple[int, float, str]] = {}  # node -> (verified, when it last grew, role then)
-
-    def observe(self, node: str, verified: int, blocks: int, now: float, fetching: bool = True,
-                role: str = "") -> None:
-        """A member's record: `fetching` False while it waits its turn (priority): that is no stall."""
-        before = self._last.get(node)
-        if verified >= blocks:
-            self._last.pop(node, None)
-        elif before is None or verified > before[0] or not fetching or role != before[2]:
-            self._last[node] = (verified, now, role)
-
-    def stalled(self, now: float) -> frozenset[str]:
-        return frozenset(node for node, (_, since, _) in self._last.items() if now - since >= self.after)
-
-    def observe_round(self, records: Mapping[str, MemberState], now: float) -> frozenset[str]:
-        """Observe every member record read this round; the members stalled among those read.
-
-        A member whose record was not read this round is not judged, whatever its clock says: what the watch did
-        not see is no stall. After redis restarted empty, a member's record is missing until it writes it again,
-        and the clocks stood still while redis was away; counted as stalls, every serving node would show every
-        member everything at once (the chaos test's late rack once brought 1.40 copies across its uplink)."""
-        for node, record in records.items():
-            self.observe(node, record.verified, record.blocks, now, record.fetching, record.role)
-        return frozenset(node for node in self.stalled(now) if node in records)
-
-
-class MemberState(Protocol):
-    """What `StallWatch` reads of a member record (`cluster.records.MemberRecord`)."""
-
-    @property
-    def verified(self) -> int: ...
-    @property
-    def blocks(self) -> int: ...
-    @property
-    def fetching(self) -> bool: ...
-    @property
-    def role(self) -> str: ...

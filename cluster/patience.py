@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from cluster.division import MemberState
+from cluster.stalls import MemberState
 
 __all__ = ["Patience"]
 

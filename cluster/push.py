@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from cluster.coord import Coord
 from cluster.discovery import RedisDiscovery
-from cluster.division import EntryPlan, StallWatch
+from cluster.division import EntryPlan
 from cluster.errors import BadRecord, ConfigError, PushIncomplete, RedisUnavailable, TransferCancelled
 from cluster.identity import Gate, Identity
 from cluster.intent import CANCEL, PUSH, Intent, SignedIntent, SigningKey
@@ -49,6 +49,7 @@ from cluster.records import (
     transfer_id,
 )
 from cluster.run import read_view
+from cluster.stalls import StallWatch, stranded_by
 from cluster.transport import LeveledTransport
 from swarm.content.manifest import Manifest
 from swarm.service.swarm_service import SwarmService
@@ -260,6 +261,7 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
                     last_signature = signature
                     if plan:
                         plan[0].stalled = stalled  # work stealing: a stalled member is shown all
+                        plan[0].stranded = stranded_by(members, view.members) if stage.stealing else {}
                         service.reveal()
                     posted = (await coord.cancelled([tid])).get(tid)
                     if posted is not None and cancel_is_genuine(posted, tid, config.key):

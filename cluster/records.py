@@ -35,6 +35,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
@@ -44,7 +45,7 @@ from cluster.overlay import Level, Location, Slot
 R = TypeVar("R")  # a record class
 
 __all__ = ["AgentRecord", "Keys", "MemberRecord", "ProviderRecord", "TransferRecord", "build", "check_name",
-           "unverified"]
+           "fields_of", "unverified"]
 
 NAMESPACE = "swarmproxy:cluster"
 RECONCILE_EVERY = 2.0  # seconds between an agent's reconciles (--reconcile)
@@ -136,8 +137,22 @@ def _load(data: bytes | str | None, kind: str) -> dict[str, Any]:
     return value
 
 
+# Fields a record leaves out while they are empty: an agent of the version before them refuses a record with a
+# field it does not know (`build`), so during a rolling upgrade it reads every record that does not need them.
+_LEFT_OUT_EMPTY = ("stranded",)
+
+
+def fields_of(record: object) -> dict[str, Any]:
+    """A record's fields as written to redis (`_LEFT_OUT_EMPTY`)."""
+    value: dict[str, Any] = asdict(record)  # type: ignore[call-overload]
+    for name in _LEFT_OUT_EMPTY:
+        if name in value and not value[name]:
+            del value[name]
+    return value
+
+
 def _dump(value: object) -> str:
-    return json.dumps(asdict(value), separators=(",", ":"), sort_keys=True)  # type: ignore[call-overload]
+    return json.dumps(fields_of(value), separators=(",", ":"), sort_keys=True)
 
 
 def _build(cls: type[R], data: bytes | str | None, kind: str) -> R:
@@ -256,6 +271,9 @@ class MemberRecord:
     # file name. A push counts a member FINISHED only for its own root and name.
     root: str = ""
     name: str = ""
+    # The sources (node ids, hex) its requests timed out on while they alone held blocks it lacks: the other
+    # servers show it those blocks (`cluster.stalls`). Left out of the record while empty (`fields_of`).
+    stranded: Sequence[str] = ()
 
     @property
     def location(self) -> Location | None:

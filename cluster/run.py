@@ -23,13 +23,14 @@ import time
 from collections.abc import Callable, Container
 
 from cluster.coord import Coord
-from cluster.division import EntryPlan, StallWatch
+from cluster.division import EntryPlan
 from cluster.errors import BadRecord, RedisUnavailable
 from cluster.lag import LagWatch
 from cluster.overlay import Level, Representation, Slot, View, merged
 from cluster.records import FINISHED, PENDING, REFUSED, MemberRecord, TransferRecord
 from cluster.scope import Stillness, assemble
 from cluster.scope import deep as scope_deep
+from cluster.stalls import STRANDED_KEPT, StallWatch, stranded_by
 from swarm.content.manifest import Manifest, decode
 from swarm.core.policy import PolicyConfig
 from swarm.errors import FetchFailed, HashMismatch, StoreError, SwarmError
@@ -68,6 +69,7 @@ class TransferRun:
         self._signature: tuple = ()
         self.view_changed = True  # by the last reconcile (`cluster.scope.FollowUp`)
         self.stalls = StallWatch()
+        self._stranded: dict[str, frozenset[str]] = {}  # who names stopped sources (`cluster.stalls`), last read
         self.lag = LagWatch(self.node)  # a root member behind the others' shares: the pusher's flow first
         self.cancelled = False
         self.refused = ""  # why this agent will not take it (disk space): reported, never fetched
@@ -130,6 +132,7 @@ class TransferRun:
             hash_failures=self.agent.service.nodes["tcp"].fetch_totals.hash_failures,
             banned=self.agent.service.nodes["tcp"].fetch_totals.banned,
             started=self.started, finished=self.finished_at, resumed=self.resumed_with,
+            stranded=tuple(peer.hex() for peer in self.service.stranded(self.root)[:STRANDED_KEPT]),
             root=self.manifest.root.hex(), name=self.record.name)
 
     async def _read(self, coord: Coord, deep: bool) -> tuple[View, dict[str, MemberRecord]]:
@@ -190,6 +193,12 @@ class TransferRun:
             log.info("transfer %s: no progress for %g s from %s: shown every block", self.tid, self.stalls.after,
                      ", ".join(sorted(n[:12] for n in stalled - self.plan.stalled)))
         self.plan.stalled = stalled
+        stranded = stranded_by(records, view.members) if self.agent.stage.stealing else {}
+        if set(stranded.items()) - set(self._stranded.items()):
+            log.info("transfer %s: requests timed out on the only sources of some blocks: %s",
+                     self.tid, "; ".join(f"{node[:12]} on {', '.join(sorted(s[:12] for s in sources))}"
+                                         for node, sources in sorted(stranded.items())))
+        self.plan.stranded = self._stranded = stranded
         if self.agent.stage.division and self.lag.observe(self.plan.root, records, self.manifest.block_size) \
                 and not was_lagging:
             log.info("transfer %s: our share from the pusher lags the other root members': its flow first",

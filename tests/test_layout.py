@@ -55,7 +55,7 @@ CORE_MODULES = (
     "swarm.discovery.seam", "swarm.discovery.own_claims",
     "dht.attestation", "dht.announcements", "dht.routing", "dht.records", "addresses",
     "cluster.overlay", "cluster.throttle", "cluster.division", "cluster.carriers", "cluster.records", "cluster.scope",
-    "cluster.fresh",
+    "cluster.fresh", "cluster.stalls",
     "cluster.lag",
 )
 # ... nor touch files: the shell reads and writes them and hands the core their contents (a call of the builtin

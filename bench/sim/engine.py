@@ -48,10 +48,11 @@ import numpy as np
 from bench.sim.links import Network
 from bench.sim.topology import Setup
 from cluster.agent import FETCH_PEERS
-from cluster.division import EntryPlan, StallWatch, provider_order
+from cluster.division import EntryPlan, provider_order
 from cluster.lag import LagWatch
 from cluster.overlay import Level, Location, Member, Representation, View
 from cluster.records import RECONCILE_EVERY
+from cluster.stalls import StallWatch
 from cluster.throttle import Capacities, Planner
 from swarm.content.manifest import Manifest
 from swarm.core.fetch import Announce, Close, FetchCore, Finished, Send, Verified

@@ -203,6 +203,29 @@ class FetchCore:
                          f"{', snubbed' if policy.is_snubbed(source) else ''}")
         return "; ".join(parts)
 
+    def stranded(self) -> list[Peer]:
+        """The peers whose requests timed out (snubbed, `swarm.core.policy`) that have shown us blocks we still
+        lack and no responsive source holds: those blocks wait on connections that stopped delivering. A TCP
+        connection in retransmission back-off can sit idle for seconds after the loss that caused it; the cluster
+        asks other holders to show such blocks (`cluster.stalls`). Empty while every source answers, and cheap
+        then: the blocks are only scanned when some peer is snubbed, and each block costs its snubbed holders'
+        count against its availability (every peer holding it), not a look at every source."""
+        policy, picker = self.policy, self.picker
+        sources = policy.sources()
+        snubbed = [source for source in sources if source is not ORIGIN and policy.is_snubbed(source)]
+        if not snubbed or (ORIGIN in sources and not policy.is_snubbed(ORIGIN)):  # the origin has every block
+            return []
+        stranded: set[Peer] = set()
+        for block in range(self.first_block, self.last_block + 1):
+            if picker.state(block) is BlockState.VERIFIED:
+                continue
+            holders = [source for source in snubbed if picker.has(source, block)]
+            if holders and len(holders) == picker.availability(block):
+                stranded.update(holders)
+                if len(stranded) == len(snubbed):
+                    break
+        return [source for source in snubbed if source in stranded]
+
     @property
     def has_sources(self) -> bool:
         """Anyone left who could still supply a block. The origin counts once the layer is known: without it no

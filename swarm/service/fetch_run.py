@@ -182,6 +182,12 @@ class _FetchRun:
     def origin_bytes(self) -> int:
         return self.origin.bytes_received if self.origin is not None else 0
 
+    def stranded(self) -> list[bytes]:
+        """The node ids of the peers whose requests timed out and alone hold blocks we lack
+        (`FetchCore.stranded`)."""
+        ids = (self.node.peer_id(peer) for peer in self.core.stranded() if isinstance(peer, Connection))
+        return [peer_id for peer_id in ids if peer_id is not None]
+
     async def peer(self, address: Address, timeout: float) -> None:
         try:
             connection = await self.node.open_connection(address, self.root, timeout)

@@ -553,6 +553,12 @@ class SwarmNode:
             started += 1
         return started
 
+    def stranded(self, root: bytes) -> list[bytes]:
+        """Node ids of the peers the fetch of `root` waits on although their requests timed out: they alone
+        hold blocks it lacks (`swarm.core.fetch.FetchCore.stranded`); empty when no fetch of `root` runs."""
+        run = self._fetching.get(root)
+        return [] if run is None or run.done else run.stranded()
+
     def peer_count(self, root: bytes) -> int | None:
         """Peers the fetch of `root` is connected or connecting to; None when no fetch of `root` runs."""
         run = self._fetching.get(root)

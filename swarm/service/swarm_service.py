@@ -204,6 +204,11 @@ class SwarmService:
         (`SwarmNode.reveal`); the number sent."""
         return sum(node.reveal() for node in self.nodes.values())
 
+    def stranded(self, root: bytes) -> list[bytes]:
+        """Node ids of the peers a fetch of `root` waits on although their requests timed out: they alone hold
+        blocks it lacks (`SwarmNode.stranded`), on every transport."""
+        return [peer for node in self.nodes.values() for peer in node.stranded(root)]
+
     # -- lifecycle ----------------------------------------------------------------------------------------------
 
     async def start(self, host: str, port: int) -> tuple[str, int]:

@@ -1,7 +1,6 @@
 """Work division: slices, the picker's rng, and the entry plan (each block into each unit once)."""
 
 import random
-from dataclasses import dataclass
 
 import pytest
 
@@ -11,7 +10,6 @@ from cluster.division import (
     HOMES_LAST_FROM,
     EntryPlan,
     SliceFirst,
-    StallWatch,
     _even_quotas,
     homes_last_variants,
     provider_order,
@@ -495,20 +493,6 @@ def test_plan_is_the_same_everywhere():
     assert EntryPlan(view, 100).rack == EntryPlan(shuffled, 100).rack
 
 
-def test_stall_watch():
-    watch = StallWatch(after=10.0)
-    watch.observe("a", 5, 100, 0.0)
-    watch.observe("b", 5, 100, 0.0)
-    watch.observe("done", 100, 100, 0.0)
-    watch.observe("a", 6, 100, 8.0)  # progress
-    watch.observe("b", 5, 100, 8.0)  # none
-    assert watch.stalled(9.9) == frozenset()
-    assert watch.stalled(10.0) == {"b"}
-    assert watch.stalled(18.0) == {"a", "b"}
-    watch.observe("b", 100, 100, 19.0)  # finished: never stalled
-    assert watch.stalled(30.0) == {"a"}
-
-
 def test_a_stalled_member_is_shown_everything():
     view = topology()
     plan = EntryPlan(view, 40)
@@ -518,45 +502,39 @@ def test_a_stalled_member_is_shown_everything():
     assert plan.shown("seed", "r1a1") is not None  # the others keep their share
 
 
-def test_waiting_for_priority_is_no_stall():
-    watch = StallWatch(after=10.0)
-    watch.observe("a", 5, 100, 0.0)
-    watch.observe("a", 5, 100, 9.0, fetching=False)
-    assert watch.stalled(15.0) == frozenset()
-    assert watch.stalled(19.0) == {"a"}
+def blocks_in(shown, count=40) -> set[int]:
+    return set(range(count)) if shown is None else {b for b in range(count) if b in shown}
 
 
-def test_waiting_to_become_a_representant_is_no_stall():
-    """A late rack whose slots are not free yet (redis recovering from a restart) makes no progress: once a
-    member stands, its clock starts again, or every node would show it everything at once."""
-    watch = StallWatch(after=10.0)
-    watch.observe("a", 0, 100, 0.0, role="peer")
-    watch.observe("a", 0, 100, 12.0, role="peer")
-    assert watch.stalled(12.0) == {"a"}
-    watch.observe("a", 0, 100, 15.0, role="rack")  # a representant now
-    assert watch.stalled(20.0) == frozenset()
-    watch.observe("a", 0, 100, 21.0, role="dc")
-    assert watch.stalled(30.0) == frozenset()
-    assert watch.stalled(31.0) == {"a"}
+def test_a_stranded_member_is_shown_by_the_others_what_its_stopped_source_was_to_show_it():
+    """r1a0's requests to the seeder timed out while the seeder alone had shown it its share: every other server
+    now shows it that share beside its own; what the others are shown from elsewhere stays as planned."""
+    view = topology()
+    plan, before = EntryPlan(view, 40), EntryPlan(view, 40)
+    from_seeder, from_r2 = blocks_in(plan.shown("seed", "r1a0")), blocks_in(plan.shown("r2a0", "r1a0"))
+    from_mate = blocks_in(plan.shown("r1a1", "r1a0"))
+    assert from_seeder and not from_seeder & from_r2
+    plan.stranded = {"r1a0": frozenset({"seed"})}
+    assert blocks_in(plan.shown("r2a0", "r1a0")) == from_seeder | from_r2
+    assert blocks_in(plan.shown("r1a1", "r1a0")) == from_seeder | from_mate
+    assert blocks_in(plan.shown("seed", "r1a0")) == from_seeder  # the stopped connection itself: as before
+    assert blocks_in(plan.shown("r2a0", "r1a1")) == blocks_in(before.shown("r2a0", "r1a1"))
+    plan.stranded = {}
+    assert blocks_in(plan.shown("r2a0", "r1a0")) == from_r2
 
 
-@dataclass
-class Record:
-    verified: int
-    blocks: int = 100
-    fetching: bool = True
-    role: str = "rack"
-
-
-def test_a_member_not_read_this_round_is_not_judged():
-    """Redis restarted empty: the clocks stood still while it was away, and a member's record is missing until the
-    member writes it again. Who was not read is no stall; who was read and made no progress still is."""
-    watch = StallWatch(after=10.0)
-    assert watch.observe_round({"a": Record(5), "b": Record(5)}, 0.0) == frozenset()
-    # redis away from 1 s to 12 s: nothing read; back empty, only b has written its record again (no progress)
-    assert watch.observe_round({}, 12.0) == frozenset()
-    assert watch.observe_round({"b": Record(5)}, 13.0) == {"b"}
-    assert watch.stalled(13.0) == {"a", "b"}  # what the clocks alone would say
-    # a writes its record again, with the progress it made meanwhile: no stall
-    assert watch.observe_round({"a": Record(9), "b": Record(6)}, 14.0) == frozenset()
-    assert watch.observe_round({"a": Record(9), "b": Record(6)}, 24.0) == {"a", "b"}
+def test_the_pusher_stranding_a_root_member_shows_its_slice_to_the_other_root_members():
+    """Only the pusher holds a root member's slice: when the member's requests to it time out, the pusher shows
+    that slice to the other root members, who take it in its place (START keeps them from each taking all of it);
+    the member is then shown it by them."""
+    view = topology()
+    plan = EntryPlan(view, 40)
+    root = sorted(n for n in view.members if view.is_dc_rep(n))
+    slices = {n: blocks_in(plan.shown("seed", n)) for n in root}
+    assert "r1a0" in root and slices["r1a0"] and not any(slices["r1a0"] & slices[n] for n in root if n != "r1a0")
+    plan.stranded = {"r1a0": frozenset({"seed"})}
+    assert all(blocks_in(plan.shown("seed", n)) == slices[n] | slices["r1a0"] for n in root if n != "r1a0")
+    assert blocks_in(plan.shown("seed", "r1a0")) == slices["r1a0"]  # the stopped connection itself: as before
+    assert "r1a2" not in root and blocks_in(plan.shown("seed", "r1a2")) == set()  # not a root member: nothing
+    plan.stranded = {}
+    assert all(blocks_in(plan.shown("seed", n)) == slices[n] for n in root)

@@ -1,5 +1,7 @@
 """Records and key names: round trips, refusal of what we did not write, names safe in keys."""
 
+import json
+
 import pytest
 
 from cluster.errors import BadRecord, ConfigError
@@ -69,3 +71,14 @@ def test_check_name(name, ok):
     else:
         with pytest.raises(ConfigError):
             check_name("rack", name)
+
+
+def test_a_member_records_stranded_sources_are_left_out_while_empty():
+    """An agent of the version before `stranded` refuses a record with a field it does not know: a record names
+    stopped sources only while there are some, and reads the same as before otherwise."""
+    plain = MemberRecord("ab" * 32, verified=3, blocks=10)
+    assert "stranded" not in json.loads(plain.dump())
+    assert MemberRecord.load(plain.dump()) == plain
+    named = MemberRecord("ab" * 32, verified=3, blocks=10, stranded=("cd" * 32,))
+    assert json.loads(named.dump())["stranded"] == ["cd" * 32]
+    assert list(MemberRecord.load(named.dump()).stranded) == ["cd" * 32]

@@ -293,3 +293,33 @@ def test_a_peers_start_keeps_the_origin_off_that_block_until_the_peer_has_it():
 def test_bitfield_to_bytes():
     field = wire.Bitfield.from_blocks(11, [0, 3, 10])
     assert bitfield_to_bytes(field) == bytes([1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 1])
+
+
+@pytest.mark.parametrize("peers, wait, stranded", [
+    # a silent peer alone holding blocks we lack: named once its requests timed out, not before
+    ({"a": ("good", range(0, 5)), "b": ("silent", range(5, 10))}, 1.0, []),
+    ({"a": ("good", range(0, 5)), "b": ("silent", range(5, 10))}, 2.5, ["b"]),
+    # two silent peers holding the same lacking blocks: both
+    ({"a": ("good", range(0, 5)), "b": ("silent", range(5, 10)), "c": ("silent", range(3, 10))}, 2.5, ["b", "c"]),
+    # a silent peer whose blocks a responsive one holds too: they come from that one, nobody waits on it
+    ({"a": ("good", range(0, 10)), "b": ("silent", range(0, 10))}, 2.5, []),
+    # a silent peer holding only blocks we got from elsewhere
+    ({"a": ("good", range(0, 10)), "b": ("silent", range(2, 4))}, 2.5, []),
+])
+def test_a_snubbed_peer_alone_holding_blocks_we_lack_is_named_stranded(peers, wait, stranded):
+    sim = Sim(content(10 * BLOCK), config=PolicyConfig(request_timeout=2.0, retry_backoff=10.0))
+    for name, (behaviour, blocks) in peers.items():
+        sim.join(name, behaviour, set(blocks))
+    sim.advance(wait)
+    assert sorted(sim.core.stranded()) == stranded
+
+
+def test_a_stranded_peer_that_delivers_again_is_named_no_longer():
+    sim = Sim(content(10 * BLOCK), config=PolicyConfig(request_timeout=2.0, retry_backoff=1.0))
+    sim.join("a", "good", set(range(5)))
+    sim.join("b", "silent", set(range(5, 10)))
+    sim.advance(2.5)
+    assert sim.core.stranded() == ["b"]
+    sim.behaviour["b"] = "good"  # its connection came back: the next request is answered
+    sim.advance(20.0)
+    assert sim.finished and sim.core.stranded() == []

@@ -401,3 +401,24 @@ async def test_the_largest_block_a_manifest_may_have_travels_between_peers(swarm
 def test_a_fetch_that_verifies_nothing_fails_after_the_one_default(fetch):
     """The node said 60 s, the service over it 30 s: one constant now, the 30 s every proxy download used."""
     assert inspect.signature(fetch).parameters["stall_timeout"].default == FETCH_STALL_TIMEOUT == 30.0
+
+
+async def test_a_fetch_names_the_silent_peer_that_alone_holds_blocks_it_lacks(swarm):
+    """The cluster's entry plan has one server show a member some blocks; when that server's requests time out
+    the fetch names it (`SwarmNode.stranded`), and once another server shows those blocks the fetch ends."""
+    data = content(24 * BLOCK, seed=3)
+    shows: dict[str, frozenset[int] | None] = {"blocks": frozenset(range(12))}
+    honest, honest_address, manifest = await swarm.seed(data, shown=lambda root, peer: shows["blocks"])
+    silent, silent_address, _ = await swarm.seed(data, cls=SilentNode)
+    leecher, _ = await swarm.node()
+    assert leecher.stranded(manifest.root) == []  # no fetch
+    chunks = leecher.fetch(manifest, [honest_address, silent_address], window=0)
+    got = [await anext(chunks)]
+    async with asyncio.timeout(10):  # FAST's 1 s request timeout, on the loop's clock
+        while leecher.stranded(manifest.root) != [silent.node_id]:
+            await asyncio.sleep(0.01)
+    shows["blocks"] = None  # what the cluster's other servers do on reading the member's record
+    assert honest.reveal() == 12
+    got += [chunk async for chunk in chunks]
+    assert b"".join(got) == data
+    assert leecher.stranded(manifest.root) == []  # the fetch is over
