@@ -14,16 +14,18 @@ records every reconcile period:
 * **A stopped source** (`stranded_by`): a member whose requests to a source timed out (the request policy snubbed
   it) while that source alone had shown it blocks it lacks names the source in its record (`MemberRecord.stranded`,
   from `swarm.core.fetch.FetchCore.stranded`). Every other server then shows it, beside what the plan gives it
-  from that server, what the plan gives it from the stopped source (`EntryPlan.stranded`, `Joined`). One TCP
+  from that server, what the plan gives it from the stopped source (`EntryPlan.stranded`, `Joined`); and the
+  stopped source shows the member's share to the other members of the member's unit, who take it in its place
+  (the pusher's slice for a root member has no other holder). One TCP
   connection in retransmission back-off (a burst of loss on a shallow switch queue, a few seconds of blackhole)
   stays silent for RTO * 2^k after the loss has ended, while the member's other sources keep it making progress:
   the stall watch saw nothing until every other block had come and `STEAL_AFTER` more seconds had passed (the
   lab's outliers, docs/cluster.md). Now it takes the request timeout (5 s) and up to two reconcile periods.
 
-What a member may claim: that its sources stopped. That only lets it take from others blocks the plan already
-gives it from someone, which it could have had from everyone by making no progress for `STEAL_AFTER` seconds; a
-named source counts only if it is a member of the view and not the member itself, and only the first
-`STRANDED_KEPT` names are read.
+What a member may claim: that its sources stopped. That lets it take from others blocks the plan already gives it
+from someone, which it could have had from everyone by making no progress for `STEAL_AFTER` seconds, and makes each
+named source send its share once more, to the member's unit (SECURITY.md); a named source counts only if it is a
+member of the view and not the member itself, and only the first `STRANDED_KEPT` names are read.
 """
 
 from __future__ import annotations

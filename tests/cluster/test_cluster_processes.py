@@ -166,7 +166,7 @@ def test_killed_agent_late_rack_and_redis_restart_all_finish(cluster, redis_serv
     assert late_rack["cross_rack_by_non_representants"] == 0  # the late rack, too, through its two
     # ... and it got its copy from the other racks through its two, about once. Its representants may stand one
     # after the other (the second only a slot TTL into the restarted redis's life): the stall clock starts when a
-    # member stands (`cluster.division.StallWatch`), and a representant takes from its rack what its rack holds
+    # member stands (`cluster.stalls.StallWatch`), and a representant takes from its rack what its rack holds
     # rather than across the level (the engine's nearest first). Measured 1.000-1.010 here, 1.37 and 1.40 in two
     # CI runs of the full suite on a busier machine. Not the 1.10 of the undisturbed run: a block asked of a far
     # source just before a rack peer's HAVE arrives, or held by a rack peer whose requests timed out (redis away
