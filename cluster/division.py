@@ -475,11 +475,15 @@ class EntryPlan:
             return own
         key = (server, receiver)
         if key not in self._joined:
-            parts = [own]
-            parts += [self._planned(source, receiver) for source in sorted(self._stranded.get(receiver, ()))
-                      if source != server]
-            parts += self._taken_over(server, receiver)
-            self._joined[key] = None if None in parts else Joined(part for part in parts if part)
+            extra = [self._planned(source, receiver) for source in sorted(self._stranded.get(receiver, ()))
+                     if source != server]
+            extra = [part for part in extra + self._taken_over(server, receiver) if part != frozenset()]
+            if not extra:
+                self._joined[key] = own
+            elif own is None or None in extra:
+                self._joined[key] = None
+            else:
+                self._joined[key] = Joined([own, *(part for part in extra if part is not None)])
         return self._joined[key]
 
     def _taken_over(self, server: str, receiver: str) -> list[Container[int] | None]:
@@ -489,7 +493,7 @@ class EntryPlan:
         rack, behind it (docs/cluster.md, "A blackhole mid-push"); whole, START keeps the takers from each taking
         every block."""
         unit = self.owners_for(server, receiver)
-        if unit is None or receiver not in set(unit):  # (the pusher's unit is the root's, whoever asks)
+        if unit is None or receiver not in unit:  # (the pusher's unit is the root's, whoever asks)
             return []
         return [self._planned(server, member) for member in sorted(self._stranded_on.get(server, ()))
                 if member != receiver and self.owners_for(server, member) is unit]
