@@ -157,10 +157,13 @@ def python_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "cluster", *args]
 
 
+LAB_RECONCILE = 0.5  # s: the agents' and pusher's period in the lab (the product's default is 2 s)
+
+
 class Cluster:
     """Agents and pushes on one redis; read their state as the agents wrote it."""
 
-    def __init__(self, directory: pathlib.Path, redis_server: RedisServer, *, reconcile: float = 0.5,
+    def __init__(self, directory: pathlib.Path, redis_server: RedisServer, *, reconcile: float = LAB_RECONCILE,
                  extra_agent_args: tuple[str, ...] = ()) -> None:
         self.directory = directory
         self.redis = redis_server

@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.cluster_netns [--size 32Mi] [--racks 2] [--per-rack 3] [--uplink 2M] [--json]
         [--runs N] [--out FILE] [--keep DIR] [--congestion cubic|bbr] [--mtu 9000] [--calibrate]
-        [--blackhole SECONDS]
+        [--blackhole SECONDS] [--reconcile SECONDS]
 
 Topology (one flat /24 in a random 10.x.y.0 so that parallel runs never collide; every name carries a random
 prefix and is deleted at the end, also on failure):
@@ -53,10 +53,10 @@ from dataclasses import dataclass, field
 from bench.background_flow import BackgroundFlow
 from bench.blackhole import Blackhole
 from bench.cluster_bound import Link, makespan_bound
-from bench.cluster_harness import Cluster, RedisServer, redis_missing, wait_until
+from bench.cluster_harness import LAB_RECONCILE, Cluster, RedisServer, redis_missing, wait_until
 from bench.cluster_sim import figures
 from bench.link_meters import LinkSampler, counts_per_second, link_phases
-from bench.netns import READ_TIMEOUT, tear_down
+from bench.netns import ALLOWED_CC, READ_TIMEOUT, allow_congestion, tear_down
 from bench.netns import run as _run
 from bench.netns import tool as _tool
 from cluster.run import manifest_of
@@ -75,24 +75,6 @@ def _shape(ns: str, dev: str, rate: float) -> None:
     """A token bucket filter on `dev`'s egress in `ns`: what leaves it is held to `rate` bytes/s."""
     _run("tc", "-n", ns, "qdisc", "add", "dev", dev, "root", "tbf", "rate", f"{int(rate * 8)}bit", "burst", str(BURST),
          "latency", TBF_LATENCY)
-
-
-ALLOWED_CC = pathlib.Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
-AVAILABLE_CC = pathlib.Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
-
-
-def allow_congestion(name: str) -> str | None:
-    """Let a namespace make `name` its default TCP congestion control: Linux lets a namespace other than the
-    machine's choose only from the machine's allowed list (else EPERM), so add `name` to it; the list as it was,
-    for `Topology.close` to put back, or None when `name` was already allowed."""
-    if name not in AVAILABLE_CC.read_text().split():
-        raise RuntimeError(f"TCP congestion control {name!r} is not available here (available: "
-                           f"{AVAILABLE_CC.read_text().strip()}; modprobe tcp_{name}?)")
-    before = ALLOWED_CC.read_text().strip()
-    if name in before.split():
-        return None
-    ALLOWED_CC.write_text(f"{before} {name}")
-    return before
 
 
 def netns_missing() -> str | None:
@@ -350,6 +332,7 @@ class NetnsRun:
     push_args: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)  # for agents and pusher (the lab's `cluster.lab_stage`)
     secure: bool = False  # redis as documented for production: TLS, one ACL user (`bench.secure_redis`)
+    reconcile: float = LAB_RECONCILE  # the agents' and pusher's period
     redis: RedisServer | None = None
     cluster: Cluster | None = None
 
@@ -357,7 +340,7 @@ class NetnsRun:
         """redis and every rack's agents but those of the racks in `later` (`join` starts them), registered."""
         self.redis = RedisServer(self.directory / "redis", host=self.topology.test_address, secure=self.secure)
         self.redis.start()
-        self.cluster = Cluster(self.directory, self.redis)
+        self.cluster = Cluster(self.directory, self.redis, reconcile=self.reconcile)
         self.cluster.env.update(self.env)
         now = [rack for rack in range(1, self.topology.racks + 1) if rack not in set(later)]
         for rack in now:
@@ -427,10 +410,12 @@ def tcp_goodput(topology: Topology, seconds: float = CALIBRATE_FOR) -> dict:
         topology.close()
 
 
-def bench(size: int, topology: Topology, directory: pathlib.Path, fault: Blackhole | None = None) -> dict:
-    """One push of `size` bytes through `topology` (built and torn down here), in `directory`; `fault` mid-push."""
+def bench(size: int, topology: Topology, directory: pathlib.Path, fault: Blackhole | None = None,
+          reconcile: float = LAB_RECONCILE) -> dict:
+    """One push of `size` bytes through `topology` (built and torn down here), in `directory`; `fault` mid-push;
+    the agents' and pusher's period `reconcile`."""
     racks, uplink = topology.racks, topology.uplink
-    run = NetnsRun(topology, directory)
+    run = NetnsRun(topology, directory, reconcile=reconcile)
     try:
         topology.build()
         run.start()
@@ -508,9 +493,9 @@ def _one_run(args: argparse.Namespace, run: int) -> dict:
     if args.keep is not None:
         directory = args.keep / f"run{run}" if args.runs > 1 else args.keep
         directory.mkdir(parents=True, exist_ok=True)
-        return bench(args.size, _topology(args), directory, fault)
+        return bench(args.size, _topology(args), directory, fault, args.reconcile)
     with tempfile.TemporaryDirectory(prefix="cluster-netns-") as scratch:
-        return bench(args.size, _topology(args), pathlib.Path(scratch), fault)
+        return bench(args.size, _topology(args), pathlib.Path(scratch), fault, args.reconcile)
 
 
 def _summary(result: dict, uplink: float) -> str:
@@ -544,14 +529,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--blackhole", type=float, default=None, metavar="SECONDS",
                         help="drop everything between the seeder and rack 1's root member for this long, from 4 s "
                              "after the push's start (bench/blackhole.py)")
+    parser.add_argument("--reconcile", type=float, default=LAB_RECONCILE, metavar="SECONDS",
+                        help=f"the agents' and pusher's period in seconds (default: {LAB_RECONCILE:g}, the lab's; "
+                             "the product's default is 2)")
     parser.add_argument("--json", action="store_true", help="print only the JSON")
     parser.add_argument("--out", type=pathlib.Path, default=None, help="also write the JSON to this file")
     parser.add_argument("--keep", type=pathlib.Path, default=None,
                         help="run in this directory and keep it (the agents' and redis's logs), instead of a "
                              "temporary one (with --runs, one directory per run in it)")
     args = parser.parse_args(argv)
-    if args.runs < 1:
-        parser.error("--runs must be at least 1")
+    if args.runs < 1 or args.reconcile <= 0:
+        parser.error("--runs must be at least 1, --reconcile above 0")
     if args.mtu is not None and not 1280 <= args.mtu <= 65535:  # IPv6's minimum; a veth's largest
         parser.error("--mtu must be from 1280 to 65535")
     if (why := netns_missing()) is not None:

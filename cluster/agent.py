@@ -243,7 +243,10 @@ class Agent:
             except Exception:  # noqa: BLE001 - the loop must outlive anything redis holds; the next period retries
                 log.exception("reconcile failed; retrying in %g s", self.config.reconcile)
             self.woken.clear()
-            wait = follow_up.wait(any(r.view_changed for r in self.runs.values() if not r.cancelled))
+            runs = [r for r in self.runs.values() if not r.cancelled]
+            dues = [due for r in runs if (due := r.stillness.due()) is not None]
+            now = asyncio.get_running_loop().time()  # the runs' `Stillness` clock
+            wait = follow_up.wait(any(r.view_changed for r in runs), min(dues) - now if dues else None)
             waits = [asyncio.ensure_future(e.wait()) for e in (stop, self.woken)]
             await asyncio.wait(waits, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
             for waiter in waits:

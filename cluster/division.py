@@ -350,7 +350,6 @@ class EntryPlan:
         self._cache: dict[tuple[str, str], Container[int] | None] = {}
         # per rack, its members that are not representants (the carriers) and each block's carrier among them
         self._carriers: dict[Location, tuple[list[str], list[int]]] = {}
-        self.signature: tuple[object, ...] = ()  # what the shell built it from, to tell a new view from the same one
         self.stalled: frozenset[str] = frozenset()  # members shown everything (`cluster.stalls.StallWatch`)
         self._stranded: Mapping[str, frozenset[str]] = {}
         self._stranded_on: dict[str, set[str]] = {}  # a stopped source -> the members that named it

@@ -49,6 +49,7 @@ from cluster.records import (
     transfer_id,
 )
 from cluster.run import read_view
+from cluster.scope import FollowUp, Stillness
 from cluster.stalls import StallWatch, stranded_by
 from cluster.transport import LeveledTransport
 from swarm.content.manifest import Manifest
@@ -233,6 +234,8 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
             known: dict = {}  # their registrations, for their names
             members: dict[str, MemberRecord] = {}
             last_signature: tuple = ()
+            changed = False  # the view, at the last read
+            follow_up, stillness = FollowUp(config.reconcile), Stillness(config.reconcile)
             view = View()
             stalls = StallWatch()
             patience = Patience(config.give_up_after, gap=2 * config.reconcile)
@@ -254,10 +257,11 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
                     view = merged(view, fresh) if recovering(server_id, uptime, record.server, SLOT_TTL) else fresh
                     signature = (frozenset(view.members), frozenset(view.holders.items()))
                     # A slice once shown is never taken back: show slices only once the root group has stood
-                    # still for a period, not while the representants are still taking their slots.
-                    if signature == last_signature and (not plan or plan[0].signature != signature):
+                    # still for a period, not while the representants are still taking their slots; looked at
+                    # again sooner while it changes and until it stood (`FollowUp`), as the agents do.
+                    changed = signature != last_signature
+                    if stillness.observe(signature, now):
                         plan[:] = [EntryPlan(view, manifest.num_blocks)]
-                        plan[0].signature = signature
                     last_signature = signature
                     if plan:
                         plan[0].stalled = stalled  # work stealing: a stalled member is shown all
@@ -298,8 +302,10 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
                 if config.timeout is not None and time.monotonic() - started > config.timeout:
                     raise PushIncomplete(f"not every agent finished within {config.timeout:g} s: "
                                          + outcome(known, members, seen - finished))
+                due = stillness.due()
+                wait = follow_up.wait(changed, None if due is None else due - asyncio.get_running_loop().time())
                 try:
-                    await asyncio.wait_for(stop.wait(), config.reconcile)
+                    await asyncio.wait_for(stop.wait(), wait)
                 except TimeoutError:
                     continue
                 if config.wait:  # interrupted (SIGINT, SIGTERM): not a success

@@ -209,7 +209,7 @@ class TransferRun:
     def set_view(self, view: View, now: float) -> None:
         self.view = view
         # The entry plan depends on who is there and who holds which slot only. A block once shown is never taken
-        # back, so a new plan is drawn only from a view that stood still for a period (`cluster.scope.Stillness`):
+        # back, so a new plan is drawn only from a view that stood still for half a period (`cluster.scope.Stillness`):
         # not while a rack's representants are still taking their slots one after the other (every node then
         # agrees on the plan).
         signature = (frozenset(view.members), frozenset(view.holders.items()))

@@ -31,8 +31,13 @@ __all__ = ["FollowUp", "Stillness", "across", "assemble", "deep", "empty_dcs", "
 
 FOLLOW_UPS = 3  # looks sooner than the period in a row while the view changes, at most (then the period)
 FOLLOW_UP_FRACTION = 0.125  # of the period: 0.25 s at the default 2 s
-# A period's timer may fire a little early (uvloop counts in milliseconds): "stood still for a period" allows it.
-STILL_FRACTION = 0.95
+# An entry plan is drawn from a view that stood still this long (of the period: 1 s at the default 2 s): two of the
+# looks a node takes while a plan is pending, so a slot another node took meanwhile is seen before the plan is
+# drawn. A whole period before: at the lab's 0.5 s the shaped rack's link carried its first block 0.9-1.1 s into a
+# push, now 0.4-0.5 s (docs/cluster.md, "Formation").
+STILL_FRACTION = 0.5
+PENDING_FRACTION = 0.25  # of the period: how often a node looks while a plan is pending (`FollowUp`)
+DUE_SLACK = 0.005  # s: the look for a plan falling due comes this much after it, never a timer's hair before
 
 
 def deep(view: View, node: str, held: Iterable[Slot]) -> bool:
@@ -87,27 +92,40 @@ def empty_dcs(dcs: Iterable[str], holders: Mapping[Slot, str]) -> list[str]:
 class FollowUp:
     """How long an agent waits before its next reconcile: its period, but a fraction of it while its views
     change (a push just arrived, representants are taking their slots), for at most `limit` looks in a row. So an
-    overlay forms in a few fractions of a period rather than in periods, and costs nothing more once it stands."""
+    overlay forms in a few fractions of a period rather than in periods, and costs nothing more once it stands.
+
+    While an entry plan is pending (a view seen has not stood still long enough to draw one from, `Stillness`), it
+    also looks every quarter period, and once more when the plan falls due. Before, a node whose own slot claim was
+    its last change looked again only a period later: it saw a slower rack's representants (their transfer record
+    still crossing their shaped link) a period late, and drew its plan a period after that; the pusher, which
+    shows the root members their slices by its plan, drew its first one about a second into a push at the lab's
+    0.5 s period, and the shaped rack's link carried no block before it (docs/cluster.md, "Formation")."""
 
     def __init__(self, period: float, *, fraction: float = FOLLOW_UP_FRACTION, limit: int = FOLLOW_UPS) -> None:
         self.period = period
         self.soon = period * fraction
+        self.pending = period * PENDING_FRACTION
         self.limit = limit
         self.streak = 0
 
-    def wait(self, changed: bool) -> float:
-        """The wait after a reconcile whose views changed (`changed`) or not."""
-        if not changed:
-            self.streak = 0
-            return self.period
-        if self.streak < self.limit:
+    def wait(self, changed: bool, due_in: float | None = None) -> float:
+        """The wait after a reconcile whose views changed (`changed`) or not; `due_in`: the seconds until the
+        earliest pending plan falls due (`Stillness.due`), None if none is pending."""
+        if changed and self.streak >= self.limit:
+            return self.period  # a view that never settles costs no more than the period (nor is a plan due)
+        if changed:
             self.streak += 1
-            return self.soon
-        return self.period
+            wait = self.soon
+        else:
+            self.streak = 0
+            wait = self.period
+        if due_in is not None:
+            wait = min(wait, self.pending, max(0.0, due_in) + DUE_SLACK)
+        return wait
 
 
 class Stillness:
-    """When a node may draw a new entry plan: from a view (its `signature`) that stood still for a period.
+    """When a node may draw a new entry plan: from a view (its `signature`) that stood still for half a period.
 
     A block once shown is never taken back, so a plan is not drawn while a rack's representants are still taking
     their slots one after the other. Counted in time, not in reconciles: a reconcile may follow the last one by a
@@ -128,3 +146,10 @@ class Stillness:
             self.drawn = signature
             return True
         return False
+
+    def due(self) -> float | None:
+        """When (on `observe`'s clock) the view seen last will have stood still long enough to draw a plan from;
+        None once one was drawn from it."""
+        if self.signature is None or self.signature == self.drawn:
+            return None
+        return self.since + self.period * STILL_FRACTION

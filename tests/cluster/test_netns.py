@@ -23,8 +23,6 @@ from bench.background_flow import RECEIVER, BackgroundFlow
 from bench.blackhole import Blackhole
 from bench.cluster_harness import wait_until
 from bench.cluster_netns import (
-    ALLOWED_CC,
-    AVAILABLE_CC,
     MiB,
     NetnsRun,
     Topology,
@@ -34,6 +32,7 @@ from bench.cluster_netns import (
 )
 from bench.cluster_sim import figures
 from bench.link_meters import LinkSampler
+from bench.netns import ALLOWED_CC, AVAILABLE_CC
 from bench.netns import run as _run
 from cluster.overlay import Level
 from cluster.throttle import RESERVE
