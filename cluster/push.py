@@ -257,7 +257,7 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
                     view = merged(view, fresh) if recovering(server_id, uptime, record.server, SLOT_TTL) else fresh
                     signature = (frozenset(view.members), frozenset(view.holders.items()))
                     # A slice once shown is never taken back: show slices only once the root group has stood
-                    # still for a period, not while the representants are still taking their slots; looked at
+                    # still for half a period, not while the representants are still taking their slots; looked at
                     # again sooner while it changes and until it stood (`FollowUp`), as the agents do.
                     changed = signature != last_signature
                     if stillness.observe(signature, now):
