@@ -238,13 +238,17 @@ class Agent:
         follow_up = FollowUp(self.config.reconcile)
         self._spawn(self.coord.listen_wake(self.woken))
         while not stop.is_set():
+            # A pending plan is looked for sooner only after a reconcile that read what it reads: while redis is
+            # away, or a reconcile fails, the next look would fail too, and the period paces the retries.
+            looked = False
             try:
                 await self.reconcile()
+                looked = self.unreachable_since is None
             except Exception:  # noqa: BLE001 - the loop must outlive anything redis holds; the next period retries
                 log.exception("reconcile failed; retrying in %g s", self.config.reconcile)
             self.woken.clear()
             runs = [r for r in self.runs.values() if not r.cancelled]
-            dues = [due for r in runs if (due := r.stillness.due()) is not None]
+            dues = [due for r in runs if (due := r.stillness.due()) is not None and looked]
             now = asyncio.get_running_loop().time()  # the runs' `Stillness` clock
             wait = follow_up.wait(any(r.view_changed for r in runs), min(dues) - now if dues else None)
             waits = [asyncio.ensure_future(e.wait()) for e in (stop, self.woken)]

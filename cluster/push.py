@@ -234,7 +234,7 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
             known: dict = {}  # their registrations, for their names
             members: dict[str, MemberRecord] = {}
             last_signature: tuple = ()
-            changed = False  # the view, at the last read
+            changed = looked = False  # the view changed at the last read; that read succeeded
             follow_up, stillness = FollowUp(config.reconcile), Stillness(config.reconcile)
             view = View()
             stalls = StallWatch()
@@ -272,7 +272,9 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
                         raise TransferCancelled(f"transfer {tid} was cancelled before every agent held it")
                 except RedisUnavailable as exc:
                     log.warning("%s; retrying every %g s", exc, config.reconcile)
+                    changed = looked = False  # and no plan looked for: the next look would fail too
                 else:
+                    looked = True
                     alive = targeted(agents, config.hosts)
                     # An admitted agent that reported on this transfer took it up (it judged itself targeted):
                     # waited for even when its registration cannot be read (gone, or removed from the index).
@@ -302,7 +304,7 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
                 if config.timeout is not None and time.monotonic() - started > config.timeout:
                     raise PushIncomplete(f"not every agent finished within {config.timeout:g} s: "
                                          + outcome(known, members, seen - finished))
-                due = stillness.due()
+                due = stillness.due() if looked else None
                 wait = follow_up.wait(changed, None if due is None else due - asyncio.get_running_loop().time())
                 try:
                     await asyncio.wait_for(stop.wait(), wait)

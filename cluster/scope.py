@@ -120,7 +120,9 @@ class FollowUp:
             self.streak = 0
             wait = self.period
         if due_in is not None:
-            wait = min(wait, self.pending, max(0.0, due_in) + DUE_SLACK)
+            # Overdue: the look that should have drawn it did not (it took longer than the time left, or failed):
+            # soon, not at once, so that a node whose looks keep failing does not spin.
+            wait = min(wait, self.pending, due_in + DUE_SLACK if due_in > 0 else self.soon)
         return wait
 
 

@@ -90,7 +90,8 @@ def test_follow_up(changes, waits):
     ([False], [1.0], [0.5]),  # a plan pending: looked at every quarter period, not a period later
     ([False], [0.2], [0.205]),  # and once more just after it falls due
     ([True], [1.0], [0.25]),  # a view changing: the follow-up as before
-    ([False], [-0.1], [0.005]),  # overdue (the reconcile took long): at once
+    ([False], [-0.1], [0.25]),  # overdue (the look that should have drawn it took long, or failed): soon, no spin
+    ([False] * 3, [-0.1] * 3, [0.25] * 3),
     ([False, False], [None, 0.3], [2.0, 0.305]),
     ([True] * 5, [1.0] * 5, [0.25, 0.25, 0.25, 2.0, 2.0]),  # a view that never settles: no plan due, the period
 ])
