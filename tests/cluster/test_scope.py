@@ -148,6 +148,11 @@ def test_a_slot_taken_just_after_our_own_is_planned_within_a_period():
     # Without the looks while a plan is pending (before): the change was seen a period later.
     at, view = plan_drawn(2.0, [0.0, 0.1], pending=False)
     assert view == 2 and at > 2.0
+    # Taken after our follow-up found the view still: seen at the next quarter-period look, not a period later.
+    at, view = plan_drawn(2.0, [0.0, 0.3])
+    assert view == 2 and at == pytest.approx(0.75 + 1.0 + 0.005)
+    at, view = plan_drawn(2.0, [0.0, 0.3], pending=False)
+    assert view == 2 and at > 4.0
 
 
 def formed_case(holders, views_of=None):
