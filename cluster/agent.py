@@ -249,8 +249,8 @@ class Agent:
             self.woken.clear()
             runs = [r for r in self.runs.values() if not r.cancelled]
             dues = [due for r in runs if (due := r.stillness.due()) is not None and looked]
-            now = asyncio.get_running_loop().time()  # the runs' `Stillness` clock
-            wait = follow_up.wait(any(r.view_changed for r in runs), min(dues) - now if dues else None)
+            wait = follow_up.wait(any(r.view_changed for r in runs), min(dues, default=None),
+                                  asyncio.get_running_loop().time())  # the runs' `Stillness` clock
             waits = [asyncio.ensure_future(e.wait()) for e in (stop, self.woken)]
             await asyncio.wait(waits, timeout=wait, return_when=asyncio.FIRST_COMPLETED)
             for waiter in waits:

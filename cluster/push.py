@@ -233,8 +233,7 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
             finished: set[str] = set()  # those that reported the pushed root under its name (and may have left)
             known: dict = {}  # their registrations, for their names
             members: dict[str, MemberRecord] = {}
-            last_signature: tuple = ()
-            changed = looked = False  # the view changed at the last read; that read succeeded
+            looked = False  # the last read succeeded
             follow_up, stillness = FollowUp(config.reconcile), Stillness(config.reconcile)
             view = View()
             stalls = StallWatch()
@@ -259,10 +258,8 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
                     # A slice once shown is never taken back: show slices only once the root group has stood
                     # still for half a period, not while the representants are still taking their slots; looked at
                     # again sooner while it changes and until it stood (`FollowUp`), as the agents do.
-                    changed = signature != last_signature
                     if stillness.observe(signature, now):
                         plan[:] = [EntryPlan(view, manifest.num_blocks)]
-                    last_signature = signature
                     if plan:
                         plan[0].stalled = stalled  # work stealing: a stalled member is shown all
                         plan[0].stranded = stranded_by(members, view.members) if stage.stealing else {}
@@ -272,7 +269,7 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
                         raise TransferCancelled(f"transfer {tid} was cancelled before every agent held it")
                 except RedisUnavailable as exc:
                     log.warning("%s; retrying every %g s", exc, config.reconcile)
-                    changed = looked = False  # and no plan looked for: the next look would fail too
+                    looked = False  # no plan looked for sooner: the next look would fail too
                 else:
                     looked = True
                     alive = targeted(agents, config.hosts)
@@ -304,8 +301,8 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
                 if config.timeout is not None and time.monotonic() - started > config.timeout:
                     raise PushIncomplete(f"not every agent finished within {config.timeout:g} s: "
                                          + outcome(known, members, seen - finished))
-                due = stillness.due() if looked else None
-                wait = follow_up.wait(changed, None if due is None else due - asyncio.get_running_loop().time())
+                wait = follow_up.wait(looked and stillness.changed, stillness.due() if looked else None,
+                                      asyncio.get_running_loop().time())
                 try:
                     await asyncio.wait_for(stop.wait(), wait)
                 except TimeoutError:

@@ -66,8 +66,6 @@ class TransferRun:
         self.view = View()
         self.plan = EntryPlan(self.view, self.manifest.num_blocks)
         self.stillness = Stillness(agent.config.reconcile)
-        self._signature: tuple = ()
-        self.view_changed = True  # by the last reconcile (`cluster.scope.FollowUp`)
         self.stalls = StallWatch()
         self._stranded: dict[str, frozenset[str]] = {}  # who names stopped sources (`cluster.stalls`), last read
         self.lag = LagWatch(self.node)  # a root member behind the others' shares: the pusher's flow first
@@ -213,10 +211,13 @@ class TransferRun:
         # not while a rack's representants are still taking their slots one after the other (every node then
         # agrees on the plan).
         signature = (frozenset(view.members), frozenset(view.holders.items()))
-        self.view_changed = signature != self._signature
-        self._signature = signature
         if self.stillness.observe(signature, now):
             self.plan = EntryPlan(view, self.manifest.num_blocks)
+
+    @property
+    def view_changed(self) -> bool:
+        """Whether the last reconcile's view differed from the one before (`cluster.scope.FollowUp`)."""
+        return self.stillness.changed
 
     def shown(self, node: str | None) -> Container[int] | None:
         """The blocks this node shows `node` when serving it (`cluster.division.EntryPlan`); nothing to a peer

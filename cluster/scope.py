@@ -108,9 +108,9 @@ class FollowUp:
         self.limit = limit
         self.streak = 0
 
-    def wait(self, changed: bool, due_in: float | None = None) -> float:
-        """The wait after a reconcile whose views changed (`changed`) or not; `due_in`: the seconds until the
-        earliest pending plan falls due (`Stillness.due`), None if none is pending."""
+    def wait(self, changed: bool, due: float | None = None, now: float = 0.0) -> float:
+        """The wait after a reconcile whose views changed (`changed`) or not, at `now`; `due`: when the earliest
+        pending plan falls due (`Stillness.due`, on the same clock), None if none is pending."""
         if changed and self.streak >= self.limit:
             return self.period  # a view that never settles costs no more than the period (nor is a plan due)
         if changed:
@@ -119,10 +119,10 @@ class FollowUp:
         else:
             self.streak = 0
             wait = self.period
-        if due_in is not None:
+        if due is not None:
             # Overdue: the look that should have drawn it did not (it took longer than the time left, or failed):
             # soon, not at once, so that a node whose looks keep failing does not spin.
-            wait = min(wait, self.pending, due_in + DUE_SLACK if due_in > 0 else self.soon)
+            wait = min(wait, self.pending, due - now + DUE_SLACK if due > now else self.soon)
         return wait
 
 
@@ -138,10 +138,13 @@ class Stillness:
         self.signature: object = None
         self.since = 0.0
         self.drawn: object = None
+        self.changed = True  # the view seen last differed from the one before it (`FollowUp`); so before any
+
 
     def observe(self, signature: object, now: float) -> bool:
         """True when a plan should be drawn from the view of `signature`, seen at `now`."""
-        if signature != self.signature:
+        self.changed = signature != self.signature
+        if self.changed:
             self.signature, self.since = signature, now
             return False
         if now - self.since >= self.period * STILL_FRACTION and signature != self.drawn:

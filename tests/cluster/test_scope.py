@@ -128,14 +128,12 @@ def plan_drawn(period: float, slots_taken: list[float], *, pending: bool = True)
     """A node's reconcile loop on a stepped clock, as `cluster.agent` runs it: its view changes at each time in
     `slots_taken` (its own claim first, then other nodes'). When it draws its plan, and from how many changes."""
     follow_up, still = FollowUp(period), Stillness(period)
-    now, last = slots_taken[0], None
+    now = slots_taken[0]
     for _ in range(100):
         view = sum(1 for t in slots_taken if t <= now)
         if still.observe(view, now):
             return now, view
-        due = still.due()
-        now += follow_up.wait(view != last, due - now if pending and due is not None else None)
-        last = view
+        now += follow_up.wait(still.changed, still.due() if pending else None, now)
     raise AssertionError("no plan drawn")
 
 
