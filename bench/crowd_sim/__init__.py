@@ -8,8 +8,9 @@ with their actions, and the origin, the network and the DHT, are models (`models
 which behaviour it reproduces rather than runs.
 
 - `events`: the virtual clock (a heap of timed callbacks);
-- `models`: the origin (SlowOrigin's shared token bucket, fair FIFO per 16 KiB chunk), the links (per-host FIFO
-  up/down caps and a one-way delay) and the DHT (lookup latency, announce visibility, expiry; ours or Mainline);
+- `models`: the origin (SlowOrigin's shared token bucket, fair FIFO per 16 KiB chunk, server_plugin's hint), the
+  links (per-host FIFO up/down caps and a one-way delay) and the DHT (lookup latency, announce visibility,
+  expiry; ours or Mainline);
 - `node`: one client's download: the fallback shell's part (`proxy.download.fallback`), reproduced;
 - `swarm_fetch`: the block engine's shell around the real `FetchCore` (peers serving at their uplink);
 - `world`: a crowd (Poisson arrivals, the swarm half and the direct half) and its figures;

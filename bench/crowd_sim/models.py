@@ -8,7 +8,8 @@
   taken one 16 KiB chunk at a time under a FIFO lock, so every response in progress gets a chunk in turn; the
   head goes out at once; at most `max_connections` responses at a time, the rest wait in line; a client that
   left (its FIN took one delay to arrive) is skipped at its turn at no cost; single Ranges (206). A request
-  reaches it one connect round trip and one delay after it was sent.
+  reaches it one connect round trip and one delay after it was sent. With `busy_at` (the origin runs
+  `server_plugin`), a head carries `Swarm-Hint: swarm` when that many GETs are in flight (`Publisher.busy`).
 - `Dht`: a latency model per operation, not a routing simulation. A lookup takes a lognormal time (median and p99
   per DHT) and sees the records visible when it ends; a claim, vouch, withdrawal or provider announcement becomes
   visible one announce latency (uniform in a range per DHT) after it is made, and expires after its TTL
@@ -109,7 +110,7 @@ class Uplink:
 class OriginConn:
     """One response in progress, as the origin and its client see it."""
 
-    __slots__ = ("client", "start", "end", "position", "closed_at", "on_head", "on_data", "served")
+    __slots__ = ("client", "start", "end", "position", "closed_at", "on_head", "on_data", "served", "hinted")
 
     def __init__(self, client: str, start: int, end: int, on_head: Callable[[int, int, int], None],
                  on_data: Callable[[bytes], None]) -> None:
@@ -117,17 +118,19 @@ class OriginConn:
         self.closed_at = math.inf  # when the origin learns the client left
         self.on_head, self.on_data = on_head, on_data  # called at the client: (status, start, end), then the bytes
         self.served = False
+        self.hinted = False  # its head asked the client to swarm (`Origin.busy_at`)
 
 
 class Origin:
     """SlowOrigin, reproduced on the virtual clock (see the module docstring)."""
 
     def __init__(self, clock: Clock, links: Links, host: str, data: bytes, *, rate: float = 256_000.0,
-                 max_connections: int = 256) -> None:
+                 max_connections: int = 256, busy_at: int | None = None) -> None:
         self.clock, self.links, self.host, self.data = clock, links, host, data
         self.rate, self.burst = rate, max(CHUNK, rate / 10)
         self.tokens, self.stamp = self.burst, 0.0
         self.max_connections = max_connections
+        self.busy_at = busy_at  # with server_plugin: GETs in flight from which heads carry `Swarm-Hint: swarm`
         self.active = 0
         self.waiting: deque[OriginConn] = deque()  # behind the connection cap
         self.turns: deque[OriginConn] = deque()  # the bucket's lock: responses waiting for their next chunk
@@ -168,6 +171,9 @@ class Origin:
         if conn.closed_at <= now:  # it left while in line: its handler is cancelled before it costs anything
             return
         self.active += 1
+        # The plugin counts a GET in flight from its middleware on, so those waiting for a slot too (SlowOrigin's
+        # semaphore is inside the handler), this one included; a client that left still counts until its turn.
+        conn.hinted = self.busy_at is not None and self.active + len(self.waiting) >= self.busy_at
         status = 206 if (conn.start, conn.end) != (0, len(self.data)) else 200
         self.clock.at(now + self.links.params.delay, conn.on_head, status, conn.start, conn.end)
         self.turns.append(conn)

@@ -19,7 +19,10 @@ Reproduced from the shells, not run (`proxy.download.fallback._Download`, `proxy
   one more lookup latency, or one round trip where the node looked them up ahead of the quorum, below it:
   `SwarmEngine._ahead_of_quorum`); none: `no-provider`;
   a lookup slower than the engine's 5 s timeout: `lookup-failed`;
-- `StartHead` (a T switch before any head): the HEAD answers in two round trips, outside the origin's queue.
+- `StartHead` (a T switch before any head): the HEAD answers in two round trips, outside the origin's queue;
+- with the origin plugin (`SimParams.origin_plugin`): a lookup for a head that carries the origin's manifest is one
+  of providers alone (`SwarmEngine._find_published`: one lookup latency), and the swarm fetch starts with the
+  layer the field inlines, so the origin is its Range source at once when no provider is found.
 Vouches are first-hand (each publisher's own address, its own network), so the quorum counts publishers.
 Not modelled: `StartSegments` (a file of several 4 MiB segments), the adaptive T/R/W's memory (each lab client is a
 fresh node, so it never applies), HTTPS, the node's CPU.
@@ -38,9 +41,11 @@ from proxy.download.core import DownloadCore
 from proxy.download.settings import DownloadSettings
 from proxy.engine import Found, Miss, agreed_manifest
 from proxy.origin_head import OriginHead, describe
-from swarm.content.manifest import Manifest
+from server_plugin.publisher import LAYER_PREFIX
+from swarm.content.manifest import HEADER as MANIFEST_HEADER
+from swarm.content.manifest import HINT_HEADER, HINT_SWARM, Manifest, format_header
 from swarm.discovery.seam import Provider, validator_bytes
-from swarm.trust import IN_PROGRESS_ROOT, ManifestClaim, Vouch, judge, leading
+from swarm.trust import IN_PROGRESS_ROOT, ManifestClaim, ManifestSource, Vouch, judge, leading
 from swarm.trust.judge import Judgement
 
 from .events import Timer
@@ -52,9 +57,10 @@ if TYPE_CHECKING:
     from .world import World
 
 
-def origin_head(world: World, status: int, start: int, end: int) -> OriginHead:
-    """What `describe` makes of SlowOrigin's answer (its headers, as it sends them); the same answer, made once."""
-    if (head := world.heads.get((status, start, end))) is not None:
+def origin_head(world: World, status: int, start: int, end: int, hinted: bool = False) -> OriginHead:
+    """What `describe` makes of SlowOrigin's answer (its headers, as it sends them, and with `server_plugin` the
+    manifest and, when `hinted`, `Swarm-Hint`, as `Publisher.headers` adds them); the same answer, made once."""
+    if (head := world.heads.get((status, start, end, hinted))) is not None:
         return head
     size = len(world.content)
     headers = CIMultiDict({"ETag": world.etag, "Last-Modified": "Sat, 28 Nov 2026 00:00:00 GMT",
@@ -62,8 +68,12 @@ def origin_head(world: World, status: int, start: int, end: int) -> OriginHead:
                            "Content-Type": "application/octet-stream", "Content-Length": str(end - start)})
     if status == 206:
         headers["Content-Range"] = f"bytes {start}-{end - 1}/{size}"
+    if world.params.origin_plugin:  # a 200 or 206 of the published bytes carries it (`server_plugin.may_carry`)
+        headers[MANIFEST_HEADER] = format_header(world.manifest, world.layer, LAYER_PREFIX + world.manifest.root.hex())
+        if hinted:
+            headers[HINT_HEADER] = HINT_SWARM
     raw = [(k.encode(), v.encode()) for k, v in headers.items()]
-    head = world.heads[(status, start, end)] = describe(world.url, CIMultiDict(), status, headers, raw)
+    head = world.heads[(status, start, end, hinted)] = describe(world.url, CIMultiDict(), status, headers, raw)
     return head
 
 
@@ -134,7 +144,7 @@ class Node:
             if conn is None or conn is not self.conn or self.core.done or not self.core.wants_origin:
                 return
             now = self.world.clock.now
-            self.head = origin_head(self.world, status, start, end)
+            self.head = origin_head(self.world, status, start, end, conn.hinted)
             actions = self.core.origin_head(self.head, now)
             if not self.core.lookups.running:  # no lookup looks ahead for a download that needs none
                 self.ahead_at = None
@@ -153,6 +163,11 @@ class Node:
     # -- lookups (`SwarmEngine.find`, reproduced over the DHT model) ---------------------------------------------
     def _start_lookup(self, headless: bool) -> None:
         world, now = self.world, self.world.clock.now
+        if self.core.known.published is not None:  # `SwarmEngine._find_published`: providers only, no claims
+            self.ahead_at = None  # the claims lookup looking ahead is cancelled
+            ends = now + world.dht.lookup_latency()
+            self.lookup = world.clock.timer(min(ends, now + LOOKUP_TIMEOUT), self._published, ends - now)
+            return
         ends = now + world.dht.lookup_latency()
         if self.ahead_at is not None:  # the claims lookup started before the head answers this one
             ends, self.ahead_at = max(now, self.ahead_at), None
@@ -197,6 +212,21 @@ class Node:
             self.lookup = world.clock.timer(now + 2 * world.net.delay, self._lookup_done, found)
             return
         self._lookup_done(found)
+
+    def _published(self, took: float) -> None:
+        """The origin's manifest, trusted as is, with the providers its root has now (`_find_published`): its layer
+        inline in the field (a file of at most `INLINE_HASHES` blocks; the layer endpoint is not modelled)."""
+        if took > LOOKUP_TIMEOUT:
+            self._lookup_done(Miss("lookup-failed"))
+            return
+        world, known = self.world, self.core.known
+        published = known.published
+        assert published is not None
+        if published.hashes is None:
+            raise NotImplementedError("a hash layer at the origin's layer endpoint is not modelled")
+        manifest = published.manifest(url=world.url, validator=known.validator, content_type=known.content_type)
+        providers = world.dht.providers(world.clock.now, world.peers_for(manifest))
+        self._lookup_done(Found(manifest, ManifestSource.ORIGIN, providers, list(published.hashes)))
 
     def _lookup_done(self, found: Found | Miss) -> None:
         self.lookup = None
@@ -248,7 +278,7 @@ class Node:
             case act.StartSwarm(found, start, end):
                 self._say(f"from {len(found.providers)} peers, bytes {start}-{end - 1}")
                 self.fetch = SwarmFetch(world, self, found.manifest, [p.port for p in found.providers], start, end,
-                                        self._swarm_chunk, self._swarm_end, self._swarm_failed)
+                                        self._swarm_chunk, self._swarm_end, self._swarm_failed, found.layer)
                 self.fetch.start()
             case act.StartSegments():
                 raise NotImplementedError("a file of several segments is not modelled (100 KB is one segment)")

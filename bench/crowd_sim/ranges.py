@@ -27,6 +27,11 @@ class Ranges:
         self.conns: list[OriginConn] = []
         self._ask()
 
+    @property
+    def hinted(self) -> bool:
+        """The first piece's head stands for the whole rest's."""
+        return self.conns[0].hinted
+
     def close(self, origin: Origin, now: float) -> None:
         for conn in self.conns:
             origin.close(conn, now)

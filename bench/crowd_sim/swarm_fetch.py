@@ -53,11 +53,11 @@ class SwarmFetch:
 
     def __init__(self, world: World, node: Node, manifest, providers: list[int], start: int, end: int,
                  on_chunk: Callable[[bytes], None], on_end: Callable[[], None],
-                 on_fail: Callable[[str], None]) -> None:
+                 on_fail: Callable[[str], None], layer: list[bytes] | None = None) -> None:
         self.world, self.node, self.host, self.manifest = world, node, node.host, manifest
         self.on_chunk, self.on_end, self.on_fail = on_chunk, on_end, on_fail
         bs = manifest.block_size
-        self.core = FetchCore(manifest, None, first_block=start // bs, last_block=(end - 1) // bs, rng=node.rng)
+        self.core = FetchCore(manifest, layer, first_block=start // bs, last_block=(end - 1) // bs, rng=node.rng)
         # Peers are node indices (ints hash alike in every process: a run is the same for its seed); dicts, not
         # sets, wherever the order is walked.
         self.known = dict.fromkeys(providers)  # every provider tried (never tried again)
@@ -72,12 +72,13 @@ class SwarmFetch:
 
     def start(self) -> None:
         clock = self.world.clock
-        self._run(self.core.start(clock.now))
+        actions = self.core.start(clock.now)
         self.node.announce()  # `shares.fetching`: a provider at once, of the blocks it verifies
         for peer in self.known:
             self._connect(peer)
-        # An origin Range source is offered once the layer is known (`FetchCore.add_origin` waits for it).
-        self._run(self.core.add_origin(clock.now))
+        # An origin Range source is offered once the layer is known (`FetchCore.add_origin` waits for it): with
+        # the origin's layer and no provider yet, it is the only source, so the sources are judged after it.
+        self._run(actions + self.core.add_origin(clock.now))
         clock.at(clock.now + self.waits[0], self._refresh, 0)
 
     def stop(self) -> None:

@@ -60,6 +60,8 @@ class SimParams:
     discover_size: int = DEFAULT_LARGE
     close_for_lookup: float = CLOSE_FOR_LOOKUP_SECONDS  # the origin closed while the early lookup runs (0: never)
     claim_ranges: int = CLAIM_RANGES  # Range requests at once a claimer asks its origin again by (1: one stream)
+    origin_plugin: bool = False  # the origin publishes its manifest (server_plugin) and hints ...
+    origin_busy: int = 2  # ... from this many GETs in flight (the lab's `--origin-busy`)
     seed: int = 1
     keep_events: int = 2000  # the first clients whose decisions are kept in their records
 
@@ -81,9 +83,10 @@ class World:
         self.trust = parse_trust(p.trust)
         self.dht = Dht(DHTS[p.dht], random.Random(p.seed + 7))
         self.swarm_origin = Origin(self.clock, self.links, "origin", self.content, rate=p.origin_rate,
-                                   max_connections=p.origin_connections)
+                                   max_connections=p.origin_connections,
+                                   busy_at=p.origin_busy if p.origin_plugin else None)
         self.fetch_peers = p.fetch_peers
-        self.heads: dict[tuple[int, int, int], OriginHead] = {}  # `node.origin_head`'s, by (status, start, end)
+        self.heads: dict[tuple[int, int, int, bool], OriginHead] = {}  # `node.origin_head`'s, by its arguments
         self.settings = DownloadSettings(
             TransitionSettings(p.first_byte_timeout, p.min_rate, p.rate_window, p.early_lookup), max_spool=MAX_SPOOL,
             parking=ParkingSettings(after=self.trust.vouchers, close_for_lookup=p.close_for_lookup,

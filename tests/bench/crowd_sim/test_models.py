@@ -40,10 +40,10 @@ def test_uplink_serves_in_order_and_a_cancelled_request_costs_nothing():
     assert uplink.sent == 2000
 
 
-def _origin(size=100_000, rate=256_000.0, max_connections=256):
+def _origin(size=100_000, rate=256_000.0, max_connections=256, busy_at=None):
     clock, links = Clock(), Links(NetParams(delay=0.025))
     return clock, Origin(clock, links, "origin", bytes(range(256)) * (size // 256) + bytes(size % 256), rate=rate,
-                         max_connections=max_connections)
+                         max_connections=max_connections, busy_at=busy_at)
 
 
 def _client(clock, origin, name, at=0.0, **kw):
@@ -146,3 +146,22 @@ def test_dht_providers_appear_after_their_announcement_a_sample_of_them():
     assert dht.providers(0.2, 9) == []
     assert len(dht.providers(50.0, 9)) == 9
     assert {p.host for p in dht.providers(1000.0, 200)} == {f"n{i}" for i in range(100)}
+
+
+@pytest.mark.parametrize("busy_at, max_connections, hinted", [
+    (None, 256, [False, False, False]),  # no plugin: never
+    (1, 256, [True, True, True]),  # every GET counts itself
+    (2, 256, [False, True, True]),  # the lab's: from the second in flight
+    (3, 256, [False, False, True]),
+    # One slot: the second is answered when the first is done, the third waiting for the slot counts for it (the
+    # middleware runs before SlowOrigin's semaphore); the third is answered alone
+    (2, 1, [False, True, False]),
+])
+def test_origin_hints_from_busy_at_gets_in_flight(busy_at, max_connections, hinted):
+    """server_plugin's `Publisher.busy`: a head carries `Swarm-Hint` when `busy_at` GETs are in flight, itself
+    included, counted from the middleware on."""
+    clock, origin = _origin(busy_at=busy_at, max_connections=max_connections)
+    got = [_client(clock, origin, f"c{i}", at=0.001 * i) for i in range(3)]
+    clock.run()
+    assert [g["conn"].hinted for g in got] == hinted
+    assert all(bytes(g["bytes"]) == origin.data for g in got)  # a hint changes nothing the origin sends

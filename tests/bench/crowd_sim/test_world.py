@@ -74,9 +74,56 @@ def test_lab_crowd_scale_quick_writes_its_report(tmp_path):
     assert "crowd-scale" in (tmp_path / "summary.txt").read_text()
 
 
-def test_the_origin_plugin_is_refused_not_ignored(tmp_path):
-    args = cli.build_parser().parse_args(["crowd-scale", "--quick", "--origin-plugin", "--out", str(tmp_path)])
-    assert lab.run(args, lambda line: None) == 2
+@pytest.fixture(scope="module")
+def plugin_crowd():
+    params = SimParams(clients=60, rate=20.0, origin_plugin=True)
+    world = World(params)
+    return params, world, world.run(), run_direct(params)
+
+
+def test_with_the_origin_plugin_every_client_gets_exactly_the_file(plugin_crowd):
+    params, _, swarm, direct = plugin_crowd
+    assert not lab.honesty(params, swarm, direct)
+    assert all(r["exact"] and r["bytes_origin"] + r["bytes_peers"] == params.size for r in swarm["clients"])
+
+
+def test_a_hinted_client_trusts_the_origins_manifest_without_a_quorum(plugin_crowd):
+    """The origin asks from its second GET in flight on (`origin_busy` 2): the first client reads it alone, the
+    others switch at its head and look up providers only; nobody claims, so no quorum is ever looked for."""
+    _, world, swarm, _ = plugin_crowd
+    records = swarm["clients"]
+    assert records[0]["causes"] == ["origin"] and records[0]["bytes_origin"] == world.params.size
+    hinted = [r for r in records if r["causes"] == ["hint"]]
+    assert len(hinted) >= len(records) - 5
+    assert all(any("lookup: a origin manifest" in e for e in r["events"][0]) for r in hinted)
+    assert lab.first_quorum(records) is None
+    assert sum(r["bytes_peers"] for r in hinted) > 0.9 * len(hinted) * world.params.size
+
+
+def test_the_first_hinted_client_takes_blocks_from_the_origin_by_range(plugin_crowd):
+    """With no provider yet, the origin's inline layer lets the swarm fetch use the origin as its source at once."""
+    _, _, swarm, _ = plugin_crowd
+    first = next(r for r in swarm["clients"] if r["causes"] == ["hint"])
+    assert any("from 0 peers" in e for e in first["events"][0])
+    assert first["exact"] and first["bytes_origin"] > 0
+
+
+def test_the_plugin_changes_nothing_when_it_is_off():
+    """The origin without `busy_at` never hints, and its heads carry no manifest: the plain crowd's figures."""
+    plain = World(SimParams(clients=30, rate=20.0)).run()
+    assert all(r["causes"] != ["hint"] for r in plain["clients"])
+    assert any(r["vouched"] for r in plain["clients"])
+
+
+def test_lab_crowd_scale_runs_the_origin_plugin(tmp_path):
+    pytest.importorskip("matplotlib")
+    args = cli.build_parser().parse_args(["crowd-scale", "--quick", "--clients", "30", "--origin-plugin",
+                                          "--out", str(tmp_path)])
+    assert lab.run(args, lambda line: None) == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    run = report["runs"][0]
+    assert run["params"]["origin_plugin"] and run["params"]["origin_busy"] == 2 and run["label"].endswith("plugin")
+    assert run["swarmproxy"]["summary"]["causes"].get("hint", 0) >= 25
 
 
 def test_a_crowd_is_the_same_in_every_process():
