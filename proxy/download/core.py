@@ -325,7 +325,10 @@ class DownloadCore(ParkingSteps):
         if self.position >= self.end:
             return actions + self._origin_finished(now)
         if self.known.hinted:  # before any body byte: the origin published its manifest and asks us to swarm
-            return actions + self._switch(self.policy.hint(now) or T_CAUSE, "the origin asks clients to swarm", now)
+            actions += self._switch(self.policy.hint(now) or T_CAUSE, "the origin asks clients to swarm", now)
+            if self.phase is Phase.SWITCHED:  # its providers are looked up: the busy origin is left meanwhile
+                actions += self._close_for_lookup(now, "the origin asks clients to swarm", asked=True)
+            return actions
         if self._may_park() and self.policy.lookup_due_at() is not None and self._discoverable() \
                 and self.end - self.position > self.policy.min_rate * self.policy.early_lookup:
             self.lookups.running = True  # it would still run at the early lookup even at R: do others fetch it already?
