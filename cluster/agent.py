@@ -248,7 +248,7 @@ class Agent:
                 log.exception("reconcile failed; retrying in %g s", self.config.reconcile)
             self.woken.clear()
             runs = [r for r in self.runs.values() if not r.cancelled]
-            dues = [due for r in runs if (due := r.stillness.due()) is not None and looked]
+            dues = [due for r in runs if (due := r.stillness.due()) is not None] if looked else []
             wait = follow_up.wait(any(r.view_changed for r in runs), min(dues, default=None),
                                   asyncio.get_running_loop().time())  # the runs' `Stillness` clock
             waits = [asyncio.ensure_future(e.wait()) for e in (stop, self.woken)]

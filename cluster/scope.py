@@ -138,8 +138,7 @@ class Stillness:
         self.signature: object = None
         self.since = 0.0
         self.drawn: object = None
-        self.changed = True  # the view seen last differed from the one before it (`FollowUp`); so before any
-
+        self.changed = True  # the view seen last differed from the one before it (`FollowUp`); True before any
 
     def observe(self, signature: object, now: float) -> bool:
         """True when a plan should be drawn from the view of `signature`, seen at `now`."""

@@ -163,18 +163,18 @@ class Node:
     # -- lookups (`SwarmEngine.find`, reproduced over the DHT model) ---------------------------------------------
     def _start_lookup(self, headless: bool) -> None:
         world, now = self.world, self.world.clock.now
-        if self.core.known.published is not None:  # `SwarmEngine._find_published`: providers only, no claims
-            self.ahead_at = None  # the claims lookup looking ahead is cancelled
-            ends = now + world.dht.lookup_latency()
-            self.lookup = world.clock.timer(min(ends, now + LOOKUP_TIMEOUT), self._published, ends - now)
-            return
         ends = now + world.dht.lookup_latency()
-        if self.ahead_at is not None:  # the claims lookup started before the head answers this one
+        published = self.core.known.published is not None  # `SwarmEngine._find_published`: providers only
+        if published:
+            self.ahead_at = None  # the claims lookup looking ahead is cancelled
+        elif self.ahead_at is not None:  # the claims lookup started before the head answers this one
             ends, self.ahead_at = max(now, self.ahead_at), None
         if ends - now > LOOKUP_TIMEOUT:
             self.lookup = world.clock.timer(now + LOOKUP_TIMEOUT, self._lookup_done, Miss("lookup-failed"))
-            return
-        self.lookup = world.clock.timer(ends, self._judge, headless)
+        elif published:
+            self.lookup = world.clock.timer(ends, self._published)
+        else:
+            self.lookup = world.clock.timer(ends, self._judge, headless)
 
     def _judge(self, headless: bool) -> None:
         world, now = self.world, self.world.clock.now
@@ -213,12 +213,9 @@ class Node:
             return
         self._lookup_done(found)
 
-    def _published(self, took: float) -> None:
+    def _published(self) -> None:
         """The origin's manifest, trusted as is, with the providers its root has now (`_find_published`): its layer
         inline in the field (a file of at most `INLINE_HASHES` blocks; the layer endpoint is not modelled)."""
-        if took > LOOKUP_TIMEOUT:
-            self._lookup_done(Miss("lookup-failed"))
-            return
         world, known = self.world, self.core.known
         published = known.published
         assert published is not None

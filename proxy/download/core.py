@@ -327,7 +327,7 @@ class DownloadCore(ParkingSteps):
         if self.known.hinted:  # before any body byte: the origin published its manifest and asks us to swarm
             actions += self._switch(self.policy.hint(now) or T_CAUSE, "the origin asks clients to swarm", now)
             if self.phase is Phase.SWITCHED:  # its providers are looked up: the busy origin is left meanwhile
-                actions += self._close_for_lookup(now, "the origin asks clients to swarm", asked=True)
+                actions += self._close_for_lookup(now, asked=True)
             return actions
         if self._may_park() and self.policy.lookup_due_at() is not None and self._discoverable() \
                 and self.end - self.position > self.policy.min_rate * self.policy.early_lookup:

@@ -126,7 +126,7 @@ class ParkingSteps:
         return [act.Note("the fetchers' vouches did not come in time; back to the origin")] + self._reopen()
 
     # -- the close while the early lookup runs ---------------------------------------------------------------------
-    def _close_for_lookup(self, now: float, why: str = "slow so far", *, asked: bool = False) -> list[Action]:
+    def _close_for_lookup(self, now: float, *, asked: bool = False) -> list[Action]:
         """The early lookup starts on an origin slow so far: close it until the answer (module docstring), if
         parking could leave it (`_may_park`) and this download has not said it fetches it (a claimer's rechecks
         keep reading: it is one of those the crowd waits for). `asked`: the origin asked us to swarm (its hint):
@@ -137,6 +137,7 @@ class ParkingSteps:
             return []
         self.parking.close_for_lookup(now)
         self.origin, self.reopen = Producer.GONE, True
+        why = "the origin asks clients to swarm" if asked else "slow so far"
         return [act.CloseOrigin(f"{why}: closed while the lookup runs, asked again by Range if it goes on")]
 
     def _reopen_after_lookup(self) -> list[Action]:
