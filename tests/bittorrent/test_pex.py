@@ -20,6 +20,8 @@ from swarm.content.manifest import build_manifest
 from swarm.service.store_work import BytesBody, fill_entry
 from swarm.store.disk import DiskBlockStore
 
+from .checked import checked
+
 EXTENSION_BIT = 0x10  # reserved byte 5: BEP 10's extension protocol
 EXTENDED = 20  # the extension protocol's message id
 
@@ -68,6 +70,9 @@ async def test_a_peer_exchange_cannot_make_the_seed_connect_into_the_intranet(tm
         session.session.apply_settings({"seeding_outgoing_connections": True})
     seeder = Seeder(session, store)
     seeder.seed(manifest)
+    seeding = seeder.seeded(manifest.root)
+    assert seeding is not None
+    await checked(seeding.handle)
     dialled = asyncio.Event()
 
     async def intranet_service(reader, writer):
@@ -77,7 +82,7 @@ async def test_a_peer_exchange_cannot_make_the_seed_connect_into_the_intranet(tm
     target = await asyncio.start_server(intranet_service, "127.0.0.2", 0)
     try:
         named = target.sockets[0].getsockname()[:2]
-        reader, writer = await send_pex(session.address, seeder.seeded(manifest.root).torrent.info_hash, named)
+        reader, writer = await send_pex(session.address, seeding.torrent.info_hash, named)
         try:
             if dials:
                 await asyncio.wait_for(dialled.wait(), 30)  # at once, in practice

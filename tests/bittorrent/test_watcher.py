@@ -17,6 +17,8 @@ import sys
 import textwrap
 import threading
 
+import libtorrent as lt
+
 from addresses import LOOPBACK_NETWORKS
 from bittorrent.seeder import Seeder
 from bittorrent.session import BtSession
@@ -24,6 +26,8 @@ from swarm.content.manifest import build_manifest
 from swarm.service.shares import ContentShared
 from swarm.service.store_work import BytesBody, fill_entry
 from swarm.store.disk import DiskBlockStore
+
+from .checked import checked
 
 ATTACKER = "127.0.7.1"
 FLOOD = 300  # more than the session's 200 slots
@@ -80,6 +84,7 @@ async def seeding_session(tmp_path, reachable):
         seeder.on_share(ContentShared(manifest))
         seeding = seeder.seeded(manifest.root)
         assert seeding is not None
+        await checked(seeding.handle)
         yield session, port, seeding.torrent.info_hash
     finally:
         seeder.close()
@@ -112,7 +117,6 @@ async def test_a_strangers_holepunch_cannot_make_the_session_dial_the_intranet(t
     settings say. Only the IP filter stops it: an address outside the reachable networks is never dialled, while
     one inside is (the control, which also tells the test the messages were read: they are read in order).
     On the tree before the filter, 127.0.0.1 was dialled."""
-    import libtorrent as lt
 
     dialled: list[str] = []
 
