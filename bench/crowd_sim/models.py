@@ -7,9 +7,12 @@
 - `Origin`: `proxy.demo.slow_origin.SlowOrigin`, reproduced: one token bucket (rate, burst max(16 KiB, rate/10))
   taken one 16 KiB chunk at a time under a FIFO lock, so every response in progress gets a chunk in turn; the
   head goes out at once; at most `max_connections` responses at a time, the rest wait in line; a client that
-  left (its FIN took one delay to arrive) is skipped at its turn at no cost; single Ranges (206). A request
-  reaches it one connect round trip and one delay after it was sent. With `busy_at` (the origin runs
-  `server_plugin`), a head carries `Swarm-Hint: swarm` when that many GETs are in flight (`Publisher.busy`).
+  left frees its slot when its FIN arrives, one delay later (`handler_cancellation` cancels its handler, whether
+  it waits for a slot, for the lock or for its chunk's tokens: those go back to the bucket), and costs nothing
+  more; single Ranges (206). A request reaches it one connect round trip and one delay after it was sent; a HEAD
+  waits for a free slot as a GET does (SlowOrigin's semaphore holds both) and is answered at once. With `busy_at`
+  (the origin runs `server_plugin`), a head carries `Swarm-Hint: swarm` when that many GETs are in flight
+  (`Publisher.busy`).
 - `Dht`: a latency model per operation, not a routing simulation. A lookup takes a lognormal time (median and p99
   per DHT) and sees the records visible when it ends; a claim, vouch, withdrawal or provider announcement becomes
   visible one announce latency (uniform in a range per DHT) after it is made, and expires after its TTL
@@ -110,15 +113,22 @@ class Uplink:
 class OriginConn:
     """One response in progress, as the origin and its client see it."""
 
-    __slots__ = ("client", "start", "end", "position", "closed_at", "on_head", "on_data", "served", "hinted")
+    __slots__ = ("client", "start", "end", "position", "closed_at", "on_head", "on_data", "served", "hinted",
+                 "head_only", "state")
 
     def __init__(self, client: str, start: int, end: int, on_head: Callable[[int, int, int], None],
-                 on_data: Callable[[bytes], None]) -> None:
+                 on_data: Callable[[bytes], None], head_only: bool = False) -> None:
         self.client, self.start, self.end, self.position = client, start, end, start
         self.closed_at = math.inf  # when the origin learns the client left
         self.on_head, self.on_data = on_head, on_data  # called at the client: (status, start, end), then the bytes
         self.served = False
         self.hinted = False  # its head asked the client to swarm (`Origin.busy_at`)
+        self.head_only = head_only  # a HEAD: its answer has no body
+        self.state = _ON_THE_WAY
+
+
+# Where a request is at the origin: sent, in line for a slot, holding one, done with (served, or its client left).
+_ON_THE_WAY, _IN_LINE, _SERVED, _DONE = range(4)
 
 
 class Origin:
@@ -132,20 +142,24 @@ class Origin:
         self.max_connections = max_connections
         self.busy_at = busy_at  # with server_plugin: GETs in flight from which heads carry `Swarm-Hint: swarm`
         self.active = 0
-        self.waiting: deque[OriginConn] = deque()  # behind the connection cap
+        self.waiting: deque[OriginConn] = deque()  # behind the connection cap (and those that left it, skipped)
+        self.in_line = 0  # the GETs in `waiting` still there (a HEAD is not counted by the plugin)
         self.turns: deque[OriginConn] = deque()  # the bucket's lock: responses waiting for their next chunk
         self.busy = False  # a chunk holds the lock (sleeping for its tokens)
         self.holder: OriginConn | None = None  # ... for this response, until `hold_until`
         self.hold_until = 0.0
         self.hold = 0  # the current hold's number: a cancelled hold's write is void
+        self.hold_amount = 0  # the bytes its tokens were taken for
         self.bytes_sent = 0
         self.requests = 0
         links.unlimited.add(host)
 
     def get(self, client: str, now: float, on_head: Callable[[int, int, int], None],
-            on_data: Callable[[bytes], None], start: int = 0, end: int | None = None) -> OriginConn:
-        """A GET (a Range when `start` or `end` is given) sent by `client` at `now` on a new connection."""
-        conn = OriginConn(client, start, len(self.data) if end is None else end, on_head, on_data)
+            on_data: Callable[[bytes], None], start: int = 0, end: int | None = None, *,
+            head_only: bool = False) -> OriginConn:
+        """A GET (a Range when `start` or `end` is given; a HEAD when `head_only`) sent by `client` at `now` on a new
+        connection."""
+        conn = OriginConn(client, start, len(self.data) if end is None else end, on_head, on_data, head_only)
         self.requests += 1
         delay = self.links.params.delay
         self.clock.at(now + 3 * delay, self._accept, conn)  # SYN, SYN-ACK, then the request
@@ -153,44 +167,70 @@ class Origin:
 
     def close(self, conn: OriginConn, now: float) -> None:
         """The client closes the connection at `now`; the origin hears of it one delay later and cancels the
-        response's handler (`handler_cancellation`): one sleeping for its chunk's tokens under the lock lets go
-        of it then, its chunk unsent and uncounted (the tokens stay spent)."""
-        conn.closed_at = min(conn.closed_at, now + self.links.params.delay)
+        response's handler (`handler_cancellation`): one in line for a slot or for the lock leaves it, freeing its
+        slot; one sleeping for its chunk's tokens under the lock lets go of it, its chunk unsent and its tokens
+        given back."""
+        if conn.closed_at <= now + self.links.params.delay:
+            return
+        conn.closed_at = now + self.links.params.delay
         if self.holder is conn and conn.closed_at < self.hold_until:
             self.hold += 1  # the pending write is void
             self.clock.at(conn.closed_at, self._cancelled, self.hold)
+        else:
+            self.clock.at(conn.closed_at, self._left, conn)
+
+    def _left(self, conn: OriginConn) -> None:
+        """The FIN of `conn`'s client arrived and it does not hold the lock."""
+        if conn.state == _IN_LINE:
+            conn.state = _DONE  # skipped when its slot comes
+            self.in_line -= not conn.head_only
+        elif conn.state == _SERVED and self.holder is not conn:  # (the holder is let go by `_cancelled`)
+            self._finish(conn)  # and skipped at its turn
+            self._pump()
 
     def _accept(self, conn: OriginConn) -> None:
-        if self.active >= self.max_connections:
+        if conn.closed_at <= self.clock.now:  # it left before its request arrived
+            conn.state = _DONE
+        elif self.active >= self.max_connections:
+            conn.state = _IN_LINE
+            self.in_line += not conn.head_only
             self.waiting.append(conn)
-            return
-        self._serve(conn)
+        else:
+            self._serve(conn)
 
     def _serve(self, conn: OriginConn) -> None:
         now = self.clock.now
-        if conn.closed_at <= now:  # it left while in line: its handler is cancelled before it costs anything
+        if conn.head_only:  # SlowOrigin answers a HEAD under the same connection cap, and at once: no body to send
+            status = 206 if (conn.start, conn.end) != (0, len(self.data)) else 200
+            self.clock.at(now + self.links.params.delay, conn.on_head, status, conn.start, conn.end)
+            conn.served, conn.state = True, _DONE
             return
         self.active += 1
+        conn.state = _SERVED
         # The plugin counts a GET in flight from its middleware on, so those waiting for a slot too (SlowOrigin's
-        # semaphore is inside the handler), this one included; a client that left still counts until its turn.
-        conn.hinted = self.busy_at is not None and self.active + len(self.waiting) >= self.busy_at
+        # semaphore is inside the handler), this one included, until its handler ends or is cancelled.
+        conn.hinted = self.busy_at is not None and self.active + self.in_line >= self.busy_at
         status = 206 if (conn.start, conn.end) != (0, len(self.data)) else 200
         self.clock.at(now + self.links.params.delay, conn.on_head, status, conn.start, conn.end)
         self.turns.append(conn)
         self._pump()
 
-    def _release(self) -> None:
+    def _finish(self, conn: OriginConn) -> None:
+        """`conn` frees its slot (served, or its client left): the next in line still there takes it."""
+        conn.state = _DONE
         self.active -= 1
         while self.waiting and self.active < self.max_connections:
-            self._serve(self.waiting.popleft())
+            waiting = self.waiting.popleft()
+            if waiting.state == _IN_LINE:
+                self.in_line -= not waiting.head_only
+                self._serve(waiting)
 
     def _pump(self) -> None:
-        now = self.clock.now
         while not self.busy and self.turns:
             conn = self.turns.popleft()
-            if conn.closed_at <= now:  # `wanted()` is False at its turn: nothing sent, nothing counted
-                self._release()
+            if conn.state == _DONE:  # its client left: its handler was cancelled, its slot freed
                 continue
+            now = self.clock.now
             amount = min(CHUNK, conn.end - conn.position)
             self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
             self.stamp = now
@@ -198,17 +238,18 @@ class Origin:
             self.busy = True
             wait = -self.tokens / self.rate if self.tokens < 0 else 0.0
             self.hold += 1
-            self.holder, self.hold_until = conn, now + wait
+            self.holder, self.hold_until, self.hold_amount = conn, now + wait, amount
             if conn.closed_at < self.hold_until:  # its FIN is on the way: the handler is cancelled mid-sleep
                 self.clock.at(conn.closed_at, self._cancelled, self.hold)
             else:
                 self.clock.at(now + wait, self._written, conn, amount, self.hold)
 
     def _cancelled(self, hold: int) -> None:
-        if hold != self.hold or not self.busy:
+        if hold != self.hold or not self.busy or self.holder is None:
             return
-        self.busy, self.holder = False, None
-        self._release()
+        conn, self.busy, self.holder = self.holder, False, None
+        self.tokens += self.hold_amount  # never sent: back to the bucket (`SlowOrigin`'s `_Bucket.take`)
+        self._finish(conn)
         self._pump()
 
     def _written(self, conn: OriginConn, amount: int, hold: int) -> None:
@@ -224,7 +265,7 @@ class Origin:
             self.turns.append(conn)
         else:
             conn.served = True
-            self._release()
+            self._finish(conn)
         self._pump()
 
 

@@ -19,7 +19,8 @@ Reproduced from the shells, not run (`proxy.download.fallback._Download`, `proxy
   one more lookup latency, or one round trip where the node looked them up ahead of the quorum, below it:
   `SwarmEngine._ahead_of_quorum`); none: `no-provider`;
   a lookup slower than the engine's 5 s timeout: `lookup-failed`;
-- `StartHead` (a T switch before any head): the HEAD answers in two round trips, outside the origin's queue;
+- `StartHead` (a T switch before any head): a HEAD on a new connection, in the origin's line for a slot as a GET
+  is (`models.Origin`), answered at once when it gets one; `StopHead` closes it;
 - with the origin plugin (`SimParams.origin_plugin`): a lookup for a head that carries the origin's manifest is one
   of providers alone (`SwarmEngine._find_published`: one lookup latency), and the swarm fetch starts with the
   layer the field inlines, so the origin is its Range source at once when no provider is found.
@@ -88,6 +89,7 @@ class Node:
         self.rng = random.Random(world.params.seed * 1_000_003 + index)
         self.core = DownloadCore(settings)
         self.conn: OriginConn | Ranges | None = None
+        self.head_conn: OriginConn | None = None  # the HEAD a T switch before any head sent (`StartHead`)
         self.fetch: SwarmFetch | None = None
         self.timer: Timer | None = None
         self.deadline: float | None = None  # the timer's
@@ -268,7 +270,11 @@ class Node:
                     self.lookup.cancel()
                     self.lookup = None
             case act.StartHead():
-                world.clock.at(now + 4 * world.net.delay, self._head_answered)
+                self.head_conn = world.swarm_origin.get(self.host, now, self._head_answered, _no_body, head_only=True)
+            case act.StopHead():
+                if self.head_conn is not None:
+                    world.swarm_origin.close(self.head_conn, now)
+                    self.head_conn = None
             case act.Switch(cause, position, reason):
                 self.cause = cause
                 self._say(f"switch ({cause}) at byte {position}: {reason}")
@@ -312,7 +318,7 @@ class Node:
                 elif manifest is not None and swarm_done:
                     self._publish(vouch=False)
             case _:
-                pass  # RelayHead, Respond, StopHead, RejectManifest, WithdrawSegments, Finish: nothing to model
+                pass  # RelayHead, Respond, RejectManifest, WithdrawSegments, Finish: nothing to model
 
     def _open_origin(self, now: float, start: int, end: int | None) -> OriginConn:
         """A GET (a Range from `start`, to `end` if given) whose head and bytes reach this node while it is its
@@ -328,7 +334,10 @@ class Node:
             self.world.swarm_origin.close(self.conn, now)
         self.conn = None
 
-    def _head_answered(self) -> None:
+    def _head_answered(self, status: int, start: int, end: int) -> None:
+        if self.head_conn is None:  # stopped: its answer comes to nobody
+            return
+        self.head_conn = None
         if not self.core.done:
             self._run(self.core.head_answered(origin_head(self.world, 200, 0, len(self.world.content))))
 
@@ -386,6 +395,9 @@ class Node:
         for action in self.core.abort():
             self._do(action)
         self._close_origin(now)
+        if self.head_conn is not None:  # a HEAD still in the origin's line leaves it
+            self.world.swarm_origin.close(self.head_conn, now)
+            self.head_conn = None
         if claimed:
             self._fetch_ended(vouching=self.vouching)
         self.world.finished(self)
@@ -407,3 +419,7 @@ class Node:
         if self.keep_events:
             record["events"] = [self.events]
         return record
+
+
+def _no_body(piece: bytes) -> None:
+    """A HEAD's answer has no body."""

@@ -107,6 +107,77 @@ def test_a_client_that_left_costs_the_origin_nothing_more():
     assert origin.active == 0 and not origin.waiting
 
 
+# One slot, held by "a" (streaming); "b" and "c" wait in line for it. SlowOrigin cancels a departed client's handler
+# when its FIN arrives, one delay after the close, wherever it waits, and frees its slot then (a real SlowOrigin gave
+# a departed client's slot to the next in line within 2 ms, though that client's turn for the lock was a second off).
+# When does "c" get its head? One delay after the slot is freed: when a response before it ended (its last byte
+# lands about then), or when the FINs arrived.
+@pytest.mark.parametrize("closes, c_head", [
+    ({}, "b done"),  # nobody leaves: c waits for two whole responses
+    ({"b": 0.2}, "a done"),  # b left while in line: skipped, at no cost
+    ({"a": 0.2}, "b done"),  # a left mid-body: its slot went to b at 0.225, not when a's turn would have come
+    ({"a": 0.2, "b": 0.2}, 0.2 + 0.025 + 0.025),  # both left: c takes the slot when their FINs arrive
+])
+def test_a_client_that_left_frees_its_slot_when_its_fin_arrives(closes, c_head):
+    clock, origin = _origin(max_connections=1)
+    got = {name: _client(clock, origin, name, at=0.001 * i) for i, name in enumerate("abc")}
+    for name, at in closes.items():
+        clock.at(at, lambda name=name: origin.close(got[name]["conn"], clock.now))
+    clock.run()
+    if isinstance(c_head, str):
+        assert got["c"]["head"][0] == pytest.approx(got[c_head[0]]["done"], abs=0.01)
+    else:
+        assert got["c"]["head"][0] == pytest.approx(c_head)
+    assert bytes(got["c"]["bytes"]) == origin.data
+    assert origin.active == 0 and origin.in_line == 0
+
+
+@pytest.mark.parametrize("b_leaves, chunks_before_a", [
+    (False, 4),  # b stays: its 4 chunks and a's share the rate, turn by turn (a's last waits for b's last but one)
+    (True, 1),  # b leaves while it waits for its second chunk's tokens: only its first (sent) delays a
+])
+def test_a_chunk_whose_client_left_while_it_waited_gives_its_tokens_back(b_leaves, chunks_before_a):
+    """SlowOrigin takes a chunk's tokens, then sleeps for them; a handler cancelled in that sleep sends nothing and
+    gives them back. On the tree before they stayed spent, and a's last byte came one chunk's time later still."""
+    rate, size = 16_000.0, 4 * CHUNK  # the burst is one chunk: every later chunk waits CHUNK / rate
+    alone_clock, alone = _origin(size=size, rate=rate)
+    a_alone = _client(alone_clock, alone, "a", at=0.001)
+    alone_clock.run()
+    clock, origin = _origin(size=size, rate=rate)
+    b = _client(clock, origin, "b")  # first: the burst goes to its first chunk, then it sleeps for its second's
+    a = _client(clock, origin, "a", at=0.001)
+    if b_leaves:
+        clock.at(0.2, lambda: origin.close(b["conn"], clock.now))
+    clock.run()
+    assert a["done"] - a_alone["done"] == pytest.approx(chunks_before_a * CHUNK / rate, abs=0.05)
+    assert origin.bytes_sent == size + (CHUNK if b_leaves else size)
+
+
+def test_a_head_waits_for_a_slot_as_a_get_does_and_holds_none():
+    clock, origin = _origin(max_connections=1)
+    first = _client(clock, origin, "a")
+    head = _client(clock, origin, "h", at=0.001, head_only=True)
+    after = _client(clock, origin, "b", at=0.002)
+    clock.run()
+    assert head["head"][0] == pytest.approx(first["done"], abs=0.01)  # in line behind the GET's slot
+    assert not head["bytes"]
+    assert after["head"][0] == pytest.approx(head["head"][0])  # the HEAD let the slot go at once
+
+
+@pytest.mark.parametrize("leaves, hinted", [
+    (False, True),  # c1's head: c1 in flight, c2 and c3 waiting for the slot
+    (True, False),  # c2 left the line before: two in flight
+])
+def test_a_get_that_left_the_line_no_longer_counts_for_the_hint(leaves, hinted):
+    """The plugin's middleware counts a GET from its start until its handler ends or is cancelled."""
+    clock, origin = _origin(max_connections=1, busy_at=3)
+    got = [_client(clock, origin, f"c{i}", at=0.001 * i) for i in range(4)]
+    if leaves:
+        clock.at(0.2, lambda: origin.close(got[2]["conn"], clock.now))
+    clock.run()
+    assert got[1]["conn"].hinted is hinted
+
+
 @pytest.mark.parametrize("params", [OURS, MAINLINE], ids=lambda p: p.name)
 def test_dht_lookup_latency_has_the_median_and_p99_asked(params):
     dht = Dht(params, random.Random(1))
