@@ -60,9 +60,10 @@ def fetched(engine: SwarmEngine, download: Download, target: TorrentTarget, mani
     source = TorrentSource(download, file_offset=offset, size=target.size, piece_length=target.piece_length)
     base = next(iter(service.nodes.values())).policy or PolicyConfig()
     # The swarm as the origin is in a proxied download: blocks no peer of ours holds or fetches, taken back when
-    # one offers them; more of them in flight than an origin's two, over many BitTorrent peers.
+    # one offers them; more of them in flight than an origin's two, over many BitTorrent peers; with no peer of
+    # ours, in the window's order (the client reads in order, and nobody shares this origin with us).
     policy = replace(base, origin_max_outstanding=max(2, BT_OUTSTANDING_BYTES // manifest.block_size),
-                     origin_yields=True, spread_origin=True)
+                     origin_yields=True, spread_origin=True, spread_origin_alone=False)
     report = FetchReport()
     event(f"fetching {manifest.num_blocks} blocks: {len(providers)} peer(s) of ours, the BitTorrent swarm for "
           "the rest")

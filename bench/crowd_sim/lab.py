@@ -44,12 +44,11 @@ from .world import SimParams, World, idle_origin_time, run_direct
 Say = Callable[[str], None]
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # The recorded real runs of `swarmproxy lab flashcrowd --loads 20 --duration 50 --[no-]origin-plugin --workers 2`
-# compared against (bench/README.md). Without the plugin, all of tree 69488bb: its two VALID runs, and the one of its
-# two INVALID runs whose timers were the least late (40 ms at p99 against the 25 ms limit; the other's were 54 ms).
-# With it, the two VALID runs of the tree in which a hinted download closes its stream for the lookup (its runs
-# alternated with the tree before it, 067a16b: bench/README.md).
-REAL_RUNS = {False: tuple(f"flashcrowd-20-no-plugin-69488bb{run}" for run in ("", "-b", "-d")),
-             True: tuple(f"flashcrowd-20-plugin-closes-for-lookup{run}" for run in ("", "-b"))}
+# compared against (bench/README.md): two of each, of the tree whose SlowOrigin gives back the tokens of a chunk whose
+# client left before it was sent, as the model does (the runs before it had an origin that stalled on them).
+REAL_RUNS = {plugin: tuple(f"flashcrowd-20-{'plugin' if plugin else 'no-plugin'}-tokens-back{run}"
+                           for run in ("", "-b"))
+             for plugin in (False, True)}
 TOLERANCE = 0.15
 RECORDS_KEPT = 5000  # per half in report.json: a sample, evenly spread, beyond this (100,000 would be ~50 MB)
 QUORUM_EVENT = re.compile(r"^\+([0-9.]+)s lookup: a quorum manifest")
@@ -82,7 +81,7 @@ def run(args: argparse.Namespace, say: Say) -> int:
         say(f"\n[{index + 1}/{len(dhts)}] {params.clients:,} clients at {params.rate:g}/s, {params.size:,} bytes "
             f"each, DHT model: {dht}")
         runs.append(one_run(params, say))
-    report = {"scenario": "crowd-scale", "command": rep.command_line(), "machine": rep.machine(),
+    report: dict[str, object] = {"scenario": "crowd-scale", "command": rep.command_line(), "machine": rep.machine(),
               "model": "bench/crowd_sim: real DownloadCore, FetchCore and swarm.trust.judge per client; origin, "
                        "links and DHT modelled (see the package docstring)", "runs": runs}
     if args.cross_check:

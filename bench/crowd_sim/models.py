@@ -344,12 +344,13 @@ class Dht:
         live = self._live
         picked = range(len(live)) if len(live) <= self.max_records else \
             self.rng.sample(range(len(live)), self.max_records)
-        found, expired = [], []
+        found: list[Vouch] = []
+        expired: list[Vouch] = []
         for i in picked:
             expires, vouch = live[i]
             (found if expires > at else expired).append(vouch)
-        for vouch in expired:
-            self._drop(vouch.publisher_id)
+        for gone in expired:
+            self._drop(gone.publisher_id)
         return found
 
     def _drop(self, publisher: bytes) -> None:

@@ -68,7 +68,7 @@ class SwarmFetch:
         self.timer: Timer | None = None
         self.deadline: float | None = None  # the timer's
         self.origin_conns: dict[int, OriginConn] = {}
-        self.asked: dict[tuple[str, int], list] = {}  # requests a CANCEL may still take back
+        self.asked: dict[tuple[int, int], list] = {}  # (provider, block): requests a CANCEL may still take back
 
     def start(self) -> None:
         clock = self.world.clock

@@ -325,8 +325,10 @@ class Picker:
         by rank, each downloader's random permutation, the streaming window included. Downloaders that start
         together share their window: asking the origin for it first would send the same blocks to all of them
         (and a block asked of the origin is not asked of the peers that have it a moment later); leaving it for
-        last would have the whole crowd ask the origin for the same few blocks at the end. With no peer, the
-        usual order.
+        last would have the whole crowd ask the origin for the same few blocks at the end. With no peer known the
+        same: the delivery-point block, then by rank (a crowd whose members have not found each other yet would
+        otherwise all ask the origin for the first blocks). The caller decides when to spread
+        (`RequestPolicy._origin_spreads`).
         """
         view = self._sources.get(source)  # `_view`, inline: a pick follows every block and most new HAVEs
         if view is None:
@@ -339,7 +341,6 @@ class Picker:
         memo = (self._returns, view.have_version, skip_version)
         chosen: list[int] = []
         # Spread picks depend on the other sources' blocks and STARTs, which the memo does not follow.
-        spread = spread and len(self._sources) > (ORIGIN in self._sources)
         no_skip = (not skip or skip_version is not None) and not spread
         counts = self._state_counts
         if counts[BlockState.MISSING] + counts[BlockState.FAILED] and not (no_skip and view.empty_memo == memo):

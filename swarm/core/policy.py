@@ -103,6 +103,9 @@ class PolicyConfig:
     # blocks it alone holds until it is dropped (max_strikes request timeouts). False: the origin takes what
     # the usual order gives it, as any peer does.
     spread_origin: bool = True
+    # ... and while no peer is known at all, too: the delivery point first, then each downloader's own order
+    # (`RequestPolicy._origin_spreads`). False: the window's order then, as for a lone downloader streaming in order.
+    spread_origin_alone: bool = True
     # A block asked of the origin is taken back from it when a responsive peer with a free slot announces it
     # (`Cancel` to the origin, the peer asked instead). In a crowd's first seconds nodes that had not found
     # each other yet asked the shared origin for the same few blocks, each at its share of the origin's
@@ -452,14 +455,24 @@ class RequestPolicy:
         table = state.outstanding if kind == _REQUEST else state.avoid
         return table.get(block) == when
 
-    def _a_peer_answers(self) -> bool:
-        """Whether some peer is responsive (not snubbed, not on parole). The origin's picks are spread (blocks no
-        peer has) only then: while every peer holding a block has stopped answering, the origin takes the delivery
-        point as with no peer at all. Spread regardless, a peer that went silent holding everything (its NAT mapping
-        expired) left the origin idle until the peer's third strike, 30 s on, as long as the fetch's stall watchdog
-        (tests/proxy/download/test_fallback_cutoff.py)."""
-        return any(not state.snubbed and not self.trust.on_parole(source)
-                   for source, state in self._sources.items() if source is not ORIGIN)
+    def _origin_spreads(self) -> bool:
+        """Whether the origin's picks are spread (`Picker.pick(spread=True)`): while some peer is responsive (not
+        snubbed, not on parole), or while there is no peer at all (`spread_origin_alone`). While every peer holding
+        a block has stopped answering, the origin takes the delivery point and the window as a lone source would:
+        spread regardless, a peer that went silent holding everything (its NAT mapping expired) left the origin idle
+        until the peer's third strike, 30 s on, as long as the fetch's stall watchdog
+        (tests/proxy/download/test_fallback_cutoff.py). With no peer yet (a download the origin asked to swarm, its
+        providers still unannounced), the others arriving with it are in the same state: in order, they all asked
+        the busy origin for the same first blocks, and the crowd held no complete copy for seconds (`swarmproxy lab
+        crowd-scale --origin-plugin`: spread, the delivery point first, then each downloader's own order, 10,000
+        clients at 1,000/s finished at a median of 0.69 s instead of 1.2 s)."""
+        peers = False
+        for source, state in self._sources.items():
+            if source is not ORIGIN:
+                if not state.snubbed and not self.trust.on_parole(source):
+                    return True
+                peers = True
+        return not peers and self.config.spread_origin_alone
 
     def _ranked_sources(self) -> list[Source]:
         """Who gets first pick when work is handed out: responsive before snubbed, then by trust points."""
@@ -517,7 +530,7 @@ class RequestPolicy:
                     self._held = True
                     continue
             deadline = now + state.timeout
-            spread = source is ORIGIN and self.config.spread_origin and self._a_peer_answers()
+            spread = source is ORIGIN and self.config.spread_origin and self._origin_spreads()
             skip: Container[int] = state.avoid
             version = None
             if self.held_back is not None and (held := self.held_back(source, now)) is not None:

@@ -613,8 +613,9 @@ def test_scale_100k_blocks_300_sources() -> None:
 # -- spread picks (the origin) --------------------------------------------------------------------------------
 # (window, peer bitfields, STARTs per peer, delivery point, n) -> blocks, in order
 SPREAD = [
-    # no peer known: the usual order, the window first
+    # no peer known: the delivery-point block, then by rank (here the index: no rng)
     (2, {}, {}, 0, 4, [0, 1, 2, 3]),
+    (2, {}, {}, 2, 2, [2, 3]),
     # a peer with nothing: the delivery-point block, then by rank (here the index: no rng), window included
     (2, {"a": "000000"}, {}, 0, 4, [0, 1, 2, 3]),
     (2, {"a": "000000"}, {}, 2, 6, [2, 3, 4, 5]),

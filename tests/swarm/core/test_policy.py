@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import itertools
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -182,6 +183,35 @@ def test_a_peer_joining_with_blocks_the_origin_fetches_takes_them() -> None:
     actions = policy.add_peer("a", 0.2, [1, 1, 0, 0, 0, 0])
     assert set(cancels(actions)) == {(ORIGIN, 0), (ORIGIN, 1)}
     assert set(requests(actions)) == {(ORIGIN, 2), (ORIGIN, 3), ("a", 0), ("a", 1)}
+
+
+def test_an_origin_alone_is_asked_for_the_delivery_point_then_each_downloaders_own_blocks() -> None:
+    """A crowd the origin asked to swarm starts with no peer known: in the window's order every member would ask
+    the busy origin for the same first blocks. Each asks for the delivery point, then for blocks in its own order."""
+    seconds = set()
+    for seed in range(6):
+        policy = make(16, config=YIELDING, rng=random.Random(seed), window=8)
+        first, second = requests(policy.add_origin(0.0))
+        assert first == (ORIGIN, 0)
+        seconds.add(second[1])
+    assert len(seconds) > 2 and seconds != {1}
+
+
+def test_an_origin_alone_takes_the_window_in_order_when_asked_to() -> None:
+    """`spread_origin_alone` off (a proxied torrent's BitTorrent swarm, read in order by one client)."""
+    config = dataclasses.replace(YIELDING, spread_origin_alone=False)
+    policy = make(16, config=config, rng=random.Random(3), window=8)
+    assert requests(policy.add_origin(0.0)) == [(ORIGIN, 0), (ORIGIN, 1)]
+
+
+def test_an_origin_beside_silent_peers_takes_the_window_in_order() -> None:
+    """Peers known, none answering (snubbed): the origin is asked for the delivery point and the window, as
+    before any peer was spread over (a silent peer holding everything would leave the origin idle otherwise)."""
+    policy = make(16, config=YIELDING, rng=random.Random(3), window=8)
+    policy.add_peer("a", 0.0, has_all=True)
+    policy.on_timeout(5.0)  # a's requests expire: it is snubbed
+    assert policy.is_snubbed("a")
+    assert requests(policy.add_origin(5.0)) == [(ORIGIN, 0), (ORIGIN, 1)]
 
 
 @pytest.mark.parametrize("case", ["disabled", "peer full", "peer snubbed", "a peer fetches it too"])
