@@ -464,8 +464,9 @@ class RequestPolicy:
         (tests/proxy/download/test_fallback_cutoff.py). With no peer yet (a download the origin asked to swarm, its
         providers still unannounced), the others arriving with it are in the same state: in order, they all asked
         the busy origin for the same first blocks, and the crowd held no complete copy for seconds (`swarmproxy lab
-        crowd-scale --origin-plugin`: spread, the delivery point first, then each downloader's own order, 10,000
-        clients at 1,000/s finished at a median of 0.69 s instead of 1.2 s)."""
+        crowd-scale --origin-plugin`: spread, the delivery point first, then each downloader's own order, the
+        first second's arrivals of 10,000 clients at 1,000/s finished at a median of 1.25 s instead of 2.17 s, and
+        the p99 of 100,000 was 1.24 s instead of 1.87 s)."""
         peers = False
         for source, state in self._sources.items():
             if source is not ORIGIN:
