@@ -113,15 +113,14 @@ class Uplink:
 class OriginConn:
     """One response in progress, as the origin and its client see it."""
 
-    __slots__ = ("client", "start", "end", "position", "closed_at", "on_head", "on_data", "served", "hinted",
-                 "head_only", "state")
+    __slots__ = ("client", "start", "end", "position", "closed_at", "on_head", "on_data", "hinted", "head_only",
+                 "state")
 
     def __init__(self, client: str, start: int, end: int, on_head: Callable[[int, int, int], None],
                  on_data: Callable[[bytes], None], head_only: bool = False) -> None:
         self.client, self.start, self.end, self.position = client, start, end, start
         self.closed_at = math.inf  # when the origin learns the client left
         self.on_head, self.on_data = on_head, on_data  # called at the client: (status, start, end), then the bytes
-        self.served = False
         self.hinted = False  # its head asked the client to swarm (`Origin.busy_at`)
         self.head_only = head_only  # a HEAD: its answer has no body
         self.state = _ON_THE_WAY
@@ -203,7 +202,7 @@ class Origin:
         if conn.head_only:  # SlowOrigin answers a HEAD under the same connection cap, and at once: no body to send
             status = 206 if (conn.start, conn.end) != (0, len(self.data)) else 200
             self.clock.at(now + self.links.params.delay, conn.on_head, status, conn.start, conn.end)
-            conn.served, conn.state = True, _DONE
+            conn.state = _DONE
             return
         self.active += 1
         conn.state = _SERVED
@@ -264,7 +263,6 @@ class Origin:
         if conn.position < conn.end:
             self.turns.append(conn)
         else:
-            conn.served = True
             self._finish(conn)
         self._pump()
 

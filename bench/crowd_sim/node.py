@@ -339,7 +339,7 @@ class Node:
             return
         self.head_conn = None
         if not self.core.done:
-            self._run(self.core.head_answered(origin_head(self.world, 200, 0, len(self.world.content))))
+            self._run(self.core.head_answered(origin_head(self.world, status, start, end)))
 
     def _swarm_chunk(self, data: bytes) -> None:
         if not self.core.done:

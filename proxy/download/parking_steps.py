@@ -19,7 +19,8 @@ A download the origin asks to swarm (server_plugin's `Swarm-Hint`, with its mani
 way while its providers are looked up: the origin said it is busy, and a stream kept open for the lookup took
 its turns for bytes the swarm then replaced, and held one of its connections through each lookup, which newcomers'
 heads waited behind: on the crowd simulator (`bench/crowd_sim`, 10,000 clients at 1,000/s with the plugin) closing
-it took the median from 6.71 to 2.58 s and the origin's share from 0.141 to 0.078 % (bench/README.md).
+it took the median from 6.71 to 2.58 s and the origin's share from 0.141 to 0.078 % (bench/README.md; measured
+before 2d72b57 corrected the simulator's origin, which stalled on departed clients' chunks).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from swarm.service.shares import ContentShared
 from swarm.service.store_work import BytesBody, fill_entry
 from swarm.store.disk import DiskBlockStore
 
-from .checked import checked
+from .checked import checked, until
 
 ATTACKER = "127.0.7.1"
 FLOOD = 300  # more than the session's 200 slots
@@ -62,12 +62,6 @@ async def answered(port: int, source: str, info_hash: bytes) -> bool:
         return reply[28:48] == info_hash[:20]
     finally:
         writer.close()
-
-
-async def until(condition, what: str) -> None:
-    async with asyncio.timeout(30):
-        while not condition():
-            await asyncio.sleep(0.05)
 
 
 @contextlib.asynccontextmanager
