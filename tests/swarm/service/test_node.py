@@ -259,6 +259,66 @@ async def test_an_origin_still_sending_is_not_a_stalled_fetch(swarm, pieces, fai
         assert await fetch == data
 
 
+class AskedOrigin(TrickleOrigin):
+    """An origin Range source that notes every block asked of it, answered or taken back."""
+
+    def __init__(self, data: bytes) -> None:
+        super().__init__(data, 1, 0.0)
+        self.asked: list[int] = []
+
+    async def fetch(self, offset: int, length: int) -> bytes:
+        self.asked.append(offset // BLOCK)
+        return await super().fetch(offset, length)
+
+
+class HeldNode(SwarmNode):
+    """Answers a connection only once `release` is set (`arrived` says one came)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.arrived, self.release = asyncio.Event(), asyncio.Event()
+
+    async def _serve(self, connection) -> None:
+        self.arrived.set()
+        await self.release.wait()
+        await super()._serve(connection)
+
+
+async def test_the_origin_waits_for_the_providers_first_answer(swarm):
+    # Asked at once, the origin was the only source until the providers' BITFIELDs came: every fetch of a crowd
+    # asked the busy origin for its first blocks and took them back a round trip later.
+    data = content(6 * BLOCK, seed=13)
+    seed, seed_address, manifest = await swarm.seed(data, cls=HeldNode)
+    leecher, _ = await swarm.node()
+    origin = AskedOrigin(data)
+    layer = build_manifest([data], len(data), block_size=BLOCK)[1]
+    fetch = asyncio.ensure_future(download(leecher, manifest, [seed_address], origin=origin, layer=layer))
+    await seed.arrived.wait()
+    assert origin.asked == []  # the fetch began, its provider has not answered yet
+    seed.release.set()
+    assert await fetch == data
+
+
+async def test_a_silent_provider_holds_the_origin_back_only_so_long(swarm):
+    data = content(2 * BLOCK, seed=15)
+    _, seed_address, manifest = await swarm.seed(data, cls=HeldNode)  # never released: it never answers
+    leecher, _ = await swarm.node()
+    origin = AskedOrigin(data)
+    layer = build_manifest([data], len(data), block_size=BLOCK)[1]
+    assert await download(leecher, manifest, [seed_address], origin=origin, layer=layer) == data
+    assert sorted(origin.asked) == [0, 1]  # after ORIGIN_AFTER_PEERS
+
+
+async def test_the_origin_is_offered_once_every_provider_failed(swarm):
+    data = content(3 * BLOCK + 7, seed=14)
+    manifest, layer = build_manifest([data], len(data), block_size=BLOCK)
+    leecher, _ = await swarm.node()
+    origin, report = AskedOrigin(data), FetchReport()
+    assert await download(leecher, manifest, [("10.1.1.1", 1), ("10.1.1.2", 1)], origin=origin, layer=layer,
+                          report=report) == data
+    assert sorted(origin.asked) == [0, 1, 2, 3] and report == FetchReport(bytes_origin=len(data))
+
+
 class SlowNode(SwarmNode):
     """Serves every block 0.15 s late: a slow but live peer."""
 
