@@ -49,6 +49,14 @@ CLAIM_RECHECK_SECONDS = (0.5, 1.0)
 # and 0.5 s at the p99 in the lab's crowd; Mainline's take seconds, and a download that goes on with its origin
 # must not wait for them without it.
 CLOSE_FOR_LOOKUP_SECONDS = 0.5
+# ... and one its origin asked to swarm (server_plugin's hint, with its manifest) waits this long for its lookup:
+# that origin said it is busy, and a slow lookup's stream asked again from byte 0 takes a share of it. On the crowd
+# simulator (10,000 clients at 1,000/s with the plugin) those streams, ~160 kB/s of the 256, kept the origin busy to
+# the crowd's end: with the fetch's Range source after its providers and the plugin's hold, the origin sent 0.28 % of
+# the direct clients' bytes at 0.5 s, 0.12 % at 2 s, with the same p50 and p99 (bench/README.md, "Flash crowd at
+# internet scale, simulated"). Our DHT's lookups end well within it; a Mainline one still ends at the lookup's own
+# timeout (5 s).
+CLOSE_WHILE_ASKED_SECONDS = 2.0
 # A download that says it fetches a slow origin's file for the others asks for the rest, when it asks its origin
 # again (`ReopenOrigin`), as this many Range requests at once (`origin_pieces`; 1: one stream). A crowd without the
 # origin's help waits for its first-hand fetchers' copies, and an overloaded origin shares itself among the responses
@@ -68,6 +76,7 @@ class ParkingSettings:
     longest: float = PARK_MAX_SECONDS
     rechecks: tuple[float, ...] = CLAIM_RECHECK_SECONDS
     close_for_lookup: float = CLOSE_FOR_LOOKUP_SECONDS  # the longest close while the early lookup runs (0: never)
+    close_while_asked: float = CLOSE_WHILE_ASKED_SECONDS  # ... when the origin asked the download to swarm
     ranges: int = CLAIM_RANGES  # Range requests at once a claimer reads the rest of its origin's answer in
 
     def next_poll(self, parked_for: float) -> float:
@@ -138,9 +147,10 @@ class Parking:
     def closed_for_lookup(self) -> bool:
         return self.closed_until is not None
 
-    def close_for_lookup(self, now: float) -> None:
-        """The origin is closed while the early lookup runs, for `ParkingSettings.close_for_lookup` s at most."""
-        self.closed_until = now + self.settings.close_for_lookup
+    def close_for_lookup(self, now: float, *, asked: bool = False) -> None:
+        """The origin is closed while the early lookup runs, for `ParkingSettings.close_for_lookup` s at most
+        (`close_while_asked` when the origin `asked` the download to swarm)."""
+        self.closed_until = now + (self.settings.close_while_asked if asked else self.settings.close_for_lookup)
 
     def close_over(self) -> None:
         """The close for the early lookup is over: the origin is asked again, or left to the fetchers or the swarm."""

@@ -23,6 +23,7 @@ from .download_vectors import (
     HEAD,
     HFAIL,
     LOOK,
+    PUBLISHED,
     SETTINGS,
     SFAIL,
     SIZE,
@@ -83,6 +84,14 @@ VECTORS = [
     pytest.param(vector(START, CLOSED, DEADLINE(1.1), TIMER(f"Note {AGAIN}"),
                         LOOK(None, 1.15, "Switch(fetching@3000) CloseOrigin", others=2), ends="gone"),
                  id="a-slow-lookup-parks-before-the-origin-answered-again"),
+    # The origin asked it to swarm (its hint, with its manifest): the lookup gets `close_while_asked` (2 s), not
+    # 0.5 s, before the busy origin is asked again.
+    pytest.param(vector(HEAD(head(published=PUBLISHED, hinted=True, ranges=True), 0.1,
+                             "RelayHead OpenSpool(100000,16384) Switch(hint@0) StartLookup CloseOrigin"),
+                        DEADLINE(2.1), TIMER('ReopenOrigin(0-100000,"v1")'),
+                        HEAD(head(206, start=0, end=SIZE, ranges=True), 2.2, ""),
+                        O(SIZE, 2.3, "D(o,100000) StopLookup OriginComplete(True) Finish")),
+                 id="asked-to-swarm-the-lookup-gets-longer"),
     # R fires while the stream is closed: the early lookup is the switch's; it found too few others, so the origin
     # is asked again and the download claims it, as a switched one does.
     pytest.param(vector(START, CLOSED, TIMER("Switch(R@3000)", 0.9),

@@ -252,13 +252,14 @@ HINTS = [
         SFAIL(0.4, REOPEN), HEAD(head(206, start=16384, end=SIZE, validator='"v2"'), 0.5, "CloseOrigin Cut(neither)"),
         ABORT("StopSwarm Account(16384) HandOver(0,partial,True)"), ends="Cut"),
         id="8-hint-reopened-other-version-cut"),
-    pytest.param(vector(  # a lookup slower than the close: the origin is asked again meanwhile, and its bytes
-        HINT, TIMER("ReopenOrigin(0-100000,\"v1\")"), HEAD(head(206, start=0, end=SIZE), 0.65, ""),
-        O(5000, 0.7, "D(o,5000)"), LOOK(ORIGIN_FOUND, 0.8, "CloseOrigin StartSwarm(0-100000)"),
-        S(None, 0.9, "RejectManifest(origin) StopSwarm SwarmFailed(manifest_mismatch) "
+    pytest.param(vector(  # a lookup slower than the close (2 s for an origin that asked): the origin is asked again
+        # meanwhile, and its bytes
+        HINT, TIMER("ReopenOrigin(0-100000,\"v1\")"), HEAD(head(206, start=0, end=SIZE), 2.15, ""),
+        O(5000, 2.2, "D(o,5000)"), LOOK(ORIGIN_FOUND, 2.3, "CloseOrigin StartSwarm(0-100000)"),
+        S(None, 2.4, "RejectManifest(origin) StopSwarm SwarmFailed(manifest_mismatch) "
                      "ReopenOrigin(5000-100000,\"v1\")"),  # ... show the origin's manifest lies
-        HEAD(head(206, start=5000, end=SIZE), 1.0, ""),
-        O(95_000, 1.1, "CloseOrigin StopSwarm Account(0) HandOver(0,partial,True) D(o,95000) Finish"), swarm=BAD),
+        HEAD(head(206, start=5000, end=SIZE), 2.5, ""),
+        O(95_000, 2.6, "CloseOrigin StopSwarm Account(0) HandOver(0,partial,True) D(o,95000) Finish"), swarm=BAD),
         id="8-lying-origin-manifest-rejected-origin-reopened"),
     pytest.param(vector(
         HEAD(head(published=PUBLISHED, hinted=True), 0.1, "RelayHead OpenSpool(100000,16384) Switch(hint@0) "
