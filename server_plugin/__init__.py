@@ -1,5 +1,6 @@
 """Origin-side plugins that publish each file's manifest (`Swarm-Manifest`), serve long hash layers and, while the
-server is busy, ask swarm-aware clients to take the rest from peers (`Swarm-Hint: swarm`).
+server is busy, ask swarm-aware clients to take the rest from peers (`Swarm-Hint: swarm`), holding the body of a
+response whose client said it leaves at that hint (`Swarm-Accept: hint`) until it has left.
 
 - `aiohttp_plugin`: `install(app, resolver)` for aiohttp servers;
 - `asgi_plugin`: `SwarmMiddleware(app, resolver)` for any ASGI 3 application (Starlette, FastAPI, Django, ...);

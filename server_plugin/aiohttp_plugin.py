@@ -9,10 +9,14 @@ as well as `FileResponse` and plain responses. They are added only to a 200 or 2
 response has no `Content-Encoding` (the root covers the identity bytes) and whose strong ETag is the one the
 manifest was computed for: a manifest never describes bytes other than those the response carries (the rules
 are `fields.may_carry`, shared with the ASGI plugin).
+
+A hinted response to a GET that says `Swarm-Accept: hint` (`Publisher.hold_for`, `fields.may_hold`) has its head
+sent at once and its body held until the client leaves or the hold ends (`_hold_body`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import pathlib
 import weakref
@@ -20,12 +24,26 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from .fields import METHODS, aiohttp_etag, file_representation, file_under, layer_answer, may_carry, publish
+from swarm.content.manifest import ACCEPT_HEADER, HINT_HEADER
+
+from .fields import (
+    METHODS,
+    aiohttp_etag,
+    file_representation,
+    file_under,
+    layer_answer,
+    may_carry,
+    may_hold,
+    publish,
+)
 from .publisher import Publisher, Representation
 
 Resolver = Callable[[web.Request], "Representation | None"]
 _REP = web.RequestKey("swarm_representation", tuple)
 _PUBLISHER = web.AppKey("swarm_publisher", Publisher)
+# Seconds between looks at whether a held client left: aiohttp tells a handler so only by cancelling it, and only
+# with `handler_cancellation`, which is off by default.
+HOLD_POLL = 0.02
 
 
 def install(app: web.Application, resolver: Resolver, publisher: Publisher | None = None) -> Publisher:
@@ -93,7 +111,49 @@ async def _add_fields(request: web.Request, response: web.StreamResponse) -> Non
     if may_carry(method=request.method, status=response.status, content_encoding=headers.get("Content-Encoding"),
                  etag=headers.get("ETag"), validator=validator, size=published.manifest.size,
                  content_length=response.content_length, content_range=headers.get("Content-Range")):
-        response.headers.update(request.app[_PUBLISHER].headers(published))
+        publisher = request.app[_PUBLISHER]
+        fields = publisher.headers(published)
+        headers.update(fields)
+        hold = publisher.hold_for(request.method, HINT_HEADER in fields, request.headers.get(ACCEPT_HEADER))
+        if hold and may_hold(accept_ranges=headers.get("Accept-Ranges"), cache_control=headers.get("Cache-Control"),
+                             vary=headers.get("Vary"), set_cookie="Set-Cookie" in headers):
+            _hold_body(request, response, hold, publisher)
+
+
+def _hold_body(request: web.Request, response: web.StreamResponse, seconds: float, publisher: Publisher) -> None:
+    """Send `response`'s head now and its body only once `seconds` have passed with its client still there: a
+    client that leaves in the meantime is sent nothing more (a write to its closed connection sends nothing and
+    ends the handler as any departed client's does).
+
+    aiohttp calls this hook just before `_write_headers`, which buffers the head for the body's first write; the
+    hold wraps it (an aiohttp without those internals sends the body at once, as without the hold)."""
+    write_headers = getattr(response, "_write_headers", None)
+    if write_headers is None:
+        return
+
+    async def write_headers_then_hold() -> None:
+        await write_headers()
+        send_headers = getattr(getattr(response, "_payload_writer", None), "send_headers", None)
+        if send_headers is not None:
+            send_headers()
+        publisher.held += 1
+        loop = asyncio.get_running_loop()
+        until = loop.time() + seconds
+        try:
+            while _connected(request):
+                if (left := until - loop.time()) <= 0:
+                    return
+                await asyncio.sleep(min(HOLD_POLL, left))  # polled: see HOLD_POLL
+        except asyncio.CancelledError:  # `handler_cancellation`: the client left, or the server stops
+            if not _connected(request):
+                publisher.left_in_hold += 1
+            raise
+        publisher.left_in_hold += 1
+    response._write_headers = write_headers_then_hold  # type: ignore[method-assign]
+
+
+def _connected(request: web.Request) -> bool:
+    return request.transport is not None and not request.transport.is_closing()
 
 
 def static_files(root: str | os.PathLike, prefix: str = "/") -> Resolver:

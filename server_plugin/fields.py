@@ -2,6 +2,7 @@
 statuses, methods, header values and paths, so that the two plugins cannot drift apart and one table tests them.
 
 - `may_carry`: may this response carry the `Swarm-Manifest` field of the representation the resolver named?
+- `may_hold`: may a hinted response's body wait for its client to leave (`Publisher.hold_for`)?
 - `layer_answer`: what the layer endpoint (`LAYER_PREFIX` + root hex) answers.
 - `publish`: the manifest of a resolved representation, or None (logged) when its bytes cannot be had.
 - `file_under` / `file_representation`: a URL path mapped to a file under a directory, never outside it, and that
@@ -69,6 +70,19 @@ def may_carry(*, method: str, status: int, content_encoding: str | None, etag: s
     if status == 206 and content_range is not None and _content_range_total(content_range) != size:
         return False
     return True
+
+
+def may_hold(*, accept_ranges: str | None, cache_control: str | None, vary: str | None, set_cookie: bool) -> bool:
+    """May the body of a response carrying the hint wait for its client to leave (`Publisher.hold_for`)? Only one
+    the client can come back to by Range, and one the proxy will swarm: it relays a response that sets a cookie, is
+    `private` or `no-store`, or varies on more than Accept-Encoding (`proxy.publish_gate`) as it comes, reading its
+    whole body, which a hold would only delay."""
+    if (accept_ranges or "").strip().lower() != "bytes" or set_cookie:
+        return False
+    directives = {d.strip().split("=", 1)[0].lower() for d in (cache_control or "").split(",")}
+    if directives & {"private", "no-store"}:
+        return False
+    return all(token.strip().lower() in ("", "accept-encoding") for token in (vary or "").split(","))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,6 +19,7 @@ from aiohttp import web
 from yarl import URL
 
 import addresses
+from swarm.content.manifest import ACCEPT_HEADER, ACCEPT_HINT
 from swarm.content.segments import Segments
 from swarm.errors import SwarmError
 from swarm.trust import ManifestSource
@@ -46,6 +47,7 @@ from .settings import DownloadSettings
 from .transition import DEFAULT_EARLY_LOOKUP, TransitionSettings
 
 log = logging.getLogger("swarmproxy.fallback")
+_ACCEPT_LOWER = ACCEPT_HEADER.lower()
 
 
 def _drop(future: asyncio.Future | None) -> None:
@@ -91,15 +93,18 @@ class Fallback:
         # The GET goes out first, its download worked out while the origin answers: one turn of the loop in which
         # the origin's task sends the request, instead of this download's T/R/W, core and ledger on every GET's way
         # out (about 60 µs a request, more than that turn).
-        origin = OriginStream(self.session, url, headers)
+        # A name that may be this machine's or its network's (localhost, a single label, .lan, an unlisted
+        # private literal): nothing is looked up before its head says where the connection went (`may_share`).
+        before_head = may_swarm_name(url.raw_host or "", url.port or 80, self.local_domains, self.private_origins)
+        # Only the first GET says it leaves at the hint: a Range asked for later wants its bytes.
+        # What the client said in that field is not its to say: the proxy is the one that leaves, or not.
+        headers = [(name, value) for name, value in headers if name.lower() != _ACCEPT_LOWER]
+        accepts = [(ACCEPT_HEADER, ACCEPT_HINT)] if self.settings.leaves_at_hint(before_head) else []
+        origin = OriginStream(self.session, url, headers + accepts)
         first = asyncio.ensure_future(origin.next())
         sent = asyncio.get_running_loop().time()
         try:
             await asyncio.sleep(0)
-            # A name that may be this machine's or its network's (localhost, a single label, .lan, an unlisted
-            # private literal): nothing is looked up before its head says where the connection went (`may_share`).
-            before_head = may_swarm_name(url.raw_host or "", url.port or 80, self.local_domains,
-                                         self.private_origins)
             settings = self._choose(url, record, before_head)
             download = _Download(self, request, url, headers, record, settings, sent)
         except BaseException:  # cancelled in that turn (or a bug): the request goes with it, as in `run`'s end

@@ -15,12 +15,13 @@ says it goes on with the origin, or after `ParkingSettings.close_for_lookup` s i
 a download that goes on with its origin: one request's round trip and at most that long without origin bytes, from
 an origin already judged slower than R.
 
-A download the origin asks to swarm (server_plugin's `Swarm-Hint`, with its manifest) closes the stream the same way
-while its providers are looked up (for up to `ParkingSettings.close_while_asked`, 2 s, not 0.5): the origin said it
-is busy, and a stream kept open for the lookup took its turns for bytes the swarm then replaced, and held one of its
+A download the origin asks to swarm (server_plugin's `Swarm-Hint`, with its manifest) closes the stream the same
+way while its providers are looked up (for up to `ParkingSettings.close_while_asked`, 2 s, not 0.5; its first GET
+said it would, `Swarm-Accept: hint`, and a busy plugin holds that body until it has left): the origin said it is
+busy, and a stream kept open for the lookup took its turns for bytes the swarm then replaced, and held one of its
 connections through each lookup, which newcomers' heads waited behind: on the crowd simulator (`bench/crowd_sim`,
-10,000 clients at 1,000/s with the plugin) closing it took the median from 6.71 to 2.58 s and the origin's share
-from 0.141 to 0.078 % (bench/README.md; measured before 2d72b57 corrected the simulator's origin, which stalled on
+10,000 clients at 1,000/s with the plugin) closing it took the median from 6.71 to 2.58 s and the origin's share from
+0.141 to 0.078 % (bench/README.md; measured before 2d72b57 corrected the simulator's origin, which stalled on
 departed clients' chunks).
 """
 

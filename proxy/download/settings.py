@@ -37,6 +37,14 @@ class DownloadSettings:
     host_slow: bool = False  # this download's host was slow recently (`Adaptive.choose`)
     before_head: bool = True  # its name alone says the origin may be shared: look it up before the head if need be
 
+    def leaves_at_hint(self, before_head: bool) -> bool:
+        """Does a download with these settings, of a URL whose name lets it be looked up before its head
+        (`before_head`), close its origin's stream at a head asking it to swarm while it looks the providers up
+        (`parking_steps`)? Its first GET then says so (`Swarm-Accept: hint`), and a busy origin running
+        server_plugin holds that response's body until the client has left. Every GET already names the proxy in
+        `Via`, so the field tells an origin nothing more; a name that may be a private origin's is not told."""
+        return self.parking.close_for_lookup > 0 and before_head
+
     def spool_block_size(self, size: int, published: int | None) -> int | None:
         """The block size to hash `size` origin bytes in: a published manifest's, else --block-size, else (None)
         the size rule, which is also used where --block-size would make more blocks than a manifest may have."""

@@ -55,6 +55,9 @@ __all__ = [
     "HEADER",
     "HINT_HEADER",
     "HINT_SWARM",
+    "ACCEPT_HEADER",
+    "ACCEPT_HINT",
+    "accepts_hint",
     "OriginManifest",
     "format_header",
     "parse_header",
@@ -271,6 +274,11 @@ METADATA_INLINE_HASHES = 32
 #: Response field by which an overloaded origin asks clients to take the rest from peers now.
 HINT_HEADER = "Swarm-Hint"
 HINT_SWARM = "swarm"
+#: Request field by which a client says it leaves at a head carrying the hint (it closes the response and asks for
+#: the rest by Range if its peers cannot give it): a busy origin may then hold that response's body for a moment
+#: instead of spending its bandwidth on bytes the client will not read (server_plugin's `Publisher.hold`).
+ACCEPT_HEADER = "Swarm-Accept"
+ACCEPT_HINT = "hint"
 #: Layers up to this many hashes travel inline in the header (base64, ~2.7 KB); longer ones at `layer=PATH`.
 INLINE_HASHES = 64
 MAX_LAYER_PATH = 1024
@@ -348,3 +356,8 @@ def parse_header(value: str) -> OriginManifest:
     hashes = tuple(raw[i:i + merkle.HASH_SIZE] for i in range(0, len(raw), merkle.HASH_SIZE))
     manifest.verify_layer(hashes)
     return OriginManifest(root, size, block_size, hashes=hashes)
+
+
+def accepts_hint(value: str | None) -> bool:
+    """Does a request's `Swarm-Accept` field (a comma-separated list of tokens, any case) name `hint`?"""
+    return value is not None and any(token.strip().lower() == ACCEPT_HINT for token in value.split(",")[:16])

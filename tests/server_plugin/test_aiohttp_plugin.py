@@ -11,10 +11,11 @@ import aiohttp
 import pytest
 import pytest_asyncio
 from aiohttp import web
+from yarl import URL
 
 from server_plugin.aiohttp_plugin import install, static_files
 from server_plugin.publisher import LAYER_PREFIX, Publisher, Representation
-from swarm.content.manifest import HEADER, HINT_HEADER, build_manifest, parse_header
+from swarm.content.manifest import HEADER, HINT_HEADER, accepts_hint, build_manifest, parse_header
 
 SMALL = os.urandom(100_000)
 LARGE = os.urandom(3_000_000)
@@ -199,3 +200,128 @@ async def test_an_unreadable_file_is_served_without_a_manifest(tmp_path):
             assert await response.read() == b"hello" and HEADER not in response.headers
     finally:
         await server.runner.cleanup()
+
+
+# -- the hold: a hinted body waits for a client that said it leaves at the hint --------------------------------------
+
+async def until(condition, timeout: float = 10.0) -> None:
+    """Polls `condition` while the loop (which runs the server) goes on: the hold looks every HOLD_POLL s."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        assert loop.time() < deadline, "the server never got there"
+        await asyncio.sleep(0.005)
+
+
+def held_app(tmp_path, publisher: Publisher, headers: dict[str, str] | None = None) -> tuple[web.Application, list]:
+    """`/files/` as aiohttp serves a directory (a FileResponse: head and body in one `prepare`), and `/stream`, a
+    handler writing its body in chunks after `prepare`, counting what it wrote (with `headers`, on both)."""
+    (tmp_path / "small.bin").write_bytes(SMALL)
+    written: list[int] = []
+
+    async def stream(request):
+        response = web.StreamResponse(headers={"ETag": '"s"', "Accept-Ranges": "bytes", **(headers or {})})
+        response.content_length = len(SMALL)
+        await response.prepare(request)
+        if request.method == "HEAD":
+            return response
+        for offset in range(0, len(SMALL), 16384):
+            await response.write(SMALL[offset:offset + 16384])
+            written.append(16384)
+        return response
+
+    @web.middleware
+    async def add(request, handler):  # the extra fields on the directory's files too, before the plugin's hook
+        response = await handler(request)
+        response.headers.update(headers or {})
+        return response
+
+    app = web.Application(middlewares=[add])
+    app.router.add_get("/stream", stream)
+    app.router.add_static("/files/", tmp_path)
+    files = static_files(tmp_path, "/files/")
+
+    def resolve(request):
+        if request.path == "/stream":
+            return Representation("/stream", len(SMALL), lambda: (SMALL,), validator='"s"')
+        return files(request)
+    install(app, resolve, publisher)
+    return app, written
+
+
+async def head_then_leave(url: str, path: str, fields: str) -> bytes:
+    """Send a GET, read its head, close the connection; the head."""
+    parsed = URL(url)
+    reader, writer = await asyncio.open_connection(parsed.host, parsed.port)
+    writer.write(f"GET {path} HTTP/1.1\r\nHost: x\r\n{fields}\r\n".encode())
+    head = await reader.readuntil(b"\r\n\r\n")
+    writer.close()
+    await writer.wait_closed()
+    return head
+
+
+@pytest.mark.parametrize("path", ["/files/small.bin", "/stream"])
+async def test_a_held_body_is_never_sent_to_a_client_that_left(tmp_path, path):
+    publisher = Publisher(busy_at=1, hold=30.0)  # held that long, the test would time out
+    app, written = held_app(tmp_path, publisher)
+    server = Server(app)
+    await server.start()
+    try:
+        head = await head_then_leave(server.url, path, "Swarm-Accept: hint\r\n")
+        assert b"Swarm-Hint: swarm" in head and b"Swarm-Manifest: " in head
+        await until(lambda: publisher.in_flight == 0)
+        assert (publisher.held, publisher.left_in_hold, written) == (1, 1, [])
+    finally:
+        await server.runner.cleanup()
+
+
+@pytest.mark.parametrize("path", ["/files/small.bin", "/stream"])
+async def test_a_client_that_stays_gets_its_body_after_the_hold(tmp_path, path):
+    publisher = Publisher(busy_at=1, hold=0.05)
+    app, _ = held_app(tmp_path, publisher)
+    server = Server(app)
+    await server.start()
+    try:
+        async with aiohttp.ClientSession() as session, \
+                session.get(server.url + path, headers={"Swarm-Accept": "other, HINT"}) as response:
+            assert response.headers[HINT_HEADER] == "swarm" and await response.read() == SMALL
+        await until(lambda: publisher.in_flight == 0)
+        assert (publisher.held, publisher.left_in_hold) == (1, 0)
+    finally:
+        await server.runner.cleanup()
+
+
+@pytest.mark.parametrize("busy_at,method,accept,headers", [
+    (1, "GET", None, {}),  # the client did not say it leaves
+    (1, "GET", "other", {}),
+    (2, "GET", "hint", {}),  # not busy: no hint, nothing to leave at
+    (1, "HEAD", "hint", {}),  # no body
+    (1, "GET", "hint", {"Set-Cookie": "a=b"}),  # the proxy relays these as they come, reading every byte
+    (1, "GET", "hint", {"Cache-Control": "private, max-age=60"}),
+    (1, "GET", "hint", {"Cache-Control": "no-store"}),
+    (1, "GET", "hint", {"Vary": "Cookie"}),
+    (1, "GET", "hint", {"Accept-Ranges": "none"}),  # it could not come back for the rest (a FileResponse sets it)
+], ids=["no-field", "other-token", "not-busy", "head", "set-cookie", "private", "no-store", "vary", "no-ranges"])
+async def test_what_is_not_held(tmp_path, busy_at, method, accept, headers):
+    publisher = Publisher(busy_at=busy_at, hold=30.0)
+    app, _ = held_app(tmp_path, publisher, headers)
+    server = Server(app)
+    await server.start()
+    try:
+        async with aiohttp.ClientSession() as session:
+            for path in ("/stream",) if "Accept-Ranges" in headers else ("/files/small.bin", "/stream"):
+                async with session.request(method, server.url + path,
+                                           headers={"Swarm-Accept": accept} if accept else {}) as response:
+                    await response.read()
+                    assert response.status == 200
+        assert publisher.held == 0
+    finally:
+        await server.runner.cleanup()
+
+
+@pytest.mark.parametrize("value,accepted", [
+    (None, False), ("", False), ("hint", True), ("HINT", True), (" other , hint ", True), ("hints", False),
+    ("other", False), ("x," * 16 + "hint", False),  # only the first 16 tokens are read
+])
+def test_the_accept_field(value, accepted):
+    assert accepts_hint(value) is accepted

@@ -1,6 +1,7 @@
 """server_plugin as ASGI middleware: driven at the ASGI level by tiny applications (which responses get the fields,
-the busy hint, the layer endpoint, bodies streamed untouched, other scopes passed through), then end to end: uvicorn
-serving Starlette's StaticFiles through the middleware, and a swarmproxy node trusting the origin's manifest."""
+the busy hint, the layer endpoint, bodies streamed untouched, other scopes passed through, a hinted body held for a
+client that leaves), then end to end: uvicorn serving Starlette's StaticFiles through the middleware, a client
+leaving at a held head, and a swarmproxy node trusting the origin's manifest."""
 
 from __future__ import annotations
 
@@ -344,6 +345,17 @@ def test_a_mounted_app_resolves_below_its_root_path(www):
     assert rep is not None and rep.size == len(SMALL) and rep.validator == starlette_etag(os.stat(www / "small.bin"))
 
 
+async def until(condition, seconds: float = 10.0) -> None:
+    """Lets the event loop (the application's, uvicorn's) go round until `condition` holds, `seconds` at most."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + seconds
+    while not condition():
+        if loop.time() > deadline:
+            raise AssertionError("never got there")
+        await asyncio.sleep(0)
+
+
+
 # -- end to end: uvicorn + Starlette's StaticFiles + the middleware, and a swarmproxy node ----------------------------
 
 class Recorded:
@@ -353,6 +365,7 @@ class Recorded:
     def __init__(self, app) -> None:
         self.app = app
         self.answers: list[tuple[str, str, str | None, int, bool]] = []
+        self.messages: list[tuple[str, str, int]] = []  # (path, type, body bytes) of every message sent
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -361,6 +374,7 @@ class Recorded:
         asked = scope["method"], scope["path"], dict(scope["headers"]).get(b"range")
 
         async def recording_send(message):
+            self.messages.append((asked[1], message["type"], len(message.get("body", b""))))
             if message["type"] == "http.response.start":
                 names = {name.lower() for name, _ in message["headers"]}
                 self.answers.append((*asked, message["status"], HEADER.lower().encode() in names))
@@ -385,7 +399,7 @@ async def uvicorn_origin(tmp_path):
     server = uvicorn.Server(uvicorn.Config(app, http="h11", lifespan="off", log_level="warning", access_log=False))
     task = asyncio.ensure_future(server.serve(sockets=[sock]))
     try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}", publisher, root, app.answers
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}", publisher, root, app
     finally:
         server.should_exit = True
         await task
@@ -400,7 +414,7 @@ async def cluster(tmp_path):
 
 
 async def test_a_node_trusts_the_manifest_of_an_asgi_origin_and_swarms(cluster, uvicorn_origin):
-    base, publisher, root, answers = uvicorn_origin
+    base, publisher, root, recorded = uvicorn_origin
     node = await cluster.add()
     status, headers, body = await cluster.get(node, base + "/files/big.bin")
     assert status == 200 and body == LARGE
@@ -410,6 +424,23 @@ async def test_a_node_trusts_the_manifest_of_an_asgi_origin_and_swarms(cluster, 
     assert record["bytes_origin"] == len(LARGE) and record["error"] is None  # nobody else had it
     assert publisher.layer_bytes == LARGE_BLOCKS * 32  # the layer came from the endpoint
     # It swarmed: after the hinted 200 it took the layer, then blocks by Range, each a 206 carrying the manifest.
-    assert ("GET", "/files/big.bin", None, 200, True) in answers
-    ranges = [answer for answer in answers if answer[2] is not None]
+    assert ("GET", "/files/big.bin", None, 200, True) in recorded.answers
+    ranges = [answer for answer in recorded.answers if answer[2] is not None]
     assert ranges and all(answer[3] == 206 and answer[4] for answer in ranges)
+
+
+async def test_uvicorn_sends_no_held_body_to_a_client_that_left_at_the_head(uvicorn_origin):
+    base, publisher, _, recorded = uvicorn_origin
+    publisher.hold = 30  # far beyond the waits below: only the client leaving ends this hold
+    reader, writer = await asyncio.open_connection("127.0.0.1", int(base.rsplit(":", 1)[1]))
+    try:
+        writer.write(b"GET /files/big.bin HTTP/1.1\r\nHost: origin\r\nSwarm-Accept: hint\r\n\r\n")
+        head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 10)  # at once, not after the hold
+    finally:
+        writer.close()
+        await writer.wait_closed()
+    assert head.startswith(b"HTTP/1.1 200") and b"\r\nswarm-hint: swarm\r\n" in head.lower()
+    # Starlette's FileResponse ends at the disconnect it sees too, in the hold or before its first chunk: counted.
+    await until(lambda: publisher.left_in_hold == 1 and publisher.in_flight == 0)
+    assert publisher.held == 1
+    assert recorded.messages == [("/files/big.bin", "http.response.start", 0)]  # not one body message

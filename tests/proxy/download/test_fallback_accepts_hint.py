@@ -1,0 +1,76 @@
+"""The fallback's first GET says it leaves at the origin's hint (`Swarm-Accept: hint`), and a busy origin running
+server_plugin holds that response's body until the proxy has left: the proxy closes at the hinted head, finds no
+peer, and asks for the rest by Range, which says nothing and gets its bytes at once. Against SlowOrigin with the
+aiohttp plugin installed, through a real node."""
+
+from __future__ import annotations
+
+from aiohttp import web
+from yarl import URL
+
+from proxy.demo.local_swarm import Cluster
+from proxy.demo.slow_origin import SlowOrigin
+from server_plugin.aiohttp_plugin import install
+from server_plugin.publisher import Publisher, Representation
+from swarm.content.manifest import ACCEPT_HEADER
+
+DATA = bytes(range(256)) * 400  # 102,400 bytes: 7 blocks
+
+
+def plugin_on(slow_origin, publisher: Publisher) -> list[tuple[str, str | None, str | None]]:
+    """Install the plugin on `slow_origin` (every file, busy from the first GET); the requests it saw, as
+    (method, Range, Swarm-Accept)."""
+    seen: list[tuple[str, str | None, str | None]] = []
+
+    @web.middleware
+    async def note(request, handler):
+        seen.append((request.method, request.headers.get("Range"), request.headers.get(ACCEPT_HEADER)))
+        return await handler(request)
+
+    def resolve(request):
+        entry = slow_origin.files.get(request.path)
+        if entry is None:
+            return None
+        return Representation(request.path, len(entry[0]), lambda: (entry[0],), validator=entry[1])
+
+    def setup(app: web.Application) -> None:
+        app.middlewares.append(note)
+        install(app, resolve, publisher)
+    slow_origin.setup.append(setup)
+    return seen
+
+
+async def test_the_first_get_says_it_leaves_and_the_busy_origin_holds_its_body(tmp_path):
+    slow_origin, publisher = SlowOrigin(), Publisher(busy_at=1, hold=30.0)  # held that long, the test times out
+    seen = plugin_on(slow_origin, publisher)
+    slow_origin.add("/f.bin", DATA)
+    url = await slow_origin.start() + "/f.bin"
+    cluster = Cluster(tmp_path)
+    try:
+        node = await cluster.add()
+        status, _, body = await cluster.get(node, url, headers={ACCEPT_HEADER: "nonsense"})
+        assert status == 200 and body == DATA
+        assert seen[0] == ("GET", None, "hint")  # the client's own field was dropped, the proxy's sent
+        assert seen[1][0] == "GET" and seen[1][1] is not None and seen[1][2] is None  # the rest, by Range
+        assert publisher.held == 1 and publisher.left_in_hold == 1
+        assert cluster.last_record(node)["bytes_origin"] == len(DATA)
+    finally:
+        await cluster.close()
+        await slow_origin.stop()
+
+
+async def test_a_name_that_may_be_private_is_not_told(tmp_path):
+    slow_origin, publisher = SlowOrigin(), Publisher(busy_at=1, hold=30.0)
+    seen = plugin_on(slow_origin, publisher)
+    slow_origin.add("/f.bin", DATA)
+    url = str(URL(await slow_origin.start()).with_host("localhost")) + "/f.bin"  # a local name: never looked up
+    cluster = Cluster(tmp_path)
+    try:
+        node = await cluster.add()
+        status, _, body = await cluster.get(node, url, headers={ACCEPT_HEADER: "hint"})
+        assert status == 200 and body == DATA
+        assert seen and all(accept is None for _, _, accept in seen)  # neither the client's field nor ours
+        assert publisher.held == 0
+    finally:
+        await cluster.close()
+        await slow_origin.stop()
