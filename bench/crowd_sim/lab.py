@@ -44,11 +44,10 @@ from .world import SimParams, World, idle_origin_time, run_direct
 Say = Callable[[str], None]
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 # The recorded real runs of `swarmproxy lab flashcrowd --loads 20 --duration 50 --[no-]origin-plugin --workers 2`
-# compared against (bench/README.md): two of each, of the tree whose SlowOrigin gives back the tokens of a chunk whose
-# client left before it was sent, as the model does (the runs before it had an origin that stalled on them).
-REAL_RUNS = {plugin: tuple(f"flashcrowd-20-{'plugin' if plugin else 'no-plugin'}-tokens-back{run}"
-                           for run in ("", "-b"))
-             for plugin in (False, True)}
+# compared against (bench/README.md), of the tree whose plugin holds a hinted body for a client that leaves at the
+# hint (as the model's origin does): three with the plugin, two without.
+REAL_RUNS = {True: tuple(f"flashcrowd-20-plugin-hold{run}" for run in ("", "-b", "-c")),
+             False: tuple(f"flashcrowd-20-no-plugin-hold{run}" for run in ("", "-b"))}
 TOLERANCE = 0.15
 RECORDS_KEPT = 5000  # per half in report.json: a sample, evenly spread, beyond this (100,000 would be ~50 MB)
 QUORUM_EVENT = re.compile(r"^\+([0-9.]+)s lookup: a quorum manifest")
@@ -128,7 +127,8 @@ def one_run(params: SimParams, say: Say) -> dict:
                            "direct_wall_s": direct["wall_s"], "events": swarm["events"],
                            "virtual_s": swarm["virtual_s"], "dht_lookups": swarm["dht_lookups"],
                            "dht_puts": swarm["dht_puts"], "providers": swarm["providers"],
-                           "vouch_times_s": swarm["vouch_times"][:20], "origin_requests": swarm["origin_requests"]},
+                           "vouch_times_s": swarm["vouch_times"][:20], "origin_requests": swarm["origin_requests"],
+                           "origin_held": swarm["origin_held"], "origin_left_in_hold": swarm["origin_left_in_hold"]},
             "swarmproxy": {"summary": swarm_half, **sample(swarm["clients"])},
             "direct": {"summary": direct_half, **sample(direct["clients"])}}
 

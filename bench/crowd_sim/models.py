@@ -12,7 +12,9 @@
   more; single Ranges (206). A request reaches it one connect round trip and one delay after it was sent; a HEAD
   waits for a free slot as a GET does (SlowOrigin's semaphore holds both) and is answered at once. With `busy_at`
   (the origin runs `server_plugin`), a head carries `Swarm-Hint: swarm` when that many GETs are in flight
-  (`Publisher.busy`).
+  (`Publisher.busy`), and such a response to a GET that said it leaves at the hint (`Swarm-Accept: hint`) holds
+  its body for `body_hold` s (`Publisher.hold`): its turn for the bucket comes only after that, and never if its
+  client's FIN came first (the plugin looks every 20 ms: not modelled).
 - `Dht`: a latency model per operation, not a routing simulation. A lookup takes a lognormal time (median and p99
   per DHT) and sees the records visible when it ends; a claim, vouch, withdrawal or provider announcement becomes
   visible one announce latency (uniform in a range per DHT) after it is made, and expires after its TTL
@@ -114,32 +116,36 @@ class OriginConn:
     """One response in progress, as the origin and its client see it."""
 
     __slots__ = ("client", "start", "end", "position", "closed_at", "on_head", "on_data", "hinted", "head_only",
-                 "state")
+                 "accepts", "state")
 
     def __init__(self, client: str, start: int, end: int, on_head: Callable[[int, int, int], None],
-                 on_data: Callable[[bytes], None], head_only: bool = False) -> None:
+                 on_data: Callable[[bytes], None], head_only: bool = False, accepts: bool = False) -> None:
         self.client, self.start, self.end, self.position = client, start, end, start
         self.closed_at = math.inf  # when the origin learns the client left
         self.on_head, self.on_data = on_head, on_data  # called at the client: (status, start, end), then the bytes
         self.hinted = False  # its head asked the client to swarm (`Origin.busy_at`)
         self.head_only = head_only  # a HEAD: its answer has no body
+        self.accepts = accepts  # its GET says it leaves at the hint (`Swarm-Accept: hint`)
         self.state = _ON_THE_WAY
 
 
-# Where a request is at the origin: sent, in line for a slot, holding one, done with (served, or its client left).
-_ON_THE_WAY, _IN_LINE, _SERVED, _DONE = range(4)
+# Where a request is at the origin: sent, in line for a slot, holding one (its body held for a while, or going out),
+# done with (served, or its client left).
+_ON_THE_WAY, _IN_LINE, _HELD, _SERVED, _DONE = range(5)
 
 
 class Origin:
     """SlowOrigin, reproduced on the virtual clock (see the module docstring)."""
 
     def __init__(self, clock: Clock, links: Links, host: str, data: bytes, *, rate: float = 256_000.0,
-                 max_connections: int = 256, busy_at: int | None = None) -> None:
+                 max_connections: int = 256, busy_at: int | None = None, body_hold: float = 0.0) -> None:
         self.clock, self.links, self.host, self.data = clock, links, host, data
         self.rate, self.burst = rate, max(CHUNK, rate / 10)
         self.tokens, self.stamp = self.burst, 0.0
         self.max_connections = max_connections
         self.busy_at = busy_at  # with server_plugin: GETs in flight from which heads carry `Swarm-Hint: swarm`
+        self.body_hold = body_hold  # with server_plugin: how long a hinted body waits for a client leaving at the hint
+        self.held = self.left_in_hold = 0  # `Publisher.held`, `Publisher.left_in_hold`
         self.active = 0
         self.waiting: deque[OriginConn] = deque()  # behind the connection cap (and those that left it, skipped)
         self.in_line = 0  # the GETs in `waiting` still there (a HEAD is not counted by the plugin)
@@ -155,10 +161,10 @@ class Origin:
 
     def get(self, client: str, now: float, on_head: Callable[[int, int, int], None],
             on_data: Callable[[bytes], None], start: int = 0, end: int | None = None, *,
-            head_only: bool = False) -> OriginConn:
-        """A GET (a Range when `start` or `end` is given; a HEAD when `head_only`) sent by `client` at `now` on a new
-        connection."""
-        conn = OriginConn(client, start, len(self.data) if end is None else end, on_head, on_data, head_only)
+            head_only: bool = False, accepts: bool = False) -> OriginConn:
+        """A GET (a Range when `start` or `end` is given; a HEAD when `head_only`; one that leaves at the hint when
+        `accepts`) sent by `client` at `now` on a new connection."""
+        conn = OriginConn(client, start, len(self.data) if end is None else end, on_head, on_data, head_only, accepts)
         self.requests += 1
         delay = self.links.params.delay
         self.clock.at(now + 3 * delay, self._accept, conn)  # SYN, SYN-ACK, then the request
@@ -183,6 +189,9 @@ class Origin:
         if conn.state == _IN_LINE:
             conn.state = _DONE  # skipped when its slot comes
             self.in_line -= not conn.head_only
+        elif conn.state == _HELD:
+            self.left_in_hold += 1  # its body never sent
+            self._finish(conn)
         elif conn.state == _SERVED and self.holder is not conn:  # (the holder is let go by `_cancelled`)
             self._finish(conn)  # and skipped at its turn
             self._pump()
@@ -211,8 +220,20 @@ class Origin:
         conn.hinted = self.busy_at is not None and self.active + self.in_line >= self.busy_at
         status = 206 if (conn.start, conn.end) != (0, len(self.data)) else 200
         self.clock.at(now + self.links.params.delay, conn.on_head, status, conn.start, conn.end)
+        if conn.hinted and conn.accepts and self.body_hold > 0:
+            conn.state = _HELD
+            self.held += 1
+            self.clock.at(now + self.body_hold, self._held, conn)
+            return
         self.turns.append(conn)
         self._pump()
+
+    def _held(self, conn: OriginConn) -> None:
+        """`conn`'s hold is over: its body goes, if its client is still there (else `_left` freed its slot)."""
+        if conn.state == _HELD:
+            conn.state = _SERVED
+            self.turns.append(conn)
+            self._pump()
 
     def _finish(self, conn: OriginConn) -> None:
         """`conn` frees its slot (served, or its client left): the next in line still there takes it."""

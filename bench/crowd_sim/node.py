@@ -117,7 +117,8 @@ class Node:
     # -- the shell's loop --------------------------------------------------------------------------------------
     def start(self) -> None:
         now = self.world.clock.now
-        self.conn = self._open_origin(now, 0, None)
+        settings = self.world.settings
+        self.conn = self._open_origin(now, 0, None, accepts=settings.leaves_at_hint(settings.before_head))
         self._run(self.core.start(now))
 
     def _run(self, actions: list[act.Action]) -> None:
@@ -320,10 +321,11 @@ class Node:
             case _:
                 pass  # RelayHead, Respond, RejectManifest, WithdrawSegments, Finish: nothing to model
 
-    def _open_origin(self, now: float, start: int, end: int | None) -> OriginConn:
-        """A GET (a Range from `start`, to `end` if given) whose head and bytes reach this node while it is its
-        origin connection."""
-        conn = self.world.swarm_origin.get(self.host, now, self._head_of(None), self._data_of(None), start, end)
+    def _open_origin(self, now: float, start: int, end: int | None, *, accepts: bool = False) -> OriginConn:
+        """A GET (a Range from `start`, to `end` if given; saying it leaves at the hint when `accepts`, as the
+        fallback's first GET does) whose head and bytes reach this node while it is its origin connection."""
+        conn = self.world.swarm_origin.get(self.host, now, self._head_of(None), self._data_of(None), start, end,
+                                           accepts=accepts)
         conn.on_head, conn.on_data = self._head_of(conn), self._data_of(conn)
         return conn
 

@@ -36,6 +36,7 @@ from swarm.core.fetch import (
     Verified,
 )
 from swarm.net import wire
+from swarm.service.fetch_run import ORIGIN_AFTER_PEERS
 from swarm.service.swarm_service import PROVIDER_POOL, PROVIDER_REFRESH, PROVIDER_TOPUP, refresh_waits
 
 from .events import Timer
@@ -61,6 +62,8 @@ class SwarmFetch:
         # Peers are node indices (ints hash alike in every process: a run is the same for its seed); dicts, not
         # sets, wherever the order is walked.
         self.known = dict.fromkeys(providers)  # every provider tried (never tried again)
+        self.first = frozenset(providers)  # those it began with: the origin's Range source waits for them
+        self.unheard: int | None = None  # ... how many have not answered yet; None once it was offered
         self.live: dict[int, None] = {}  # joined and not closed
         self.wanted = world.peers_for(manifest)
         self.waits = refresh_waits(PROVIDER_REFRESH, len(self.known), self.wanted)
@@ -76,10 +79,21 @@ class SwarmFetch:
         self.node.announce()  # `shares.fetching`: a provider at once, of the blocks it verifies
         for peer in self.known:
             self._connect(peer)
-        # An origin Range source is offered once the layer is known (`FetchCore.add_origin` waits for it): with
-        # the origin's layer and no provider yet, it is the only source, so the sources are judged after it.
-        self._run(actions + self.core.add_origin(clock.now))
+        # The origin's Range source is offered once the providers it began with have answered (their BITFIELDs,
+        # two round trips from now) or after ORIGIN_AFTER_PEERS (`fetch_run`); the core then waits for the layer.
+        self.unheard = len(self.known) or None
+        if self.unheard is None:
+            self._run(actions + self.core.add_origin(clock.now))
+        else:
+            self._run(actions)
+            clock.at(clock.now + ORIGIN_AFTER_PEERS, self._offer_origin)
         clock.at(clock.now + self.waits[0], self._refresh, 0)
+
+    def _offer_origin(self) -> None:
+        if self.unheard is not None:
+            self.unheard = None
+            if self.running:
+                self._run(self.core.add_origin(self.world.clock.now))
 
     def stop(self) -> None:
         self.running = False
@@ -115,6 +129,10 @@ class SwarmFetch:
         self._run(self.core.add_peer(peer, now))
         if self.running:
             self._run(self.core.on_message(peer, wire.Bitfield.from_blocks(count, held), now))
+        if self.unheard is not None and peer in self.first:
+            self.unheard -= 1
+            if not self.unheard:
+                self._offer_origin()
 
     def _refresh(self, step: int) -> None:
         """`refresh_providers`, after its wait number `step`: the refreshes (while fewer than PROVIDER_POOL were
@@ -169,7 +187,8 @@ class SwarmFetch:
             self._do(action)
         if not self.running:
             return
-        if not self.core.finished and not self.core.has_sources and self.core.layer is not None:
+        if not self.core.finished and not self.core.has_sources and self.core.layer is not None \
+                and self.unheard is None:
             self.stop()
             self.on_fail("no source left")
             return

@@ -18,7 +18,12 @@ from collections.abc import Callable
 
 from bench.crowd_inputs import content, poisson_arrivals
 from proxy.download.discovery_rule import DEFAULT_LARGE, DiscoveryRule
-from proxy.download.parking import CLAIM_RANGES, CLOSE_FOR_LOOKUP_SECONDS, ParkingSettings
+from proxy.download.parking import (
+    CLAIM_RANGES,
+    CLOSE_FOR_LOOKUP_SECONDS,
+    CLOSE_WHILE_ASKED_SECONDS,
+    ParkingSettings,
+)
 from proxy.download.settings import DownloadSettings
 from proxy.download.transition import (
     DEFAULT_EARLY_LOOKUP,
@@ -28,6 +33,7 @@ from proxy.download.transition import (
     TransitionSettings,
 )
 from proxy.origin_head import OriginHead
+from server_plugin.publisher import DEFAULT_HOLD
 from swarm.content.manifest import build_manifest
 from swarm.discovery.seam import validator_bytes
 from swarm.service.swarm_service import PEER_SPARE
@@ -59,9 +65,11 @@ class SimParams:
     early_lookup: float = DEFAULT_EARLY_LOOKUP
     discover_size: int = DEFAULT_LARGE
     close_for_lookup: float = CLOSE_FOR_LOOKUP_SECONDS  # the origin closed while the early lookup runs (0: never)
+    close_while_asked: float = CLOSE_WHILE_ASKED_SECONDS  # ... when the origin asked the download to swarm
     claim_ranges: int = CLAIM_RANGES  # Range requests at once a claimer asks its origin again by (1: one stream)
     origin_plugin: bool = False  # the origin publishes its manifest (server_plugin) and hints ...
     origin_busy: int = 2  # ... from this many GETs in flight (the lab's `--origin-busy`)
+    origin_hold: float = DEFAULT_HOLD  # ... and holds a hinted body this long for a client that leaves at the hint
     seed: int = 1
     keep_events: int = 2000  # the first clients whose decisions are kept in their records
 
@@ -84,12 +92,14 @@ class World:
         self.dht = Dht(DHTS[p.dht], random.Random(p.seed + 7))
         self.swarm_origin = Origin(self.clock, self.links, "origin", self.content, rate=p.origin_rate,
                                    max_connections=p.origin_connections,
-                                   busy_at=p.origin_busy if p.origin_plugin else None)
+                                   busy_at=p.origin_busy if p.origin_plugin else None,
+                                   body_hold=p.origin_hold if p.origin_plugin else 0.0)
         self.fetch_peers = p.fetch_peers
         self.heads: dict[tuple[int, int, int, bool], OriginHead] = {}  # `node.origin_head`'s, by its arguments
         self.settings = DownloadSettings(
             TransitionSettings(p.first_byte_timeout, p.min_rate, p.rate_window, p.early_lookup), max_spool=MAX_SPOOL,
             parking=ParkingSettings(after=self.trust.vouchers, close_for_lookup=p.close_for_lookup,
+                                    close_while_asked=p.close_while_asked,
                                     ranges=p.claim_ranges),
             discovery=DiscoveryRule(p.discover_size))
         self.arrivals = poisson_arrivals(p.rate, p.clients, random.Random(p.seed))
@@ -125,6 +135,7 @@ class World:
             self.records.append(node.record())
         return {"clients": sorted(self.records, key=lambda r: r["client"]),
                 "origin_bytes": self.swarm_origin.bytes_sent, "origin_requests": self.swarm_origin.requests,
+                "origin_held": self.swarm_origin.held, "origin_left_in_hold": self.swarm_origin.left_in_hold,
                 "virtual_s": round(self.clock.now, 3), "wall_s": round(time.monotonic() - wall, 2),
                 "events": self.clock.events, "dht_lookups": self.dht.lookups, "dht_puts": self.dht.puts,
                 "vouch_times": [round(t, 3) for t in sorted(self.vouch_times)], "providers": self.holders,

@@ -40,10 +40,10 @@ def test_uplink_serves_in_order_and_a_cancelled_request_costs_nothing():
     assert uplink.sent == 2000
 
 
-def _origin(size=100_000, rate=256_000.0, max_connections=256, busy_at=None):
+def _origin(size=100_000, rate=256_000.0, max_connections=256, busy_at=None, body_hold=0.0):
     clock, links = Clock(), Links(NetParams(delay=0.025))
     return clock, Origin(clock, links, "origin", bytes(range(256)) * (size // 256) + bytes(size % 256), rate=rate,
-                         max_connections=max_connections, busy_at=busy_at)
+                         max_connections=max_connections, busy_at=busy_at, body_hold=body_hold)
 
 
 def _client(clock, origin, name, at=0.0, **kw):
@@ -236,3 +236,31 @@ def test_origin_hints_from_busy_at_gets_in_flight(busy_at, max_connections, hint
     clock.run()
     assert [g["conn"].hinted for g in got] == hinted
     assert all(bytes(g["bytes"]) == origin.data for g in got)  # a hint changes nothing the origin sends
+
+
+# server_plugin's hold (`Publisher.hold`, 1 s here): a hinted GET that said it leaves at the hint (`accepts`) gets its
+# head at once (0.1 s) and its body only once the hold is over (1.075 s at the origin), unless its client's FIN came
+# first. A GET that did not say so, or one not hinted, gets its body at once.
+@pytest.mark.parametrize("busy_at, accepts, leaves, first_byte, sent, left_in_hold", [
+    (1, True, 0.1, None, 0, 1),  # left at its head: its FIN at 0.125, nothing sent, its slot freed
+    (1, True, None, 1.1, 100_000, 0),  # stayed: its body after the hold
+    (1, True, 1.5, 1.1, None, 0),  # left after the hold: it got chunks before its FIN came
+    (1, False, None, 0.1, 100_000, 0),  # did not say it leaves
+    (2, True, None, 0.1, 100_000, 0),  # not busy: no hint, nothing to hold
+])
+def test_a_hinted_body_is_held_for_a_client_that_leaves_at_the_hint(busy_at, accepts, leaves, first_byte, sent,
+                                                                     left_in_hold):
+    clock, origin = _origin(busy_at=busy_at, body_hold=1.0)
+    first: list[float] = []
+    got = _client(clock, origin, "c", accepts=accepts)
+    clock.at(0.0, lambda: got["conn"].__setattr__("on_data", lambda piece: first.append(clock.now)))
+    if leaves is not None:
+        clock.at(leaves, lambda: origin.close(got["conn"], clock.now))
+    clock.run()
+    expected = None if first_byte is None else pytest.approx(first_byte, abs=0.02)  # + 16 KiB at 1.25 MB/s
+    assert (first[0] if first else None) == expected
+    if sent is not None:
+        assert origin.bytes_sent == sent
+    assert (origin.held, origin.left_in_hold) == (int(busy_at == 1 and accepts), left_in_hold)
+    assert origin.active == 0
+

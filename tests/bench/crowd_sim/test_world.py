@@ -108,6 +108,14 @@ def test_the_first_hinted_client_takes_blocks_from_the_origin_by_range(plugin_cr
     assert first["exact"] and first["bytes_origin"] > 0
 
 
+def test_every_hinted_first_get_is_held_and_left_without_a_body_byte(plugin_crowd):
+    """The nodes' first GETs say they leave at the hint (`Swarm-Accept`): the origin holds each hinted body, and
+    each client closes at its head, in its hold."""
+    _, _, swarm, _ = plugin_crowd
+    hinted = sum(1 for r in swarm["clients"] if r["causes"] == ["hint"])
+    assert swarm["origin_held"] == swarm["origin_left_in_hold"] == hinted
+
+
 def test_the_plugin_changes_nothing_when_it_is_off():
     """The origin without `busy_at` never hints, and its heads carry no manifest: the plain crowd's figures."""
     plain = World(SimParams(clients=30, rate=20.0)).run()
