@@ -30,6 +30,8 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 from yarl import URL
 
+from swarm.content.manifest import ACCEPT_HEADER
+
 from . import headers as hdr
 from .errors import OriginError
 from .local_ca import LocalCA, RefusedName, matches
@@ -120,8 +122,8 @@ class Interceptor:
         if not path.startswith("/"):
             return _text(400, "send an origin-form request target (/path) over this connection")
         url = URL(f"https://{host}{'' if port == 443 else f':{port}'}{path}", encoded=True)
-        fields = [(name, value) for name, value in hdr.end_to_end(request.headers.items())
-                  if name.lower() != "host"]
+        # Host is rebuilt from the URL; Swarm-Accept is the proxy's to say, not a client's (as `relay` drops them).
+        fields = hdr.end_to_end(request.headers.items(), drop=("host", ACCEPT_HEADER))
         return await self.serve(request, url, hdr.add_via(fields, request.version))
 
 

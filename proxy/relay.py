@@ -16,6 +16,8 @@ from aiohttp import web
 from aiohttp.abc import AbstractStreamWriter
 from yarl import URL
 
+from swarm.content.manifest import ACCEPT_HEADER
+
 from . import headers as hdr
 from .errors import ClientGone, OriginError
 from .origin import READ_CHUNK, describe_failure
@@ -27,8 +29,9 @@ from .tunnel import pipe_upgraded
 log = logging.getLogger("swarmproxy.relay")
 
 # Request fields never forwarded besides the hop-by-hop ones: Host is rebuilt from the absolute URL
-# (RFC 9112 §3.2.2), Expect is answered here (we send 100 Continue ourselves and stream the body).
-DROP_FROM_REQUEST = ("host", "expect")
+# (RFC 9112 §3.2.2), Expect is answered here (we send 100 Continue ourselves and stream the body), and Swarm-Accept
+# is the proxy's to say, not a client's (the fallback's first GET: `DownloadSettings.leaves_at_hint`).
+DROP_FROM_REQUEST = ("host", "expect", ACCEPT_HEADER.lower())
 
 SCHEMES = {"http": "http", "https": "https", "ws": "http", "wss": "https"}
 

@@ -47,7 +47,6 @@ from .settings import DownloadSettings
 from .transition import DEFAULT_EARLY_LOOKUP, TransitionSettings
 
 log = logging.getLogger("swarmproxy.fallback")
-_ACCEPT_LOWER = ACCEPT_HEADER.lower()
 
 
 def _drop(future: asyncio.Future | None) -> None:
@@ -96,9 +95,8 @@ class Fallback:
         # A name that may be this machine's or its network's (localhost, a single label, .lan, an unlisted
         # private literal): nothing is looked up before its head says where the connection went (`may_share`).
         before_head = may_swarm_name(url.raw_host or "", url.port or 80, self.local_domains, self.private_origins)
-        # Only the first GET says it leaves at the hint: a Range asked for later wants its bytes.
-        # What the client said in that field is not its to say: the proxy is the one that leaves, or not.
-        headers = [(name, value) for name, value in headers if name.lower() != _ACCEPT_LOWER]
+        # Only the first GET says it leaves at the hint: a Range asked for later wants its bytes. (A client's own
+        # field never gets here: `relay` and `mitm` drop it.)
         accepts = [(ACCEPT_HEADER, ACCEPT_HINT)] if self.settings.leaves_at_hint(before_head) else []
         origin = OriginStream(self.session, url, headers + accepts)
         first = asyncio.ensure_future(origin.next())

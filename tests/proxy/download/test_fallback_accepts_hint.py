@@ -74,3 +74,23 @@ async def test_a_name_that_may_be_private_is_not_told(tmp_path):
     finally:
         await cluster.close()
         await slow_origin.stop()
+
+
+async def test_a_relayed_request_never_carries_the_clients_field(tmp_path):
+    # A GET with a cookie is relayed as it comes (the publish gate refuses it): the client's Swarm-Accept is dropped
+    # there too, so no origin holds a body for a proxy that never said it leaves.
+    slow_origin, publisher = SlowOrigin(), Publisher(busy_at=1, hold=30.0)
+    seen = plugin_on(slow_origin, publisher)
+    slow_origin.add("/f.bin", DATA)
+    url = await slow_origin.start() + "/f.bin"
+    cluster = Cluster(tmp_path)
+    try:
+        node = await cluster.add()
+        status, _, body = await cluster.get(node, url, headers={ACCEPT_HEADER: "hint", "Cookie": "a=b"})
+        assert status == 200 and body == DATA
+        assert seen == [("GET", None, None)] and publisher.held == 0
+        assert cluster.last_record(node)["swarm_skipped"] == "cookie"
+    finally:
+        await cluster.close()
+        await slow_origin.stop()
+
