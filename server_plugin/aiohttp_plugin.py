@@ -116,7 +116,8 @@ async def _add_fields(request: web.Request, response: web.StreamResponse) -> Non
         headers.update(fields)
         hold = publisher.hold_for(request.method, HINT_HEADER in fields, request.headers.get(ACCEPT_HEADER))
         if hold and may_hold(accept_ranges=headers.get("Accept-Ranges"), cache_control=headers.get("Cache-Control"),
-                             vary=headers.get("Vary"), set_cookie="Set-Cookie" in headers):
+                             vary=headers.get("Vary"), set_cookie="Set-Cookie" in headers,
+                             content_length=response.content_length):
             _hold_body(request, response, hold, publisher)
 
 

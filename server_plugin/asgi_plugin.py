@@ -176,7 +176,8 @@ def _with_fields(start: Message, method: str, published: Published, validator: s
     added = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in ours.items()]
     hold = publisher.hold_for(method, HINT_HEADER in ours, accept)
     if hold and not may_hold(accept_ranges=one(b"accept-ranges"), cache_control=one(b"cache-control"),
-                             vary=one(b"vary"), set_cookie=b"set-cookie" in seen):
+                             vary=one(b"vary"), set_cookie=b"set-cookie" in seen,
+                             content_length=one(b"content-length")):
         hold = 0.0
     return {**start, "headers": kept + added}, hold
 

@@ -72,12 +72,13 @@ def may_carry(*, method: str, status: int, content_encoding: str | None, etag: s
     return True
 
 
-def may_hold(*, accept_ranges: str | None, cache_control: str | None, vary: str | None, set_cookie: bool) -> bool:
+def may_hold(*, accept_ranges: str | None, cache_control: str | None, vary: str | None, set_cookie: bool,
+             content_length: int | str | None) -> bool:
     """May the body of a response carrying the hint wait for its client to leave (`Publisher.hold_for`)? Only one
     the client can come back to by Range, and one the proxy will swarm: it relays a response that sets a cookie, is
-    `private` or `no-store`, or varies on more than Accept-Encoding (`proxy.publish_gate`) as it comes, reading its
-    whole body, which a hold would only delay."""
-    if (accept_ranges or "").strip().lower() != "bytes" or set_cookie:
+    `private` or `no-store`, varies on more than Accept-Encoding, or has no Content-Length (`proxy.publish_gate`) as
+    it comes, reading its whole body, which a hold would only delay."""
+    if (accept_ranges or "").strip().lower() != "bytes" or set_cookie or content_length is None:
         return False
     directives = {d.strip().split("=", 1)[0].lower() for d in (cache_control or "").split(",")}
     if directives & {"private", "no-store"}:

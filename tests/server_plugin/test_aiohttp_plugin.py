@@ -221,7 +221,8 @@ def held_app(tmp_path, publisher: Publisher, headers: dict[str, str] | None = No
 
     async def stream(request):
         response = web.StreamResponse(headers={"ETag": '"s"', "Accept-Ranges": "bytes", **(headers or {})})
-        response.content_length = len(SMALL)
+        if "chunked" not in request.query:
+            response.content_length = len(SMALL)
         await response.prepare(request)
         if request.method == "HEAD":
             return response
@@ -314,6 +315,21 @@ async def test_what_is_not_held(tmp_path, busy_at, method, accept, headers):
                                            headers={"Swarm-Accept": accept} if accept else {}) as response:
                     await response.read()
                     assert response.status == 200
+        assert publisher.held == 0
+    finally:
+        await server.runner.cleanup()
+
+
+async def test_a_body_without_a_length_is_not_held(tmp_path):
+    # Chunked: the proxy relays it as it comes (publish_gate's no-length), reading every byte; held, it would wait.
+    publisher = Publisher(busy_at=1, hold=30.0)
+    app, _ = held_app(tmp_path, publisher)
+    server = Server(app)
+    await server.start()
+    try:
+        async with aiohttp.ClientSession() as session, \
+                session.get(server.url + "/stream?chunked", headers={"Swarm-Accept": "hint"}) as response:
+            assert response.headers[HINT_HEADER] == "swarm" and await response.read() == SMALL
         assert publisher.held == 0
     finally:
         await server.runner.cleanup()

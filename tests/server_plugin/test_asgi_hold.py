@@ -19,7 +19,8 @@ from .test_asgi_plugin import ETAG, SMALL, answering, fields, http_scope, resolv
 
 # -- the hold: a hinted body waits for a client that said it leaves at the hint ----------------------------------------
 
-HOLDABLE = [("ETag", ETAG), ("Accept-Ranges", "bytes")]  # what a static file's 200 says, as far as a hold cares
+# What a static file's 200 says, as far as a hold cares.
+HOLDABLE = [("ETag", ETAG), ("Accept-Ranges", "bytes"), ("Content-Length", str(len(SMALL)))]
 TWO_CHUNKS = (SMALL[:10], SMALL[10:])
 
 
@@ -105,10 +106,11 @@ NOT_HELD = [
     ("Set-Cookie", {"headers": [*HOLDABLE, ("Set-Cookie", "a=b")]}),
     ("Cache-Control: private", {"headers": [*HOLDABLE, ("Cache-Control", "max-age=60, private")]}),
     ("Cache-Control: no-store", {"headers": [*HOLDABLE, ("Cache-Control", "no-store")]}),
-    ("no Accept-Ranges", {"headers": [("ETag", ETAG)]}),
-    ("Accept-Ranges: none", {"headers": [("ETag", ETAG), ("Accept-Ranges", "none")]}),
+    ("no Accept-Ranges", {"headers": [("ETag", ETAG), ("Content-Length", str(len(SMALL)))]}),
+    ("Accept-Ranges: none", {"headers": [("ETag", ETAG), ("Accept-Ranges", "none"), ("Content-Length", "100000")]}),
+    ("no Content-Length", {"headers": [("ETag", ETAG), ("Accept-Ranges", "bytes")]}),  # chunked: relayed as it comes
     ("Vary: Cookie", {"headers": [*HOLDABLE, ("Vary", "Accept-Encoding, Cookie")]}),
-    ("no manifest", {"headers": [("ETag", '"other"'), ("Accept-Ranges", "bytes")]}),
+    ("no manifest", {"headers": [("ETag", '"other"'), ("Accept-Ranges", "bytes"), ("Content-Length", "100000")]}),
     ("a request body", {"body": True}),  # the hold would read it, unbounded, before the application does
 ]
 
