@@ -4,6 +4,7 @@ the responses it must leave alone."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gzip
 import os
 
@@ -250,6 +251,18 @@ def held_app(tmp_path, publisher: Publisher, headers: dict[str, str] | None = No
     return app, written
 
 
+@contextlib.asynccontextmanager
+async def held_server(tmp_path, publisher: Publisher, headers: dict[str, str] | None = None):
+    """`held_app` served on a free port: its URL and what `/stream` wrote."""
+    app, written = held_app(tmp_path, publisher, headers)
+    server = Server(app)
+    await server.start()
+    try:
+        yield server.url, written
+    finally:
+        await server.runner.cleanup()
+
+
 async def head_then_leave(url: str, path: str, fields: str) -> bytes:
     """Send a GET, read its head, close the connection; the head."""
     parsed = URL(url)
@@ -264,32 +277,22 @@ async def head_then_leave(url: str, path: str, fields: str) -> bytes:
 @pytest.mark.parametrize("path", ["/files/small.bin", "/stream"])
 async def test_a_held_body_is_never_sent_to_a_client_that_left(tmp_path, path):
     publisher = Publisher(busy_at=1, hold=30.0)  # held that long, the test would time out
-    app, written = held_app(tmp_path, publisher)
-    server = Server(app)
-    await server.start()
-    try:
-        head = await head_then_leave(server.url, path, "Swarm-Accept: hint\r\n")
+    async with held_server(tmp_path, publisher) as (url, written):
+        head = await head_then_leave(url, path, "Swarm-Accept: hint\r\n")
         assert b"Swarm-Hint: swarm" in head and b"Swarm-Manifest: " in head
         await until(lambda: publisher.in_flight == 0)
         assert (publisher.held, publisher.left_in_hold, written) == (1, 1, [])
-    finally:
-        await server.runner.cleanup()
 
 
 @pytest.mark.parametrize("path", ["/files/small.bin", "/stream"])
 async def test_a_client_that_stays_gets_its_body_after_the_hold(tmp_path, path):
     publisher = Publisher(busy_at=1, hold=0.05)
-    app, _ = held_app(tmp_path, publisher)
-    server = Server(app)
-    await server.start()
-    try:
+    async with held_server(tmp_path, publisher) as (url, _):
         async with aiohttp.ClientSession() as session, \
-                session.get(server.url + path, headers={"Swarm-Accept": "other, HINT"}) as response:
+                session.get(url + path, headers={"Swarm-Accept": "other, HINT"}) as response:
             assert response.headers[HINT_HEADER] == "swarm" and await response.read() == SMALL
         await until(lambda: publisher.in_flight == 0)
         assert (publisher.held, publisher.left_in_hold) == (1, 0)
-    finally:
-        await server.runner.cleanup()
 
 
 @pytest.mark.parametrize("busy_at,method,accept,headers", [
@@ -305,34 +308,24 @@ async def test_a_client_that_stays_gets_its_body_after_the_hold(tmp_path, path):
 ], ids=["no-field", "other-token", "not-busy", "head", "set-cookie", "private", "no-store", "vary", "no-ranges"])
 async def test_what_is_not_held(tmp_path, busy_at, method, accept, headers):
     publisher = Publisher(busy_at=busy_at, hold=30.0)
-    app, _ = held_app(tmp_path, publisher, headers)
-    server = Server(app)
-    await server.start()
-    try:
+    async with held_server(tmp_path, publisher, headers) as (url, _):
         async with aiohttp.ClientSession() as session:
             for path in ("/stream",) if "Accept-Ranges" in headers else ("/files/small.bin", "/stream"):
-                async with session.request(method, server.url + path,
+                async with session.request(method, url + path,
                                            headers={"Swarm-Accept": accept} if accept else {}) as response:
                     await response.read()
                     assert response.status == 200
         assert publisher.held == 0
-    finally:
-        await server.runner.cleanup()
 
 
 async def test_a_body_without_a_length_is_not_held(tmp_path):
     # Chunked: the proxy relays it as it comes (publish_gate's no-length), reading every byte; held, it would wait.
     publisher = Publisher(busy_at=1, hold=30.0)
-    app, _ = held_app(tmp_path, publisher)
-    server = Server(app)
-    await server.start()
-    try:
+    async with held_server(tmp_path, publisher) as (url, _):
         async with aiohttp.ClientSession() as session, \
-                session.get(server.url + "/stream?chunked", headers={"Swarm-Accept": "hint"}) as response:
+                session.get(url + "/stream?chunked", headers={"Swarm-Accept": "hint"}) as response:
             assert response.headers[HINT_HEADER] == "swarm" and await response.read() == SMALL
         assert publisher.held == 0
-    finally:
-        await server.runner.cleanup()
 
 
 @pytest.mark.parametrize("value,accepted", [

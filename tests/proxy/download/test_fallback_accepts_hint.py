@@ -5,6 +5,8 @@ aiohttp plugin installed, through a real node."""
 
 from __future__ import annotations
 
+import contextlib
+
 from aiohttp import web
 from yarl import URL
 
@@ -40,57 +42,46 @@ def plugin_on(slow_origin, publisher: Publisher) -> list[tuple[str, str | None, 
     return seen
 
 
-async def test_the_first_get_says_it_leaves_and_the_busy_origin_holds_its_body(tmp_path):
-    slow_origin, publisher = SlowOrigin(), Publisher(busy_at=1, hold=30.0)  # held that long, the test times out
+@contextlib.asynccontextmanager
+async def plugin_and_node(tmp_path, host: str | None = None):
+    """SlowOrigin serving DATA with the plugin (busy from the first GET, a hold that would time the test out) and a
+    node: the file's URL (on `host` if given), the requests the origin saw, the publisher, the cluster and node."""
+    slow_origin, publisher = SlowOrigin(), Publisher(busy_at=1, hold=30.0)
     seen = plugin_on(slow_origin, publisher)
     slow_origin.add("/f.bin", DATA)
-    url = await slow_origin.start() + "/f.bin"
+    base = URL(await slow_origin.start())
+    url = str(base if host is None else base.with_host(host)) + "/f.bin"
     cluster = Cluster(tmp_path)
     try:
-        node = await cluster.add()
+        yield url, seen, publisher, cluster, await cluster.add()
+    finally:
+        await cluster.close()
+        await slow_origin.stop()
+
+
+async def test_the_first_get_says_it_leaves_and_the_busy_origin_holds_its_body(tmp_path):
+    async with plugin_and_node(tmp_path) as (url, seen, publisher, cluster, node):
         status, _, body = await cluster.get(node, url, headers={ACCEPT_HEADER: "nonsense"})
         assert status == 200 and body == DATA
         assert seen[0] == ("GET", None, "hint")  # the client's own field was dropped, the proxy's sent
         assert seen[1][0] == "GET" and seen[1][1] is not None and seen[1][2] is None  # the rest, by Range
         assert publisher.held == 1 and publisher.left_in_hold == 1
         assert cluster.last_record(node)["bytes_origin"] == len(DATA)
-    finally:
-        await cluster.close()
-        await slow_origin.stop()
 
 
 async def test_a_name_that_may_be_private_is_not_told(tmp_path):
-    slow_origin, publisher = SlowOrigin(), Publisher(busy_at=1, hold=30.0)
-    seen = plugin_on(slow_origin, publisher)
-    slow_origin.add("/f.bin", DATA)
-    url = str(URL(await slow_origin.start()).with_host("localhost")) + "/f.bin"  # a local name: never looked up
-    cluster = Cluster(tmp_path)
-    try:
-        node = await cluster.add()
+    async with plugin_and_node(tmp_path, "localhost") as (url, seen, publisher, cluster, node):  # never looked up
         status, _, body = await cluster.get(node, url, headers={ACCEPT_HEADER: "hint"})
         assert status == 200 and body == DATA
         assert seen and all(accept is None for _, _, accept in seen)  # neither the client's field nor ours
         assert publisher.held == 0
-    finally:
-        await cluster.close()
-        await slow_origin.stop()
 
 
 async def test_a_relayed_request_never_carries_the_clients_field(tmp_path):
     # A GET with a cookie is relayed as it comes (the publish gate refuses it): the client's Swarm-Accept is dropped
     # there too, so no origin holds a body for a proxy that never said it leaves.
-    slow_origin, publisher = SlowOrigin(), Publisher(busy_at=1, hold=30.0)
-    seen = plugin_on(slow_origin, publisher)
-    slow_origin.add("/f.bin", DATA)
-    url = await slow_origin.start() + "/f.bin"
-    cluster = Cluster(tmp_path)
-    try:
-        node = await cluster.add()
+    async with plugin_and_node(tmp_path) as (url, seen, publisher, cluster, node):
         status, _, body = await cluster.get(node, url, headers={ACCEPT_HEADER: "hint", "Cookie": "a=b"})
         assert status == 200 and body == DATA
         assert seen == [("GET", None, None)] and publisher.held == 0
         assert cluster.last_record(node)["swarm_skipped"] == "cookie"
-    finally:
-        await cluster.close()
-        await slow_origin.stop()
-
