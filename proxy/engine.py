@@ -258,7 +258,8 @@ class SwarmEngine:
                    timeout: float = 5.0, published: OriginManifest | None = None,
                    content_type: str | None = None, headless: bool = False,
                    origin_head: Callable[[], OriginHead | None] | None = None,
-                   looked_ahead: asyncio.Future | None = None) -> Found | Miss:
+                   looked_ahead: asyncio.Future | None = None,
+                   peers: Sequence[tuple[str, int]] = ()) -> Found | Miss:
         """A trusted manifest of `url` with providers, or why not (then the origin alone goes on).
 
         `headless`: the origin has not answered at all yet, so a manifest claim needs the stricter
@@ -272,11 +273,13 @@ class SwarmEngine:
 
         `published`: the origin's own manifest from its response (`proxy.origin_manifest`), trusted as is.
 
-        `looked_ahead`: the claims lookup `look_ahead` started with the request, used instead of a new one."""
+        `looked_ahead`: the claims lookup `look_ahead` started with the request, used instead of a new one.
+
+        `peers`: the peers a busy origin listed with `published` (`Swarm-Peers`), fetched from at once."""
         if published is not None:
             if looked_ahead is not None:
                 looked_ahead.cancel()
-            return await self._find_published(url, published, known_validator, content_type)
+            return await self._find_published(url, published, known_validator, content_type, peers)
         service = self.service
         key = url_key(url)
         own = self._own_manifests.get(key)
@@ -340,10 +343,13 @@ class SwarmEngine:
                                         service.peers_for_blocks(block_count(claim.size, claim.block_size))))
 
     async def _find_published(self, url: str, published: OriginManifest, validator: str | None,
-                              content_type: str | None) -> Found | Miss:
-        """The origin published the manifest: only providers are looked up. The hash layer comes from a
-        provider (any fetching peer has it) or, when nobody holds the content yet, from the origin: so the
-        first nodes of a crowd fetch distinct blocks from the origin instead of waiting for a complete copy."""
+                              content_type: str | None, listed: Sequence[tuple[str, int]] = ()) -> Found | Miss:
+        """The origin published the manifest: only providers are looked up, and not even they when the origin
+        `listed` peers (`Swarm-Peers`): the fetch starts with those, and its refresh brings the DHT's
+        (`SwarmService.refresh_providers`, within PROVIDER_REFRESH_FEW s when they are fewer than it wants). The
+        hash layer comes from a provider (any fetching peer has it) or, when nobody holds the content yet, from the
+        origin: so the first nodes of a crowd fetch distinct blocks from the origin instead of waiting for a
+        complete copy."""
         try:
             manifest = published.manifest(url=url, validator=validator, content_type=content_type)
         except ManifestError:  # a Content-Type or ETag our manifests cannot carry (empty, over 1 KiB, ...)
@@ -359,7 +365,10 @@ class SwarmEngine:
         # No manifest to vouch for, so no need for many providers: the download starts with --fetch-peers of
         # them (a DHT reply is a random sample of what its node holds), and the refresh adds the rest. Waiting
         # for the pool of 64 was half of a flash-crowd download (0.5 s of 1.0 s at the median in the lab).
-        providers = await self.service.providers(manifest.root, enough=self.peers_for(manifest))
+        # An origin-listed peer's node id is learnt at its handshake; it offers the transports we do (ours serve
+        # both on one port number).
+        providers = [Provider(b"", host, port, self.transport_flags) for host, port in listed] if listed else \
+            await self.service.providers(manifest.root, enough=self.peers_for(manifest))
         layer = list(published.hashes) if published.hashes is not None else None
         if layer is None and manifest.root in self.store:
             with contextlib.suppress(StoreError):

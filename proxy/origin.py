@@ -35,12 +35,14 @@ READ_CHUNK = 1 << 16
 
 
 def make_session(*, connect_timeout: float, read_timeout: float, max_connections: int,
-                 ca_file: os.PathLike | str | None = None,
-                 resolver: AbstractResolver | None = None) -> aiohttp.ClientSession:
+                 ca_file: os.PathLike | str | None = None, resolver: AbstractResolver | None = None,
+                 local_address: str | None = None) -> aiohttp.ClientSession:
     """The one client session to origins. HTTPS origins are verified as a browser would: the system's trust
     store (OpenSSL's default paths, which SSL_CERT_FILE and SSL_CERT_DIR change) plus `ca_file`. Names are
     resolved by `resolver`, by default an `OriginResolver` over the system's with no local domain and no listed
-    origin: the connector connects only to the addresses it returns (the DNS-rebinding rule)."""
+    origin: the connector connects only to the addresses it returns (the DNS-rebinding rule). `local_address`:
+    where connections leave from (the demo's and the lab's nodes, each on a loopback address of its own, as
+    separate hosts would be: an origin lists a client to others by the address its request came from)."""
     context = ssl.create_default_context()
     if ca_file is not None:
         context.load_verify_locations(cafile=str(ca_file))
@@ -52,6 +54,7 @@ def make_session(*, connect_timeout: float, read_timeout: float, max_connections
         ttl_dns_cache=30,
         enable_cleanup_closed=False,
         force_close=False,
+        local_addr=None if local_address is None else (local_address, 0),
     )
     timeout = aiohttp.ClientTimeout(total=None, connect=None, sock_connect=connect_timeout,
                                     sock_read=read_timeout)

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 
 from multidict import MultiMapping
 
+import addresses
 from swarm.content.manifest import (
     HEADER,
     HINT_HEADER,
@@ -25,6 +26,7 @@ from swarm.content.manifest import (
     OriginManifest,
     parse_header,
 )
+from swarm.content.peer_field import PEERS_HEADER, parse_peers
 from swarm.errors import PeerError
 
 from . import headers as hdr
@@ -96,6 +98,7 @@ class OriginHead:
     ranges: bool = False  # Accept-Ranges: bytes
     published: OriginManifest | None = None  # the origin's own manifest (server plugin), if it sent one
     hinted: bool = False  # ... and it asks clients to swarm at once
+    peers: tuple[tuple[str, int], ...] = ()  # ... from these peers (`Swarm-Peers`, on a hinted head only)
     head_size: int = 0  # the status line and fields, approximately: headers count as bytes for T and R
     digest: tuple[str, bytes] | None = None  # the origin's Repr-Digest (algorithm, digest), if we can check it
 
@@ -108,14 +111,28 @@ def describe(url: str, request_headers: Fields, status: int, headers: Fields,
     if status == 206 and (parsed := parse_content_range(headers.get("Content-Range"))) is not None:
         start, end, _ = parsed  # a swarmable 206 always has one: the gate checked it
     manifest = published(headers, size)
+    hint = manifest is not None and hinted(headers)
     return OriginHead(
         status=status, swarmable=decision.swarmable, reason=decision.reason, size=size,
         validator=manifest_validator(headers), start=start, end=end,
         content_type=headers.get("Content-Type"), content_encoding=headers.get("Content-Encoding"),
         ranges=headers.get("Accept-Ranges", "").strip().lower() == "bytes",
-        published=manifest, hinted=manifest is not None and hinted(headers),
+        published=manifest, hinted=hint,
+        peers=tuple(parse_peers(", ".join(headers.getall(PEERS_HEADER, [])))) if hint else (),
         head_size=16 + sum(len(k) + len(v) + 4 for k, v in raw_headers),
         digest=repr_digest(", ".join(headers.getall("Repr-Digest", []))))
+
+
+def dialable_peers(peers: Iterable[tuple[str, int]], origin_address: str | None) -> tuple[tuple[str, int], ...]:
+    """The peers an origin listed (`Swarm-Peers`) that this node may dial: public addresses, and from an origin at
+    a known non-public address (one the user listed: only then is its content shared) private and loopback ones,
+    never link-local or special-purpose ones. So a site on the Internet cannot make its visitors' nodes dial their
+    LAN, their loopback or a cloud's metadata service; what it can make them dial is what its pages can make
+    their browsers fetch (SECURITY.md)."""
+    public_origin = origin_address is None or addresses.is_public(origin_address)
+    return tuple((host, port) for host, port in peers
+                 if (kind := addresses.kind_of(host)) is addresses.Kind.PUBLIC
+                 or (not public_origin and kind in (addresses.Kind.PRIVATE, addresses.Kind.LOOPBACK)))
 
 
 class BodyDigest:

@@ -268,6 +268,8 @@ class _LimitedServer(web.Server):
 class ProxyServer:
     """One running proxy. `await start()`, read `addresses`, `await stop()`."""
 
+    origin_source: str | None = None  # the address origin connections leave from (a lab's host of its own; None: any)
+
     def __init__(self, config: Config, *, resolver: AbstractResolver | None = None) -> None:
         """`resolver`: the DNS resolver under the rebinding rule (`proxy.origin_resolver`); the system's by
         default, a `StaticResolver` in tests and the bench, which must not ask real DNS."""
@@ -303,7 +305,7 @@ class ProxyServer:
         self.stats.on_connections = IdleTrim(asyncio.get_running_loop()).connections  # memory back when idle
         self._session = make_session(connect_timeout=cfg.connect_timeout, read_timeout=cfg.read_timeout,
                                      max_connections=cfg.max_connections, ca_file=cfg.ca_file,
-                                     resolver=self.resolver)
+                                     resolver=self.resolver, local_address=self.origin_source)
         server = _LimitedServer(
             self._handle,
             stats=self.stats,

@@ -112,9 +112,10 @@ async def _add_fields(request: web.Request, response: web.StreamResponse) -> Non
                  etag=headers.get("ETag"), validator=validator, size=published.manifest.size,
                  content_length=response.content_length, content_range=headers.get("Content-Range")):
         publisher = request.app[_PUBLISHER]
-        fields = publisher.headers(published)
+        accept = request.headers.get(ACCEPT_HEADER)
+        fields = publisher.headers(published, method=request.method, remote=request.remote, accept=accept)
         headers.update(fields)
-        hold = publisher.hold_for(request.method, HINT_HEADER in fields, request.headers.get(ACCEPT_HEADER))
+        hold = publisher.hold_for(request.method, HINT_HEADER in fields, accept)
         if hold and may_hold(accept_ranges=headers.get("Accept-Ranges"), cache_control=headers.get("Cache-Control"),
                              vary=headers.get("Vary"), set_cookie="Set-Cookie" in headers,
                              content_length=response.content_length):

@@ -42,6 +42,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from swarm.content.manifest import ACCEPT_HEADER, HEADER, HINT_HEADER
+from swarm.content.peer_field import PEERS_HEADER
 
 from .fields import (
     METHODS,
@@ -65,7 +66,7 @@ Resolver = Callable[[Scope], "Representation | None"]
 ETagOf = Callable[[os.stat_result], str]
 
 # Ours replace any the application set itself, as `headers.update` does in the aiohttp plugin: one field each.
-_OURS = (HEADER.lower().encode("latin-1"), HINT_HEADER.lower().encode("latin-1"))
+_OURS = tuple(name.lower().encode("latin-1") for name in (HEADER, HINT_HEADER, PEERS_HEADER))
 _ACCEPT = ACCEPT_HEADER.lower().encode("latin-1")
 
 
@@ -100,7 +101,9 @@ class SwarmMiddleware:
         accept = _field(scope, _ACCEPT) if bodiless else None
         # Only a GET that may be held shares its `receive`: any other's goes to the application untouched.
         shared = _SharedReceive(receive) if self.publisher.hold_for(method, True, accept) else None
-        sending = _Sending(send, method, published, rep.validator, self.publisher, accept, shared)
+        client = scope.get("client")  # (host, port) as the server saw it; None when unknown
+        sending = _Sending(send, method, published, rep.validator, self.publisher, accept, shared,
+                           client[0] if client else None)
         self.publisher.enter()
         try:
             await self.app(scope, receive if shared is None else shared, sending)
@@ -117,9 +120,9 @@ class _Sending:
     its end. A client that left before it did is sent no more: the application's later messages are dropped."""
 
     def __init__(self, send: Send, method: str, published: Published, validator: str | None, publisher: Publisher,
-                 accept: str | None = None, shared: _SharedReceive | None = None) -> None:
+                 accept: str | None = None, shared: _SharedReceive | None = None, remote: str | None = None) -> None:
         self._send, self._method, self._published, self._validator = send, method, published, validator
-        self._publisher, self._accept, self._shared = publisher, accept, shared
+        self._publisher, self._accept, self._shared, self._remote = publisher, accept, shared, remote
         self._until: float | None = None  # the loop time a hold under way ends at
         self._left = False
 
@@ -128,7 +131,7 @@ class _Sending:
             return
         if message["type"] == "http.response.start":
             message, hold = _with_fields(message, self._method, self._published, self._validator, self._publisher,
-                                         self._accept)
+                                         self._accept, self._remote)
             await self._send(message)
             if hold and self._shared is not None:
                 self._publisher.held += 1
@@ -155,10 +158,11 @@ class _Sending:
 
 
 def _with_fields(start: Message, method: str, published: Published, validator: str | None,
-                 publisher: Publisher, accept: str | None) -> tuple[Message, float]:
+                 publisher: Publisher, accept: str | None, remote: str | None = None) -> tuple[Message, float]:
     """`start` with our fields when the response may carry them (a new message: the application's own, and
     the header list it may reuse for the next response, are left as they were); else `start` itself. With it, the
-    seconds its body is held (`Publisher.hold_for` for a request whose `Swarm-Accept` is `accept`; 0: none)."""
+    seconds its body is held (`Publisher.hold_for` for a request whose `Swarm-Accept` is `accept`; 0: none).
+    `remote`: the client's address, listed to later clients when it names its peer port (`Publisher.headers`)."""
     headers = [(bytes(name), bytes(value)) for name, value in start.get("headers", ())]
     seen: dict[bytes, list[str]] = {}
     for name, value in headers:
@@ -172,7 +176,7 @@ def _with_fields(start: Message, method: str, published: Published, validator: s
                      content_length=one(b"content-length"), content_range=one(b"content-range")):
         return start, 0.0
     kept = [(name, value) for name, value in headers if name.lower() not in _OURS]
-    ours = publisher.headers(published)
+    ours = publisher.headers(published, method=method, remote=remote, accept=accept)
     added = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in ours.items()]
     hold = publisher.hold_for(method, HINT_HEADER in ours, accept)
     if hold and not may_hold(accept_ranges=one(b"accept-ranges"), cache_control=one(b"cache-control"),

@@ -15,6 +15,10 @@ would start sending it at once is bytes nobody reads. Such a response's body wai
 the client to leave; one still there after it gets its body, late but whole. On the crowd simulator, once nothing
 else kept the origin busy between newcomers, their first chunks went out before their FINs came: held, the origin
 sent 0.012 % of the direct clients' bytes at 100,000 clients instead of 0.26 % (bench/README.md).
+
+Peers: a hinted head to such a GET that names its client's peer port (`Swarm-Accept: hint, peer=6881`) lists
+clients hinted before it (`Swarm-Peers`, `PeerPool`), so that it fetches from them at once instead of after a DHT
+lookup (`swarm.content.peer_field`).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import collections
 import dataclasses
 import functools
 import logging
+import time
 from collections.abc import Callable, Iterable
 
 # The plugin needs only the content identity: ManifestError is the one `swarm.content.manifest` raises.
@@ -37,8 +42,10 @@ from swarm.content.manifest import (
     build_manifest,
     format_header,
 )
+from swarm.content.peer_field import PEERS_HEADER, format_peers, peer_port
 
 from .errors import NotPublishable
+from .peer_pool import PeerPool
 
 log = logging.getLogger("swarmproxy.server_plugin")
 
@@ -76,7 +83,7 @@ class Published:
 
 class Publisher:
     def __init__(self, *, busy_at: int = DEFAULT_BUSY_AT, cache: int = DEFAULT_CACHE,
-                 block_size: int | None = None, hold: float = DEFAULT_HOLD) -> None:
+                 block_size: int | None = None, hold: float = DEFAULT_HOLD, peers: PeerPool | None = None) -> None:
         if busy_at < 1 or cache < 1:
             raise ValueError("busy_at and cache must be at least 1")
         if not 0 <= hold <= 60:
@@ -88,6 +95,7 @@ class Publisher:
         self.held = 0  # hinted bodies held for a client that said it leaves at the hint
         self.left_in_hold = 0  # ... whose client left before the hold ended: bodies never sent
         self.layer_bytes = 0  # bytes sent by the layer endpoint (the lab counts them as origin bytes)
+        self.peers = peers or PeerPool()
         self._cache_size = cache
         self._entries: collections.OrderedDict[tuple, Published] = collections.OrderedDict()
         self._by_root: dict[bytes, Published] = {}
@@ -105,10 +113,19 @@ class Publisher:
     def busy(self) -> bool:
         return self.in_flight >= self.busy_at
 
-    def headers(self, published: Published) -> dict[str, str]:
+    def headers(self, published: Published, *, method: str = "HEAD", remote: str | None = None,
+                accept: str | None = None, now: float | None = None) -> dict[str, str]:
+        """The fields of a response carrying `published`, to a `method` request from the address `remote` whose
+        `Swarm-Accept` field is `accept`: a busy origin's hint and, to a GET that leaves at it, the peers hinted
+        before (`PeerPool.exchange`, which then lists this client if it named its peer port)."""
         fields = {HEADER: published.header}
         if self.busy:
             fields[HINT_HEADER] = HINT_SWARM
+            if method == "GET" and accepts_hint(accept):
+                peers = self.peers.exchange(published.manifest.root, remote, peer_port(accept),
+                                            time.monotonic() if now is None else now)
+                if peers:
+                    fields[PEERS_HEADER] = format_peers(peers)
         return fields
 
     def hold_for(self, method: str, hinted: bool, accept: str | None) -> float:

@@ -14,14 +14,15 @@ MAX_MODULE_LINES = 600
 # What each part of the tree may import of ours (the longest matching prefix applies). Anything of ours that is
 # not listed is forbidden: the product never imports the lab, swarm never sees the proxy or the DHT (it defines
 # the discovery seam the DHT implements), the DHT imports only that seam, and the origin-side plugin needs
-# only the content identity (manifest and hashing).
+# only the content identity (manifest and hashing) and what an address is.
 ALLOWED = {
     "addresses": (),  # at the bottom: what an address is, which network it counts in; it imports nothing of ours
     # The DHT implements the discovery seam: it imports the seam's vocabulary, nothing else of the engine.
     "dht": ("dht", "addresses", "swarm.discovery.seam"),
     "swarm": ("swarm", "addresses"),
     # Inside the engine: the content identity needs nothing else of it, and no layer below the service reaches up.
-    "swarm.content": ("swarm.content", "swarm.errors"),
+    # (`addresses`, the bottom module, for the origin's peer list: IP literals only, one spelling)
+    "swarm.content": ("swarm.content", "swarm.errors", "addresses"),
     "swarm.core": ("swarm.content", "swarm.core", "swarm.net.wire", "swarm.errors", "addresses"),
     "swarm.store": ("swarm.content", "swarm.store", "swarm.net.wire", "swarm.errors"),
     # The wire carries claims (CLAIMS, on a query session): it speaks their vocabulary, a module of values.
@@ -31,7 +32,8 @@ ALLOWED = {
     "swarm.trust": ("swarm.trust", "swarm.content", "swarm.errors", "addresses"),
     # The discovery seam and what runs backends together: the trust rule's vocabulary of claims, nothing above.
     "swarm.discovery": ("swarm.discovery", "swarm.trust.claims", "swarm.errors"),
-    "server_plugin": ("server_plugin", "swarm.content"),
+    # (`addresses`: the peer list it keeps counts one entry per address, as the engine counts sources)
+    "server_plugin": ("server_plugin", "swarm.content", "addresses"),
     "proxy": ("proxy", "swarm", "dht", "bittorrent", "addresses"),
     # the demo's origin runs the plugin
     "proxy.demo": ("proxy", "swarm", "dht", "bittorrent", "server_plugin", "addresses"),

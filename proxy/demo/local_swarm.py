@@ -2,7 +2,8 @@
 
 Used by `swarmproxy demo`, the tests and the lab (whose variant, bench/lab/cluster.py, gives each node's user
 an address of its own). Node i binds its DHT and peer listener on 127.0.0.(first_host+i), port 0; node 0 is
-everyone's bootstrap node. LAN discovery is off: nothing leaves loopback. The demo's, the tests' and the lab's
+everyone's bootstrap node, and its origin connections leave from that address too (`ProxyServer.origin_source`),
+as another host's would. LAN discovery is off: nothing leaves loopback. The demo's, the tests' and the lab's
 origins listen on 127.0.0.1, so it is listed in `--share-private-origins` (as a user lists an office mirror):
 content from any other loopback address stays unshared, as on a user's machine.
 """
@@ -61,6 +62,7 @@ class Cluster:
         flags.update(self.defaults)
         flags.update(overrides)
         server = LocalNode(Config.load(flags, environ={}))
+        server.origin_source = host  # its origin connections leave from its address, as another host's would
         try:
             await server.start()
         except BaseException:

@@ -20,6 +20,7 @@ from yarl import URL
 
 import addresses
 from swarm.content.manifest import ACCEPT_HEADER, ACCEPT_HINT
+from swarm.content.peer_field import accept_field
 from swarm.content.segments import Segments
 from swarm.errors import SwarmError
 from swarm.trust import ManifestSource
@@ -28,7 +29,7 @@ from ..engine import Found, Miss, SwarmEngine, url_key
 from ..errors import ClientGone
 from ..exposure import PRIVATE_ORIGIN, Origin, may_share, may_swarm_name
 from ..origin import OriginStream, connected_address, describe_failure, head
-from ..origin_head import OriginHead, describe, piece_refused, range_request, synthesized_headers
+from ..origin_head import OriginHead, describe, dialable_peers, piece_refused, range_request, synthesized_headers
 from ..origin_resolver import OriginResolver
 from ..publish_gate import request_gate
 from ..ranges import parse_range
@@ -97,7 +98,10 @@ class Fallback:
         before_head = may_swarm_name(url.raw_host or "", url.port or 80, self.local_domains, self.private_origins)
         # Only the first GET says it leaves at the hint: a Range asked for later wants its bytes. (A client's own
         # field never gets here: `relay` and `mitm` drop it.)
-        accepts = [(ACCEPT_HEADER, ACCEPT_HINT)] if self.settings.leaves_at_hint(before_head) else []
+        # With it, the port our peers reach us at when we serve what we fetch: a busy origin lists us to the clients
+        # after us (`swarm.content.peer_field`), as it lists those before us to us.
+        accepts = [(ACCEPT_HEADER, accept_field(ACCEPT_HINT, self._peer_port()))] \
+            if self.settings.leaves_at_hint(before_head) else []
         origin = OriginStream(self.session, url, headers + accepts)
         first = asyncio.ensure_future(origin.next())
         sent = asyncio.get_running_loop().time()
@@ -117,6 +121,11 @@ class Fallback:
         finally:
             if self.adaptive is not None:
                 self._learn(url, download.core.probe, record, complete)
+
+    def _peer_port(self) -> int | None:
+        """The port this node serves what it fetches on, or None when it shares nothing."""
+        address = self.engine.address if self.engine.sharing else None
+        return address[1] if address is not None else None
 
     def _choose(self, url: URL, record: RequestRecord, before_head: bool) -> DownloadSettings:
         """The next download's settings, with the T/R/W of the adaptive core for the URL's host (else the flags),
@@ -261,6 +270,9 @@ class _Download:
                                                             self.url.port or 80, self.owner.private_origins):
                 # Where the connection really went decides, not the name: a private address nobody listed.
                 self.origin_head = dataclasses.replace(self.origin_head, swarmable=False, reason=PRIVATE_ORIGIN)
+            if self.origin_head.peers:
+                self.origin_head = dataclasses.replace(self.origin_head, peers=dialable_peers(
+                    self.origin_head.peers, self.origin.connected_address if self.origin else None))
             actions = core.origin_head(self.origin_head, now)
             if not core.lookups.running:  # not shared, small, or fast enough to need no lookup: none looks ahead
                 _drop(self.claims_ahead)
@@ -444,7 +456,8 @@ class _Download:
             found = await self.engine.find(str(self.url), known_size=known.size, known_validator=known.validator,
                                            published=known.published, content_type=known.content_type,
                                            headless=headless, origin_head=lambda: self.origin_head,
-                                           looked_ahead=looked_ahead)
+                                           looked_ahead=looked_ahead,
+                                           peers=self.origin_head.peers if self.origin_head is not None else ())
         except SwarmError as exc:  # the engine's own (a Discovery's errors end in a lookup that found nothing)
             log.info("%s: a swarm lookup failed: %s", self.url, exc)
             found = Miss("lookup-failed")

@@ -16,7 +16,15 @@ from yarl import URL
 
 from server_plugin.aiohttp_plugin import install, static_files
 from server_plugin.publisher import LAYER_PREFIX, Publisher, Representation
-from swarm.content.manifest import HEADER, HINT_HEADER, accepts_hint, build_manifest, parse_header
+from swarm.content.manifest import (
+    ACCEPT_HEADER,
+    HEADER,
+    HINT_HEADER,
+    accepts_hint,
+    build_manifest,
+    parse_header,
+)
+from swarm.content.peer_field import PEERS_HEADER
 
 SMALL = os.urandom(100_000)
 LARGE = os.urandom(3_000_000)
@@ -334,3 +342,34 @@ async def test_a_body_without_a_length_is_not_held(tmp_path):
 ])
 def test_the_accept_field(value, accepted):
     assert accepts_hint(value) is accepted
+
+
+# -- the peer list: a hinted head lists the clients hinted before (`Swarm-Peers`) --------------------------------------
+
+async def test_a_hinted_head_lists_the_clients_hinted_before(tmp_path):
+    (tmp_path / "f.bin").write_bytes(SMALL)
+    app = web.Application()
+    app.router.add_static("/", tmp_path)
+    publisher = install(app, static_files(tmp_path), Publisher(busy_at=1, hold=0))  # every GET busy: itself
+    server = Server(app)
+    await server.start()
+
+    async def get(source: str, accept: str | None, method: str = "GET") -> str | None:
+        # each client from an address of its own, as the origin tells them apart
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(local_addr=(source, 0))) as session, \
+                session.request(method, server.url + "/f.bin",
+                                headers={} if accept is None else {ACCEPT_HEADER: accept}) as response:
+            await response.read()
+            assert method == "HEAD" or response.headers[HINT_HEADER] == "swarm"
+            return response.headers.get(PEERS_HEADER)
+    try:
+        assert await get("127.0.0.2", "hint, peer=7002") is None  # the first: nobody before it
+        assert await get("127.0.0.3", "hint, peer=7003") == "127.0.0.2:7002"
+        assert await get("127.0.0.4", "hint") in ("127.0.0.2:7002, 127.0.0.3:7003", "127.0.0.3:7003, 127.0.0.2:7002")
+        assert await get("127.0.0.2", "hint, peer=7012") == "127.0.0.3:7003"  # never its own entry
+        # Only a GET that leaves at the hint is told (it fetches from them), and only one naming a port is listed.
+        assert await get("127.0.0.5", None) is None
+        assert await get("127.0.0.5", "hint", method="HEAD") is None
+        assert len(publisher.peers) == 2  # 127.0.0.2 (its newest port) and 127.0.0.3
+    finally:
+        await server.runner.cleanup()

@@ -14,6 +14,7 @@ from starlette.staticfiles import StaticFiles
 from server_plugin.asgi_plugin import SwarmMiddleware, static_files
 from server_plugin.publisher import Publisher
 from swarm.content.manifest import HINT_HEADER
+from swarm.content.peer_field import PEERS_HEADER
 
 from .test_asgi_plugin import ETAG, SMALL, answering, fields, http_scope, resolving, until, www  # noqa: F401
 
@@ -175,3 +176,23 @@ async def test_starlette_stops_at_the_disconnect_the_hold_saw(www):  # noqa: F81
     await connection.leaving_in_hold(app, scope)
     assert connection.events[0] == "http.response.start" and "http.response.body" not in connection.events
     assert (publisher.held, publisher.left_in_hold, publisher.in_flight, connection.waiting) == (1, 1, 0, 0)
+
+
+async def test_a_hinted_head_lists_the_clients_hinted_before():
+    publisher = Publisher(busy_at=1, hold=0)
+    app = SwarmMiddleware(answering(200, HOLDABLE, TWO_CHUNKS), resolving(), publisher)
+
+    async def get(client: tuple[str, int] | None, accept: str | None, *, body: bool = False) -> str | None:
+        scope = accepting("GET", accept, body=body)
+        if client is not None:
+            scope["client"] = client
+        connection = Connection()
+        await app(scope, connection.receive, connection.send)
+        listed = fields(connection.sent[0]).get(PEERS_HEADER.lower())
+        return None if listed is None else ", ".join(listed)
+    assert await get(("203.0.113.2", 50000), "hint, peer=7002") is None
+    assert await get(("203.0.113.3", 50001), "hint, peer=7003") == "203.0.113.2:7002"
+    assert await get(None, "hint, peer=7004") in ("203.0.113.2:7002, 203.0.113.3:7003",
+                                                  "203.0.113.3:7003, 203.0.113.2:7002")  # unknown: not listed
+    assert await get(("203.0.113.4", 50002), "hint, peer=7005", body=True) is None  # a request with a body
+    assert len(publisher.peers) == 2

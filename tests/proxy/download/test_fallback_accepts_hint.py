@@ -15,6 +15,7 @@ from proxy.demo.slow_origin import SlowOrigin
 from server_plugin.aiohttp_plugin import install
 from server_plugin.publisher import Publisher, Representation
 from swarm.content.manifest import ACCEPT_HEADER
+from swarm.content.peer_field import PEERS_HEADER
 
 DATA = bytes(range(256)) * 400  # 102,400 bytes: 7 blocks
 
@@ -63,10 +64,33 @@ async def test_the_first_get_says_it_leaves_and_the_busy_origin_holds_its_body(t
     async with plugin_and_node(tmp_path) as (url, seen, publisher, cluster, node):
         status, _, body = await cluster.get(node, url, headers={ACCEPT_HEADER: "nonsense"})
         assert status == 200 and body == DATA
-        assert seen[0] == ("GET", None, "hint")  # the client's own field was dropped, the proxy's sent
+        # the client's own field was dropped, the proxy's sent, with the port it serves what it fetches on
+        assert seen[0] == ("GET", None, f"hint, peer={node.engine.address[1]}")
         assert seen[1][0] == "GET" and seen[1][1] is not None and seen[1][2] is None  # the rest, by Range
         assert publisher.held == 1 and publisher.left_in_hold == 1
         assert cluster.last_record(node)["bytes_origin"] == len(DATA)
+
+
+async def test_the_next_node_fetches_from_the_peers_the_busy_origin_lists(tmp_path):
+    # Node A fetches the file (hinted, nobody listed yet: the rest by Range) and serves it; its GET named its peer
+    # port and came from its own address. Node B's hinted head then lists A, and B's fetch starts with A at once,
+    # though its DHT finds nobody. (This idle origin also answers the endgame's duplicate Range requests, and often
+    # first: which copy wins is not what is tested.)
+    async with plugin_and_node(tmp_path) as (url, seen, publisher, cluster, first):
+        status, _, body = await cluster.get(first, url)
+        assert status == 200 and body == DATA
+        host, port = first.engine.address
+        assert seen[0] == ("GET", None, f"hint, peer={port}") and len(publisher.peers) == 1
+        second = await cluster.add()
+
+        async def nobody(*_args, **_kwargs):
+            return []
+        second.engine.service.providers = nobody
+        del seen[:]
+        status, headers, body = await cluster.get(second, url)
+        assert status == 200 and body == DATA and headers[PEERS_HEADER] == f"{host}:{port}"
+        record = cluster.last_record(second)
+        assert record["peers"] == [f"{host}:{port}"] and record["bytes_peers"] > 0
 
 
 async def test_a_name_that_may_be_private_is_not_told(tmp_path):
