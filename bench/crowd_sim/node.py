@@ -22,8 +22,10 @@ Reproduced from the shells, not run (`proxy.download.fallback._Download`, `proxy
 - `StartHead` (a T switch before any head): a HEAD on a new connection, in the origin's line for a slot as a GET
   is (`models.Origin`), answered at once when it gets one; `StopHead` closes it;
 - with the origin plugin (`SimParams.origin_plugin`): a lookup for a head that carries the origin's manifest is one
-  of providers alone (`SwarmEngine._find_published`: one lookup latency), and the swarm fetch starts with the
-  layer the field inlines, so the origin is its Range source at once when no provider is found.
+  of providers alone (`SwarmEngine._find_published`: one lookup latency), none at all when the hinted head listed
+  peers (`Swarm-Peers`: they are its providers at once; the first GET names the node's peer port, its index here),
+  and the swarm fetch starts with the layer the field inlines, so the origin is its Range source at once when no
+  provider is found.
 Vouches are first-hand (each publisher's own address, its own network), so the quorum counts publishers.
 Not modelled: `StartSegments` (a file of several 4 MiB segments), the adaptive T/R/W's memory (each lab client is a
 fresh node, so it never applies), HTTPS, the node's CPU.
@@ -97,6 +99,7 @@ class Node:
         self.ahead_at: float | None = None  # when the claims lookup started before the head ends (`LookAhead`)
         self.claimed_at = math.inf
         self.providers_warm: dict[bytes, float] = {}  # root -> when a lookup of its providers ended (`_judge`)
+        self.listed: list[tuple[str, int]] = []  # the peers the origin's hinted head listed (`Swarm-Peers`)
         self.spool: int | None = None  # origin bytes spooled from offset 0 on, once a spool is open
         self.vouching = False
         self.head: OriginHead | None = None
@@ -148,6 +151,8 @@ class Node:
                 return
             now = self.world.clock.now
             self.head = origin_head(self.world, status, start, end, conn.hinted)
+            if conn.hinted and isinstance(conn, OriginConn):
+                self.listed = conn.listed  # (every address is public: `dialable_peers` keeps them all)
             actions = self.core.origin_head(self.head, now)
             if not self.core.lookups.running:  # no lookup looks ahead for a download that needs none
                 self.ahead_at = None
@@ -170,6 +175,9 @@ class Node:
         published = self.core.known.published is not None  # `SwarmEngine._find_published`: providers only
         if published:
             self.ahead_at = None  # the claims lookup looking ahead is cancelled
+            if self.listed:  # ... and not even they: the origin listed peers
+                self.lookup = world.clock.timer(now, self._published)
+                return
         elif self.ahead_at is not None:  # the claims lookup started before the head answers this one
             ends, self.ahead_at = max(now, self.ahead_at), None
         if ends - now > LOOKUP_TIMEOUT:
@@ -225,7 +233,12 @@ class Node:
         if published.hashes is None:
             raise NotImplementedError("a hash layer at the origin's layer endpoint is not modelled")
         manifest = published.manifest(url=world.url, validator=known.validator, content_type=known.content_type)
-        providers = world.dht.providers(world.clock.now, world.peers_for(manifest))
+        # The peers the origin listed (their ports stand for their indices, as a provider record's do), at most
+        # peers_for of them at random as `SwarmService.pick` keeps; else the DHT's.
+        want = world.peers_for(manifest)
+        listed = self.listed if len(self.listed) <= want else self.rng.sample(self.listed, want)
+        providers = [Provider(b"", host, port, 1) for host, port in listed] or \
+            world.dht.providers(world.clock.now, want)
         self._lookup_done(Found(manifest, ManifestSource.ORIGIN, providers, list(published.hashes)))
 
     def _lookup_done(self, found: Found | Miss) -> None:
@@ -325,7 +338,7 @@ class Node:
         """A GET (a Range from `start`, to `end` if given; saying it leaves at the hint when `accepts`, as the
         fallback's first GET does) whose head and bytes reach this node while it is its origin connection."""
         conn = self.world.swarm_origin.get(self.host, now, self._head_of(None), self._data_of(None), start, end,
-                                           accepts=accepts)
+                                           accepts=accepts, peer=(self.address, self.index) if accepts else None)
         conn.on_head, conn.on_data = self._head_of(conn), self._data_of(conn)
         return conn
 

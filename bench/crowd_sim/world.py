@@ -33,6 +33,7 @@ from proxy.download.transition import (
     TransitionSettings,
 )
 from proxy.origin_head import OriginHead
+from server_plugin.peer_pool import PeerPool
 from server_plugin.publisher import DEFAULT_HOLD
 from swarm.content.manifest import build_manifest
 from swarm.discovery.seam import validator_bytes
@@ -70,6 +71,7 @@ class SimParams:
     origin_plugin: bool = False  # the origin publishes its manifest (server_plugin) and hints ...
     origin_busy: int = 2  # ... from this many GETs in flight (the lab's `--origin-busy`)
     origin_hold: float = DEFAULT_HOLD  # ... and holds a hinted body this long for a client that leaves at the hint
+    origin_peers: bool = True  # ... and lists the clients hinted before (`Swarm-Peers`; False: as before it did)
     seed: int = 1
     keep_events: int = 2000  # the first clients whose decisions are kept in their records
 
@@ -93,7 +95,9 @@ class World:
         self.swarm_origin = Origin(self.clock, self.links, "origin", self.content, rate=p.origin_rate,
                                    max_connections=p.origin_connections,
                                    busy_at=p.origin_busy if p.origin_plugin else None,
-                                   body_hold=p.origin_hold if p.origin_plugin else 0.0)
+                                   body_hold=p.origin_hold if p.origin_plugin else 0.0,
+                                   peers=PeerPool(rng=random.Random(p.seed + 11))
+                                   if p.origin_plugin and p.origin_peers else None)
         self.fetch_peers = p.fetch_peers
         self.heads: dict[tuple[int, int, int, bool], OriginHead] = {}  # `node.origin_head`'s, by its arguments
         self.settings = DownloadSettings(

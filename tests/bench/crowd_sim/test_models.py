@@ -6,6 +6,7 @@ import pytest
 
 from bench.crowd_sim.events import Clock
 from bench.crowd_sim.models import CHUNK, MAINLINE, OURS, Dht, Links, NetParams, Origin, Uplink
+from server_plugin.peer_pool import PeerPool
 from swarm.discovery.seam import Provider
 from swarm.trust import IN_PROGRESS_ROOT, ManifestClaim, Vouch
 
@@ -13,9 +14,9 @@ NET = NetParams(delay=0.025, up=1_000_000.0, down=2_000_000.0)
 
 
 @pytest.mark.parametrize("sends, expected", [
-    ([("a", "b", 1000, 0.0)], [0.001 + 0.025]),  # the uplink's serialisation, then the delay
-    ([("a", "b", 1000, 0.0), ("a", "c", 1000, 0.0)], [0.026, 0.027]),  # the second waits for a's uplink
-    ([("a", "c", 4000, 0.0), ("b", "c", 4000, 0.0)], [0.029, 0.031]),  # both land on c: its downlink queues them
+    ([("a", "b", 1000, 0.0)], [0.001 + 0.025 + 0.0005]),  # the uplink's serialisation, the delay, the downlink's
+    ([("a", "b", 1000, 0.0), ("a", "c", 1000, 0.0)], [0.0265, 0.0275]),  # the second waits for a's uplink
+    ([("a", "c", 4000, 0.0), ("b", "c", 4000, 0.0)], [0.031, 0.033]),  # both land on c: its downlink queues them
     ([("o", "b", 4000, 0.0)], [0.025 + 0.002]),  # an unlimited sender: only the delay and b's downlink
 ])
 def test_links_queue_per_host(sends, expected):
@@ -36,7 +37,7 @@ def test_uplink_serves_in_order_and_a_cancelled_request_costs_nothing():
     uplink.next()
     clock.run()
     assert [i for i, _ in landed] == [0, 2]
-    assert landed[1][1] == pytest.approx(0.002 + 0.025)  # the cancelled one took no uplink time
+    assert landed[1][1] == pytest.approx(0.002 + 0.025 + 0.0005)  # the cancelled one took no uplink time
     assert uplink.sent == 2000
 
 
@@ -264,3 +265,17 @@ def test_a_hinted_body_is_held_for_a_client_that_leaves_at_the_hint(busy_at, acc
     assert (origin.held, origin.left_in_hold) == (int(busy_at == 1 and accepts), left_in_hold)
     assert origin.active == 0
 
+
+
+def test_a_hinted_head_lists_the_clients_hinted_before():
+    """With the plugin's peer list (its real `PeerPool`): a hinted GET that leaves at the hint names its address
+    and port and is listed to the next; one that does not leave, or names nothing, is not."""
+    clock, links = Clock(), Links(NetParams(delay=0.025))
+    origin = Origin(clock, links, "origin", bytes(1000), busy_at=1, body_hold=1.0,
+                    peers=PeerPool(rng=random.Random(1)))
+    kinds = [dict(accepts=True, peer=("11.0.0.1", 0)), dict(accepts=True, peer=("11.0.1.1", 1)),
+             dict(accepts=False, peer=None), dict(accepts=True, peer=None), dict(accepts=True, peer=("11.0.4.1", 4))]
+    got = [_client(clock, origin, f"c{i}", at=0.001 * i, **kind) for i, kind in enumerate(kinds)]
+    clock.run()
+    assert [sorted(g["conn"].listed) for g in got] == [
+        [], [("11.0.0.1", 0)], [], [("11.0.0.1", 0), ("11.0.1.1", 1)], [("11.0.0.1", 0), ("11.0.1.1", 1)]]

@@ -1,5 +1,6 @@
 """A small simulated crowd around the real cores: what must hold of it whatever the models' numbers (no timing)."""
 
+import dataclasses
 import json
 import os
 import pathlib
@@ -106,6 +107,22 @@ def test_the_first_hinted_client_takes_blocks_from_the_origin_by_range(plugin_cr
     first = next(r for r in swarm["clients"] if r["causes"] == ["hint"])
     assert any("from 0 peers" in e for e in first["events"][0])
     assert first["exact"] and first["bytes_origin"] > 0
+
+
+def test_a_hinted_client_fetches_from_the_peers_its_head_listed_without_a_lookup(plugin_crowd):
+    """Every hinted head after the first lists the clients hinted before (`Swarm-Peers`): the fetch starts with
+    them at the head, no DHT latency between the switch and the lookup's answer."""
+    _, _, swarm, _ = plugin_crowd
+    hinted = [r for r in swarm["clients"] if r["causes"] == ["hint"]][1:]
+
+    def at(events: list[str], what: str) -> str:
+        return next(e.split("s ", 1)[0] for e in events if what in e)
+    assert hinted and all(at(r["events"][0], "switch (hint)") == at(r["events"][0], "lookup: a origin manifest")
+                          and not any("from 0 peers" in e for e in r["events"][0]) for r in hinted)
+    unlisted = World(dataclasses.replace(plugin_crowd[0], clients=10, origin_peers=False)).run()["clients"]
+    waited = [r for r in unlisted if r["causes"] == ["hint"]]  # without the list: each waits for its lookup
+    assert waited and all(at(r["events"][0], "switch (hint)") != at(r["events"][0], "lookup: a origin manifest")
+                          for r in waited)
 
 
 def test_every_hinted_first_get_is_held_and_left_without_a_body_byte(plugin_crowd):
