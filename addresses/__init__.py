@@ -28,6 +28,9 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 KIND_CACHE = 4096  # addresses whose kind is kept: the peers, origins and clients of the moment
 UNKNOWN_PREFIX = "unknown"  # `network_prefix` of anything that counts in no network
+# The lowest port a stranger may have us dial (a connect-back, a peer an origin lists): below it, a port is another
+# service's on a shared address
+LOWEST_PORT = 1024
 PUBLIC_IPV4_PREFIX = 24
 PUBLIC_IPV6_PREFIX = 48
 # One subscriber's IPv6 block: a home line or a VM gets a /64 (RFC 6177), so a public IPv6 address is one source

@@ -22,9 +22,9 @@ from typing import Any
 import libtorrent as lt
 
 import addresses
+from addresses import LOWEST_PORT  # (the one rule for ports a stranger names: none below it is dialled)
 from swarm.content.manifest import Manifest
 from swarm.content.torrent import Torrent
-from swarm.core.reach import LOWEST_PORT  # (the one rule for ports a stranger names: none below it is dialled)
 
 from .admission import Admission
 from .download import Download

@@ -6,14 +6,16 @@ entry (a public IPv6 address: its /64, one subscriber: `addresses.source`), so o
 connections is one entry, and its newest claim replaces the older. A hinted head lists up to `PEERS_GIVEN` of the
 file's entries at random, never the requester's own; the requester is added afterwards.
 
-Which entries: those older than `FRESH` s first, and younger ones only when those are too few. A client hinted a moment ago
-is still fetching and holds little; one hinted a second before most likely holds the file. At 1,000 arrivals a
-second the crowd simulator's origin, asked for the blocks the newest 256 clients did not have yet, sent twenty
-times more than with the peers the DHT found. The list keeps the last `per_file` entries of a file (4,096:
-seconds of a crowd of a thousand a second, minutes of a smaller one) in a ring in the order they came, so the
-older ones are a contiguous run of it and a pick costs O(want + log per_file), not a walk of the list: the plugin
-answers every hinted GET of a crowd. An entry older than `max_age` is not listed; at most `total` entries over all
-files (the least recently hinted file goes first): bounded memory whatever strangers send.
+Which entries: those older than `FRESH` s first, and younger ones only when those are too few. A client hinted a
+moment ago is still fetching and holds little; one hinted a second before most likely holds the file. At 1,000
+arrivals a second, listing the newest 256 clients (a quarter second of the crowd), the simulated origin was asked
+for the blocks none of them had yet and sent at its full rate throughout (bench/README.md, "The peer list").
+
+The list keeps the last `per_file` entries of a file (4,096: seconds of a crowd of a thousand a second, minutes of
+a smaller one) in a ring in the order they came, so the older ones are a contiguous run of it and a pick costs
+O(want + log per_file), not a walk of the list: the plugin answers every hinted GET of a crowd. An entry older
+than `max_age` is not listed; at most `total` entries over all files (the least recently hinted file goes first):
+bounded memory whatever strangers send.
 
 What it cannot stop (SECURITY.md): whoever controls many addresses can fill a file's list with addresses that
 serve nothing; a client then dials them in vain and falls back on its DHT lookup and the origin.

@@ -23,9 +23,7 @@ __all__ = ["PEERS_HEADER", "ACCEPT_PEER", "PEERS_GIVEN", "LOWEST_PEER_PORT", "fo
 PEERS_HEADER = "Swarm-Peers"
 ACCEPT_PEER = "peer"  # `Swarm-Accept: hint, peer=6881`: the port this client serves what it fetches on
 PEERS_GIVEN = 16  # entries a head lists (a download starts with --fetch-peers, 16 by default)
-# A port below it is another service's on a shared address (the rule for ports a stranger names:
-# `swarm.core.reach.LOWEST_PORT`, the same number, which the content layer cannot import)
-LOWEST_PEER_PORT = 1024
+LOWEST_PEER_PORT = addresses.LOWEST_PORT  # a port below it is another service's on a shared address
 _MAX_TOKENS = 16  # a field's tokens looked at (the rest ignored): bounded work for a stranger's field
 _ENTRY = re.compile(r"\[([0-9a-fA-F:.]{2,45})\]:(\d{1,5})|([0-9.]{7,15}):(\d{1,5})")
 _PORT = re.compile(r"\d{1,5}")

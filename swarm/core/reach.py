@@ -31,6 +31,7 @@ then tell "that peer did not try" from "that peer could not reach me", and ask e
 from __future__ import annotations
 
 import addresses
+from addresses import LOWEST_PORT  # (the one rule for ports a stranger names)
 
 from .source_window import SourceWindow, refusal
 
@@ -41,7 +42,6 @@ PER_SOURCE = 2  # requests answered per source per WINDOW (module docstring)
 WINDOW = 60.0
 PER_WINDOW = 64  # ... and in all: far above what honest probing asks (a few per node per 30 min)
 MAX_IN_FLIGHT = 8  # requests being carried out at once (each at most one connection per transport)
-LOWEST_PORT = 1024  # below it, a port is another service's on a shared address: never dialled back
 # Seconds a connect-back is given to connect, and then to be read: a home router answers within one; a NAT that
 # drops the SYN (or the Initial) is what a timeout means, and waiting longer tells nothing more.
 CONNECT_BACK_TIMEOUT = 5.0
