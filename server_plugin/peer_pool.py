@@ -33,7 +33,7 @@ from swarm.content.peer_field import PEERS_GIVEN
 __all__ = ["PeerPool", "PER_FILE", "TOTAL", "MAX_AGE", "FRESH"]
 
 PER_FILE = 4096  # entries kept per file
-TOTAL = 65_536  # ... and over all files (a few MB)
+TOTAL = 65_536  # ... and over all files (17 MB when full, measured with tracemalloc: 263 B an entry)
 # Seconds an entry is listed: a client serves what it fetched for a while after (the proxy's --linger, 10 min by
 # default), and a crowd a busy origin hints to is much shorter than that
 MAX_AGE = 600.0
