@@ -165,17 +165,18 @@ def canonical_host(host: str | None) -> str | None:
 
 
 def source(host: str | None) -> tuple[str | None, str | None]:
-    """What a peer's address counts as where sources are shared out (slots, handshakes): its one spelling
-    (`canonical_host`; a public IPv6 address's /64: one subscriber) and its network (`network_prefix`); None for
-    what is not an IP literal, or in no network."""
-    canonical = canonical_host(host)
-    if canonical is None:
+    """What a peer's address counts as where sources are shared out (slots, handshakes, an origin's peer list):
+    one key per party (the IPv4 host an IPv6 address embeds: whoever holds 192.0.2.1 holds 6to4's whole
+    2002:c000:201::/48; a public IPv6 address's /64: one subscriber; any other address itself) and its network
+    (`network_prefix`); None for what is not an IP literal, or in no network."""
+    ip = parse(host)
+    if ip is None:
         return None, None
-    network = network_prefix(canonical)
-    ip = effective(ipaddress.ip_address(canonical))
+    network = network_prefix(host)
+    ip = effective(ip)
     if ip.version == 6 and classify(ip) is Kind.PUBLIC:
-        canonical = str(ipaddress.ip_network(f"{ip}/{PUBLIC_IPV6_SOURCE_PREFIX}", strict=False))
-    return canonical, None if network == UNKNOWN_PREFIX else network
+        return str(ipaddress.ip_network(f"{ip}/{PUBLIC_IPV6_SOURCE_PREFIX}", strict=False)), network
+    return str(ip), None if network == UNKNOWN_PREFIX else network
 
 
 @functools.lru_cache(maxsize=KIND_CACHE)

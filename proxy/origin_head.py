@@ -104,8 +104,9 @@ class OriginHead:
 
 
 def describe(url: str, request_headers: Fields, status: int, headers: Fields,
-             raw_headers: Iterable[tuple[bytes, bytes]] = ()) -> OriginHead:
-    """The summary of one origin answer to a GET for `url` sent with `request_headers`."""
+             raw_headers: Iterable[tuple[bytes, bytes]] = (), origin_address: str | None = None) -> OriginHead:
+    """The summary of one origin answer to a GET for `url` sent with `request_headers`, from the origin at
+    `origin_address` (where the connection went: it decides which listed peers may be dialled; None: unknown)."""
     decision, size = gate_and_length("GET", url, request_headers.items(), status, headers.items())
     start, end = 0, size
     if status == 206 and (parsed := parse_content_range(headers.get("Content-Range"))) is not None:
@@ -118,21 +119,26 @@ def describe(url: str, request_headers: Fields, status: int, headers: Fields,
         content_type=headers.get("Content-Type"), content_encoding=headers.get("Content-Encoding"),
         ranges=headers.get("Accept-Ranges", "").strip().lower() == "bytes",
         published=manifest, hinted=hint,
-        peers=tuple(parse_peers(", ".join(headers.getall(PEERS_HEADER, [])))) if hint else (),
+        peers=dialable_peers(parse_peers(", ".join(headers.getall(PEERS_HEADER, []))), origin_address) if hint else (),
         head_size=16 + sum(len(k) + len(v) + 4 for k, v in raw_headers),
         digest=repr_digest(", ".join(headers.getall("Repr-Digest", []))))
 
 
 def dialable_peers(peers: Iterable[tuple[str, int]], origin_address: str | None) -> tuple[tuple[str, int], ...]:
-    """The peers an origin listed (`Swarm-Peers`) that this node may dial: public addresses, and from an origin at
-    a known non-public address (one the user listed: only then is its content shared) private and loopback ones,
-    never link-local or special-purpose ones. So a site on the Internet cannot make its visitors' nodes dial their
-    LAN, their loopback or a cloud's metadata service; what it can make them dial is what its pages can make
-    their browsers fetch (SECURITY.md)."""
-    public_origin = origin_address is None or addresses.is_public(origin_address)
-    return tuple((host, port) for host, port in peers
-                 if (kind := addresses.kind_of(host)) is addresses.Kind.PUBLIC
-                 or (not public_origin and kind in (addresses.Kind.PRIVATE, addresses.Kind.LOOPBACK)))
+    """The peers an origin listed (`Swarm-Peers`) that this node may dial: public addresses; from an origin on a
+    private address (shared only when the user listed it) private ones too; from an origin on this machine (a lab,
+    a test) loopback ones too; never link-local or special-purpose ones. So a site on the Internet cannot make
+    its visitors' nodes dial their LAN, their loopback or a cloud's metadata service, nor can an intranet site
+    behind a reverse proxy (whose plugin sees the proxy's address, and lists it with a port a client chose) make
+    them dial their own loopback; what it can make them dial is what its pages can make their browsers fetch
+    (SECURITY.md). An origin known only by a name, or at an address of another kind, is treated as public."""
+    origin = addresses.kind_of(origin_address)
+    allowed = {addresses.Kind.PUBLIC}
+    if origin in (addresses.Kind.PRIVATE, addresses.Kind.LOOPBACK):
+        allowed.add(addresses.Kind.PRIVATE)
+    if origin is addresses.Kind.LOOPBACK:
+        allowed.add(addresses.Kind.LOOPBACK)
+    return tuple((host, port) for host, port in peers if addresses.kind_of(host) in allowed)
 
 
 class BodyDigest:

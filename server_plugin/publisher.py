@@ -18,7 +18,10 @@ sent 0.012 % of the direct clients' bytes at 100,000 clients instead of 0.26 % (
 
 Peers: a hinted head to such a GET that names its client's peer port (`Swarm-Accept: hint, peer=6881`) lists
 clients hinted before it (`Swarm-Peers`, `PeerPool`), so that it fetches from them at once instead of after a DHT
-lookup (`swarm.content.peer_field`).
+lookup (`swarm.content.peer_field`). The address is the request's (aiohttp's `request.remote`, ASGI's
+`scope["client"]`), never a forwarded field's: behind a reverse proxy or CDN, have the server hand the client's
+address on (`uvicorn --proxy-headers --forwarded-allow-ips`, an aiohttp middleware that sets `request.remote`)
+or pass `list_peers=False`.
 """
 
 from __future__ import annotations
@@ -83,7 +86,8 @@ class Published:
 
 class Publisher:
     def __init__(self, *, busy_at: int = DEFAULT_BUSY_AT, cache: int = DEFAULT_CACHE,
-                 block_size: int | None = None, hold: float = DEFAULT_HOLD, peers: PeerPool | None = None) -> None:
+                 block_size: int | None = None, hold: float = DEFAULT_HOLD, peers: PeerPool | None = None,
+                 list_peers: bool = True) -> None:
         if busy_at < 1 or cache < 1:
             raise ValueError("busy_at and cache must be at least 1")
         if not 0 <= hold <= 60:
@@ -96,6 +100,9 @@ class Publisher:
         self.left_in_hold = 0  # ... whose client left before the hold ended: bodies never sent
         self.layer_bytes = 0  # bytes sent by the layer endpoint (the lab counts them as origin bytes)
         self.peers = peers or PeerPool()
+        # False behind a reverse proxy or CDN that does not hand the client's address on: the plugin would list the
+        # proxy's address, with ports clients chose (SECURITY.md)
+        self.list_peers = list_peers
         self._cache_size = cache
         self._entries: collections.OrderedDict[tuple, Published] = collections.OrderedDict()
         self._by_root: dict[bytes, Published] = {}
@@ -121,7 +128,7 @@ class Publisher:
         fields = {HEADER: published.header}
         if self.busy:
             fields[HINT_HEADER] = HINT_SWARM
-            if method == "GET" and accepts_hint(accept):
+            if self.list_peers and method == "GET" and accepts_hint(accept):
                 peers = self.peers.exchange(published.manifest.root, remote, peer_port(accept),
                                             time.monotonic() if now is None else now)
                 if peers:

@@ -29,7 +29,7 @@ from ..engine import Found, Miss, SwarmEngine, url_key
 from ..errors import ClientGone
 from ..exposure import PRIVATE_ORIGIN, Origin, may_share, may_swarm_name
 from ..origin import OriginStream, connected_address, describe_failure, head
-from ..origin_head import OriginHead, describe, dialable_peers, piece_refused, range_request, synthesized_headers
+from ..origin_head import OriginHead, describe, piece_refused, range_request, synthesized_headers
 from ..origin_resolver import OriginResolver
 from ..publish_gate import request_gate
 from ..ranges import parse_range
@@ -264,15 +264,12 @@ class _Download:
                 return core.swarm_data(value, now)
             return core.swarm_end(now) if kind == "end" else core.swarm_failed(value, now)
         if kind == "head":
+            address = self.origin.connected_address if self.origin else None
             self.origin_head = describe(str(self.url), self.request.headers, value.status, value.headers,
-                                        value.raw_headers)
-            if self.origin_head.swarmable and not may_share(self.origin.connected_address if self.origin else None,
-                                                            self.url.port or 80, self.owner.private_origins):
+                                        value.raw_headers, origin_address=address)
+            if self.origin_head.swarmable and not may_share(address, self.url.port or 80, self.owner.private_origins):
                 # Where the connection really went decides, not the name: a private address nobody listed.
                 self.origin_head = dataclasses.replace(self.origin_head, swarmable=False, reason=PRIVATE_ORIGIN)
-            if self.origin_head.peers:
-                self.origin_head = dataclasses.replace(self.origin_head, peers=dialable_peers(
-                    self.origin_head.peers, self.origin.connected_address if self.origin else None))
             actions = core.origin_head(self.origin_head, now)
             if not core.lookups.running:  # not shared, small, or fast enough to need no lookup: none looks ahead
                 _drop(self.claims_ahead)

@@ -25,8 +25,9 @@ ACCEPT_PEER = "peer"  # `Swarm-Accept: hint, peer=6881`: the port this client se
 PEERS_GIVEN = 16  # entries a head lists (a download starts with --fetch-peers, 16 by default)
 LOWEST_PEER_PORT = addresses.LOWEST_PORT  # a port below it is another service's on a shared address
 _MAX_TOKENS = 16  # a field's tokens looked at (the rest ignored): bounded work for a stranger's field
-_ENTRY = re.compile(r"\[([0-9a-fA-F:.]{2,45})\]:(\d{1,5})|([0-9.]{7,15}):(\d{1,5})")
-_PORT = re.compile(r"\d{1,5}")
+# ASCII digits only: `\d` and int() take any script's digits (٦٨٨١, ６８８１), which no port is written in
+_ENTRY = re.compile(r"\[([0-9a-fA-F:.]{2,45})\]:([0-9]{1,5})|([0-9.]{7,15}):([0-9]{1,5})")
+_PORT = re.compile(r"[0-9]{1,5}")
 
 
 def _valid_port(text: str) -> int | None:

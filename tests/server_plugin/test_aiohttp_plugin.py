@@ -371,5 +371,8 @@ async def test_a_hinted_head_lists_the_clients_hinted_before(tmp_path):
         assert await get("127.0.0.5", None) is None
         assert await get("127.0.0.5", "hint", method="HEAD") is None
         assert len(publisher.peers) == 2  # 127.0.0.2 (its newest port) and 127.0.0.3
+        publisher.list_peers = False  # behind a reverse proxy that does not hand the client's address on
+        assert await get("127.0.0.6", "hint, peer=7006") is None
+        assert len(publisher.peers) == 2  # nor kept
     finally:
         await server.runner.cleanup()

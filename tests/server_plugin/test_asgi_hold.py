@@ -190,9 +190,9 @@ async def test_a_hinted_head_lists_the_clients_hinted_before():
         await app(scope, connection.receive, connection.send)
         listed = fields(connection.sent[0]).get(PEERS_HEADER.lower())
         return None if listed is None else ", ".join(listed)
-    assert await get(("203.0.113.2", 50000), "hint, peer=7002") is None
-    assert await get(("203.0.113.3", 50001), "hint, peer=7003") == "203.0.113.2:7002"
-    assert await get(None, "hint, peer=7004") in ("203.0.113.2:7002, 203.0.113.3:7003",
-                                                  "203.0.113.3:7003, 203.0.113.2:7002")  # unknown: not listed
-    assert await get(("203.0.113.4", 50002), "hint, peer=7005", body=True) is None  # a request with a body
+    assert await get(("11.0.0.2", 50000), "hint, peer=7002") is None
+    assert await get(("11.0.0.3", 50001), "hint, peer=7003") == "11.0.0.2:7002"
+    assert await get(None, "hint, peer=7004") in ("11.0.0.2:7002, 11.0.0.3:7003",
+                                                  "11.0.0.3:7003, 11.0.0.2:7002")  # unknown: not listed
+    assert await get(("11.0.0.4", 50002), "hint, peer=7005", body=True) is None  # a request with a body
     assert len(publisher.peers) == 2

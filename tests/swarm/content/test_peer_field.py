@@ -18,6 +18,7 @@ from swarm.content.peer_field import PEERS_GIVEN, accept_field, format_peers, pa
     ("203.0.113.7:80, 203.0.113.7:1023, 203.0.113.7:65536, 203.0.113.7:0", []),  # another service's, or no port
     ("203.0.113.7, :6881, 203.0.113.999:6881, [2001:db8::1:6881", []),
     ("203.0.113.7:6881; evil, 203.0.113.8:06881", [("203.0.113.8", 6881)]),
+    ("203.0.113.7:\u0666\u0668\u0668\u0661, 203.0.113.8:\uff16\uff18\uff18\uff11", []),  # not ASCII digits
 ])
 def test_parse_peers(value, expected):
     assert parse_peers(value) == expected
@@ -44,6 +45,7 @@ def test_format_then_parse():
     ("hint, peer=70000", None),
     ("hint, peer=x", None),
     ("hint, peer=", None),
+    ("hint, peer=\uff16\uff18\uff18\uff11", None),  # fullwidth digits: int() reads them, no port is written so
 ])
 def test_peer_port(value, port):
     assert peer_port(value) == port
