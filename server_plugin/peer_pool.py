@@ -19,9 +19,12 @@ The list keeps the last `per_file` entries of a file (4,096: seconds of a crowd 
 a smaller one) in a ring in the order they came, so the older ones are a contiguous run of it and a pick costs
 O(want + log per_file), not a walk of the list: the plugin answers every hinted GET of a crowd. An entry older
 than `max_age` is not listed (a client that asks again after that is a new entry); a slot left behind (a network's
-oldest entry making way, an expired one asked anew) is skipped by picks and the ring is compacted once such slots
-outnumber the live ones. At most `total` slots over all files, left-behind ones included (the least recently
-hinted file goes first): bounded memory whatever strangers send.
+oldest entry making way, an expired one asked anew) is skipped by picks; the ring is compacted (left-behind and
+expired slots freed) once such slots are half the unexpired ones, and when it is full and an eighth of it is left
+behind, before it pushes a live entry out: a party cycling through its network's addresses pushes out the
+`per_network` entries it may hold and at most an eighth of the ring more, once. At most `total` slots over all
+files, left-behind ones included (the least recently hinted file goes first): bounded memory whatever strangers
+send.
 
 What it cannot stop (SECURITY.md): whoever controls addresses in many networks can fill a file's list with
 addresses that serve nothing; a client then dials them in vain and falls back on its DHT lookup and the origin.
@@ -53,6 +56,7 @@ MAX_AGE = 600.0
 FRESH = 1.0  # s: an entry younger than this is listed only when there are too few older ones
 _KEPT = (addresses.Kind.PUBLIC, addresses.Kind.PRIVATE, addresses.Kind.LOOPBACK)  # kinds a node may dial at all
 _COMPACT_FROM = 32  # left-behind slots a file may hold whatever its live entries: a small file is not rebuilt often
+_RECLAIM_PART = 8  # a full ring is compacted once this part of it is left behind, before a live entry is pushed out
 
 
 class _File:
@@ -94,6 +98,10 @@ class _File:
         mates = self.by_network.get(network) if network is not None else None
         if mates is not None and len(mates) >= per_network:
             self._leave(mates[0])
+        if len(self.times) >= capacity and self.behind >= max(1, capacity // _RECLAIM_PART):
+            # Full with slots left behind: free them rather than push out the oldest live entry (else each ask
+            # of a network at its cap, one slot left behind and one taken, pushed out an honest entry)
+            self._compact(expired)
         if len(self.times) < capacity:
             slot = len(self.times)
             self.times.append(now)
@@ -112,8 +120,10 @@ class _File:
         self.slot_of[source] = slot
         if network is not None:
             self.by_network.setdefault(network, []).append(slot)
-        if self.behind >= max(_COMPACT_FROM, len(self.slot_of)):
-            self._compact()
+        if self.behind >= _COMPACT_FROM and 2 * self.behind >= len(self.times) - self.older_than(expired):
+            # Left-behind slots are half of those a pick samples (the unexpired ones): expired entries are
+            # never listed, so they must not count as live ones here, or they shield a ring of left-behind slots
+            self._compact(expired)
 
     def older_than(self, when: float) -> int:
         """How many of the oldest slots hold entries from before `when` (times are in order around the ring)."""
@@ -135,10 +145,12 @@ class _File:
         self.sources[slot] = ""
         self.behind += 1
 
-    def _compact(self) -> None:
-        """Rebuild the ring from its live slots, oldest first: its left-behind ones freed. Amortised O(1) an add:
-        it runs once they outnumber the live ones, and costs as many steps as there are slots."""
-        live = [slot for slot in map(self.slot, range(len(self.times))) if self.sources[slot]]
+    def _compact(self, expired: float) -> None:
+        """Rebuild the ring from its live slots from `expired` on, oldest first: its left-behind and expired ones
+        freed. Amortised O(1) an add: it costs a step a slot, each expired slot is freed once, and it runs when
+        the left-behind slots are at least half the unexpired ones, or an eighth of a full ring."""
+        live = [slot for slot in map(self.slot, range(len(self.times)))
+                if self.sources[slot] and self.times[slot] >= expired]
         self.times = [self.times[s] for s in live]
         self.hosts = [self.hosts[s] for s in live]
         self.ports = [self.ports[s] for s in live]
@@ -192,7 +204,7 @@ class PeerPool:
         older = entries.older_than(now - self.fresh)
         chosen: list[int] = []
         # The older ranks first, then the fresh ones when those gave too few; in each up to 4 x `want` tried at
-        # random (a left-behind slot, or the requester's own, is skipped: at most half the slots are left behind)
+        # random (a left-behind slot, or the requester's own, is skipped: at most half the unexpired slots are)
         for lo, hi in ((expired, older), (older, len(entries.times))):
             if len(chosen) == want:
                 break

@@ -154,6 +154,39 @@ def test_one_network_fills_at_most_per_network_of_a_file():
         set(newest)  # the network keeps its newest
 
 
+def test_a_party_cycling_through_its_network_pushes_out_its_share_and_an_eighth_once():
+    """A network at its cap leaves its oldest slot behind at each new ask and takes another: in a full ring that
+    pushed out the oldest live entry, so 17 addresses of one /24 emptied a file (found by fuzzing)."""
+    tiny = pool(per_file=4, per_network=1, total=4)
+    tiny.exchange(ROOT, "11.0.0.1", 2000, now=0.0)
+    tiny.exchange(ROOT, "11.1.0.1", 2000, now=0.0)
+    for i, host in enumerate(["99.0.0.1", "99.0.0.2"] * 10):
+        tiny.exchange(ROOT, host, 2000, now=1.0 + i)
+    assert hosts(tiny.exchange(ROOT, ASKER, None, now=30.0)) == {"11.0.0.1", "11.1.0.1", "99.0.0.2"}
+    peers = pool(per_file=256)
+    for i in range(256):
+        peers.exchange(ROOT, f"11.{i}.0.1", 6881, now=i / 1000)
+    for i in range(20_000):
+        peers.exchange(ROOT, f"99.0.0.{i % 17}", 6881, now=1.0 + i / 1000)
+    honest = sum(host.startswith("11.") for host, _ in peers.exchange(ROOT, ASKER, None, now=25.0, want=1000))
+    assert honest >= 256 - 16 - 256 // 8  # the 16 entries its network may hold, an eighth of the ring: 209 here
+
+
+def test_expired_entries_do_not_shield_left_behind_slots():
+    """Expired entries counted as live ones: after a crowd expired, a party's asks filled the listable part of
+    the ring with left-behind slots and a pick found one or two entries among them (found by fuzzing)."""
+    peers = pool(per_file=4096, max_age=10.0)
+    for i in range(4000):  # an earlier crowd, expired by now
+        peers.exchange(ROOT, f"11.{i >> 8}.{i & 255}.1", 6881, now=i / 1000)
+    for i in range(2000):
+        if i % 100 == 0:
+            peers.exchange(ROOT, f"12.{i // 100}.0.1", 6881, now=20.0 + i / 1000)
+        peers.exchange(ROOT, f"99.0.0.{i % 17}", 6881, now=20.0 + i / 1000)
+    answers = [peers.exchange(ROOT, ASKER, None, now=30.0) for _ in range(20)]
+    assert all(len(listed) == 16 for listed in answers)  # 36 listable entries: 20 honest, 16 of the party's
+    assert peers.slots < 200
+
+
 def test_a_clock_that_steps_back_does_not_break_the_picks():
     peers = pool()
     for i in range(11):
