@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import replace
 
 from hypothesis import HealthCheck, given, settings
@@ -50,23 +49,28 @@ def make_node() -> tuple[DhtNode, DhtDatagramProtocol, FakeTransport]:
 
 NODE, PROTOCOL, TRANSPORT = make_node()
 IDENTITY = NodeIdentity.generate()
-NOW = time.time()
-VALID_RECORDS = [
-    ProviderRecord.create(IDENTITY, root=b"r" * 32, host="192.0.2.9", port=9, now=NOW, ttl_s=600).encode(),
-    ManifestRecord.create(IDENTITY, repr_key=b"k" * 32, content_root=b"c" * 32, size=5, block_size=1 << 14,
-                          validator="v", host=PEER[0], now=NOW, ttl_s=600).encode(),
-]
 
 
-def requests():
-    token = NODE.tokens.issue(PEER[0], NODE.monotonic())
+def valid_records(now: float) -> list[bytes]:
+    """Records valid for 10 minutes from `now`. Made when a test needs them, by the clock of the node that stores
+    them: made at import, they had expired by the time a suite slowed down by a busy machine reached the test
+    that stores them (its 19 % took 11 minutes)."""
+    return [
+        ProviderRecord.create(IDENTITY, root=b"r" * 32, host="192.0.2.9", port=9, now=now, ttl_s=600).encode(),
+        ManifestRecord.create(IDENTITY, repr_key=b"k" * 32, content_root=b"c" * 32, size=5, block_size=1 << 14,
+                              validator="v", host=PEER[0], now=now, ttl_s=600).encode(),
+    ]
+
+
+def requests(node: DhtNode = NODE):
+    token, (provider, manifest) = node.tokens.issue(PEER[0], node.monotonic()), valid_records(node.clock())
     return [
         Message(MessageType.REQUEST, b"t" * 8, Method.PING, b"p" * 20),
         Message(MessageType.REQUEST, b"t" * 8, Method.FIND_NODE, b"p" * 20, target=os.urandom(20)),
         Message(MessageType.REQUEST, b"t" * 8, Method.FIND_PROVIDERS, b"p" * 20, target=b"r" * 32),
         Message(MessageType.REQUEST, b"t" * 8, Method.GET_RECORDS, b"p" * 20, target=b"k" * 32),
-        Message(MessageType.REQUEST, b"t" * 8, Method.ANNOUNCE, b"p" * 20, token=token, record=VALID_RECORDS[0]),
-        Message(MessageType.REQUEST, b"t" * 8, Method.PUT_RECORD, b"p" * 20, token=token, record=VALID_RECORDS[1]),
+        Message(MessageType.REQUEST, b"t" * 8, Method.ANNOUNCE, b"p" * 20, token=token, record=provider),
+        Message(MessageType.REQUEST, b"t" * 8, Method.PUT_RECORD, b"p" * 20, token=token, record=manifest),
     ]
 
 
@@ -102,10 +106,9 @@ def test_random_datagrams_never_escape(data):
 
 def test_every_valid_request_is_answered():
     node, protocol, transport = make_node()
-    for message in requests():
-        message.token = node.tokens.issue(PEER[0], node.monotonic()) if message.token else b""
+    for message in requests(node):
         protocol.datagram_received(encode_message(message), PEER)
     replies = [decode_message(data) for data, _ in transport.sent]
-    assert [r.method for r in replies] == [m.method for m in requests()]
+    assert [r.method for r in replies] == [m.method for m in requests(node)]
     assert all(r.type == MessageType.RESPONSE for r in replies)
     assert node.store.stats()["providers"] == 1 and node.store.stats()["manifests"] == 1
