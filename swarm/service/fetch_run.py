@@ -27,6 +27,7 @@ from swarm.core.fetch import (
     Verified,
 )
 from swarm.errors import FetchFailed, OriginSourceError, PeerError, StoreError, TransportError
+from swarm.net import wire
 from swarm.net.transport import Address, Connection
 from swarm.service.report import FetchReport
 
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("swarmproxy.swarm")
 
 QUIET_LOG_AFTER = 2.0  # s without a block before a fetch says (at debug level) what it is waiting for
+SLOW_WRITE = 0.2  # s a batch of blocks may take to reach the store before a fetch says so (at debug level)
 # The Range source is offered to the core once every provider the fetch began with has answered (its first message:
 # the BITFIELD) or failed, or after this long. Offered at once, it was the only source until the bitfields came, so
 # each fetch of a crowd asked the busy origin for its first blocks and took them back a round trip later: on the
@@ -168,7 +170,10 @@ class _FetchRun:
         self.pending = max(0, self.pending - nbytes)
         self.progress.set()  # a slow disk is not a stalled fetch (the watchdog)
         if self.paused_since is not None and self.pending < self.write_limit:
-            self.paused_total += self.loop.time() - self.paused_since
+            paused = self.loop.time() - self.paused_since
+            log.debug("fetch of %s: reading resumed after %.3f s waiting for the store writer", self.root.hex()[:16],
+                      paused)
+            self.paused_total += paused
             self.paused_since = None
             self.room.set()
             self.rearm()
@@ -319,7 +324,13 @@ class _FetchRun:
         self.timer = None
         if self.paused_since is not None:  # the core's clock stands still; `written_out` re-arms
             return
-        self.apply(self.core.on_timer(self.now()))
+        actions = self.core.on_timer(self.now())
+        if log.isEnabledFor(logging.DEBUG):  # why a fetch goes quiet: its requests expiring, and to whom
+            for action in actions:
+                if isinstance(action, Send) and isinstance(action.message, wire.Cancel):
+                    log.debug("fetch of %s: request for block %d to %s expired", self.root.hex()[:16],
+                              action.message.block, action.peer)
+        self.apply(actions)
         self.check_stalled()
 
     def check_stalled(self) -> None:
@@ -355,7 +366,11 @@ class _FetchRun:
                     return
             while self.write_queue:
                 batch, self.write_queue = self.write_queue, []
+                started = self.loop.time()
                 stored = await asyncio.to_thread(self._write_batch, batch)
+                if self.loop.time() - started > SLOW_WRITE:
+                    log.debug("fetch of %s: %d block(s) took %.3f s to store (announced after)",
+                              self.root.hex()[:16], len(batch), self.loop.time() - started)
                 for block in stored:
                     self.node.announce_block(self.root, block)
                     if self.into_store:  # the consumer wants it from the store: memory is done
