@@ -10,7 +10,12 @@ class BridgeError(Exception):
 
 
 class ListenFailed(BridgeError):
-    """The embedded session could not listen where it was told to (`--bt-listen`)."""
+    """The embedded session could not listen where it was told to (`--bt-listen`). `timed_out`: libtorrent said
+    nothing in time (rather than naming an error), which another try would only wait out again."""
+
+    def __init__(self, message: str, *, timed_out: bool = False) -> None:
+        super().__init__(message)
+        self.timed_out = timed_out
 
 
 class BadTarget(BridgeError):

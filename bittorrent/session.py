@@ -40,6 +40,10 @@ log = logging.getLogger("swarmproxy.bittorrent")
 
 LOOKUP_POLL = 0.1  # seconds between two asks for the DHT's stats while a lookup may not be over
 LISTEN_TIMEOUT = 5.0  # seconds to wait for libtorrent to say it listens (it binds on its own thread)
+# Sessions started on port 0 before one gives up: libtorrent binds TCP to a port the kernel picks, then UDP (uTP, the
+# DHT) to the same number, which another process's UDP socket may hold ("Address already in use": seen when two
+# test workers started sessions at once). A fresh session gets a fresh TCP port; a port the user chose is not retried.
+LISTEN_ATTEMPTS = 4
 # Removals are status; accepted connections are peer, handshakes and disconnections connect.
 ALERTS = (lt.alert_category.error | lt.alert_category.status | lt.alert_category.storage | lt.alert_category.peer
           | lt.alert_category.connect)
@@ -99,6 +103,17 @@ class BtSession:
         return (self.host, self.port) if self.port is not None else None
 
     async def start(self) -> tuple[str, int]:
+        attempts = LISTEN_ATTEMPTS if self.requested_port == 0 else 1
+        for attempt in range(1, attempts + 1):
+            try:
+                return await self._start_once()
+            except ListenFailed as error:
+                if attempt == attempts or error.timed_out:
+                    raise
+                log.info("BitTorrent: %s; trying another port", error)
+        raise AssertionError("unreachable")  # (the loop returns or raises)
+
+    async def _start_once(self) -> tuple[str, int]:
         self._loop = asyncio.get_running_loop()
         self._listening = self._loop.create_future()
         mask = ALERTS
@@ -125,7 +140,7 @@ class BtSession:
         except TimeoutError:
             await self.stop()
             raise ListenFailed(f"libtorrent did not listen on {self.host}:{self.requested_port} "
-                               f"within {LISTEN_TIMEOUT:g} s") from None
+                               f"within {LISTEN_TIMEOUT:g} s", timed_out=True) from None
         except ListenFailed:
             await self.stop()
             raise

@@ -7,6 +7,7 @@ import asyncio
 import json
 import os
 import pathlib
+import socket
 import sys
 import threading
 
@@ -199,6 +200,31 @@ async def test_a_port_in_use_is_a_clear_error():
             await BtSession("127.0.0.1", port, reachable=LOOPBACK_NETWORKS).start()
     finally:
         await first.stop()
+
+
+async def test_any_port_is_another_port_when_the_picked_ones_udp_twin_is_taken(monkeypatch):
+    """Port 0: libtorrent binds TCP where the kernel says, then UDP to the same number, which another process's
+    UDP socket may hold. Before, that start failed ("Address already in use"; two test workers met it); now a
+    fresh session is started on another port."""
+    import bittorrent.session as session_module
+
+    taken = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)  # a UDP port whose TCP twin is free
+    taken.bind(("127.0.0.1", 0))
+    busy_port = taken.getsockname()[1]
+    real, asked = session_module.session_settings, []
+
+    def settings(host, port, **kwargs):  # the first session is given the taken pair, as the kernel might
+        asked.append(port)
+        return real(host, busy_port if len(asked) == 1 else port, **kwargs)
+
+    monkeypatch.setattr(session_module, "session_settings", settings)
+    session = BtSession("127.0.0.1", 0, reachable=LOOPBACK_NETWORKS)
+    try:
+        host, port = await session.start()
+        assert len(asked) == 2 and port not in (0, busy_port)
+    finally:
+        await session.stop()
+        taken.close()
 
 
 async def test_a_torrent_libtorrent_cannot_read_is_no_longer_seeded_nor_exported(seeding):
