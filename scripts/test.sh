@@ -52,4 +52,6 @@ if command -v npm >/dev/null; then
     || echo "swarmproxy: web-ext could not be installed from npm; its lint test will be skipped" >&2
 fi
 cd "$root"
-exec python -m pytest -q -p no:cacheprovider "$@"
+# Two worker processes (pytest-xdist; SWARMPROXY_TEST_WORKERS=N for another count, 0 for none): most of the suite's
+# time is spent waiting on real processes, shaped links and timeouts, which overlap on two cores.
+exec python -m pytest -q -p no:cacheprovider -n "${SWARMPROXY_TEST_WORKERS:-2}" "$@"
