@@ -124,7 +124,8 @@ async def test_origin_dying_mid_transfer_is_finished_from_peers(cluster, slow_or
     url = await seeded(cluster, slow_origin)
     slow_origin.die_after["/big.bin"] = 500_000
     slow_origin.down_after_cut = True  # then an outage: only peers can supply the rest
-    node = await cluster.add()
+    # Neither T nor R may fire first: on a loaded machine the origin's first byte took longer than the 0.3 s T.
+    node = await cluster.add(first_byte_timeout="60", min_rate="0")
     status, _, body = await cluster.get(node, url)
     assert status == 200 and body == DATA
     record = cluster.last_record(node)
