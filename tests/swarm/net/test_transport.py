@@ -467,6 +467,7 @@ async def test_tcp_small_file_blocks_go_out_a_run_per_thread_job_in_order(tmp_pa
         return real(socket_fd, run, stop)
 
     monkeypatch.setattr(tcp, "_send_run_blocking", counted)
+    monkeypatch.setattr(tcp, "_read_cached", lambda location: None)  # as if the page cache held none of them
     order = [(index % 2, index // 2) for index in range(80)]  # a0, b0, a1, b1, ...
     async with connected("tcp") as (_, _, client, server):
         for number, _ in enumerate(order):
@@ -482,6 +483,49 @@ async def test_tcp_small_file_blocks_go_out_a_run_per_thread_job_in_order(tmp_pa
         assert [await receive(client) for _ in expected] == expected
     assert 2 <= len(jobs) <= 3, jobs  # 1.25 MiB of blocks: a run of 1 MiB, then the rest
     assert sum(jobs) < 2 * len(order)  # the last Have of each run went out through the transport
+
+
+async def test_tcp_short_blocks_the_page_cache_holds_go_out_without_a_thread(tmp_path, monkeypatch):
+    """A 16 KiB block just written is in the page cache: it is read on the loop (RWF_NOWAIT) and written like
+    bytes, no thread job; one the cache lacks (the read says it would wait) and one longer than 64 KiB take the
+    thread, and every byte keeps its place."""
+    import swarm.net.tcp as tcp
+
+    path = tmp_path / "content"
+    data = os.urandom(4 * 16384 + 131072)
+    path.write_bytes(data)
+    if not tcp._RWF_NOWAIT:
+        pytest.skip("no RWF_NOWAIT reads on this system (Linux only): every range takes the thread")
+    with open(path, "rb") as file:  # a file system that cannot say whether it holds a range: nothing to test
+        try:
+            os.preadv(file.fileno(), [bytearray(16)], 0, tcp._RWF_NOWAIT)
+        except OSError as exc:
+            pytest.skip(f"no RWF_NOWAIT reads on {tmp_path}: {exc}")
+    jobs, real_run, real_preadv = [], tcp._send_run_blocking, os.preadv
+    monkeypatch.setattr(tcp, "_send_run_blocking",
+                        lambda fd, run, stop: jobs.append([_location_span(item) for item in run])
+                        or real_run(fd, run, stop))
+
+    def preadv(fd, buffers, offset, flags=0):  # the third block: not cached
+        if offset == 2 * 16384:
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+        return real_preadv(fd, buffers, offset, flags)
+
+    monkeypatch.setattr(tcp.os, "preadv", preadv)
+    spans = [(0, 16384), (16384, 16384), (2 * 16384, 16384), (3 * 16384, 16384), (4 * 16384, 131072)]
+    async with connected("tcp") as (_, _, client, server):
+        for number, (_, length) in enumerate(spans):
+            await client.send(Request(number, 0, length))
+            assert await receive(server) == Request(number, 0, length)
+        for number, (offset, length) in enumerate(spans):
+            await server.send_block(number, 0, BlockLocation(str(path), offset, length))
+        for number, (offset, length) in enumerate(spans):
+            assert await receive(client) == Block(number, 0, data[offset : offset + length])
+    assert [span for job in jobs for span in job if span is not None] == [spans[2], spans[4]], jobs
+
+
+def _location_span(item):
+    return (item.offset, item.length) if isinstance(item, BlockLocation) else None
 
 
 async def test_tcp_a_file_range_past_the_end_of_the_file_loses_the_connection(tmp_path):
