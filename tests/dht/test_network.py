@@ -125,8 +125,8 @@ async def _churn_scenario(before_churn_spread: int | None, after_churn_per_node:
 
 
 async def test_200_nodes_every_announce_found_from_everywhere_and_survive_30_percent_churn():
-    """200 nodes, each announces a root; every announce is found by the 50 nodes after its announcer in start
-    order, their ids spread over the whole id space (10,000 lookups).
+    """200 nodes, each announces a root; node i looks up the announces of nodes i+1 to i+50 in start order, so
+    every announce is found by 50 nodes, their ids spread over the whole id space (10,000 lookups).
 
     Then 30 % of the nodes die and each survivor looks up 30 random roots: ≥ 99 % must still be found.
     `test_200_nodes_full_matrix_after_churn` (slow, opt-in) has every node look up every other node's announce
