@@ -103,15 +103,14 @@ class BtSession:
         return (self.host, self.port) if self.port is not None else None
 
     async def start(self) -> tuple[str, int]:
-        attempts = LISTEN_ATTEMPTS if self.requested_port == 0 else 1
-        for attempt in range(1, attempts + 1):
+        for _ in range(LISTEN_ATTEMPTS - 1 if self.requested_port == 0 else 0):
             try:
                 return await self._start_once()
             except ListenFailed as error:
-                if attempt == attempts or error.timed_out:
+                if error.timed_out:
                     raise
                 log.info("BitTorrent: %s; trying another port", error)
-        raise AssertionError("unreachable")  # (the loop returns or raises)
+        return await self._start_once()
 
     async def _start_once(self) -> tuple[str, int]:
         self._loop = asyncio.get_running_loop()

@@ -324,8 +324,7 @@ class TcpConnection(Connection, asyncio.BufferedProtocol):
             while self._queue and self._open_transport() is not None:
                 item = self._queue.popleft()
                 if isinstance(item, BlockLocation):
-                    run = self._take_run(item)
-                    size = sum(_length(part) for part in run)
+                    run, size = self._take_run(item)
                     self._queued_bytes -= size
                     self._sendfile_left = size
                     try:
@@ -351,20 +350,19 @@ class TcpConnection(Connection, asyncio.BufferedProtocol):
                 self._transport.close()
             self._buffer_shrank()
 
-    def _take_run(self, first: BlockLocation) -> list[bytes | bytearray | BlockLocation]:
-        """`first` and the queued items after it, up to `_RUN_BYTES`, for one thread job; a run ends with a range
-        (bytes after the last one go out through the transport, which needs no thread)."""
-        run: list[bytes | bytearray | BlockLocation] = [first]
-        queue, size, ranges_end = self._queue, first.length, 1
-        while queue and size < _RUN_BYTES:
-            item = queue.popleft()
-            run.append(item)
+    def _take_run(self, first: BlockLocation) -> tuple[list[bytes | bytearray | BlockLocation], int]:
+        """`first` and the queued items after it, up to `_RUN_BYTES`, for one thread job, and their length; a run
+        ends with a range (bytes after the last one go out through the transport, which needs no thread)."""
+        size, taken, run_size = first.length, 0, first.length
+        for count, item in enumerate(self._queue, 1):
+            if size >= _RUN_BYTES:
+                break
             size += _length(item)
             if isinstance(item, BlockLocation):
-                ranges_end = len(run)
-        for item in reversed(run[ranges_end:]):  # back to the front of the queue, in order
-            queue.appendleft(item)
-        return run[:ranges_end]
+                taken, run_size = count, size
+        run: list[bytes | bytearray | BlockLocation] = [first]
+        run += (self._queue.popleft() for _ in range(taken))
+        return run, run_size
 
     async def _sendfile(self, run: list[bytes | bytearray | BlockLocation]) -> None:
         await self._wait_transport_empty()

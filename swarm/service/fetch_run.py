@@ -368,9 +368,9 @@ class _FetchRun:
                 batch, self.write_queue = self.write_queue, []
                 started = self.loop.time()
                 stored = await asyncio.to_thread(self._write_batch, batch)
-                if self.loop.time() - started > SLOW_WRITE:
+                if (took := self.loop.time() - started) > SLOW_WRITE:
                     log.debug("fetch of %s: %d block(s) took %.3f s to store (announced after)",
-                              self.root.hex()[:16], len(batch), self.loop.time() - started)
+                              self.root.hex()[:16], len(batch), took)
                 for block in stored:
                     self.node.announce_block(self.root, block)
                     if self.into_store:  # the consumer wants it from the store: memory is done
