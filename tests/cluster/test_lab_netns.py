@@ -13,7 +13,8 @@ import pytest
 
 from bench.cluster_netns import netns_missing
 from bench.lab.cluster_links import RESERVE_GOAL, reserve_kept
-from bench.lab.cluster_tekel import LINK, RACK_SIZES, tekel_bound
+from bench.lab.cluster_tekel import LINK, RACK_SIZES, tekel_bound, topology_for
+from bench.lab.cluster_tekel import main as tekel_main
 from cluster.errors import ConfigError
 from cluster.lab_stage import LAB_STAGE_ENV, STAGES, Stage, stage
 from cluster.throttle import RESERVE
@@ -36,6 +37,16 @@ def test_tekel_bound_is_one_copy_over_a_10_mbit_link_plus_the_pipeline():
     assert bound["terms"]["seeder upload"] == pytest.approx((32 << 20) / LINK, abs=1e-3)
     assert bound["pipeline_s"] == pytest.approx(4.087 * (256 << 10) / LINK, rel=1e-3)  # log2(17) blocks
     assert sum(RACK_SIZES) == 17
+
+
+@pytest.mark.parametrize("mtu", ["1279", "65536", "0"])
+def test_tekel_refuses_an_mtu_no_link_can_have(mtu):
+    with pytest.raises(SystemExit, match="--mtu must be from 1280 to 65535"):
+        tekel_main(["--mtu", mtu])
+
+
+def test_tekel_topology_takes_the_mtu():
+    assert topology_for(LINK, mtu=9000).mtu == 9000 and topology_for(LINK).mtu is None
 
 
 class Flow:
@@ -73,8 +84,9 @@ netns = pytest.mark.skipif(netns_missing() is not None, reason=str(netns_missing
 @pytest.mark.e2e
 @netns
 def test_tekel_quick_runs_the_product_and_libtorrent_on_figure_8(tmp_path):
-    done, report = lab(tmp_path, "cluster-tekel", "--size", "2Mi", "--stages", "stealing")
+    done, report = lab(tmp_path, "cluster-tekel", "--size", "2Mi", "--stages", "stealing", "--mtu", "9000")
     assert "stealing run 1/1" in done.stdout and "libtorrent run 1" in done.stdout
+    assert report["mtu"] == 9000 and "MTU 9000" in report["what"]
     product, torrent = report["runs"][0], report["libtorrent"][0]
     assert product["agents"] == torrent["agents"] == 17
     assert not [p for p in product["problems"] + torrent["problems"] if "CPU" not in p]  # every host byte-exact
