@@ -1,0 +1,194 @@
+"""The pusher's flows to the root members over one push in Tekel's topology: where the time above the bound goes.
+
+    .venv/bin/python -m bench.seeder_flows [--size 32Mi] [--mtu N] [--congestion cubic] [--interval 0.5]
+                                           [--out FILE]
+
+One push of `swarmproxy lab cluster-tekel` (every stage on, the documented secure setup), with the pusher's TCP
+connections read every --interval seconds by `ss -tin` inside its namespace: the payload bytes each receiver has
+acknowledged (`bytes_acked`), summed per receiving host. The seeder hands each root member (the DC representants) a
+fixed share (`cluster.division.EntryPlan`), so the pusher's uplink is full only while every share is still being
+sent: this prints, per interval, the pusher's payload rate to each of them and in all, when each share was
+complete, and how long the pusher sent below 90 % of the best interval's rate before its last byte. Needs what the
+lab needs (root, `ip`, `tc`, network namespaces) and `ss` (iproute2). Writes the samples and the push's figures as
+JSON (--out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+
+from bench.cluster_netns import MiB, netns_missing, write_payload
+from bench.lab.cluster_runs import PushSetup, push_once
+from bench.lab.cluster_tekel import LINK, SEEDER_RACK, tekel_bound, topology_for
+from swarm.content.manifest import choose_block_size
+from swarm.content.sizes import parse_size
+
+BUSY = 0.9  # of the best interval's rate: below it the pusher's uplink counts as not full
+_ACKED = re.compile(r"\bbytes_acked:(\d+)")
+
+
+def parse_ss(text: str) -> dict[str, int]:
+    """`ss -tin state established`'s output: each connection (local>peer) and the payload bytes its peer acked.
+    A connection's line starts at column 0 (Recv-Q, Send-Q, local, peer); its details follow, indented."""
+    acked: dict[str, int] = {}
+    connection = None
+    for line in text.splitlines()[1:]:  # (the header)
+        if line and not line[0].isspace():
+            fields = line.split()
+            connection = f"{fields[2]}>{fields[3]}" if len(fields) >= 4 else None
+        elif connection is not None and (found := _ACKED.search(line)):
+            acked[connection] = int(found.group(1))
+    return acked
+
+
+def per_host(samples: Sequence[tuple[float, Mapping[str, int]]], names: Mapping[str, str]) -> dict[str, list]:
+    """[(time, {connection: acked})] -> {host name: [(time, bytes acked by it so far)]}: a connection counts with
+    the most it ever had acked (it leaves `ss` when it closes); peers not in `names` (redis) are left out."""
+    best: dict[str, int] = {}
+    out: dict[str, list] = {name: [] for name in sorted(set(names.values()))}
+    for when, connections in samples:
+        for connection, acked in connections.items():
+            best[connection] = max(best.get(connection, 0), acked)
+        totals = dict.fromkeys(out, 0)
+        for connection, acked in best.items():
+            name = names.get(connection.split(">")[1].rsplit(":", 1)[0])
+            if name is not None:
+                totals[name] += acked
+        for name, total in totals.items():
+            out[name].append((when, total))
+    return {name: series for name, series in out.items() if series and series[-1][1] > 0}
+
+
+def share_ends(flows: Mapping[str, Sequence[tuple[float, int]]]) -> dict[str, float]:
+    """When each host's flow last grew: its share was complete then (to within an interval)."""
+    ends = {}
+    for name, series in flows.items():
+        last = series[-1][1]
+        ends[name] = next(when for when, total in series if total == last)
+    return ends
+
+
+def rates(flows: Mapping[str, Sequence[tuple[float, int]]], every: int = 1) -> list[tuple[float, dict[str, float]]]:
+    """Payload bytes/s to each host over each `every` samples: [(start of the interval, {host: rate})]."""
+    names = sorted(flows)
+    length = min(len(series) for series in flows.values())
+    rows = []
+    for k in range(0, length - every, every):
+        start, end = flows[names[0]][k][0], flows[names[0]][k + every][0]
+        rows.append((start, {n: (flows[n][k + every][1] - flows[n][k][1]) / (end - start) for n in names}))
+    return rows
+
+
+def below_full(rows: Iterable[tuple[float, Mapping[str, float]]], until: float) -> float:
+    """Seconds before `until` in which the pusher sent below `BUSY` of its best interval's rate."""
+    rows = list(rows)
+    if len(rows) < 2:
+        return 0.0
+    best = max(sum(r.values()) for _, r in rows)
+    slow = 0.0
+    for (start, row), (end, _) in zip(rows, rows[1:]):
+        if start < until and sum(row.values()) < BUSY * best:
+            slow += min(end, until) - start
+    return slow
+
+
+class Sampler:
+    """`ss -tin` in the pusher's namespace every `interval` seconds, on a thread, until `stop()`."""
+
+    def __init__(self, prefix: Sequence[str], interval: float) -> None:
+        self.prefix, self.interval = list(prefix), interval
+        self.samples: list[tuple[float, dict[str, int]]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self, _run=None) -> None:  # (`push_once`'s on_started hook)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            text = subprocess.run([*self.prefix, "ss", "-tin", "state", "established"], capture_output=True,
+                                  text=True, check=False).stdout
+            self.samples.append((time.time(), parse_ss(text)))
+            self._stop.wait(self.interval)
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+
+def measure(size: int, mtu: int | None, congestion: str | None, interval: float, directory: pathlib.Path) -> dict:
+    topology = topology_for(LINK, LINK, SEEDER_RACK, congestion, mtu)
+    try:
+        topology.build()
+        payload = directory / "payload.bin"
+        write_payload(payload, size)
+        sampler = Sampler(topology.hosts["seeder"].prefix, interval)
+        try:
+            result = push_once(topology, PushSetup(), payload, directory / "run", on_started=sampler.start)
+        finally:
+            sampler.stop()
+        names = {host.address: name for name, host in topology.hosts.items() if name in result["finish_s"]}
+    finally:
+        topology.close()
+    t0 = result["published_wall"]
+    flows = {name: [(round(when - t0, 3), total) for when, total in series]
+             for name, series in per_host(sampler.samples, names).items()}
+    return {"size": size, "mtu": mtu or 1500, "interval_s": interval, "result": result, "flows": flows,
+            "bound": tekel_bound(size, LINK, choose_block_size(size))}
+
+
+def summary(report: dict) -> str:
+    flows, result = report["flows"], report["result"]
+    ends = share_ends(flows)
+    rows = rates(flows, every=max(1, round(2.0 / report["interval_s"])))
+    last = max(ends.values())
+    lines = [f"one push of {report['size'] / MiB:g} MiB, MTU {report['mtu']}: makespan {result['makespan_s']:.2f} s, "
+             f"bound {report['bound']['seconds']:.2f} s ({result['makespan_s'] / report['bound']['seconds']:.3f} x)",
+             "", "pusher's payload rate to each root member, MB/s:",
+             "    t  " + " ".join(f"{n:>6}" for n in sorted(flows)) + "   total"]
+    for start, row in rows:
+        lines.append(f"{start:5.1f}  " + " ".join(f"{row[n] / 1e6:6.3f}" for n in sorted(flows))
+                     + f"   {sum(row.values()) / 1e6:5.3f}")
+    lines += ["", "share complete (s): " + ", ".join(f"{n} {ends[n]:.1f}" for n in sorted(ends, key=ends.get)),
+              f"the pusher's last byte acked at {last:.1f} s; hosts finished {min(result['finish_s'].values()):.1f}-"
+              f"{result['makespan_s']:.1f} s",
+              f"the pusher below {BUSY:.0%} of its best 2 s before its last byte: {below_full(rows, last):.1f} s"]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.seeder_flows", description=__doc__.split("\n\n", 1)[1],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", default="32Mi", help="file size (32Mi, as swarmproxy lab cluster-tekel)")
+    parser.add_argument("--mtu", type=int, default=None, help="every link's MTU (default: 1500)")
+    parser.add_argument("--congestion", default="cubic", help="TCP congestion control in the hosts (cubic)")
+    parser.add_argument("--interval", type=float, default=0.5, help="seconds between samples (0.5)")
+    parser.add_argument("--out", type=pathlib.Path, help="write the samples and figures here (JSON)")
+    args = parser.parse_args(argv)
+    if args.interval <= 0:
+        parser.error("--interval must be above 0")
+    if (why := netns_missing()) is not None:
+        print(f"bench.seeder_flows: {why}", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="seeder-flows-") as scratch:
+        report = measure(parse_size(args.size), args.mtu, args.congestion, args.interval, pathlib.Path(scratch))
+    text = summary(report)
+    print(text, end="")
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps({**report, "summary": text}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""bench.seeder_flows' pure parts: reading `ss`, summing a host's connections, when a share ended, the pusher's
+idle time. (The push itself needs network namespaces: the lab's own tests cover that path.)"""
+
+import pytest
+
+from bench.seeder_flows import below_full, parse_ss, per_host, rates, share_ends
+
+SS = """Recv-Q Send-Q Local Address:Port  Peer Address:Port Process
+17     114715   10.0.0.2:36269 10.0.0.15:34345
+\t cubic wscale:10,10 rto:320 mss:1448 bytes_sent:1048888 bytes_retrans:20272 bytes_acked:692764 bytes_received:921
+0      0        10.0.0.2:50128  10.0.0.1:52877
+\t cubic wscale:10,10 rto:204 bytes_sent:91774 bytes_acked:91775 bytes_received:12576
+0      0        [::1]:8080  [::1]:41000
+\t cubic rto:204 bytes_received:10
+"""
+
+
+def test_parse_ss_takes_each_connections_acked_bytes_and_skips_one_without():
+    assert parse_ss(SS) == {"10.0.0.2:36269>10.0.0.15:34345": 692764, "10.0.0.2:50128>10.0.0.1:52877": 91775}
+
+
+@pytest.mark.parametrize("text", ["", "Recv-Q Send-Q Local Address:Port Peer Address:Port\n",
+                                  "garbage\n\t bytes_acked:5"])
+def test_parse_ss_of_nothing_is_nothing(text):
+    assert parse_ss(text) == {}
+
+
+def test_per_host_sums_connections_keeps_a_closed_ones_bytes_and_leaves_out_unknown_peers():
+    names = {"10.0.0.15": "r1h1", "10.0.0.16": "r1h2"}
+    samples = [
+        (1.0, {"s:1>10.0.0.15:5": 100, "s:1>10.0.0.16:6": 50, "s:2>10.0.0.1:7": 999}),
+        (2.0, {"s:1>10.0.0.15:5": 300, "s:1>10.0.0.15:9": 10, "s:1>10.0.0.16:6": 80}),
+        (3.0, {"s:1>10.0.0.15:9": 40}),  # the first connection to r1h1 and r1h2's closed: their bytes stay
+    ]
+    assert per_host(samples, names) == {"r1h1": [(1.0, 100), (2.0, 310), (3.0, 340)],
+                                        "r1h2": [(1.0, 50), (2.0, 80), (3.0, 80)]}
+
+
+def test_share_ends_when_a_flow_last_grew():
+    flows = {"a": [(0.0, 0), (1.0, 5), (2.0, 9), (3.0, 9)], "b": [(0.0, 0), (1.0, 4), (2.0, 4), (3.0, 4)]}
+    assert share_ends(flows) == {"a": 2.0, "b": 1.0}
+
+
+def test_rates_per_interval_and_time_below_full():
+    flows = {"a": [(0.0, 0), (1.0, 10), (2.0, 20), (3.0, 25), (4.0, 25)],
+             "b": [(0.0, 0), (1.0, 10), (2.0, 20), (3.0, 20), (4.0, 20)]}
+    rows = rates(flows)
+    assert rows == [(0.0, {"a": 10.0, "b": 10.0}), (1.0, {"a": 10.0, "b": 10.0}), (2.0, {"a": 5.0, "b": 0.0}),
+                    (3.0, {"a": 0.0, "b": 0.0})]
+    assert rates(flows, every=2) == [(0.0, {"a": 10.0, "b": 10.0}), (2.0, {"a": 2.5, "b": 0.0})]
+    # best 20/s: the interval at 5/s counts, up to the last byte (3.0); the one after it does not
+    assert below_full(rows, until=3.0) == 1.0
+    assert below_full(rows[:1], until=3.0) == 0.0
