@@ -49,7 +49,7 @@ from cluster.records import (
     transfer_id,
 )
 from cluster.run import read_view
-from cluster.scope import FollowUp, Stillness
+from cluster.scope import FollowUp, Stillness, slots_settled
 from cluster.stalls import StallWatch, stranded_by
 from cluster.transport import LeveledTransport
 from swarm.content.manifest import Manifest
@@ -257,8 +257,9 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
                     signature = (frozenset(view.members), frozenset(view.holders.items()))
                     # A slice once shown is never taken back: show slices only once the root group has stood
                     # still for half a period, not while the representants are still taking their slots; looked at
-                    # again sooner while it changes and until it stood (`FollowUp`), as the agents do.
-                    if stillness.observe(signature, now):
+                    # again sooner while it changes and until it stood (`FollowUp`), as the agents do. At once when
+                    # every targeted agent is in and every slot held: nothing can change but a failure.
+                    if stillness.observe(signature, now, slots_settled(view, targeted(agents, config.hosts))):
                         plan[:] = [EntryPlan(view, manifest.num_blocks)]
                     if plan:
                         plan[0].stalled = stalled  # work stealing: a stalled member is shown all

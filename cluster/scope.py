@@ -27,7 +27,7 @@ from cluster.overlay import Level, Location, Member, Slot, View, dc_slots, rack_
 from cluster.records import MemberRecord
 
 __all__ = ["FollowUp", "Stillness", "across", "assemble", "deep", "empty_dcs", "empty_racks", "member_of",
-           "rep_racks"]
+           "rep_racks", "slots_settled"]
 
 FOLLOW_UPS = 3  # looks sooner than the period in a row while the view changes, at most (then the period)
 FOLLOW_UP_FRACTION = 0.125  # of the period: 0.25 s at the default 2 s
@@ -126,8 +126,32 @@ class FollowUp:
         return wait
 
 
+def slots_settled(view: View, expected: Iterable[str]) -> bool:
+    """Whether no slot of `view` can change hands any more: every node of `expected` (the agents a push targets) is
+    a member of it, each rack's slots are held as far as it has members (`View.rack_reps` at most), and every DC
+    slot of each DC by one of its rack representants. A plan drawn from such a view is the one the half period of
+    `Stillness` would have drawn, sooner; a view short of any of it waits that half period (a DC with fewer
+    representants than DC slots never settles; nor does a view read without the DC slots)."""
+    located = [m for m in view.members.values() if not m.seeder and m.location is not None]
+    if not located or not set(expected) <= set(view.members):
+        return False
+    per_rack: dict[Location, int] = {}
+    for member in located:
+        assert member.location is not None
+        per_rack[member.location] = per_rack.get(member.location, 0) + 1
+    for location, count in per_rack.items():
+        if len(view.rack_reps_of(location) & set(view.members)) < min(view.rack_reps, count):
+            return False
+    for dc in {location.dc for location in per_rack}:
+        holders = [view.holders.get(slot) for slot in dc_slots(dc, view.dc_reps)]
+        if not all(node is not None and node in view.members and view.is_rack_rep(node) for node in holders):
+            return False
+    return True
+
+
 class Stillness:
-    """When a node may draw a new entry plan: from a view (its `signature`) that stood still for half a period.
+    """When a node may draw a new entry plan: from a view (its `signature`) that stood still for half a period, or
+    at once from a view in which no slot can change hands any more (`slots_settled`).
 
     A block once shown is never taken back, so a plan is not drawn while a rack's representants are still taking
     their slots one after the other. Counted in time, not in reconciles: a reconcile may follow the last one by a
@@ -140,11 +164,16 @@ class Stillness:
         self.drawn: object = None
         self.changed = True  # the view seen last differed from the one before it (`FollowUp`); True before any
 
-    def observe(self, signature: object, now: float) -> bool:
-        """True when a plan should be drawn from the view of `signature`, seen at `now`."""
+    def observe(self, signature: object, now: float, settled: bool = False) -> bool:
+        """True when a plan should be drawn from the view of `signature`, seen at `now` (`settled`: what
+        `slots_settled` says of that view)."""
         self.changed = signature != self.signature
         if self.changed:
             self.signature, self.since = signature, now
+        if settled and signature != self.drawn:
+            self.drawn = signature
+            return True
+        if self.changed:
             return False
         if now - self.since >= self.period * STILL_FRACTION and signature != self.drawn:
             self.drawn = signature

@@ -4,9 +4,20 @@ when it draws a plan; and the benchmark's test of a formed overlay. Pure: no red
 import pytest
 
 from bench.cluster_formation import formed
-from cluster.overlay import Location, View, dc_slots, rack_slots
+from cluster.overlay import Location, Member, View, dc_slots, rack_slots
 from cluster.records import MemberRecord
-from cluster.scope import FollowUp, Stillness, across, assemble, deep, empty_dcs, empty_racks, member_of, rep_racks
+from cluster.scope import (
+    FollowUp,
+    Stillness,
+    across,
+    assemble,
+    deep,
+    empty_dcs,
+    empty_racks,
+    member_of,
+    rep_racks,
+    slots_settled,
+)
 
 from .test_overlay import dc_slot, rack_slot
 
@@ -111,6 +122,68 @@ def test_follow_up_while_a_plan_is_pending(changes, dues, waits):
 def test_stillness(seen, draws):
     still = Stillness(2.0)
     assert [still.observe(signature, now) for signature, now in seen] == draws
+
+
+def test_a_settled_view_is_drawn_at_once_and_only_once():
+    still = Stillness(2.0)
+    assert still.observe("a", 0.0) is False  # not settled: the half period
+    assert still.observe("b", 0.25, settled=True) is True  # changed into a settled view: at once
+    assert still.due() is None
+    assert still.observe("b", 0.5, settled=True) is False  # drawn from it already
+    assert still.observe("c", 0.75) is False and still.due() == 1.75  # a failure unsettles it: the half period again
+    assert still.observe("c", 1.75) is True
+
+
+def settled_view(drop=(), extra=(), dc_holders=None):
+    """Tekel's figure 8: racks r1-r4 of 5/4/7/1 hosts and the seeder; every rack slot held, the DC slots by the
+    representants of r1, r3 and r4 (the seeder's rack r2 leaves them to the others)."""
+    sizes = {"r1": 5, "r2": 4, "r3": 7, "r4": 1}
+    members = [Member("seed", None, 1.0, seeder=True)]
+    holders = {}
+    for rack, size in sizes.items():
+        loc = Location("d1", rack)
+        members += [Member(f"{rack}h{i}", loc) for i in range(1, size + 1)]
+        for i in range(min(2, size)):
+            holders[rack_slot(loc, i)] = f"{rack}h{i + 1}"
+    dc = dc_holders if dc_holders is not None else ["r1h1", "r1h2", "r3h1", "r3h2", "r4h1"]
+    holders |= {dc_slot("d1", i): node for i, node in enumerate(dc) if node}
+    members = [m for m in members if m.node not in drop]
+    holders = {slot: node for slot, node in holders.items() if slot not in extra}
+    return View.of(members, holders), [m.node for m in members if not m.seeder]
+
+
+@pytest.mark.parametrize("case, settled", [
+    ("every slot held, every targeted agent in", True),
+    ("a targeted agent not in the view yet", False),
+    ("a rack's second slot free", False),
+    ("a DC slot free", False),
+    ("a DC slot held by a node that is no rack representant", False),
+    ("a DC slot held by a node that left", False),
+    ("the lone host of a rack holds its one slot: enough", True),
+    ("no DC slots read (a plain member's view)", False),
+])
+def test_slots_settled(case, settled):
+    view, expected = settled_view()
+    if case == "a targeted agent not in the view yet":
+        expected = [*expected, "r5h1"]
+    elif case == "a rack's second slot free":
+        view, expected = settled_view(extra=[rack_slot(Location("d1", "r2"), 1)])
+    elif case == "a DC slot free":
+        view, expected = settled_view(dc_holders=["r1h1", "r1h2", "r3h1", "r3h2", ""])
+    elif case == "a DC slot held by a node that is no rack representant":
+        view, expected = settled_view(dc_holders=["r1h1", "r1h2", "r3h1", "r3h2", "r3h5"])
+    elif case == "a DC slot held by a node that left":
+        view, expected = settled_view(drop=["r4h1"])  # (its record expired; nobody targets it any more)
+    elif case == "the lone host of a rack holds its one slot: enough":
+        assert view.rack_reps_of(Location("d1", "r4")) == {"r4h1"}
+    elif case == "no DC slots read (a plain member's view)":
+        view = View.of(view.members.values(), {s: n for s, n in view.holders.items() if s.rack})
+    assert slots_settled(view, expected) is settled
+
+
+def test_slots_settled_needs_members():
+    assert slots_settled(View(), []) is False
+    assert slots_settled(View.of([Member("seed", None, 1.0, seeder=True)]), []) is False
 
 
 def test_stillness_says_when_a_plan_falls_due():
