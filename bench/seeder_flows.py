@@ -1,14 +1,15 @@
 """The pusher's flows to the root members over one push in Tekel's topology: where the time above the bound goes.
 
     .venv/bin/python -m bench.seeder_flows [--size 32Mi] [--mtu N] [--congestion cubic] [--interval 0.5]
-                                           [--out FILE]
+                                           [--reconcile S] [--out FILE]
 
 One push of `swarmproxy lab cluster-tekel` (every stage on, the documented secure setup), with the pusher's TCP
 connections read every --interval seconds by `ss -tin` inside its namespace: the payload bytes each receiver has
 acknowledged (`bytes_acked`), summed per receiving host. The seeder hands each root member (the DC representants) a
 fixed share (`cluster.division.EntryPlan`), so the pusher's uplink is full only while every share is still being
-sent: this prints, per interval, the pusher's payload rate to each of them and in all, when each share was
-complete, and how long the pusher sent below 90 % of the best interval's rate before its last byte. Needs what the
+sent: this prints, per interval, the pusher's payload rate to each of them and in all, when its first 64 KiB and its
+first MB were acknowledged (the overlay's formation and the pusher's first plan), when each share was complete, and
+how long the pusher sent below 90 % of the best interval's rate before its last byte. Needs what the
 lab needs (root, `ip`, `tc`, network namespaces) and `ss` (iproute2). Writes the samples and the push's figures as
 JSON (--out).
 """
@@ -26,6 +27,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 
+from bench.cluster_harness import LAB_RECONCILE
 from bench.cluster_netns import MiB, netns_missing, write_payload
 from bench.lab.cluster_runs import PushSetup, push_once
 from bench.lab.cluster_tekel import LINK, SEEDER_RACK, tekel_bound, topology_for
@@ -33,6 +35,7 @@ from swarm.content.manifest import choose_block_size
 from swarm.content.sizes import parse_size
 
 BUSY = 0.9  # of the best interval's rate: below it the pusher's uplink counts as not full
+FIRST = (64 << 10, 1_000_000)  # bytes: the pusher's first ones acknowledged, when (the push's start)
 _ACKED = re.compile(r"\bbytes_acked:(\d+)")
 
 
@@ -75,6 +78,15 @@ def share_ends(flows: Mapping[str, Sequence[tuple[float, int]]]) -> dict[str, fl
         last = series[-1][1]
         ends[name] = next(when for when, total in series if total == last)
     return ends
+
+
+def reached(flows: Mapping[str, Sequence[tuple[float, int]]], amount: int) -> float | None:
+    """The first sample at which the hosts together had acknowledged `amount` bytes (None: never)."""
+    times = sorted({when for series in flows.values() for when, _ in series})
+    for when in times:
+        if sum(max((total for at, total in series if at <= when), default=0) for series in flows.values()) >= amount:
+            return when
+    return None
 
 
 def rates(flows: Mapping[str, Sequence[tuple[float, int]]], every: int = 1) -> list[tuple[float, dict[str, float]]]:
@@ -126,7 +138,8 @@ class Sampler:
             self._thread.join()
 
 
-def measure(size: int, mtu: int | None, congestion: str | None, interval: float, directory: pathlib.Path) -> dict:
+def measure(size: int, mtu: int | None, congestion: str | None, interval: float, reconcile: float,
+            directory: pathlib.Path) -> dict:
     topology = topology_for(LINK, LINK, SEEDER_RACK, congestion, mtu)
     try:
         topology.build()
@@ -134,7 +147,8 @@ def measure(size: int, mtu: int | None, congestion: str | None, interval: float,
         write_payload(payload, size)
         sampler = Sampler(topology.hosts["seeder"].prefix, interval)
         try:
-            result = push_once(topology, PushSetup(), payload, directory / "run", on_started=sampler.start)
+            result = push_once(topology, PushSetup(reconcile=reconcile), payload, directory / "run",
+                               on_started=sampler.start)
         finally:
             sampler.stop()
         names = {host.address: name for name, host in topology.hosts.items() if name in result["finish_s"]}
@@ -143,7 +157,8 @@ def measure(size: int, mtu: int | None, congestion: str | None, interval: float,
     t0 = result["published_wall"]
     flows = {name: [(round(when - t0, 3), total) for when, total in series]
              for name, series in per_host(sampler.samples, names).items()}
-    return {"size": size, "mtu": mtu or 1500, "interval_s": interval, "result": result, "flows": flows,
+    return {"size": size, "mtu": mtu or 1500, "interval_s": interval, "reconcile_s": reconcile, "result": result,
+            "flows": flows,
             "bound": tekel_bound(size, LINK, choose_block_size(size))}
 
 
@@ -159,11 +174,18 @@ def summary(report: dict) -> str:
     for start, row in rows:
         lines.append(f"{start:5.1f}  " + " ".join(f"{row[n] / 1e6:6.3f}" for n in sorted(flows))
                      + f"   {sum(row.values()) / 1e6:5.3f}")
-    lines += ["", "share complete (s): " + ", ".join(f"{n} {ends[n]:.1f}" for n in sorted(ends, key=ends.get)),
+    firsts = [reached(flows, amount) for amount in FIRST]
+    lines += ["", f"the pusher's first 64 KiB acknowledged at {_seconds(firsts[0])}, its first MB at "
+                  f"{_seconds(firsts[1])} (the agents' period {report.get('reconcile_s', LAB_RECONCILE):g} s)",
+              "share complete (s): " + ", ".join(f"{n} {ends[n]:.1f}" for n in sorted(ends, key=ends.get)),
               f"the pusher's last byte acked at {last:.1f} s; hosts finished {min(result['finish_s'].values()):.1f}-"
               f"{result['makespan_s']:.1f} s",
               f"the pusher below {BUSY:.0%} of its best 2 s before its last byte: {below_full(rows, last):.1f} s"]
     return "\n".join(lines) + "\n"
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f} s"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -173,15 +195,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mtu", type=int, default=None, help="every link's MTU (default: 1500)")
     parser.add_argument("--congestion", default="cubic", help="TCP congestion control in the hosts (cubic)")
     parser.add_argument("--interval", type=float, default=0.5, help="seconds between samples (0.5)")
+    parser.add_argument("--reconcile", type=float, default=LAB_RECONCILE, metavar="S",
+                        help=f"the agents' and the pusher's period ({LAB_RECONCILE:g}, the lab's; the product's is 2)")
     parser.add_argument("--out", type=pathlib.Path, help="write the samples and figures here (JSON)")
     args = parser.parse_args(argv)
-    if args.interval <= 0:
-        parser.error("--interval must be above 0")
+    if args.interval <= 0 or args.reconcile <= 0:
+        parser.error("--interval and --reconcile must be above 0")
     if (why := netns_missing()) is not None:
         print(f"bench.seeder_flows: {why}", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory(prefix="seeder-flows-") as scratch:
-        report = measure(parse_size(args.size), args.mtu, args.congestion, args.interval, pathlib.Path(scratch))
+        report = measure(parse_size(args.size), args.mtu, args.congestion, args.interval, args.reconcile,
+                         pathlib.Path(scratch))
     text = summary(report)
     print(text, end="")
     if args.out is not None:

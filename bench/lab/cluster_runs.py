@@ -22,7 +22,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from bench.cluster_harness import wait_until
+from bench.cluster_harness import LAB_RECONCILE, wait_until
 from bench.cluster_netns import NetnsRun, Topology
 from bench.cluster_sim import figures
 from bench.lab.honesty import BUSY_LIMIT, _machine_ticks
@@ -92,6 +92,7 @@ class PushSetup:
     push_args: list[str] = field(default_factory=list)
     late_rack: int | None = None  # its agents start `late_by` s after the push is published
     late_by: float = 0.0
+    reconcile: float = LAB_RECONCILE  # the agents' and the pusher's period
 
 
 def _roles(members) -> dict[str, int]:
@@ -122,7 +123,7 @@ def _push_once(topology: Topology, setup: PushSetup, payload: pathlib.Path, dire
     is called once the push is under way (the background flows' samplers start there)."""
     size = payload.stat().st_size
     run = NetnsRun(topology, directory, agent_args=setup.agent_args, push_args=setup.push_args,
-                   env={LAB_STAGE_ENV: setup.stage}, secure=setup.secure)
+                   env={LAB_STAGE_ENV: setup.stage}, secure=setup.secure, reconcile=setup.reconcile)
     racks = range(1, topology.racks + 1)
     try:
         later = () if setup.late_rack is None else (setup.late_rack,)

@@ -3,7 +3,7 @@ idle time. (The push itself needs network namespaces: the lab's own tests cover 
 
 import pytest
 
-from bench.seeder_flows import below_full, parse_ss, per_host, rates, share_ends
+from bench.seeder_flows import below_full, parse_ss, per_host, rates, reached, share_ends
 
 SS = """Recv-Q Send-Q Local Address:Port  Peer Address:Port Process
 17     114715   10.0.0.2:36269 10.0.0.15:34345
@@ -51,3 +51,9 @@ def test_rates_per_interval_and_time_below_full():
     # best 20/s: the interval at 5/s counts, up to the last byte (3.0); the one after it does not
     assert below_full(rows, until=3.0) == 1.0
     assert below_full(rows[:1], until=3.0) == 0.0
+
+
+def test_reached_is_the_first_sample_with_that_much_acknowledged_in_all():
+    flows = {"a": [(0.0, 0), (0.5, 40), (1.0, 90)], "b": [(0.0, 0), (0.5, 30), (1.0, 60)]}
+    assert reached(flows, 1) == 0.5 and reached(flows, 70) == 0.5 and reached(flows, 71) == 1.0
+    assert reached(flows, 151) is None and reached({}, 1) is None
