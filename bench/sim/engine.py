@@ -20,7 +20,7 @@ What runs here is the product's own sans-I/O code; what is reproduced is the asy
   never takes a HAVE back, and refuses nothing: the fetch asks only for what it was shown); redis (slots are taken
   in one random order of the agents, the rack slots in the first reconcile, the DC slots in the follow-up; every
   agent reads the same records, so one `StallWatch` stands for all); the time the overlay takes to form
-  (`Setup.formation`, 0.3 s: the 0.2-0.4 s before the first byte measured in `bench.cluster_netns`); every
+  (`Setup.formation`, 0.45 s: when the pusher's first request goes out, measured with `bench.seeder_flows`); every
   provider is known from the start and none leaves, and a fetch's `FETCH_PEERS` are ranked among all its
   candidates (the agent's discovery stops at the first 64 found: its choice can only be worse); blocks are not
   hashed (`SimManifest`: no bytes exist); one transfer, so `cluster.turns` has nothing to decide; the seeder is not

@@ -35,7 +35,11 @@ class Setup:
     # none (the product's default: no limit) and the reserve it keeps (--reserve).
     throttle_host: float | None = None
     reserve: float = RESERVE
-    formation: float = 0.3  # s from the push until the entry plan is drawn and the first request goes out
+    # s from the push until the pusher's plan is drawn and the first request goes out: its first 64 KiB were
+    # acknowledged 0.51-0.57 s into a push in Tekel's topology at 10 Mbit/s (52 ms of it the bytes) at either period,
+    # since the pusher draws its plan from a settled view (e10d54d; 1.50 s before at the 2 s period the simulator's
+    # reconciles use, 0.74-0.90 s at the lab's 0.5 s): bench.seeder_flows, docs/cluster.md. 0.3 s until then.
+    formation: float = 0.45
     seed: int = 1
 
     @property
