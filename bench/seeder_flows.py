@@ -164,13 +164,15 @@ def measure(size: int, mtu: int | None, congestion: str | None, interval: float,
 
 def summary(report: dict) -> str:
     flows, result = report["flows"], report["result"]
+    lines = [f"one push of {report['size'] / MiB:g} MiB, MTU {report['mtu']}: makespan {result['makespan_s']:.2f} s, "
+             f"bound {report['bound']['seconds']:.2f} s ({result['makespan_s'] / report['bound']['seconds']:.3f} x)"]
+    if not flows:  # `ss` printed nothing we could read (missing, or another output format)
+        return "\n".join(lines + ["no connection of the pusher's was seen by `ss -tin`: no flows to show"]) + "\n"
     ends = share_ends(flows)
     rows = rates(flows, every=max(1, round(2.0 / report["interval_s"])))
     last = max(ends.values())
-    lines = [f"one push of {report['size'] / MiB:g} MiB, MTU {report['mtu']}: makespan {result['makespan_s']:.2f} s, "
-             f"bound {report['bound']['seconds']:.2f} s ({result['makespan_s'] / report['bound']['seconds']:.3f} x)",
-             "", "pusher's payload rate to each root member, MB/s:",
-             "    t  " + " ".join(f"{n:>6}" for n in sorted(flows)) + "   total"]
+    lines += ["", "pusher's payload rate to each root member, MB/s:",
+              "    t  " + " ".join(f"{n:>6}" for n in sorted(flows)) + "   total"]
     for start, row in rows:
         lines.append(f"{start:5.1f}  " + " ".join(f"{row[n] / 1e6:6.3f}" for n in sorted(flows))
                      + f"   {sum(row.values()) / 1e6:5.3f}")

@@ -3,7 +3,7 @@ idle time. (The push itself needs network namespaces: the lab's own tests cover 
 
 import pytest
 
-from bench.seeder_flows import below_full, parse_ss, per_host, rates, reached, share_ends
+from bench.seeder_flows import below_full, parse_ss, per_host, rates, reached, share_ends, summary
 
 SS = """Recv-Q Send-Q Local Address:Port  Peer Address:Port Process
 17     114715   10.0.0.2:36269 10.0.0.15:34345
@@ -57,3 +57,19 @@ def test_reached_is_the_first_sample_with_that_much_acknowledged_in_all():
     flows = {"a": [(0.0, 0), (0.5, 40), (1.0, 90)], "b": [(0.0, 0), (0.5, 30), (1.0, 60)]}
     assert reached(flows, 1) == 0.5 and reached(flows, 70) == 0.5 and reached(flows, 71) == 1.0
     assert reached(flows, 151) is None and reached({}, 1) is None
+
+
+def test_summary_of_a_push_whose_flows_ss_did_not_show_says_so():
+    report = {"size": 8 << 20, "mtu": 1500, "interval_s": 0.5, "flows": {}, "bound": {"seconds": 6.76},
+              "result": {"makespan_s": 9.5, "finish_s": {"r1h1": 9.5}}}
+    assert "no connection of the pusher's was seen" in summary(report)
+
+
+def test_summary_names_the_first_bytes_and_the_shares():
+    flows = {"a": [(0.0, 0), (0.5, 70_000), (1.0, 600_000), (1.5, 600_000)],
+             "b": [(0.0, 0), (0.5, 0), (1.0, 500_000), (1.5, 900_000)]}
+    report = {"size": 1 << 20, "mtu": 9000, "interval_s": 0.5, "flows": flows, "bound": {"seconds": 1.0},
+              "reconcile_s": 2.0, "result": {"makespan_s": 2.0, "finish_s": {"a": 1.8, "b": 2.0}}}
+    text = summary(report)
+    assert "first 64 KiB acknowledged at 0.50 s, its first MB at 1.00 s (the agents' period 2 s)" in text
+    assert "share complete (s): a 1.0, b 1.5" in text and "MTU 9000" in text
