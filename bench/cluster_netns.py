@@ -372,6 +372,15 @@ class NetnsRun:
             self.redis.stop()
 
 
+MTU_RANGE = (1280, 65535)  # IPv6's minimum; a veth's largest
+
+
+def mtu_problem(mtu: int | None) -> str | None:
+    """What is wrong with `mtu` as every link's MTU (None: the kernel's default, nothing)."""
+    low, high = MTU_RANGE
+    return None if mtu is None or low <= mtu <= high else f"--mtu must be from {low} to {high}"
+
+
 def write_payload(path: pathlib.Path, size: int) -> None:
     with open(path, "wb") as out:
         for offset in range(0, size, MiB):
@@ -540,8 +549,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.runs < 1 or args.reconcile <= 0:
         parser.error("--runs must be at least 1, --reconcile above 0")
-    if args.mtu is not None and not 1280 <= args.mtu <= 65535:  # IPv6's minimum; a veth's largest
-        parser.error("--mtu must be from 1280 to 65535")
+    if (problem := mtu_problem(args.mtu)) is not None:
+        parser.error(problem)
     if (why := netns_missing()) is not None:
         print(f"cluster_netns: {why}", file=sys.stderr)
         return 2

@@ -81,11 +81,11 @@ def share_ends(flows: Mapping[str, Sequence[tuple[float, int]]]) -> dict[str, fl
 
 
 def reached(flows: Mapping[str, Sequence[tuple[float, int]]], amount: int) -> float | None:
-    """The first sample at which the hosts together had acknowledged `amount` bytes (None: never)."""
-    times = sorted({when for series in flows.values() for when, _ in series})
-    for when in times:
-        if sum(max((total for at, total in series if at <= when), default=0) for series in flows.values()) >= amount:
-            return when
+    """The first sample at which the hosts together had acknowledged `amount` bytes (None: never). The hosts'
+    series are sampled together (`per_host`), as `rates` takes them."""
+    for samples in zip(*flows.values()):
+        if sum(total for _, total in samples) >= amount:
+            return samples[0][0]
     return None
 
 

@@ -244,13 +244,14 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
                     await coord.put_member(tid, me)
                     await discovery.refresh()
                     agents = await coord.agents()
+                    alive = targeted(agents, config.hosts)
                     by_host.clear()
                     by_host.update({r.host: r.location for r in agents.values()})
                     fresh, members = await read_view(coord, tid)  # everyone: one reader, O(N) a period
                     now = asyncio.get_running_loop().time()
                     stalled = stalls.observe_round(members, now) if stage.stealing else frozenset()
                     given_up = patience.observe_round({n: m for n, m in members.items() if not m.seeder}, now,
-                                                      targeted(agents, config.hosts))
+                                                      alive)
                     server_id, uptime = await coord.server()
                     # As the agents do (`cluster.run`): after redis came back empty, absence is no departure.
                     view = merged(view, fresh) if recovering(server_id, uptime, record.server, SLOT_TTL) else fresh
@@ -259,7 +260,7 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
                     # still for half a period, not while the representants are still taking their slots; looked at
                     # again sooner while it changes and until it stood (`FollowUp`), as the agents do. At once when
                     # every targeted agent is in and every slot held: nothing can change but a failure.
-                    if stillness.observe(signature, now, slots_settled(view, targeted(agents, config.hosts))):
+                    if stillness.observe(signature, now, slots_settled(view, alive)):
                         plan[:] = [EntryPlan(view, manifest.num_blocks)]
                     if plan:
                         plan[0].stalled = stalled  # work stealing: a stalled member is shown all
@@ -273,7 +274,6 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
                     looked = False  # no plan looked for sooner: the next look would fail too
                 else:
                     looked = True
-                    alive = targeted(agents, config.hosts)
                     # An admitted agent that reported on this transfer took it up (it judged itself targeted):
                     # waited for even when its registration cannot be read (gone, or removed from the index).
                     seen |= alive | {n for n, m in members.items() if not m.seeder}

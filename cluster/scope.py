@@ -21,6 +21,7 @@ again sooner than its period (`FollowUp`) and when it may draw a new entry plan 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 
 from cluster.overlay import Level, Location, Member, Slot, View, dc_slots, rack_slots
@@ -132,21 +133,16 @@ def slots_settled(view: View, expected: Iterable[str]) -> bool:
     slot of each DC by one of its rack representants. A plan drawn from such a view is the one the half period of
     `Stillness` would have drawn, sooner; a view short of any of it waits that half period (a DC with fewer
     representants than DC slots never settles; nor does a view read without the DC slots)."""
-    located = [m for m in view.members.values() if not m.seeder and m.location is not None]
-    if not located or not set(expected) <= set(view.members):
+    members = view.members.keys()
+    per_rack = Counter(m.location for m in view.members.values() if not m.seeder and m.location is not None)
+    if not per_rack or not members >= set(expected):
         return False
-    per_rack: dict[Location, int] = {}
-    for member in located:
-        assert member.location is not None
-        per_rack[member.location] = per_rack.get(member.location, 0) + 1
-    for location, count in per_rack.items():
-        if len(view.rack_reps_of(location) & set(view.members)) < min(view.rack_reps, count):
-            return False
-    for dc in {location.dc for location in per_rack}:
-        holders = [view.holders.get(slot) for slot in dc_slots(dc, view.dc_reps)]
-        if not all(node is not None and node in view.members and view.is_rack_rep(node) for node in holders):
-            return False
-    return True
+    if any(len(view.rack_reps_of(location) & members) < min(view.rack_reps, count)
+           for location, count in per_rack.items()):
+        return False
+    holders = [view.holders.get(slot) for dc in {location.dc for location in per_rack}
+               for slot in dc_slots(dc, view.dc_reps)]
+    return all(node is not None and node in members and view.is_rack_rep(node) for node in holders)
 
 
 class Stillness:

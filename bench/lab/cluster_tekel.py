@@ -30,7 +30,7 @@ import tempfile
 import time
 
 from bench.cluster_bound import Link, makespan_bound
-from bench.cluster_netns import MiB, Topology, netns_missing, write_payload
+from bench.cluster_netns import MiB, Topology, mtu_problem, netns_missing, write_payload
 from bench.lab.cluster_runs import PushSetup, libtorrent_once, push_once
 from cluster.lab_stage import STAGES
 from swarm.content.manifest import choose_block_size
@@ -247,8 +247,8 @@ def main(argv: list[str] | None = None, scenario: str = "cluster-tekel") -> int:
     args = build_parser().parse_args(argv)
     if args.runs < 1 or args.libtorrent_runs < 0:
         raise SystemExit("swarmproxy lab cluster-tekel: --runs must be >= 1, --libtorrent-runs >= 0")
-    if args.mtu is not None and not 1280 <= args.mtu <= 65535:  # IPv6's minimum; a veth's largest
-        raise SystemExit("swarmproxy lab cluster-tekel: --mtu must be from 1280 to 65535")
+    if (problem := mtu_problem(args.mtu)) is not None:
+        raise SystemExit(f"swarmproxy lab cluster-tekel: {problem}")
     return execute("cluster-tekel", args, argv, run, text, draw)
 
 

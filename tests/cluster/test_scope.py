@@ -134,9 +134,13 @@ def test_a_settled_view_is_drawn_at_once_and_only_once():
     assert still.observe("c", 1.75) is True
 
 
-def settled_view(drop=(), extra=(), dc_holders=None):
-    """Tekel's figure 8: racks r1-r4 of 5/4/7/1 hosts and the seeder; every rack slot held, the DC slots by the
-    representants of r1, r3 and r4 (the seeder's rack r2 leaves them to the others)."""
+TEKEL_DC_REPS = ["r1h1", "r1h2", "r3h1", "r3h2", "r4h1"]
+
+
+def settled_view(drop=(), freed=(), dc_holders=TEKEL_DC_REPS):
+    """Tekel's figure 8: racks r1-r4 of 5/4/7/1 hosts and the seeder; every rack slot held (but `freed`), the DC
+    slots by `dc_holders` ("": free; by default the representants of r1, r3 and r4: the seeder's rack r2 leaves them
+    to the others); the members but `drop`, and those the push targets."""
     sizes = {"r1": 5, "r2": 4, "r3": 7, "r4": 1}
     members = [Member("seed", None, 1.0, seeder=True)]
     holders = {}
@@ -145,40 +149,33 @@ def settled_view(drop=(), extra=(), dc_holders=None):
         members += [Member(f"{rack}h{i}", loc) for i in range(1, size + 1)]
         for i in range(min(2, size)):
             holders[rack_slot(loc, i)] = f"{rack}h{i + 1}"
-    dc = dc_holders if dc_holders is not None else ["r1h1", "r1h2", "r3h1", "r3h2", "r4h1"]
-    holders |= {dc_slot("d1", i): node for i, node in enumerate(dc) if node}
+    holders |= {dc_slot("d1", i): node for i, node in enumerate(dc_holders) if node}
     members = [m for m in members if m.node not in drop]
-    holders = {slot: node for slot, node in holders.items() if slot not in extra}
+    holders = {slot: node for slot, node in holders.items() if slot not in freed}
     return View.of(members, holders), [m.node for m in members if not m.seeder]
 
 
-@pytest.mark.parametrize("case, settled", [
-    ("every slot held, every targeted agent in", True),
-    ("a targeted agent not in the view yet", False),
-    ("a rack's second slot free", False),
-    ("a DC slot free", False),
-    ("a DC slot held by a node that is no rack representant", False),
-    ("a DC slot held by a node that left", False),
-    ("the lone host of a rack holds its one slot: enough", True),
-    ("no DC slots read (a plain member's view)", False),
-])
-def test_slots_settled(case, settled):
-    view, expected = settled_view()
-    if case == "a targeted agent not in the view yet":
-        expected = [*expected, "r5h1"]
-    elif case == "a rack's second slot free":
-        view, expected = settled_view(extra=[rack_slot(Location("d1", "r2"), 1)])
-    elif case == "a DC slot free":
-        view, expected = settled_view(dc_holders=["r1h1", "r1h2", "r3h1", "r3h2", ""])
-    elif case == "a DC slot held by a node that is no rack representant":
-        view, expected = settled_view(dc_holders=["r1h1", "r1h2", "r3h1", "r3h2", "r3h5"])
-    elif case == "a DC slot held by a node that left":
-        view, expected = settled_view(drop=["r4h1"])  # (its record expired; nobody targets it any more)
-    elif case == "the lone host of a rack holds its one slot: enough":
-        assert view.rack_reps_of(Location("d1", "r4")) == {"r4h1"}
-    elif case == "no DC slots read (a plain member's view)":
+@pytest.mark.parametrize("setup, targeted_too, plain, settled", [
+    ({}, [], False, True),  # every slot held, every targeted agent in
+    ({}, ["r5h1"], False, False),  # a targeted agent not in the view yet
+    ({"freed": [rack_slot(Location("d1", "r2"), 1)]}, [], False, False),  # a rack's second slot free
+    ({"dc_holders": TEKEL_DC_REPS[:4] + [""]}, [], False, False),  # a DC slot free
+    ({"dc_holders": TEKEL_DC_REPS[:4] + ["r3h5"]}, [], False, False),  # held by a node that is no rack representant
+    ({"drop": ["r4h1"]}, [], False, False),  # held by a node that left (its record expired; nobody targets it)
+    ({}, [], True, False),  # no DC slots read (a plain member's view)
+], ids=["settled", "agent missing", "rack slot free", "DC slot free", "DC slot not a rep", "DC holder left",
+        "plain member"])
+def test_slots_settled(setup, targeted_too, plain, settled):
+    view, expected = settled_view(**setup)
+    if plain:
         view = View.of(view.members.values(), {s: n for s, n in view.holders.items() if s.rack})
-    assert slots_settled(view, expected) is settled
+    assert slots_settled(view, [*expected, *targeted_too]) is settled
+
+
+def test_the_lone_host_of_a_rack_holding_its_one_slot_is_enough():
+    view, expected = settled_view()
+    assert view.rack_reps_of(Location("d1", "r4")) == {"r4h1"}
+    assert slots_settled(view, expected) is True
 
 
 def test_slots_settled_needs_members():
