@@ -31,8 +31,8 @@ async def make_node(request, tmp_path):
         await node.close()
 
 
-async def seeded(make_node, path, cls=SwarmNode):
-    node, address = await make_node(cls)
+async def seeded(make_node, path, cls=SwarmNode, **kwargs):
+    node, address = await make_node(cls, **kwargs)
     manifest = await node.seed_file(path, block_size=BLOCK)
     return node, address, manifest
 
@@ -69,7 +69,10 @@ LEECHERS = {"tcp": 20, "quic": 8}
 async def test_one_seed_many_leechers(make_node, tmp_path, request):
     data = content(32 * BLOCK, seed=13)
     (tmp_path / "f").write_bytes(data)
-    seed, seed_address, manifest = await seeded(make_node, tmp_path / "f")
+    # The seed's upload capped at 50 blocks a second: alone it would take seconds to give every leecher every
+    # block, so the leechers take blocks from one another however fast the machine is (uncapped, a busy machine
+    # once let the seed serve all twenty before any leecher had a block to give).
+    seed, seed_address, manifest = await seeded(make_node, tmp_path / "f", upload_rate=50 * BLOCK)
     leechers = [await make_node() for _ in range(LEECHERS[request.node.callspec.params["make_node"]])]
     everyone = [seed_address] + [address for _, address in leechers]
     for node, _ in leechers:
