@@ -315,9 +315,6 @@ class EntryPlan:
         located = [m.location for m in members if m.location is not None]  # all of them: narrowed for the checker
         root = sorted(m.node for m in members if view.is_dc_rep(m.node))
         self.root = _nest(None, root, num_blocks)
-        # Each root member's share, which another root member shows it across any level (`lent_back`)
-        self._root_shares: dict[str, frozenset[int]] = {
-            node: frozenset(b for b, owner in enumerate(self.root or ()) if owner == node) for node in root}
         dcs = sorted({loc.dc for loc in located})
         self.dc = {dc: _nest(self.root, sorted(view.dc_reps_of(dc)), num_blocks) for dc in dcs}
         racks = sorted(set(located), key=str)
@@ -512,18 +509,6 @@ class EntryPlan:
                 self._cache[key] = frozenset(
                     b for b, owner in enumerate(owners) if owner == receiver and (parent is None or parent(b)))
         return self._cache[key]
-
-    def lent_back(self, server: str, receiver: str) -> frozenset[int]:
-        """What `server` shows `receiver` besides `shown`: between two root members in different racks, the
-        receiver's root share. The pusher may lend part of it to the server (`cluster.lending`), which hands it on;
-        otherwise the server holds a block of it only once the receiver had it (it is the root of the block's
-        trees), so showing it sends nothing the receiver would take. Inside a rack a representant shows another
-        those blocks anyway (`CarriedFirst`)."""
-        share = self._root_shares.get(receiver)
-        if share is None or server not in self._root_shares or server == receiver \
-                or self.view.level(server, receiver) is Level.RACK:
-            return frozenset()
-        return share
 
     def gives(self, server: str, receiver: str) -> bool:
         """Whether `server` is to show `receiver` any block (`provider_order`)."""

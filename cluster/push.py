@@ -35,7 +35,6 @@ from cluster.errors import BadRecord, ConfigError, PushIncomplete, RedisUnavaila
 from cluster.identity import Gate, Identity
 from cluster.intent import CANCEL, PUSH, Intent, SignedIntent, SigningKey
 from cluster.lab_stage import stage as lab_stage
-from cluster.lending import Lender
 from cluster.overlay import DC_REPS, RACK_REPS, Level, Location, View, merged, recovering
 from cluster.patience import GIVE_UP_AFTER, Patience
 from cluster.records import (
@@ -51,7 +50,7 @@ from cluster.records import (
 )
 from cluster.run import read_view
 from cluster.scope import FollowUp, Stillness, slots_settled
-from cluster.stalls import Joined, StallWatch, stranded_by
+from cluster.stalls import StallWatch, stranded_by
 from cluster.transport import LeveledTransport
 from swarm.content.manifest import Manifest
 from swarm.service.swarm_service import SwarmService
@@ -189,7 +188,6 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
         node_id, node = identity.node_id, identity.node
         by_host: dict = {}
         plan: list[EntryPlan] = []  # the latest entry plan, once read
-        lender: list[Lender] = []  # its root shares lent at the end (`cluster.lending`), with work stealing on
 
         stage = lab_stage()  # the lab's switch (`cluster.lab_stage`); unset: every feature on
 
@@ -199,20 +197,12 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
             peer = peer_id.hex()
             if not plan or peer not in plan[0].view.members:
                 return frozenset()  # not known yet: shown at the next period (`reveal`)
-            own = plan[0].shown(node, peer)
-            lent = lender[0].lent.get(peer) if lender else None
-            return own if own is None or not lent else Joined([own, lent])
-
-        def asked(root: bytes, peer_id: bytes, block: int) -> None:
-            """A root member asked for a block: once it asked for its whole share, lend it more (HAVE at once)."""
-            if lender and lender[0].on_asked(peer_id.hex(), block):
-                service.reveal(peer_id)
+            return plan[0].shown(node, peer)
 
         transport = LeveledTransport(None, by_host.get)
         discovery = RedisDiscovery(coord, node_id, config.host)
         service = SwarmService(store, {"tcp": transport}, discovery,
-                               node_kwargs={"upload_rate": config.upload_rate, "asked": asked}, node_id=node_id,
-                               shown=shown,
+                               node_kwargs={"upload_rate": config.upload_rate}, node_id=node_id, shown=shown,
                                upload_throttle=transport.upload_throttle)
         try:
             manifest = await service.nodes["tcp"].seed_file(config.file)
@@ -272,8 +262,6 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
                     # every targeted agent is in and every slot held: nothing can change but a failure.
                     if stillness.observe(signature, now, slots_settled(view, alive)):
                         plan[:] = [EntryPlan(view, manifest.num_blocks)]
-                        if stage.stealing and plan[0].root is not None:
-                            lender[:] = [lender[0].follow(plan[0].root) if lender else Lender(plan[0].root)]
                     if plan:
                         plan[0].stalled = stalled  # work stealing: a stalled member is shown all
                         plan[0].stranded = stranded_by(members, view.members) if stage.stealing else {}

@@ -30,7 +30,7 @@ from cluster.overlay import Level, Representation, Slot, View, merged
 from cluster.records import FINISHED, PENDING, REFUSED, MemberRecord, TransferRecord
 from cluster.scope import Stillness, assemble
 from cluster.scope import deep as scope_deep
-from cluster.stalls import STRANDED_KEPT, Joined, StallWatch, stranded_by
+from cluster.stalls import STRANDED_KEPT, StallWatch, stranded_by
 from swarm.content.manifest import Manifest, decode
 from swarm.core.policy import PolicyConfig
 from swarm.errors import FetchFailed, HashMismatch, StoreError, SwarmError
@@ -224,9 +224,7 @@ class TransferRun:
         not in the view yet: the next reconcile reveals what it may see."""
         if node is None or node not in self.view.members:
             return frozenset()
-        shown = self.plan.shown(self.node, node)
-        lent = self.plan.lent_back(self.node, node) if self.agent.stage.stealing else frozenset()
-        return shown if shown is None or not lent else Joined([shown, lent])  # what the pusher lent us, back
+        return self.plan.shown(self.node, node)
 
     def gives(self, node: str) -> bool:
         """Whether `node` is to show this node blocks (`EntryPlan.gives`); every peer in the lab's stages before

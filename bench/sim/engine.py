@@ -50,10 +50,9 @@ from bench.sim.topology import Setup
 from cluster.agent import FETCH_PEERS
 from cluster.division import EntryPlan, provider_order
 from cluster.lag import LagWatch
-from cluster.lending import Lender
 from cluster.overlay import Level, Location, Member, Representation, View
 from cluster.records import RECONCILE_EVERY
-from cluster.stalls import Joined, StallWatch
+from cluster.stalls import StallWatch
 from cluster.throttle import Capacities, Planner
 from swarm.content.manifest import Manifest
 from swarm.core.fetch import Announce, Close, FetchCore, Finished, Send, Verified
@@ -228,7 +227,6 @@ class Simulation:
                         break
         self.view = view
         self.plan = EntryPlan(view, self.blocks)
-        self.lender = Lender(self.plan.root or [])  # the pusher's (`cluster.push`)
         self.watch = StallWatch()
         self.index = {node: i for i, node in enumerate(self.nodes)}
         self.roles = ["dc" if view.is_dc_rep(self.nodes[i]) else "rack" if view.is_rack_rep(self.nodes[i])
@@ -255,10 +253,6 @@ class Simulation:
             self.sources.append(chosen)
             for j in chosen:
                 shown = self.plan.shown(self.nodes[j], me)
-                if j == self.seeder and me in self.lender.lent and shown is not None:
-                    shown = Joined([shown, self.lender.lent[me]])  # its share, and what the pusher lends it
-                elif shown is not None and self.plan.lent_back(self.nodes[j], me):
-                    shown = Joined([shown, self.plan.lent_back(self.nodes[j], me)])  # (`TransferRun.shown`)
                 conn = Conn(j, i, self.net.flow(self._route(j, i)), self.level(i, j), shown)
                 self.conns[(j, i)] = conn
                 self.serving[j].append(conn)
@@ -441,10 +435,6 @@ class Simulation:
         conn.queue.append(block)
         if conn.sending < 0:
             self._send_next(conn)
-        if conn.server == self.seeder:  # the pusher lends a root member that asked for its whole share more
-            i = conn.receiver
-            for lent in self.lender.on_asked(self.nodes[i], block):
-                self._act(i, self.cores[i].on_message(self.seeder, wire.Have(lent), self.now))
 
     def _send_next(self, conn: Conn) -> None:
         flow = conn.flow

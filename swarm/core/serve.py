@@ -16,8 +16,6 @@ injected) paces BLOCK answers. Actions for the shell:
 * `ConnectBack(port, transports, nonce)` — a query session's REACH_REQUEST: connect back to the peer's address (the
   shell's limits first, `swarm.core.reach`) and answer REACH_RESULT on this connection;
 * `ProofArrived(proof)`     — this session is a connect-back: match `proof` against the node's own probes;
-* `Asked(block)`            — a request was taken (queued); only with `report_asked`, for a caller that deals
-  what it shows by what each peer asks;
 * `Introduce(address, nonce)` — a query session's PUNCH_REQUEST: introduce the peer to the one whose query session
   comes from `address` (the shell's limits first, `swarm.core.punch`), PUNCH_PEER to both or the refusal to this one.
 
@@ -87,7 +85,7 @@ from swarm.core.throttle import TokenBucket, on_the_wire
 from swarm.net import wire
 
 __all__ = ["ServeCore", "Shared", "Shown", "Claims", "Send", "SendBlock", "Close", "ConnectBack", "ProofArrived",
-           "Introduce", "ClaimersAsked", "Asked", "ServeAction",
+           "Introduce", "ClaimersAsked", "ServeAction",
            "MAX_QUEUED_REQUESTS", "MAX_SENDS_IN_FLIGHT", "MAX_QUERIES_PER_SESSION", "MAX_PUNCHES_PER_SESSION",
            "HANDSHAKE_TIMEOUT",
            "IDLE_TIMEOUT", "STALL_TIMEOUT"]
@@ -179,15 +177,7 @@ class ClaimersAsked:
     transports: int
 
 
-@dataclasses.dataclass(frozen=True)
-class Asked:
-    """The peer asked for `block` and the request was taken (queued to be sent): for a caller that deals what it
-    shows by what each peer asks (the cluster's pusher, `cluster.lending`)."""
-
-    block: int
-
-
-ServeAction = Send | SendBlock | Close | ConnectBack | ProofArrived | Introduce | ClaimersAsked | Asked
+ServeAction = Send | SendBlock | Close | ConnectBack | ProofArrived | Introduce | ClaimersAsked
 
 
 class ServeCore:
@@ -205,16 +195,13 @@ class ServeCore:
         stall_timeout: float = STALL_TIMEOUT,
         shown: Shown | None = None,
         claims: Claims = _no_claims,
-        report_asked: bool = False,
     ) -> None:
         """`lookup(root)` returns what is shared for `root`, or None (not held, or not shared); `now` is when
         the connection arrived; `shown` narrows what the peer sees (module docstring; None: everything);
-        `claims(key)` answers a query session (module docstring; by default, nothing); `report_asked`: an
-        `Asked` for every request taken (by default, none)."""
+        `claims(key)` answers a query session (module docstring; by default, nothing)."""
         self.node_id = node_id
         self.lookup = lookup
         self.shown = shown
-        self.report_asked = report_asked
         self.claims = claims
         self.query = False  # a query session (its HANDSHAKE was on QUERY_ROOT): claims only
         self.queries = 0  # CLAIMS_REQUESTs on it so far
@@ -413,8 +400,6 @@ class ServeCore:
         if reason is not None:
             return [Send(wire.Reject(request.block, request.offset, request.length, reason))]
         self._queue.append(request)
-        if self.report_asked:
-            return [Asked(request.block), *self._drain(now)]
         return self._drain(now)
 
     def _refusal(self, request: wire.Request) -> wire.RejectReason | None:

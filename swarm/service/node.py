@@ -59,8 +59,6 @@ within bounds; `reach` (`swarm.service.reach.Reach`, shared by the node of every
   tries, and is dropped if the connection closes meanwhile. Unlike the node's own `upload_rate` (which the
   `ServeCore` paces before a send starts), such a wait counts as a send in flight: a peer kept waiting longer than
   the stall timeout (`swarm.core.serve.STALL_TIMEOUT`) is closed as not reading;
-* `asked(root, peer node id, block)` (`AskedHook`): told of every request of a served peer that was taken (shown
-  to it, and queued), before the BLOCK goes out; the cluster's pusher deals what it shows by it (`cluster.lending`);
 * `links()`: every live connection with the peer's address and node id, the root and the direction, and its
   `swarm.net.transport.ConnectionCounters` (the BLOCK bytes it carried each way). A caller that must not lose the
   last bytes of a connection that closes between two looks keeps the `Connection.counters` of those it is shown.
@@ -85,7 +83,6 @@ from swarm.core.policy import PolicyConfig
 from swarm.core.reachability import Outcome, Reachability
 from swarm.core.serve import (
     HANDSHAKE_TIMEOUT,
-    Asked,
     ClaimersAsked,
     ConnectBack,
     ProofArrived,
@@ -125,8 +122,6 @@ log = logging.getLogger("swarmproxy.swarm")
 
 #: `upload_throttle(connection)`: what a BLOCK sent on that served connection is taken from; None: unlimited.
 UploadThrottle = Callable[[Connection], Throttle | None]
-#: `asked(root, peer node id, block)`: a served peer's request was taken.
-AskedHook = Callable[[bytes, bytes, int], None]
 
 # A fetch that verifies no block from any source, peers or the origin, for this long fails (FetchFailed), so that
 # its caller goes elsewhere: the proxy's download reopens the origin at a Range, `swarm get` exits. 30 s lets the
@@ -169,16 +164,13 @@ class SwarmNode:
         upload_throttle: UploadThrottle | None = None,
         own_claims: OwnClaims | None = None,
         reach: Reach | None = None,
-        asked: AskedHook | None = None,
     ) -> None:
         """`shown`: what a served peer is shown (module docstring; None, the default: everything).
         `upload_throttle`: what each BLOCK to a served peer is taken from (module docstring; None, the default:
         unlimited). `own_claims`: this node's own claims, answered to query sessions (module docstring; None, the
         default: a table of its own, empty until the caller puts claims in `self.own_claims`). `reach`: the
-        connect-backs' shell (module docstring; None: one of its own, for the public network only). `asked`:
-        told of each served peer's request taken (module docstring; None, the default: nobody)."""
+        connect-backs' shell (module docstring; None: one of its own, for the public network only)."""
         self.store = store
-        self.asked = asked
         self.own_claims = own_claims if own_claims is not None else OwnClaims()
         self.claimers = ClaimerBook()  # the other claimers that asked us, passed on (`swarm.core.claimers`)
         self.shown = shown
@@ -285,14 +277,12 @@ class SwarmNode:
         for connection, core in list(self._serving.get(root, {}).items()):
             self._apply_serve(connection, core, core.on_origin_fetch(block))
 
-    def reveal(self, peer: bytes | None = None) -> int:
-        """`shown` may answer more than before: every served peer (or only those with node id `peer`) hears HAVE
-        for the blocks it may see now and was not shown yet. The number of HAVEs sent."""
+    def reveal(self) -> int:
+        """`shown` may answer more than before: every served peer hears HAVE for the blocks it may see now and was
+        not shown yet. The number of HAVEs sent."""
         sent = 0
         for served in list(self._serving.values()):
             for connection, core in list(served.items()):
-                if peer is not None and core.peer != peer:
-                    continue
                 actions = core.on_view_changed()
                 sent += len(actions)
                 self._apply_serve(connection, core, actions)
@@ -337,8 +327,7 @@ class SwarmNode:
     async def _serve(self, connection: Connection) -> None:
         loop = asyncio.get_running_loop()
         core = ServeCore(self.node_id, self._lookup, upload=self.upload, now=loop.time(),
-                         handshake_timeout=self.handshake_timeout, shown=self.shown, claims=self._own_claims,
-                         report_asked=self.asked is not None)
+                         handshake_timeout=self.handshake_timeout, shown=self.shown, claims=self._own_claims)
         receiving: asyncio.Future | None = None
         draining: asyncio.Future | None = None
         told = False  # whether `reach` heard of it yet (a stranger's connection, or a connect-back)
@@ -393,9 +382,6 @@ class SwarmNode:
                     connection.send_nowait(action.message)
             elif isinstance(action, SendBlock):
                 self._spawn(self._serve_block(connection, core, action))
-            elif isinstance(action, Asked):
-                if self.asked is not None and core.root is not None and core.peer is not None:
-                    self.asked(core.root, core.peer, action.block)
             elif isinstance(action, ServeClose):
                 log.debug("closing %s: %s", connection, action.reason)
                 connection.close(action.reason)

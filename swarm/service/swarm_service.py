@@ -199,10 +199,10 @@ class SwarmService:
         node = self.nodes.get("tcp") or next(iter(self.nodes.values()))
         return await node.probe_reachability(peer, timeout=timeout)
 
-    def reveal(self, peer: bytes | None = None) -> int:
-        """`shown` may answer more than before: HAVE to every served peer (or those with node id `peer`) for what
-        it may see now (`SwarmNode.reveal`); the number sent."""
-        return sum(node.reveal(peer) for node in self.nodes.values())
+    def reveal(self) -> int:
+        """`shown` may answer more than before: HAVE to every served peer for what it may see now
+        (`SwarmNode.reveal`); the number sent."""
+        return sum(node.reveal() for node in self.nodes.values())
 
     def stranded(self, root: bytes) -> list[bytes]:
         """Node ids of the peers a fetch of `root` waits on although their requests timed out: they alone hold

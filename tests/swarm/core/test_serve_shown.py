@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from swarm.core.serve import Asked, Send, SendBlock, ServeCore, Shared
+from swarm.core.serve import Send, SendBlock, ServeCore, Shared
 from swarm.net import wire
 from tests.swarm.core.test_serve import BLOCK, LAYER, MANIFEST, NODE, ROOT
 
@@ -96,18 +96,3 @@ def test_without_a_view_nothing_is_held_back():
     assert bitfield_after_handshake(serve) == [0]
     assert serve.on_new_block(4) == [Send(wire.Have(4))]
     assert serve.on_view_changed() == []
-
-
-@pytest.mark.parametrize("block,expected", [
-    (1, [Asked(1), SendBlock(1, 0, BLOCK)]),  # taken: told first, then sent
-    (0, [Send(wire.Reject(0, 0, BLOCK, wire.RejectReason.NOT_FOUND))]),  # held, not shown: refused, not told
-    (5, [Send(wire.Reject(5, 0, BLOCK, wire.RejectReason.NOT_FOUND))]),  # not held
-])
-def test_report_asked_tells_of_each_request_taken_only(block, expected):
-    """The pusher deals what it lends by what each root member asks (`cluster.lending`): only a request it took
-    counts, never one for a block the peer was not shown."""
-    view = View(frozenset({1, 5}))
-    have = wire.Bitfield.from_blocks(MANIFEST.num_blocks, [0, 1])
-    serve = ServeCore(NODE, {ROOT: Shared(MANIFEST, LAYER, have)}.get, shown=view, report_asked=True)
-    bitfield_after_handshake(serve)
-    assert serve.on_message(wire.Request(block, 0, BLOCK), 0.0) == expected

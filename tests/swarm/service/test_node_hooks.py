@@ -68,28 +68,6 @@ async def test_a_served_peer_sees_only_what_shown_allows_and_is_refused_the_rest
     other.abort()
 
 
-async def test_asked_tells_of_each_request_taken_and_reveal_can_be_for_one_peer(swarm):
-    """The cluster's pusher lends by what each root member asks (`cluster.lending`) and shows the borrower alone."""
-    allowed = {PEER: {1}, b"\x08" * 32: {1}}
-    told: list[tuple[bytes, bytes, int]] = []
-    node, address, manifest = await swarm.seed(content(6 * BLOCK), shown=lambda root, peer: allowed[peer],
-                                               asked=lambda root, peer, block: told.append((root, peer, block)))
-    connection, bitfield = await handshake(swarm, address, manifest.root)
-    other, _ = await handshake(swarm, address, manifest.root, peer=b"\x08" * 32)
-    for block, answer in ((1, wire.Block), (2, wire.Reject)):
-        connection.send_nowait(wire.Request(block, 0, BLOCK))
-        assert isinstance(await next_of(connection, (wire.Block, wire.Reject)), answer)
-    assert told == [(manifest.root, PEER, 1)]  # the refused request is not told
-    allowed[PEER].add(4)
-    allowed[b"\x08" * 32].add(4)
-    assert node.reveal(PEER) == 1  # that peer only
-    assert (await next_of(connection, wire.Have)).block == 4
-    assert node.reveal(b"\x08" * 32) == 1  # the other one had not been told yet
-    assert (await next_of(other, wire.Have)).block == 4
-    connection.abort()
-    other.abort()
-
-
 async def test_links_show_each_connection_with_its_peer_and_the_block_bytes_it_carried(swarm):
     """The seed shows the leecher block 0 only, so the fetch waits, both connections up, until `reveal`."""
     data = content(5 * BLOCK + 77)
