@@ -6,8 +6,10 @@ per member. Tekel's rule: before a member asks a far source for a block, it tell
 they then ask far sources for other blocks and take that one from it once it has it (HAVE). So a peer at
 distance d that STARTed a block holds it back from my sources at distances > d until its HAVE, for at most `ttl`
 seconds: a START not followed by a HAVE by then is stale (the starter is slow or gave up), and the block is
-taken elsewhere — the work stealing. A peer the request policy snubbed (its requests timed out) holds nothing
-back, and one that is dropped is forgotten.
+taken elsewhere — the work stealing. A START repeated (the starter asked again after a timeout) renews it, but one
+peer holds one block back for `hold_max` seconds in all (2 TTLs) until its HAVE: a peer that keeps announcing and
+never delivers cannot hold a block back for as long as it likes. A peer the request policy snubbed (its requests
+timed out) holds nothing back, and one that is dropped is forgotten.
 
 Sources at distance 0 are never held back: nothing is nearer. `blocked(distance, now)` is the container the
 request policy skips when it picks for a source at that distance. Without a distance function (the proxy) the
@@ -20,7 +22,7 @@ import heapq
 import itertools
 from collections.abc import Container, Hashable, Iterable
 
-__all__ = ["NearerHolders", "START_TTL", "StartBook"]
+__all__ = ["NearerHolders", "START_HOLD_MAX", "START_TTL", "StartBook"]
 
 Peer = Hashable
 
@@ -28,6 +30,10 @@ Peer = Hashable
 #: and announces again, which renews its START; one that stays silent for twice that has stalled or given up,
 #: and the block is better taken elsewhere. Shorter, a busy host's queued requests would be fetched twice.
 START_TTL = 10.0
+#: seconds one peer's STARTs for one block hold it back in all, renewals included, until its HAVE: a starter that
+#: asked again after a timeout still gets a second TTL; one that announces and never delivers (it keeps renewing)
+#: no longer holds the block back for as long as it likes.
+START_HOLD_MAX = 2 * START_TTL
 
 class _Blocked:
     """The blocks a source at `distance` should not be asked for now: a live view of the book."""
@@ -45,12 +51,16 @@ class _Blocked:
 
 
 class StartBook:
-    def __init__(self, ttl: float = START_TTL) -> None:
+    def __init__(self, ttl: float = START_TTL, hold_max: float | None = None) -> None:
         if ttl <= 0:
             raise ValueError("ttl must be > 0")
         self.ttl = ttl
-        self._starts: dict[int, dict[Peer, tuple[int, float]]] = {}  # block -> peer -> (distance, since)
+        self.hold_max = 2 * ttl if hold_max is None else hold_max  # (`START_HOLD_MAX` at the default TTL)
+        self._starts: dict[int, dict[Peer, tuple[int, float]]] = {}  # block -> peer -> (distance, held until)
         self._of_peer: dict[Peer, set[int]] = {}  # blocks each peer appears under, to forget it
+        # peer -> block -> its first START for that block not yet followed by its HAVE (kept past expiry: a renewal
+        # after a pause holds no longer than one without)
+        self._first: dict[Peer, dict[int, float]] = {}
         self.version = 0  # bumped whenever a block may have been let go (`expire`, `forget`)
         # (end, seq, block, peer) per START recorded, oldest end first; one fulfilled, forgotten or renewed since
         # is stale and skipped: `next_expiry` and `expire` stay O(log n).
@@ -58,15 +68,21 @@ class StartBook:
         self._seq = itertools.count()
 
     def on_start(self, peer: Peer, distance: int, block: int, now: float) -> None:
-        """`peer` said it is fetching `block` from further away (again: renewed)."""
-        self._starts.setdefault(block, {})[peer] = (distance, now)
+        """`peer` said it is fetching `block` from further away (again: renewed, up to `hold_max` from its first
+        START for the block)."""
+        first = self._first.setdefault(peer, {}).setdefault(block, now)
+        end = min(now + self.ttl, first + self.hold_max)
+        if end <= now:
+            return  # it held this block back long enough without delivering it
+        self._starts.setdefault(block, {})[peer] = (distance, end)
         self._of_peer.setdefault(peer, set()).add(block)
-        heapq.heappush(self._ends, (now + self.ttl, next(self._seq), block, peer))
+        heapq.heappush(self._ends, (end, next(self._seq), block, peer))
 
     def on_have(self, peer: Peer, block: int) -> None:
         """`peer` has `block` now (HAVE): its START is fulfilled. The block is not held back any longer: were
         this member shown it by a far source (it stalled, `cluster.division`), the peer holding it has not been
         handing it over, and waiting for it would be no better."""
+        self._first.get(peer, {}).pop(block, None)
         entries = self._starts.get(block)
         if entries is not None and entries.pop(peer, None) is not None:
             self.version += 1
@@ -76,6 +92,7 @@ class StartBook:
     def forget(self, peer: Peer) -> None:
         """`peer` is no longer a source: what it started is free for others."""
         self.version += 1
+        self._first.pop(peer, None)
         for block in self._of_peer.pop(peer, ()):
             entries = self._starts.get(block)
             if entries is not None and entries.pop(peer, None) is not None and not entries:
@@ -86,8 +103,8 @@ class StartBook:
         snubbed ones: they let requests time out) hold nothing back: a slow peer is no reason to wait."""
         if distance <= 0:
             return False
-        return any(d < distance and now < since + self.ttl and p not in ignored
-                   for p, (d, since) in self._starts.get(block, {}).items())
+        return any(d < distance and now < end and p not in ignored
+                   for p, (d, end) in self._starts.get(block, {}).items())
 
     def blocked(self, distance: int, now: float, ignored: Container[Peer] = ()) -> _Blocked:
         return _Blocked(self, distance, now, ignored)
@@ -102,7 +119,7 @@ class StartBook:
     def _live(self, entry: tuple[float, int, int, Peer]) -> bool:
         end, _, block, peer = entry
         start = self._starts.get(block, {}).get(peer)
-        return start is not None and start[1] + self.ttl == end
+        return start is not None and start[1] == end
 
     def expire(self, now: float) -> bool:
         """Drop the STARTs `ttl` old; True if any was dropped (blocks may be asked of far sources now)."""

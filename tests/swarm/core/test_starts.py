@@ -28,6 +28,30 @@ def test_a_renewed_start_lasts_from_its_renewal():
     assert book.expire(9.0) and 1 not in book.blocked(1, 9.0)
 
 
+@pytest.mark.parametrize(("renewed_at", "let_go_at"), [
+    ([0.0, 4.0, 8.0, 12.0], 10.0),  # renewed every 4 s: held at most 2 TTLs from the first START
+    ([0.0, 9.9, 19.8, 29.7, 39.6], 10.0),  # an announcer that never delivers: not for as long as it renews
+    ([0.0, 6.0, 40.0, 60.0], 10.0),  # a pause changes nothing: the first START still counts
+    ([0.0], 5.0),  # announced once: one TTL
+])
+def test_one_peer_holds_a_block_back_at_most_hold_max_in_all(renewed_at, let_go_at):
+    """An admitted peer that announces START for a block and never delivers it (in the cluster mode: a root member
+    that keeps a block the pusher lent it, `cluster.lending`) held it back from every farther source as long as it
+    kept renewing; now for `hold_max` (2 TTLs) from its first START at most, until its HAVE."""
+    book = StartBook(ttl=5.0)
+    assert book.hold_max == 10.0
+    held = []
+    for now in renewed_at:
+        book.on_start("a", 1, 7, now=now)
+        held.append(7 in book.blocked(2, now))
+    assert held == [now < let_go_at for now in renewed_at]
+    assert 7 in book.blocked(2, let_go_at - 0.1)
+    assert all(7 not in book.blocked(2, t) for t in (let_go_at, let_go_at + 30.0))
+    book.on_have("a", 7)
+    book.on_start("a", 1, 7, now=100.0)  # (a HAVE clears the count: a START after it is a new one)
+    assert 7 in book.blocked(2, 100.0)
+
+
 def test_a_have_fulfils_the_start_and_forget_lets_go_at_once():
     book = StartBook(ttl=5.0)
     book.on_start("a", 0, 3, now=0.0)
