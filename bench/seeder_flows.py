@@ -9,7 +9,9 @@ acknowledged (`bytes_acked`), summed per receiving host. The seeder hands each r
 fixed share (`cluster.division.EntryPlan`), so the pusher's uplink is full only while every share is still being
 sent: this prints, per interval, the pusher's payload rate to each of them and in all, when its first 64 KiB and its
 first MB were acknowledged (the overlay's formation and the pusher's first plan), when each share was complete, and
-how long the pusher sent below 90 % of the best interval's rate before its last byte. Needs what the
+how long the pusher sent below 90 % of the best interval's rate before its last byte; and each rack downlink's use
+of its rate over time (its interface's bytes, headers included), with how long each ran below 90 % before the
+pusher's last byte and after it, until the last host finished. Needs what the
 lab needs (root, `ip`, `tc`, network namespaces) and `ss` (iproute2). Writes the samples and the push's figures as
 JSON (--out).
 """
@@ -25,7 +27,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from bench.cluster_harness import LAB_RECONCILE
 from bench.cluster_netns import MiB, netns_missing, write_payload
@@ -113,12 +115,35 @@ def below_full(rows: Iterable[tuple[float, Mapping[str, float]]], until: float) 
     return slow
 
 
-class Sampler:
-    """`ss -tin` in the pusher's namespace every `interval` seconds, on a thread, until `stop()`."""
+def link_use(samples: Sequence[tuple[float, Mapping[str, int]]], rate: float, every: int = 1
+             ) -> list[tuple[float, float, dict[str, float]]]:
+    """[(time, {link: bytes sent so far})] -> [(start, end of the interval, {link: its use, bytes over `rate`})]
+    over each `every` samples."""
+    rows = []
+    for k in range(0, len(samples) - every, every):
+        (start, before), (end, after) = samples[k], samples[k + every]
+        rows.append((start, end, {name: (after[name] - before[name]) / (end - start) / rate for name in sorted(after)}))
+    return rows
 
-    def __init__(self, prefix: Sequence[str], interval: float) -> None:
-        self.prefix, self.interval = list(prefix), interval
+
+def idle_before(rows: Iterable[tuple[float, float, Mapping[str, float]]], until: float) -> dict[str, float]:
+    """Per link, the seconds before `until` in which it carried below `BUSY` of its rate."""
+    idle: dict[str, float] = {}
+    for start, end, row in rows:
+        for name, use in row.items():
+            idle[name] = idle.get(name, 0.0) + (min(end, until) - start if start < until and use < BUSY else 0.0)
+    return idle
+
+
+class Sampler:
+    """`ss -tin` in the pusher's namespace every `interval` seconds, on a thread, until `stop()`; and, if given,
+    `links()` (bytes each rack downlink sent so far) at the same instants."""
+
+    def __init__(self, prefix: Sequence[str], interval: float,
+                 links: Callable[[], dict[str, int]] | None = None) -> None:
+        self.prefix, self.interval, self.links = list(prefix), interval, links
         self.samples: list[tuple[float, dict[str, int]]] = []
+        self.link_samples: list[tuple[float, dict[str, int]]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -129,7 +154,10 @@ class Sampler:
         while not self._stop.is_set():
             text = subprocess.run([*self.prefix, "ss", "-tin", "state", "established"], capture_output=True,
                                   text=True, check=False).stdout
-            self.samples.append((time.time(), parse_ss(text)))
+            now = time.time()
+            self.samples.append((now, parse_ss(text)))
+            if self.links is not None:
+                self.link_samples.append((now, self.links()))
             self._stop.wait(self.interval)
 
     def stop(self) -> None:
@@ -145,7 +173,9 @@ def measure(size: int, mtu: int | None, congestion: str | None, interval: float,
         topology.build()
         payload = directory / "payload.bin"
         write_payload(payload, size)
-        sampler = Sampler(topology.hosts["seeder"].prefix, interval)
+        racks = range(1, topology.racks + 1)
+        sampler = Sampler(topology.hosts["seeder"].prefix, interval,
+                          lambda: {f"r{r}": topology.downlink_bytes(r) for r in racks})
         try:
             result = push_once(topology, PushSetup(reconcile=reconcile), payload, directory / "run",
                                on_started=sampler.start)
@@ -157,8 +187,9 @@ def measure(size: int, mtu: int | None, congestion: str | None, interval: float,
     t0 = result["published_wall"]
     flows = {name: [(round(when - t0, 3), total) for when, total in series]
              for name, series in per_host(sampler.samples, names).items()}
+    downlinks = [(round(when - t0, 3), sent) for when, sent in sampler.link_samples]
     return {"size": size, "mtu": mtu or 1500, "interval_s": interval, "reconcile_s": reconcile, "result": result,
-            "flows": flows,
+            "flows": flows, "rack_downlinks": downlinks, "link_rate": LINK,
             "bound": tekel_bound(size, LINK, choose_block_size(size))}
 
 
@@ -183,6 +214,20 @@ def summary(report: dict) -> str:
               f"the pusher's last byte acked at {last:.1f} s; hosts finished {min(result['finish_s'].values()):.1f}-"
               f"{result['makespan_s']:.1f} s",
               f"the pusher below {BUSY:.0%} of its best 2 s before its last byte: {below_full(rows, last):.1f} s"]
+    downlinks = report.get("rack_downlinks") or []
+    if len(downlinks) > 2:
+        every = max(1, round(2.0 / report["interval_s"]))
+        use = link_use(downlinks, report["link_rate"], every)
+        names = sorted(downlinks[-1][1])
+        lines += ["", "each rack's downlink, use of its rate (wire bytes, headers included):",
+                  "    t  " + " ".join(f"{n:>6}" for n in names)]
+        lines += [f"{start:5.1f}  " + " ".join(f"{row[n]:6.2f}" for n in names) for start, _, row in use]
+        fine = link_use(downlinks, report["link_rate"])
+        before, after = idle_before(fine, last), idle_before(fine, result["makespan_s"])
+        lines += [f"below {BUSY:.0%} of its rate before the pusher's last byte (s): "
+                  + ", ".join(f"{n} {before.get(n, 0.0):.1f}" for n in names),
+                  "... and from then to the last host's finish (s): "
+                  + ", ".join(f"{n} {after.get(n, 0.0) - before.get(n, 0.0):.1f}" for n in names)]
     return "\n".join(lines) + "\n"
 
 

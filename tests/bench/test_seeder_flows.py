@@ -3,7 +3,17 @@ idle time. (The push itself needs network namespaces: the lab's own tests cover 
 
 import pytest
 
-from bench.seeder_flows import below_full, parse_ss, per_host, rates, reached, share_ends, summary
+from bench.seeder_flows import (
+    below_full,
+    idle_before,
+    link_use,
+    parse_ss,
+    per_host,
+    rates,
+    reached,
+    share_ends,
+    summary,
+)
 
 SS = """Recv-Q Send-Q Local Address:Port  Peer Address:Port Process
 17     114715   10.0.0.2:36269 10.0.0.15:34345
@@ -73,3 +83,28 @@ def test_summary_names_the_first_bytes_and_the_shares():
     text = summary(report)
     assert "first 64 KiB acknowledged at 0.50 s, its first MB at 1.00 s (the agents' period 2 s)" in text
     assert "share complete (s): a 1.0, b 1.5" in text and "MTU 9000" in text
+
+
+def test_link_use_per_interval_and_time_below_busy_before_a_moment():
+    samples = [(0.0, {"r1": 0, "r2": 0}), (1.0, {"r1": 1000, "r2": 500}), (2.0, {"r1": 1950, "r2": 1500}),
+               (3.0, {"r1": 2100, "r2": 2500})]
+    use = link_use(samples, rate=1000.0)
+    assert use == [(0.0, 1.0, {"r1": 1.0, "r2": 0.5}), (1.0, 2.0, {"r1": 0.95, "r2": 1.0}),
+                   (2.0, 3.0, {"r1": 0.15, "r2": 1.0})]
+    assert link_use(samples, rate=1000.0, every=2) == [(0.0, 2.0, {"r1": 0.975, "r2": 0.75})]
+    # below 90 %: r2 in its first second, r1 in its third (counted up to `until`)
+    assert idle_before(use, 3.0) == {"r1": 1.0, "r2": 1.0}
+    assert idle_before(use, 2.5) == {"r1": 0.5, "r2": 1.0}
+    assert idle_before(use, 0.5) == {"r1": 0.0, "r2": 0.5}
+
+
+def test_summary_shows_each_rack_downlink_and_when_it_idled():
+    flows = {"a": [(0.0, 0), (0.5, 70_000), (1.0, 600_000), (1.5, 600_000)]}
+    downlinks = [(0.0, {"r1": 0}), (0.5, {"r1": 500}), (1.0, {"r1": 600}), (1.5, {"r1": 1100}), (2.0, {"r1": 1600})]
+    report = {"size": 1 << 20, "mtu": 1500, "interval_s": 0.5, "flows": flows, "bound": {"seconds": 1.0},
+              "result": {"makespan_s": 2.0, "finish_s": {"a": 2.0}}, "rack_downlinks": downlinks,
+              "link_rate": 1000.0}
+    text = summary(report)
+    assert "each rack's downlink, use of its rate" in text
+    assert "before the pusher's last byte (s): r1 0.5" in text  # 0.5-1.0 s at 0.2 of its rate
+    assert "to the last host's finish (s): r1 0.0" in text  # (1.0-2.0 s at its full rate)
