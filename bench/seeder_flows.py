@@ -9,9 +9,9 @@ acknowledged (`bytes_acked`), summed per receiving host. The seeder hands each r
 fixed share (`cluster.division.EntryPlan`), so the pusher's uplink is full only while every share is still being
 sent: this prints, per interval, the pusher's payload rate to each of them and in all, when its first 64 KiB and its
 first MB were acknowledged (the overlay's formation and the pusher's first plan), when each share was complete, and
-how long the pusher sent below 90 % of the best interval's rate before its last byte; and each rack downlink's use
-of its rate over time (its interface's bytes, headers included), with how long each ran below 90 % before the
-pusher's last byte and after it, until the last host finished. Needs what the
+how long the pusher sent below 90 % of the best interval's rate before its last byte; and each rack downlink's and
+uplink's use of its rate over time (its interface's bytes, headers included), with how long each ran below 90 %
+before the pusher's last byte and after it, until the last host finished. Needs what the
 lab needs (root, `ip`, `tc`, network namespaces) and `ss` (iproute2). Writes the samples and the push's figures as
 JSON (--out).
 """
@@ -137,7 +137,7 @@ def idle_before(rows: Iterable[tuple[float, float, Mapping[str, float]]], until:
 
 class Sampler:
     """`ss -tin` in the pusher's namespace every `interval` seconds, on a thread, until `stop()`; and, if given,
-    `links()` (bytes each rack downlink sent so far) at the same instants."""
+    `links()` (bytes each rack link sent so far) at the same instants."""
 
     def __init__(self, prefix: Sequence[str], interval: float,
                  links: Callable[[], dict[str, int]] | None = None) -> None:
@@ -175,7 +175,8 @@ def measure(size: int, mtu: int | None, congestion: str | None, interval: float,
         write_payload(payload, size)
         racks = range(1, topology.racks + 1)
         sampler = Sampler(topology.hosts["seeder"].prefix, interval,
-                          lambda: {f"r{r}": topology.downlink_bytes(r) for r in racks})
+                          lambda: {**{f"down r{r}": topology.downlink_bytes(r) for r in racks},
+                                   **{f"up r{r}": topology.uplink_bytes(r) for r in racks}})
         try:
             result = push_once(topology, PushSetup(reconcile=reconcile), payload, directory / "run",
                                on_started=sampler.start)
@@ -187,9 +188,10 @@ def measure(size: int, mtu: int | None, congestion: str | None, interval: float,
     t0 = result["published_wall"]
     flows = {name: [(round(when - t0, 3), total) for when, total in series]
              for name, series in per_host(sampler.samples, names).items()}
-    downlinks = [(round(when - t0, 3), sent) for when, sent in sampler.link_samples]
+    links = {way: [(round(when - t0, 3), {name.split()[1]: n for name, n in sent.items() if name.startswith(way)})
+                   for when, sent in sampler.link_samples] for way in ("down", "up")}
     return {"size": size, "mtu": mtu or 1500, "interval_s": interval, "reconcile_s": reconcile, "result": result,
-            "flows": flows, "rack_downlinks": downlinks, "link_rate": LINK,
+            "flows": flows, "rack_downlinks": links["down"], "rack_uplinks": links["up"], "link_rate": LINK,
             "bound": tekel_bound(size, LINK, choose_block_size(size))}
 
 
@@ -214,21 +216,28 @@ def summary(report: dict) -> str:
               f"the pusher's last byte acked at {last:.1f} s; hosts finished {min(result['finish_s'].values()):.1f}-"
               f"{result['makespan_s']:.1f} s",
               f"the pusher below {BUSY:.0%} of its best 2 s before its last byte: {below_full(rows, last):.1f} s"]
-    downlinks = report.get("rack_downlinks") or []
-    if len(downlinks) > 2:
-        every = max(1, round(2.0 / report["interval_s"]))
-        use = link_use(downlinks, report["link_rate"], every)
-        names = sorted(downlinks[-1][1])
-        lines += ["", "each rack's downlink, use of its rate (wire bytes, headers included):",
-                  "    t  " + " ".join(f"{n:>6}" for n in names)]
-        lines += [f"{start:5.1f}  " + " ".join(f"{row[n]:6.2f}" for n in names) for start, _, row in use]
-        fine = link_use(downlinks, report["link_rate"])
-        before, after = idle_before(fine, last), idle_before(fine, result["makespan_s"])
-        lines += [f"below {BUSY:.0%} of its rate before the pusher's last byte (s): "
-                  + ", ".join(f"{n} {before.get(n, 0.0):.1f}" for n in names),
-                  "... and from then to the last host's finish (s): "
-                  + ", ".join(f"{n} {after.get(n, 0.0) - before.get(n, 0.0):.1f}" for n in names)]
+    for key, what in (("rack_downlinks", "downlink"), ("rack_uplinks", "uplink")):
+        lines += _link_lines(report.get(key) or [], what, report, last)
     return "\n".join(lines) + "\n"
+
+
+def _link_lines(samples: Sequence[tuple[float, Mapping[str, int]]], what: str, report: dict, last: float) -> list[str]:
+    """Each rack's `what` (downlink, uplink) over the push: its use per 2 s, and its time below `BUSY` before the
+    pusher's last byte and after it."""
+    if len(samples) <= 2:
+        return []
+    rate, makespan = report["link_rate"], report["result"]["makespan_s"]
+    names = sorted(samples[-1][1])
+    lines = ["", f"each rack's {what}, use of its rate (wire bytes, headers included):",
+             "    t  " + " ".join(f"{n:>6}" for n in names)]
+    lines += [f"{start:5.1f}  " + " ".join(f"{row[n]:6.2f}" for n in names)
+              for start, _, row in link_use(samples, rate, max(1, round(2.0 / report["interval_s"])))]
+    fine = link_use(samples, rate)
+    before, after = idle_before(fine, last), idle_before(fine, makespan)
+    return lines + [f"below {BUSY:.0%} of its rate before the pusher's last byte (s): "
+                    + ", ".join(f"{n} {before.get(n, 0.0):.1f}" for n in names),
+                    "... and from then to the last host's finish (s): "
+                    + ", ".join(f"{n} {after.get(n, 0.0) - before.get(n, 0.0):.1f}" for n in names)]
 
 
 def _seconds(value: float | None) -> str:

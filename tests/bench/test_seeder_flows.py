@@ -103,8 +103,9 @@ def test_summary_shows_each_rack_downlink_and_when_it_idled():
     downlinks = [(0.0, {"r1": 0}), (0.5, {"r1": 500}), (1.0, {"r1": 600}), (1.5, {"r1": 1100}), (2.0, {"r1": 1600})]
     report = {"size": 1 << 20, "mtu": 1500, "interval_s": 0.5, "flows": flows, "bound": {"seconds": 1.0},
               "result": {"makespan_s": 2.0, "finish_s": {"a": 2.0}}, "rack_downlinks": downlinks,
-              "link_rate": 1000.0}
+              "rack_uplinks": [(0.0, {"r1": 0}), (0.5, {"r1": 0})], "link_rate": 1000.0}
     text = summary(report)
+    assert "each rack's uplink" not in text  # (too few samples to say anything)
     assert "each rack's downlink, use of its rate" in text
     assert "before the pusher's last byte (s): r1 0.5" in text  # 0.5-1.0 s at 0.2 of its rate
     assert "to the last host's finish (s): r1 0.0" in text  # (1.0-2.0 s at its full rate)
