@@ -35,9 +35,9 @@ def test_a_renewed_start_lasts_from_its_renewal():
     ([0.0], 5.0),  # announced once: one TTL
 ])
 def test_one_peer_holds_a_block_back_at_most_hold_max_in_all(renewed_at, let_go_at):
-    """An admitted peer that announces START for a block and never delivers it (in the cluster mode: a root member
-    that keeps a block the pusher lent it, `cluster.lending`) held it back from every farther source as long as it
-    kept renewing; now for `hold_max` (2 TTLs) from its first START at most, until its HAVE."""
+    """An admitted cluster peer that announces START for a block and never delivers it held it back from every
+    farther source for as long as it kept renewing; now for `hold_max` (2 TTLs) from its first START at most, until
+    its HAVE."""
     book = StartBook(ttl=5.0)
     assert book.hold_max == 10.0
     held = []
