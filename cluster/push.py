@@ -260,8 +260,11 @@ async def push(config: PushConfig, stop: asyncio.Event | None = None) -> PushRes
                     # still for half a period, not while the representants are still taking their slots; looked at
                     # again sooner while it changes and until it stood (`FollowUp`), as the agents do. At once when
                     # every targeted agent is in and every slot held: nothing can change but a failure.
-                    if stillness.observe(signature, now, slots_settled(view, alive)):
+                    at_once = slots_settled(view, alive)
+                    if stillness.observe(signature, now, at_once):
                         plan[:] = [EntryPlan(view, manifest.num_blocks)]
+                        log.debug("transfer %s: entry plan drawn from %d members, %d slots held (settled: %s)", tid,
+                                  len(view.members), len(view.holders), at_once)
                     if plan:
                         plan[0].stalled = stalled  # work stealing: a stalled member is shown all
                         plan[0].stranded = stranded_by(members, view.members) if stage.stealing else {}

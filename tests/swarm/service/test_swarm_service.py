@@ -739,3 +739,43 @@ async def test_store_work_cancelled_stops_the_thread_and_drops_what_it_left(worl
         assert manifest.root not in service.store  # incomplete and unpinned: dropped
     finally:
         await service.stop()
+
+
+async def test_look_again_makes_a_running_fetch_look_for_providers_at_once(world):
+    """The cluster agent's overlay lets a representant talk to the pusher once it holds its slot: its fetch, whose
+    next scheduled lookup may be seconds away, looks at once when told (`look_again`), and only the fetch of that
+    root; the schedule goes on after it."""
+    service = await started(world, fetch_peers=3)
+    try:
+        manifest = await shared(service)
+        await _providers(world, manifest, 2)
+        added: list[list] = []
+        joined = asyncio.Event()
+
+        class Node:
+            def add_peers(self, root, peers):
+                added.append(list(peers))
+                joined.set()
+                return len(peers)
+
+            def peer_count(self, root):
+                return None
+
+        service.provider_refresh, service.provider_topup = (3600.0, 3600.0), 3600.0  # nothing before an hour
+        service.look_again(manifest.root)  # no fetch of it running: nothing to tell, nothing kept
+        refresher = asyncio.ensure_future(
+            service.refresh_providers(Node(), "tcp", manifest.root, {("127.0.0.1", 7000)}, 3))
+        try:
+            async with asyncio.timeout(10):
+                while manifest.root not in service._nudged:  # until the refresher waits on its schedule
+                    await asyncio.sleep(0)  # (a yield to it, not a wait for time)
+            service.look_again(b"\x01" * 32)  # another root's: not this fetch's
+            service.look_again(manifest.root)
+            async with asyncio.timeout(10):
+                await joined.wait()
+            assert added == [[("127.0.0.1", 7001)]]
+        finally:
+            refresher.cancel()
+            await asyncio.gather(refresher, return_exceptions=True)
+    finally:
+        await service.stop()
