@@ -211,10 +211,7 @@ class TransferRun:
         # not while a rack's representants are still taking their slots one after the other (every node then
         # agrees on the plan).
         signature = (frozenset(view.members), frozenset(view.holders.items()))
-        changed = self.stillness.observe(signature, now)
-        if self.stillness.changed:  # (who it may talk to follows the view: the pusher once it is a root member)
-            self.service.look_again(self.root)
-        if changed:
+        if self.stillness.observe(signature, now):
             self.plan = EntryPlan(view, self.manifest.num_blocks)
             log.debug("transfer %s: entry plan drawn from %d members, %d slots held", self.tid, len(view.members),
                       len(view.holders))

@@ -93,13 +93,6 @@ def refresh_waits(waits: Sequence[float], providers: int, wanted: int) -> list[f
     return schedule
 
 
-async def _pause(nudged: asyncio.Event, seconds: float) -> None:
-    """`seconds`, or until `nudged` is set (then cleared): a fetch's wait between provider lookups."""
-    with contextlib.suppress(TimeoutError):
-        await asyncio.wait_for(nudged.wait(), seconds)
-    nudged.clear()
-
-
 def _with_vouchers(found: list[Provider], root: bytes, summaries: Sequence[Vouch]) -> list[Provider]:
     """`found` and, first, the publishers that vouch for `root` and answered us on their peer port a moment ago
     (`Vouch.serves_at`): providers the directory may not list yet. Blocks are checked against the root whoever
@@ -169,7 +162,6 @@ class SwarmService:
         self.address: tuple[str, int] | None = None
         self.tasks: set[asyncio.Task] = set()
         self._claims: dict[bytes, asyncio.Task] = {}  # key -> the last in-progress claim's put or withdrawal
-        self._nudged: dict[bytes, asyncio.Event] = {}  # root -> set to make its running fetch look now (`look_again`)
         self.shares = Shares(store, self.nodes, discovery, enabled=share, linger=linger,
                              transports=self.transport_flags, spawn=self.spawn, call_later=call_later,
                              counters=self.counters)
@@ -472,7 +464,6 @@ class SwarmService:
         finally:
             refresher.cancel()
             await asyncio.gather(refresher, return_exceptions=True)
-            self._nudged.pop(root, None)
             await chunks.aclose()  # type: ignore[attr-defined]
 
     async def refresh_providers(self, node: SwarmNode, transport: str, root: bytes,
@@ -483,29 +474,19 @@ class SwarmService:
         than `wanted` peers. A long download in a crowd loses peers (done and gone, or dropped as unresponsive);
         one left with none took the rest from the origin alone, at its share of the origin's rate. An address
         once tried is never tried again: it may have been dropped for lying."""
-        nudged = self._nudged.setdefault(root, asyncio.Event())
         for wait in refresh_waits(self.provider_refresh, len(known), wanted):
-            await _pause(nudged, wait)  # the poll interval, or sooner when the caller says more may be allowed now
+            await asyncio.sleep(wait)  # the poll interval: nothing to wait for but time
             if len(known) >= PROVIDER_POOL:
                 break
             self._join(node, root, await self._fresh(root, transport, known),
                        min(wanted, PROVIDER_POOL - len(known)), known)
         while True:
-            await _pause(nudged, self.provider_topup)  # as above
+            await asyncio.sleep(self.provider_topup)  # as above
             peers = node.peer_count(root)
             if peers is None:  # the fetch is over
                 return
             if peers < wanted:
                 self._join(node, root, await self._fresh(root, transport, known), wanted - peers, known)
-
-    def look_again(self, root: bytes) -> None:
-        """The caller's rule for who may serve `root` (a discovery that filters, as the cluster agent's overlay
-        does) may let more providers in now: a running fetch of `root` looks for them at once rather than at its
-        next scheduled lookup (`refresh_providers`). A representant that just took its slot reached the pusher
-        0.3-0.7 s later before, at the lookup after its fetch's first (docs/cluster.md)."""
-        nudged = self._nudged.get(root)
-        if nudged is not None:
-            nudged.set()
 
     async def _fresh(self, root: bytes, transport: str, known: set[tuple[str, int]]) -> list[Provider]:
         return [p for p in await self.providers(root)
