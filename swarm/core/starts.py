@@ -22,7 +22,7 @@ import heapq
 import itertools
 from collections.abc import Container, Hashable, Iterable
 
-__all__ = ["NearerHolders", "START_HOLD_MAX", "START_TTL", "StartBook"]
+__all__ = ["HOLD_TTLS", "NearerHolders", "START_HOLD_MAX", "START_TTL", "StartBook"]
 
 Peer = Hashable
 
@@ -30,10 +30,11 @@ Peer = Hashable
 #: and announces again, which renews its START; one that stays silent for twice that has stalled or given up,
 #: and the block is better taken elsewhere. Shorter, a busy host's queued requests would be fetched twice.
 START_TTL = 10.0
-#: seconds one peer's STARTs for one block hold it back in all, renewals included, until its HAVE: a starter that
+#: TTLs one peer's STARTs for one block hold it back in all, renewals included, until its HAVE: a starter that
 #: asked again after a timeout still gets a second TTL; one that announces and never delivers (it keeps renewing)
 #: no longer holds the block back for as long as it likes.
-START_HOLD_MAX = 2 * START_TTL
+HOLD_TTLS = 2
+START_HOLD_MAX = HOLD_TTLS * START_TTL  # seconds, at the default TTL
 
 class _Blocked:
     """The blocks a source at `distance` should not be asked for now: a live view of the book."""
@@ -51,11 +52,11 @@ class _Blocked:
 
 
 class StartBook:
-    def __init__(self, ttl: float = START_TTL, hold_max: float | None = None) -> None:
+    def __init__(self, ttl: float = START_TTL) -> None:
         if ttl <= 0:
             raise ValueError("ttl must be > 0")
         self.ttl = ttl
-        self.hold_max = 2 * ttl if hold_max is None else hold_max  # (`START_HOLD_MAX` at the default TTL)
+        self.hold_max = HOLD_TTLS * ttl  # (`START_HOLD_MAX` at the default TTL)
         self._starts: dict[int, dict[Peer, tuple[int, float]]] = {}  # block -> peer -> (distance, held until)
         self._of_peer: dict[Peer, set[int]] = {}  # blocks each peer appears under, to forget it
         # peer -> block -> its first START for that block not yet followed by its HAVE (kept past expiry: a renewal
