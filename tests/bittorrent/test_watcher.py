@@ -22,6 +22,7 @@ import libtorrent as lt
 from addresses import LOOPBACK_NETWORKS
 from bittorrent.seeder import Seeder
 from bittorrent.session import BtSession
+from bittorrent.settings import HANDSHAKE_TIMEOUT
 from swarm.content.manifest import build_manifest
 from swarm.service.shares import ContentShared
 from swarm.service.store_work import BytesBody, fill_entry
@@ -64,6 +65,17 @@ async def answered(port: int, source: str, info_hash: bytes) -> bool:
         writer.close()
 
 
+async def answered_again(port: int, source: str, info_hash: bytes, within: float) -> bool:
+    """`answered`, tried again a moment after each refusal (as a client does) for up to `within` s."""
+    try:
+        async with asyncio.timeout(within):
+            while not await answered(port, source, info_hash):
+                await asyncio.sleep(0.5)  # a client's pause before it tries again, not a wait for a condition
+        return True
+    except TimeoutError:
+        return False
+
+
 @contextlib.asynccontextmanager
 async def seeding_session(tmp_path, reachable):
     """A session seeding one 100 kB file: its port and the torrent's info-hash."""
@@ -99,8 +111,10 @@ async def test_a_flood_from_one_address_is_refused_and_others_still_get_in(tmp_p
             # The admission blocks first, then hands libtorrent the filter, which applies it on its own thread
             # (`get_ip_filter` waits for that thread): a handshake sent in between was answered (once in CI).
             await until(lambda: session.session.get_ip_filter().access(ATTACKER) == 1, "libtorrent's filter")
-            # Another address is admitted while the flooder still holds its connections open...
-            assert await answered(port, "127.0.7.2", info_hash)
+            # Another address is admitted while the flooder still holds its connections open: at once, unless the
+            # burst filled every slot before the filter landed (once in CI); then, as a real client that tries
+            # again, once libtorrent's handshake timeout has freed them (SECURITY.md, "Residual risks")...
+            assert await answered_again(port, "127.0.7.2", info_hash, within=3 * HANDSHAKE_TIMEOUT)
             # ... and the flooder itself is not, not even with a proper handshake.
             assert not await answered(port, ATTACKER, info_hash)
         finally:
