@@ -37,6 +37,7 @@ from swarm.content.manifest import choose_block_size
 from swarm.content.sizes import parse_size
 
 BUSY = 0.9  # of the best interval's rate: below it the pusher's uplink counts as not full
+TABLE_STEP = 2.0  # s per row of the printed tables
 FIRST = (64 << 10, 1_000_000)  # bytes: the pusher's first ones acknowledged, when (the push's start)
 _ACKED = re.compile(r"\bbytes_acked:(\d+)")
 
@@ -92,14 +93,12 @@ def reached(flows: Mapping[str, Sequence[tuple[float, int]]], amount: int) -> fl
 
 
 def rates(flows: Mapping[str, Sequence[tuple[float, int]]], every: int = 1) -> list[tuple[float, dict[str, float]]]:
-    """Payload bytes/s to each host over each `every` samples: [(start of the interval, {host: rate})]."""
+    """Payload bytes/s to each host over each `every` samples: [(start of the interval, {host: rate})]. The hosts'
+    series are sampled together (`per_host`): taken as one series of {host: bytes so far}, as `link_use` reads."""
     names = sorted(flows)
-    length = min(len(series) for series in flows.values())
-    rows = []
-    for k in range(0, length - every, every):
-        start, end = flows[names[0]][k][0], flows[names[0]][k + every][0]
-        rows.append((start, {n: (flows[n][k + every][1] - flows[n][k][1]) / (end - start) for n in names}))
-    return rows
+    samples = [(at[0][0], {n: total for n, (_, total) in zip(names, at, strict=True)})
+               for at in zip(*(flows[n] for n in names))]
+    return [(start, row) for start, _, row in link_use(samples, 1.0, every)]
 
 
 def below_full(rows: Iterable[tuple[float, Mapping[str, float]]], until: float) -> float:
@@ -202,7 +201,8 @@ def summary(report: dict) -> str:
     if not flows:  # `ss` printed nothing we could read (missing, or another output format)
         return "\n".join(lines + ["no connection of the pusher's was seen by `ss -tin`: no flows to show"]) + "\n"
     ends = share_ends(flows)
-    rows = rates(flows, every=max(1, round(2.0 / report["interval_s"])))
+    every = max(1, round(TABLE_STEP / report["interval_s"]))  # samples per row of the tables
+    rows = rates(flows, every)
     last = max(ends.values())
     lines += ["", "pusher's payload rate to each root member, MB/s:",
               "    t  " + " ".join(f"{n:>6}" for n in sorted(flows)) + "   total"]
@@ -215,15 +215,17 @@ def summary(report: dict) -> str:
               "share complete (s): " + ", ".join(f"{n} {ends[n]:.1f}" for n in sorted(ends, key=ends.get)),
               f"the pusher's last byte acked at {last:.1f} s; hosts finished {min(result['finish_s'].values()):.1f}-"
               f"{result['makespan_s']:.1f} s",
-              f"the pusher below {BUSY:.0%} of its best 2 s before its last byte: {below_full(rows, last):.1f} s"]
+              f"the pusher below {BUSY:.0%} of its best {TABLE_STEP:g} s before its last byte: "
+              f"{below_full(rows, last):.1f} s"]
     for key, what in (("rack_downlinks", "downlink"), ("rack_uplinks", "uplink")):
-        lines += _link_lines(report.get(key) or [], what, report, last)
+        lines += _link_lines(report.get(key) or [], what, report, last, every)
     return "\n".join(lines) + "\n"
 
 
-def _link_lines(samples: Sequence[tuple[float, Mapping[str, int]]], what: str, report: dict, last: float) -> list[str]:
-    """Each rack's `what` (downlink, uplink) over the push: its use per 2 s, and its time below `BUSY` before the
-    pusher's last byte and after it."""
+def _link_lines(samples: Sequence[tuple[float, Mapping[str, int]]], what: str, report: dict, last: float,
+                every: int) -> list[str]:
+    """Each rack's `what` (downlink, uplink) over the push: its use per `every` samples, and its time below `BUSY`
+    before the pusher's last byte and after it."""
     if len(samples) <= 2:
         return []
     rate, makespan = report["link_rate"], report["result"]["makespan_s"]
@@ -231,7 +233,7 @@ def _link_lines(samples: Sequence[tuple[float, Mapping[str, int]]], what: str, r
     lines = ["", f"each rack's {what}, use of its rate (wire bytes, headers included):",
              "    t  " + " ".join(f"{n:>6}" for n in names)]
     lines += [f"{start:5.1f}  " + " ".join(f"{row[n]:6.2f}" for n in names)
-              for start, _, row in link_use(samples, rate, max(1, round(2.0 / report["interval_s"])))]
+              for start, _, row in link_use(samples, rate, every)]
     fine = link_use(samples, rate)
     before, after = idle_before(fine, last), idle_before(fine, makespan)
     return lines + [f"below {BUSY:.0%} of its rate before the pusher's last byte (s): "
