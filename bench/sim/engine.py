@@ -25,7 +25,8 @@ What runs here is the product's own sans-I/O code; what is reproduced is the asy
   candidates (the agent's discovery stops at the first 64 found: its choice can only be worse); blocks are not
   hashed (`SimManifest`: no bytes exist); one transfer, so `cluster.turns` has nothing to decide; the seeder is not
   throttled; a HAVE is not delivered to a receiver that has verified the block already (it changes nothing the
-  fetch decides: see `_verified`); no round-trip time (a request reaches its server at once).
+  fetch decides: see `_verified`); no round-trip time (a request reaches its server at once); headers only as a
+  factor on every link's rate (`Setup.wire`: 1 by default, left out).
 
 Time: flows get their max-min fair rates (`Network.rates`) again once per `quantum` of virtual time (one block at
 the fastest host rate: 7 ms for 2 MiB at 300 MB/s) when the set of busy connections changed; between two such
@@ -51,7 +52,8 @@ from cluster.agent import FETCH_PEERS
 from cluster.division import EntryPlan, provider_order
 from cluster.lag import LagWatch
 from cluster.overlay import Level, Location, Member, Representation, View
-from cluster.records import RECONCILE_EVERY
+from cluster.push import site_to_say
+from cluster.records import RECONCILE_EVERY, AgentRecord
 from cluster.stalls import StallWatch
 from cluster.throttle import Capacities, Planner
 from swarm.content.manifest import Manifest
@@ -153,7 +155,7 @@ class Simulation:
         n = setup.agents
         self.n = n
         self.seeder = n  # index of the seeder; agents are 0 .. n-1
-        self.rack_of = [i // setup.per_rack for i in range(n)]
+        self.rack_of = [rack for rack, size in enumerate(setup.sizes) for _ in range(size)]
         self.nodes = [self.rng.randbytes(8).hex() for _ in range(n + 1)]
         self.locations = [Location("dc0", f"r{r:04d}") for r in self.rack_of]
         rates = [r for r in (setup.host_up, setup.host_down) if r is not None]
@@ -177,13 +179,17 @@ class Simulation:
     def _build_network(self) -> None:
         s, net = self.setup, Network()
         self.net = net
-        self.up = [net.link(f"host {i} up", s.host_up) for i in range(self.n)]
-        self.down = [net.link(f"host {i} down", s.host_down) for i in range(self.n)]
-        self.up.append(net.link("seeder up", s.seeder_up))
+
+        def payload(rate: float | None) -> float | None:  # what a link of `rate` carries of BLOCKs (`Setup.wire`)
+            return None if rate is None else rate / s.wire
+
+        self.up = [net.link(f"host {i} up", payload(s.host_up)) for i in range(self.n)]
+        self.down = [net.link(f"host {i} down", payload(s.host_down)) for i in range(self.n)]
+        self.up.append(net.link("seeder up", payload(s.seeder_up)))
         self.down.append(Network.NONE)
-        self.rack_up = [net.link(f"rack {r} up", s.rack_rates(r)[0]) for r in range(s.racks)]
-        self.rack_down = [net.link(f"rack {r} down", s.rack_rates(r)[1]) for r in range(s.racks)]
-        self.core = net.link("DC core", s.core)
+        self.rack_up = [net.link(f"rack {r} up", payload(s.rack_rates(r)[0])) for r in range(s.racks)]
+        self.rack_down = [net.link(f"rack {r} down", payload(s.rack_rates(r)[1])) for r in range(s.racks)]
+        self.core = net.link("DC core", payload(s.core))
         self.planners: list[Planner] | None = None
         self.throttle_links: list[dict[Level, int]] = []
         if s.throttle_host is not None:
@@ -204,7 +210,11 @@ class Simulation:
         if server != self.seeder and self.planners is not None:
             route.append(self.throttle_links[server][level])
         if server == self.seeder:
-            route += [self.core, self.rack_down[self.rack_of[receiver]]]
+            site, rack = self.setup.seeder_rack, self.rack_of[receiver]
+            if site is None:  # off the core
+                route += [self.core, self.rack_down[rack]]
+            elif site != rack:  # in a rack: out through its uplink
+                route += [self.rack_up[site], self.core, self.rack_down[rack]]
         elif level is not Level.RACK:
             route += [self.rack_up[self.rack_of[server]], self.core, self.rack_down[self.rack_of[receiver]]]
         return route
@@ -213,7 +223,7 @@ class Simulation:
 
     def _form_overlay(self) -> None:
         members = [Member(self.nodes[i], self.locations[i]) for i in range(self.n)]
-        members.append(Member(self.nodes[self.seeder], None, 1.0, seeder=True))
+        members.append(Member(self.nodes[self.seeder], None, 1.0, seeder=True, site=self._site()))
         view = View.of(members)
         reps = [Representation(self.nodes[i]) for i in range(self.n)]
         order = list(range(self.n))
@@ -262,6 +272,15 @@ class Simulation:
         self.t0 = np.zeros(len(self.by_flow))
         self.rate = np.zeros(len(self.by_flow))
         self.ends = np.full(len(self.by_flow), np.inf)  # when the block on each flow is through (inf: idle)
+
+    def _site(self) -> Location | None:
+        """The rack the pusher says it sits in, decided as `cluster.push` decides it from the agents' records."""
+        rack = self.setup.seeder_rack
+        if rack is None:
+            return None
+        records = {self.nodes[i]: AgentRecord("", 0, loc.dc, loc.rack, self.nodes[i])
+                   for i, loc in enumerate(self.locations)}
+        return site_to_say(Location("dc0", f"r{rack:04d}"), records, "*")
 
     def entry_gaps(self) -> dict:
         """Entry points the fetch cap cut off: blocks a rack representant is to bring into its rack (`EntryPlan`)

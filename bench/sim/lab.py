@@ -17,7 +17,10 @@ block and the bytes the agents verified add up to agents x size. Wall time is re
 
 --crosscheck simulates instead the topology of `python -m bench.cluster_netns --racks 3 --per-rack 4` (rack 1's
 uplink at 2 MB/s each way, everything else unshaped) and prints its makespan beside the bound, for comparison
-with the median of real-process runs of that command.
+with the median of real-process runs of that command; --tekel, Tekel's figure 8 as `swarmproxy lab cluster-tekel`
+runs it (racks of 5, 4 + the seeder, 7 and 1 hosts, every host's link and every rack's uplink at --link each way,
+32 MiB; the pusher says its rack), for comparison with the median of that lab's runs of the product (`--stages
+stealing`) with the same --link and --size.
 """
 
 from __future__ import annotations
@@ -30,10 +33,14 @@ import statistics
 import sys
 import time
 
+from bench.lab.cluster_tekel import LINK as TEKEL_LINK
+from bench.lab.cluster_tekel import RACK_SIZES as TEKEL_RACKS
+from bench.lab.cluster_tekel import SEEDER_RACK as TEKEL_SEEDER_RACK
 from bench.lab.honesty import percentile
 from bench.sim.engine import Result, Simulation
 from bench.sim.topology import Setup, bound
 from swarm.content.sizes import parse_rate, parse_size
+from swarm.core.throttle import WIRE_OVERHEAD
 
 __all__ = ["main"]
 
@@ -42,6 +49,7 @@ RATE_GOAL = 0.95  # per-host rate at 1,200 and 2,600 agents / at 100
 P50_GOAL, P99_GOAL = 1.1, 1.5  # p50 / (size / cap), p99 / p50 at 2,600 agents
 RACKS_SAID = 5  # racks up to which each rack's finish is printed (all of them are in report.json)
 NETNS_RACK_RATE = 2_000_000  # bench.cluster_netns's --uplink default: rack 1's uplink, each way
+TEKEL_WHAT = "swarmproxy lab cluster-tekel's topology (Tekel's figure 8), simulated"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -78,6 +86,17 @@ def build_parser() -> argparse.ArgumentParser:
                              "peer cap (64) leaves without a server of some of their blocks (seconds, no push)")
     parser.add_argument("--host-rate", default="100M", metavar="RATE",
                         help="--crosscheck: the hosts' unshaped links, bytes/s (100M)")
+    parser.add_argument("--tekel", action="store_true",
+                        help="simulate swarmproxy lab cluster-tekel's topology instead (see above)")
+    parser.add_argument("--link", default=f"{TEKEL_LINK}", metavar="RATE",
+                        help=f"--tekel: every link's rate, bytes/s each way ({TEKEL_LINK:,}: 10 Mbit/s)")
+    parser.add_argument("--runs", type=int, default=1, metavar="N",
+                        help="--tekel, --crosscheck: simulate N pushes, seeds --seed to --seed + N - 1 (each seed "
+                             "draws other node ids, so other roles and trees, as real runs do), and give their "
+                             "median (1)")
+    parser.add_argument("--wire", type=float, default=None, metavar="F",
+                        help=f"bytes every link carries per byte of payload (headers): --tekel {WIRE_OVERHEAD:.4f} "
+                             "(TCP over Ethernet at the lab's MTU of 1500, 1514 / 1448), else 1 (left out)")
     return parser
 
 
@@ -92,11 +111,21 @@ def _size(text: str) -> int:
 
 def setups(args: argparse.Namespace) -> list[Setup]:
     """The scale points a command line asks for (pure)."""
+    seeds = range(args.seed, args.seed + max(1, args.runs))
+    block = _size(args.block_size) if args.block_size else None
+    if args.tekel:
+        size = _size(args.size) if args.size != "3G" else 32 << 20  # swarmproxy lab cluster-tekel's default size
+        link = _rate(args.link)
+        # the lab's racks are numbered from 1, the simulator's from 0
+        return [Setup(size, len(TEKEL_RACKS), max(TEKEL_RACKS), host_up=link, host_down=link, rack_up=link,
+                      rack_down=link, seeder_up=link, rack_sizes=TEKEL_RACKS, seeder_rack=TEKEL_SEEDER_RACK - 1,
+                      block_size=block, seed=seed, wire=WIRE_OVERHEAD if args.wire is None else args.wire)
+                for seed in seeds]
     if args.crosscheck:
         size = _size(args.size) if args.size != "3G" else 32 << 20  # bench.cluster_netns's default size
         host = _rate(args.host_rate)
         return [Setup(size, 3, 4, host_up=host, host_down=host, rack_links={0: (NETNS_RACK_RATE, NETNS_RACK_RATE)},
-                      block_size=_size(args.block_size) if args.block_size else None, seed=args.seed)]
+                      block_size=block, seed=seed, wire=args.wire or 1.0) for seed in seeds]
     cap = _rate(args.cap)
     assert cap is not None
     size = _size("300M") if args.quick and args.size == "3G" else _size(args.size)
@@ -111,7 +140,8 @@ def setups(args: argparse.Namespace) -> list[Setup]:
         points.append(Setup(size, n // per_rack, per_rack, host_up=cap, host_down=cap, rack_up=rack, rack_down=rack,
                             core=_rate(args.core), seeder_up=_rate(args.seeder_up) or cap,
                             block_size=_size(args.block_size) if args.block_size else None,
-                            throttle_host=_rate(args.host_capacity), reserve=args.reserve, seed=args.seed))
+                            throttle_host=_rate(args.host_capacity), reserve=args.reserve, seed=args.seed,
+                            wire=args.wire or 1.0))
     return points
 
 
@@ -159,9 +189,9 @@ def summarise(setup: Setup, result: Result, wall: float, budget: float) -> dict:
                               for level in ("rack", "dc", "outside")},
         "closes": result.closes, "events": result.events, "rate_recomputes": result.recomputes,
         "finish_s": [round(t, 3) if math.isfinite(t) else None for t in finish],
-        # each rack's last agent (racks of `per_rack` in order): a rack that waits on another's uplink shows here
-        "rack_finish_s": [round(max(finish[r * setup.per_rack:(r + 1) * setup.per_rack]), 3)
-                          if all(map(math.isfinite, finish[r * setup.per_rack:(r + 1) * setup.per_rack])) else None
+        # each rack's last agent: a rack that waits on another's uplink shows here
+        "rack_finish_s": [round(max(finish[i] for i in setup.members(r)), 3)
+                          if all(math.isfinite(finish[i]) for i in setup.members(r)) else None
                           for r in range(setup.racks)],
         "valid": not problems, "problems": problems,
     }
@@ -170,8 +200,14 @@ def summarise(setup: Setup, result: Result, wall: float, budget: float) -> dict:
 def goals(points: list[dict], cap: float | None) -> dict:
     """The issue's goals, from every point that completed; `*_valid` says whether the points it rests on were
     VALID (within the wall-time budget among others): a figure over budget is still a figure, said so."""
-    by_n = {p["agents"]: p for p in points if p["complete"]}
     out: dict = {}
+    if cap is None:  # --tekel, --crosscheck: the runs' median, for the real runs' beside it
+        done = [p for p in points if p["complete"]]
+        if done:
+            out["makespan_median_s"] = round(statistics.median(p["makespan_s"] for p in done), 3)
+            out["makespan_over_bound_median"] = round(statistics.median(p["makespan_over_bound"] for p in done), 4)
+        return out
+    by_n = {p["agents"]: p for p in points if p["complete"]}
     base = by_n.get(100, {}).get("per_host_rate_median")
     for n in (1200, 2600):
         rate = by_n.get(n, {}).get("per_host_rate_median")
@@ -196,25 +232,26 @@ def redraw(out: pathlib.Path) -> list[pathlib.Path]:
 
     report = json.loads((out / "report.json").read_text())
     cap = report["points"][0]["setup"]["host_down"] if report["points"] and \
-        not report["what"].startswith("bench.cluster_netns") else None
+        not report["what"].startswith(("bench.cluster_netns", TEKEL_WHAT)) else None
     report["goals"] = goals(report["points"], cap)
     return write(out, report, text(report), draw)
 
 
 def text(report: dict) -> str:
     lines = [f"swarmproxy lab cluster-scale ({report['command']})", report["what"], ""]
-    lines.append(f"{'agents':>6} {'racks':>5} {'wall s':>7} {'makespan':>9} {'p50':>7} {'p99':>7} {'rate MB/s':>9} "
-                 f"{'bound':>7} {'/bound':>6} {'seeder':>6} {'rack in':>7}  valid")
+    lines.append(f"{'agents':>6} {'racks':>5} {'seed':>4} {'wall s':>7} {'makespan':>9} {'p50':>7} {'p99':>7} "
+                 f"{'rate MB/s':>9} {'bound':>7} {'/bound':>6} {'seeder':>6} {'rack in':>7}  valid")
     for p in report["points"]:
         def f(v, w=7, d=2):
             return f"{v:>{w}.{d}f}" if isinstance(v, (int, float)) else f"{'-':>{w}}"
         rate = p["per_host_rate_median"] / 1e6 if p["per_host_rate_median"] else None
-        lines.append(f"{p['agents']:>6} {p['racks']:>5} {f(p['wall_s'], 7, 0)} {f(p['makespan_s'], 9)} "
+        lines.append(f"{p['agents']:>6} {p['racks']:>5} {p['setup'].get('seed', 1):>4} {f(p['wall_s'], 7, 0)} "
+                     f"{f(p['makespan_s'], 9)} "
                      f"{f(p['p50_s'])} {f(p['p99_s'])} {f(rate, 9, 1)} {f(p['bound']['seconds'])} "
                      f"{f(p['makespan_over_bound'], 6)} {f(p['seeder_ratio'], 6, 3)} "
                      f"{f(p['rack_uplink_copies']['max'], 7, 3)}  "
                      + ("VALID" if p["valid"] else "INVALID: " + "; ".join(p["problems"])))
-    missing = [n for n in report.get("points_planned", []) if n not in {p["agents"] for p in report["points"]}]
+    missing = report.get("points_planned", [])[len(report["points"]):]  # written in order, after every point
     if missing:
         lines.append(f"not run (yet): {', '.join(map(str, missing))} agents")
     lines.append("")
@@ -293,8 +330,11 @@ def _write(out: pathlib.Path, argv: list[str] | None, args: argparse.Namespace, 
            results: list[dict]) -> list[pathlib.Path]:
     from bench.lab.report import write
 
-    cap = None if args.crosscheck else _rate(args.cap)
-    what = ("bench.cluster_netns --racks 3 --per-rack 4, simulated" if cap is None else
+    cap = None if args.crosscheck or args.tekel else _rate(args.cap)
+    wire = f", {points[0].wire:.4f} bytes on the wire per byte of payload" if points[0].wire != 1 else ""
+    what = (f"{TEKEL_WHAT}, every link {points[0].host_up / 1e6:g} MB/s each way, {points[0].size / (1 << 20):g} MiB"
+            f"{wire}"
+            if args.tekel else "bench.cluster_netns --racks 3 --per-rack 4, simulated" if cap is None else
             f"one DC, racks of {points[0].per_rack}, every host capped at {cap / 1e6:g} MB/s each way, "
             f"{points[0].size / 1e9:g} GB")
     report = {"scenario": "cluster-scale", "command": "swarmproxy lab cluster-scale " + " ".join(

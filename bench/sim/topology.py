@@ -3,7 +3,9 @@
 The link model of issue 40 (scenario 4): a byte from host A to host B crosses A's own uplink, then, when B is in
 another rack, A's rack uplink, the DC core and B's rack downlink, then B's own downlink; each is a queue with a
 rate (`bench.sim.links`). Inside a rack the top-of-rack switch is not a limit. The seeder hangs off the core, as
-the pusher does in `bench.cluster_netns`. Rates are bytes/s; None is not a limit.
+the pusher does in `bench.cluster_netns`, or sits in a rack (`seeder_rack`), as in Tekel's figure 8 (`swarmproxy
+lab cluster-tekel`): its bytes to other racks then cross that rack's uplink too. Rates are bytes/s; None is not a
+limit.
 """
 
 from __future__ import annotations
@@ -41,10 +43,39 @@ class Setup:
     # reconciles use, 0.74-0.90 s at the lab's 0.5 s): bench.seeder_flows, docs/cluster.md. 0.3 s until then.
     formation: float = 0.45
     seed: int = 1
+    # Racks of these sizes, in order, instead of `racks` of `per_rack` (Tekel's figure 8: 5, 4, 7, 1); `racks` is
+    # then len(rack_sizes) and `per_rack` their largest.
+    rack_sizes: tuple[int, ...] = ()
+    # The rack the pusher's host sits in (index), which the pusher says as `push --dc --rack` does (when
+    # `cluster.push.site_to_say` lets it); None: off the DC core, in no rack.
+    seeder_rack: int | None = None
+    # Bytes a link carries per byte of payload (TCP/IP and Ethernet headers): every link above carries payload at
+    # its rate / wire. 1: headers left out, as the bound counts (the scale points, --crosscheck); a shaped link of
+    # the namespace labs at MTU 1500: `swarm.core.throttle.WIRE_OVERHEAD` (one bulk flow measured 0.955 of the rate
+    # as payload there, `bench.cluster_netns --calibrate`).
+    wire: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.rack_sizes and (len(self.rack_sizes) != self.racks or max(self.rack_sizes) != self.per_rack):
+            raise ValueError("with rack_sizes, racks must be their number and per_rack the largest")
+        if self.wire < 1:
+            raise ValueError("wire bytes per payload byte cannot be below 1")
+        if self.seeder_rack is not None and not 0 <= self.seeder_rack < self.racks:
+            raise ValueError(f"seeder_rack {self.seeder_rack} is not one of the {self.racks} racks")
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        """Hosts per rack, in rack order."""
+        return self.rack_sizes or (self.per_rack,) * self.racks
 
     @property
     def agents(self) -> int:
-        return self.racks * self.per_rack
+        return sum(self.sizes)
+
+    def members(self, rack: int) -> range:
+        """The agents (indexes) of `rack`: racks are numbered in order, their agents one after the other."""
+        start = sum(self.sizes[:rack])
+        return range(start, start + self.sizes[rack])
 
     @property
     def block(self) -> int:
@@ -59,21 +90,27 @@ class Setup:
                 "rack_up": self.rack_up, "rack_down": self.rack_down, "core": self.core,
                 "seeder_up": self.seeder_up, "rack_links": {str(k): v for k, v in self.rack_links.items()},
                 "throttle_host_capacity": self.throttle_host, "reserve": self.reserve,
-                "formation_s": self.formation, "seed": self.seed}
+                "formation_s": self.formation, "seed": self.seed, "rack_sizes": list(self.sizes),
+                "seeder_rack": self.seeder_rack, "wire": self.wire}
 
 
 def bound(setup: Setup) -> dict:
     """Babenhauserheide's bound (`bench.cluster_bound`) for this topology: the seeder's and hosts' own links,
-    every rack downlink (one copy must enter each rack: the seeder is outside every rack), the core (one copy per
-    rack crosses it), plus the start-up pipeline of log2(N) blocks at the slowest host rate."""
+    every rack downlink but the seeder's rack's (one copy must enter each rack the seeder is not in), the seeder's
+    rack's uplink (its copy must leave), the core (one copy per rack without the seeder crosses it), plus the
+    start-up pipeline of log2(N) blocks at the slowest host rate."""
     n = setup.agents
     links = []
     for rack in range(setup.racks):
-        down = setup.rack_rates(rack)[1]
-        if down is not None:
+        up, down = setup.rack_rates(rack)
+        if rack == setup.seeder_rack:
+            if up is not None:
+                links.append(Link(f"rack {rack} uplink", setup.size, up))
+        elif down is not None:
             links.append(Link(f"rack {rack} downlink", setup.size, down))
     if setup.core is not None:
-        links.append(Link("DC core", setup.racks * setup.size, setup.core))
+        entered = setup.racks - (setup.seeder_rack is not None)
+        links.append(Link("DC core", entered * setup.size, setup.core))
     return makespan_bound(setup.size, n, seeder_upload=setup.seeder_up,
                           downloads=[setup.host_down] * n if setup.host_down is not None else (),
                           uploads=[setup.host_up] * n, links=links, block_size=setup.block)

@@ -144,3 +144,89 @@ def test_a_lagging_root_share_goes_first_and_the_other_racks_do_not_wait_on_it()
     assert [i for i, lag in enumerate(sim.lags) if lag.lagging] == [i for i in range(4) if sim.roles[i] == "dc"]
     assert max(racks[1:]) - racks[0] < 0.5
     assert result.seeder_sent == 4 * MB and result.rack_in[0] / (4 * MB) <= 1.1
+
+
+@pytest.mark.parametrize(("sizes", "rack", "members"), [
+    ((5, 4, 7, 1), 0, range(0, 5)),
+    ((5, 4, 7, 1), 1, range(5, 9)),
+    ((5, 4, 7, 1), 3, range(16, 17)),
+    ((), 2, range(8, 12)),  # racks of per_rack = 4
+])
+def test_racks_of_different_sizes_number_their_agents_in_order(sizes, rack, members):
+    setup = Setup(MB, racks=4, per_rack=max(sizes or (4,)), rack_sizes=sizes)
+    assert setup.members(rack) == members
+    assert setup.agents == (sum(sizes) if sizes else 16)
+
+
+@pytest.mark.parametrize("bad", [
+    dict(racks=3, per_rack=7, rack_sizes=(5, 4, 7, 1)),  # racks is not their number
+    dict(racks=4, per_rack=5, rack_sizes=(5, 4, 7, 1)),  # per_rack is not the largest
+    dict(racks=2, per_rack=2, seeder_rack=2),  # no such rack
+])
+def test_a_setup_that_contradicts_itself_is_refused(bad):
+    with pytest.raises(ValueError):
+        Setup(MB, **bad)
+
+
+@pytest.mark.parametrize(("sizes", "said"), [
+    ((3, 2, 3, 1), True),  # the other racks' representants (2 + 2 + 1) fill the DC's five slots
+    ((3, 2, 1), False),  # they do not (2 + 1): the seeder's rack takes part as any rack (`cluster.push.site_to_say`)
+])
+def test_a_seeder_in_a_rack_sends_through_its_uplink_and_the_bound_counts_it(sizes, said):
+    """Tekel's figure 8 in small: the seeder sits in rack 1; its bytes to the other racks cross rack 1's uplink
+    (never a rack downlink), its rack mates take theirs inside; it says its rack when `site_to_say` would; the
+    bound has rack 1's uplink carry one copy out and rack 1's downlink none."""
+    link = 1 * MB
+    setup = Setup(2 * MB, racks=len(sizes), per_rack=3, host_up=link, host_down=link, rack_up=link, rack_down=link,
+                  seeder_up=link, rack_sizes=sizes, seeder_rack=1, block_size=16 * 1024)
+    sim, result = _run(setup)
+    assert all(math.isfinite(t) for t in result.finish)
+    seeder, names = sim.seeder, sim.net.names
+    routes = {receiver: {names[k] for k in sim.net.routes[sim.conns[(seeder, receiver)].flow]}
+              for receiver in range(sim.n) if (seeder, receiver) in sim.conns}
+    assert routes  # the root members
+    for receiver, route in routes.items():
+        outside = sim.rack_of[receiver] != 1
+        assert ("rack 1 up" in route) == outside
+        assert (f"rack {sim.rack_of[receiver]} down" in route) == outside
+    rack1 = sim.locations[setup.members(1)[0]]
+    assert sim.view.seeder_racks() == ({rack1} if said else set())
+    if said:  # rack 1 is no block's home
+        assert not any(sim.roles[i] == "dc" for i in setup.members(1))
+    terms = bound(setup)["terms"]
+    assert "rack 1 uplink" in terms and "rack 1 downlink" not in terms
+    assert {f"rack {r} downlink" for r in range(len(sizes)) if r != 1} <= set(terms)
+    assert max(result.finish) >= bound(setup)["seconds"]
+
+
+def test_tekel_reads_the_lab_topology():
+    args = lab.build_parser().parse_args(["--tekel"])
+    (setup,) = lab.setups(args)
+    assert setup.sizes == (5, 4, 7, 1) and setup.seeder_rack == 1 and setup.size == 32 << 20
+    assert setup.host_up == setup.rack_up == setup.seeder_up == 1_250_000
+    half = lab.setups(lab.build_parser().parse_args(["--tekel", "--link", "625K", "--size", "16Mi"]))[0]
+    assert (half.host_down, half.rack_down, half.size) == (625_000, 625_000, 16 << 20)
+    assert setup.wire == 1514 / 1448  # the lab's links carry headers (MTU 1500); the scale points leave them out
+    runs = lab.setups(lab.build_parser().parse_args(["--tekel", "--runs", "3", "--seed", "4", "--wire", "1"]))
+    assert [p.seed for p in runs] == [4, 5, 6] and {p.wire for p in runs} == {1.0}
+    assert lab.setups(lab.build_parser().parse_args(["--agents", "100"]))[0].wire == 1.0
+
+
+def test_headers_slow_every_link_by_the_wire_factor():
+    """`Setup.wire`: a link of rate R carries payload at R / wire; the bound still counts the whole rate."""
+    base = dict(racks=1, per_rack=1, host_up=1 * MB, host_down=1 * MB, seeder_up=1 * MB, block_size=16 * 1024,
+                formation=0.0)
+    bare = _run(Setup(1 * MB, **base))[1]
+    headed = _run(Setup(1 * MB, wire=1.25, **base))[1]
+    assert max(headed.finish) == pytest.approx(1.25 * max(bare.finish), rel=0.02)
+    assert bound(Setup(1 * MB, wire=1.25, **base)) == bound(Setup(1 * MB, **base))
+
+
+def test_the_tekel_crosscheck_gives_the_median_of_its_runs(tmp_path):
+    out = tmp_path / "out"
+    assert lab.main(["--tekel", "--size", "256Ki", "--runs", "3", "--out", str(out)]) == 0
+    report = json.loads((out / "report.json").read_text())
+    makespans = sorted(p["makespan_s"] for p in report["points"])
+    assert [p["setup"]["seed"] for p in report["points"]] == [1, 2, 3]
+    assert report["goals"]["makespan_median_s"] == makespans[1]
+    assert "rate_2600_over_100" not in report["goals"]  # no scale point: no scale goal
