@@ -111,6 +111,9 @@ def _size(text: str) -> int:
 
 def setups(args: argparse.Namespace) -> list[Setup]:
     """The scale points a command line asks for (pure)."""
+    if args.wire is not None and args.wire < 1:
+        raise SystemExit(f"swarmproxy lab cluster-scale: --wire {args.wire} is below 1 (a link carries each payload "
+                         "byte and its headers)")
     seeds = range(args.seed, args.seed + max(1, args.runs))
     block = _size(args.block_size) if args.block_size else None
     if args.tekel:

@@ -210,6 +210,8 @@ def test_tekel_reads_the_lab_topology():
     runs = lab.setups(lab.build_parser().parse_args(["--tekel", "--runs", "3", "--seed", "4", "--wire", "1"]))
     assert [p.seed for p in runs] == [4, 5, 6] and {p.wire for p in runs} == {1.0}
     assert lab.setups(lab.build_parser().parse_args(["--agents", "100"]))[0].wire == 1.0
+    with pytest.raises(SystemExit, match="below 1"):  # a clear error, not a traceback
+        lab.setups(lab.build_parser().parse_args(["--tekel", "--wire", "0.5"]))
 
 
 def test_headers_slow_every_link_by_the_wire_factor():
